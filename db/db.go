@@ -1,0 +1,163 @@
+// Package db holds the one transaction helper every write goes through, the
+// mapping of PostgreSQL errors to domain sentinels, and pool construction.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when a row that was asked for does not exist (or
+// is not visible to the caller).
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a write violates a unique constraint.
+var ErrConflict = errors.New("conflict")
+
+// Executor is what generated queries run on: a pool, a connection or a
+// transaction.
+type Executor interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// maxAttempts bounds how often WithTx re-runs a transaction that lost a
+// serialization or deadlock race.
+const maxAttempts = 5
+
+// WithTx runs fn in a transaction and commits it when fn returns nil.
+//
+// When PostgreSQL aborts the transaction with a serialization failure or a
+// deadlock, WithTx rolls back and runs fn again, up to maxAttempts times
+// with bounded jittered sleeps, so these races never reach a client; fn must
+// therefore be safe to re-run (it must not have effects outside tx). Any
+// other error from fn rolls the transaction back and is returned unchanged.
+func WithTx(ctx context.Context, db Executor, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	_, err := WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (struct{}, error) {
+		return struct{}{}, fn(ctx, tx)
+	})
+	return err
+}
+
+// WithTxV is WithTx for a function that returns a value.
+func WithTxV[T any](ctx context.Context, db Executor, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := runTx(ctx, db, fn)
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			return v, err
+		}
+		// Full jitter over a window that grows with each attempt: 0–10 ms,
+		// 0–20 ms, … so racing transactions spread out instead of colliding
+		// again.
+		backoff := time.Duration(rand.Int64N(int64(10*time.Millisecond) * int64(attempt)))
+		select {
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func runTx[T any](ctx context.Context, db Executor, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+	var zero T
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return zero, fmt.Errorf("begin: %w", err)
+	}
+	defer rollback(ctx, tx)
+	v, err := fn(ctx, tx)
+	if err != nil {
+		return zero, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return zero, fmt.Errorf("commit: %w", err)
+	}
+	return v, nil
+}
+
+// rollback ends tx if it is still open. It runs even when ctx is canceled,
+// so a canceled request never leaves a transaction holding locks.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = tx.Rollback(ctx) // ErrTxClosed after a commit; nothing to do either way.
+}
+
+// retryable reports whether PostgreSQL aborted a transaction only because it
+// raced another one, so that running it again can succeed.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "40001", "40P01": // serialization_failure, deadlock_detected
+		return true
+	}
+	return false
+}
+
+// Interpret maps errors at the database edge to the package's sentinels:
+// pgx.ErrNoRows → ErrNotFound and unique violations → ErrConflict (wrapping
+// the original so the constraint stays inspectable with ConstraintName).
+// Other errors are returned unchanged.
+func Interpret(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
+
+// ConstraintName returns the name of the constraint err violated, or "".
+func ConstraintName(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.ConstraintName
+	}
+	return ""
+}
+
+// PoolConfig configures NewPool.
+type PoolConfig struct {
+	// URL is the PostgreSQL connection string. Required.
+	URL string
+	// MaxConns caps the pool. Defaults to pgxpool's default (4 × CPUs, at
+	// least 4).
+	MaxConns int32
+}
+
+// NewPool opens a pool and checks that the server answers.
+func NewPool(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}

@@ -1,0 +1,174 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/auth"
+	"boxoffice/catalog"
+)
+
+// SectionInput generates a rectangular block of seats.
+type SectionInput struct {
+	Name        string `json:"name" minLength:"1" maxLength:"100" example:"Floor" doc:"Section name."`
+	Rows        int    `json:"rows" minimum:"1" maximum:"1000" example:"20" doc:"Rows, named A, B, … Z, AA, …"`
+	SeatsPerRow int    `json:"seatsPerRow" minimum:"1" maximum:"1000" example:"30" doc:"Seats per row, numbered from 1; labels look like A-12."`
+	PriceMinor  int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"8500" doc:"Price of each seat in minor units of the event currency."`
+}
+
+// SeatInput is one explicitly listed seat.
+type SeatInput struct {
+	Section    string `json:"section" minLength:"1" maxLength:"100" example:"Balcony"`
+	Label      string `json:"label" minLength:"1" maxLength:"50" example:"B-7"`
+	PriceMinor int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"4500"`
+}
+
+// CreateEventInput creates an event with its seats.
+type CreateEventInput struct {
+	Body struct {
+		Name     string         `json:"name" minLength:"1" maxLength:"200" example:"The Midnight Tour — Berlin"`
+		StartsAt time.Time      `json:"startsAt" example:"2027-06-01T19:30:00Z"`
+		Currency string         `json:"currency" pattern:"^[a-z]{3}$" example:"eur" doc:"ISO 4217 code, lower case."`
+		Sections []SectionInput `json:"sections,omitempty" maxItems:"1000" doc:"Seat generator. Give either sections or seats."`
+		Seats    []SeatInput    `json:"seats,omitempty" maxItems:"100000" doc:"Explicit seats. Give either sections or seats."`
+	}
+}
+
+// EventBody is an event.
+type EventBody struct {
+	ID          uuid.UUID `json:"id"`
+	OrganizerID uuid.UUID `json:"organizerId"`
+	Name        string    `json:"name"`
+	StartsAt    time.Time `json:"startsAt"`
+	Currency    string    `json:"currency"`
+	SeatCount   int32     `json:"seatCount"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// EventOutput is an event response.
+type EventOutput struct {
+	Location string `header:"Location"`
+	Body     EventBody
+}
+
+// EventPathInput names an event.
+type EventPathInput struct {
+	EventID string `path:"eventId" doc:"Event id (UUID)."`
+}
+
+// SeatBody is one seat of the seat map.
+type SeatBody struct {
+	ID         uuid.UUID `json:"id"`
+	Label      string    `json:"label"`
+	Section    string    `json:"section"`
+	PriceMinor int64     `json:"priceMinor"`
+	Status     string    `json:"status" enum:"available,held,sold"`
+}
+
+// SeatsOutput is the seat map.
+type SeatsOutput struct {
+	Body struct {
+		Seats []SeatBody `json:"seats"`
+	}
+}
+
+func eventBody(ev catalog.Event) EventBody {
+	return EventBody{
+		ID: ev.ID, OrganizerID: ev.OrganizerID, Name: ev.Name, StartsAt: ev.StartsAt.UTC(),
+		Currency: ev.Currency, SeatCount: ev.SeatCount, CreatedAt: ev.CreatedAt.UTC(),
+	}
+}
+
+func (h *Handlers) registerEvents(api huma.API) {
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "create-event", Method: http.MethodPost, Path: "/v1/events",
+		Summary:     "Create an event with its seats",
+		Description: "Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.",
+		Tags:        []string{"Events"}, DefaultStatus: http.StatusCreated,
+		MaxBodyBytes: 16 << 20,
+		Errors:       []int{http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
+	}, auth.RoleOrganizer), h.createEvent)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{eventId}",
+		Summary: "Get an event", Tags: []string{"Events"},
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, h.getEvent)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "list-seats", Method: http.MethodGet, Path: "/v1/events/{eventId}/seats",
+		Summary:     "Get the seat map",
+		Description: "Every seat with its status: available, held or sold. A hint that may be a second stale: only a hold decides.",
+		Tags:        []string{"Events"},
+		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, h.listSeats)
+}
+
+func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*EventOutput, error) {
+	id := identity(ctx)
+	p := catalog.EventParams{
+		OrganizerID: id.OrganizerID,
+		Name:        strings.TrimSpace(in.Body.Name),
+		StartsAt:    in.Body.StartsAt,
+		Currency:    in.Body.Currency,
+		Cell:        h.cfg.Cell,
+	}
+	for _, s := range in.Body.Sections {
+		p.Sections = append(p.Sections, catalog.Section(s))
+	}
+	for _, s := range in.Body.Seats {
+		p.Seats = append(p.Seats, catalog.Seat(s))
+	}
+	ev, err := h.cfg.Catalog.CreateEvent(ctx, p)
+	var verr *catalog.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		pr := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
+		pr.Errors = []*huma.ErrorDetail{{Location: verr.Location, Message: verr.Message}}
+		return nil, pr
+	case err != nil:
+		return nil, h.internal(ctx, "create event", err)
+	}
+	return &EventOutput{Location: "/v1/events/" + ev.ID.String(), Body: eventBody(ev)}, nil
+}
+
+func (h *Handlers) getEvent(ctx context.Context, in *EventPathInput) (*EventOutput, error) {
+	eventID, err := parseUUID(in.EventID, "path.eventId")
+	if err != nil {
+		return nil, err
+	}
+	ev, err := h.cfg.Catalog.Event(ctx, eventID)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
+	case err != nil:
+		return nil, h.internal(ctx, "get event", err)
+	}
+	return &EventOutput{Body: eventBody(ev)}, nil
+}
+
+func (h *Handlers) listSeats(ctx context.Context, in *EventPathInput) (*SeatsOutput, error) {
+	eventID, err := parseUUID(in.EventID, "path.eventId")
+	if err != nil {
+		return nil, err
+	}
+	seats, err := h.cfg.Catalog.Seats(ctx, eventID)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
+	case err != nil:
+		return nil, h.internal(ctx, "list seats", err)
+	}
+	out := &SeatsOutput{}
+	out.Body.Seats = make([]SeatBody, len(seats))
+	for i, s := range seats {
+		out.Body.Seats[i] = SeatBody{ID: s.ID, Label: s.Label, Section: s.Section, PriceMinor: s.PriceMinor, Status: s.Status}
+	}
+	return out, nil
+}

@@ -1,0 +1,232 @@
+// Package handlers is the HTTP edge: huma operations, one file per resource,
+// mapping requests to the domain packages and domain errors to problems.
+// Nothing here decides business rules.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/google/uuid"
+
+	"boxoffice/admission"
+	"boxoffice/auth"
+	"boxoffice/catalog"
+	"boxoffice/purchase"
+)
+
+// Config holds what the handlers need.
+type Config struct {
+	// Cell is the purchase cell this process serves. Defaults to "default".
+	Cell string
+	// Logger logs one line per request and every internal error. Required.
+	Logger *slog.Logger
+	// Bearer verifies Authorization bearer tokens. Required.
+	Bearer *auth.Verifier
+	// Admission issues and verifies admission tokens. Required.
+	Admission *admission.Signer
+	// Catalog reads and writes events. Required.
+	Catalog *catalog.Catalog
+	// Purchase holds seats and reads orders. Required.
+	Purchase *purchase.Service
+	// Ready reports whether the process's dependencies answer (/readyz).
+	// Defaults to always ready.
+	Ready func(ctx context.Context) error
+}
+
+// Handlers implements the API's operations.
+type Handlers struct {
+	cfg    Config
+	logger *slog.Logger
+}
+
+// New returns Handlers for cfg.
+func New(cfg Config) *Handlers {
+	if cfg.Cell == "" {
+		cfg.Cell = "default"
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func(context.Context) error { return nil }
+	}
+	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http")}
+}
+
+// Version is the API version shown in the OpenAPI document.
+const Version = "1.0.0"
+
+// NewAPI returns the huma API on mux with every operation registered: the
+// single constructor used by `serve`, `dev`, `openapi` and the tests.
+func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
+	cfg := huma.DefaultConfig("Boxoffice API", Version)
+	cfg.Info.Description = "Assigned-seat ticketing for high-demand onsales. " +
+		"Errors are RFC 9457 problems with a stable `type`. " +
+		"Authenticate with `Authorization: Bearer <JWT>` (HS256; claims sub, exp, role, and org for organizers)."
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
+	}
+	cfg.CreateHooks = nil // no $schema links in response bodies
+	api := humago.New(mux, cfg)
+	api.UseMiddleware(h.authenticate(api))
+	h.Register(api)
+	return api
+}
+
+// Handler returns the whole HTTP handler: the API plus correlation ids,
+// request logging and panic recovery.
+func (h *Handlers) Handler() http.Handler {
+	mux := http.NewServeMux()
+	h.NewAPI(mux)
+	return h.middleware(mux)
+}
+
+// Register registers every operation on api.
+func (h *Handlers) Register(api huma.API) {
+	h.registerHealth(api)
+	h.registerEvents(api)
+	h.registerWaitingRoom(api)
+	h.registerHolds(api)
+	h.registerOrders(api)
+}
+
+const roleKey = "role"
+
+// secured marks op as needing a bearer token with one of roles.
+func secured(op huma.Operation, roles ...auth.Role) huma.Operation {
+	op.Security = []map[string][]string{{"bearer": {}}}
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata[roleKey] = roles
+	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
+	return op
+}
+
+// authenticate verifies the bearer token of every secured operation before
+// its input is even parsed, and stores the identity in the context.
+func (h *Handlers) authenticate(api huma.API) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		roles, ok := ctx.Operation().Metadata[roleKey].([]auth.Role)
+		if !ok {
+			next(ctx)
+			return
+		}
+		token, found := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
+		if !found || token == "" {
+			ctx.SetHeader("WWW-Authenticate", `Bearer`)
+			writeProblem(api, ctx, problem(http.StatusUnauthorized, TypeUnauthorized, "A bearer token is required."))
+			return
+		}
+		id, err := h.cfg.Bearer.Verify(token)
+		if err != nil {
+			h.logger.InfoContext(ctx.Context(), "bearer token rejected",
+				"correlation_id", CorrelationID(ctx.Context()), "reason", err.Error())
+			ctx.SetHeader("WWW-Authenticate", `Bearer error="invalid_token"`)
+			writeProblem(api, ctx, problem(http.StatusUnauthorized, TypeUnauthorized, "The bearer token is invalid or expired."))
+			return
+		}
+		for _, r := range roles {
+			if id.Role == r {
+				next(huma.WithValue(ctx, identityKey{}, id))
+				return
+			}
+		}
+		writeProblem(api, ctx, problem(http.StatusForbidden, TypeForbidden, "This operation is not available to your role."))
+	}
+}
+
+type identityKey struct{}
+
+// identity returns the verified bearer of a secured operation.
+func identity(ctx context.Context) auth.Identity {
+	id, _ := ctx.Value(identityKey{}).(auth.Identity)
+	return id
+}
+
+func writeProblem(api huma.API, ctx huma.Context, p *Problem) {
+	ctx.SetHeader("Content-Type", "application/problem+json")
+	ctx.SetStatus(p.Status)
+	_ = api.Marshal(ctx.BodyWriter(), "application/json", p)
+}
+
+// internal logs err once, with the request's correlation id, and returns
+// the generic 500 problem: no internal text reaches the client.
+func (h *Handlers) internal(ctx context.Context, msg string, err error, attrs ...any) error {
+	if errors.Is(err, context.Canceled) {
+		return problem(499, "about:blank", "The client went away.")
+	}
+	attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
+	h.logger.ErrorContext(ctx, msg, attrs...)
+	return problem(http.StatusInternalServerError, TypeInternal, "The server could not complete the request.")
+}
+
+func parseUUID(s, location string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
+		p.Errors = []*huma.ErrorDetail{{Location: location, Message: "expected a UUID", Value: s}}
+		return uuid.Nil, p
+	}
+	return id, nil
+}
+
+type correlationKey struct{}
+
+var correlationPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// CorrelationID returns the id of the buyer journey the request belongs to:
+// the client's X-Correlation-Id when well-formed, else a fresh UUID.
+func CorrelationID(ctx context.Context) string {
+	id, _ := ctx.Value(correlationKey{}).(string)
+	return id
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// middleware assigns the correlation id, recovers panics as 500 problems,
+// and logs one line per request. It never logs headers, bodies or query
+// strings, so no token reaches the logs.
+func (h *Handlers) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		cid := r.Header.Get("X-Correlation-Id")
+		if !correlationPattern.MatchString(cid) {
+			cid = uuid.NewString()
+		}
+		w.Header().Set("X-Correlation-Id", cid)
+		ctx := context.WithValue(r.Context(), correlationKey{}, cid)
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				h.logger.ErrorContext(ctx, "panic in handler", "correlation_id", cid, "panic", v)
+				rec.Header().Set("Content-Type", "application/problem+json")
+				rec.WriteHeader(http.StatusInternalServerError)
+				_, _ = rec.Write([]byte(`{"type":"` + TypeInternal + `","title":"Internal Server Error","status":500,"detail":"The server could not complete the request."}`))
+			}
+			level := slog.LevelInfo
+			if rec.status >= 500 {
+				level = slog.LevelError
+			}
+			h.logger.Log(ctx, level, "http request",
+				"correlation_id", cid, "method", r.Method, "path", r.URL.Path,
+				"status", rec.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		}()
+		next.ServeHTTP(rec, r.WithContext(ctx))
+	})
+}

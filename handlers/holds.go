@@ -1,0 +1,102 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/auth"
+	"boxoffice/purchase"
+)
+
+// CreateHoldInput asks to hold seats.
+type CreateHoldInput struct {
+	EventID        string `path:"eventId" doc:"Event id (UUID)."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" minLength:"1" maxLength:"255" doc:"Retry with the same key to get the original order back; the same key with a different body is a 409."`
+	AdmissionToken string `header:"X-Admission-Token" required:"true" minLength:"1" maxLength:"4096" doc:"From the waiting room."`
+	Body           struct {
+		SeatIDs []uuid.UUID `json:"seatIds" minItems:"1" maxItems:"8" uniqueItems:"true" doc:"1 to 8 distinct seats of this event."`
+	}
+}
+
+// HoldBody is the answer to a hold.
+type HoldBody struct {
+	OrderID   uuid.UUID `json:"orderId"`
+	HoldID    uuid.UUID `json:"holdId"`
+	Status    string    `json:"status" enum:"pending_payment"`
+	ExpiresAt time.Time `json:"expiresAt" doc:"The seats are yours until then; pay before it."`
+}
+
+// CreateHoldOutput is the answer to a hold.
+type CreateHoldOutput struct {
+	Location string `header:"Location"`
+	Body     HoldBody
+}
+
+func (h *Handlers) registerHolds(api huma.API) {
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "create-hold", Method: http.MethodPost, Path: "/v1/events/{eventId}/holds",
+		Summary: "Hold seats",
+		Description: "Buyers only, with an admission token. Holds all requested seats or none, " +
+			"creating an order pending payment. Idempotent per user and Idempotency-Key.",
+		Tags: []string{"Holds"}, DefaultStatus: http.StatusAccepted,
+		MaxBodyBytes: 4 << 10,
+		Errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+			http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity},
+	}, auth.RoleBuyer), h.createHold)
+}
+
+func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*CreateHoldOutput, error) {
+	eventID, err := parseUUID(in.EventID, "path.eventId")
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Body.SeatIDs) == 0 { // null passes the schema's minItems
+		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
+		p.Errors = []*huma.ErrorDetail{{Location: "body.seatIds", Message: "expected 1 to 8 seats"}}
+		return nil, p
+	}
+	user := identity(ctx).UserID
+	if _, err := h.cfg.Admission.Verify(in.AdmissionToken, user, eventID, h.cfg.Cell); err != nil {
+		h.logger.InfoContext(ctx, "admission token rejected", "correlation_id", CorrelationID(ctx),
+			"event_id", eventID, "reason", err.Error())
+		return nil, problem(http.StatusForbidden, TypeAdmissionInvalid,
+			"The admission token is invalid, expired, or not for this buyer and event.")
+	}
+	hold, err := h.cfg.Purchase.Hold(ctx, purchase.HoldParams{
+		UserID:         user,
+		EventID:        eventID,
+		SeatIDs:        in.Body.SeatIDs,
+		IdempotencyKey: in.IdempotencyKey,
+		CorrelationID:  CorrelationID(ctx),
+	})
+	var unavailable *purchase.SeatUnavailableError
+	switch {
+	case errors.As(err, &unavailable):
+		p := problem(http.StatusConflict, TypeSeatUnavailable, "Some of the seats are held by someone else or sold.")
+		p.SeatIDs = unavailable.SeatIDs
+		return nil, p
+	case errors.Is(err, purchase.ErrIdempotencyConflict):
+		return nil, problem(http.StatusConflict, TypeIdempotencyConflict,
+			"This Idempotency-Key was already used for a different request.")
+	case errors.Is(err, purchase.ErrEventNotFound):
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
+	case errors.Is(err, purchase.ErrSeatsNotInEvent):
+		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
+		p.Errors = []*huma.ErrorDetail{{Location: "body.seatIds", Message: "every seat must be a seat of this event"}}
+		return nil, p
+	case err != nil:
+		return nil, h.internal(ctx, "hold seats", err, "event_id", eventID)
+	}
+	h.logger.InfoContext(ctx, "seats held", "correlation_id", CorrelationID(ctx), "causation_id", "",
+		"order_id", hold.OrderID, "hold_id", hold.HoldID, "event_id", eventID, "replayed", hold.Replayed)
+	return &CreateHoldOutput{
+		Location: "/v1/orders/" + hold.OrderID.String(),
+		Body:     HoldBody{OrderID: hold.OrderID, HoldID: hold.HoldID, Status: hold.Status, ExpiresAt: hold.ExpiresAt},
+	}, nil
+}
+

@@ -1,0 +1,83 @@
+// Package outbox defines the envelope of every domain event and how it is
+// written to the transactional outbox. Events are only ever written in the
+// same transaction as the state change they describe; the relay is the only
+// publisher.
+package outbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Event types of the purchase saga (DESIGN.md § Events).
+const (
+	TypeHoldCreated = "HoldCreated"
+)
+
+// SchemaVersion is the envelope's version. Compatible changes add fields
+// within a version; consumers ignore fields they do not know.
+const SchemaVersion = 1
+
+// AggregateOrder is the aggregate every purchase event belongs to.
+const AggregateOrder = "order"
+
+// Envelope is the JSON form of an event on the bus. EventID is also the
+// Nats-Msg-Id, so the stream dedupes a republished row.
+type Envelope struct {
+	EventID       uuid.UUID       `json:"event_id"`
+	EventType     string          `json:"event_type"`
+	SchemaVersion int             `json:"schema_version"`
+	AggregateType string          `json:"aggregate_type"`
+	AggregateID   uuid.UUID       `json:"aggregate_id"`
+	OccurredAt    time.Time       `json:"occurred_at"`
+	CorrelationID string          `json:"correlation_id"`
+	CausationID   string          `json:"causation_id,omitempty"`
+	Payload       json.RawMessage `json:"payload"`
+}
+
+// Subject is the JetStream subject the event is published on:
+// ticketing.<aggregate>.<event_type>.
+func (e Envelope) Subject() string {
+	return "ticketing." + e.AggregateType + "." + e.EventType
+}
+
+// NewOrderEvent builds the envelope of an order event with a fresh,
+// time-ordered event id. payload must never carry secrets: no client
+// secrets, tokens or card data.
+func NewOrderEvent(eventType string, orderID uuid.UUID, occurredAt time.Time, correlationID, causationID string, payload any) (Envelope, []byte, error) {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return Envelope{}, nil, fmt.Errorf("marshal %s payload: %w", eventType, err)
+	}
+	env := Envelope{
+		EventID:       uuid.Must(uuid.NewV7()),
+		EventType:     eventType,
+		SchemaVersion: SchemaVersion,
+		AggregateType: AggregateOrder,
+		AggregateID:   orderID,
+		OccurredAt:    occurredAt.UTC(),
+		CorrelationID: correlationID,
+		CausationID:   causationID,
+		Payload:       raw,
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		return Envelope{}, nil, fmt.Errorf("marshal %s envelope: %w", eventType, err)
+	}
+	return env, b, nil
+}
+
+// HoldCreated is the payload of TypeHoldCreated.
+type HoldCreated struct {
+	OrderID     uuid.UUID   `json:"order_id"`
+	HoldID      uuid.UUID   `json:"hold_id"`
+	EventID     uuid.UUID   `json:"event_id"`
+	UserID      uuid.UUID   `json:"user_id"`
+	SeatIDs     []uuid.UUID `json:"seat_ids"`
+	AmountMinor int64       `json:"amount_minor"`
+	Currency    string      `json:"currency"`
+	ExpiresAt   time.Time   `json:"expires_at"`
+}

@@ -1,0 +1,2 @@
+-- name: PaymentGetByOrder :one
+SELECT * FROM payments WHERE order_id = @order_id::uuid;

@@ -1,0 +1,33 @@
+-- name: SeatCopyFrom :copyfrom
+INSERT INTO seats (id, event_id, position, section, label, price_minor)
+VALUES (@id, @event_id, @position, @section, @label, @price_minor);
+
+-- name: SeatListByEvent :many
+-- The seat map. A seat is sold when it has a ticket and held while an
+-- unreleased hold row owns it and that hold is confirmed or not yet past
+-- its expiry. The result is a hint: it may be stale by the time it is read.
+SELECT s.id, s.section, s.label, s.price_minor,
+       (CASE
+            WHEN t.seat_id IS NOT NULL THEN 'sold'
+            WHEN h.id IS NOT NULL THEN 'held'
+            ELSE 'available'
+        END)::text AS status
+FROM seats s
+LEFT JOIN tickets t ON t.seat_id = s.id
+LEFT JOIN hold_seats hs ON hs.seat_id = s.id AND hs.released_at IS NULL
+LEFT JOIN holds h ON h.id = hs.hold_id
+    AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
+WHERE s.event_id = @event_id::uuid
+ORDER BY s.position;
+
+-- name: SeatLockForHold :many
+-- Locks the requested seats of one event in id order, so that two holds
+-- over overlapping seats always take their locks in the same order and
+-- cannot deadlock. Seats of other events are not returned. db_now is the
+-- transaction's clock, used for every timestamp the hold writes.
+SELECT s.id, s.price_minor, e.currency, now()::timestamptz AS db_now
+FROM seats s
+JOIN events e ON e.id = s.event_id
+WHERE s.event_id = @event_id::uuid AND s.id = ANY(@seat_ids::uuid[])
+ORDER BY s.id
+FOR UPDATE OF s;
