@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 )
 
 // ErrNotFound is returned when a row that was asked for does not exist (or
@@ -21,8 +22,8 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned when a write violates a unique constraint.
 var ErrConflict = errors.New("conflict")
 
-// Executor is what generated queries run on: a pool, a connection or a
-// transaction.
+// Executor is what a transaction can be begun on: a pool, a connection or
+// a transaction (which then nests as a savepoint).
 type Executor interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
@@ -47,8 +48,16 @@ func WithTx(ctx context.Context, db Executor, fn func(ctx context.Context, tx pg
 
 // WithTxV is WithTx for a function that returns a value.
 func WithTxV[T any](ctx context.Context, db Executor, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+	return Retry(ctx, func(ctx context.Context) (T, error) { return runTx(ctx, db, fn) })
+}
+
+// Retry runs fn — one statement that is its own transaction, or a whole
+// transaction — again when PostgreSQL aborted it with a serialization
+// failure or a deadlock, up to maxAttempts times with bounded jittered
+// sleeps. Other errors are returned at once.
+func Retry[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
-		v, err := runTx(ctx, db, fn)
+		v, err := fn(ctx)
 		if err == nil || !retryable(err) || attempt == maxAttempts {
 			return v, err
 		}
@@ -122,6 +131,15 @@ func Interpret(err error) error {
 	return err
 }
 
+// SQLState returns the SQLSTATE code of a PostgreSQL error, or "".
+func SQLState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
 // ConstraintName returns the name of the constraint err violated, or "".
 func ConstraintName(err error) string {
 	var pgErr *pgconn.PgError
@@ -129,6 +147,21 @@ func ConstraintName(err error) string {
 		return pgErr.ConstraintName
 	}
 	return ""
+}
+
+// Configure prepares every connection of a pool the way the application
+// expects: google/uuid values are encoded and scanned natively instead of
+// through their text form, which the hold path would otherwise pay for on
+// every seat id.
+func Configure(pc *pgxpool.Config) {
+	prev := pc.AfterConnect
+	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		pgxuuid.Register(conn.TypeMap())
+		if prev != nil {
+			return prev(ctx, conn)
+		}
+		return nil
+	}
 }
 
 // PoolConfig configures NewPool.
@@ -149,6 +182,7 @@ func NewPool(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
+	Configure(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)

@@ -113,4 +113,3 @@ func TestHoldBadInputWritesNothing(t *testing.T) {
 	res := b.hold(t, tok, adm, ev.ID, uuid.NewString(), ev.Seats[0])
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 }
-

@@ -99,4 +99,3 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		Body:     HoldBody{OrderID: hold.OrderID, HoldID: hold.HoldID, Status: hold.Status, ExpiresAt: hold.ExpiresAt},
 	}, nil
 }
-

@@ -15,11 +15,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"boxoffice/db"
-	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
 )
 
@@ -44,8 +42,9 @@ func (e *SeatUnavailableError) Error() string {
 	return fmt.Sprintf("%d seat(s) unavailable", len(e.SeatIDs))
 }
 
-// errKeyTaken: a concurrent request with the same key committed first.
-var errKeyTaken = errors.New("idempotency key claimed concurrently")
+// sqlStateKeyTaken is raised by hold_reserve when a concurrent request with
+// the same user and idempotency key committed first.
+const sqlStateKeyTaken = "BX001"
 
 // Config configures NewService.
 type Config struct {
@@ -80,7 +79,7 @@ type HoldParams struct {
 }
 
 // Hold is the result of a successful hold: a pending order owning its seats
-// until ExpiresAt.
+// until ExpiresAt. Its JSON form is what the idempotency key stores.
 type Hold struct {
 	OrderID   uuid.UUID `json:"order_id"`
 	HoldID    uuid.UUID `json:"hold_id"`
@@ -112,119 +111,79 @@ func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 	slices.SortFunc(seatIDs, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	hash := requestHash(p.EventID, seatIDs)
 
-	h, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (Hold, error) {
-		return s.holdTx(ctx, tx, p, seatIDs, hash)
-	})
-	var unavailable *SeatUnavailableError
-	switch {
-	case err == nil:
-		return h, nil
-	case errors.As(err, &unavailable), errors.Is(err, errKeyTaken):
-		// The seats may be taken by this very request's first attempt, or
-		// the key by a concurrent twin: the stored answer, if any, wins.
-		if prior, found, perr := s.replay(ctx, p.UserID, p.IdempotencyKey, hash); perr != nil || found {
-			return prior, perr
+	for attempt := 1; ; attempt++ {
+		h, err := s.reserve(ctx, p, seatIDs, hash)
+		switch {
+		case err == nil:
+			return h, nil
+		case db.SQLState(err) == sqlStateKeyTaken:
+			// A concurrent twin claimed the key between our check and our
+			// insert, and committed: its answer wins.
+			prior, found, perr := s.replay(ctx, p.UserID, p.IdempotencyKey, hash)
+			if perr != nil || found {
+				return prior, perr
+			}
+			if attempt == 5 {
+				return Hold{}, fmt.Errorf("reserve seats: idempotency key kept changing hands")
+			}
+		case errors.Is(err, ErrSeatsNotInEvent):
+			if _, gerr := sqlcgen.New().EventGetByID(ctx, s.pool, p.EventID); errors.Is(db.Interpret(gerr), db.ErrNotFound) {
+				return Hold{}, ErrEventNotFound
+			}
+			return Hold{}, err
+		default:
+			return Hold{}, err
 		}
-		if errors.Is(err, errKeyTaken) {
-			// The twin that claimed the key rolled back after all; a plain
-			// retry decides afresh.
-			return s.Hold(ctx, p)
-		}
-		return Hold{}, err
-	case errors.Is(err, ErrSeatsNotInEvent):
-		if _, gerr := sqlcgen.New().EventGetByID(ctx, s.pool, p.EventID); errors.Is(db.Interpret(gerr), db.ErrNotFound) {
-			return Hold{}, ErrEventNotFound
-		}
-		return Hold{}, err
-	default:
-		return Hold{}, err
 	}
 }
 
-func (s *Service) holdTx(ctx context.Context, tx pgx.Tx, p HoldParams, seatIDs []uuid.UUID, hash []byte) (Hold, error) {
-	q := sqlcgen.New()
-	seats, err := q.SeatLockForHold(ctx, tx, sqlcgen.SeatLockForHoldParams{EventID: p.EventID, SeatIds: seatIDs})
-	if err != nil {
-		return Hold{}, fmt.Errorf("lock seats: %w", err)
-	}
-	if len(seats) != len(seatIDs) {
-		return Hold{}, ErrSeatsNotInEvent
-	}
-	taken, err := q.HoldSeatReclaimExpired(ctx, tx, seatIDs)
-	if err != nil {
-		return Hold{}, fmt.Errorf("reclaim expired holds: %w", err)
-	}
-	if len(taken) > 0 {
-		slices.SortFunc(taken, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-		return Hold{}, &SeatUnavailableError{SeatIDs: taken}
-	}
-
-	now := seats[0].DbNow
-	var amount int64
-	for _, seat := range seats {
-		amount += seat.PriceMinor
-	}
-	h := Hold{
-		OrderID:   uuid.Must(uuid.NewV7()),
-		HoldID:    uuid.Must(uuid.NewV7()),
-		Status:    "pending_payment",
-		ExpiresAt: now.Add(s.cfg.HoldTTL).UTC(),
-	}
-	response, err := json.Marshal(h)
-	if err != nil {
-		return Hold{}, fmt.Errorf("marshal hold response: %w", err)
-	}
-	env, envBytes, err := outbox.NewOrderEvent(outbox.TypeHoldCreated, h.OrderID, now, p.CorrelationID, "", outbox.HoldCreated{
-		OrderID:     h.OrderID,
-		HoldID:      h.HoldID,
-		EventID:     p.EventID,
-		UserID:      p.UserID,
-		SeatIDs:     seatIDs,
-		AmountMinor: amount,
-		Currency:    seats[0].Currency,
-		ExpiresAt:   h.ExpiresAt,
+// reserve runs the hold transaction — one statement, one round trip.
+func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID, hash []byte) (Hold, error) {
+	h := Hold{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), Status: "pending_payment"}
+	row, err := db.Retry(ctx, func(ctx context.Context) (sqlcgen.HoldReserveRow, error) {
+		return sqlcgen.New().HoldReserve(ctx, s.pool, sqlcgen.HoldReserveParams{
+			EventID:        p.EventID,
+			SeatIds:        seatIDs,
+			UserID:         p.UserID,
+			OrderID:        h.OrderID,
+			HoldID:         h.HoldID,
+			HoldTtl:        s.cfg.HoldTTL,
+			IdempotencyKey: p.IdempotencyKey,
+			RequestHash:    hash,
+			KeyTtl:         s.cfg.KeyTTL,
+			CorrelationID:  p.CorrelationID,
+			OutboxID:       uuid.Must(uuid.NewV7()),
+		})
 	})
 	if err != nil {
-		return Hold{}, err
-	}
-	claimed, err := q.HoldCreate(ctx, tx, sqlcgen.HoldCreateParams{
-		OrderID:         h.OrderID,
-		UserID:          p.UserID,
-		EventID:         p.EventID,
-		AmountMinor:     amount,
-		Currency:        seats[0].Currency,
-		CorrelationID:   p.CorrelationID,
-		HoldID:          h.HoldID,
-		ExpiresAt:       h.ExpiresAt,
-		SeatIds:         seatIDs,
-		IdempotencyKey:  p.IdempotencyKey,
-		RequestHash:     hash,
-		Response:        response,
-		KeyExpiresAt:    now.Add(s.cfg.KeyTTL),
-		OutboxID:        env.EventID,
-		OutboxSubject:   env.Subject(),
-		OutboxEventType: env.EventType,
-		OutboxEnvelope:  envBytes,
-	})
-	if err != nil {
-		if errors.Is(db.Interpret(err), db.ErrConflict) && db.ConstraintName(err) == "hold_seat_active_uq" {
-			// Unreachable while every hold locks its seats first; the index
-			// is the last guard if one day a path does not.
+		if db.ConstraintName(err) == "hold_seat_active_uq" {
+			// Unreachable while holds lock their seats first; the index is
+			// the last guard should a path one day not.
 			s.logger.ErrorContext(ctx, "active hold index rejected a hold made under seat locks",
 				"correlation_id", p.CorrelationID, "event_id", p.EventID)
 			return Hold{}, &SeatUnavailableError{SeatIDs: seatIDs}
 		}
-		return Hold{}, fmt.Errorf("create hold: %w", err)
+		if db.SQLState(err) == sqlStateKeyTaken {
+			return Hold{}, err
+		}
+		return Hold{}, fmt.Errorf("reserve seats: %w", err)
 	}
-	if !claimed {
-		return Hold{}, errKeyTaken
+	switch row.Outcome {
+	case "held":
+		h.ExpiresAt = row.ExpiresAt.UTC()
+		return h, nil
+	case "replay":
+		return decodeStored(row.KeyRequestHash, row.KeyResponse, hash)
+	case "seats_taken":
+		return Hold{}, &SeatUnavailableError{SeatIDs: row.Taken}
+	case "seats_not_in_event":
+		return Hold{}, ErrSeatsNotInEvent
 	}
-	return h, nil
+	return Hold{}, fmt.Errorf("reserve seats: unknown outcome %q", row.Outcome)
 }
 
 // replay answers from a stored idempotency key. found is false when the key
-// is not bound; it returns ErrIdempotencyConflict when the key is bound to a
-// different request.
+// is not bound.
 func (s *Service) replay(ctx context.Context, userID uuid.UUID, key string, hash []byte) (Hold, bool, error) {
 	row, err := sqlcgen.New().IdempotencyKeyGet(ctx, s.pool, sqlcgen.IdempotencyKeyGetParams{UserID: userID, Key: key})
 	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
@@ -232,15 +191,23 @@ func (s *Service) replay(ctx context.Context, userID uuid.UUID, key string, hash
 	} else if err != nil {
 		return Hold{}, false, fmt.Errorf("read idempotency key: %w", err)
 	}
-	if !bytes.Equal(row.RequestHash, hash) {
-		return Hold{}, true, ErrIdempotencyConflict
+	h, err := decodeStored(row.RequestHash, row.Response, hash)
+	return h, true, err
+}
+
+// decodeStored returns the hold stored under an idempotency key, or
+// ErrIdempotencyConflict when the key was bound by a different request.
+func decodeStored(storedHash, response, hash []byte) (Hold, error) {
+	if !bytes.Equal(storedHash, hash) {
+		return Hold{}, ErrIdempotencyConflict
 	}
 	var h Hold
-	if err := json.Unmarshal(row.Response, &h); err != nil {
-		return Hold{}, true, fmt.Errorf("decode stored hold response: %w", err)
+	if err := json.Unmarshal(response, &h); err != nil {
+		return Hold{}, fmt.Errorf("decode stored hold response: %w", err)
 	}
+	h.ExpiresAt = h.ExpiresAt.UTC()
 	h.Replayed = true
-	return h, true, nil
+	return h, nil
 }
 
 // requestHash identifies what a hold request asks for, independent of how

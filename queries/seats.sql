@@ -19,15 +19,3 @@ LEFT JOIN holds h ON h.id = hs.hold_id
     AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
 WHERE s.event_id = @event_id::uuid
 ORDER BY s.position;
-
--- name: SeatLockForHold :many
--- Locks the requested seats of one event in id order, so that two holds
--- over overlapping seats always take their locks in the same order and
--- cannot deadlock. Seats of other events are not returned. db_now is the
--- transaction's clock, used for every timestamp the hold writes.
-SELECT s.id, s.price_minor, e.currency, now()::timestamptz AS db_now
-FROM seats s
-JOIN events e ON e.id = s.event_id
-WHERE s.event_id = @event_id::uuid AND s.id = ANY(@seat_ids::uuid[])
-ORDER BY s.id
-FOR UPDATE OF s;

@@ -12,88 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const holdCreate = `-- name: HoldCreate :one
-WITH new_order AS (
-    INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)
-    VALUES ($1::uuid, $2::uuid, $3::uuid, 'pending_payment',
-            $4::bigint, $5::text, $6::text)
-    RETURNING id
-), new_hold AS (
-    INSERT INTO holds (id, order_id, status, expires_at)
-    SELECT $7::uuid, id, 'active', $8::timestamptz FROM new_order
-    RETURNING id
-), new_hold_seats AS (
-    INSERT INTO hold_seats (hold_id, seat_id)
-    SELECT new_hold.id, seat.id
-    FROM new_hold, unnest($9::uuid[]) AS seat(id)
-), claimed_key AS (
-    INSERT INTO idempotency_keys (user_id, key, request_hash, order_id, response, expires_at)
-    SELECT $2::uuid, $10::text, $11::bytea, id,
-           $12::jsonb, $13::timestamptz
-    FROM new_order
-    ON CONFLICT (user_id, key) DO NOTHING
-    RETURNING order_id
-), new_outbox AS (
-    INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
-    SELECT $14::uuid, $15::text, $16::text, id, $17::json
-    FROM new_order
-)
-SELECT EXISTS (SELECT 1 FROM claimed_key) AS key_claimed
-`
-
-type HoldCreateParams struct {
-	OrderID         uuid.UUID
-	UserID          uuid.UUID
-	EventID         uuid.UUID
-	AmountMinor     int64
-	Currency        string
-	CorrelationID   string
-	HoldID          uuid.UUID
-	ExpiresAt       time.Time
-	SeatIds         []uuid.UUID
-	IdempotencyKey  string
-	RequestHash     []byte
-	Response        []byte
-	KeyExpiresAt    time.Time
-	OutboxID        uuid.UUID
-	OutboxSubject   string
-	OutboxEventType string
-	OutboxEnvelope  []byte
-}
-
-// Writes a whole hold in one statement, so the purchase path pays one round
-// trip for it: the order, the hold, its seats, the idempotency key with the
-// response, and the HoldCreated outbox row. Run it only while the seats are
-// locked and known to be free (SeatLockForHold, HoldSeatReclaimExpired).
-//
-// key_claimed is false when a concurrent request with the same user and
-// idempotency key committed first; the caller must then roll back and
-// answer from that request's key.
-func (q *Queries) HoldCreate(ctx context.Context, db DBTX, arg HoldCreateParams) (bool, error) {
-	row := db.QueryRow(ctx, holdCreate,
-		arg.OrderID,
-		arg.UserID,
-		arg.EventID,
-		arg.AmountMinor,
-		arg.Currency,
-		arg.CorrelationID,
-		arg.HoldID,
-		arg.ExpiresAt,
-		arg.SeatIds,
-		arg.IdempotencyKey,
-		arg.RequestHash,
-		arg.Response,
-		arg.KeyExpiresAt,
-		arg.OutboxID,
-		arg.OutboxSubject,
-		arg.OutboxEventType,
-		arg.OutboxEnvelope,
-	)
-	var key_claimed bool
-	err := row.Scan(&key_claimed)
-	return key_claimed, err
-}
-
 const holdGetByOrder = `-- name: HoldGetByOrder :one
 SELECT id, order_id, status, expires_at, created_at FROM holds WHERE order_id = $1::uuid
 `
@@ -107,6 +25,74 @@ func (q *Queries) HoldGetByOrder(ctx context.Context, db DBTX, orderID uuid.UUID
 		&i.Status,
 		&i.ExpiresAt,
 		&i.CreatedAt,
+	)
+	return i, err
+}
+
+const holdReserve = `-- name: HoldReserve :one
+SELECT outcome::text AS outcome,
+       coalesce(taken, '{}')::uuid[] AS taken,
+       coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
+       coalesce(amount_minor, 0)::bigint AS amount_minor,
+       coalesce(currency, '')::text AS currency,
+       coalesce(key_request_hash, '')::bytea AS key_request_hash,
+       coalesce(key_response, 'null')::jsonb AS key_response
+FROM hold_reserve(
+    $1::uuid, $2::uuid[], $3::uuid, $4::uuid, $5::uuid,
+    $6::interval, $7::text, $8::bytea, $9::interval,
+    $10::text, $11::uuid)
+`
+
+type HoldReserveParams struct {
+	EventID        uuid.UUID
+	SeatIds        []uuid.UUID
+	UserID         uuid.UUID
+	OrderID        uuid.UUID
+	HoldID         uuid.UUID
+	HoldTtl        time.Duration
+	IdempotencyKey string
+	RequestHash    []byte
+	KeyTtl         time.Duration
+	CorrelationID  string
+	OutboxID       uuid.UUID
+}
+
+type HoldReserveRow struct {
+	Outcome        string
+	Taken          []uuid.UUID
+	ExpiresAt      time.Time
+	AmountMinor    int64
+	Currency       string
+	KeyRequestHash []byte
+	KeyResponse    []byte
+}
+
+// The whole hold transaction in one statement; see hold_reserve in
+// migrations/00002_hold_reserve.sql for what it guarantees.
+// Columns an outcome does not use are zero values, not NULL.
+func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParams) (HoldReserveRow, error) {
+	row := db.QueryRow(ctx, holdReserve,
+		arg.EventID,
+		arg.SeatIds,
+		arg.UserID,
+		arg.OrderID,
+		arg.HoldID,
+		arg.HoldTtl,
+		arg.IdempotencyKey,
+		arg.RequestHash,
+		arg.KeyTtl,
+		arg.CorrelationID,
+		arg.OutboxID,
+	)
+	var i HoldReserveRow
+	err := row.Scan(
+		&i.Outcome,
+		&i.Taken,
+		&i.ExpiresAt,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.KeyRequestHash,
+		&i.KeyResponse,
 	)
 	return i, err
 }

@@ -7,7 +7,6 @@ package sqlcgen
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -63,56 +62,6 @@ func (q *Queries) SeatListByEvent(ctx context.Context, db DBTX, eventID uuid.UUI
 			&i.Label,
 			&i.PriceMinor,
 			&i.Status,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const seatLockForHold = `-- name: SeatLockForHold :many
-SELECT s.id, s.price_minor, e.currency, now()::timestamptz AS db_now
-FROM seats s
-JOIN events e ON e.id = s.event_id
-WHERE s.event_id = $1::uuid AND s.id = ANY($2::uuid[])
-ORDER BY s.id
-FOR UPDATE OF s
-`
-
-type SeatLockForHoldParams struct {
-	EventID uuid.UUID
-	SeatIds []uuid.UUID
-}
-
-type SeatLockForHoldRow struct {
-	ID         uuid.UUID
-	PriceMinor int64
-	Currency   string
-	DbNow      time.Time
-}
-
-// Locks the requested seats of one event in id order, so that two holds
-// over overlapping seats always take their locks in the same order and
-// cannot deadlock. Seats of other events are not returned. db_now is the
-// transaction's clock, used for every timestamp the hold writes.
-func (q *Queries) SeatLockForHold(ctx context.Context, db DBTX, arg SeatLockForHoldParams) ([]SeatLockForHoldRow, error) {
-	rows, err := db.Query(ctx, seatLockForHold, arg.EventID, arg.SeatIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []SeatLockForHoldRow
-	for rows.Next() {
-		var i SeatLockForHoldRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.PriceMinor,
-			&i.Currency,
-			&i.DbNow,
 		); err != nil {
 			return nil, err
 		}

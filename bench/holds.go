@@ -1,0 +1,207 @@
+// Package bench measures the hold path over HTTP and sets it beside the
+// seed's hold transaction run as bare SQL by pgbench on the same server, in
+// the same run, so the figures can be read as ratios on a noisy machine.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"boxoffice/auth"
+)
+
+// Client drives the API like many buyers at once.
+type Client struct {
+	BaseURL   string
+	JWTSecret []byte
+	HTTP      *http.Client
+}
+
+// NewClient returns a Client whose connection pool fits conns concurrent
+// buyers.
+func NewClient(baseURL string, jwtSecret []byte, conns int) *Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = conns * 2
+	tr.MaxIdleConnsPerHost = conns * 2
+	return &Client{BaseURL: baseURL, JWTSecret: jwtSecret, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, headers map[string]string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return res.StatusCode, err
+	}
+	if out != nil && res.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return res.StatusCode, fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	return res.StatusCode, nil
+}
+
+// Event is an event created for a benchmark, with its seat ids in layout
+// order.
+type Event struct {
+	ID       string
+	Seats    []string
+	Creation time.Duration // how long POST /v1/events took
+}
+
+// CreateEvent creates an event of rows × seatsPerRow seats in one request.
+func (c *Client) CreateEvent(ctx context.Context, rows, seatsPerRow int) (Event, error) {
+	org, err := auth.Mint(c.JWTSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: uuid.New()}, time.Hour)
+	if err != nil {
+		return Event{}, err
+	}
+	body := map[string]any{
+		"name": "Bench", "startsAt": time.Now().Add(24 * time.Hour).UTC(), "currency": "eur",
+		"sections": []map[string]any{{"name": "Floor", "rows": rows, "seatsPerRow": seatsPerRow, "priceMinor": 5000}},
+	}
+	var ev struct{ ID string }
+	start := time.Now()
+	status, err := c.do(ctx, http.MethodPost, "/v1/events", map[string]string{"Authorization": "Bearer " + org}, body, &ev)
+	took := time.Since(start)
+	if err != nil || status != http.StatusCreated {
+		return Event{}, fmt.Errorf("create event: status %d: %v", status, err)
+	}
+	var seats struct{ Seats []struct{ ID string } }
+	if status, err := c.do(ctx, http.MethodGet, "/v1/events/"+ev.ID+"/seats", nil, nil, &seats); err != nil || status != http.StatusOK {
+		return Event{}, fmt.Errorf("list seats: status %d: %v", status, err)
+	}
+	out := Event{ID: ev.ID, Creation: took}
+	for _, s := range seats.Seats {
+		out.Seats = append(out.Seats, s.ID)
+	}
+	return out, nil
+}
+
+type buyer struct {
+	bearer, admission string
+}
+
+func (c *Client) newBuyer(ctx context.Context, eventID string) (buyer, error) {
+	tok, err := auth.Mint(c.JWTSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, time.Hour)
+	if err != nil {
+		return buyer{}, err
+	}
+	var adm struct{ AdmissionToken string }
+	status, err := c.do(ctx, http.MethodPost, "/v1/events/"+eventID+"/waiting-room", map[string]string{"Authorization": "Bearer " + tok}, nil, &adm)
+	if err != nil || status != http.StatusOK {
+		return buyer{}, fmt.Errorf("join waiting room: status %d: %v", status, err)
+	}
+	return buyer{bearer: tok, admission: adm.AdmissionToken}, nil
+}
+
+// HoldResult is what one run of concurrent holds measured.
+type HoldResult struct {
+	Clients   int
+	Elapsed   time.Duration
+	Held      int // 202
+	Conflicts int // 409 seat-unavailable
+	Errors    int // anything else
+	P50, P99  time.Duration
+}
+
+// HoldsPerSec is successful holds per second.
+func (r HoldResult) HoldsPerSec() float64 { return float64(r.Held) / r.Elapsed.Seconds() }
+
+// AttemptsPerSec is answered hold requests (held or conflict) per second.
+func (r HoldResult) AttemptsPerSec() float64 {
+	return float64(r.Held+r.Conflicts) / r.Elapsed.Seconds()
+}
+
+// RunHolds lets clients buyers hold two adjacent seats at random, with a
+// fresh Idempotency-Key each time, for d.
+func (c *Client) RunHolds(ctx context.Context, ev Event, clients int, d time.Duration) (HoldResult, error) {
+	buyers := make([]buyer, clients)
+	for i := range buyers {
+		var err error
+		if buyers[i], err = c.newBuyer(ctx, ev.ID); err != nil {
+			return HoldResult{}, err
+		}
+	}
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		res       = HoldResult{Clients: clients}
+		wg        sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for _, b := range buyers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			var local []time.Duration
+			var held, conflicts, errs int
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				i := rng.IntN(len(ev.Seats) - 1)
+				t0 := time.Now()
+				status, err := c.do(ctx, http.MethodPost, "/v1/events/"+ev.ID+"/holds", map[string]string{
+					"Authorization":     "Bearer " + b.bearer,
+					"X-Admission-Token": b.admission,
+					"Idempotency-Key":   uuid.NewString(),
+				}, map[string]any{"seatIds": []string{ev.Seats[i], ev.Seats[i+1]}}, nil)
+				switch {
+				case err == nil && status == http.StatusAccepted:
+					held++
+					local = append(local, time.Since(t0))
+				case err == nil && status == http.StatusConflict:
+					conflicts++
+				default:
+					errs++
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			latencies = append(latencies, local...)
+			res.Held += held
+			res.Conflicts += conflicts
+			res.Errors += errs
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	slices.Sort(latencies)
+	res.P50, res.P99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	return res, ctx.Err()
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
+}

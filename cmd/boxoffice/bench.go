@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"boxoffice/bench"
+	"boxoffice/db"
+	"boxoffice/migrations"
+)
+
+func runBench(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "holds" {
+		return fmt.Errorf("usage: boxoffice bench holds [flags]")
+	}
+	fs := flag.NewFlagSet("bench holds", flag.ExitOnError)
+	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
+	clientsFlag := fs.String("clients", "16,64", "concurrent clients of each spread-out phase")
+	hotClients := fs.Int("hot-clients", 64, "clients of the hot phase")
+	hotSeats := fs.Int("hot-seats", 1000, "seats the hot phase fights over")
+	hotTTL := fs.Duration("hot-hold-ttl", 2*time.Second, "hold lifetime in the hot phase, so seats churn")
+	scriptDir := fs.String("pgbench-dir", "../shared/bench", "directory of pgbench-hold.sql and its schema; empty skips the baseline")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	_ = fs.Parse(args[1:])
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var clients []int
+	for _, s := range strings.Split(*clientsFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-clients: %q is not a positive number", s)
+		}
+		clients = append(clients, n)
+	}
+
+	cfg, err := loadConfig(func(name string) string {
+		switch name {
+		case "BOXOFFICE_JWT_SECRET":
+			return devJWTSecret
+		case "BOXOFFICE_ADMISSION_KEY":
+			return devAdmissionKey
+		}
+		return os.Getenv(name)
+	}, "DATABASE_URL")
+	if err != nil {
+		return err
+	}
+	// The server under test logs only warnings: a benchmark of the hold
+	// path, not of log shipping.
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+
+	name := "boxoffice_bench_" + randomHex(4)
+	url, err := ensureDatabase(ctx, cfg.DatabaseURL, name)
+	if err != nil {
+		return err
+	}
+	defer dropDatabase(context.WithoutCancel(ctx), cfg.DatabaseURL, name)
+	if err := migrations.Up(ctx, url); err != nil {
+		return err
+	}
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: cfg.DBMaxConns})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	g, gctx := errgroup.WithContext(ctx)
+	serverCtx, stopServers := context.WithCancel(gctx)
+	defer stopServers()
+	start := func(c config) (string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		g.Go(func() error { return serveHTTP(serverCtx, ln, newHandlers(c, pool, logger).Handler(), logger) })
+		return "http://" + ln.Addr().String(), nil
+	}
+	mainURL, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	hotCfg := cfg
+	hotCfg.HoldTTL = *hotTTL
+	hotURL, err := start(hotCfg)
+	if err != nil {
+		return err
+	}
+
+	report := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+	report("boxoffice bench holds — %s per phase, pool %d connections, PostgreSQL %s", *duration, pool.Config().MaxConns, redactURL(cfg.DatabaseURL))
+
+	maxClients := max(*hotClients, clients[0])
+	for _, c := range clients {
+		maxClients = max(maxClients, c)
+	}
+	client := bench.NewClient(mainURL, cfg.JWTSecret, maxClients)
+	pg := bench.PGBench{ScriptDir: *scriptDir, AdminURL: cfg.DatabaseURL}
+	if *scriptDir != "" {
+		if err := pg.Prepare(ctx); err != nil {
+			return fmt.Errorf("prepare pgbench baseline: %w", err)
+		}
+	}
+
+	report("\n%-34s %10s %10s %9s %9s %9s %8s", "phase", "holds/s", "tries/s", "p50", "p99", "conflicts", "errors")
+	var ratios []string
+	for _, n := range clients {
+		ev, err := client.CreateEvent(ctx, 200, 500) // 100,000 seats
+		if err != nil {
+			return err
+		}
+		if n == clients[0] {
+			report("%-34s %s", "create event, 100,000 seats", ev.Creation.Round(time.Millisecond))
+		}
+		r, err := client.RunHolds(ctx, ev, n, *duration)
+		if err != nil {
+			return err
+		}
+		report("%-34s %10.0f %10.0f %9s %9s %9d %8d", fmt.Sprintf("HTTP holds, %d clients, 2 seats", n),
+			r.HoldsPerSec(), r.AttemptsPerSec(), r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Conflicts, r.Errors)
+		if *scriptDir == "" {
+			continue
+		}
+		tps, err := pg.Run(ctx, n, *duration)
+		if err != nil {
+			return err
+		}
+		report("%-34s %10.0f", fmt.Sprintf("pgbench hold tx, %d clients", n), tps)
+		ratios = append(ratios, fmt.Sprintf("%d clients: HTTP holds/s ÷ pgbench tx/s = %.2f", n, r.HoldsPerSec()/tps))
+	}
+
+	hot := bench.NewClient(hotURL, cfg.JWTSecret, *hotClients)
+	ev, err := hot.CreateEvent(ctx, 1, *hotSeats)
+	if err != nil {
+		return err
+	}
+	r, err := hot.RunHolds(ctx, ev, *hotClients, *duration)
+	if err != nil {
+		return err
+	}
+	report("%-34s %10.0f %10.0f %9s %9s %9d %8d", fmt.Sprintf("hot: %d clients on %d seats", *hotClients, *hotSeats),
+		r.HoldsPerSec(), r.AttemptsPerSec(), r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Conflicts, r.Errors)
+	report("")
+	for _, s := range ratios {
+		report("%s", s)
+	}
+	stopServers()
+	return g.Wait()
+}
+
+func dropDatabase(ctx context.Context, adminURL, name string) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"cmp"
+	"context"
+
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"boxoffice/auth"
+	"boxoffice/catalog"
+	"boxoffice/db"
+	"boxoffice/migrations"
+	"boxoffice/pgcluster"
+)
+
+// Development-only secrets, used when the environment sets none. They are
+// public by design and must never be used in production.
+const (
+	devJWTSecret    = "boxoffice-dev-jwt-secret-not-for-production"
+	devAdmissionKey = "boxoffice-dev-admission-key-not-for-production"
+)
+
+// The demo organizer owns the seeded event, so a second `dev` finds it.
+var demoOrganizer = uuid.MustParse("d0000000-0000-4000-8000-000000000001")
+
+func runDev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ExitOnError)
+	dir := fs.String("dir", ".boxoffice", "state directory (private PostgreSQL data)")
+	_ = fs.Parse(args)
+
+	getenv := func(name string) string {
+		defaults := map[string]string{
+			"BOXOFFICE_JWT_SECRET":    devJWTSecret,
+			"BOXOFFICE_ADMISSION_KEY": devAdmissionKey,
+			"HTTP_ADDR":               "127.0.0.1:8080",
+		}
+		return cmp.Or(os.Getenv(name), defaults[name])
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg.LogLevel)
+
+	if cfg.DatabaseURL == "" {
+		url, stopPG, err := devDatabase(ctx, *dir, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPG()
+		cfg.DatabaseURL = url
+	}
+	if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	event, err := seedDemo(ctx, pool, cfg.Cell)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	buyer, err := auth.Mint(cfg.JWTSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	organizer, err := auth.Mint(cfg.JWTSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: demoOrganizer}, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Printf(`
+Boxoffice is running (development mode; dev secrets are public, never use them in production).
+
+  API            %[1]s
+  Docs           %[1]s/docs
+  OpenAPI        %[1]s/openapi.yaml
+  PostgreSQL     %[2]s
+  Demo event     %[3]s (%[4]d seats)
+
+  Buyer token      %[5]s
+  Organizer token  %[6]s
+
+Try it:
+  export BUYER=%[5]s
+  curl -s -X POST -H "Authorization: Bearer $BUYER" %[1]s/v1/events/%[3]s/waiting-room
+
+Stop with Ctrl-C.
+`, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer)
+
+	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger).Handler(), logger)
+}
+
+// devDatabase finds a PostgreSQL for dev: the server on localhost:5432 when
+// one answers (database boxoffice, created if missing), else a private
+// cluster started from the local PostgreSQL binaries under dir.
+func devDatabase(ctx context.Context, dir string, logger *slog.Logger) (string, func(), error) {
+	conn, err := net.DialTimeout("tcp", "127.0.0.1:5432", time.Second)
+	if err == nil {
+		conn.Close()
+		url, err := ensureDatabase(ctx, "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "boxoffice")
+		if err != nil {
+			return "", nil, fmt.Errorf("a server answers on localhost:5432 but %w; set DATABASE_URL", err)
+		}
+		return url, func() {}, nil
+	}
+	abs, err := filepath.Abs(filepath.Join(dir, "postgres"))
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(os.Stderr, "boxoffice: no PostgreSQL on localhost:5432; starting a private cluster in %s\n", abs)
+	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: abs, Logger: logger})
+	if err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := cluster.Stop(stopCtx); err != nil {
+			logger.Error("stop private postgres", "error", err.Error())
+		}
+	}
+	url, err := ensureDatabase(ctx, cluster.URL(), "boxoffice")
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	return url, stop, nil
+}
+
+// ensureDatabase creates database name on the server of adminURL if it is
+// missing and returns its URL.
+func ensureDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	cc, err := pgx.ParseConfig(adminURL)
+	if err != nil {
+		return "", fmt.Errorf("parse database url: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return "", fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cc.User, cc.Host, cc.Port, name), nil
+}
+
+// seedDemo creates the demo event — three sections, a few thousand seats —
+// unless a previous run did.
+func seedDemo(ctx context.Context, pool *pgxpool.Pool, cell string) (catalog.Event, error) {
+	c := catalog.New(pool)
+	existing, err := c.EventsByOrganizer(ctx, demoOrganizer)
+	if err != nil {
+		return catalog.Event{}, err
+	}
+	if len(existing) > 0 {
+		return existing[0], nil
+	}
+	ev, err := c.CreateEvent(ctx, catalog.EventParams{
+		OrganizerID: demoOrganizer,
+		Name:        "Demo Night — Boxoffice Arena",
+		StartsAt:    time.Now().Add(30 * 24 * time.Hour).Truncate(time.Hour).UTC(),
+		Currency:    "eur",
+		Cell:        cell,
+		Sections: []catalog.Section{
+			{Name: "Floor", Rows: 20, SeatsPerRow: 50, PriceMinor: 12000},
+			{Name: "Lower Bowl", Rows: 30, SeatsPerRow: 60, PriceMinor: 8500},
+			{Name: "Balcony", Rows: 25, SeatsPerRow: 40, PriceMinor: 4500},
+		},
+	})
+	if err != nil {
+		return catalog.Event{}, fmt.Errorf("seed demo event: %w", err)
+	}
+	return ev, nil
+}
+
+// redactURL drops any password from a connection URL before printing it.
+func redactURL(raw string) string {
+	cc, err := pgx.ParseConfig(raw)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
+}

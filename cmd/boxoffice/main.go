@@ -1,0 +1,59 @@
+// Command boxoffice is the one binary of Boxoffice. Each subcommand is a
+// role that can be scaled and fail on its own; main is the only place that
+// wires concrete types together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: boxoffice <command> [flags]
+
+commands:
+  dev       run everything on this machine: private or local PostgreSQL, demo data, tokens
+  serve     run the HTTP API
+  migrate   apply database migrations (safe to run twice or concurrently)
+  token     mint a development bearer token
+  openapi   print the OpenAPI document (YAML)
+  bench     measure the hold path against the pgbench baseline
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "dev":
+		err = runDev(ctx, args)
+	case "serve":
+		err = runServe(ctx, args)
+	case "migrate":
+		err = runMigrate(ctx, args)
+	case "token":
+		err = runToken(args)
+	case "openapi":
+		err = runOpenAPI(args)
+	case "bench":
+		err = runBench(ctx, args)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "boxoffice: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fatalf("%s: %v", cmd, err)
+	}
+}

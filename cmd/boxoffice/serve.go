@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"boxoffice/admission"
+	"boxoffice/auth"
+	"boxoffice/catalog"
+	"boxoffice/db"
+	"boxoffice/handlers"
+	"boxoffice/migrations"
+	"boxoffice/purchase"
+)
+
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	_ = fs.Parse(args)
+	cfg, err := loadConfig(os.Getenv, "DATABASE_URL", "BOXOFFICE_JWT_SECRET", "BOXOFFICE_ADMISSION_KEY")
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg.LogLevel)
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String())
+	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger).Handler(), logger)
+}
+
+// newHandlers wires the API's dependencies; serve, dev and bench share it.
+func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger) *handlers.Handlers {
+	return handlers.New(handlers.Config{
+		Cell:      cfg.Cell,
+		Logger:    logger,
+		Bearer:    auth.NewVerifier(cfg.JWTSecret),
+		Admission: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
+		Catalog:   catalog.New(pool),
+		Purchase:  purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
+		Ready:     func(ctx context.Context) error { return pool.Ping(ctx) },
+	})
+}
+
+// serveHTTP serves h on ln until ctx is done, then stops taking requests and
+// lets in-flight ones finish for up to 10 seconds.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shut down http: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	return nil
+}
+
+func runMigrate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
+	_ = fs.Parse(args)
+	cfg, err := loadConfig(os.Getenv, "DATABASE_URL")
+	if err != nil {
+		return err
+	}
+	if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "boxoffice: migrations applied")
+	return nil
+}

@@ -1,0 +1,112 @@
+package purchase_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/catalog"
+	"boxoffice/dbtest"
+	"boxoffice/outbox"
+	"boxoffice/purchase"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type testBundle struct {
+	pool  *pgxpool.Pool
+	event catalog.Event
+	seats []uuid.UUID
+}
+
+func setup(t testing.TB) (*purchase.Service, *testBundle) {
+	t.Helper()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
+		OrganizerID: uuid.New(), Name: "t", StartsAt: time.Now(), Currency: "usd", Cell: "default",
+		Sections: []catalog.Section{{Name: "A", Rows: 2, SeatsPerRow: 10, PriceMinor: 2500}},
+	})
+	require.NoError(t, err)
+	var seats []uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	svc := purchase.NewService(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{HoldTTL: 7 * time.Minute})
+	return svc, &testBundle{pool: pool, event: ev, seats: seats}
+}
+
+// The HoldCreated row is written by SQL (hold_reserve) and read by Go
+// consumers: the two must agree on every field.
+func TestHoldWritesHoldCreatedEnvelope(t *testing.T) {
+	t.Parallel()
+	svc, b := setup(t)
+	ctx := context.Background()
+	user := uuid.New()
+	h, err := svc.Hold(ctx, purchase.HoldParams{
+		UserID: user, EventID: b.event.ID, SeatIDs: []uuid.UUID{b.seats[3], b.seats[1]},
+		IdempotencyKey: "k", CorrelationID: "corr-1",
+	})
+	require.NoError(t, err)
+	require.False(t, h.Replayed)
+	require.WithinDuration(t, time.Now().Add(7*time.Minute), h.ExpiresAt, 10*time.Second)
+
+	var id uuid.UUID
+	var subject, eventType string
+	var aggregate uuid.UUID
+	var raw []byte
+	require.NoError(t, b.pool.QueryRow(ctx, "SELECT id, subject, event_type, aggregate_id, envelope FROM outbox").
+		Scan(&id, &subject, &eventType, &aggregate, &raw))
+	var env outbox.Envelope
+	require.NoError(t, json.Unmarshal(raw, &env))
+	require.Equal(t, id, env.EventID)
+	require.Equal(t, outbox.TypeHoldCreated, env.EventType)
+	require.Equal(t, eventType, env.EventType)
+	require.Equal(t, subject, env.Subject())
+	require.Equal(t, outbox.SchemaVersion, env.SchemaVersion)
+	require.Equal(t, outbox.AggregateOrder, env.AggregateType)
+	require.Equal(t, h.OrderID, env.AggregateID)
+	require.Equal(t, aggregate, env.AggregateID)
+	require.Equal(t, "corr-1", env.CorrelationID)
+	require.WithinDuration(t, time.Now(), env.OccurredAt, 10*time.Second)
+
+	var payload outbox.HoldCreated
+	dec := json.NewDecoder(bytesReader(env.Payload))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&payload))
+	lo, hi := b.seats[1], b.seats[3]
+	if lo.String() > hi.String() {
+		lo, hi = hi, lo
+	}
+	require.Equal(t, outbox.HoldCreated{
+		OrderID: h.OrderID, HoldID: h.HoldID, EventID: b.event.ID, UserID: user,
+		SeatIDs: []uuid.UUID{lo, hi}, AmountMinor: 5000, Currency: "usd", ExpiresAt: payload.ExpiresAt,
+	}, payload)
+	require.True(t, h.ExpiresAt.Equal(payload.ExpiresAt))
+}
+
+func TestHoldReplayMatchesOriginal(t *testing.T) {
+	t.Parallel()
+	svc, b := setup(t)
+	ctx := context.Background()
+	p := purchase.HoldParams{UserID: uuid.New(), EventID: b.event.ID, SeatIDs: []uuid.UUID{b.seats[0]}, IdempotencyKey: "k"}
+	first, err := svc.Hold(ctx, p)
+	require.NoError(t, err)
+	again, err := svc.Hold(ctx, p)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	again.Replayed = false
+	require.Equal(t, first, again)
+
+	p.SeatIDs = []uuid.UUID{b.seats[1]}
+	_, err = svc.Hold(ctx, p)
+	require.ErrorIs(t, err, purchase.ErrIdempotencyConflict)
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
