@@ -42,7 +42,8 @@ func TestNewHasMigratedSchema(t *testing.T) {
 	var name string
 	require.NoError(t, pool.QueryRow(t.Context(), "SELECT current_database()").Scan(&name))
 	require.True(t, strings.HasPrefix(name, "boxoffice_test_"), name)
-	require.EqualValues(t, 1, dbtest.Count(t, pool,
+	// Templates of earlier schemas may remain on a shared server.
+	require.Positive(t, dbtest.Count(t, pool,
 		"SELECT count(*) FROM pg_database WHERE datname LIKE 'boxoffice\\_tmpl\\_%' AND datistemplate AND NOT datallowconn AND datname NOT LIKE '%\\_building'"))
 }
 

@@ -6,9 +6,9 @@ import (
 
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -33,7 +33,9 @@ const (
 // The demo organizer owns the seeded event, so a second `dev` finds it.
 var demoOrganizer = uuid.MustParse("d0000000-0000-4000-8000-000000000001")
 
-func runDev(ctx context.Context, args []string) error {
+// runDev runs `boxoffice dev`, reading the environment through env and
+// printing what a developer needs to out.
+func runDev(ctx context.Context, args []string, env func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("dev", flag.ExitOnError)
 	dir := fs.String("dir", ".boxoffice", "state directory (private PostgreSQL data)")
 	_ = fs.Parse(args)
@@ -44,7 +46,7 @@ func runDev(ctx context.Context, args []string) error {
 			"BOXOFFICE_ADMISSION_KEY": devAdmissionKey,
 			"HTTP_ADDR":               "127.0.0.1:8080",
 		}
-		return cmp.Or(os.Getenv(name), defaults[name])
+		return cmp.Or(env(name), defaults[name])
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -53,7 +55,7 @@ func runDev(ctx context.Context, args []string) error {
 	logger := newLogger(cfg.LogLevel)
 
 	if cfg.DatabaseURL == "" {
-		url, stopPG, err := devDatabase(ctx, *dir, logger)
+		url, stopPG, err := devDatabase(ctx, *dir, logger, out)
 		if err != nil {
 			return err
 		}
@@ -86,7 +88,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Printf(`
+	fmt.Fprintf(out, `
 Boxoffice is running (development mode; dev secrets are public, never use them in production).
 
   API            %[1]s
@@ -111,7 +113,7 @@ Stop with Ctrl-C.
 // devDatabase finds a PostgreSQL for dev: the server on localhost:5432 when
 // one answers (database boxoffice, created if missing), else a private
 // cluster started from the local PostgreSQL binaries under dir.
-func devDatabase(ctx context.Context, dir string, logger *slog.Logger) (string, func(), error) {
+func devDatabase(ctx context.Context, dir string, logger *slog.Logger, out io.Writer) (string, func(), error) {
 	conn, err := net.DialTimeout("tcp", "127.0.0.1:5432", time.Second)
 	if err == nil {
 		conn.Close()
@@ -125,7 +127,7 @@ func devDatabase(ctx context.Context, dir string, logger *slog.Logger) (string, 
 	if err != nil {
 		return "", nil, err
 	}
-	fmt.Fprintf(os.Stderr, "boxoffice: no PostgreSQL on localhost:5432; starting a private cluster in %s\n", abs)
+	fmt.Fprintf(out, "No PostgreSQL on localhost:5432: starting a private cluster in %s\n", abs)
 	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: abs, Logger: logger})
 	if err != nil {
 		return "", nil, err

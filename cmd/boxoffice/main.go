@@ -35,7 +35,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "dev":
-		err = runDev(ctx, args)
+		err = runDev(ctx, args, os.Getenv, os.Stdout)
 	case "serve":
 		err = runServe(ctx, args)
 	case "migrate":

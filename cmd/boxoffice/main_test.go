@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// `boxoffice dev` migrates, seeds the demo event and prints tokens that
+// work: a buyer can hold a seat of the demo event with them. A second start
+// on the same database reuses the demo event.
+func TestDevServesTheDemoEvent(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	env := func(name string) string {
+		return map[string]string{"DATABASE_URL": url, "HTTP_ADDR": "127.0.0.1:0", "BOXOFFICE_LOG_LEVEL": "warn"}[name]
+	}
+	run := func() (api, event, buyer string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		out := &lockedBuffer{}
+		done := make(chan error, 1)
+		go func() { done <- runDev(ctx, []string{"-dir", t.TempDir()}, env, out) }()
+		t.Cleanup(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+		re := regexp.MustCompile(`(?s)API\s+(\S+).*Demo event\s+(\S+).*Buyer token\s+(\S+)`)
+		require.Eventually(t, func() bool { return re.MatchString(out.String()) }, 60*time.Second, 50*time.Millisecond, "dev printed: %s", out)
+		m := re.FindStringSubmatch(out.String())
+		return m[1], m[2], m[3]
+	}
+
+	api, event, buyer := run()
+	do := func(method, path string, headers map[string]string, body string, out any) int {
+		req, err := http.NewRequest(method, api+path, strings.NewReader(body))
+		require.NoError(t, err)
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		if out != nil {
+			require.NoError(t, json.NewDecoder(res.Body).Decode(out))
+		}
+		return res.StatusCode
+	}
+	var seats struct{ Seats []struct{ ID string } }
+	require.Equal(t, http.StatusOK, do(http.MethodGet, "/v1/events/"+event+"/seats", nil, "", &seats))
+	require.Len(t, seats.Seats, 3800)
+	var adm struct{ AdmissionToken string }
+	require.Equal(t, http.StatusOK, do(http.MethodPost, "/v1/events/"+event+"/waiting-room", map[string]string{"Authorization": "Bearer " + buyer}, "", &adm))
+	require.Equal(t, http.StatusAccepted, do(http.MethodPost, "/v1/events/"+event+"/holds", map[string]string{
+		"Authorization": "Bearer " + buyer, "X-Admission-Token": adm.AdmissionToken,
+		"Idempotency-Key": "dev-test", "Content-Type": "application/json",
+	}, `{"seatIds":["`+seats.Seats[0].ID+`"]}`, nil))
+
+	_, again, _ := run()
+	require.Equal(t, event, again, "a second dev run seeds no second demo event")
+}
+
+func TestConfigNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	cases := []struct {
+		vars     map[string]string
+		required []string
+		name     string
+	}{
+		{map[string]string{}, []string{"DATABASE_URL"}, "DATABASE_URL"},
+		{map[string]string{"BOXOFFICE_JWT_SECRET": "short"}, nil, "BOXOFFICE_JWT_SECRET"},
+		{map[string]string{"BOXOFFICE_HOLD_TTL": "five minutes"}, nil, "BOXOFFICE_HOLD_TTL"},
+		{map[string]string{"BOXOFFICE_HOLD_TTL": "-1m"}, nil, "BOXOFFICE_HOLD_TTL"},
+		{map[string]string{"DATABASE_MAX_CONNS": "0"}, nil, "DATABASE_MAX_CONNS"},
+		{map[string]string{"BOXOFFICE_LOG_LEVEL": "loud"}, nil, "BOXOFFICE_LOG_LEVEL"},
+	}
+	for _, tc := range cases {
+		_, err := loadConfig(env(tc.vars), tc.required...)
+		require.Error(t, err)
+		require.True(t, strings.HasPrefix(err.Error(), tc.name+": "), err.Error())
+	}
+	cfg, err := loadConfig(env(map[string]string{}))
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Minute, cfg.HoldTTL)
+	require.Equal(t, ":8080", cfg.HTTPAddr)
+}

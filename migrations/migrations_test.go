@@ -1,0 +1,86 @@
+package migrations_test
+
+import (
+	"context"
+	"io/fs"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/dbtest"
+	"boxoffice/migrations"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// emptyDatabase returns the URL of a database with no schema at all.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	url := dbtest.NewURL(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+	require.NoError(t, err)
+	return url
+}
+
+func tables(t *testing.T, url string) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return names
+}
+
+func TestUpTwiceIsANoop(t *testing.T) {
+	t.Parallel()
+	url := emptyDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, migrations.Up(ctx, url))
+	first := tables(t, url)
+	require.Contains(t, first, "hold_seats")
+	require.NoError(t, migrations.Up(ctx, url))
+	require.Equal(t, first, tables(t, url))
+}
+
+// Several processes starting at once all run migrate; the advisory lock
+// makes exactly one apply each version and the others wait and succeed.
+func TestUpConcurrently(t *testing.T) {
+	t.Parallel()
+	url := emptyDatabase(t)
+	ctx := context.Background()
+	errs := make([]error, 6)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			errs[i] = migrations.Up(ctx, url)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.Contains(t, tables(t, url), "outbox")
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var applied, distinct int
+	require.NoError(t, conn.QueryRow(ctx,
+		"SELECT count(*), count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0").Scan(&applied, &distinct))
+	require.Equal(t, distinct, applied, "a migration was applied twice")
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	require.Len(t, files, applied)
+}
