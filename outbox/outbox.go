@@ -5,11 +5,14 @@
 package outbox
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+
+	"boxoffice/sqlcgen"
 )
 
 // Event types of the purchase saga (DESIGN.md § Events).
@@ -80,4 +83,17 @@ type HoldCreated struct {
 	AmountMinor int64       `json:"amount_minor"`
 	Currency    string      `json:"currency"`
 	ExpiresAt   time.Time   `json:"expires_at"`
+}
+
+// Insert writes env (raw is its JSON form from NewOrderEvent) to the outbox
+// on db; call it in the transaction of the state change the
+// event describes.
+func Insert(ctx context.Context, db sqlcgen.DBTX, env Envelope, raw []byte) error {
+	err := sqlcgen.New().OutboxInsert(ctx, db, sqlcgen.OutboxInsertParams{
+		ID: env.EventID, Subject: env.Subject(), EventType: env.EventType, AggregateID: env.AggregateID, Envelope: raw,
+	})
+	if err != nil {
+		return fmt.Errorf("insert %s into outbox: %w", env.EventType, err)
+	}
+	return nil
 }
