@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/admission"
 	"boxoffice/auth"
@@ -36,15 +37,19 @@ type Config struct {
 	Catalog *catalog.Catalog
 	// Purchase holds seats and reads orders. Required.
 	Purchase *purchase.Service
-	// Ready reports whether the process's dependencies answer (/readyz).
-	// Defaults to always ready.
-	Ready func(ctx context.Context) error
+	// Checks are the dependencies /readyz reports. Defaults to none.
+	Checks []Check
+	// Registerer receives the API's metrics. Defaults to none.
+	Registerer prometheus.Registerer
+	// Metrics serves /metrics (Prometheus text format). Defaults to none.
+	Metrics http.Handler
 }
 
 // Handlers implements the API's operations.
 type Handlers struct {
-	cfg    Config
-	logger *slog.Logger
+	cfg     Config
+	logger  *slog.Logger
+	metrics *httpMetrics
 }
 
 // New returns Handlers for cfg.
@@ -52,10 +57,7 @@ func New(cfg Config) *Handlers {
 	if cfg.Cell == "" {
 		cfg.Cell = "default"
 	}
-	if cfg.Ready == nil {
-		cfg.Ready = func(context.Context) error { return nil }
-	}
-	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http")}
+	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer)}
 }
 
 // Version is the API version shown in the OpenAPI document.
@@ -73,7 +75,7 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 	}
 	cfg.CreateHooks = nil // no $schema links in response bodies
 	api := humago.New(mux, cfg)
-	api.UseMiddleware(h.authenticate(api))
+	api.UseMiddleware(h.metrics.middleware, h.authenticate(api))
 	h.Register(api)
 	return api
 }
@@ -83,6 +85,9 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 func (h *Handlers) Handler() http.Handler {
 	mux := http.NewServeMux()
 	h.NewAPI(mux)
+	if h.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", h.cfg.Metrics)
+	}
 	return h.middleware(mux)
 }
 

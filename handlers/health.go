@@ -3,14 +3,30 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 )
 
-// HealthOutput is the body of /healthz and /readyz.
+// Check is one dependency /readyz asks about.
+type Check struct {
+	// Name labels the check in the response, e.g. "database".
+	Name string
+	// Func returns nil when the dependency answers.
+	Func func(ctx context.Context) error
+	// Required checks decide readiness. A check that is not required is
+	// reported only: the API keeps taking holds while NATS is down (the
+	// outbox absorbs the outage), so NATS must not take it out of a load
+	// balancer.
+	Required bool
+}
+
+// HealthOutput is the answer of /healthz and /readyz.
 type HealthOutput struct {
-	Body struct {
-		Status string `json:"status" enum:"ok,unavailable" doc:"ok when the process (liveness) or its dependencies (readiness) answer."`
+	Status int
+	Body   struct {
+		Status string            `json:"status" enum:"ok,unavailable" doc:"ok when the process (liveness) or its required dependencies (readiness) answer."`
+		Checks map[string]string `json:"checks,omitempty" doc:"Each dependency: ok or unavailable."`
 	}
 }
 
@@ -19,21 +35,36 @@ func (h *Handlers) registerHealth(api huma.API) {
 		OperationID: "get-healthz", Method: http.MethodGet, Path: "/healthz",
 		Summary: "Liveness: the process is up", Tags: []string{"Operations"},
 	}, func(ctx context.Context, _ *struct{}) (*HealthOutput, error) {
-		out := &HealthOutput{}
+		out := &HealthOutput{Status: http.StatusOK}
 		out.Body.Status = "ok"
 		return out, nil
 	})
 	huma.Register(api, huma.Operation{
 		OperationID: "get-readyz", Method: http.MethodGet, Path: "/readyz",
-		Summary: "Readiness: the database and the bus answer", Tags: []string{"Operations"},
-		Errors: []int{http.StatusServiceUnavailable},
-	}, func(ctx context.Context, _ *struct{}) (*HealthOutput, error) {
-		if err := h.cfg.Ready(ctx); err != nil {
-			h.logger.WarnContext(ctx, "not ready", "error", err.Error())
-			return nil, problem(http.StatusServiceUnavailable, TypeUnavailable, "A dependency is not answering.")
+		Summary:     "Readiness: the database answers (NATS is reported, not required)",
+		Tags:        []string{"Operations"},
+		Responses: map[string]*huma.Response{
+			"503": {Description: "A required dependency does not answer."},
+		},
+	}, h.ready)
+}
+
+func (h *Handlers) ready(ctx context.Context, _ *struct{}) (*HealthOutput, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	out := &HealthOutput{Status: http.StatusOK}
+	out.Body.Status = "ok"
+	out.Body.Checks = map[string]string{}
+	for _, c := range h.cfg.Checks {
+		if err := c.Func(ctx); err != nil {
+			h.logger.WarnContext(ctx, "dependency not answering", "check", c.Name, "error", err.Error())
+			out.Body.Checks[c.Name] = "unavailable"
+			if c.Required {
+				out.Status, out.Body.Status = http.StatusServiceUnavailable, "unavailable"
+			}
+			continue
 		}
-		out := &HealthOutput{}
-		out.Body.Status = "ok"
-		return out, nil
-	})
+		out.Body.Checks[c.Name] = "ok"
+	}
+	return out, nil
 }

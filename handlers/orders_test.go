@@ -1,7 +1,13 @@
 package handlers_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/google/uuid"
@@ -64,4 +70,29 @@ func TestOperationsEndpoints(t *testing.T) {
 	}
 	res := b.do(t, http.MethodGet, "/healthz", map[string]string{"X-Correlation-Id": "journey-42"}, nil)
 	require.Equal(t, "journey-42", res.header.Get("X-Correlation-Id"))
+}
+
+func TestReadinessGatesOnRequiredChecksOnly(t *testing.T) {
+	t.Parallel()
+	down := func(context.Context) error { return errors.New("down") }
+	up := func(context.Context) error { return nil }
+	cases := []struct {
+		checks []handlers.Check
+		status int
+		body   map[string]any
+	}{
+		{[]handlers.Check{{Name: "database", Func: up, Required: true}, {Name: "nats", Func: down}},
+			http.StatusOK, map[string]any{"database": "ok", "nats": "unavailable"}},
+		{[]handlers.Check{{Name: "database", Func: down, Required: true}, {Name: "nats", Func: up}},
+			http.StatusServiceUnavailable, map[string]any{"database": "unavailable", "nats": "ok"}},
+	}
+	for _, tc := range cases {
+		h := handlers.New(handlers.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Checks: tc.checks})
+		rec := httptest.NewRecorder()
+		h.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		require.Equal(t, tc.status, rec.Code)
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		require.Equal(t, tc.body, body["checks"])
+	}
 }

@@ -52,7 +52,7 @@ func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger) *handlers.
 		Admission: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
 		Catalog:   catalog.New(pool),
 		Purchase:  purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
-		Ready:     func(ctx context.Context) error { return pool.Ping(ctx) },
+		Checks:    []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}},
 	})
 }
 
