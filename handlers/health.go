@@ -41,8 +41,8 @@ func (h *Handlers) registerHealth(api huma.API) {
 	})
 	huma.Register(api, huma.Operation{
 		OperationID: "get-readyz", Method: http.MethodGet, Path: "/readyz",
-		Summary:     "Readiness: the database answers (NATS is reported, not required)",
-		Tags:        []string{"Operations"},
+		Summary: "Readiness: the database answers (NATS is reported, not required)",
+		Tags:    []string{"Operations"},
 		Responses: map[string]*huma.Response{
 			"503": {Description: "A required dependency does not answer."},
 		},
