@@ -3,15 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"boxoffice/pgcluster"
 )
 
 // PGBench runs shared/bench/pgbench-hold.sql — the seed's hold transaction
@@ -102,18 +102,15 @@ func (p PGBench) url() (string, error) {
 	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cc.User, cc.Host, cc.Port, pgbenchDB), nil
 }
 
-// pgBinary finds a PostgreSQL client program on PATH or in the newest
-// /usr/lib/postgresql/*/bin.
+// pgBinary finds a PostgreSQL client program on PATH or beside the local
+// server binaries.
 func pgBinary(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	slices.Reverse(dirs)
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, name)); err == nil {
-			return filepath.Join(d, name), nil
-		}
+	dir, err := pgcluster.BinDir()
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("%s not found on PATH or in /usr/lib/postgresql/*/bin", name)
+	return filepath.Join(dir, name), nil
 }

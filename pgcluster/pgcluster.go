@@ -118,7 +118,7 @@ func start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return nil, fmt.Errorf("directory %q: %w", cfg.Dir, err)
 	}
 
-	bin, err := findBinDir()
+	bin, err := BinDir()
 	if err != nil {
 		return nil, err
 	}
@@ -253,8 +253,9 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return c.stopErr
 }
 
-// findBinDir returns the directory holding initdb, pg_ctl and postgres.
-func findBinDir() (string, error) {
+// BinDir returns the directory holding the local PostgreSQL programs
+// (initdb, pg_ctl, postgres, psql, pgbench).
+func BinDir() (string, error) {
 	hasInitdb := func(dir string) bool {
 		fi, err := os.Stat(filepath.Join(dir, "initdb"))
 		return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0

@@ -95,7 +95,9 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return "", err
 		}
-		g.Go(func() error { return serveHTTP(serverCtx, ln, newHandlers(c, pool, logger).Handler(), logger) })
+		g.Go(func() error {
+			return serveHTTP(serverCtx, ln, newHandlers(c, pool, logger, nil, nil).Handler(), logger)
+		})
 		return "http://" + ln.Addr().String(), nil
 	}
 	mainURL, err := start(cfg)

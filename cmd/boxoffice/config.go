@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"boxoffice/bus"
 )
 
 // config is the process configuration, read once from the environment.
@@ -19,6 +21,9 @@ type config struct {
 	HoldTTL      time.Duration
 	Cell         string
 	LogLevel     slog.Level
+	NATSURL      string
+	Streams      bus.Config
+	OpsAddr      string
 }
 
 // configError names the variable that stops start-up.
@@ -35,6 +40,8 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 		JWTSecret:    []byte(getenv("BOXOFFICE_JWT_SECRET")),
 		AdmissionKey: []byte(getenv("BOXOFFICE_ADMISSION_KEY")),
 		Cell:         cmp.Or(getenv("BOXOFFICE_CELL"), "default"),
+		NATSURL:      getenv("NATS_URL"),
+		OpsAddr:      cmp.Or(getenv("OPS_ADDR"), ":9090"),
 	}
 	for _, name := range required {
 		if getenv(name) == "" {
@@ -54,6 +61,11 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 	if c.HoldTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_HOLD_TTL"), "5m")); err != nil || c.HoldTTL <= 0 {
 		return c, &configError{"BOXOFFICE_HOLD_TTL", "must be a positive duration such as 5m"}
 	}
+	replicas, err := strconv.Atoi(cmp.Or(getenv("BOXOFFICE_STREAM_REPLICAS"), "1"))
+	if err != nil || replicas < 1 || replicas > 5 {
+		return c, &configError{"BOXOFFICE_STREAM_REPLICAS", "must be a number from 1 to 5"}
+	}
+	c.Streams.Replicas = replicas
 	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("BOXOFFICE_LOG_LEVEL"), "info"))); err != nil {
 		return c, &configError{"BOXOFFICE_LOG_LEVEL", "must be debug, info, warn or error"}
 	}

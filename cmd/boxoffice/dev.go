@@ -15,12 +15,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"boxoffice/auth"
+	"boxoffice/bus"
 	"boxoffice/catalog"
 	"boxoffice/db"
+	"boxoffice/handlers"
 	"boxoffice/migrations"
 	"boxoffice/pgcluster"
+	"boxoffice/relay"
 )
 
 // Development-only secrets, used when the environment sets none. They are
@@ -75,6 +79,27 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return err
 	}
 
+	natsNote := ""
+	if cfg.NATSURL == "" {
+		storeDir, err := filepath.Abs(filepath.Join(*dir, "nats"))
+		if err != nil {
+			return err
+		}
+		ns, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: storeDir})
+		if err != nil {
+			return err
+		}
+		defer ns.Shutdown()
+		cfg.NATSURL = ns.ClientURL()
+		natsNote = " (embedded; inspect with: nats --server " + cfg.NATSURL + " stream ls)"
+	}
+	nc, js, err := connectBus(ctx, cfg, "dev", logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	reg := newRegistry()
+
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -94,7 +119,9 @@ Boxoffice is running (development mode; dev secrets are public, never use them i
   API            %[1]s
   Docs           %[1]s/docs
   OpenAPI        %[1]s/openapi.yaml
+  Metrics        %[1]s/metrics
   PostgreSQL     %[2]s
+  NATS           %[7]s%[8]s
   Demo event     %[3]s (%[4]d seats)
 
   Buyer token      %[5]s
@@ -105,9 +132,26 @@ Try it:
   curl -s -X POST -H "Authorization: Bearer $BUYER" %[1]s/v1/events/%[3]s/waiting-room
 
 Stop with Ctrl-C.
-`, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer)
+`, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote)
 
-	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger).Handler(), logger)
+	r, err := relay.New(pool, nc, relay.Config{Logger: logger, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	running, err := startConsumers(pool, js, logger, reg, nil)
+	if err != nil {
+		return err
+	}
+	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc)}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return serveHTTP(gctx, ln, newHandlers(cfg, pool, logger, reg, checks).Handler(), logger)
+	})
+	g.Go(func() error { return r.Run(gctx) })
+	for _, c := range running {
+		g.Go(func() error { return c.Run(gctx) })
+	}
+	return g.Wait()
 }
 
 // devDatabase finds a PostgreSQL for dev: the server on localhost:5432 when

@@ -17,6 +17,8 @@ const usage = `usage: boxoffice <command> [flags]
 commands:
   dev       run everything on this machine: private or local PostgreSQL, demo data, tokens
   serve     run the HTTP API
+  relay     publish the outbox to JetStream (the only publisher)
+  work      run the durable consumers [-only a,b]
   migrate   apply database migrations (safe to run twice or concurrently)
   token     mint a development bearer token
   openapi   print the OpenAPI document (YAML)
@@ -38,6 +40,10 @@ func main() {
 		err = runDev(ctx, args, os.Getenv, os.Stdout)
 	case "serve":
 		err = runServe(ctx, args)
+	case "relay":
+		err = runRelay(ctx, args)
+	case "work":
+		err = runWork(ctx, args)
 	case "migrate":
 		err = runMigrate(ctx, args)
 	case "token":

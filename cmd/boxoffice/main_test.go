@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -11,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/bus"
 	"boxoffice/dbtest"
 )
 
@@ -44,7 +48,7 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 	env := func(name string) string {
 		return map[string]string{"DATABASE_URL": url, "HTTP_ADDR": "127.0.0.1:0", "BOXOFFICE_LOG_LEVEL": "warn"}[name]
 	}
-	run := func() (api, event, buyer string) {
+	run := func() (api, natsURL, event, buyer string) {
 		ctx, cancel := context.WithCancel(context.Background())
 		out := &lockedBuffer{}
 		done := make(chan error, 1)
@@ -53,13 +57,13 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 			cancel()
 			require.NoError(t, <-done)
 		})
-		re := regexp.MustCompile(`(?s)API\s+(\S+).*Demo event\s+(\S+).*Buyer token\s+(\S+)`)
+		re := regexp.MustCompile(`(?s)API\s+(\S+).*NATS\s+(\S+).*Demo event\s+(\S+).*Buyer token\s+(\S+)`)
 		require.Eventually(t, func() bool { return re.MatchString(out.String()) }, 60*time.Second, 50*time.Millisecond, "dev printed: %s", out)
 		m := re.FindStringSubmatch(out.String())
-		return m[1], m[2], m[3]
+		return m[1], m[2], m[3], m[4]
 	}
 
-	api, event, buyer := run()
+	api, natsURL, event, buyer := run()
 	do := func(method, path string, headers map[string]string, body string, out any) int {
 		req, err := http.NewRequest(method, api+path, strings.NewReader(body))
 		require.NoError(t, err)
@@ -84,7 +88,31 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 		"Idempotency-Key": "dev-test", "Content-Type": "application/json",
 	}, `{"seatIds":["`+seats.Seats[0].ID+`"]}`, nil))
 
-	_, again, _ := run()
+	// The relay running inside dev publishes the hold to the embedded
+	// JetStream.
+	nc, js, err := bus.Connect(natsURL, "dev-test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	defer nc.Close()
+	require.Eventually(t, func() bool {
+		info, err := js.Stream(context.Background(), bus.Stream)
+		if err != nil {
+			return false
+		}
+		st, err := info.Info(context.Background(), jetstream.WithSubjectFilter("ticketing.order.HoldCreated"))
+		return err == nil && st.State.Subjects["ticketing.order.HoldCreated"] == 1
+	}, 30*time.Second, 50*time.Millisecond)
+
+	res, err := http.Get(api + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	for _, name := range []string{"boxoffice_http_request_duration_seconds", "boxoffice_relay_published_total",
+		"boxoffice_outbox_backlog", "boxoffice_outbox_oldest_unpublished_age_seconds"} {
+		require.Contains(t, string(metrics), name)
+	}
+
+	_, _, again, _ := run()
 	require.Equal(t, event, again, "a second dev run seeds no second demo event")
 }
 

@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"boxoffice/admission"
 	"boxoffice/auth"
+	"boxoffice/bus"
 	"boxoffice/catalog"
 	"boxoffice/db"
 	"boxoffice/handlers"
@@ -35,25 +38,42 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	reg := newRegistry()
+	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}}
+	if cfg.NATSURL != "" {
+		// The API never publishes (the relay does); NATS is only reported.
+		nc, _, err := bus.Connect(cfg.NATSURL, "boxoffice-serve", logger)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		checks = append(checks, handlers.Check{Name: "nats", Func: natsCheck(nc)})
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String())
-	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger).Handler(), logger)
+	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger, reg, checks).Handler(), logger)
 }
 
 // newHandlers wires the API's dependencies; serve, dev and bench share it.
-func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger) *handlers.Handlers {
-	return handlers.New(handlers.Config{
+// reg, when not nil, receives the API's metrics and is served at /metrics.
+func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check) *handlers.Handlers {
+	hc := handlers.Config{
 		Cell:      cfg.Cell,
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(cfg.JWTSecret),
 		Admission: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
 		Catalog:   catalog.New(pool),
 		Purchase:  purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
-		Checks:    []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}},
-	})
+		Checks:    checks,
+	}
+	if reg != nil {
+		hc.Registerer = reg
+		hc.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	}
+	return handlers.New(hc)
 }
 
 // serveHTTP serves h on ln until ctx is done, then stops taking requests and

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"boxoffice/bus"
+	"boxoffice/handlers"
+)
+
+// newRegistry returns the process's metrics registry with the Go and
+// process collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// opsHandler serves /healthz, /readyz and /metrics for the roles that have
+// no API (relay, work).
+func opsHandler(reg *prometheus.Registry, checks []handlers.Check) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		body := map[string]any{"status": "ok"}
+		results := map[string]string{}
+		status := http.StatusOK
+		for _, c := range checks {
+			results[c.Name] = "ok"
+			if err := c.Func(ctx); err != nil {
+				results[c.Name] = "unavailable"
+				if c.Required {
+					status, body["status"] = http.StatusServiceUnavailable, "unavailable"
+				}
+			}
+		}
+		body["checks"] = results
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(body)
+	})
+	return mux
+}
+
+// natsCheck reports whether the connection is up.
+func natsCheck(nc *nats.Conn) func(context.Context) error {
+	return func(context.Context) error {
+		if s := nc.Status(); s != nats.CONNECTED {
+			return fmt.Errorf("nats connection is %s", s)
+		}
+		return nil
+	}
+}
+
+// connectBus connects to NATS and provisions the streams, retrying the
+// provisioning while the server is not reachable yet, so that a role may
+// start before NATS does.
+func connectBus(ctx context.Context, cfg config, role string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	nc, js, err := bus.Connect(cfg.NATSURL, "boxoffice-"+role, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = bus.Provision(pctx, js, cfg.Streams)
+		cancel()
+		if err == nil {
+			return nc, js, nil
+		}
+		if ctx.Err() != nil {
+			nc.Close()
+			return nil, nil, errors.Join(ctx.Err(), err)
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			logger.WarnContext(ctx, "streams not provisioned yet; retrying", "error", err.Error(), "attempt", attempt)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -1,0 +1,615 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"boxoffice/bus"
+	"boxoffice/db"
+	"boxoffice/outbox"
+	"boxoffice/sqlcgen"
+)
+
+// Headers of a dead letter, besides the original message's own headers
+// (those starting with "Nats-" are dropped).
+const (
+	// HeaderConsumer names the consumer that gave up on the message.
+	HeaderConsumer = "Boxoffice-Consumer"
+	// HeaderReason says why, in short text that holds no secrets.
+	HeaderReason = "Boxoffice-Reason"
+	// HeaderNumDelivered is how many deliveries the message had.
+	HeaderNumDelivered = "Boxoffice-Num-Delivered"
+	// HeaderOriginalSubject is the subject the message was published on.
+	HeaderOriginalSubject = "Boxoffice-Original-Subject"
+	// HeaderOriginalSequence is the message's sequence in bus.Stream.
+	HeaderOriginalSequence = "Boxoffice-Original-Sequence"
+	// HeaderEventID is the envelope's event_id, when the body decoded far
+	// enough to have one.
+	HeaderEventID = "Boxoffice-Event-Id"
+)
+
+// HandlerFunc applies the effect of one event in tx, the transaction that
+// also records the event in the inbox: the effect commits exactly when the
+// inbox row does, so of all the runs for one event id and consumer at most
+// one commits. A run that rolled back may be followed by another, so the
+// handler must have no effect outside tx (events to publish go to the
+// outbox, in tx).
+//
+// Returning nil commits and acks. Returning an error wrapping ErrPermanent
+// rolls back and dead-letters the message. Any other error, or a panic,
+// rolls back and retries later with backoff. ctx outlives Run's context:
+// it is canceled only when shutdown gives up waiting, and the handler must
+// then return promptly.
+type HandlerFunc func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error
+
+// Consumer runs one durable JetStream pull consumer of bus.Stream.
+type Consumer struct {
+	pool    *pgxpool.Pool
+	js      jetstream.JetStream
+	cfg     Config
+	handler HandlerFunc
+	logger  *slog.Logger
+	metrics *metrics
+	policy  policy
+	// afterCommitFunc, set only by tests, runs after a delivery's
+	// transaction committed; returning true skips the ack, as a process
+	// that died right after the commit would.
+	afterCommitFunc func(ev outbox.Envelope, numDelivered uint64) (skipAck bool)
+}
+
+// New returns the consumer cfg describes, applying h to each event. It
+// does not touch the server; Run provisions the durable consumer. Returns
+// an error naming every invalid field of cfg.
+func New(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, h HandlerFunc) (*Consumer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if pool == nil || js == nil || h == nil {
+		return nil, errors.New("consumers.New: pool, js and handler are required")
+	}
+	return &Consumer{
+		pool:    pool,
+		js:      js,
+		cfg:     cfg,
+		handler: h,
+		logger:  cfg.Logger.With("component", "consumer", "consumer", cfg.Name),
+		metrics: newMetrics(cfg.Registerer, cfg.Name),
+		policy: policy{
+			maxDeliver:  uint64(cfg.MaxDeliver),
+			doubleAck:   cfg.DoubleAck,
+			backoffFunc: jitteredBackoff(cfg.BackoffBase, cfg.BackoffMax),
+		},
+	}, nil
+}
+
+// Name is the consumer's durable name.
+func (c *Consumer) Name() string { return c.cfg.Name }
+
+// Timeouts of single operations on the server.
+const (
+	provisionTimeout  = 30 * time.Second
+	deadLetterTimeout = 10 * time.Second
+	ackTimeout        = 10 * time.Second
+	flushTimeout      = 5 * time.Second
+	infoTimeout       = 5 * time.Second
+	// pendingInterval is how often the pending gauge is refreshed.
+	pendingInterval = 5 * time.Second
+	// restartDelayMax caps the wait between attempts to consume again after
+	// consuming stopped on its own.
+	restartDelayMax = 30 * time.Second
+)
+
+// Run provisions the durable consumer (create or update, safe from every
+// process at once) and handles messages until ctx is done. Then it drains:
+// it stops pulling, lets the handlers in flight and those for the messages
+// already buffered finish (Config.ShutdownTimeout at most; after that
+// their contexts are canceled and their messages nakked for another
+// process), acks them, flushes the acks and returns nil.
+//
+// Run survives NATS outages: consuming resumes when the connection comes
+// back, and when consuming stops on its own (the durable consumer was
+// deleted, say) Run provisions it again. Returns an error only when the
+// first provisioning fails or the connection is closed for good.
+func (c *Consumer) Run(ctx context.Context) error {
+	cons, err := c.provision(ctx)
+	if err != nil {
+		return err
+	}
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	bgCtx, cancelBg := context.WithCancel(ctx)
+	defer cancelBg()
+	bg.Go(func() { c.refreshPending(bgCtx) })
+
+	// Handlers run on a context that outlives ctx, so a shutdown lets them
+	// finish; drain cancels it only when they overstay.
+	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	inflight := newTracker(c.cfg.Concurrency)
+	var returned atomic.Bool
+	defer returned.Store(true)
+
+	for restarts := 0; ; restarts++ {
+		cc, err := cons.Consume(
+			func(msg jetstream.Msg) { c.receive(handlerCtx, inflight, msg) },
+			jetstream.PullMaxMessages(c.cfg.Concurrency),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if !returned.Load() {
+					c.logConsumeError(ctx, err)
+				}
+			}),
+		)
+		if err != nil {
+			if restarts == 0 {
+				return fmt.Errorf("consume %s: %w", c.cfg.Name, err)
+			}
+			c.logger.ErrorContext(ctx, "consume failed", "error", err.Error())
+		}
+		if cc != nil {
+			select {
+			case <-ctx.Done():
+				return c.drain(ctx, cc, inflight, cancelHandlers)
+			case <-cc.Closed():
+				c.logger.ErrorContext(ctx, "consuming stopped on its own; provisioning the consumer again")
+			}
+		}
+		if cons, err = c.reprovision(ctx, restarts); err != nil {
+			_ = c.drain(ctx, nil, inflight, cancelHandlers)
+			return err
+		}
+		if cons == nil { // ctx is done
+			return c.drain(ctx, nil, inflight, cancelHandlers)
+		}
+	}
+}
+
+// provision creates the durable consumer or updates it to match the
+// config. The server is told to redeliver without limit: MaxDeliver is
+// enforced here, so that a message whose dead letter cannot be stored yet
+// is retried instead of dropped.
+func (c *Consumer) provision(ctx context.Context) (jetstream.Consumer, error) {
+	cc := jetstream.ConsumerConfig{
+		Durable:       c.cfg.Name,
+		Description:   "Boxoffice consumer " + c.cfg.Name,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: c.cfg.MaxAckPending,
+	}
+	if len(c.cfg.FilterSubjects) == 1 {
+		cc.FilterSubject = c.cfg.FilterSubjects[0]
+	} else {
+		cc.FilterSubjects = c.cfg.FilterSubjects
+	}
+	ctx, cancel := context.WithTimeout(ctx, provisionTimeout)
+	defer cancel()
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, bus.Stream, cc)
+	if err != nil {
+		return nil, fmt.Errorf("provision consumer %s: %w", c.cfg.Name, err)
+	}
+	return cons, nil
+}
+
+// reprovision provisions the consumer again after consuming stopped on its
+// own, retrying with a growing delay. It returns nil, nil when ctx ends
+// first, and an error when the connection is closed for good.
+func (c *Consumer) reprovision(ctx context.Context, restarts int) (jetstream.Consumer, error) {
+	delay := min(time.Duration(restarts+1)*time.Second, restartDelayMax)
+	for {
+		if c.js.Conn().IsClosed() {
+			return nil, fmt.Errorf("consume %s: %w", c.cfg.Name, nats.ErrConnectionClosed)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(delay):
+		}
+		cons, err := c.provision(ctx)
+		if err == nil {
+			return cons, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		c.logger.ErrorContext(ctx, "provision consumer", "error", err.Error(), "retry_in", delay.String())
+		delay = min(2*delay, restartDelayMax)
+	}
+}
+
+// drain stops pulling, waits for the buffered and in-flight messages, and
+// flushes their acks. cc may be nil when consuming had already stopped.
+func (c *Consumer) drain(ctx context.Context, cc jetstream.ConsumeContext, inflight *tracker, cancelHandlers context.CancelFunc) error {
+	c.logger.InfoContext(ctx, "draining", "timeout", c.cfg.ShutdownTimeout.String())
+	timeout := time.NewTimer(c.cfg.ShutdownTimeout)
+	defer timeout.Stop()
+	expired := false
+	if cc != nil {
+		// Drain delivers what is already buffered to the callback; Closed
+		// closes after the last callback returned.
+		cc.Drain()
+		select {
+		case <-cc.Closed():
+		case <-timeout.C:
+			expired = true
+		}
+	}
+	idle := inflight.close()
+	if !expired {
+		select {
+		case <-idle:
+		case <-timeout.C:
+			expired = true
+		}
+	}
+	if expired {
+		c.logger.WarnContext(ctx, "shutdown timeout: canceling in-flight handlers", "in_flight", inflight.count())
+		cancelHandlers()
+		if cc != nil {
+			cc.Stop()
+		}
+		<-idle
+	}
+	// Acks are fire-and-forget publishes; make sure they left the process.
+	if nc := c.js.Conn(); !nc.IsClosed() {
+		if err := nc.FlushTimeout(flushTimeout); err != nil {
+			c.logger.WarnContext(ctx, "flush acks", "error", err.Error())
+		}
+	}
+	c.logger.InfoContext(ctx, "drained")
+	return nil
+}
+
+// receive is the Consume callback. Callbacks of one ConsumeContext run one
+// after another, so it only waits for a free worker and hands the message
+// over: a slow or failing message never holds up the ones behind it.
+func (c *Consumer) receive(ctx context.Context, inflight *tracker, msg jetstream.Msg) {
+	if !inflight.enter() {
+		// Shutdown gave up waiting: release the message to another process.
+		d := c.newDelivery(ctx, msg)
+		c.settle(ctx, msg, d, outcome{kind: outcomeInterrupted, err: context.Canceled, numDelivered: d.numDelivered})
+		return
+	}
+	select {
+	case inflight.slots <- struct{}{}:
+	case <-ctx.Done():
+		d := c.newDelivery(ctx, msg)
+		c.settle(ctx, msg, d, outcome{kind: outcomeInterrupted, err: ctx.Err(), numDelivered: d.numDelivered})
+		inflight.leave()
+		return
+	}
+	go func() {
+		defer inflight.leave()
+		defer func() { <-inflight.slots }()
+		c.handle(ctx, msg)
+	}()
+}
+
+// delivery is what is known about one delivery of a message.
+type delivery struct {
+	numDelivered uint64
+	streamSeq    uint64
+	eventID      uuid.UUID
+	// logger carries every attribute known so far.
+	logger *slog.Logger
+}
+
+// newDelivery reads a delivery's metadata and counts it.
+func (c *Consumer) newDelivery(ctx context.Context, msg jetstream.Msg) *delivery {
+	d := &delivery{numDelivered: 1, logger: c.logger}
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+		d.logger = d.logger.With("msg_id", id)
+	}
+	if md, err := msg.Metadata(); err != nil {
+		d.logger.WarnContext(ctx, "message has no jetstream metadata", "error", err.Error())
+	} else {
+		d.numDelivered, d.streamSeq = md.NumDelivered, md.Sequence.Stream
+		d.logger = d.logger.With("num_delivered", md.NumDelivered, "stream_seq", md.Sequence.Stream)
+	}
+	c.metrics.delivered.Inc()
+	if d.numDelivered > 1 {
+		c.metrics.redelivered.Inc()
+	}
+	return d
+}
+
+// handle takes one delivery from the body to its ack.
+func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {
+	d := c.newDelivery(ctx, msg)
+	ev, err := decodeEnvelope(msg.Data())
+	if ev.EventID != uuid.Nil {
+		d.eventID = ev.EventID
+		d.logger = d.logger.With("event_id", ev.EventID, "event_type", ev.EventType,
+			"order_id", ev.AggregateID, "correlation_id", ev.CorrelationID, "causation_id", ev.CausationID)
+	}
+	if err != nil {
+		c.settle(ctx, msg, d, outcome{kind: outcomeInvalid, err: err, numDelivered: d.numDelivered})
+		return
+	}
+	stop := c.keepAlive(ctx, msg, d)
+	o := c.apply(ctx, d, ev)
+	stop()
+	if o.kind == outcomeApplied && c.afterCommitFunc != nil && c.afterCommitFunc(ev, d.numDelivered) {
+		return
+	}
+	c.settle(ctx, msg, d, o)
+}
+
+// apply runs the inbox insert and the handler in one transaction and
+// reports what happened.
+func (c *Consumer) apply(ctx context.Context, d *delivery, ev outbox.Envelope) outcome {
+	start := time.Now()
+	var duplicate bool
+	err := db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
+		first, err := sqlcgen.New().InboxInsert(ctx, tx, sqlcgen.InboxInsertParams{Consumer: c.cfg.Name, EventID: ev.EventID})
+		if err != nil {
+			return fmt.Errorf("insert inbox row: %w", err)
+		}
+		if duplicate = !first; duplicate {
+			return nil
+		}
+		if d.numDelivered > c.policy.maxDeliver {
+			return errExhausted
+		}
+		return c.callHandler(ctx, tx, ev)
+	})
+	c.metrics.handler.Observe(time.Since(start).Seconds())
+	o := outcome{err: err, numDelivered: d.numDelivered}
+	switch {
+	case err == nil && duplicate:
+		o.kind = outcomeDuplicate
+	case err == nil:
+		o.kind = outcomeApplied
+	case errors.Is(err, errExhausted):
+		o.kind = outcomeExhausted
+	case ctx.Err() != nil:
+		// Shutdown canceled the handler: whatever it returned, it did not
+		// get to finish.
+		o.kind = outcomeInterrupted
+	case errors.Is(err, ErrPermanent):
+		o.kind = outcomePermanent
+	default:
+		o.kind = outcomeTransient
+	}
+	return o
+}
+
+// callHandler runs the handler, turning a panic into a transient error so
+// the transaction rolls back and the message is retried.
+func (c *Consumer) callHandler(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError(v)
+		}
+	}()
+	return c.handler(ctx, tx, ev)
+}
+
+// keepAlive tells the server the message is still being worked on every
+// AckWait/3 until stop is called, so a long handler does not get its
+// message redelivered to another process. stop returns once no more
+// progress acks can be sent.
+func (c *Consumer) keepAlive(ctx context.Context, msg jetstream.Msg, d *delivery) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(c.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := msg.InProgress(); err != nil {
+					d.logger.WarnContext(ctx, "extend ack deadline", "error", err.Error())
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// settle carries out decide's answer for o.
+func (c *Consumer) settle(ctx context.Context, msg jetstream.Msg, d *delivery, o outcome) {
+	a := decide(o, c.policy)
+	c.logOutcome(ctx, d, o, a)
+	switch a.kind {
+	case actionAck:
+		c.ack(ctx, d, msg.Ack())
+	case actionDoubleAck:
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer cancel()
+		c.ack(ctx, d, msg.DoubleAck(actx))
+	case actionNak:
+		if err := msg.NakWithDelay(a.delay); err != nil {
+			d.logger.WarnContext(ctx, "nak failed; the message comes back after AckWait", "error", err.Error())
+		}
+	case actionDeadLetter:
+		if err := c.deadLetter(ctx, msg, d, a.reason); err != nil {
+			c.settle(ctx, msg, d, outcome{kind: outcomeDeadLetterFailed, err: err, numDelivered: d.numDelivered})
+			return
+		}
+		c.metrics.deadLettered.Inc()
+		c.outcomeLogger(d, o, a).ErrorContext(ctx, "dead-lettered message", "reason", a.reason)
+		if err := msg.TermWithReason(a.reason); err != nil {
+			d.logger.WarnContext(ctx, "terminate dead-lettered message; it will be dead-lettered again (deduplicated)", "error", err.Error())
+		}
+	}
+}
+
+func (c *Consumer) ack(ctx context.Context, d *delivery, err error) {
+	if err != nil {
+		d.logger.WarnContext(ctx, "ack failed; the redelivery will be an inbox no-op", "error", err.Error())
+		return
+	}
+	c.metrics.acked.Inc()
+}
+
+// deadLetter stores the message on the dead-letter stream and returns once
+// the server confirmed it. Its Nats-Msg-Id makes a repeat a no-op.
+func (c *Consumer) deadLetter(ctx context.Context, msg jetstream.Msg, d *delivery, reason string) error {
+	h := nats.Header{}
+	for k, vs := range msg.Headers() {
+		// Nats-* headers (message id, expectations) belong to the original
+		// publish; copied, they would dedupe or fail this one.
+		if !strings.HasPrefix(k, "Nats-") {
+			h[k] = slices.Clone(vs)
+		}
+	}
+	h.Set(HeaderConsumer, c.cfg.Name)
+	h.Set(HeaderReason, reason)
+	h.Set(HeaderNumDelivered, strconv.FormatUint(d.numDelivered, 10))
+	h.Set(HeaderOriginalSubject, msg.Subject())
+	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(bus.DLQStream)}
+	if d.streamSeq != 0 {
+		h.Set(HeaderOriginalSequence, strconv.FormatUint(d.streamSeq, 10))
+		opts = append(opts, jetstream.WithMsgID(c.cfg.Name+":"+strconv.FormatUint(d.streamSeq, 10)))
+	}
+	if d.eventID != uuid.Nil {
+		h.Set(HeaderEventID, d.eventID.String())
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadLetterTimeout)
+	defer cancel()
+	dl := &nats.Msg{Subject: bus.DLQSubjectPrefix + c.cfg.Name, Data: msg.Data(), Header: h}
+	if _, err := c.js.PublishMsg(ctx, dl, opts...); err != nil {
+		return fmt.Errorf("publish dead letter: %w", err)
+	}
+	return nil
+}
+
+func (c *Consumer) outcomeLogger(d *delivery, o outcome, a action) *slog.Logger {
+	return d.logger.With("outcome", o.kind.String(), "action", a.kind.String())
+}
+
+// logOutcome writes the line a delivery's outcome deserves; a dead letter
+// is logged once stored, by settle. Message bodies are never logged.
+func (c *Consumer) logOutcome(ctx context.Context, d *delivery, o outcome, a action) {
+	l := c.outcomeLogger(d, o, a)
+	var pe *panicError
+	if errors.As(o.err, &pe) {
+		l.ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(pe.value), "stack", string(pe.stack))
+	}
+	switch {
+	case a.kind == actionDeadLetter:
+	case o.kind == outcomeApplied:
+		l.DebugContext(ctx, "event applied")
+	case o.kind == outcomeDuplicate:
+		l.InfoContext(ctx, "event already applied; acking without running the handler")
+	case o.kind == outcomeInterrupted:
+		l.InfoContext(ctx, "handler interrupted by shutdown; releasing the message")
+	case o.kind == outcomeDeadLetterFailed:
+		l.ErrorContext(ctx, "could not store dead letter; retrying later", "error", o.err.Error(), "retry_in", a.delay.String())
+	case errors.Is(o.err, context.Canceled):
+		l.InfoContext(ctx, "handler canceled; retrying later", "error", o.err.Error(), "retry_in", a.delay.String())
+	default:
+		l.WarnContext(ctx, "handler failed; retrying later", "error", errText(o.err), "retry_in", a.delay.String())
+	}
+}
+
+// logConsumeError logs an error JetStream reported while pulling: missing
+// heartbeats and the like are warnings, a deleted consumer an error.
+func (c *Consumer) logConsumeError(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, context.Canceled):
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrBadRequest):
+		c.logger.ErrorContext(ctx, "consume", "error", err.Error())
+	default:
+		c.logger.WarnContext(ctx, "consume", "error", err.Error())
+	}
+}
+
+// refreshPending keeps the pending gauge current until ctx is done.
+func (c *Consumer) refreshPending(ctx context.Context) {
+	t := time.NewTicker(pendingInterval)
+	defer t.Stop()
+	for {
+		ictx, cancel := context.WithTimeout(ctx, infoTimeout)
+		cons, err := c.js.Consumer(ictx, bus.Stream, c.cfg.Name)
+		cancel()
+		switch {
+		case err == nil:
+			info := cons.CachedInfo()
+			c.metrics.pending.Set(float64(info.NumPending) + float64(info.NumAckPending))
+		case ctx.Err() == nil:
+			c.logger.DebugContext(ctx, "refresh pending gauge", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// tracker counts the messages handed to workers, bounds them with slots,
+// and tells when the last one is done after close.
+type tracker struct {
+	slots  chan struct{}
+	mu     sync.Mutex
+	active int
+	closed bool
+	idle   chan struct{}
+}
+
+func newTracker(concurrency int) *tracker {
+	return &tracker{slots: make(chan struct{}, concurrency), idle: make(chan struct{})}
+}
+
+// enter counts one more message, or returns false after close.
+func (t *tracker) enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.active++
+	return true
+}
+
+// leave counts one message done.
+func (t *tracker) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.active--
+	if t.closed && t.active == 0 {
+		close(t.idle)
+	}
+}
+
+// close refuses further messages and returns a channel closed once the
+// counted ones are done.
+func (t *tracker) close() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		if t.active == 0 {
+			close(t.idle)
+		}
+	}
+	return t.idle
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.active
+}

@@ -1,0 +1,57 @@
+// Package consumers is the one runtime every durable JetStream pull consumer
+// of Boxoffice runs on, and (one file each) the consumers themselves.
+//
+// A consumer is a name and a HandlerFunc. The runtime provisions the durable
+// consumer on bus.Stream, pulls messages, and for each one:
+//
+//  1. decodes and validates the outbox.Envelope; a message that is not a
+//     valid envelope is dead-lettered at once, since no retry can fix it;
+//  2. opens a transaction (db.WithTx) and inserts the inbox row
+//     (consumer, event_id); when the row is already there the event was
+//     applied before, the handler is skipped and the message acked;
+//  3. runs the handler in that same transaction and commits;
+//  4. acks (or double-acks, see Config.DoubleAck).
+//
+// One function, decide, turns what happened into what is done with the
+// message: ack, nak with a delay, or dead letter.
+//
+// # Guarantees
+//
+// Delivery is at least once, never exactly once: a message is acked only
+// after the transaction holding its effect has committed, so a crash or a
+// lost ack between the commit and the ack makes JetStream deliver it again.
+// The inbox row, written in the effect's transaction, turns that redelivery
+// into a no-op, so each consumer applies the effect of each event id at most
+// once, and at least once unless the event is dead-lettered. Two stream
+// messages carrying the same event id (a republish outside the stream's
+// duplicate window) are applied once too.
+//
+// "Acked" therefore means "committed, or found already committed": an ack
+// never precedes the effect it stands for. An ack can still be lost; the
+// cost is one redelivery that the inbox absorbs.
+//
+// # Failures
+//
+//   - A handler error wrapping ErrPermanent (see Permanent) rolls the
+//     transaction back and dead-letters the message at once.
+//   - Any other error, or a panic, rolls the transaction back and naks the
+//     message with a delay of BackoffBase·attempt⁴ ±10%, capped at
+//     BackoffMax (river's retry schedule). The failing message never holds
+//     up the messages behind it.
+//   - A failure on delivery MaxDeliver dead-letters the message instead.
+//     A message that comes back after that (its process died, or its dead
+//     letter could not be stored) is dead-lettered without running the
+//     handler again, so a message that crashes the process cannot loop.
+//   - When shutdown gives up waiting for a handler (Config.ShutdownTimeout),
+//     the handler's context is canceled, its transaction rolls back and the
+//     message is nakked for immediate redelivery elsewhere.
+//
+// A dead letter is the original body, published to
+// bus.DLQSubjectPrefix+<consumer> on bus.DLQStream with headers naming the
+// consumer, the reason, the delivery count and the original subject and
+// sequence. The original is terminated only after the dead letter is
+// stored; when storing it fails, the original is nakked and tried again
+// later, so a message is never dropped on the floor. The dead letter's
+// Nats-Msg-Id is <consumer>:<stream sequence>, so dead-lettering the same
+// message twice (after a crash between the two steps) stores it once.
+package consumers
