@@ -3,3 +3,49 @@
 -- change the event describes.
 INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
 VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @envelope::json);
+
+-- name: OutboxClaimBatch :many
+-- Leases up to max_rows unpublished rows, oldest first, to relay_id until
+-- now() + lease. Rows under another relay's live lease, or waiting out a
+-- retry backoff, are skipped, and SKIP LOCKED keeps concurrent relays from
+-- waiting on each other. The lease commits with this statement, so no
+-- transaction stays open while the relay publishes. RETURNING order is
+-- unspecified; sort by seq.
+UPDATE outbox AS o
+SET claimed_by = @relay_id::text,
+    claim_expires_at = now() + @lease::interval
+FROM (
+    SELECT id
+    FROM outbox
+    WHERE published_at IS NULL
+      AND (claim_expires_at IS NULL OR claim_expires_at < now())
+    ORDER BY seq
+    LIMIT @max_rows::int
+    FOR UPDATE SKIP LOCKED
+) AS picked
+WHERE o.id = picked.id
+RETURNING o.id, o.seq::bigint AS seq, o.subject, o.envelope;
+
+-- name: OutboxMarkPublished :execrows
+-- Marks rows published once JetStream has acknowledged them, but only
+-- those relay_id still holds: a row whose lease passed to another relay is
+-- that relay's to mark (it republishes, and JetStream drops the duplicate).
+UPDATE outbox
+SET published_at = now(), claimed_by = NULL, claim_expires_at = NULL
+WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text;
+
+-- name: OutboxRelease :execrows
+-- Gives rows relay_id holds but did not get acknowledged back to every
+-- relay after retry_after (zero: at once), instead of waiting out the lease.
+UPDATE outbox
+SET claimed_by = NULL, claim_expires_at = now() + @retry_after::interval
+WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text AND published_at IS NULL;
+
+-- name: OutboxStats :one
+-- Counts unpublished rows and the age of the oldest one, by the database
+-- clock, through outbox_unpublished_idx. Its cost grows with the backlog,
+-- so run it every few seconds, not per batch.
+SELECT count(*)::bigint AS backlog,
+       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM outbox
+WHERE published_at IS NULL;

@@ -9,7 +9,69 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"time"
 )
+
+const outboxClaimBatch = `-- name: OutboxClaimBatch :many
+UPDATE outbox AS o
+SET claimed_by = $1::text,
+    claim_expires_at = now() + $2::interval
+FROM (
+    SELECT id
+    FROM outbox
+    WHERE published_at IS NULL
+      AND (claim_expires_at IS NULL OR claim_expires_at < now())
+    ORDER BY seq
+    LIMIT $3::int
+    FOR UPDATE SKIP LOCKED
+) AS picked
+WHERE o.id = picked.id
+RETURNING o.id, o.seq::bigint AS seq, o.subject, o.envelope
+`
+
+type OutboxClaimBatchParams struct {
+	RelayID string
+	Lease   time.Duration
+	MaxRows int32
+}
+
+type OutboxClaimBatchRow struct {
+	ID       uuid.UUID
+	Seq      int64
+	Subject  string
+	Envelope []byte
+}
+
+// Leases up to max_rows unpublished rows, oldest first, to relay_id until
+// now() + lease. Rows under another relay's live lease, or waiting out a
+// retry backoff, are skipped, and SKIP LOCKED keeps concurrent relays from
+// waiting on each other. The lease commits with this statement, so no
+// transaction stays open while the relay publishes. RETURNING order is
+// unspecified; sort by seq.
+func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaimBatchParams) ([]OutboxClaimBatchRow, error) {
+	rows, err := db.Query(ctx, outboxClaimBatch, arg.RelayID, arg.Lease, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxClaimBatchRow
+	for rows.Next() {
+		var i OutboxClaimBatchRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Seq,
+			&i.Subject,
+			&i.Envelope,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
 
 const outboxInsert = `-- name: OutboxInsert :exec
 INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
@@ -35,4 +97,70 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 		arg.Envelope,
 	)
 	return err
+}
+
+const outboxMarkPublished = `-- name: OutboxMarkPublished :execrows
+UPDATE outbox
+SET published_at = now(), claimed_by = NULL, claim_expires_at = NULL
+WHERE id = ANY($1::uuid[]) AND claimed_by = $2::text
+`
+
+type OutboxMarkPublishedParams struct {
+	Ids     []uuid.UUID
+	RelayID string
+}
+
+// Marks rows published once JetStream has acknowledged them, but only
+// those relay_id still holds: a row whose lease passed to another relay is
+// that relay's to mark (it republishes, and JetStream drops the duplicate).
+func (q *Queries) OutboxMarkPublished(ctx context.Context, db DBTX, arg OutboxMarkPublishedParams) (int64, error) {
+	result, err := db.Exec(ctx, outboxMarkPublished, arg.Ids, arg.RelayID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const outboxRelease = `-- name: OutboxRelease :execrows
+UPDATE outbox
+SET claimed_by = NULL, claim_expires_at = now() + $1::interval
+WHERE id = ANY($2::uuid[]) AND claimed_by = $3::text AND published_at IS NULL
+`
+
+type OutboxReleaseParams struct {
+	RetryAfter time.Duration
+	Ids        []uuid.UUID
+	RelayID    string
+}
+
+// Gives rows relay_id holds but did not get acknowledged back to every
+// relay after retry_after (zero: at once), instead of waiting out the lease.
+func (q *Queries) OutboxRelease(ctx context.Context, db DBTX, arg OutboxReleaseParams) (int64, error) {
+	result, err := db.Exec(ctx, outboxRelease, arg.RetryAfter, arg.Ids, arg.RelayID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const outboxStats = `-- name: OutboxStats :one
+SELECT count(*)::bigint AS backlog,
+       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM outbox
+WHERE published_at IS NULL
+`
+
+type OutboxStatsRow struct {
+	Backlog          int64
+	OldestAgeSeconds float64
+}
+
+// Counts unpublished rows and the age of the oldest one, by the database
+// clock, through outbox_unpublished_idx. Its cost grows with the backlog,
+// so run it every few seconds, not per batch.
+func (q *Queries) OutboxStats(ctx context.Context, db DBTX) (OutboxStatsRow, error) {
+	row := db.QueryRow(ctx, outboxStats)
+	var i OutboxStatsRow
+	err := row.Scan(&i.Backlog, &i.OldestAgeSeconds)
+	return i, err
 }

@@ -1,0 +1,48 @@
+// Package relay is the only publisher of domain events: it moves rows of the
+// transactional outbox to the JetStream stream bus.Stream.
+//
+// Every state change writes its event to the outbox in the same transaction
+// (outbox.Insert), so an event exists exactly when its change committed. The
+// relay then, in a loop:
+//
+//  1. claims a batch of unpublished rows, oldest first, with a lease
+//     (claimed_by, claim_expires_at) in one short statement; no transaction
+//     stays open while it talks to NATS;
+//  2. publishes each row asynchronously with Nats-Msg-Id = the event id and
+//     an expected stream of bus.Stream;
+//  3. waits, at most Config.AckTimeout, for JetStream's acknowledgements;
+//  4. marks published only the acknowledged rows, and only those it still
+//     holds; rows that were not acknowledged are released with a short,
+//     growing backoff so a healthy relay retries them soon.
+//
+// # Guarantees
+//
+// Delivery is at least once. A row is marked published only after
+// JetStream acknowledged it, because an acknowledgement means the message
+// is stored (replicated, for R3 streams); marking first would lose the
+// event whenever the relay died between the mark and the publish. The price
+// is duplicates: a relay that dies after the ack and before the mark leaves
+// the row claimed, and once its lease expires another relay publishes it
+// again. JetStream drops that second copy when it arrives within the
+// stream's Duplicates window (bus.Config.Duplicates, 15 minutes by
+// default), answering with PubAck.Duplicate, which the relay counts as
+// success. The longest gap between two publishes of one row is about
+// Lease + AckTimeout + the largest retry backoff (10 s), under a minute
+// with the defaults, well inside that window. Outside it — a relay stopped
+// mid-batch and its rows republished hours later from a restored database —
+// a duplicate can reach consumers, which is why every consumer also records
+// the event id in its inbox (STYLE rule 8).
+//
+// Order is best effort: rows are claimed and first published in outbox
+// order, but concurrent relays and retries reorder them. Consumers must not
+// rely on it (DESIGN.md § Events).
+//
+// While NATS is unreachable the relay keeps running and claims nothing; the
+// outbox grows, the boxoffice_outbox_backlog and
+// boxoffice_outbox_oldest_unpublished_age_seconds gauges rise, a warning is
+// logged at most every few seconds, and the backlog drains when NATS
+// returns. Database errors are handled the same way.
+//
+// Several relays may run over one outbox: SKIP LOCKED keeps their claims
+// apart, and leases hand a dead relay's rows to the living.
+package relay

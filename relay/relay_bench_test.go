@@ -1,0 +1,168 @@
+package relay_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/bus"
+	"boxoffice/dbtest"
+	"boxoffice/natstest"
+	"boxoffice/relay"
+)
+
+// benchEvents is how many events each drain benchmark moves.
+const benchEvents = 100_000
+
+// benchWindow is the async publish window of both drain benchmarks: the
+// relay's default MaxInFlight.
+const benchWindow = 4096
+
+// BenchmarkRelayDrain measures one relay with the default configuration
+// draining a backlog of benchEvents pending rows of about 512 bytes: from
+// Run to the last row marked published. Compare events/s with
+// BenchmarkJetStreamPublishAsync from the same run.
+func BenchmarkRelayDrain(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		tb := setup(b)
+		insertRows(b, tb.pool, benchEvents)
+		dbtest.Exec(b, tb.pool, "VACUUM ANALYZE outbox")
+		r, reg := tb.newRelay(b, relay.Config{MaxInFlight: benchWindow, Logger: quietLogger(b)})
+		ctx, cancel := context.WithCancel(b.Context())
+		b.StartTimer()
+
+		started := time.Now()
+		run := start(b, ctx, r)
+		waitPublished(b, reg, benchEvents)
+		elapsed := time.Since(started)
+
+		b.StopTimer()
+		cancel()
+		require.NoError(b, run.stop())
+		require.Equal(b, int64(0), unpublished(b, tb.pool))
+		require.Equal(b, uint64(benchEvents), streamMsgs(b, tb.js))
+		b.ReportMetric(benchEvents/elapsed.Seconds(), "events/s")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkJetStreamPublishAsync is the ceiling for BenchmarkRelayDrain:
+// the same number of 512-byte messages, with message ids and the expected
+// stream, published asynchronously to the same kind of embedded server
+// (file storage) with the same window, until every one is acknowledged.
+func BenchmarkJetStreamPublishAsync(b *testing.B) {
+	data := make([]byte, 512)
+	for i := range data {
+		data[i] = 'x'
+	}
+	for range b.N {
+		b.StopTimer()
+		srv := natstest.New(b)
+		nc, _ := srv.Connect(b)
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(benchWindow))
+		require.NoError(b, err)
+		ids := make([]string, benchEvents)
+		for i := range ids {
+			ids[i] = uuid.NewString()
+		}
+		futures := make([]jetstream.PubAckFuture, benchEvents)
+		b.StartTimer()
+
+		started := time.Now()
+		for i := range benchEvents {
+			futures[i], err = js.PublishMsgAsync(&nats.Msg{Subject: "ticketing.order.HoldCreated", Data: data, Header: make(nats.Header, 2)},
+				jetstream.WithMsgID(ids[i]), jetstream.WithExpectStream(bus.Stream))
+			require.NoError(b, err)
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				require.NoError(b, err)
+			}
+		}
+		elapsed := time.Since(started)
+
+		b.StopTimer()
+		_, verify := srv.Connect(b)
+		require.Equal(b, uint64(benchEvents), streamMsgs(b, verify))
+		b.ReportMetric(benchEvents/elapsed.Seconds(), "events/s")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkRelaySteadyLatency runs one relay with the default
+// configuration while a producer commits steadyRate rows a second, in small
+// batches every few milliseconds, for steadyFor; then it reports the
+// distribution of published_at − created_at, both by the database clock.
+func BenchmarkRelaySteadyLatency(b *testing.B) {
+	const (
+		steadyRate = 4000
+		steadyFor  = 10 * time.Second
+		tick       = 5 * time.Millisecond
+	)
+	for range b.N {
+		b.StopTimer()
+		tb := setup(b)
+		r, reg := tb.newRelay(b, relay.Config{Logger: quietLogger(b)})
+		run := start(b, b.Context(), r)
+		b.StartTimer()
+
+		// The producer tops the outbox up to the rate on every tick, so a
+		// slow insert delays rows instead of dropping them.
+		started := time.Now()
+		ticker := time.NewTicker(tick)
+		inserted := 0
+		for now := range ticker.C {
+			elapsed := now.Sub(started)
+			if elapsed > steadyFor {
+				break
+			}
+			if due := int(elapsed.Seconds()*steadyRate) - inserted; due > 0 {
+				insertRows(b, tb.pool, due)
+				inserted += due
+			}
+		}
+		ticker.Stop()
+		waitPublished(b, reg, inserted)
+
+		b.StopTimer()
+		require.NoError(b, run.stop())
+		var p50, p99, p999, maxMs float64
+		require.NoError(b, tb.pool.QueryRow(b.Context(), `
+			SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms),
+			       percentile_cont(0.99) WITHIN GROUP (ORDER BY ms),
+			       percentile_cont(0.999) WITHIN GROUP (ORDER BY ms),
+			       max(ms)
+			FROM (SELECT extract(epoch FROM published_at - created_at) * 1000 AS ms FROM outbox) AS l`).
+			Scan(&p50, &p99, &p999, &maxMs))
+		b.ReportMetric(float64(inserted)/steadyFor.Seconds(), "events/s")
+		b.ReportMetric(p50, "p50-ms")
+		b.ReportMetric(p99, "p99-ms")
+		b.ReportMetric(p999, "p99.9-ms")
+		b.ReportMetric(maxMs, "max-ms")
+		b.StartTimer()
+	}
+}
+
+// waitPublished returns once the relay has marked n rows published, by its
+// own counter, which costs the database nothing.
+func waitPublished(tb testing.TB, reg *prometheus.Registry, n int) {
+	tb.Helper()
+	require.Eventually(tb, func() bool {
+		return metric(tb, reg, "boxoffice_relay_published_total") >= float64(n)
+	}, 5*time.Minute, 5*time.Millisecond)
+}
+
+// quietLogger keeps benchmark output to warnings and errors.
+func quietLogger(tb testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
