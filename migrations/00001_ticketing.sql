@@ -115,7 +115,9 @@ CREATE TABLE idempotency_keys (
 
 -- Invariant 5: every business write inserts its event here in the same
 -- transaction; only the relay publishes. id is the event id and the
--- Nats-Msg-Id; seq orders claiming.
+-- Nats-Msg-Id; seq orders claiming. A row lives here until JetStream has
+-- acknowledged it, then the relay deletes it: the outbox holds exactly the
+-- events not yet on the bus, and stays small without a retention job.
 CREATE TABLE outbox (
     id               uuid PRIMARY KEY,
     seq              bigint GENERATED ALWAYS AS IDENTITY,
@@ -125,10 +127,9 @@ CREATE TABLE outbox (
     envelope         json NOT NULL,
     created_at       timestamptz NOT NULL DEFAULT now(),
     claimed_by       text,
-    claim_expires_at timestamptz,
-    published_at     timestamptz
+    claim_expires_at timestamptz
 );
-CREATE INDEX outbox_unpublished_idx ON outbox (seq) WHERE published_at IS NULL;
+CREATE INDEX outbox_seq_idx ON outbox (seq);
 
 -- Invariant 4: a consumer applies an event once; the row is written in the
 -- same transaction as the consumer's effect.

@@ -5,7 +5,7 @@ INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
 VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @envelope::json);
 
 -- name: OutboxClaimBatch :many
--- Leases up to max_rows unpublished rows, oldest first, to relay_id until
+-- Leases up to max_rows rows, oldest first, to relay_id until
 -- now() + lease. Rows under another relay's live lease, or waiting out a
 -- retry backoff, are skipped, and SKIP LOCKED keeps concurrent relays from
 -- waiting on each other. The lease commits with this statement, so no
@@ -17,8 +17,7 @@ SET claimed_by = @relay_id::text,
 FROM (
     SELECT id
     FROM outbox
-    WHERE published_at IS NULL
-      AND (claim_expires_at IS NULL OR claim_expires_at < now())
+    WHERE claim_expires_at IS NULL OR claim_expires_at < now()
     ORDER BY seq
     LIMIT @max_rows::int
     FOR UPDATE SKIP LOCKED
@@ -26,26 +25,26 @@ FROM (
 WHERE o.id = picked.id
 RETURNING o.id, o.seq::bigint AS seq, o.subject, o.envelope;
 
--- name: OutboxMarkPublished :execrows
--- Marks rows published once JetStream has acknowledged them, but only
--- those relay_id still holds: a row whose lease passed to another relay is
--- that relay's to mark (it republishes, and JetStream drops the duplicate).
-UPDATE outbox
-SET published_at = now(), claimed_by = NULL, claim_expires_at = NULL
-WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text;
+-- name: OutboxDeletePublished :many
+-- Deletes rows once JetStream has acknowledged them, but only those relay_id
+-- still holds: a row whose lease passed to another relay is that relay's to
+-- delete (it republishes, and JetStream drops the duplicate). Returns, per
+-- row, the seconds from its commit to now: the event-delivery latency.
+DELETE FROM outbox
+WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text
+RETURNING extract(epoch FROM clock_timestamp() - created_at)::float8 AS latency_seconds;
 
 -- name: OutboxRelease :execrows
 -- Gives rows relay_id holds but did not get acknowledged back to every
 -- relay after retry_after (zero: at once), instead of waiting out the lease.
 UPDATE outbox
 SET claimed_by = NULL, claim_expires_at = now() + @retry_after::interval
-WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text AND published_at IS NULL;
+WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text;
 
 -- name: OutboxStats :one
 -- Counts unpublished rows and the age of the oldest one, by the database
--- clock, through outbox_unpublished_idx. Its cost grows with the backlog,
+-- clock. Every row in the outbox is unpublished. Its cost grows with the backlog,
 -- so run it every few seconds, not per batch.
 SELECT count(*)::bigint AS backlog,
        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
-FROM outbox
-WHERE published_at IS NULL;
+FROM outbox;

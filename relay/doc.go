@@ -11,17 +11,18 @@
 //  2. publishes each row asynchronously with Nats-Msg-Id = the event id and
 //     an expected stream of bus.Stream;
 //  3. waits, at most Config.AckTimeout, for JetStream's acknowledgements;
-//  4. marks published only the acknowledged rows, and only those it still
-//     holds; rows that were not acknowledged are released with a short,
-//     growing backoff so a healthy relay retries them soon.
+//  4. deletes only the acknowledged rows, and only those it still holds
+//     (the outbox holds exactly the events not yet on the bus); rows that
+//     were not acknowledged are released with a short, growing backoff so
+//     a healthy relay retries them soon.
 //
 // # Guarantees
 //
-// Delivery is at least once. A row is marked published only after
-// JetStream acknowledged it, because an acknowledgement means the message
-// is stored (replicated, for R3 streams); marking first would lose the
-// event whenever the relay died between the mark and the publish. The price
-// is duplicates: a relay that dies after the ack and before the mark leaves
+// Delivery is at least once. A row is deleted only after JetStream
+// acknowledged it, because an acknowledgement means the message is stored
+// (replicated, for R3 streams); deleting first would lose the event
+// whenever the relay died between the delete and the publish. The price is
+// duplicates: a relay that dies after the ack and before the delete leaves
 // the row claimed, and once its lease expires another relay publishes it
 // again. JetStream drops that second copy when it arrives within the
 // stream's Duplicates window (bus.Config.Duplicates, 15 minutes by

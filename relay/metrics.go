@@ -18,6 +18,7 @@ type metrics struct {
 	batchSeconds  prometheus.Histogram
 	backlog       prometheus.Gauge
 	oldestAge     prometheus.Gauge
+	latency       prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -37,12 +38,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"reason"}),
 		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "boxoffice_relay_batch_seconds",
-			Help:    "Time from claiming a batch to marking it published.",
+			Help:    "Time from claiming a batch to deleting its acknowledged rows.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}),
 		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "boxoffice_outbox_backlog",
 			Help: "Unpublished outbox rows.",
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "boxoffice_outbox_publish_latency_seconds",
+			Help:    "Time from an event's commit to JetStream's acknowledgement of it, by the database clock.",
+			Buckets: []float64{.001, .002, .005, .01, .015, .02, .025, .03, .04, .05, .075, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
 		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "boxoffice_outbox_oldest_unpublished_age_seconds",
@@ -54,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var err error
 	m.published, err = register(reg, m.published)
+	if err != nil {
+		return nil, err
+	}
+	m.latency, err = register(reg, m.latency)
 	if err != nil {
 		return nil, err
 	}

@@ -223,7 +223,7 @@ func (e *crashError) Error() string { return "relay crashed: " + e.err.Error() }
 
 // Run publishes outbox rows until ctx is done and returns nil once it has
 // stopped: it claims nothing more, waits (at most AckTimeout) for the acks
-// of the batches already published, marks them, and releases every row it
+// of the batches already published, deletes them, and releases every row it
 // claimed but could not publish, so other relays take them at once instead
 // of after the lease. Errors from the database or NATS never end Run; they
 // are logged, counted and retried with backoff. Run may be called only
@@ -421,7 +421,7 @@ func (o *outcome) fail(id uuid.UUID, err error) {
 	}
 }
 
-// settle waits for b's acks, marks the acknowledged rows published and
+// settle waits for b's acks, deletes the acknowledged rows and
 // releases the others with backoff. It returns an error only from
 // afterPublishFunc, and then leaves the batch as a crash would.
 //
@@ -550,8 +550,9 @@ func reason(err error) string {
 	return "other"
 }
 
-// markPublished marks ids published where this relay still holds them and
-// returns how many it marked. On failure the rows stay claimed; after their
+// markPublished deletes the acknowledged rows ids where this relay still
+// holds them, records each one's commit-to-acknowledgement latency, and
+// returns how many it deleted. On failure the rows stay claimed; after their
 // lease a relay republishes them and JetStream drops the copies.
 func (r *Relay) markPublished(ctx context.Context, ids []uuid.UUID) int64 {
 	if len(ids) == 0 {
@@ -559,9 +560,13 @@ func (r *Relay) markPublished(ctx context.Context, ids []uuid.UUID) int64 {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	n, err := db.Retry(ctx, func(ctx context.Context) (int64, error) {
-		return r.q.OutboxMarkPublished(ctx, r.pool, sqlcgen.OutboxMarkPublishedParams{Ids: ids, RelayID: r.cfg.ID})
+	latencies, err := db.Retry(ctx, func(ctx context.Context) ([]float64, error) {
+		return r.q.OutboxDeletePublished(ctx, r.pool, sqlcgen.OutboxDeletePublishedParams{Ids: ids, RelayID: r.cfg.ID})
 	})
+	for _, l := range latencies {
+		r.metrics.latency.Observe(l)
+	}
+	n := int64(len(latencies))
 	if err != nil {
 		r.warnContext(ctx, "mark", "mark outbox rows published; they will be republished after their lease",
 			"rows", len(ids), "error", err.Error())

@@ -39,7 +39,17 @@ func setup(tb testing.TB) *testBundle {
 	tb.Helper()
 	srv := natstest.New(tb)
 	_, js := srv.Connect(tb)
-	return &testBundle{pool: dbtest.New(tb), nats: srv, js: js}
+	pool := dbtest.New(tb)
+	if _, ok := tb.(*testing.T); ok {
+		// The relay deletes what it published; tests remember every row
+		// ever written so they can compare the stream with it. Benchmarks
+		// do without the trigger's cost.
+		dbtest.Exec(tb, pool, `CREATE TABLE outbox_log (id uuid PRIMARY KEY)`)
+		dbtest.Exec(tb, pool, `CREATE FUNCTION outbox_log() RETURNS trigger LANGUAGE plpgsql AS
+			'BEGIN INSERT INTO outbox_log VALUES (NEW.id) ON CONFLICT DO NOTHING; RETURN NEW; END'`)
+		dbtest.Exec(tb, pool, `CREATE TRIGGER outbox_log AFTER INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION outbox_log()`)
+	}
+	return &testBundle{pool: pool, nats: srv, js: js}
 }
 
 // newRelay builds a relay on a connection of its own, as a separate
@@ -108,7 +118,7 @@ func insertRows(tb testing.TB, pool *pgxpool.Pool, n int) {
 
 func unpublished(tb testing.TB, pool *pgxpool.Pool) int64 {
 	tb.Helper()
-	return dbtest.Count(tb, pool, "SELECT count(*) FROM outbox WHERE published_at IS NULL")
+	return dbtest.Count(tb, pool, "SELECT count(*) FROM outbox")
 }
 
 func claimed(tb testing.TB, pool *pgxpool.Pool) int64 {
@@ -152,12 +162,12 @@ func streamMsgIDs(tb testing.TB, js jetstream.JetStream) map[uuid.UUID]int {
 	return ids
 }
 
-// outboxIDs returns every id in the outbox.
+// outboxIDs returns the id of every row ever written to the outbox.
 func outboxIDs(tb testing.TB, pool *pgxpool.Pool) map[uuid.UUID]int {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := pool.Query(ctx, "SELECT id FROM outbox")
+	rows, err := pool.Query(ctx, "SELECT id FROM outbox_log")
 	require.NoError(tb, err)
 	ids := map[uuid.UUID]int{}
 	for rows.Next() {
@@ -300,8 +310,12 @@ func TestNATSOutageBacklogDrainsWhenNATSReturns(t *testing.T) {
 	b.nats.Start(t)
 	require.Eventually(t, func() bool { return unpublished(t, b.pool) == 0 }, time.Minute, 20*time.Millisecond)
 	require.Equal(t, int64(0), claimed(t, b.pool))
-	require.Equal(t, int64(holds), dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE event_type = $1", outbox.TypeHoldCreated))
 	requireEachRowOnceInStream(t, b, holds)
+	s, err := b.js.Stream(ctx, bus.Stream)
+	require.NoError(t, err)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter("ticketing.order."+outbox.TypeHoldCreated))
+	require.NoError(t, err)
+	require.EqualValues(t, holds, info.State.Subjects["ticketing.order."+outbox.TypeHoldCreated])
 	require.Eventually(t, func() bool { return metric(t, reg, "boxoffice_outbox_backlog") == 0 }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, run.stop())
 }
@@ -362,7 +376,7 @@ func TestRejectedRowIsReleasedAndDoesNotBlockOthers(t *testing.T) {
 	require.NoError(t, run.stop())
 
 	require.Equal(t, int64(1), dbtest.Count(t, b.pool,
-		"SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NULL AND claimed_by IS NULL AND claim_expires_at > now()", poison),
+		"SELECT count(*) FROM outbox WHERE id = $1 AND claimed_by IS NULL AND claim_expires_at > now()", poison),
 		"the rejected row waits for its retry, unclaimed")
 	require.Equal(t, float64(n), metric(t, reg, "boxoffice_relay_published_total"))
 	require.Equal(t, uint64(n), streamMsgs(t, b.js))

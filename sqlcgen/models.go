@@ -79,7 +79,6 @@ type Outbox struct {
 	CreatedAt      time.Time
 	ClaimedBy      *string
 	ClaimExpiresAt *time.Time
-	PublishedAt    *time.Time
 }
 
 type Payment struct {

@@ -19,8 +19,7 @@ SET claimed_by = $1::text,
 FROM (
     SELECT id
     FROM outbox
-    WHERE published_at IS NULL
-      AND (claim_expires_at IS NULL OR claim_expires_at < now())
+    WHERE claim_expires_at IS NULL OR claim_expires_at < now()
     ORDER BY seq
     LIMIT $3::int
     FOR UPDATE SKIP LOCKED
@@ -42,7 +41,7 @@ type OutboxClaimBatchRow struct {
 	Envelope []byte
 }
 
-// Leases up to max_rows unpublished rows, oldest first, to relay_id until
+// Leases up to max_rows rows, oldest first, to relay_id until
 // now() + lease. Rows under another relay's live lease, or waiting out a
 // retry backoff, are skipped, and SKIP LOCKED keeps concurrent relays from
 // waiting on each other. The lease commits with this statement, so no
@@ -66,6 +65,41 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxDeletePublished = `-- name: OutboxDeletePublished :many
+DELETE FROM outbox
+WHERE id = ANY($1::uuid[]) AND claimed_by = $2::text
+RETURNING extract(epoch FROM clock_timestamp() - created_at)::float8 AS latency_seconds
+`
+
+type OutboxDeletePublishedParams struct {
+	Ids     []uuid.UUID
+	RelayID string
+}
+
+// Deletes rows once JetStream has acknowledged them, but only those relay_id
+// still holds: a row whose lease passed to another relay is that relay's to
+// delete (it republishes, and JetStream drops the duplicate). Returns, per
+// row, the seconds from its commit to now: the event-delivery latency.
+func (q *Queries) OutboxDeletePublished(ctx context.Context, db DBTX, arg OutboxDeletePublishedParams) ([]float64, error) {
+	rows, err := db.Query(ctx, outboxDeletePublished, arg.Ids, arg.RelayID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []float64
+	for rows.Next() {
+		var latency_seconds float64
+		if err := rows.Scan(&latency_seconds); err != nil {
+			return nil, err
+		}
+		items = append(items, latency_seconds)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -99,32 +133,10 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 	return err
 }
 
-const outboxMarkPublished = `-- name: OutboxMarkPublished :execrows
-UPDATE outbox
-SET published_at = now(), claimed_by = NULL, claim_expires_at = NULL
-WHERE id = ANY($1::uuid[]) AND claimed_by = $2::text
-`
-
-type OutboxMarkPublishedParams struct {
-	Ids     []uuid.UUID
-	RelayID string
-}
-
-// Marks rows published once JetStream has acknowledged them, but only
-// those relay_id still holds: a row whose lease passed to another relay is
-// that relay's to mark (it republishes, and JetStream drops the duplicate).
-func (q *Queries) OutboxMarkPublished(ctx context.Context, db DBTX, arg OutboxMarkPublishedParams) (int64, error) {
-	result, err := db.Exec(ctx, outboxMarkPublished, arg.Ids, arg.RelayID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const outboxRelease = `-- name: OutboxRelease :execrows
 UPDATE outbox
 SET claimed_by = NULL, claim_expires_at = now() + $1::interval
-WHERE id = ANY($2::uuid[]) AND claimed_by = $3::text AND published_at IS NULL
+WHERE id = ANY($2::uuid[]) AND claimed_by = $3::text
 `
 
 type OutboxReleaseParams struct {
@@ -147,7 +159,6 @@ const outboxStats = `-- name: OutboxStats :one
 SELECT count(*)::bigint AS backlog,
        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
 FROM outbox
-WHERE published_at IS NULL
 `
 
 type OutboxStatsRow struct {
@@ -156,7 +167,7 @@ type OutboxStatsRow struct {
 }
 
 // Counts unpublished rows and the age of the oldest one, by the database
-// clock, through outbox_unpublished_idx. Its cost grows with the backlog,
+// clock. Every row in the outbox is unpublished. Its cost grows with the backlog,
 // so run it every few seconds, not per batch.
 func (q *Queries) OutboxStats(ctx context.Context, db DBTX) (OutboxStatsRow, error) {
 	row := db.QueryRow(ctx, outboxStats)
