@@ -5,19 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"boxoffice/consumers"
-	"boxoffice/db"
-	"boxoffice/handlers"
 )
 
 // worker is one durable consumer `boxoffice work` can run.
@@ -39,42 +34,24 @@ func runWork(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("work", flag.ExitOnError)
 	only := fs.String("only", "", "comma-separated consumers to run (default: all)")
 	_ = fs.Parse(args)
-	cfg, err := loadConfig(os.Getenv, "DATABASE_URL", "NATS_URL")
-	if err != nil {
-		return err
-	}
-	logger := newLogger(cfg.LogLevel)
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	nc, js, err := connectBus(ctx, cfg, "work", logger)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	reg := newRegistry()
 	var names []string
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
-	running, err := startConsumers(pool, js, logger, reg, names)
+	role, err := openBusRole(ctx, "work")
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.OpsAddr)
+	defer role.Close()
+	running, err := startConsumers(role.pool, role.js, role.logger, role.reg, names)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.OpsAddr, err)
+		return err
 	}
-	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc), Required: true}}
-	logger.InfoContext(ctx, "workers running", "consumers", len(running), "ops_addr", ln.Addr().String())
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(gctx, ln, opsHandler(reg, checks), logger) })
-	for _, c := range running {
-		g.Go(func() error { return c.Run(gctx) })
+	runs := make([]func(context.Context) error, len(running))
+	for i, c := range running {
+		runs[i] = c.Run
 	}
-	return g.Wait()
+	return role.run(ctx, runs...)
 }
 
 // startConsumers builds the named consumers (all when names is empty).

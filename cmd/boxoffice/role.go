@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"boxoffice/db"
+	"boxoffice/handlers"
+)
+
+// busRole is what the roles that work off the bus (relay, work) share:
+// configuration, the pool, a provisioned bus connection and a registry.
+type busRole struct {
+	cfg    config
+	logger *slog.Logger
+	pool   *pgxpool.Pool
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	reg    *prometheus.Registry
+}
+
+// openBusRole reads the configuration (DATABASE_URL and NATS_URL are
+// required), opens the pool and the bus, and provisions the streams.
+func openBusRole(ctx context.Context, name string) (*busRole, error) {
+	cfg, err := loadConfig(os.Getenv, "DATABASE_URL", "NATS_URL")
+	if err != nil {
+		return nil, err
+	}
+	r := &busRole{cfg: cfg, logger: newLogger(cfg.LogLevel), reg: newRegistry()}
+	if r.pool, err = db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns}); err != nil {
+		return nil, err
+	}
+	if r.nc, r.js, err = connectBus(ctx, cfg, name, r.logger); err != nil {
+		r.pool.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close closes the bus connection, then the pool.
+func (r *busRole) Close() {
+	r.nc.Close()
+	r.pool.Close()
+}
+
+// run serves /healthz, /readyz and /metrics on OPS_ADDR and runs each
+// component until ctx is done or one of them fails.
+func (r *busRole) run(ctx context.Context, components ...func(context.Context) error) error {
+	ln, err := net.Listen("tcp", r.cfg.OpsAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", r.cfg.OpsAddr, err)
+	}
+	checks := []handlers.Check{
+		{Name: "database", Func: r.pool.Ping, Required: true},
+		{Name: "nats", Func: natsCheck(r.nc), Required: true},
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveHTTP(gctx, ln, opsHandler(r.reg, checks), r.logger) })
+	for _, run := range components {
+		g.Go(func() error { return run(gctx) })
+	}
+	r.logger.InfoContext(ctx, "running", "components", len(components), "ops_addr", ln.Addr().String())
+	return g.Wait()
+}
