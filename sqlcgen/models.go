@@ -93,6 +93,61 @@ type Payment struct {
 	UpdatedAt       time.Time
 }
 
+type SandboxIdempotencyKey struct {
+	Key         string
+	Operation   string
+	RequestHash []byte
+	Response    []byte
+	CreatedAt   time.Time
+}
+
+type SandboxPaymentIntent struct {
+	ID               string
+	ClientSecret     string
+	Amount           int64
+	Currency         string
+	Status           string
+	AmountCapturable int64
+	AmountReceived   int64
+	Metadata         []byte
+	LatestCharge     *string
+	LastPaymentError []byte
+	CanceledAt       *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+type SandboxRefund struct {
+	ID              string
+	PaymentIntentID string
+	Amount          int64
+	Currency        string
+	CreatedAt       time.Time
+}
+
+type SandboxRequest struct {
+	ID              int64
+	Operation       string
+	PaymentIntentID *string
+	IdempotencyKey  *string
+	Outcome         string
+	CreatedAt       time.Time
+}
+
+type SandboxWebhookDelivery struct {
+	EventID         string
+	Seq             *int64
+	EventType       string
+	PaymentIntentID string
+	Payload         []byte
+	Attempts        int32
+	NextAttemptAt   time.Time
+	LastAttemptAt   *time.Time
+	LastError       *string
+	DeliveredAt     *time.Time
+	CreatedAt       time.Time
+}
+
 type Seat struct {
 	ID         uuid.UUID
 	EventID    uuid.UUID
