@@ -20,6 +20,7 @@ import (
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/payments"
 	"boxoffice/purchase"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	Catalog *catalog.Catalog
 	// Purchase holds seats and reads orders. Required.
 	Purchase *purchase.Service
+	// StripeIngress receives the payment provider's webhooks at
+	// /v1/webhooks/stripe. Defaults to none: the route answers 404.
+	StripeIngress *payments.Ingress
 	// Checks are the dependencies /readyz reports. Defaults to none.
 	Checks []Check
 	// Registerer receives the API's metrics. Defaults to none.
@@ -98,6 +102,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerWaitingRoom(api)
 	h.registerHolds(api)
 	h.registerOrders(api)
+	h.registerStripeWebhook(api)
 }
 
 const roleKey = "role"

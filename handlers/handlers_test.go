@@ -23,14 +23,16 @@ import (
 	"boxoffice/catalog"
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
+	"boxoffice/payments"
 	"boxoffice/purchase"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 var (
-	jwtSecret    = []byte("test-jwt-secret-0123456789abcdef0123456789")
-	admissionKey = []byte("test-admission-key-0123456789abcdef01234567")
+	jwtSecret     = []byte("test-jwt-secret-0123456789abcdef0123456789")
+	admissionKey  = []byte("test-admission-key-0123456789abcdef01234567")
+	webhookSecret = "whsec_test_0123456789abcdef0123456789"
 )
 
 // syncBuffer collects every log line the server writes, so tests can prove
@@ -74,10 +76,14 @@ func setup(t *testing.T) *testBundle {
 		Admission: signer,
 		Catalog:   catalog.New(pool),
 		Purchase:  purchase.NewService(pool, logger, purchase.Config{}),
+		StripeIngress: payments.NewIngress(pool, payments.IngressConfig{
+			WebhookSecret: webhookSecret, Logger: logger,
+		}),
 	})
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	b := &testBundle{pool: pool, srv: srv, logs: logs, signer: signer}
+	b.remember(webhookSecret)
 	t.Cleanup(func() {
 		out := logs.String()
 		b.secretsMu.Lock()

@@ -15,9 +15,25 @@ import (
 	"boxoffice/sqlcgen"
 )
 
-// Event types of the purchase saga (DESIGN.md § Events).
+// Event types of the purchase saga (DESIGN.md § Events). Payloads are the
+// structs of the same name in events.go.
 const (
-	TypeHoldCreated = "HoldCreated"
+	TypeHoldCreated                   = "HoldCreated"
+	TypePaymentAuthorizationRequested = "PaymentAuthorizationRequested"
+	TypePaymentIntentCreated          = "PaymentIntentCreated"
+	TypePaymentAuthorized             = "PaymentAuthorized"
+	TypePaymentFailed                 = "PaymentFailed"
+	TypeOrderConfirmed                = "OrderConfirmed"
+	TypeCaptureRequested              = "CaptureRequested"
+	TypePaymentCaptured               = "PaymentCaptured"
+	TypeTicketIssueRequested          = "TicketIssueRequested"
+	TypeTicketIssued                  = "TicketIssued"
+	TypeHoldExpired                   = "HoldExpired"
+	TypeAuthorizationCancelRequested  = "AuthorizationCancelRequested"
+	TypeAuthorizationCanceled         = "AuthorizationCanceled"
+	TypeRefundRequested               = "RefundRequested"
+	TypePaymentRefunded               = "PaymentRefunded"
+	TypeOrderCanceled                 = "OrderCanceled"
 )
 
 // SchemaVersion is the envelope's version. Compatible changes add fields

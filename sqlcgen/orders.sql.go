@@ -12,6 +12,17 @@ import (
 	"github.com/google/uuid"
 )
 
+const orderCorrelation = `-- name: OrderCorrelation :one
+SELECT correlation_id FROM orders WHERE id = $1::uuid
+`
+
+func (q *Queries) OrderCorrelation(ctx context.Context, db DBTX, id uuid.UUID) (string, error) {
+	row := db.QueryRow(ctx, orderCorrelation, id)
+	var correlation_id string
+	err := row.Scan(&correlation_id)
+	return correlation_id, err
+}
+
 const orderGetForUser = `-- name: OrderGetForUser :one
 SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at
 FROM orders o

@@ -31,3 +31,14 @@ func (q *Queries) PaymentGetByOrder(ctx context.Context, db DBTX, orderID uuid.U
 	)
 	return i, err
 }
+
+const paymentOrderByIntent = `-- name: PaymentOrderByIntent :one
+SELECT order_id FROM payments WHERE payment_intent_id = $1::text
+`
+
+func (q *Queries) PaymentOrderByIntent(ctx context.Context, db DBTX, paymentIntentID string) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, paymentOrderByIntent, paymentIntentID)
+	var order_id uuid.UUID
+	err := row.Scan(&order_id)
+	return order_id, err
+}

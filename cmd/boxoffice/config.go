@@ -24,6 +24,9 @@ type config struct {
 	NATSURL      string
 	Streams      bus.Config
 	OpsAddr      string
+	// StripeWebhookSecret verifies provider webhooks; unset, the API has
+	// no webhook route.
+	StripeWebhookSecret string
 }
 
 // configError names the variable that stops start-up.
@@ -42,6 +45,8 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 		Cell:         cmp.Or(getenv("BOXOFFICE_CELL"), "default"),
 		NATSURL:      getenv("NATS_URL"),
 		OpsAddr:      cmp.Or(getenv("OPS_ADDR"), ":9090"),
+
+		StripeWebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"),
 	}
 	for _, name := range required {
 		if getenv(name) == "" {

@@ -32,6 +32,7 @@ import (
 const (
 	devJWTSecret    = "boxoffice-dev-jwt-secret-not-for-production"
 	devAdmissionKey = "boxoffice-dev-admission-key-not-for-production"
+	devWebhookKey   = "whsec_boxoffice_dev_not_for_production"
 )
 
 // The demo organizer owns the seeded event, so a second `dev` finds it.
@@ -48,6 +49,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		defaults := map[string]string{
 			"BOXOFFICE_JWT_SECRET":    devJWTSecret,
 			"BOXOFFICE_ADMISSION_KEY": devAdmissionKey,
+			"STRIPE_WEBHOOK_SECRET":   devWebhookKey,
 			"HTTP_ADDR":               "127.0.0.1:8080",
 		}
 		return cmp.Or(env(name), defaults[name])

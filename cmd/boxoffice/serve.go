@@ -22,6 +22,7 @@ import (
 	"boxoffice/db"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
+	"boxoffice/payments"
 	"boxoffice/purchase"
 )
 
@@ -68,6 +69,9 @@ func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prome
 		Catalog:   catalog.New(pool),
 		Purchase:  purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
 		Checks:    checks,
+	}
+	if cfg.StripeWebhookSecret != "" {
+		hc.StripeIngress = payments.NewIngress(pool, payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: logger})
 	}
 	if reg != nil {
 		hc.Registerer = reg
