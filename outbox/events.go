@@ -50,3 +50,77 @@ type PaymentRefunded struct {
 	AmountRefunded  int64     `json:"amount_refunded"`
 	ProviderEventID string    `json:"provider_event_id"`
 }
+
+// Payloads of the saga's commands and facts (docs/saga.md).
+
+// PaymentAuthorizationRequested is the payload of
+// TypePaymentAuthorizationRequested: create the PaymentIntent of an order.
+type PaymentAuthorizationRequested struct {
+	OrderID     uuid.UUID `json:"order_id"`
+	HoldID      uuid.UUID `json:"hold_id"`
+	AmountMinor int64     `json:"amount_minor"`
+	Currency    string    `json:"currency"`
+}
+
+// PaymentIntentCreated is the payload of TypePaymentIntentCreated. It never
+// carries the client secret, which lives only in the payments row.
+type PaymentIntentCreated struct {
+	OrderID         uuid.UUID `json:"order_id"`
+	PaymentIntentID string    `json:"payment_intent_id"`
+	Status          string    `json:"status"`
+}
+
+// OrderConfirmed is the payload of TypeOrderConfirmed: the hold is
+// confirmed and the order awaits capture.
+type OrderConfirmed struct {
+	OrderID uuid.UUID `json:"order_id"`
+	HoldID  uuid.UUID `json:"hold_id"`
+}
+
+// CaptureRequested is the payload of TypeCaptureRequested.
+type CaptureRequested struct {
+	OrderID         uuid.UUID `json:"order_id"`
+	PaymentIntentID string    `json:"payment_intent_id"`
+}
+
+// TicketIssueRequested is the payload of TypeTicketIssueRequested.
+type TicketIssueRequested struct {
+	OrderID uuid.UUID   `json:"order_id"`
+	HoldID  uuid.UUID   `json:"hold_id"`
+	SeatIDs []uuid.UUID `json:"seat_ids"`
+}
+
+// TicketIssued is the payload of TypeTicketIssued.
+type TicketIssued struct {
+	OrderID   uuid.UUID   `json:"order_id"`
+	TicketIDs []uuid.UUID `json:"ticket_ids"`
+}
+
+// HoldExpired is the payload of TypeHoldExpired.
+type HoldExpired struct {
+	OrderID uuid.UUID   `json:"order_id"`
+	HoldID  uuid.UUID   `json:"hold_id"`
+	SeatIDs []uuid.UUID `json:"seat_ids"`
+}
+
+// AuthorizationCancelRequested is the payload of
+// TypeAuthorizationCancelRequested: cancel an intent that must not be
+// captured. Reason is a short code such as hold_expired.
+type AuthorizationCancelRequested struct {
+	OrderID         uuid.UUID `json:"order_id"`
+	PaymentIntentID string    `json:"payment_intent_id"`
+	Reason          string    `json:"reason"`
+}
+
+// RefundRequested is the payload of TypeRefundRequested.
+type RefundRequested struct {
+	OrderID         uuid.UUID `json:"order_id"`
+	PaymentIntentID string    `json:"payment_intent_id"`
+	Reason          string    `json:"reason"`
+}
+
+// OrderCanceled is the payload of TypeOrderCanceled.
+type OrderCanceled struct {
+	OrderID uuid.UUID `json:"order_id"`
+	Reason  string    `json:"reason"`
+}
