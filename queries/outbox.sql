@@ -11,19 +11,23 @@ VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @enve
 -- waiting on each other. The lease commits with this statement, so no
 -- transaction stays open while the relay publishes. RETURNING order is
 -- unspecified; sort by seq.
-UPDATE outbox AS o
+--
+-- The picked ids go through an array, not a join, so that every plan,
+-- including the generic plan a prepared statement settles on after five
+-- runs, finds the rows through outbox_pkey: a join let that plan hash the
+-- whole outbox, whose heap keeps the pages of deleted rows until vacuum.
+UPDATE outbox
 SET claimed_by = @relay_id::text,
     claim_expires_at = now() + @lease::interval
-FROM (
+WHERE id = ANY(ARRAY(
     SELECT id
     FROM outbox
     WHERE claim_expires_at IS NULL OR claim_expires_at < now()
     ORDER BY seq
     LIMIT @max_rows::int
     FOR UPDATE SKIP LOCKED
-) AS picked
-WHERE o.id = picked.id
-RETURNING o.id, o.seq::bigint AS seq, o.subject, o.envelope;
+))
+RETURNING id, seq::bigint AS seq, subject, envelope;
 
 -- name: OutboxDeletePublished :many
 -- Deletes rows once JetStream has acknowledged them, but only those relay_id
@@ -42,9 +46,10 @@ SET claimed_by = NULL, claim_expires_at = now() + @retry_after::interval
 WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text;
 
 -- name: OutboxStats :one
--- Counts unpublished rows and the age of the oldest one, by the database
--- clock. Every row in the outbox is unpublished. Its cost grows with the backlog,
--- so run it every few seconds, not per batch.
+-- Counts unpublished rows (every row in the outbox is unpublished) and the
+-- age of the oldest one, by the database clock. Its cost grows with the
+-- table, including pages of deleted rows not yet vacuumed, so run it every
+-- few seconds, not per batch.
 SELECT count(*)::bigint AS backlog,
        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
 FROM outbox;
