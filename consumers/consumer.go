@@ -62,9 +62,12 @@ type Consumer struct {
 	js      jetstream.JetStream
 	cfg     Config
 	handler HandlerFunc
-	logger  *slog.Logger
-	metrics *metrics
-	policy  policy
+	// external, set by NewExternal instead of handler, calls out before the
+	// transaction and returns what to apply in it.
+	external ExternalFunc
+	logger   *slog.Logger
+	metrics  *metrics
+	policy   policy
 	// afterCommitFunc, set only by tests, runs after a delivery's
 	// transaction committed; returning true skips the ack, as a process
 	// that died right after the commit would.
@@ -75,20 +78,29 @@ type Consumer struct {
 // does not touch the server; Run provisions the durable consumer. Returns
 // an error naming every invalid field of cfg.
 func New(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, h HandlerFunc) (*Consumer, error) {
+	if h == nil {
+		return nil, errors.New("consumers.New: pool, js and handler are required")
+	}
+	return newConsumer(pool, js, cfg, h, nil)
+}
+
+// newConsumer builds a consumer with exactly one of h and ext.
+func newConsumer(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, h HandlerFunc, ext ExternalFunc) (*Consumer, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if pool == nil || js == nil || h == nil {
-		return nil, errors.New("consumers.New: pool, js and handler are required")
+	if pool == nil || js == nil {
+		return nil, errors.New("consumers: pool and js are required")
 	}
 	return &Consumer{
-		pool:    pool,
-		js:      js,
-		cfg:     cfg,
-		handler: h,
-		logger:  cfg.Logger.With("component", "consumer", "consumer", cfg.Name),
-		metrics: newMetrics(cfg.Registerer, cfg.Name),
+		pool:     pool,
+		js:       js,
+		cfg:      cfg,
+		handler:  h,
+		external: ext,
+		logger:   cfg.Logger.With("component", "consumer", "consumer", cfg.Name),
+		metrics:  newMetrics(cfg.Registerer, cfg.Name),
 		policy: policy{
 			maxDeliver:  uint64(cfg.MaxDeliver),
 			doubleAck:   cfg.DoubleAck,
@@ -128,6 +140,9 @@ const (
 func (c *Consumer) Run(ctx context.Context) error {
 	cons, err := c.provision(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started: nothing to drain
+		}
 		return err
 	}
 	var bg sync.WaitGroup
@@ -350,24 +365,31 @@ func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {
 	c.settle(ctx, msg, d, o)
 }
 
-// apply runs the inbox insert and the handler in one transaction and
-// reports what happened.
+// apply runs the external call, if the consumer has one, then the inbox
+// insert and the handler in one transaction, and reports what happened.
 func (c *Consumer) apply(ctx context.Context, d *delivery, ev outbox.Envelope) outcome {
 	start := time.Now()
+	handler := c.handler
 	var duplicate bool
-	err := db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
-		first, err := sqlcgen.New().InboxInsert(ctx, tx, sqlcgen.InboxInsertParams{Consumer: c.cfg.Name, EventID: ev.EventID})
-		if err != nil {
-			return fmt.Errorf("insert inbox row: %w", err)
-		}
-		if duplicate = !first; duplicate {
-			return nil
-		}
-		if d.numDelivered > c.policy.maxDeliver {
-			return errExhausted
-		}
-		return c.callHandler(ctx, tx, ev)
-	})
+	var err error
+	if c.external != nil {
+		handler, duplicate, err = c.callExternal(ctx, d, ev)
+	}
+	if err == nil && !duplicate {
+		err = db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
+			first, err := sqlcgen.New().InboxInsert(ctx, tx, sqlcgen.InboxInsertParams{Consumer: c.cfg.Name, EventID: ev.EventID})
+			if err != nil {
+				return fmt.Errorf("insert inbox row: %w", err)
+			}
+			if duplicate = !first; duplicate {
+				return nil
+			}
+			if d.numDelivered > c.policy.maxDeliver {
+				return errExhausted
+			}
+			return c.callHandler(ctx, tx, handler, ev)
+		})
+	}
 	c.metrics.handler.Observe(time.Since(start).Seconds())
 	o := outcome{err: err, numDelivered: d.numDelivered}
 	switch {
@@ -391,13 +413,16 @@ func (c *Consumer) apply(ctx context.Context, d *delivery, ev outbox.Envelope) o
 
 // callHandler runs the handler, turning a panic into a transient error so
 // the transaction rolls back and the message is retried.
-func (c *Consumer) callHandler(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) (err error) {
+func (c *Consumer) callHandler(ctx context.Context, tx pgx.Tx, h HandlerFunc, ev outbox.Envelope) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = newPanicError(v)
 		}
 	}()
-	return c.handler(ctx, tx, ev)
+	if h == nil { // an ExternalFunc with nothing to apply
+		return nil
+	}
+	return h(ctx, tx, ev)
 }
 
 // keepAlive tells the server the message is still being worked on every

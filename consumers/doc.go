@@ -15,6 +15,15 @@
 // One function, decide, turns what happened into what is done with the
 // message: ack, nak with a delay, or dead letter.
 //
+// A consumer that must call another system (the payment provider) is built
+// with NewExternal from an ExternalFunc instead: between steps 1 and 2 the
+// runtime reads the inbox (an event already applied is acked without the
+// call), makes the call outside any transaction, and then runs the
+// HandlerFunc the call returned as step 3. The call is repeated whenever
+// the transaction does not commit, so it must be idempotent (the provider's
+// idempotency keys make it so); its errors go through decide like a
+// handler's.
+//
 // # Guarantees
 //
 // Delivery is at least once, never exactly once: a message is acked only

@@ -5,6 +5,7 @@ package handlers
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -41,6 +42,14 @@ type Config struct {
 	// StripeIngress receives the payment provider's webhooks at
 	// /v1/webhooks/stripe. Defaults to none: the route answers 404.
 	StripeIngress *payments.Ingress
+	// Sandbox, set only when BOXOFFICE_PAYMENTS=sandbox, registers the
+	// sandbox's buyer actions under /v1/sandbox. Defaults to none: the
+	// routes do not exist.
+	Sandbox *payments.Sandbox
+	// TicketPublicKey is the Ed25519 key tickets are signed with
+	// (tickets.Signer.PublicKey), served at /v1/ticket-signing-key; the API
+	// never needs the private key. Defaults to none: the route answers 404.
+	TicketPublicKey ed25519.PublicKey
 	// Checks are the dependencies /readyz reports. Defaults to none.
 	Checks []Check
 	// Registerer receives the API's metrics. Defaults to none.
@@ -102,7 +111,9 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerWaitingRoom(api)
 	h.registerHolds(api)
 	h.registerOrders(api)
+	h.registerTickets(api)
 	h.registerStripeWebhook(api)
+	h.registerSandbox(api)
 }
 
 const roleKey = "role"

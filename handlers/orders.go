@@ -2,8 +2,10 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -35,9 +37,10 @@ type OrderPaymentBody struct {
 
 // OrderTicketBody is one ticket of an order.
 type OrderTicketBody struct {
-	ID       uuid.UUID `json:"id"`
-	SeatID   uuid.UUID `json:"seatId"`
-	IssuedAt time.Time `json:"issuedAt"`
+	ID        uuid.UUID `json:"id"`
+	SeatID    uuid.UUID `json:"seatId"`
+	IssuedAt  time.Time `json:"issuedAt"`
+	QRPayload string    `json:"qrPayload,omitempty" doc:"What the ticket's QR code encodes: a payload signed with Ed25519 that scanners verify offline with the key at /v1/ticket-signing-key."`
 }
 
 // OrderBody is an order as its owner sees it.
@@ -65,6 +68,41 @@ func (h *Handlers) registerOrders(api huma.API) {
 		Description: "Only the order's owner sees it; for anyone else it does not exist (404).",
 		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, auth.RoleBuyer, auth.RoleOrganizer), h.getOrder)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "cancel-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/cancel",
+		Summary: "Cancel one of your orders before payment", Tags: []string{"Orders"},
+		Description: "Gives the seats back while the order awaits payment, and cancels its payment authorization if " +
+			"there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 " +
+			"`" + TypeOrderNotCancelable + "`; an order that is not yours, 404.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, auth.RoleBuyer, auth.RoleOrganizer), h.cancelOrder)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "refund-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/refund",
+		Summary: "Refund a paid order of your event", Tags: []string{"Orders"}, DefaultStatus: http.StatusAccepted,
+		Description: "For the organizer of the order's event: the order becomes refunding and the refund is sent to the " +
+			"payment provider; it becomes refunded once the provider confirms. Asking again returns the order " +
+			"without a second refund. An order that was not paid answers 409 `" + TypeOrderNotRefundable + "`; " +
+			"an order of another organizer's event, 404.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, auth.RoleOrganizer), h.refundOrder)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "stream-order-events", Method: http.MethodGet, Path: "/v1/orders/{orderId}/events",
+		Summary: "Follow the status of one of your orders", Tags: []string{"Orders"},
+		Description: "Server-Sent Events: one `status` event with the current status at once, then one per status " +
+			"change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after " +
+			"10 minutes at most; reconnect to go on following. Comment lines keep idle connections open.",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+		Responses: map[string]*huma.Response{"200": {
+			Description: "A text/event-stream of `status` events.",
+			Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
+				Type:        huma.TypeString,
+				Description: "Events `event: status` whose `data` is an OrderStatusEvent as JSON.",
+				Extensions: map[string]any{
+					"x-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderStatusEvent](), true, ""),
+				},
+			}}},
+		}},
+	}, auth.RoleBuyer, auth.RoleOrganizer), h.streamOrderEvents)
 }
 
 func (h *Handlers) getOrder(ctx context.Context, in *OrderPathInput) (*OrderOutput, error) {
@@ -79,6 +117,12 @@ func (h *Handlers) getOrder(ctx context.Context, in *OrderPathInput) (*OrderOutp
 	case err != nil:
 		return nil, h.internal(ctx, "get order", err, "order_id", orderID)
 	}
+	return &OrderOutput{Body: orderBody(o)}, nil
+}
+
+// orderBody is what the owner sees of o. The client secret is shown only
+// while the order awaits payment: afterwards there is nothing to confirm.
+func orderBody(o purchase.Order) OrderBody {
 	body := OrderBody{
 		ID: o.ID, EventID: o.EventID, Status: o.Status, AmountMinor: o.AmountMinor, Currency: o.Currency,
 		CreatedAt: o.CreatedAt.UTC(),
@@ -95,7 +139,170 @@ func (h *Handlers) getOrder(ctx context.Context, in *OrderPathInput) (*OrderOutp
 		}
 	}
 	for _, t := range o.Tickets {
-		body.Tickets = append(body.Tickets, OrderTicketBody{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt.UTC()})
+		tb := OrderTicketBody{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt.UTC()}
+		if t.QrPayload != nil {
+			tb.QRPayload = *t.QrPayload
+		}
+		body.Tickets = append(body.Tickets, tb)
 	}
-	return &OrderOutput{Body: body}, nil
+	return body
+}
+
+func (h *Handlers) cancelOrder(ctx context.Context, in *OrderPathInput) (*OrderOutput, error) {
+	orderID, err := parseUUID(in.OrderID, "path.orderId")
+	if err != nil {
+		return nil, err
+	}
+	o, err := h.cfg.Purchase.Cancel(ctx, identity(ctx).UserID, orderID)
+	switch {
+	case errors.Is(err, purchase.ErrOrderNotFound):
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
+	case errors.Is(err, purchase.ErrOrderNotCancelable):
+		return nil, problem(http.StatusConflict, TypeOrderNotCancelable,
+			"Only an order awaiting payment can be canceled; a paid order can be refunded by the event's organizer.")
+	case err != nil:
+		return nil, h.internal(ctx, "cancel order", err, "order_id", orderID)
+	}
+	return &OrderOutput{Body: orderBody(o)}, nil
+}
+
+// OrderStateBody is an order's status as the organizer of its event sees
+// it.
+type OrderStateBody struct {
+	ID      uuid.UUID `json:"id"`
+	EventID uuid.UUID `json:"eventId"`
+	Status  string    `json:"status" enum:"pending_payment,authorized,capture_pending,paid,ticketed,failed,canceled,refunding,refunded"`
+}
+
+// OrderStateOutput is an order status response.
+type OrderStateOutput struct {
+	Body OrderStateBody
+}
+
+func (h *Handlers) refundOrder(ctx context.Context, in *OrderPathInput) (*OrderStateOutput, error) {
+	orderID, err := parseUUID(in.OrderID, "path.orderId")
+	if err != nil {
+		return nil, err
+	}
+	st, err := h.cfg.Purchase.Refund(ctx, identity(ctx).OrganizerID, orderID)
+	switch {
+	case errors.Is(err, purchase.ErrOrderNotFound):
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
+	case errors.Is(err, purchase.ErrOrderNotRefundable):
+		return nil, problem(http.StatusConflict, TypeOrderNotRefundable, "Only a paid or ticketed order can be refunded.")
+	case err != nil:
+		return nil, h.internal(ctx, "refund order", err, "order_id", orderID)
+	}
+	return &OrderStateOutput{Body: OrderStateBody{ID: st.ID, EventID: st.EventID, Status: st.Status}}, nil
+}
+
+// OrderStatusEvent is the data of one `status` event of an order's event
+// stream.
+type OrderStatusEvent struct {
+	OrderID uuid.UUID `json:"orderId"`
+	Status  string    `json:"status" enum:"pending_payment,authorized,capture_pending,paid,ticketed,failed,canceled,refunding,refunded"`
+	At      time.Time `json:"at" doc:"When the order took this status, as recorded on the order; when the writer recorded no time, when the stream saw the change."`
+}
+
+// The order event stream polls the order row instead of listening to the
+// bus or to PostgreSQL notifications: the status is changed by workers in
+// other processes, and the row is the one place every change lands, so a
+// poll is right whichever process made it and needs no subscription that
+// could miss one. One primary-key read per stream every
+// orderEventsPollInterval is cheap next to the hold path; a status held
+// for less than one interval may be skipped, which is why the events carry
+// the status, not a transition.
+const (
+	orderEventsPollInterval = 250 * time.Millisecond
+	orderEventsMaxLifetime  = 10 * time.Minute
+	orderEventsHeartbeat    = 15 * time.Second
+	orderEventsWriteTimeout = 10 * time.Second
+)
+
+func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderPathInput) (*huma.StreamResponse, error) {
+	orderID, err := parseUUID(in.OrderID, "path.orderId")
+	if err != nil {
+		return nil, err
+	}
+	userID := identity(ctx).UserID
+	first, err := h.cfg.Purchase.OrderStateForOwner(ctx, userID, orderID)
+	switch {
+	case errors.Is(err, purchase.ErrOrderNotFound):
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
+	case err != nil:
+		return nil, h.internal(ctx, "get order status", err, "order_id", orderID)
+	}
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		hctx.SetHeader("Content-Type", "text/event-stream")
+		hctx.SetHeader("Cache-Control", "no-store")
+		hctx.SetHeader("X-Accel-Buffering", "no") // no proxy buffering
+		hctx.SetStatus(http.StatusOK)
+		w, ok := hctx.BodyWriter().(http.ResponseWriter)
+		if !ok {
+			return
+		}
+		h.followOrder(hctx.Context(), w, userID, first)
+	}}, nil
+}
+
+// followOrder writes the status events of the order whose state is first
+// until the order reaches a final status, the stream's lifetime ends, the
+// client goes away or a write or read fails.
+func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, userID uuid.UUID, first purchase.OrderState) {
+	ctx, cancel := context.WithTimeout(ctx, orderEventsMaxLifetime)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	write := func(chunk []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(orderEventsWriteTimeout)) // unsupported by some writers; best effort
+		if _, err := w.Write(chunk); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	send := func(st purchase.OrderState, at time.Time) bool {
+		data, err := json.Marshal(OrderStatusEvent{OrderID: st.ID, Status: st.Status, At: at.UTC()})
+		if err != nil {
+			return false
+		}
+		return write(append(append([]byte("event: status\ndata: "), data...), "\n\n"...))
+	}
+
+	last, lastAt := first, first.UpdatedAt
+	if !send(last, lastAt) || purchase.FinalStatus(last.Status) {
+		return
+	}
+	poll := time.NewTicker(orderEventsPollInterval)
+	defer poll.Stop()
+	heartbeat := time.NewTicker(orderEventsHeartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heartbeat.C:
+			if !write([]byte(": keep-alive\n\n")) {
+				return
+			}
+		case <-poll.C:
+			st, err := h.cfg.Purchase.OrderStateForOwner(ctx, userID, last.ID)
+			if err != nil {
+				if ctx.Err() == nil {
+					h.logger.ErrorContext(ctx, "poll order status", "order_id", last.ID,
+						"correlation_id", CorrelationID(ctx), "error", err.Error())
+				}
+				return // the client reconnects and gets the current status first
+			}
+			if st.Status == last.Status {
+				continue
+			}
+			at := st.UpdatedAt
+			if !at.After(lastAt) {
+				at = time.Now() // the writer did not touch updated_at
+			}
+			last, lastAt = st, at
+			if !send(st, at) || purchase.FinalStatus(st.Status) {
+				return
+			}
+		}
+	}
 }

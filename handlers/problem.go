@@ -18,6 +18,8 @@ const (
 	TypeConflict            = "/problems/conflict"
 	TypeSeatUnavailable     = "/problems/seat-unavailable"
 	TypeIdempotencyConflict = "/problems/idempotency-conflict"
+	TypeOrderNotCancelable  = "/problems/order-not-cancelable"
+	TypeOrderNotRefundable  = "/problems/order-not-refundable"
 	TypePayloadTooLarge     = "/problems/payload-too-large"
 	TypeValidation          = "/problems/validation"
 	TypeRateLimited         = "/problems/rate-limited"

@@ -16,3 +16,46 @@ FROM hold_reserve(
 
 -- name: HoldGetByOrder :one
 SELECT * FROM holds WHERE order_id = @order_id::uuid;
+
+-- name: HoldGetByOrderForUpdate :one
+-- Locks the order's hold; take the order's lock first.
+SELECT * FROM holds WHERE order_id = @order_id::uuid FOR UPDATE;
+
+-- name: HoldOwnsSeats :one
+-- Whether the hold still owns its seats by the database clock: active, not
+-- past expires_at, and none of its seats reclaimed by another hold. Run it
+-- with the hold and its seats locked, so the answer holds until commit.
+SELECT (h.status = 'active'
+        AND h.expires_at > now()
+        AND NOT EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.hold_id = h.id AND hs.released_at IS NOT NULL)
+       )::bool AS owns_seats
+FROM holds h
+WHERE h.id = @id::uuid;
+
+-- name: HoldTransition :execrows
+-- Moves the hold from one of from_statuses to to_status. Returns 0 when it
+-- is in none of them.
+UPDATE holds SET status = @to_status::text
+WHERE id = @id::uuid AND status = ANY(@from_statuses::text[]);
+
+-- name: HoldClaimExpired :many
+-- The expiry worker's claim: up to max_rows active holds past their expiry
+-- by the database clock, oldest first, with their orders, both rows locked
+-- until the batch commits. SKIP LOCKED passes over rows another worker or
+-- a saga step holds, so concurrent workers take disjoint batches and the
+-- claim never waits (and so never deadlocks). A confirmed hold is never
+-- claimed, whatever its expires_at says.
+SELECT h.id, h.order_id, o.correlation_id,
+       extract(epoch FROM now() - h.expires_at)::float8 AS delay_seconds,
+       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids
+FROM holds h
+JOIN orders o ON o.id = h.order_id
+WHERE h.status = 'active' AND h.expires_at < now()
+ORDER BY h.expires_at
+LIMIT @max_rows::int
+FOR UPDATE OF h, o SKIP LOCKED;
+
+-- name: HoldExpireMany :execrows
+-- Marks the given claimed holds expired.
+UPDATE holds SET status = 'expired'
+WHERE id = ANY(@ids::uuid[]) AND status = 'active';

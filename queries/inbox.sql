@@ -8,3 +8,11 @@ WITH inserted AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM inserted) AS first_time;
+
+-- name: InboxExists :one
+-- Reports whether consumer has applied event_id already. A consumer that
+-- calls out before its transaction reads it first, to skip the call for a
+-- redelivery; InboxInsert in the transaction stays the guard.
+SELECT EXISTS (
+    SELECT 1 FROM inbox WHERE consumer = @consumer::text AND event_id = @event_id::uuid
+) AS applied;

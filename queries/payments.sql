@@ -3,3 +3,31 @@ SELECT * FROM payments WHERE order_id = @order_id::uuid;
 
 -- name: PaymentOrderByIntent :one
 SELECT order_id FROM payments WHERE payment_intent_id = @payment_intent_id::text;
+
+-- name: PaymentUpsertIntent :execrows
+-- Records the PaymentIntent created for an order, with its client secret.
+-- A row that already names another intent is left alone and 0 returned:
+-- the order keeps its first intent.
+INSERT INTO payments (order_id, provider, payment_intent_id, client_secret, status, amount_minor, currency)
+VALUES (@order_id::uuid, @provider::text, @payment_intent_id::text, @client_secret::text,
+        @status::text, @amount_minor::bigint, @currency::text)
+ON CONFLICT (order_id) DO UPDATE
+SET provider          = EXCLUDED.provider,
+    payment_intent_id = EXCLUDED.payment_intent_id,
+    client_secret     = EXCLUDED.client_secret,
+    status            = EXCLUDED.status,
+    amount_minor      = EXCLUDED.amount_minor,
+    currency          = EXCLUDED.currency,
+    updated_at        = now()
+WHERE payments.payment_intent_id IS NULL OR payments.payment_intent_id = EXCLUDED.payment_intent_id;
+
+-- name: PaymentSetStatus :execrows
+-- Mirrors the provider's status of the order's intent. Returns 0 when the
+-- order has no payment row for that intent.
+UPDATE payments
+SET status = @status::text, updated_at = now()
+WHERE order_id = @order_id::uuid AND payment_intent_id = @payment_intent_id::text;
+
+-- name: PaymentIntentGetByOrder :one
+-- The order's PaymentIntent id and status, never its client secret.
+SELECT payment_intent_id, status FROM payments WHERE order_id = @order_id::uuid;

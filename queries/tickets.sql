@@ -1,2 +1,12 @@
 -- name: TicketListByOrder :many
 SELECT * FROM tickets WHERE order_id = @order_id::uuid ORDER BY seat_id;
+
+-- name: TicketInsertBatch :exec
+-- Inserts the tickets of one order, one per seat; rows that exist (a retried
+-- issuance: same id, same seat) are left as they are, signed payload
+-- included. A seat ticketed to another order is skipped too: the caller
+-- checks that the order ended up with a ticket for each of its seats.
+INSERT INTO tickets (id, order_id, seat_id, issued_at, qr_payload)
+SELECT unnest(@ids::uuid[]), @order_id::uuid, unnest(@seat_ids::uuid[]), @issued_at::timestamptz,
+       unnest(@qr_payloads::text[])
+ON CONFLICT DO NOTHING;

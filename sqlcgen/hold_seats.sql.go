@@ -34,3 +34,51 @@ func (q *Queries) HoldSeatListByHold(ctx context.Context, db DBTX, holdID uuid.U
 	}
 	return items, nil
 }
+
+const holdSeatLockSeats = `-- name: HoldSeatLockSeats :many
+SELECT s.id
+FROM seats s
+WHERE s.id IN (
+    SELECT hs.seat_id FROM hold_seats hs
+    WHERE hs.hold_id = ANY($1::uuid[]) AND hs.released_at IS NULL)
+ORDER BY s.id
+FOR UPDATE OF s
+`
+
+// Locks, in seat id order, the seats the given holds still own. The hold
+// path takes these locks before it reclaims or takes seats, so releasing
+// under them never races (or deadlocks with) a concurrent hold.
+func (q *Queries) HoldSeatLockSeats(ctx context.Context, db DBTX, holdIds []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, holdSeatLockSeats, holdIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const holdSeatReleaseByHolds = `-- name: HoldSeatReleaseByHolds :execrows
+UPDATE hold_seats SET released_at = now()
+WHERE hold_id = ANY($1::uuid[]) AND released_at IS NULL
+`
+
+// Gives back the seats the given holds still own. Seats already reclaimed
+// by a newer hold keep their released_at.
+func (q *Queries) HoldSeatReleaseByHolds(ctx context.Context, db DBTX, holdIds []uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, holdSeatReleaseByHolds, holdIds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}

@@ -12,6 +12,72 @@ import (
 	"github.com/google/uuid"
 )
 
+const holdClaimExpired = `-- name: HoldClaimExpired :many
+SELECT h.id, h.order_id, o.correlation_id,
+       extract(epoch FROM now() - h.expires_at)::float8 AS delay_seconds,
+       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids
+FROM holds h
+JOIN orders o ON o.id = h.order_id
+WHERE h.status = 'active' AND h.expires_at < now()
+ORDER BY h.expires_at
+LIMIT $1::int
+FOR UPDATE OF h, o SKIP LOCKED
+`
+
+type HoldClaimExpiredRow struct {
+	ID            uuid.UUID
+	OrderID       uuid.UUID
+	CorrelationID string
+	DelaySeconds  float64
+	SeatIds       []uuid.UUID
+}
+
+// The expiry worker's claim: up to max_rows active holds past their expiry
+// by the database clock, oldest first, with their orders, both rows locked
+// until the batch commits. SKIP LOCKED passes over rows another worker or
+// a saga step holds, so concurrent workers take disjoint batches and the
+// claim never waits (and so never deadlocks). A confirmed hold is never
+// claimed, whatever its expires_at says.
+func (q *Queries) HoldClaimExpired(ctx context.Context, db DBTX, maxRows int32) ([]HoldClaimExpiredRow, error) {
+	rows, err := db.Query(ctx, holdClaimExpired, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HoldClaimExpiredRow
+	for rows.Next() {
+		var i HoldClaimExpiredRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrderID,
+			&i.CorrelationID,
+			&i.DelaySeconds,
+			&i.SeatIds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const holdExpireMany = `-- name: HoldExpireMany :execrows
+UPDATE holds SET status = 'expired'
+WHERE id = ANY($1::uuid[]) AND status = 'active'
+`
+
+// Marks the given claimed holds expired.
+func (q *Queries) HoldExpireMany(ctx context.Context, db DBTX, ids []uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, holdExpireMany, ids)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const holdGetByOrder = `-- name: HoldGetByOrder :one
 SELECT id, order_id, status, expires_at, created_at FROM holds WHERE order_id = $1::uuid
 `
@@ -27,6 +93,43 @@ func (q *Queries) HoldGetByOrder(ctx context.Context, db DBTX, orderID uuid.UUID
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const holdGetByOrderForUpdate = `-- name: HoldGetByOrderForUpdate :one
+SELECT id, order_id, status, expires_at, created_at FROM holds WHERE order_id = $1::uuid FOR UPDATE
+`
+
+// Locks the order's hold; take the order's lock first.
+func (q *Queries) HoldGetByOrderForUpdate(ctx context.Context, db DBTX, orderID uuid.UUID) (Hold, error) {
+	row := db.QueryRow(ctx, holdGetByOrderForUpdate, orderID)
+	var i Hold
+	err := row.Scan(
+		&i.ID,
+		&i.OrderID,
+		&i.Status,
+		&i.ExpiresAt,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
+const holdOwnsSeats = `-- name: HoldOwnsSeats :one
+SELECT (h.status = 'active'
+        AND h.expires_at > now()
+        AND NOT EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.hold_id = h.id AND hs.released_at IS NOT NULL)
+       )::bool AS owns_seats
+FROM holds h
+WHERE h.id = $1::uuid
+`
+
+// Whether the hold still owns its seats by the database clock: active, not
+// past expires_at, and none of its seats reclaimed by another hold. Run it
+// with the hold and its seats locked, so the answer holds until commit.
+func (q *Queries) HoldOwnsSeats(ctx context.Context, db DBTX, id uuid.UUID) (bool, error) {
+	row := db.QueryRow(ctx, holdOwnsSeats, id)
+	var owns_seats bool
+	err := row.Scan(&owns_seats)
+	return owns_seats, err
 }
 
 const holdReserve = `-- name: HoldReserve :one
@@ -95,4 +198,25 @@ func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParam
 		&i.KeyResponse,
 	)
 	return i, err
+}
+
+const holdTransition = `-- name: HoldTransition :execrows
+UPDATE holds SET status = $1::text
+WHERE id = $2::uuid AND status = ANY($3::text[])
+`
+
+type HoldTransitionParams struct {
+	ToStatus     string
+	ID           uuid.UUID
+	FromStatuses []string
+}
+
+// Moves the hold from one of from_statuses to to_status. Returns 0 when it
+// is in none of them.
+func (q *Queries) HoldTransition(ctx context.Context, db DBTX, arg HoldTransitionParams) (int64, error) {
+	result, err := db.Exec(ctx, holdTransition, arg.ToStatus, arg.ID, arg.FromStatuses)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

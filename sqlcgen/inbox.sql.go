@@ -11,6 +11,27 @@ import (
 	"github.com/google/uuid"
 )
 
+const inboxExists = `-- name: InboxExists :one
+SELECT EXISTS (
+    SELECT 1 FROM inbox WHERE consumer = $1::text AND event_id = $2::uuid
+) AS applied
+`
+
+type InboxExistsParams struct {
+	Consumer string
+	EventID  uuid.UUID
+}
+
+// Reports whether consumer has applied event_id already. A consumer that
+// calls out before its transaction reads it first, to skip the call for a
+// redelivery; InboxInsert in the transaction stays the guard.
+func (q *Queries) InboxExists(ctx context.Context, db DBTX, arg InboxExistsParams) (bool, error) {
+	row := db.QueryRow(ctx, inboxExists, arg.Consumer, arg.EventID)
+	var applied bool
+	err := row.Scan(&applied)
+	return applied, err
+}
+
 const inboxInsert = `-- name: InboxInsert :one
 WITH inserted AS (
     INSERT INTO inbox (consumer, event_id) VALUES ($1::text, $2::uuid)

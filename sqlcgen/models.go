@@ -52,16 +52,17 @@ type Inbox struct {
 }
 
 type Order struct {
-	ID            uuid.UUID
-	UserID        uuid.UUID
-	EventID       uuid.UUID
-	Status        string
-	AmountMinor   int64
-	Currency      string
-	CorrelationID string
-	Version       int32
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	ID                             uuid.UUID
+	UserID                         uuid.UUID
+	EventID                        uuid.UUID
+	Status                         string
+	AmountMinor                    int64
+	Currency                       string
+	CorrelationID                  string
+	Version                        int32
+	CreatedAt                      time.Time
+	UpdatedAt                      time.Time
+	AuthorizationCancelRequestedAt *time.Time
 }
 
 type Organizer struct {
@@ -164,8 +165,9 @@ type StripeEvent struct {
 }
 
 type Ticket struct {
-	ID       uuid.UUID
-	OrderID  uuid.UUID
-	SeatID   uuid.UUID
-	IssuedAt time.Time
+	ID        uuid.UUID
+	OrderID   uuid.UUID
+	SeatID    uuid.UUID
+	IssuedAt  time.Time
+	QrPayload *string
 }

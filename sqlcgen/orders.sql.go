@@ -23,8 +23,63 @@ func (q *Queries) OrderCorrelation(ctx context.Context, db DBTX, id uuid.UUID) (
 	return correlation_id, err
 }
 
+const orderFailExpired = `-- name: OrderFailExpired :many
+UPDATE orders
+SET status = 'failed', version = version + 1, updated_at = now()
+WHERE id = ANY($1::uuid[]) AND status = 'pending_payment'
+RETURNING id
+`
+
+// The expiry worker's order step: orders of the given (claimed, locked)
+// holds still awaiting payment become failed. Returns the ids it moved.
+func (q *Queries) OrderFailExpired(ctx context.Context, db DBTX, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, orderFailExpired, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const orderGetForUpdate = `-- name: OrderGetForUpdate :one
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at FROM orders WHERE id = $1::uuid FOR UPDATE
+`
+
+// Locks the order row for the rest of the transaction: every saga step and
+// every other writer of an order's state takes this lock first (then the
+// hold's, then the seats'), so they serialize and cannot deadlock.
+func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (Order, error) {
+	row := db.QueryRow(ctx, orderGetForUpdate, id)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.EventID,
+		&i.Status,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.CorrelationID,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.AuthorizationCancelRequestedAt,
+	)
+	return i, err
+}
+
 const orderGetForUser = `-- name: OrderGetForUser :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at
 FROM orders o
 JOIN holds h ON h.order_id = o.id
 WHERE o.id = $1::uuid AND o.user_id = $2::uuid
@@ -36,19 +91,20 @@ type OrderGetForUserParams struct {
 }
 
 type OrderGetForUserRow struct {
-	ID            uuid.UUID
-	UserID        uuid.UUID
-	EventID       uuid.UUID
-	Status        string
-	AmountMinor   int64
-	Currency      string
-	CorrelationID string
-	Version       int32
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	HoldID        uuid.UUID
-	HoldStatus    string
-	HoldExpiresAt time.Time
+	ID                             uuid.UUID
+	UserID                         uuid.UUID
+	EventID                        uuid.UUID
+	Status                         string
+	AmountMinor                    int64
+	Currency                       string
+	CorrelationID                  string
+	Version                        int32
+	CreatedAt                      time.Time
+	UpdatedAt                      time.Time
+	AuthorizationCancelRequestedAt *time.Time
+	HoldID                         uuid.UUID
+	HoldStatus                     string
+	HoldExpiresAt                  time.Time
 }
 
 // Returns the order only to its owner; anyone else gets no rows.
@@ -66,9 +122,179 @@ func (q *Queries) OrderGetForUser(ctx context.Context, db DBTX, arg OrderGetForU
 		&i.Version,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AuthorizationCancelRequestedAt,
 		&i.HoldID,
 		&i.HoldStatus,
 		&i.HoldExpiresAt,
 	)
 	return i, err
+}
+
+const orderLockForOrganizer = `-- name: OrderLockForOrganizer :one
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at
+FROM orders o
+JOIN events e ON e.id = o.event_id
+WHERE o.id = $1::uuid AND e.organizer_id = $2::uuid
+FOR UPDATE OF o
+`
+
+type OrderLockForOrganizerParams struct {
+	ID          uuid.UUID
+	OrganizerID uuid.UUID
+}
+
+// Locks the order if organizer_id organizes its event; anyone else gets no
+// rows.
+func (q *Queries) OrderLockForOrganizer(ctx context.Context, db DBTX, arg OrderLockForOrganizerParams) (Order, error) {
+	row := db.QueryRow(ctx, orderLockForOrganizer, arg.ID, arg.OrganizerID)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.EventID,
+		&i.Status,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.CorrelationID,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.AuthorizationCancelRequestedAt,
+	)
+	return i, err
+}
+
+const orderLockForOwner = `-- name: OrderLockForOwner :one
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at FROM orders WHERE id = $1::uuid AND user_id = $2::uuid FOR UPDATE
+`
+
+type OrderLockForOwnerParams struct {
+	ID     uuid.UUID
+	UserID uuid.UUID
+}
+
+// Locks the order if user_id owns it; anyone else gets no rows.
+func (q *Queries) OrderLockForOwner(ctx context.Context, db DBTX, arg OrderLockForOwnerParams) (Order, error) {
+	row := db.QueryRow(ctx, orderLockForOwner, arg.ID, arg.UserID)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.EventID,
+		&i.Status,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.CorrelationID,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.AuthorizationCancelRequestedAt,
+	)
+	return i, err
+}
+
+const orderMarkAuthorizationCancelRequested = `-- name: OrderMarkAuthorizationCancelRequested :execrows
+UPDATE orders
+SET authorization_cancel_requested_at = now(), updated_at = now()
+WHERE id = $1::uuid AND authorization_cancel_requested_at IS NULL
+`
+
+// Stamps that AuthorizationCancelRequested was written for the order.
+// Returns 0 when it already was: the caller must then not write another.
+func (q *Queries) OrderMarkAuthorizationCancelRequested(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, orderMarkAuthorizationCancelRequested, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const orderMarkAuthorizationCancelRequestedWithIntent = `-- name: OrderMarkAuthorizationCancelRequestedWithIntent :many
+UPDATE orders AS o
+SET authorization_cancel_requested_at = now(), updated_at = now()
+FROM payments AS p
+WHERE o.id = ANY($1::uuid[])
+  AND p.order_id = o.id
+  AND p.payment_intent_id IS NOT NULL
+  AND o.authorization_cancel_requested_at IS NULL
+RETURNING o.id, p.payment_intent_id::text AS payment_intent_id
+`
+
+type OrderMarkAuthorizationCancelRequestedWithIntentRow struct {
+	ID              uuid.UUID
+	PaymentIntentID string
+}
+
+// The expiry worker's cancel step: stamps each given order that has a
+// PaymentIntent and no cancel request yet, and returns it with its intent
+// id; the caller writes one AuthorizationCancelRequested per row.
+func (q *Queries) OrderMarkAuthorizationCancelRequestedWithIntent(ctx context.Context, db DBTX, ids []uuid.UUID) ([]OrderMarkAuthorizationCancelRequestedWithIntentRow, error) {
+	rows, err := db.Query(ctx, orderMarkAuthorizationCancelRequestedWithIntent, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OrderMarkAuthorizationCancelRequestedWithIntentRow
+	for rows.Next() {
+		var i OrderMarkAuthorizationCancelRequestedWithIntentRow
+		if err := rows.Scan(&i.ID, &i.PaymentIntentID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const orderStatusGetForUser = `-- name: OrderStatusGetForUser :one
+SELECT id, event_id, status, updated_at FROM orders WHERE id = $1::uuid AND user_id = $2::uuid
+`
+
+type OrderStatusGetForUserParams struct {
+	ID     uuid.UUID
+	UserID uuid.UUID
+}
+
+type OrderStatusGetForUserRow struct {
+	ID        uuid.UUID
+	EventID   uuid.UUID
+	Status    string
+	UpdatedAt time.Time
+}
+
+// The order's status for its owner only, polled by the order event stream.
+func (q *Queries) OrderStatusGetForUser(ctx context.Context, db DBTX, arg OrderStatusGetForUserParams) (OrderStatusGetForUserRow, error) {
+	row := db.QueryRow(ctx, orderStatusGetForUser, arg.ID, arg.UserID)
+	var i OrderStatusGetForUserRow
+	err := row.Scan(
+		&i.ID,
+		&i.EventID,
+		&i.Status,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const orderTransition = `-- name: OrderTransition :execrows
+UPDATE orders
+SET status = $1::text, version = version + 1, updated_at = now()
+WHERE id = $2::uuid AND status = $3::text
+`
+
+type OrderTransitionParams struct {
+	ToStatus   string
+	ID         uuid.UUID
+	FromStatus string
+}
+
+// Moves the order from from_status to to_status, bumping version and
+// updated_at. Returns 0 when the order is not in from_status.
+func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransitionParams) (int64, error) {
+	result, err := db.Exec(ctx, orderTransition, arg.ToStatus, arg.ID, arg.FromStatus)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -32,6 +32,23 @@ func (q *Queries) PaymentGetByOrder(ctx context.Context, db DBTX, orderID uuid.U
 	return i, err
 }
 
+const paymentIntentGetByOrder = `-- name: PaymentIntentGetByOrder :one
+SELECT payment_intent_id, status FROM payments WHERE order_id = $1::uuid
+`
+
+type PaymentIntentGetByOrderRow struct {
+	PaymentIntentID *string
+	Status          string
+}
+
+// The order's PaymentIntent id and status, never its client secret.
+func (q *Queries) PaymentIntentGetByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) (PaymentIntentGetByOrderRow, error) {
+	row := db.QueryRow(ctx, paymentIntentGetByOrder, orderID)
+	var i PaymentIntentGetByOrderRow
+	err := row.Scan(&i.PaymentIntentID, &i.Status)
+	return i, err
+}
+
 const paymentOrderByIntent = `-- name: PaymentOrderByIntent :one
 SELECT order_id FROM payments WHERE payment_intent_id = $1::text
 `
@@ -41,4 +58,70 @@ func (q *Queries) PaymentOrderByIntent(ctx context.Context, db DBTX, paymentInte
 	var order_id uuid.UUID
 	err := row.Scan(&order_id)
 	return order_id, err
+}
+
+const paymentSetStatus = `-- name: PaymentSetStatus :execrows
+UPDATE payments
+SET status = $1::text, updated_at = now()
+WHERE order_id = $2::uuid AND payment_intent_id = $3::text
+`
+
+type PaymentSetStatusParams struct {
+	Status          string
+	OrderID         uuid.UUID
+	PaymentIntentID string
+}
+
+// Mirrors the provider's status of the order's intent. Returns 0 when the
+// order has no payment row for that intent.
+func (q *Queries) PaymentSetStatus(ctx context.Context, db DBTX, arg PaymentSetStatusParams) (int64, error) {
+	result, err := db.Exec(ctx, paymentSetStatus, arg.Status, arg.OrderID, arg.PaymentIntentID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const paymentUpsertIntent = `-- name: PaymentUpsertIntent :execrows
+INSERT INTO payments (order_id, provider, payment_intent_id, client_secret, status, amount_minor, currency)
+VALUES ($1::uuid, $2::text, $3::text, $4::text,
+        $5::text, $6::bigint, $7::text)
+ON CONFLICT (order_id) DO UPDATE
+SET provider          = EXCLUDED.provider,
+    payment_intent_id = EXCLUDED.payment_intent_id,
+    client_secret     = EXCLUDED.client_secret,
+    status            = EXCLUDED.status,
+    amount_minor      = EXCLUDED.amount_minor,
+    currency          = EXCLUDED.currency,
+    updated_at        = now()
+WHERE payments.payment_intent_id IS NULL OR payments.payment_intent_id = EXCLUDED.payment_intent_id
+`
+
+type PaymentUpsertIntentParams struct {
+	OrderID         uuid.UUID
+	Provider        string
+	PaymentIntentID string
+	ClientSecret    string
+	Status          string
+	AmountMinor     int64
+	Currency        string
+}
+
+// Records the PaymentIntent created for an order, with its client secret.
+// A row that already names another intent is left alone and 0 returned:
+// the order keeps its first intent.
+func (q *Queries) PaymentUpsertIntent(ctx context.Context, db DBTX, arg PaymentUpsertIntentParams) (int64, error) {
+	result, err := db.Exec(ctx, paymentUpsertIntent,
+		arg.OrderID,
+		arg.Provider,
+		arg.PaymentIntentID,
+		arg.ClientSecret,
+		arg.Status,
+		arg.AmountMinor,
+		arg.Currency,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

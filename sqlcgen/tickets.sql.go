@@ -7,12 +7,43 @@ package sqlcgen
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
 
+const ticketInsertBatch = `-- name: TicketInsertBatch :exec
+INSERT INTO tickets (id, order_id, seat_id, issued_at, qr_payload)
+SELECT unnest($1::uuid[]), $2::uuid, unnest($3::uuid[]), $4::timestamptz,
+       unnest($5::text[])
+ON CONFLICT DO NOTHING
+`
+
+type TicketInsertBatchParams struct {
+	Ids        []uuid.UUID
+	OrderID    uuid.UUID
+	SeatIds    []uuid.UUID
+	IssuedAt   time.Time
+	QrPayloads []string
+}
+
+// Inserts the tickets of one order, one per seat; rows that exist (a retried
+// issuance: same id, same seat) are left as they are, signed payload
+// included. A seat ticketed to another order is skipped too: the caller
+// checks that the order ended up with a ticket for each of its seats.
+func (q *Queries) TicketInsertBatch(ctx context.Context, db DBTX, arg TicketInsertBatchParams) error {
+	_, err := db.Exec(ctx, ticketInsertBatch,
+		arg.Ids,
+		arg.OrderID,
+		arg.SeatIds,
+		arg.IssuedAt,
+		arg.QrPayloads,
+	)
+	return err
+}
+
 const ticketListByOrder = `-- name: TicketListByOrder :many
-SELECT id, order_id, seat_id, issued_at FROM tickets WHERE order_id = $1::uuid ORDER BY seat_id
+SELECT id, order_id, seat_id, issued_at, qr_payload FROM tickets WHERE order_id = $1::uuid ORDER BY seat_id
 `
 
 func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) ([]Ticket, error) {
@@ -29,6 +60,7 @@ func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.U
 			&i.OrderID,
 			&i.SeatID,
 			&i.IssuedAt,
+			&i.QrPayload,
 		); err != nil {
 			return nil, err
 		}

@@ -2,13 +2,18 @@ package main
 
 import (
 	"cmp"
+	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"boxoffice/bus"
+	"boxoffice/payments"
 )
 
 // config is the process configuration, read once from the environment.
@@ -24,9 +29,18 @@ type config struct {
 	NATSURL      string
 	Streams      bus.Config
 	OpsAddr      string
-	// StripeWebhookSecret verifies provider webhooks; unset, the API has
-	// no webhook route.
+	// StripeWebhookSecret verifies provider webhooks (and signs the
+	// sandbox's); unset, the API's webhook route answers 404.
 	StripeWebhookSecret string
+	// Payments is the provider: "stripe" or "sandbox".
+	Payments        string
+	StripeSecretKey string
+	StripeAPIBase   string
+	// SandboxWebhookURL is where the sandbox sends its webhooks: the API's
+	// /v1/webhooks/stripe.
+	SandboxWebhookURL string
+	// TicketSeed is the Ed25519 seed tickets are signed with.
+	TicketSeed []byte
 }
 
 // configError names the variable that stops start-up.
@@ -47,6 +61,9 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 		OpsAddr:      cmp.Or(getenv("OPS_ADDR"), ":9090"),
 
 		StripeWebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"),
+		StripeSecretKey:     getenv("STRIPE_SECRET_KEY"),
+		StripeAPIBase:       getenv("STRIPE_API_BASE"),
+		SandboxWebhookURL:   cmp.Or(getenv("BOXOFFICE_SANDBOX_WEBHOOK_URL"), "http://127.0.0.1:8080/v1/webhooks/stripe"),
 	}
 	for _, name := range required {
 		if getenv(name) == "" {
@@ -71,6 +88,21 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 		return c, &configError{"BOXOFFICE_STREAM_REPLICAS", "must be a number from 1 to 5"}
 	}
 	c.Streams.Replicas = replicas
+	switch c.Payments = getenv("BOXOFFICE_PAYMENTS"); c.Payments {
+	case "":
+		c.Payments = "sandbox"
+		if c.StripeSecretKey != "" {
+			c.Payments = "stripe"
+		}
+	case "stripe", "sandbox":
+	default:
+		return c, &configError{"BOXOFFICE_PAYMENTS", "must be stripe or sandbox"}
+	}
+	if seed := getenv("BOXOFFICE_TICKET_SIGNING_KEY"); seed != "" {
+		if c.TicketSeed, err = base64.StdEncoding.DecodeString(seed); err != nil || len(c.TicketSeed) != ed25519.SeedSize {
+			return c, &configError{"BOXOFFICE_TICKET_SIGNING_KEY", "must be the base64 of a 32-byte Ed25519 seed"}
+		}
+	}
 	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("BOXOFFICE_LOG_LEVEL"), "info"))); err != nil {
 		return c, &configError{"BOXOFFICE_LOG_LEVEL", "must be debug, info, warn or error"}
 	}
@@ -84,4 +116,32 @@ func newLogger(level slog.Level) *slog.Logger {
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "boxoffice: "+format+"\n", args...)
 	os.Exit(1)
+}
+
+// paymentsNeeds returns the configuration error of a role that moves money
+// or receives the provider's webhooks, if any.
+func (c config) paymentsNeeds() error {
+	switch {
+	case c.Payments == "stripe" && c.StripeSecretKey == "":
+		return &configError{"STRIPE_SECRET_KEY", "is required when BOXOFFICE_PAYMENTS=stripe"}
+	case c.Payments == "sandbox" && c.StripeWebhookSecret == "":
+		return &configError{"STRIPE_WEBHOOK_SECRET", "is required to sign the sandbox's webhooks (BOXOFFICE_PAYMENTS=sandbox)"}
+	}
+	return nil
+}
+
+// newProvider builds the payment provider the configuration names; sandbox
+// is also returned for its buyer actions and webhook sender.
+func newProvider(cfg config, pool *pgxpool.Pool, logger *slog.Logger) (payments.Provider, *payments.Sandbox, error) {
+	if err := cfg.paymentsNeeds(); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Payments == "stripe" {
+		p, err := payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Logger: logger})
+		return p, nil, err
+	}
+	sb, err := payments.NewSandbox(pool, payments.SandboxConfig{
+		WebhookURL: cfg.SandboxWebhookURL, WebhookSecret: cfg.StripeWebhookSecret, Logger: logger,
+	})
+	return sb, sb, err
 }

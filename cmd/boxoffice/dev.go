@@ -115,6 +115,12 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return err
 	}
 	base := "http://" + ln.Addr().String()
+	if cfg.TicketSeed == nil {
+		cfg.TicketSeed = devTicketSeed()
+	}
+	if env("BOXOFFICE_SANDBOX_WEBHOOK_URL") == "" {
+		cfg.SandboxWebhookURL = base + "/v1/webhooks/stripe"
+	}
 	fmt.Fprintf(out, `
 Boxoffice is running (development mode; dev secrets are public, never use them in production).
 
@@ -125,6 +131,7 @@ Boxoffice is running (development mode; dev secrets are public, never use them i
   PostgreSQL     %[2]s
   NATS           %[7]s%[8]s
   Demo event     %[3]s (%[4]d seats)
+  Payments       %[9]s
 
   Buyer token      %[5]s
   Organizer token  %[6]s
@@ -134,24 +141,28 @@ Try it:
   curl -s -X POST -H "Authorization: Bearer $BUYER" %[1]s/v1/events/%[3]s/waiting-room
 
 Stop with Ctrl-C.
-`, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote)
+`, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote, paymentsNote(cfg))
 
 	r, err := relay.New(pool, nc, relay.Config{Logger: logger, Registerer: reg})
 	if err != nil {
 		return err
 	}
-	running, err := startConsumers(pool, js, logger, reg, nil)
+	runs, err := startWorkers(cfg, pool, js, logger, reg, nil)
+	if err != nil {
+		return err
+	}
+	_, sandbox, err := newProvider(cfg, pool, logger)
 	if err != nil {
 		return err
 	}
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc)}}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, ln, newHandlers(cfg, pool, logger, reg, checks).Handler(), logger)
+		return serveHTTP(gctx, ln, newHandlers(cfg, pool, logger, reg, checks, sandbox).Handler(), logger)
 	})
 	g.Go(func() error { return r.Run(gctx) })
-	for _, c := range running {
-		g.Go(func() error { return c.Run(gctx) })
+	for _, run := range runs {
+		g.Go(func() error { return run(gctx) })
 	}
 	return g.Wait()
 }
@@ -253,4 +264,11 @@ func redactURL(raw string) string {
 		return "(unparseable)"
 	}
 	return fmt.Sprintf("postgres://%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
+}
+
+func paymentsNote(cfg config) string {
+	if cfg.Payments == "sandbox" {
+		return "sandbox (confirm a card with POST /v1/sandbox/payment-intents/{id}/authorize)"
+	}
+	return "stripe"
 }

@@ -83,10 +83,38 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 	require.Len(t, seats.Seats, 3800)
 	var adm struct{ AdmissionToken string }
 	require.Equal(t, http.StatusOK, do(http.MethodPost, "/v1/events/"+event+"/waiting-room", map[string]string{"Authorization": "Bearer " + buyer}, "", &adm))
+	var held struct{ OrderID string }
 	require.Equal(t, http.StatusAccepted, do(http.MethodPost, "/v1/events/"+event+"/holds", map[string]string{
 		"Authorization": "Bearer " + buyer, "X-Admission-Token": adm.AdmissionToken,
 		"Idempotency-Key": "dev-test", "Content-Type": "application/json",
-	}, `{"seatIds":["`+seats.Seats[0].ID+`"]}`, nil))
+	}, `{"seatIds":["`+seats.Seats[0].ID+`","`+seats.Seats[1].ID+`"]}`, &held))
+
+	// A full purchase through the sandbox, every process of the product
+	// running inside dev: the saga asks for a PaymentIntent, the buyer
+	// confirms the card, the sandbox's signed webhook comes back through
+	// our own ingress, the order is confirmed, captured and ticketed.
+	type order struct {
+		Status  string
+		Payment *struct{ PaymentIntentID, ClientSecret string }
+		Tickets []struct{ ID, SeatID string }
+	}
+	var o order
+	bearer := map[string]string{"Authorization": "Bearer " + buyer}
+	require.Eventually(t, func() bool {
+		o = order{}
+		return do(http.MethodGet, "/v1/orders/"+held.OrderID, bearer, "", &o) == http.StatusOK &&
+			o.Payment != nil && o.Payment.PaymentIntentID != "" && o.Payment.ClientSecret != ""
+	}, 30*time.Second, 20*time.Millisecond, "the order never got a PaymentIntent")
+	require.Equal(t, "pending_payment", o.Status)
+	require.Equal(t, http.StatusOK, do(http.MethodPost, "/v1/sandbox/payment-intents/"+o.Payment.PaymentIntentID+"/authorize", bearer, "", nil))
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		o = order{}
+		return do(http.MethodGet, "/v1/orders/"+held.OrderID, bearer, "", &o) == http.StatusOK && o.Status == "ticketed"
+	}, 30*time.Second, 20*time.Millisecond, "the order never got ticketed: last status %q", &o.Status)
+	t.Logf("authorized → ticketed in %s", time.Since(start))
+	require.Len(t, o.Tickets, 2)
+	require.Empty(t, o.Payment.ClientSecret, "the client secret is shown only while payment is pending")
 
 	// The relay running inside dev publishes the hold to the embedded
 	// JetStream.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,12 +56,19 @@ func runServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String())
-	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger, reg, checks).Handler(), logger)
+	var sandbox *payments.Sandbox
+	if cfg.Payments == "sandbox" && cfg.StripeWebhookSecret != "" {
+		if _, sandbox, err = newProvider(cfg, pool, logger); err != nil {
+			return err
+		}
+	}
+	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger, reg, checks, sandbox).Handler(), logger)
 }
 
 // newHandlers wires the API's dependencies; serve, dev and bench share it.
-// reg, when not nil, receives the API's metrics and is served at /metrics.
-func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check) *handlers.Handlers {
+// reg, when not nil, receives the API's metrics and is served at /metrics;
+// sandbox, when not nil, adds the sandbox's buyer actions.
+func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, sandbox *payments.Sandbox) *handlers.Handlers {
 	hc := handlers.Config{
 		Cell:      cfg.Cell,
 		Logger:    logger,
@@ -69,6 +77,10 @@ func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prome
 		Catalog:   catalog.New(pool),
 		Purchase:  purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
 		Checks:    checks,
+		Sandbox:   sandbox,
+	}
+	if cfg.TicketSeed != nil {
+		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
 	}
 	if cfg.StripeWebhookSecret != "" {
 		hc.StripeIngress = payments.NewIngress(pool, payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: logger})

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -13,26 +15,80 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/consumers"
+	"boxoffice/payments"
+	"boxoffice/purchase"
+	"boxoffice/tickets"
 )
 
-// worker is one durable consumer `boxoffice work` can run.
-type worker struct {
-	name string
-	cfg  consumers.Config
-	h    consumers.HandlerFunc
+// workDeps is what the workers are built from.
+type workDeps struct {
+	cfg      config
+	pool     *pgxpool.Pool
+	js       jetstream.JetStream
+	logger   *slog.Logger
+	reg      prometheus.Registerer
+	provider payments.Provider
+	sandbox  *payments.Sandbox // nil unless BOXOFFICE_PAYMENTS=sandbox
 }
 
-// workers lists every durable consumer of the product. The purchase saga,
-// payments, tickets and webhooks register here as they are built.
-func workers() []worker {
-	return nil
+// component is one worker `boxoffice work` runs: a durable consumer or a
+// loop.
+type component struct {
+	name  string
+	build func(d workDeps) (func(context.Context) error, error)
 }
 
-// runWork runs `boxoffice work [-only a,b]`: the durable consumers, plus
+// components lists every worker of the product, in docs/saga.md's terms.
+func components() []component {
+	consumer := func(c *consumers.Consumer, err error) (func(context.Context) error, error) {
+		if err != nil {
+			return nil, err
+		}
+		return c.Run, nil
+	}
+	base := func(d workDeps) consumers.Config { return consumers.Config{Logger: d.logger, Registerer: d.reg} }
+	return []component{
+		{consumers.PurchaseSagaName, func(d workDeps) (func(context.Context) error, error) {
+			saga := purchase.NewSaga(purchase.SagaConfig{Logger: d.logger})
+			return consumer(consumers.NewPurchaseSaga(d.pool, d.js, base(d), saga))
+		}},
+		{consumers.PaymentCommandsName, func(d workDeps) (func(context.Context) error, error) {
+			pc, err := consumers.NewPaymentCommands(consumers.PaymentCommandsConfig{
+				Provider: d.provider, ProviderName: d.cfg.Payments, Logger: d.logger,
+			})
+			if err != nil {
+				return nil, err
+			}
+			cfg := consumers.PaymentCommandsConsumerConfig()
+			cfg.Logger, cfg.Registerer = d.logger, d.reg
+			return consumer(consumers.NewExternal(d.pool, d.js, cfg, pc.External))
+		}},
+		{consumers.TicketsName, func(d workDeps) (func(context.Context) error, error) {
+			signer, err := tickets.NewSigner(d.cfg.TicketSeed)
+			if err != nil {
+				return nil, err
+			}
+			issuer := tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: d.logger})
+			return consumer(consumers.NewTickets(d.pool, d.js, base(d), issuer))
+		}},
+		{"expiry", func(d workDeps) (func(context.Context) error, error) {
+			return purchase.NewExpirer(d.pool, purchase.ExpirerConfig{Logger: d.logger, Registerer: d.reg}).Run, nil
+		}},
+		{"sandbox_webhooks", func(d workDeps) (func(context.Context) error, error) {
+			if d.sandbox == nil {
+				return nil, nil // only with the sandbox provider
+			}
+			return d.sandbox.RunWebhookSender, nil
+		}},
+	}
+}
+
+// runWork runs `boxoffice work [-only a,b]`: the durable consumers, the
+// expiry worker and (with the sandbox provider) its webhook sender, plus
 // /healthz, /readyz and /metrics on OPS_ADDR.
 func runWork(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("work", flag.ExitOnError)
-	only := fs.String("only", "", "comma-separated consumers to run (default: all)")
+	only := fs.String("only", "", "comma-separated workers to run (default: all): "+strings.Join(componentNames(), ", "))
 	_ = fs.Parse(args)
 	var names []string
 	if *only != "" {
@@ -43,37 +99,52 @@ func runWork(ctx context.Context, args []string) error {
 		return err
 	}
 	defer role.Close()
-	running, err := startConsumers(role.pool, role.js, role.logger, role.reg, names)
+	runs, err := startWorkers(role.cfg, role.pool, role.js, role.logger, role.reg, names)
 	if err != nil {
 		return err
-	}
-	runs := make([]func(context.Context) error, len(running))
-	for i, c := range running {
-		runs[i] = c.Run
 	}
 	return role.run(ctx, runs...)
 }
 
-// startConsumers builds the named consumers (all when names is empty).
-func startConsumers(pool *pgxpool.Pool, js jetstream.JetStream, logger *slog.Logger, reg prometheus.Registerer, names []string) ([]*consumers.Consumer, error) {
-	known := workers()
+func componentNames() []string {
+	var names []string
+	for _, c := range components() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// startWorkers builds the named workers (all when names is empty).
+func startWorkers(cfg config, pool *pgxpool.Pool, js jetstream.JetStream, logger *slog.Logger, reg prometheus.Registerer, names []string) ([]func(context.Context) error, error) {
 	for _, n := range names {
-		if !slices.ContainsFunc(known, func(w worker) bool { return w.name == n }) {
-			return nil, fmt.Errorf("-only: unknown consumer %q", n)
+		if !slices.Contains(componentNames(), n) {
+			return nil, fmt.Errorf("-only: unknown worker %q (known: %s)", n, strings.Join(componentNames(), ", "))
 		}
 	}
-	var out []*consumers.Consumer
-	for _, w := range known {
-		if len(names) > 0 && !slices.Contains(names, w.name) {
+	provider, sandbox, err := newProvider(cfg, pool, logger)
+	if err != nil {
+		return nil, err
+	}
+	d := workDeps{cfg: cfg, pool: pool, js: js, logger: logger, reg: reg, provider: provider, sandbox: sandbox}
+	var runs []func(context.Context) error
+	for _, c := range components() {
+		if len(names) > 0 && !slices.Contains(names, c.name) {
 			continue
 		}
-		cfg := w.cfg
-		cfg.Name, cfg.Logger, cfg.Registerer = w.name, logger, reg
-		c, err := consumers.New(pool, js, cfg, w.h)
+		run, err := c.build(d)
 		if err != nil {
-			return nil, fmt.Errorf("consumer %s: %w", w.name, err)
+			return nil, fmt.Errorf("worker %s: %w", c.name, err)
 		}
-		out = append(out, c)
+		if run != nil {
+			runs = append(runs, run)
+		}
 	}
-	return out, nil
+	return runs, nil
+}
+
+// devTicketSeed derives the public dev seed tickets are signed with when
+// BOXOFFICE_TICKET_SIGNING_KEY is unset in dev.
+func devTicketSeed() []byte {
+	sum := sha256.Sum256([]byte("boxoffice-dev-ticket-signing-seed-not-for-production"))
+	return sum[:ed25519.SeedSize]
 }

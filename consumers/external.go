@@ -1,0 +1,68 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"boxoffice/outbox"
+	"boxoffice/sqlcgen"
+)
+
+// ExternalFunc is the handler of a consumer that must call another system
+// (the payment provider) for an event, which must never happen inside a
+// database transaction (seed 000 §10). It makes the call and returns the
+// HandlerFunc that records its result; the runtime then runs that
+// HandlerFunc in the transaction that records the inbox row, exactly as
+// New runs a HandlerFunc.
+//
+// The call happens before the transaction, so it is repeated whenever the
+// transaction does not commit (a failure, a crash, a redelivery racing the
+// first delivery): it must be idempotent, e.g. by an idempotency key
+// derived from the event. It is skipped for an event the inbox already
+// holds, and for a message past Config.MaxDeliver.
+//
+// Errors follow HandlerFunc's contract and the one policy of decide: an
+// error wrapping ErrPermanent dead-letters the message, any other error or
+// a panic naks it with backoff, and a cancellation by shutdown releases
+// it. An ExternalFunc that wants a permanent refusal to become a domain
+// event instead returns a HandlerFunc that writes that event to the
+// outbox, and a nil error. A nil HandlerFunc with a nil error records only
+// the inbox row.
+type ExternalFunc func(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error)
+
+// NewExternal returns the consumer cfg describes, applying f to each event:
+// f's external call runs before the transaction, the HandlerFunc it returns
+// inside it. Like New, it does not touch the server, and returns an error
+// naming every invalid field of cfg.
+func NewExternal(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, f ExternalFunc) (*Consumer, error) {
+	if f == nil {
+		return nil, errors.New("consumers.NewExternal: pool, js and external func are required")
+	}
+	return newConsumer(pool, js, cfg, nil, f)
+}
+
+// callExternal runs the consumer's ExternalFunc for a delivery, unless the
+// inbox already holds the event (duplicate) or the message is past its
+// last delivery (errExhausted). A panic becomes a transient error.
+func (c *Consumer) callExternal(ctx context.Context, d *delivery, ev outbox.Envelope) (h HandlerFunc, duplicate bool, err error) {
+	applied, err := sqlcgen.New().InboxExists(ctx, c.pool, sqlcgen.InboxExistsParams{Consumer: c.cfg.Name, EventID: ev.EventID})
+	switch {
+	case err != nil:
+		return nil, false, fmt.Errorf("read inbox row: %w", err)
+	case applied:
+		return nil, true, nil
+	case d.numDelivered > c.policy.maxDeliver:
+		return nil, false, errExhausted
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			h, err = nil, newPanicError(v)
+		}
+	}()
+	h, err = c.external(ctx, ev)
+	return h, false, err
+}

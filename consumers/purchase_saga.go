@@ -1,0 +1,87 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"boxoffice/bus"
+	"boxoffice/outbox"
+	"boxoffice/purchase"
+)
+
+// PurchaseSagaName is the durable name of the purchase saga's consumer.
+const PurchaseSagaName = "purchase_saga"
+
+// purchaseSagaTypes are the event types the saga reacts to (docs/saga.md,
+// the purchase_saga rows).
+var purchaseSagaTypes = []string{
+	outbox.TypeHoldCreated,
+	outbox.TypePaymentIntentCreated,
+	outbox.TypePaymentAuthorized,
+	outbox.TypePaymentCaptured,
+	outbox.TypePaymentFailed,
+	outbox.TypePaymentRefunded,
+	outbox.TypeAuthorizationCanceled,
+}
+
+// PurchaseSagaSubjects are the subjects the purchase saga reads, one per
+// event type it handles.
+var PurchaseSagaSubjects = func() []string {
+	subjects := make([]string, len(purchaseSagaTypes))
+	for i, t := range purchaseSagaTypes {
+		subjects[i] = bus.SubjectPrefix + outbox.AggregateOrder + "." + t
+	}
+	return subjects
+}()
+
+// PurchaseSagaConfig is the purchase saga's consumer configuration: its
+// name and subjects. The caller adds Logger and Registerer (and may tune
+// the rest).
+func PurchaseSagaConfig() Config {
+	return Config{Name: PurchaseSagaName, FilterSubjects: PurchaseSagaSubjects}
+}
+
+// NewPurchaseSaga returns the purchase saga's consumer, applying saga's
+// steps. cfg.Name and cfg.FilterSubjects are set here (PurchaseSagaName,
+// PurchaseSagaSubjects); the other fields are as for New.
+func NewPurchaseSaga(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, saga *purchase.Saga) (*Consumer, error) {
+	cfg.Name = PurchaseSagaName
+	cfg.FilterSubjects = PurchaseSagaSubjects
+	return New(pool, js, cfg, PurchaseSagaHandler(saga))
+}
+
+// PurchaseSagaHandler is the HandlerFunc of the purchase saga: it runs the
+// saga step of the event's type in the inbox transaction.
+//
+// A step's purchase.ErrPermanent (a payload that does not decode, an
+// unknown order) dead-letters the message. Its purchase.ErrTooEarly (an
+// event that overtook the one it follows, such as a capture before its
+// authorization), like any other error, rolls back and naks with backoff,
+// so the event is applied once the state it needs is there. Event types
+// the saga does not handle are acked without effect.
+func PurchaseSagaHandler(saga *purchase.Saga) HandlerFunc {
+	steps := map[string]HandlerFunc{
+		outbox.TypeHoldCreated:           saga.HoldCreated,
+		outbox.TypePaymentIntentCreated:  saga.PaymentIntentCreated,
+		outbox.TypePaymentAuthorized:     saga.PaymentAuthorized,
+		outbox.TypePaymentCaptured:       saga.PaymentCaptured,
+		outbox.TypePaymentFailed:         saga.PaymentFailed,
+		outbox.TypePaymentRefunded:       saga.PaymentRefunded,
+		outbox.TypeAuthorizationCanceled: saga.AuthorizationCanceled,
+	}
+	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+		step, ok := steps[ev.EventType]
+		if !ok {
+			return nil
+		}
+		err := step(ctx, tx, ev)
+		if errors.Is(err, purchase.ErrPermanent) {
+			return Permanent(err)
+		}
+		return err
+	}
+}

@@ -1,0 +1,129 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/auth"
+	"boxoffice/payments"
+	"boxoffice/purchase"
+)
+
+// SandboxIntentInput names a PaymentIntent of the sandbox provider.
+type SandboxIntentInput struct {
+	IntentID string `path:"id" minLength:"1" maxLength:"255" doc:"PaymentIntent id (pi_…), as GET /v1/orders/{orderId} shows it." example:"pi_3MtwBwLkdIwHu7ix28a3tqPa"`
+}
+
+// SandboxIntentBody is a PaymentIntent after a buyer's action.
+type SandboxIntentBody struct {
+	PaymentIntentID string    `json:"paymentIntentId" doc:"The PaymentIntent."`
+	OrderID         uuid.UUID `json:"orderId" doc:"The order it pays for."`
+	Status          string    `json:"status" doc:"Its status now: requires_capture once authorized, requires_payment_method after a decline." example:"requires_capture"`
+}
+
+// SandboxIntentOutput is the response of a sandbox buyer action.
+type SandboxIntentOutput struct {
+	Body SandboxIntentBody
+}
+
+// sandboxOnly is said in every sandbox operation's description.
+const sandboxOnly = "Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox " +
+	"payment provider has no page for. It exists only when the server runs with the sandbox provider " +
+	"(BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. " +
+	"Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). " +
+	"409 when the intent no longer awaits a payment method (authorized, captured or canceled already)."
+
+// registerSandbox registers the sandbox's buyer actions, only when the
+// sandbox provider is configured.
+func (h *Handlers) registerSandbox(api huma.API) {
+	if h.cfg.Sandbox == nil {
+		return
+	}
+	errs := []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "sandbox-authorize-payment-intent", Method: http.MethodPost,
+		Path:    "/v1/sandbox/payment-intents/{id}/authorize",
+		Summary: "Authorize a payment with an approved card (sandbox only)", Tags: []string{"Sandbox"},
+		Description: sandboxOnly + " The intent moves to requires_capture and the sandbox sends a Stripe-format, " +
+			"signed payment_intent.amount_capturable_updated webhook to this deployment's /v1/webhooks/stripe, " +
+			"which authorizes the order's payment.",
+		Errors: errs,
+	}, auth.RoleBuyer), h.sandboxAuthorize)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "sandbox-decline-payment-intent", Method: http.MethodPost,
+		Path:    "/v1/sandbox/payment-intents/{id}/decline",
+		Summary: "Decline a payment's card (sandbox only)", Tags: []string{"Sandbox"},
+		Description: sandboxOnly + " The card is declined (card_declined, generic_decline): the intent stays in " +
+			"requires_payment_method and the sandbox sends a Stripe-format, signed payment_intent.payment_failed " +
+			"webhook to this deployment's /v1/webhooks/stripe, which fails the order's payment.",
+		Errors: errs,
+	}, auth.RoleBuyer), h.sandboxDecline)
+}
+
+func (h *Handlers) sandboxAuthorize(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
+	return h.sandboxAction(ctx, "authorize", in.IntentID, h.cfg.Sandbox.Authorize)
+}
+
+func (h *Handlers) sandboxDecline(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
+	return h.sandboxAction(ctx, "decline", in.IntentID, h.cfg.Sandbox.Decline)
+}
+
+// sandboxAction checks that the caller owns the intent's order, then has
+// the sandbox perform the buyer's action, which queues its webhook.
+func (h *Handlers) sandboxAction(ctx context.Context, action, intentID string,
+	act func(context.Context, string) (payments.Intent, error),
+) (*SandboxIntentOutput, error) {
+	orderID, err := h.sandboxIntentOrder(ctx, intentID)
+	if err != nil {
+		return nil, err
+	}
+	intent, err := act(ctx, intentID)
+	switch code := payments.ErrorCode(err); {
+	case err == nil:
+	case code == payments.CodeResourceMissing:
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such payment intent.")
+	case code == payments.CodeUnexpectedState:
+		return nil, problem(http.StatusConflict, TypeConflict, "The payment intent does not await a payment method.")
+	default:
+		return nil, h.internal(ctx, "sandbox "+action, err, "order_id", orderID, "payment_intent_id", intentID)
+	}
+	h.logger.InfoContext(ctx, "sandbox buyer action", "correlation_id", CorrelationID(ctx), "action", action,
+		"order_id", orderID, "payment_intent_id", intent.ID, "status", string(intent.Status))
+	return &SandboxIntentOutput{Body: SandboxIntentBody{
+		PaymentIntentID: intent.ID, OrderID: orderID, Status: string(intent.Status),
+	}}, nil
+}
+
+// sandboxIntentOrder returns the order the intent pays for when the caller
+// owns it, and a 404 problem otherwise: the intent names its order (the
+// "order_id" metadata CreateIntent always sets), the order must be the
+// caller's, and its payments row must name this intent.
+func (h *Handlers) sandboxIntentOrder(ctx context.Context, intentID string) (uuid.UUID, error) {
+	notFound := problem(http.StatusNotFound, TypeNotFound, "No such payment intent.")
+	intent, err := h.cfg.Sandbox.Get(ctx, intentID)
+	switch {
+	case payments.ErrorCode(err) == payments.CodeResourceMissing:
+		return uuid.Nil, notFound
+	case err != nil:
+		return uuid.Nil, h.internal(ctx, "sandbox get intent", err, "payment_intent_id", intentID)
+	}
+	orderID, err := uuid.Parse(intent.Metadata["order_id"])
+	if err != nil {
+		return uuid.Nil, notFound
+	}
+	o, err := h.cfg.Purchase.Order(ctx, identity(ctx).UserID, orderID)
+	switch {
+	case errors.Is(err, purchase.ErrOrderNotFound):
+		return uuid.Nil, notFound
+	case err != nil:
+		return uuid.Nil, h.internal(ctx, "sandbox get order", err, "order_id", orderID, "payment_intent_id", intentID)
+	}
+	if o.Payment == nil || o.Payment.PaymentIntentID == nil || *o.Payment.PaymentIntentID != intentID {
+		return uuid.Nil, notFound
+	}
+	return orderID, nil
+}

@@ -1,0 +1,49 @@
+package purchase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"boxoffice/db"
+	"boxoffice/sqlcgen"
+)
+
+// OrderState is an order's status without its details: what the organizer
+// of its event sees of a refunded order, and what the order event stream
+// polls.
+type OrderState struct {
+	ID      uuid.UUID
+	EventID uuid.UUID
+	Status  string
+	// UpdatedAt is when the order row last changed, as far as its writers
+	// said so.
+	UpdatedAt time.Time
+}
+
+// FinalStatus reports whether status ends a purchase: ticketed, failed,
+// canceled or refunded. No saga step moves such an order on; only an
+// organizer's refund of a ticketed order does. refunding is not final.
+func FinalStatus(status string) bool {
+	switch status {
+	case "ticketed", "failed", "canceled", "refunded":
+		return true
+	}
+	return false
+}
+
+// OrderStateForOwner returns the status of the order with id if userID
+// owns it, else ErrOrderNotFound. It is one primary-key read, cheap enough
+// to poll.
+func (s *Service) OrderStateForOwner(ctx context.Context, userID, id uuid.UUID) (OrderState, error) {
+	row, err := sqlcgen.New().OrderStatusGetForUser(ctx, s.pool, sqlcgen.OrderStatusGetForUserParams{ID: id, UserID: userID})
+	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+		return OrderState{}, ErrOrderNotFound
+	} else if err != nil {
+		return OrderState{}, fmt.Errorf("get order status: %w", err)
+	}
+	return OrderState{ID: row.ID, EventID: row.EventID, Status: row.Status, UpdatedAt: row.UpdatedAt}, nil
+}

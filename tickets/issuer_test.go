@@ -1,0 +1,237 @@
+package tickets_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/catalog"
+	"boxoffice/db"
+	"boxoffice/dbtest"
+	"boxoffice/outbox"
+	"boxoffice/purchase"
+	"boxoffice/tickets"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type testBundle struct {
+	pool   *pgxpool.Pool
+	signer *tickets.Signer
+	hold   purchase.Hold
+	seats  []uuid.UUID // the order's seats
+}
+
+// setup returns an issuer and an order holding two seats, still awaiting
+// payment.
+func setup(t *testing.T) (*tickets.Issuer, *testBundle) {
+	t.Helper()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
+		OrganizerID: uuid.New(), Name: "t", StartsAt: time.Now(), Currency: "eur", Cell: "default",
+		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 6, PriceMinor: 1000}},
+	})
+	require.NoError(t, err)
+	var seats []uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY id) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	h, err := purchase.NewService(pool, logger, purchase.Config{}).Hold(ctx, purchase.HoldParams{
+		UserID: uuid.New(), EventID: ev.ID, SeatIDs: seats[:2], IdempotencyKey: "k", CorrelationID: "journey-1",
+	})
+	require.NoError(t, err)
+	signer := newSigner(t)
+	return tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: logger}),
+		&testBundle{pool: pool, signer: signer, hold: h, seats: seats[:2]}
+}
+
+// pay moves the order to paid the way the saga does.
+func (b *testBundle) pay(t *testing.T) {
+	t.Helper()
+	dbtest.Exec(t, b.pool, "UPDATE holds SET status = 'confirmed' WHERE id = $1", b.hold.HoldID)
+	dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'paid' WHERE id = $1", b.hold.OrderID)
+}
+
+func (b *testBundle) issue(t *testing.T, iss *tickets.Issuer) (tickets.Issued, error) {
+	t.Helper()
+	return db.WithTxV(context.Background(), b.pool, func(ctx context.Context, tx pgx.Tx) (tickets.Issued, error) {
+		return iss.Issue(ctx, tx, tickets.IssueParams{OrderID: b.hold.OrderID, CorrelationID: "journey-1", CausationID: "cause"})
+	})
+}
+
+func (b *testBundle) status(t *testing.T) string {
+	t.Helper()
+	var s string
+	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT status FROM orders WHERE id = $1", b.hold.OrderID).Scan(&s))
+	return s
+}
+
+func (b *testBundle) count(t *testing.T, sql string, args ...any) int64 {
+	t.Helper()
+	return dbtest.Count(t, b.pool, sql, args...)
+}
+
+func TestIssue(t *testing.T) {
+	t.Parallel()
+
+	t.Run("PaidOrderGetsOneSignedTicketPerSeat", func(t *testing.T) {
+		t.Parallel()
+		iss, b := setup(t)
+		b.pay(t)
+		res, err := b.issue(t, iss)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		want := []uuid.UUID{tickets.ID(b.hold.OrderID, b.seats[0]), tickets.ID(b.hold.OrderID, b.seats[1])}
+		require.Equal(t, want, res.TicketIDs)
+
+		require.Equal(t, "ticketed", b.status(t))
+		require.EqualValues(t, 0, b.count(t, "SELECT count(*) FROM hold_seats WHERE hold_id = $1 AND released_at IS NULL", b.hold.HoldID),
+			"the tickets own the seats now")
+		rows, err := b.pool.Query(context.Background(), "SELECT id, seat_id, issued_at, qr_payload FROM tickets ORDER BY seat_id")
+		require.NoError(t, err)
+		type row struct {
+			ID, SeatID uuid.UUID
+			IssuedAt   time.Time
+			QRPayload  string
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		var eventID uuid.UUID
+		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT event_id FROM orders").Scan(&eventID))
+		for i, r := range got {
+			require.Equal(t, want[i], r.ID)
+			tk, err := tickets.Verify(b.signer.PublicKey(), r.QRPayload)
+			require.NoError(t, err)
+			require.Equal(t, tickets.Ticket{ID: r.ID, OrderID: b.hold.OrderID, SeatID: r.SeatID, EventID: eventID, IssuedAt: r.IssuedAt.UTC()}, tk)
+			_, err = tickets.Verify(newSigner(t).PublicKey(), r.QRPayload)
+			require.ErrorIs(t, err, tickets.ErrInvalidPayload)
+		}
+
+		var raw []byte
+		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT envelope FROM outbox WHERE event_type = 'TicketIssued'").Scan(&raw))
+		var env outbox.Envelope
+		require.NoError(t, json.Unmarshal(raw, &env))
+		require.Equal(t, b.hold.OrderID, env.AggregateID)
+		require.Equal(t, "journey-1", env.CorrelationID)
+		require.Equal(t, "cause", env.CausationID)
+		var payload outbox.TicketIssued
+		require.NoError(t, json.Unmarshal(env.Payload, &payload))
+		require.Equal(t, outbox.TicketIssued{OrderID: b.hold.OrderID, TicketIDs: want}, payload)
+	})
+
+	t.Run("RepeatedIssueIsANoop", func(t *testing.T) {
+		t.Parallel()
+		iss, b := setup(t)
+		b.pay(t)
+		first, err := b.issue(t, iss)
+		require.NoError(t, err)
+		var payloads []string
+		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT array_agg(qr_payload ORDER BY seat_id) FROM tickets").Scan(&payloads))
+
+		again, err := b.issue(t, iss)
+		require.NoError(t, err)
+		require.False(t, again.Applied)
+		require.Equal(t, first.TicketIDs, again.TicketIDs)
+		var after []string
+		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT array_agg(qr_payload ORDER BY seat_id) FROM tickets").Scan(&after))
+		require.Equal(t, payloads, after, "a ticket's payload is fixed once")
+		require.EqualValues(t, 1, b.count(t, "SELECT count(*) FROM outbox WHERE event_type = 'TicketIssued'"))
+	})
+
+	t.Run("ConcurrentIssuesTicketOnce", func(t *testing.T) {
+		t.Parallel()
+		iss, b := setup(t)
+		b.pay(t)
+		const n = 8
+		results := make([]tickets.Issued, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = b.issue(t, iss)
+			})
+		}
+		close(start)
+		wg.Wait()
+		applied := 0
+		for i := range n {
+			require.NoError(t, errs[i])
+			require.Len(t, results[i].TicketIDs, 2)
+			if results[i].Applied {
+				applied++
+			}
+		}
+		require.Equal(t, 1, applied)
+		require.EqualValues(t, 2, b.count(t, "SELECT count(*) FROM tickets"))
+		require.EqualValues(t, 1, b.count(t, "SELECT count(*) FROM outbox WHERE event_type = 'TicketIssued'"))
+	})
+
+	t.Run("UnpaidOrderIsTransientThenIssuedOncePaid", func(t *testing.T) {
+		t.Parallel()
+		iss, b := setup(t)
+		for _, st := range []string{"pending_payment", "capture_pending"} {
+			dbtest.Exec(t, b.pool, "UPDATE orders SET status = $1", st)
+			_, err := b.issue(t, iss)
+			require.ErrorIs(t, err, tickets.ErrOrderNotPaid)
+		}
+		require.EqualValues(t, 0, b.count(t, "SELECT count(*) FROM tickets"))
+		require.EqualValues(t, 2, b.count(t, "SELECT count(*) FROM hold_seats WHERE released_at IS NULL"))
+
+		b.pay(t)
+		res, err := b.issue(t, iss)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		require.EqualValues(t, 2, b.count(t, "SELECT count(*) FROM tickets"))
+	})
+
+	t.Run("StaleRequestForReleasedOrderIsIgnored", func(t *testing.T) {
+		t.Parallel()
+		for _, st := range []string{"failed", "canceled", "refunding", "refunded"} {
+			iss, b := setup(t)
+			dbtest.Exec(t, b.pool, "UPDATE orders SET status = $1", st)
+			res, err := b.issue(t, iss)
+			require.NoError(t, err, st)
+			require.False(t, res.Applied)
+			require.Equal(t, st, b.status(t))
+			require.EqualValues(t, 0, b.count(t, "SELECT count(*) FROM tickets"))
+			require.EqualValues(t, 0, b.count(t, "SELECT count(*) FROM outbox WHERE event_type = 'TicketIssued'"))
+		}
+	})
+
+	t.Run("UnknownOrderIsNotFound", func(t *testing.T) {
+		t.Parallel()
+		iss, b := setup(t)
+		_, err := db.WithTxV(context.Background(), b.pool, func(ctx context.Context, tx pgx.Tx) (tickets.Issued, error) {
+			return iss.Issue(ctx, tx, tickets.IssueParams{OrderID: uuid.New()})
+		})
+		require.ErrorIs(t, err, tickets.ErrOrderNotFound)
+	})
+
+	t.Run("SeatTicketedToAnotherOrderRollsBack", func(t *testing.T) {
+		t.Parallel()
+		iss, b := setup(t)
+		b.pay(t)
+		// A ticket of another order for one of the seats: the index keeps
+		// the seat single-owned, and issuance refuses instead of issuing
+		// half the order.
+		dbtest.Exec(t, b.pool, `INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)
+			SELECT $1, gen_random_uuid(), event_id, 'ticketed', 0, currency, 'x' FROM orders LIMIT 1`, uuid.New())
+		dbtest.Exec(t, b.pool, "INSERT INTO tickets (id, order_id, seat_id) SELECT gen_random_uuid(), id, $1 FROM orders WHERE status = 'ticketed'", b.seats[1])
+		_, err := b.issue(t, iss)
+		require.ErrorIs(t, err, tickets.ErrSeatTicketed)
+		require.Equal(t, "paid", b.status(t))
+		require.EqualValues(t, 0, b.count(t, "SELECT count(*) FROM tickets WHERE order_id = $1", b.hold.OrderID))
+	})
+}
