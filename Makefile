@@ -33,4 +33,6 @@ build:
 ## bench: HTTP holds/s against the pgbench baseline of the seed's hold transaction
 bench:
 	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice bench holds
+	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice bench purchases
 	TEST_DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) test -run '^$$' -bench BenchmarkHold -benchtime 5000x ./purchase/
+	TEST_DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) test -run '^$$' -bench . -benchtime 1x ./relay/

@@ -19,13 +19,17 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"boxoffice/bench"
+	"boxoffice/bus"
 	"boxoffice/db"
 	"boxoffice/migrations"
 )
 
 func runBench(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "purchases" {
+		return runBenchPurchases(ctx, args[1:])
+	}
 	if len(args) == 0 || args[0] != "holds" {
-		return fmt.Errorf("usage: boxoffice bench holds [flags]")
+		return fmt.Errorf("usage: boxoffice bench holds|purchases [flags]")
 	}
 	fs := flag.NewFlagSet("bench holds", flag.ExitOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
@@ -185,4 +189,114 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// runBenchPurchases measures whole purchases — hold, PaymentIntent, card
+// confirmed at the sandbox, signed webhook, confirmation, capture, tickets —
+// with every role in this process, as dev runs them: first as many as
+// -concurrency buyers can complete, then the latency at half that rate.
+func runBenchPurchases(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench purchases", flag.ExitOnError)
+	duration := fs.Duration("duration", 20*time.Second, "length of each measured phase")
+	concurrency := fs.Int("concurrency", 64, "buyers purchasing at once in the throughput phase")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	_ = fs.Parse(args)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	cfg, err := loadConfig(func(name string) string {
+		switch name {
+		case "BOXOFFICE_JWT_SECRET":
+			return devJWTSecret
+		case "BOXOFFICE_ADMISSION_KEY":
+			return devAdmissionKey
+		case "STRIPE_WEBHOOK_SECRET":
+			return devWebhookKey
+		case "BOXOFFICE_PAYMENTS":
+			return "sandbox"
+		}
+		return os.Getenv(name)
+	}, "DATABASE_URL")
+	if err != nil {
+		return err
+	}
+	cfg.TicketSeed = devTicketSeed()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+
+	name := "boxoffice_bench_" + randomHex(4)
+	url, err := ensureDatabase(ctx, cfg.DatabaseURL, name)
+	if err != nil {
+		return err
+	}
+	defer dropDatabase(context.WithoutCancel(ctx), cfg.DatabaseURL, name)
+	if err := migrations.Up(ctx, url); err != nil {
+		return err
+	}
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: cfg.DBMaxConns})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	storeDir, err := os.MkdirTemp("", "boxoffice-bench-nats-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(storeDir)
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: storeDir})
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+	cfg.NATSURL = ns.ClientURL()
+	nc, js, err := connectBus(ctx, cfg, "bench", logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	cfg.SandboxWebhookURL = base + "/v1/webhooks/stripe"
+
+	stackCtx, stopStack := context.WithCancel(ctx)
+	stack := make(chan error, 1)
+	go func() { stack <- runStack(stackCtx, cfg, pool, nc, js, ln, logger, newRegistry()) }()
+	defer func() { stopStack(); <-stack }()
+
+	client := bench.NewClient(base, cfg.JWTSecret, *concurrency*2)
+	fmt.Printf("boxoffice bench purchases — every role in one process, sandbox payments, %s per phase, pool %d connections\n\n", *duration, pool.Config().MaxConns)
+	fmt.Printf("%-44s %12s %9s %9s %8s\n", "phase", "ticketed/s", "p50", "p99", "failed")
+	ev, err := client.CreateEvent(ctx, 200, 500)
+	if err != nil {
+		return err
+	}
+	sat, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Concurrency: *concurrency, Duration: *duration})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("throughput: %d buyers at once", *concurrency),
+		sat.TicketedPerSec(), sat.P50.Round(time.Millisecond), sat.P99.Round(time.Millisecond), sat.Failed)
+	rate := sat.TicketedPerSec() / 2
+	ev, err = client.CreateEvent(ctx, 200, 500)
+	if err != nil {
+		return err
+	}
+	lat, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Rate: rate, Duration: *duration})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("latency: %.0f purchases/s started (half)", rate),
+		lat.TicketedPerSec(), lat.P50.Round(time.Millisecond), lat.P99.Round(time.Millisecond), lat.Failed)
+	return nil
 }

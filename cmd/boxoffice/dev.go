@@ -15,6 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"boxoffice/auth"
@@ -143,6 +146,12 @@ Try it:
 Stop with Ctrl-C.
 `, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote, paymentsNote(cfg))
 
+	return runStack(ctx, cfg, pool, nc, js, ln, logger, reg)
+}
+
+// runStack runs every role in this process — the API on ln, the relay,
+// every worker — until ctx is done: what dev and `bench purchases` run.
+func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, ln net.Listener, logger *slog.Logger, reg *prometheus.Registry) error {
 	r, err := relay.New(pool, nc, relay.Config{Logger: logger, Registerer: reg})
 	if err != nil {
 		return err
