@@ -123,7 +123,9 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) bool {
 	if err != nil || status != http.StatusOK {
 		return false
 	}
-	o, ok = c.await(ctx, path, auth, func(o orderView) bool { return o.Status != "pending_payment" && o.Status != "capture_pending" && o.Status != "paid" })
+	o, ok = c.await(ctx, path, auth, func(o orderView) bool {
+		return o.Status != "pending_payment" && o.Status != "capture_pending" && o.Status != "paid"
+	})
 	return ok && o.Status == "ticketed"
 }
 
