@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "boxoffice_outbox_backlog",
-			Help: "Unpublished outbox rows.",
+			Help: "Unpublished outbox rows, counted up to 100,000.",
 		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "boxoffice_outbox_publish_latency_seconds",
