@@ -64,6 +64,9 @@ func components() []component {
 			return consumer(consumers.NewExternal(d.pool, d.js, cfg, pc.External))
 		}},
 		{consumers.TicketsName, func(d workDeps) (func(context.Context) error, error) {
+			if d.cfg.TicketSeed == nil {
+				return nil, &configError{"BOXOFFICE_TICKET_SIGNING_KEY", "is required to sign tickets (base64 of a 32-byte Ed25519 seed)"}
+			}
 			signer, err := tickets.NewSigner(d.cfg.TicketSeed)
 			if err != nil {
 				return nil, err
