@@ -156,11 +156,15 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 	if err != nil {
 		return err
 	}
-	runs, err := startWorkers(cfg, pool, js, logger, reg, nil)
+	// One provider for the API and the workers: with the sandbox, the API's
+	// buyer actions wake the same webhook sender that delivers them.
+	provider, sandbox, err := newProvider(cfg, pool, logger)
 	if err != nil {
 		return err
 	}
-	_, sandbox, err := newProvider(cfg, pool, logger)
+	runs, err := startWorkers(workDeps{
+		cfg: cfg, pool: pool, js: js, logger: logger, reg: reg, provider: provider, sandbox: sandbox,
+	}, nil)
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,14 @@ func runWork(ctx context.Context, args []string) error {
 		return err
 	}
 	defer role.Close()
-	runs, err := startWorkers(role.cfg, role.pool, role.js, role.logger, role.reg, names)
+	provider, sandbox, err := newProvider(role.cfg, role.pool, role.logger)
+	if err != nil {
+		return err
+	}
+	runs, err := startWorkers(workDeps{
+		cfg: role.cfg, pool: role.pool, js: role.js, logger: role.logger, reg: role.reg,
+		provider: provider, sandbox: sandbox,
+	}, names)
 	if err != nil {
 		return err
 	}
@@ -118,17 +125,12 @@ func componentNames() []string {
 }
 
 // startWorkers builds the named workers (all when names is empty).
-func startWorkers(cfg config, pool *pgxpool.Pool, js jetstream.JetStream, logger *slog.Logger, reg prometheus.Registerer, names []string) ([]func(context.Context) error, error) {
+func startWorkers(d workDeps, names []string) ([]func(context.Context) error, error) {
 	for _, n := range names {
 		if !slices.Contains(componentNames(), n) {
 			return nil, fmt.Errorf("-only: unknown worker %q (known: %s)", n, strings.Join(componentNames(), ", "))
 		}
 	}
-	provider, sandbox, err := newProvider(cfg, pool, logger)
-	if err != nil {
-		return nil, err
-	}
-	d := workDeps{cfg: cfg, pool: pool, js: js, logger: logger, reg: reg, provider: provider, sandbox: sandbox}
 	var runs []func(context.Context) error
 	for _, c := range components() {
 		if len(names) > 0 && !slices.Contains(names, c.name) {
