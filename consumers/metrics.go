@@ -1,10 +1,9 @@
 package consumers
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"boxoffice/promreg"
 )
 
 // metrics are one consumer's series. The vectors behind them carry one
@@ -24,41 +23,21 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, name string) *metrics {
 	label := []string{"consumer"}
 	counter := func(metric, help string) prometheus.Counter {
-		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: metric, Help: help}, label)).WithLabelValues(name)
+		return promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: metric, Help: help}, label)).WithLabelValues(name)
 	}
 	return &metrics{
 		delivered:    counter("boxoffice_consumer_delivered_total", "Messages delivered to the consumer, redeliveries included."),
 		acked:        counter("boxoffice_consumer_acked_total", "Messages acked after their effect committed, or was found committed."),
 		redelivered:  counter("boxoffice_consumer_redelivered_total", "Deliveries of a message that had been delivered before."),
 		deadLettered: counter("boxoffice_consumer_dead_lettered_total", "Messages stored on the dead-letter stream and terminated."),
-		pending: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		pending: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "boxoffice_consumer_pending",
 			Help: "Messages not yet delivered plus delivered and not yet acked, refreshed every few seconds.",
 		}, label)).WithLabelValues(name),
-		handler: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		handler: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "boxoffice_consumer_handler_seconds",
 			Help:    "Time to handle one delivery: inbox insert, handler and commit.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, label)).WithLabelValues(name),
 	}
-}
-
-// register registers c on reg and returns it, or returns the equal
-// collector already registered there. Any other registration error is a
-// programming error (a clashing metric of the same name) and panics.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	panic(fmt.Sprintf("register consumer metrics: %v", err))
 }

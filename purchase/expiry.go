@@ -2,7 +2,6 @@ package purchase
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"boxoffice/db"
 	"boxoffice/outbox"
+	"boxoffice/promreg"
 	"boxoffice/sqlcgen"
 )
 
@@ -79,11 +79,11 @@ func NewExpirer(pool *pgxpool.Pool, cfg ExpirerConfig) *Expirer {
 		pool:   pool,
 		cfg:    cfg,
 		logger: cfg.Logger.With("component", "expirer"),
-		expired: registerCollector(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+		expired: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "boxoffice_holds_expired_total",
 			Help: "Holds the expiry worker expired.",
 		})),
-		delay: registerCollector(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
+		delay: promreg.Register(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "boxoffice_expiry_delay_seconds",
 			Help:    "How long past its expires_at an active hold was when the expiry worker claimed it, by the database clock.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 300},
@@ -216,24 +216,4 @@ func (e *Expirer) ExpireBatch(ctx context.Context) (int, error) {
 	e.logger.InfoContext(ctx, "holds expired", "holds", len(r.claimed), "orders_failed", r.failed,
 		"cancels_requested", r.cancels, "max_delay_seconds", r.claimed[0].DelaySeconds)
 	return len(r.claimed), nil
-}
-
-// registerCollector registers c on reg and returns it, or returns the equal
-// collector already registered there. Any other registration error is a
-// programming error (a clashing metric of the same name) and panics.
-func registerCollector[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	panic(fmt.Sprintf("register expiry metrics: %v", err))
 }

@@ -1,10 +1,9 @@
 package relay
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"boxoffice/promreg"
 )
 
 // metrics are the relay's collectors. Labels are fixed sets, never ids.
@@ -21,7 +20,9 @@ type metrics struct {
 	latency       prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics registers the relay's collectors on reg (shared with any
+// other relay registered there); with a nil reg they only count.
+func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		enabled: reg != nil,
 		published: prometheus.NewCounter(prometheus.CounterOpts{
@@ -55,52 +56,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Age of the oldest unpublished outbox row: the event-delivery latency the business sees. 0 when none.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	m.published, err = register(reg, m.published)
-	if err != nil {
-		return nil, err
-	}
-	m.latency, err = register(reg, m.latency)
-	if err != nil {
-		return nil, err
-	}
-	m.duplicates, err = register(reg, m.duplicates)
-	if err != nil {
-		return nil, err
-	}
-	m.publishErrors, err = register(reg, m.publishErrors)
-	if err != nil {
-		return nil, err
-	}
-	m.batchSeconds, err = register(reg, m.batchSeconds)
-	if err != nil {
-		return nil, err
-	}
-	m.backlog, err = register(reg, m.backlog)
-	if err != nil {
-		return nil, err
-	}
-	m.oldestAge, err = register(reg, m.oldestAge)
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// register registers c, or returns the collector already registered under
-// the same description, so several relays in one process share theirs.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("register metrics: %w", err)
+	m.published = promreg.Register(reg, m.published)
+	m.latency = promreg.Register(reg, m.latency)
+	m.duplicates = promreg.Register(reg, m.duplicates)
+	m.publishErrors = promreg.Register(reg, m.publishErrors)
+	m.batchSeconds = promreg.Register(reg, m.batchSeconds)
+	m.backlog = promreg.Register(reg, m.backlog)
+	m.oldestAge = promreg.Register(reg, m.oldestAge)
+	return m
 }

@@ -187,10 +187,7 @@ func New(pool *pgxpool.Pool, nc *nats.Conn, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: open jetstream: %w", err)
 	}
-	m, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("relay: %w", err)
-	}
+	m := newMetrics(cfg.Registerer)
 	return &Relay{
 		pool:    pool,
 		nc:      nc,
