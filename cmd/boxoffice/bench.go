@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"boxoffice/bench"
@@ -60,36 +61,14 @@ func runBench(ctx context.Context, args []string) error {
 		clients = append(clients, n)
 	}
 
-	cfg, err := loadConfig(func(name string) string {
-		switch name {
-		case "BOXOFFICE_JWT_SECRET":
-			return devJWTSecret
-		case "BOXOFFICE_ADMISSION_KEY":
-			return devAdmissionKey
-		}
-		return os.Getenv(name)
-	}, "DATABASE_URL")
+	cfg, pool, cleanup, err := benchSetup(ctx)
 	if err != nil {
 		return err
 	}
+	defer cleanup()
 	// The server under test logs only warnings: a benchmark of the hold
 	// path, not of log shipping.
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-
-	name := "boxoffice_bench_" + randomHex(4)
-	url, err := ensureDatabase(ctx, cfg.DatabaseURL, name)
-	if err != nil {
-		return err
-	}
-	defer dropDatabase(context.WithoutCancel(ctx), cfg.DatabaseURL, name)
-	if err := migrations.Up(ctx, url); err != nil {
-		return err
-	}
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: cfg.DBMaxConns})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
 
 	g, gctx := errgroup.WithContext(ctx)
 	serverCtx, stopServers := context.WithCancel(gctx)
@@ -213,39 +192,12 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	cfg, err := loadConfig(func(name string) string {
-		switch name {
-		case "BOXOFFICE_JWT_SECRET":
-			return devJWTSecret
-		case "BOXOFFICE_ADMISSION_KEY":
-			return devAdmissionKey
-		case "STRIPE_WEBHOOK_SECRET":
-			return devWebhookKey
-		case "BOXOFFICE_PAYMENTS":
-			return "sandbox"
-		}
-		return os.Getenv(name)
-	}, "DATABASE_URL")
+	cfg, pool, cleanup, err := benchSetup(ctx)
 	if err != nil {
 		return err
 	}
-	cfg.TicketSeed = devTicketSeed()
+	defer cleanup()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-
-	name := "boxoffice_bench_" + randomHex(4)
-	url, err := ensureDatabase(ctx, cfg.DatabaseURL, name)
-	if err != nil {
-		return err
-	}
-	defer dropDatabase(context.WithoutCancel(ctx), cfg.DatabaseURL, name)
-	if err := migrations.Up(ctx, url); err != nil {
-		return err
-	}
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: cfg.DBMaxConns})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
 	storeDir, err := os.MkdirTemp("", "boxoffice-bench-nats-")
 	if err != nil {
 		return err
@@ -299,4 +251,43 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("latency: %.0f purchases/s started (half)", rate),
 		lat.TicketedPerSec(), lat.P50.Round(time.Millisecond), lat.P99.Round(time.Millisecond), lat.Failed)
 	return nil
+}
+
+// benchSetup reads the configuration (DATABASE_URL names the server; the
+// secrets are dev's, payments the sandbox's) and creates a fresh, migrated
+// database on that server, which cleanup drops.
+func benchSetup(ctx context.Context) (config, *pgxpool.Pool, func(), error) {
+	cfg, err := loadConfig(func(name string) string {
+		switch name {
+		case "BOXOFFICE_JWT_SECRET":
+			return devJWTSecret
+		case "BOXOFFICE_ADMISSION_KEY":
+			return devAdmissionKey
+		case "STRIPE_WEBHOOK_SECRET":
+			return devWebhookKey
+		case "BOXOFFICE_PAYMENTS":
+			return "sandbox"
+		}
+		return os.Getenv(name)
+	}, "DATABASE_URL")
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	cfg.TicketSeed = devTicketSeed()
+	name := "boxoffice_bench_" + randomHex(4)
+	url, err := ensureDatabase(ctx, cfg.DatabaseURL, name)
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	drop := func() { dropDatabase(context.WithoutCancel(ctx), cfg.DatabaseURL, name) }
+	if err := migrations.Up(ctx, url); err != nil {
+		drop()
+		return cfg, nil, nil, err
+	}
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: cfg.DBMaxConns})
+	if err != nil {
+		drop()
+		return cfg, nil, nil, err
+	}
+	return cfg, pool, func() { pool.Close(); drop() }, nil
 }
