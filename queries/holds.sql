@@ -14,9 +14,6 @@ FROM hold_reserve(
     @hold_ttl::interval, @idempotency_key::text, @request_hash::bytea, @key_ttl::interval,
     @correlation_id::text, @outbox_id::uuid);
 
--- name: HoldGetByOrder :one
-SELECT * FROM holds WHERE order_id = @order_id::uuid;
-
 -- name: HoldGetByOrderForUpdate :one
 -- Locks the order's hold; take the order's lock first.
 SELECT * FROM holds WHERE order_id = @order_id::uuid FOR UPDATE;

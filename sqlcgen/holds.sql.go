@@ -78,23 +78,6 @@ func (q *Queries) HoldExpireMany(ctx context.Context, db DBTX, ids []uuid.UUID) 
 	return result.RowsAffected(), nil
 }
 
-const holdGetByOrder = `-- name: HoldGetByOrder :one
-SELECT id, order_id, status, expires_at, created_at FROM holds WHERE order_id = $1::uuid
-`
-
-func (q *Queries) HoldGetByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) (Hold, error) {
-	row := db.QueryRow(ctx, holdGetByOrder, orderID)
-	var i Hold
-	err := row.Scan(
-		&i.ID,
-		&i.OrderID,
-		&i.Status,
-		&i.ExpiresAt,
-		&i.CreatedAt,
-	)
-	return i, err
-}
-
 const holdGetByOrderForUpdate = `-- name: HoldGetByOrderForUpdate :one
 SELECT id, order_id, status, expires_at, created_at FROM holds WHERE order_id = $1::uuid FOR UPDATE
 `
