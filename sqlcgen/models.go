@@ -51,6 +51,15 @@ type Inbox struct {
 	ProcessedAt time.Time
 }
 
+type Onsale struct {
+	EventID   uuid.UUID
+	OpensAt   *time.Time
+	Paused    bool
+	MaxRate   *int32
+	SeatLimit *int32
+	UpdatedAt time.Time
+}
+
 type Order struct {
 	ID                             uuid.UUID
 	UserID                         uuid.UUID
@@ -170,4 +179,67 @@ type Ticket struct {
 	SeatID    uuid.UUID
 	IssuedAt  time.Time
 	QrPayload *string
+}
+
+type WebhookAttempt struct {
+	ID           int64
+	DeliveryID   uuid.UUID
+	MessageID    uuid.UUID
+	EndpointID   uuid.UUID
+	OrganizerID  uuid.UUID
+	Number       int32
+	Trigger      string
+	StatusCode   *int32
+	LatencyMs    int32
+	ErrorClass   string
+	ResponseBody string
+	CreatedAt    time.Time
+}
+
+type WebhookDelivery struct {
+	ID            uuid.UUID
+	MessageID     uuid.UUID
+	EndpointID    uuid.UUID
+	OrganizerID   uuid.UUID
+	Status        string
+	Attempts      int32
+	RetryBase     int32
+	NextAttemptAt *time.Time
+	NextTrigger   string
+	ClaimedBy     *string
+	LastError     *string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type WebhookEndpoint struct {
+	ID                      uuid.UUID
+	OrganizerID             uuid.UUID
+	Url                     string
+	Description             string
+	EventTypes              []string
+	Enabled                 bool
+	DisabledReason          *string
+	RateLimitPerSecond      *int32
+	MaxConcurrency          int32
+	Secret                  string
+	PreviousSecret          *string
+	PreviousSecretExpiresAt *time.Time
+	CircuitState            string
+	CircuitOpenUntil        *time.Time
+	CircuitOpenedCount      int32
+	ConsecutiveFailures     int32
+	FailingSince            *time.Time
+	CreatedAt               time.Time
+	UpdatedAt               time.Time
+}
+
+type WebhookMessage struct {
+	ID          uuid.UUID
+	OrganizerID uuid.UUID
+	EventType   string
+	Payload     []byte
+	SourceKey   string
+	OrderID     *uuid.UUID
+	CreatedAt   time.Time
 }
