@@ -2,9 +2,11 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +50,7 @@ func setupSandbox(t *testing.T) *sandboxBundle {
 		Admission:     b.signer,
 		Catalog:       catalog.New(b.pool),
 		Purchase:      purchase.NewService(b.pool, logger, purchase.Config{}),
-		StripeIngress: payments.NewIngress(b.pool, payments.IngressConfig{WebhookSecret: webhookSecret, Logger: logger}),
+		StripeIngress: payments.NewIngress(b.pool, payments.IngressConfig{WebhookSecret: webhookSecret, Logger: logger, Provider: sb}),
 		Sandbox:       sb,
 	})
 	mux.Handle("/", h.Handler())
@@ -178,6 +180,74 @@ func TestSandboxRoutes(t *testing.T) {
 			require.Contains(t, op["description"], "BOXOFFICE_PAYMENTS=sandbox")
 			require.Contains(t, op["description"], "buyer confirming the payment")
 		}
+	})
+}
+
+// TestStripeWebhookDisagreeingWithTheOrder checks that the ingress
+// re-reads the PaymentIntent from the provider when a webhook contradicts
+// the order, and acts on what the provider says now.
+func TestStripeWebhookDisagreeingWithTheOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// setup gives each case its own database: waitWebhook counts provider
+	// events by type.
+	setup := func(t *testing.T) (*sandboxBundle, event) {
+		b := setupSandbox(t)
+		return b, b.createEvent(t, b.organizer(t))
+	}
+	// confirmed authorizes the order's intent at the sandbox, waits for its
+	// webhook, and moves the order on as the saga would.
+	confirmed := func(t *testing.T, b *sandboxBundle, ev event) (uuid.UUID, payments.Intent) {
+		_, orderID, in := b.pendingOrder(t, ev, ev.Seats[0])
+		_, err := b.sandbox.Authorize(ctx, in.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, b.waitWebhook(t, in.ID, payments.EventAmountCapturableUpdated, orderID, outbox.TypePaymentAuthorized))
+		dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'capture_pending' WHERE id = $1", orderID)
+		return orderID, in
+	}
+	count := func(b *sandboxBundle, orderID uuid.UUID, typ string) int64 {
+		return dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND event_type = $2", orderID, typ)
+	}
+
+	t.Run("AStaleDeclineDoesNotFailAnAuthorizedOrder", func(t *testing.T) {
+		t.Parallel()
+		b, ev := setup(t)
+		orderID, in := confirmed(t, b, ev)
+		// A decline of an earlier attempt, delivered after the authorization.
+		body, _ := json.Marshal(map[string]any{
+			"id": "evt_stale_decline", "object": "event", "type": payments.EventPaymentFailed, "created": time.Now().Unix(),
+			"api_version": "2024-06-20",
+			"data": map[string]any{"object": map[string]any{
+				"id": in.ID, "object": "payment_intent", "amount": 5000, "currency": "eur", "status": "requires_payment_method",
+				"last_payment_error": map[string]any{"type": "card_error", "code": "card_declined"},
+				"metadata":           map[string]string{"order_id": orderID.String()},
+			}},
+		})
+		res := b.api.stripeWebhook(t, body, webhookSecret)
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		require.Zero(t, count(b, orderID, outbox.TypePaymentFailed), "the stale decline must not become PaymentFailed")
+		require.EqualValues(t, 2, count(b, orderID, outbox.TypePaymentAuthorized), "the provider says requires_capture: acted on as an authorization (a duplicate for the saga)")
+		require.Contains(t, b.logs.String(), "provider event disagrees with the order")
+	})
+
+	t.Run("ACancelOfAConfirmedOrderIsConfirmedByTheProvider", func(t *testing.T) {
+		t.Parallel()
+		b, ev := setup(t)
+		orderID, in := confirmed(t, b, ev)
+		_, err := b.sandbox.Cancel(ctx, in.ID, "cancel:"+orderID.String())
+		require.NoError(t, err)
+		require.EqualValues(t, 1, b.waitWebhook(t, in.ID, payments.EventCanceled, orderID, outbox.TypeAuthorizationCanceled))
+	})
+
+	t.Run("AnEventThatAgreesIsTakenAsItIs", func(t *testing.T) {
+		t.Parallel()
+		b, ev := setup(t)
+		_, orderID, in := b.pendingOrder(t, ev, ev.Seats[0])
+		before := strings.Count(b.logs.String(), "provider event disagrees with the order")
+		_, err := b.sandbox.Decline(ctx, in.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, b.waitWebhook(t, in.ID, payments.EventPaymentFailed, orderID, outbox.TypePaymentFailed))
+		require.Equal(t, before, strings.Count(b.logs.String(), "provider event disagrees with the order"))
 	})
 }
 

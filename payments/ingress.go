@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,6 +34,10 @@ type IngressConfig struct {
 	Tolerance time.Duration
 	// Logger receives the ingress's logs; bodies are never logged. Required.
 	Logger *slog.Logger
+	// Provider is consulted when a PaymentIntent event disagrees with the
+	// order's local state (see Receive). Defaults to none: events are
+	// acted on as they come, which is right only in tests of the mapping.
+	Provider Provider
 }
 
 // Ingress turns the provider's signed webhooks into domain events.
@@ -81,32 +86,38 @@ func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string
 		return Received{}, fmt.Errorf("%w: %w", ErrBadSignature, err)
 	}
 	r := Received{EventType: string(ev.Type)}
+	m, err := in.mapEvent(ctx, ev)
+	if err != nil {
+		return Received{}, err
+	}
+	if m.intentID != "" && in.cfg.Provider != nil {
+		// Outside any transaction: nobody calls the provider holding locks.
+		if m, err = in.reconcile(ctx, ev, m); err != nil {
+			return Received{}, err
+		}
+	}
 	err = db.WithTx(ctx, in.pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := sqlcgen.New()
 		first, err := q.StripeEventInsert(ctx, tx, sqlcgen.StripeEventInsertParams{ID: ev.ID, Type: string(ev.Type)})
 		if err != nil {
 			return fmt.Errorf("record provider event: %w", err)
 		}
-		if r.Duplicate = !first; r.Duplicate {
+		if r.Duplicate = !first; r.Duplicate || m.typ == "" {
 			return nil
 		}
-		typ, orderID, payload, err := in.mapEvent(ctx, tx, ev)
-		if err != nil || typ == "" {
-			return err
-		}
-		correlation, err := q.OrderCorrelation(ctx, tx, orderID)
+		correlation, err := q.OrderCorrelation(ctx, tx, m.orderID)
 		if errors.Is(db.Interpret(err), db.ErrNotFound) {
 			in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
-				"provider_event_id", ev.ID, "event_type", ev.Type, "order_id", orderID)
+				"provider_event_id", ev.ID, "event_type", ev.Type, "order_id", m.orderID)
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("read order: %w", err)
 		}
-		env, raw, err := outbox.NewOrderEvent(typ, orderID, time.Now(), correlation, "stripe:"+ev.ID, payload)
+		env, raw, err := outbox.NewOrderEvent(m.typ, m.orderID, time.Now(), correlation, "stripe:"+ev.ID, m.payload)
 		if err != nil {
 			return err
 		}
-		r.DomainEvent = typ
+		r.DomainEvent = m.typ
 		return outbox.Insert(ctx, tx, env, raw)
 	})
 	if err != nil {
@@ -115,77 +126,167 @@ func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string
 	return r, nil
 }
 
+// mapped is the domain event a provider event becomes: typ is empty for
+// none; intentID is set for PaymentIntent events, which reconcile may
+// check against the provider.
+type mapped struct {
+	typ      string
+	orderID  uuid.UUID
+	payload  any
+	intentID string
+}
+
+// reconcile re-reads the intent from the provider when the event
+// disagrees with the order's local state, and then acts on what the
+// provider says now rather than on the event: webhooks arrive late and out
+// of order (a decline of an earlier attempt can land after the
+// authorization of a later one), and a stale event must not fail a paid
+// order. An event that agrees is taken as it is, without a provider call.
+func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped) (mapped, error) {
+	status, err := sqlcgen.New().OrderStatusGet(ctx, in.pool, m.orderID)
+	if errors.Is(db.Interpret(err), db.ErrNotFound) {
+		return m, nil // not ours: Receive records and ignores it
+	} else if err != nil {
+		return m, fmt.Errorf("read order status: %w", err)
+	}
+	if !disagrees(m.typ, status) {
+		return m, nil
+	}
+	log := in.logger.With("provider_event_id", ev.ID, "event_type", ev.Type, "order_id", m.orderID,
+		"order_status", status, "payment_intent_id", m.intentID)
+	intent, err := in.cfg.Provider.Get(ctx, m.intentID)
+	var perr *Error
+	switch {
+	case errors.As(err, &perr) && perr.Code == CodeResourceMissing:
+		log.WarnContext(ctx, "provider event disagrees with the order, and the provider does not know its intent; acting on the event")
+		return m, nil
+	case err != nil:
+		return m, fmt.Errorf("re-read payment intent %s: %w", m.intentID, err)
+	}
+	now := fromIntent(m.orderID, intent, ev.ID)
+	log.InfoContext(ctx, "provider event disagrees with the order; acting on the intent as the provider reports it now",
+		"intent_status", intent.Status, "event_means", m.typ, "acting_as", cmp.Or(now.typ, "nothing"))
+	return now, nil
+}
+
+// disagrees says whether a domain event derived from a provider event
+// contradicts an order in status: the cases where the event may be stale.
+func disagrees(typ, orderStatus string) bool {
+	switch typ {
+	case outbox.TypePaymentAuthorized:
+		// After the order was released: the saga would cancel an intent
+		// that may be canceled, or even captured, by now.
+		return slices.Contains([]string{"failed", "canceled", "refunding", "refunded"}, orderStatus)
+	case outbox.TypePaymentCaptured:
+		// Before the authorization was applied, or after the order was
+		// released: the saga would wait, or refund.
+		return slices.Contains([]string{"pending_payment", "authorized", "failed", "canceled"}, orderStatus)
+	case outbox.TypePaymentFailed:
+		// The order is authorized or beyond: a decline of an earlier attempt?
+		return slices.Contains([]string{"capture_pending", "paid", "ticketed", "refunding", "refunded"}, orderStatus)
+	case outbox.TypeAuthorizationCanceled:
+		// The order is confirmed or beyond: canceled under us?
+		return slices.Contains([]string{"capture_pending", "paid", "ticketed"}, orderStatus)
+	}
+	return false
+}
+
+// fromIntent is the domain event an intent's current status stands for:
+// what the webhook for that status would have mapped to. Statuses in
+// between (requires_action, processing, …) stand for nothing yet.
+func fromIntent(orderID uuid.UUID, in Intent, providerEventID string) mapped {
+	m := mapped{orderID: orderID, intentID: in.ID}
+	switch in.Status {
+	case StatusRequiresCapture:
+		m.typ, m.payload = outbox.TypePaymentAuthorized, outbox.PaymentAuthorized{
+			OrderID: orderID, PaymentIntentID: in.ID, AmountCapturable: in.AmountCapturable, ProviderEventID: providerEventID}
+	case StatusSucceeded:
+		m.typ, m.payload = outbox.TypePaymentCaptured, outbox.PaymentCaptured{
+			OrderID: orderID, PaymentIntentID: in.ID, AmountReceived: in.AmountReceived, ProviderEventID: providerEventID}
+	case StatusCanceled:
+		m.typ, m.payload = outbox.TypeAuthorizationCanceled, outbox.AuthorizationCanceled{
+			OrderID: orderID, PaymentIntentID: in.ID, ProviderEventID: providerEventID}
+	case StatusRequiresPaymentMethod:
+		if in.LastPaymentError != nil {
+			m.typ, m.payload = outbox.TypePaymentFailed, outbox.PaymentFailed{
+				OrderID: orderID, PaymentIntentID: in.ID, ProviderEventID: providerEventID,
+				Code: cmp.Or(in.LastPaymentError.DeclineCode, in.LastPaymentError.Code)}
+		}
+	}
+	return m
+}
+
 // mapEvent returns the domain event a provider event becomes, or "" for
 // none.
-func (in *Ingress) mapEvent(ctx context.Context, tx pgx.Tx, ev stripe.Event) (string, uuid.UUID, any, error) {
+func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error) {
 	switch ev.Type {
 	case "payment_intent.amount_capturable_updated", "payment_intent.succeeded",
 		"payment_intent.payment_failed", "payment_intent.canceled":
 		var pi stripe.PaymentIntent
 		if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil {
-			return "", uuid.Nil, nil, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
+			return mapped{}, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
 		}
-		orderID, ok, err := in.orderOf(ctx, tx, pi.ID, pi.Metadata)
+		orderID, ok, err := in.orderOf(ctx, pi.ID, pi.Metadata)
 		if err != nil || !ok {
-			return "", uuid.Nil, nil, err
+			return mapped{}, err
 		}
 		switch ev.Type {
 		case "payment_intent.amount_capturable_updated":
-			return outbox.TypePaymentAuthorized, orderID, outbox.PaymentAuthorized{
-				OrderID: orderID, PaymentIntentID: pi.ID, AmountCapturable: pi.AmountCapturable, ProviderEventID: ev.ID}, nil
+			return mapped{typ: outbox.TypePaymentAuthorized, orderID: orderID, intentID: pi.ID, payload: outbox.PaymentAuthorized{
+				OrderID: orderID, PaymentIntentID: pi.ID, AmountCapturable: pi.AmountCapturable, ProviderEventID: ev.ID}}, nil
 		case "payment_intent.succeeded":
-			return outbox.TypePaymentCaptured, orderID, outbox.PaymentCaptured{
-				OrderID: orderID, PaymentIntentID: pi.ID, AmountReceived: pi.AmountReceived, ProviderEventID: ev.ID}, nil
+			return mapped{typ: outbox.TypePaymentCaptured, orderID: orderID, intentID: pi.ID, payload: outbox.PaymentCaptured{
+				OrderID: orderID, PaymentIntentID: pi.ID, AmountReceived: pi.AmountReceived, ProviderEventID: ev.ID}}, nil
 		case "payment_intent.payment_failed":
 			code := ""
 			if pi.LastPaymentError != nil {
 				code = cmp.Or(string(pi.LastPaymentError.DeclineCode), string(pi.LastPaymentError.Code))
 			}
-			return outbox.TypePaymentFailed, orderID, outbox.PaymentFailed{
-				OrderID: orderID, PaymentIntentID: pi.ID, Code: code, ProviderEventID: ev.ID}, nil
+			return mapped{typ: outbox.TypePaymentFailed, orderID: orderID, intentID: pi.ID, payload: outbox.PaymentFailed{
+				OrderID: orderID, PaymentIntentID: pi.ID, Code: code, ProviderEventID: ev.ID}}, nil
 		default:
-			return outbox.TypeAuthorizationCanceled, orderID, outbox.AuthorizationCanceled{
-				OrderID: orderID, PaymentIntentID: pi.ID, ProviderEventID: ev.ID}, nil
+			return mapped{typ: outbox.TypeAuthorizationCanceled, orderID: orderID, intentID: pi.ID, payload: outbox.AuthorizationCanceled{
+				OrderID: orderID, PaymentIntentID: pi.ID, ProviderEventID: ev.ID}}, nil
 		}
 	case "charge.refunded":
 		var ch stripe.Charge
 		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {
-			return "", uuid.Nil, nil, fmt.Errorf("decode charge of %s: %w", ev.ID, err)
+			return mapped{}, fmt.Errorf("decode charge of %s: %w", ev.ID, err)
 		}
 		if ch.PaymentIntent == nil {
-			return "", uuid.Nil, nil, nil
+			return mapped{}, nil
 		}
-		orderID, ok, err := in.orderOf(ctx, tx, ch.PaymentIntent.ID, ch.Metadata)
+		orderID, ok, err := in.orderOf(ctx, ch.PaymentIntent.ID, ch.Metadata)
 		if err != nil || !ok {
-			return "", uuid.Nil, nil, err
+			return mapped{}, err
 		}
-		return outbox.TypePaymentRefunded, orderID, outbox.PaymentRefunded{
-			OrderID: orderID, PaymentIntentID: ch.PaymentIntent.ID, AmountRefunded: ch.AmountRefunded, ProviderEventID: ev.ID}, nil
+		return mapped{typ: outbox.TypePaymentRefunded, orderID: orderID, payload: outbox.PaymentRefunded{
+			OrderID: orderID, PaymentIntentID: ch.PaymentIntent.ID, AmountRefunded: ch.AmountRefunded, ProviderEventID: ev.ID}}, nil
 	case "refund.updated":
 		var rf stripe.Refund
 		if err := json.Unmarshal(ev.Data.Raw, &rf); err != nil {
-			return "", uuid.Nil, nil, fmt.Errorf("decode refund of %s: %w", ev.ID, err)
+			return mapped{}, fmt.Errorf("decode refund of %s: %w", ev.ID, err)
 		}
 		if rf.PaymentIntent == nil || rf.Status != stripe.RefundStatusSucceeded {
-			return "", uuid.Nil, nil, nil
+			return mapped{}, nil
 		}
-		orderID, ok, err := in.orderOf(ctx, tx, rf.PaymentIntent.ID, rf.Metadata)
+		orderID, ok, err := in.orderOf(ctx, rf.PaymentIntent.ID, rf.Metadata)
 		if err != nil || !ok {
-			return "", uuid.Nil, nil, err
+			return mapped{}, err
 		}
-		return outbox.TypePaymentRefunded, orderID, outbox.PaymentRefunded{
-			OrderID: orderID, PaymentIntentID: rf.PaymentIntent.ID, AmountRefunded: rf.Amount, ProviderEventID: ev.ID}, nil
+		return mapped{typ: outbox.TypePaymentRefunded, orderID: orderID, payload: outbox.PaymentRefunded{
+			OrderID: orderID, PaymentIntentID: rf.PaymentIntent.ID, AmountRefunded: rf.Amount, ProviderEventID: ev.ID}}, nil
 	}
-	return "", uuid.Nil, nil, nil
+	return mapped{}, nil
 }
 
 // orderOf finds the order of a PaymentIntent: its "order_id" metadata,
 // which CreateIntent always sets, else the local payment row.
-func (in *Ingress) orderOf(ctx context.Context, tx pgx.Tx, intentID string, metadata map[string]string) (uuid.UUID, bool, error) {
+func (in *Ingress) orderOf(ctx context.Context, intentID string, metadata map[string]string) (uuid.UUID, bool, error) {
 	if id, err := uuid.Parse(metadata[orderIDKey]); err == nil {
 		return id, true, nil
 	}
-	id, err := sqlcgen.New().PaymentOrderByIntent(ctx, tx, intentID)
+	id, err := sqlcgen.New().PaymentOrderByIntent(ctx, in.pool, intentID)
 	switch err = db.Interpret(err); {
 	case err == nil:
 		return id, true, nil

@@ -65,3 +65,8 @@ WHERE o.id = ANY(@ids::uuid[])
   AND p.payment_intent_id IS NOT NULL
   AND o.authorization_cancel_requested_at IS NULL
 RETURNING o.id, p.payment_intent_id::text AS payment_intent_id;
+
+-- name: OrderStatusGet :one
+-- The order's status, unlocked: what the payment ingress compares a
+-- provider event with before deciding whether to re-read the intent.
+SELECT status FROM orders WHERE id = @id::uuid;

@@ -248,6 +248,19 @@ func (q *Queries) OrderMarkAuthorizationCancelRequestedWithIntent(ctx context.Co
 	return items, nil
 }
 
+const orderStatusGet = `-- name: OrderStatusGet :one
+SELECT status FROM orders WHERE id = $1::uuid
+`
+
+// The order's status, unlocked: what the payment ingress compares a
+// provider event with before deciding whether to re-read the intent.
+func (q *Queries) OrderStatusGet(ctx context.Context, db DBTX, id uuid.UUID) (string, error) {
+	row := db.QueryRow(ctx, orderStatusGet, id)
+	var status string
+	err := row.Scan(&status)
+	return status, err
+}
+
 const orderStatusGetForUser = `-- name: OrderStatusGetForUser :one
 SELECT id, event_id, status, updated_at FROM orders WHERE id = $1::uuid AND user_id = $2::uuid
 `

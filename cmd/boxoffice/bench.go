@@ -79,7 +79,7 @@ func runBench(ctx context.Context, args []string) error {
 			return "", err
 		}
 		g.Go(func() error {
-			return serveHTTP(serverCtx, ln, newHandlers(c, pool, logger, nil, nil, nil).Handler(), logger)
+			return serveHTTP(serverCtx, ln, newHandlers(c, pool, logger, nil, nil, nil, nil).Handler(), logger)
 		})
 		return "http://" + ln.Addr().String(), nil
 	}

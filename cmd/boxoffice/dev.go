@@ -171,7 +171,7 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc)}}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, ln, newHandlers(cfg, pool, logger, reg, checks, sandbox).Handler(), logger)
+		return serveHTTP(gctx, ln, newHandlers(cfg, pool, logger, reg, checks, provider, sandbox).Handler(), logger)
 	})
 	g.Go(func() error { return r.Run(gctx) })
 	for _, run := range runs {

@@ -56,19 +56,23 @@ func runServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String())
+	// The Stripe ingress re-reads intents from the provider when a webhook
+	// disagrees with an order, so receiving webhooks needs the provider.
+	var provider payments.Provider
 	var sandbox *payments.Sandbox
-	if cfg.Payments == "sandbox" && cfg.StripeWebhookSecret != "" {
-		if _, sandbox, err = newProvider(cfg, pool, logger); err != nil {
+	if cfg.StripeWebhookSecret != "" {
+		if provider, sandbox, err = newProvider(cfg, pool, logger); err != nil {
 			return err
 		}
 	}
-	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger, reg, checks, sandbox).Handler(), logger)
+	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger, reg, checks, provider, sandbox).Handler(), logger)
 }
 
 // newHandlers wires the API's dependencies; serve, dev and bench share it.
 // reg, when not nil, receives the API's metrics and is served at /metrics;
-// sandbox, when not nil, adds the sandbox's buyer actions.
-func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, sandbox *payments.Sandbox) *handlers.Handlers {
+// provider is what the Stripe ingress consults when a webhook disagrees
+// with an order; sandbox, when not nil, adds the sandbox's buyer actions.
+func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox) *handlers.Handlers {
 	hc := handlers.Config{
 		Cell:      cfg.Cell,
 		Logger:    logger,
@@ -83,7 +87,9 @@ func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prome
 		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
 	}
 	if cfg.StripeWebhookSecret != "" {
-		hc.StripeIngress = payments.NewIngress(pool, payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: logger})
+		hc.StripeIngress = payments.NewIngress(pool, payments.IngressConfig{
+			WebhookSecret: cfg.StripeWebhookSecret, Logger: logger, Provider: provider,
+		})
 	}
 	if reg != nil {
 		hc.Registerer = reg

@@ -111,7 +111,9 @@ func findOrInstall() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("go env: %w", err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	// One line per variable, an empty one for an unset GOBIN: trim only
+	// the final newline, or GOPATH would be read as GOBIN.
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	var dir string
 	if len(lines) > 0 && strings.TrimSpace(lines[0]) != "" {
 		dir = strings.TrimSpace(lines[0])
