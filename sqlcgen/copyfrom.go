@@ -45,3 +45,46 @@ func (r iteratorForSeatCopyFrom) Err() error {
 func (q *Queries) SeatCopyFrom(ctx context.Context, db DBTX, arg []SeatCopyFromParams) (int64, error) {
 	return db.CopyFrom(ctx, []string{"seats"}, []string{"id", "event_id", "position", "section", "label", "price_minor"}, &iteratorForSeatCopyFrom{rows: arg})
 }
+
+// iteratorForWebhookAttemptInsert implements pgx.CopyFromSource.
+type iteratorForWebhookAttemptInsert struct {
+	rows                 []WebhookAttemptInsertParams
+	skippedFirstNextCall bool
+}
+
+func (r *iteratorForWebhookAttemptInsert) Next() bool {
+	if len(r.rows) == 0 {
+		return false
+	}
+	if !r.skippedFirstNextCall {
+		r.skippedFirstNextCall = true
+		return true
+	}
+	r.rows = r.rows[1:]
+	return len(r.rows) > 0
+}
+
+func (r iteratorForWebhookAttemptInsert) Values() ([]interface{}, error) {
+	return []interface{}{
+		r.rows[0].DeliveryID,
+		r.rows[0].MessageID,
+		r.rows[0].EndpointID,
+		r.rows[0].OrganizerID,
+		r.rows[0].Number,
+		r.rows[0].Trigger,
+		r.rows[0].StatusCode,
+		r.rows[0].LatencyMs,
+		r.rows[0].ErrorClass,
+		r.rows[0].ResponseBody,
+		r.rows[0].CreatedAt,
+	}, nil
+}
+
+func (r iteratorForWebhookAttemptInsert) Err() error {
+	return nil
+}
+
+// Records attempts; call it in the transaction of WebhookDeliveryComplete.
+func (q *Queries) WebhookAttemptInsert(ctx context.Context, db DBTX, arg []WebhookAttemptInsertParams) (int64, error) {
+	return db.CopyFrom(ctx, []string{"webhook_attempts"}, []string{"delivery_id", "message_id", "endpoint_id", "organizer_id", "number", "trigger", "status_code", "latency_ms", "error_class", "response_body", "created_at"}, &iteratorForWebhookAttemptInsert{rows: arg})
+}

@@ -1,0 +1,99 @@
+-- name: WebhookDeliveryClaim :many
+-- Leases due deliveries to dispatcher_id, fairly across tenants: the
+-- organizers with an enabled endpoint are visited in random order and each
+-- gives at most per_organizer of its due deliveries, oldest due first,
+-- max_rows in all. The lease is next_attempt_at = now() + lease: a
+-- delivery whose dispatcher dies becomes due again when it runs out. SKIP
+-- LOCKED keeps dispatchers from waiting on each other. Each row comes with
+-- its message's bytes and its endpoint's settings.
+WITH picked AS (
+    SELECT d.id
+    FROM (SELECT organizer_id FROM webhook_endpoints WHERE enabled GROUP BY organizer_id ORDER BY random()) o
+    CROSS JOIN LATERAL (
+        SELECT dd.id FROM webhook_deliveries dd
+        WHERE dd.organizer_id = o.organizer_id AND dd.status = 'pending' AND dd.next_attempt_at <= now()
+        ORDER BY dd.next_attempt_at
+        LIMIT @per_organizer::int
+        FOR UPDATE SKIP LOCKED
+    ) d
+    LIMIT @max_rows::int
+)
+UPDATE webhook_deliveries d
+SET claimed_by = @dispatcher_id::text, next_attempt_at = now() + @lease::interval
+FROM webhook_messages m, webhook_endpoints e
+WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND m.id = d.message_id AND e.id = d.endpoint_id
+RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry_base, d.next_trigger,
+          m.payload, m.created_at AS message_created_at,
+          e.url, e.secret, e.previous_secret, e.previous_secret_expires_at, e.rate_limit_per_second,
+          e.max_concurrency, e.circuit_state, e.circuit_open_until, e.enabled, now()::timestamptz AS claimed_at;
+
+-- name: WebhookDeliveryRelease :exec
+-- Gives leased deliveries back without an attempt (throttled, circuit
+-- open): each becomes due again after its delay in milliseconds.
+UPDATE webhook_deliveries d
+SET next_attempt_at = now() + make_interval(secs => r.delay_ms / 1000.0), claimed_by = NULL
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@delays_ms::bigint[]) AS delay_ms) AS r
+WHERE d.id = r.id AND d.claimed_by = @dispatcher_id::text AND d.status = 'pending';
+
+-- name: WebhookDeliveryComplete :exec
+-- Records the outcome of one attempt per delivery: attempts + 1, the new
+-- status, and for a pending one when it is due again (delay in ms) with
+-- trigger 'retry'. Only deliveries dispatcher_id still holds are changed:
+-- one replayed meanwhile belongs to the replay.
+UPDATE webhook_deliveries d
+SET attempts = d.attempts + 1,
+    status = r.status,
+    next_attempt_at = CASE WHEN r.status = 'pending' THEN now() + make_interval(secs => r.delay_ms / 1000.0) END,
+    next_trigger = CASE WHEN r.status = 'pending' THEN 'retry' ELSE d.next_trigger END,
+    last_error = nullif(r.last_error, ''),
+    claimed_by = NULL,
+    updated_at = now()
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@statuses::text[]) AS status,
+             unnest(@delays_ms::bigint[]) AS delay_ms, unnest(@last_errors::text[]) AS last_error) AS r
+WHERE d.id = r.id AND d.claimed_by = @dispatcher_id::text;
+
+-- name: WebhookAttemptInsert :copyfrom
+-- Records attempts; call it in the transaction of WebhookDeliveryComplete.
+INSERT INTO webhook_attempts (delivery_id, message_id, endpoint_id, organizer_id, number, trigger, status_code,
+                              latency_ms, error_class, response_body, created_at)
+VALUES (@delivery_id, @message_id, @endpoint_id, @organizer_id, @number, @trigger, @status_code,
+        @latency_ms, @error_class, @response_body, @created_at);
+
+-- name: WebhookDeliveryFailPendingByEndpoint :execrows
+-- Stops the pending deliveries of a disabled endpoint: status failed, kept
+-- for recover and replay.
+UPDATE webhook_deliveries SET status = 'failed', claimed_by = NULL, next_attempt_at = NULL, updated_at = now(),
+    last_error = coalesce(last_error, 'endpoint disabled')
+WHERE endpoint_id = @endpoint_id::uuid AND status = 'pending';
+
+-- name: WebhookDeliveryRecover :execrows
+-- Queues again every failed or dead delivery of an organizer's endpoint
+-- created since then, as a replay with a fresh retry schedule.
+UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
+    retry_base = attempts, claimed_by = NULL, updated_at = now()
+WHERE endpoint_id = @endpoint_id::uuid AND organizer_id = @organizer_id::uuid
+  AND status IN ('failed', 'dead') AND created_at >= @since::timestamptz;
+
+-- name: WebhookDeliveryReplay :execrows
+-- Queues a message again for every enabled endpoint it was delivered to,
+-- or for one enabled endpoint of the same organizer (creating its delivery if it had
+-- none): due at once, trigger 'replay', a fresh retry schedule. The
+-- message and its id do not change.
+INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at, next_trigger)
+SELECT gen_random_uuid(), m.id, e.id, m.organizer_id, now(), 'replay'
+FROM webhook_messages m
+JOIN webhook_endpoints e ON e.organizer_id = m.organizer_id
+WHERE m.id = @message_id::uuid AND m.organizer_id = @organizer_id::uuid AND e.enabled
+  AND (e.id = sqlc.narg('endpoint_id')::uuid
+       OR (sqlc.narg('endpoint_id')::uuid IS NULL
+           AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.message_id = m.id AND x.endpoint_id = e.id)))
+ON CONFLICT (message_id, endpoint_id) DO UPDATE
+SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
+    retry_base = webhook_deliveries.attempts, claimed_by = NULL, updated_at = now();
+
+-- name: WebhookDeliveryStats :one
+-- The age of the oldest pending delivery, by the database clock (0 when
+-- none is pending), and the number of due ones (capped at 100,000).
+SELECT coalesce(extract(epoch FROM now() - (
+           SELECT created_at FROM webhook_deliveries WHERE status = 'pending' ORDER BY created_at LIMIT 1)), 0)::float8
+           AS oldest_pending_age_seconds;

@@ -1,0 +1,101 @@
+-- name: WebhookEndpointInsert :one
+-- Creates an endpoint for an organizer.
+INSERT INTO webhook_endpoints (id, organizer_id, url, description, event_types, enabled, disabled_reason,
+                               rate_limit_per_second, max_concurrency, secret)
+VALUES (@id::uuid, @organizer_id::uuid, @url::text, @description::text, @event_types::text[], @enabled::boolean,
+        CASE WHEN @enabled::boolean THEN NULL ELSE 'user' END,
+        sqlc.narg('rate_limit_per_second')::int, @max_concurrency::int, @secret::text)
+RETURNING *;
+
+-- name: WebhookEndpointList :many
+-- Lists an organizer's endpoints, oldest first, after the cursor
+-- (created_at, id) when one is given.
+SELECT * FROM webhook_endpoints
+WHERE organizer_id = @organizer_id::uuid
+  AND (sqlc.narg('after_created_at')::timestamptz IS NULL
+       OR (created_at, id) > (sqlc.narg('after_created_at')::timestamptz, sqlc.narg('after_id')::uuid))
+ORDER BY created_at, id
+LIMIT @max_rows::int;
+
+-- name: WebhookEndpointGet :one
+-- Returns one endpoint of an organizer; another organizer's is not found.
+SELECT * FROM webhook_endpoints WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid;
+
+-- name: WebhookEndpointUpdate :one
+-- Changes the given fields of an organizer's endpoint (NULL: unchanged).
+-- Enabling clears the disabled reason, the failure count and the circuit;
+-- disabling records the reason 'user'. set_rate_limit distinguishes "set
+-- to unlimited" (true with a NULL rate) from "unchanged".
+UPDATE webhook_endpoints SET
+    url = coalesce(sqlc.narg('url')::text, url),
+    description = coalesce(sqlc.narg('description')::text, description),
+    event_types = coalesce(sqlc.narg('event_types')::text[], event_types),
+    max_concurrency = coalesce(sqlc.narg('max_concurrency')::int, max_concurrency),
+    rate_limit_per_second = CASE WHEN @set_rate_limit::boolean THEN sqlc.narg('rate_limit_per_second')::int
+                                 ELSE rate_limit_per_second END,
+    enabled = coalesce(sqlc.narg('enabled')::boolean, enabled),
+    disabled_reason = CASE
+        WHEN sqlc.narg('enabled')::boolean IS NULL THEN disabled_reason
+        WHEN sqlc.narg('enabled')::boolean THEN NULL
+        WHEN enabled THEN 'user'
+        ELSE disabled_reason END,
+    consecutive_failures = CASE WHEN sqlc.narg('enabled')::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
+    failing_since = CASE WHEN sqlc.narg('enabled')::boolean AND NOT enabled THEN NULL ELSE failing_since END,
+    circuit_state = CASE WHEN sqlc.narg('enabled')::boolean AND NOT enabled THEN 'closed' ELSE circuit_state END,
+    circuit_open_until = CASE WHEN sqlc.narg('enabled')::boolean AND NOT enabled THEN NULL ELSE circuit_open_until END,
+    updated_at = now()
+WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid
+RETURNING *;
+
+-- name: WebhookEndpointDelete :execrows
+-- Deletes an organizer's endpoint with its deliveries and their attempts.
+DELETE FROM webhook_endpoints WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid;
+
+-- name: WebhookEndpointRotateSecret :one
+-- Makes secret the endpoint's secret; the one it replaces keeps signing
+-- beside it until now() + overlap.
+UPDATE webhook_endpoints SET
+    previous_secret = secret,
+    previous_secret_expires_at = now() + @overlap::interval,
+    secret = @secret::text,
+    updated_at = now()
+WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid
+RETURNING *;
+
+-- name: WebhookEndpointDisable :execrows
+-- Disables an enabled endpoint for reason ('gone' or 'failing'); a no-op
+-- for one already disabled.
+UPDATE webhook_endpoints SET enabled = false, disabled_reason = @reason::text, updated_at = now()
+WHERE id = @id::uuid AND enabled;
+
+-- name: WebhookEndpointRecordSuccess :exec
+-- Records that the endpoints answered with success: failures forgotten,
+-- circuit closed.
+UPDATE webhook_endpoints SET consecutive_failures = 0, failing_since = NULL,
+    circuit_state = 'closed', circuit_open_until = NULL
+WHERE id = ANY(@ids::uuid[]) AND (consecutive_failures <> 0 OR circuit_state <> 'closed');
+
+-- name: WebhookEndpointRecordFailures :one
+-- Adds failures to the endpoint's run of consecutive failures. Once the run
+-- reaches threshold the circuit opens (again) until now() + open_for, so a
+-- failed half-open probe reopens it. Returns the new state and when the
+-- run began.
+UPDATE webhook_endpoints SET
+    consecutive_failures = consecutive_failures + @failures::int,
+    failing_since = coalesce(failing_since, now()),
+    circuit_state = CASE WHEN consecutive_failures + @failures::int >= @threshold::int THEN 'open' ELSE circuit_state END,
+    circuit_open_until = CASE WHEN consecutive_failures + @failures::int >= @threshold::int
+                              THEN now() + @open_for::interval ELSE circuit_open_until END,
+    circuit_opened_count = circuit_opened_count
+        + CASE WHEN circuit_state = 'closed' AND consecutive_failures + @failures::int >= @threshold::int THEN 1 ELSE 0 END
+WHERE id = @id::uuid
+RETURNING circuit_state, consecutive_failures, failing_since::timestamptz AS failing_since, enabled;
+
+-- name: WebhookEndpointCircuitCounts :one
+-- Counts endpoints by circuit state: closed, open, and half-open (open but
+-- past its cooldown, so probes may go out); and disabled ones.
+SELECT count(*) FILTER (WHERE enabled AND circuit_state = 'closed')::bigint AS closed,
+       count(*) FILTER (WHERE enabled AND circuit_state = 'open' AND circuit_open_until > now())::bigint AS open,
+       count(*) FILTER (WHERE enabled AND circuit_state = 'open' AND circuit_open_until <= now())::bigint AS half_open,
+       count(*) FILTER (WHERE NOT enabled)::bigint AS disabled
+FROM webhook_endpoints;

@@ -1,0 +1,71 @@
+-- name: WebhookOrderSubject :one
+-- Returns what the fan-out needs to know about an order: its event, the
+-- organizer that owns the event, and the order's status and amount.
+SELECT o.event_id, e.organizer_id, o.status, o.amount_minor, o.currency
+FROM orders o JOIN events e ON e.id = o.event_id
+WHERE o.id = @order_id::uuid;
+
+-- name: WebhookEndpointAnyForOrganizer :one
+-- Reports whether the organizer has an enabled endpoint for event_type.
+SELECT EXISTS (
+    SELECT 1 FROM webhook_endpoints
+    WHERE organizer_id = @organizer_id::uuid AND enabled
+      AND (cardinality(event_types) = 0 OR @event_type::text = ANY(event_types))
+) AS subscribed;
+
+-- name: WebhookMessageInsert :one
+-- Stores a message once per (organizer, source_key). Returns no row when
+-- the fact was stored before: the caller must then do nothing more.
+INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, created_at)
+VALUES (@id::uuid, @organizer_id::uuid, @event_type::text, @payload::bytea, @source_key::text,
+        sqlc.narg('order_id')::uuid, @created_at::timestamptz)
+ON CONFLICT (organizer_id, source_key) DO NOTHING
+RETURNING id;
+
+-- name: WebhookDeliveryFanOut :execrows
+-- Queues the message for every enabled endpoint of its organizer that
+-- subscribes to its type, due at once.
+INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at)
+SELECT gen_random_uuid(), @message_id::uuid, e.id, e.organizer_id, now()
+FROM webhook_endpoints e
+WHERE e.organizer_id = @organizer_id::uuid AND e.enabled
+  AND (cardinality(e.event_types) = 0 OR @event_type::text = ANY(e.event_types))
+ON CONFLICT (message_id, endpoint_id) DO NOTHING;
+
+-- name: WebhookMessageList :many
+-- Lists an organizer's messages, newest first, optionally of one type and
+-- since a time, after the cursor (created_at, id) when one is given.
+SELECT id, organizer_id, event_type, payload, created_at FROM webhook_messages
+WHERE organizer_id = @organizer_id::uuid
+  AND (sqlc.narg('event_type')::text IS NULL OR event_type = sqlc.narg('event_type')::text)
+  AND (sqlc.narg('since')::timestamptz IS NULL OR created_at >= sqlc.narg('since')::timestamptz)
+  AND (sqlc.narg('before_created_at')::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg('before_created_at')::timestamptz, sqlc.narg('before_id')::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT @max_rows::int;
+
+-- name: WebhookMessageGet :one
+-- Returns one message of an organizer; another organizer's is not found.
+SELECT id, organizer_id, event_type, payload, created_at FROM webhook_messages
+WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid;
+
+-- name: WebhookAttemptListByMessage :many
+-- Lists every attempt of one message of an organizer, oldest first.
+SELECT a.id, a.delivery_id, a.message_id, a.endpoint_id, a.number, a.trigger, a.status_code,
+       a.latency_ms, a.error_class, a.response_body, a.created_at
+FROM webhook_attempts a
+WHERE a.message_id = @message_id::uuid AND a.organizer_id = @organizer_id::uuid
+ORDER BY a.id;
+
+-- name: WebhookMessagePrune :execrows
+-- Deletes up to max_rows messages created before cutoff, with their
+-- deliveries and attempts.
+DELETE FROM webhook_messages WHERE id = ANY(ARRAY(
+    SELECT id FROM webhook_messages WHERE created_at < @cutoff::timestamptz ORDER BY created_at LIMIT @max_rows::int
+));
+
+-- name: WebhookAttemptPrune :execrows
+-- Deletes up to max_rows attempts made before cutoff.
+DELETE FROM webhook_attempts WHERE id = ANY(ARRAY(
+    SELECT id FROM webhook_attempts WHERE created_at < @cutoff::timestamptz ORDER BY created_at LIMIT @max_rows::int
+));
