@@ -184,6 +184,53 @@ func TestRefundOrder(t *testing.T) {
 		require.EqualValues(t, 0, b.outboxCount(t, o.id, "RefundRequested"))
 	})
 
+	t.Run("RevokesTheTicketsAndListsThemForScanners", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		o := b.pendingOrder(t)
+		b.withPayment(t, o.id)
+		b.setOrderStatus(t, o.id, "ticketed")
+		dbtest.Exec(t, b.pool, `INSERT INTO tickets (id, order_id, seat_id, issued_at)
+			SELECT gen_random_uuid(), $1, seat_id, now() FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = $1`, o.id)
+		list := "/v1/events/" + o.ev.ID + "/revoked-tickets"
+		before := b.do(t, http.MethodGet, list, bearer(o.orgToken), nil)
+		require.Equal(t, http.StatusOK, before.status, "%s", before.body)
+		require.Equal(t, map[string]any{"tickets": []any{}}, before.json(t))
+
+		require.Equal(t, http.StatusAccepted, b.do(t, http.MethodPost, o.path+"/refund", bearer(o.orgToken), nil).status)
+		order := b.do(t, http.MethodGet, o.path, bearer(o.owner), nil).json(t)
+		tks := order["tickets"].([]any)
+		require.Len(t, tks, 2)
+		var ids []any
+		for _, tk := range tks {
+			require.NotEmpty(t, tk.(map[string]any)["revokedAt"], "the owner sees the ticket revoked")
+			ids = append(ids, tk.(map[string]any)["id"])
+		}
+		after := b.do(t, http.MethodGet, list, bearer(o.orgToken), nil)
+		require.Equal(t, http.StatusOK, after.status, "%s", after.body)
+		var listed []any
+		for _, tk := range after.json(t)["tickets"].([]any) {
+			listed = append(listed, tk.(map[string]any)["id"])
+		}
+		require.ElementsMatch(t, ids, listed)
+
+		stranger := b.do(t, http.MethodGet, list, bearer(b.organizer(t)), nil)
+		require.Equal(t, http.StatusNotFound, stranger.status, "another organizer does not see the list")
+		require.Equal(t, http.StatusForbidden, b.do(t, http.MethodGet, list, bearer(o.owner), nil).status)
+	})
+
+	t.Run("APaidOrderGivesItsSeatsBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		o := b.pendingOrder(t)
+		b.withPayment(t, o.id)
+		b.setOrderStatus(t, o.id, "paid")
+		require.Equal(t, http.StatusAccepted, b.do(t, http.MethodPost, o.path+"/refund", bearer(o.orgToken), nil).status)
+		_, other := b.buyer(t)
+		res := b.hold(t, other, b.admit(t, other, o.ev.ID), o.ev.ID, "k2", o.heldSeats...)
+		require.Equal(t, http.StatusAccepted, res.status, "the refunded order's seats are on sale again: %s", res.body)
+	})
+
 	t.Run("PendingOrderIsAConflict", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

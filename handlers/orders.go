@@ -37,10 +37,11 @@ type OrderPaymentBody struct {
 
 // OrderTicketBody is one ticket of an order.
 type OrderTicketBody struct {
-	ID        uuid.UUID `json:"id"`
-	SeatID    uuid.UUID `json:"seatId"`
-	IssuedAt  time.Time `json:"issuedAt"`
-	QRPayload string    `json:"qrPayload,omitempty" doc:"What the ticket's QR code encodes: a payload signed with Ed25519 that scanners verify offline with the key at /v1/ticket-signing-key."`
+	ID        uuid.UUID  `json:"id"`
+	SeatID    uuid.UUID  `json:"seatId"`
+	IssuedAt  time.Time  `json:"issuedAt"`
+	QRPayload string     `json:"qrPayload,omitempty" doc:"What the ticket's QR code encodes: a payload signed with Ed25519 that scanners verify offline with the key at /v1/ticket-signing-key."`
+	RevokedAt *time.Time `json:"revokedAt,omitempty" doc:"Set when a refund revoked the ticket: it admits nobody, and it is on the event's revocation list."`
 }
 
 // OrderBody is an order as its owner sees it.
@@ -142,6 +143,10 @@ func orderBody(o purchase.Order) OrderBody {
 		tb := OrderTicketBody{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt.UTC()}
 		if t.QrPayload != nil {
 			tb.QRPayload = *t.QrPayload
+		}
+		if t.RevokedAt != nil {
+			at := t.RevokedAt.UTC()
+			tb.RevokedAt = &at
 		}
 		body.Tickets = append(body.Tickets, tb)
 	}

@@ -3,9 +3,15 @@ package handlers
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/auth"
+	"boxoffice/purchase"
 )
 
 // TicketSigningKeyBody is the key ticket scanners verify QR payloads with.
@@ -30,6 +36,52 @@ func (h *Handlers) registerTickets(api huma.API) {
 			"this key verifies tickets offline. Public; no authentication.",
 		Errors: []int{http.StatusNotFound},
 	}, h.getTicketSigningKey)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "list-revoked-tickets", Method: http.MethodGet, Path: "/v1/events/{eventId}/revoked-tickets",
+		Summary: "List the event's revoked tickets", Tags: []string{"Tickets"},
+		Description: "Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still " +
+			"verifies against the signing key, so scanners that verify offline refresh this list and refuse what is " +
+			"on it. Only the event's organizer sees it; for anyone else the event does not exist (404).",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, auth.RoleOrganizer), h.listRevokedTickets)
+}
+
+// RevokedTicketBody is one revoked ticket.
+type RevokedTicketBody struct {
+	ID        uuid.UUID `json:"id"`
+	RevokedAt time.Time `json:"revokedAt"`
+}
+
+// RevokedTicketsOutput is the event's revocation list.
+type RevokedTicketsOutput struct {
+	Body struct {
+		Tickets []RevokedTicketBody `json:"tickets"`
+	}
+}
+
+// revokedTicketsInput names the event.
+type revokedTicketsInput struct {
+	EventID string `path:"eventId" doc:"The event's id (a UUID)."`
+}
+
+func (h *Handlers) listRevokedTickets(ctx context.Context, in *revokedTicketsInput) (*RevokedTicketsOutput, error) {
+	eventID, err := parseUUID(in.EventID, "path.eventId")
+	if err != nil {
+		return nil, err
+	}
+	revoked, err := h.cfg.Purchase.RevokedTickets(ctx, identity(ctx).OrganizerID, eventID)
+	switch {
+	case errors.Is(err, purchase.ErrEventNotFound):
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
+	case err != nil:
+		return nil, h.internal(ctx, "list revoked tickets", err)
+	}
+	out := &RevokedTicketsOutput{}
+	out.Body.Tickets = make([]RevokedTicketBody, 0, len(revoked))
+	for _, r := range revoked {
+		out.Body.Tickets = append(out.Body.Tickets, RevokedTicketBody{ID: r.ID, RevokedAt: r.RevokedAt.UTC()})
+	}
+	return out, nil
 }
 
 func (h *Handlers) getTicketSigningKey(context.Context, *struct{}) (*TicketSigningKeyOutput, error) {

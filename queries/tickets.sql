@@ -10,3 +10,16 @@ INSERT INTO tickets (id, order_id, seat_id, issued_at, qr_payload)
 SELECT unnest(@ids::uuid[]), @order_id::uuid, unnest(@seat_ids::uuid[]), @issued_at::timestamptz,
        unnest(@qr_payloads::text[])
 ON CONFLICT DO NOTHING;
+
+-- name: TicketRevokeByOrder :execrows
+-- Revokes the order's tickets that are not revoked yet.
+UPDATE tickets SET revoked_at = now()
+WHERE order_id = @order_id::uuid AND revoked_at IS NULL;
+
+-- name: TicketListRevokedByEvent :many
+-- The event's revoked tickets, for scanners' revocation lists.
+SELECT t.id, t.revoked_at::timestamptz AS revoked_at
+FROM tickets t
+JOIN orders o ON o.id = t.order_id
+WHERE o.event_id = @event_id::uuid AND t.revoked_at IS NOT NULL
+ORDER BY t.revoked_at, t.id;

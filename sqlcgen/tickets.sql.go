@@ -43,7 +43,7 @@ func (q *Queries) TicketInsertBatch(ctx context.Context, db DBTX, arg TicketInse
 }
 
 const ticketListByOrder = `-- name: TicketListByOrder :many
-SELECT id, order_id, seat_id, issued_at, qr_payload FROM tickets WHERE order_id = $1::uuid ORDER BY seat_id
+SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at FROM tickets WHERE order_id = $1::uuid ORDER BY seat_id
 `
 
 func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) ([]Ticket, error) {
@@ -61,6 +61,7 @@ func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.U
 			&i.SeatID,
 			&i.IssuedAt,
 			&i.QrPayload,
+			&i.RevokedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -70,4 +71,52 @@ func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.U
 		return nil, err
 	}
 	return items, nil
+}
+
+const ticketListRevokedByEvent = `-- name: TicketListRevokedByEvent :many
+SELECT t.id, t.revoked_at::timestamptz AS revoked_at
+FROM tickets t
+JOIN orders o ON o.id = t.order_id
+WHERE o.event_id = $1::uuid AND t.revoked_at IS NOT NULL
+ORDER BY t.revoked_at, t.id
+`
+
+type TicketListRevokedByEventRow struct {
+	ID        uuid.UUID
+	RevokedAt time.Time
+}
+
+// The event's revoked tickets, for scanners' revocation lists.
+func (q *Queries) TicketListRevokedByEvent(ctx context.Context, db DBTX, eventID uuid.UUID) ([]TicketListRevokedByEventRow, error) {
+	rows, err := db.Query(ctx, ticketListRevokedByEvent, eventID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TicketListRevokedByEventRow
+	for rows.Next() {
+		var i TicketListRevokedByEventRow
+		if err := rows.Scan(&i.ID, &i.RevokedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const ticketRevokeByOrder = `-- name: TicketRevokeByOrder :execrows
+UPDATE tickets SET revoked_at = now()
+WHERE order_id = $1::uuid AND revoked_at IS NULL
+`
+
+// Revokes the order's tickets that are not revoked yet.
+func (q *Queries) TicketRevokeByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, ticketRevokeByOrder, orderID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -3,6 +3,7 @@ package tickets_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -234,4 +235,74 @@ func TestIssue(t *testing.T) {
 		require.Equal(t, "paid", b.status(t))
 		require.EqualValues(t, 0, b.count(t, "SELECT count(*) FROM tickets WHERE order_id = $1", b.hold.OrderID))
 	})
+}
+
+// TestRefundRacesIssuance races an organizer's refund of a paid order with
+// the issuance of its tickets, many times. Either order is legal, and each
+// leaves the order owning nothing: tickets issued first are revoked by the
+// refund; a refund first releases the seats and issuance then does nothing.
+func TestRefundRacesIssuance(t *testing.T) {
+	t.Parallel()
+	const rounds = 40
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
+		OrganizerID: uuid.New(), Name: "t", StartsAt: time.Now(), Currency: "eur", Cell: "default",
+		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 2 * rounds, PriceMinor: 1000}},
+	})
+	require.NoError(t, err)
+	var seats []uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY id) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	svc := purchase.NewService(pool, logger, purchase.Config{})
+	iss := tickets.NewIssuer(tickets.IssuerConfig{Signer: newSigner(t), Logger: logger})
+
+	outcomes := map[string]int{}
+	for i := range rounds {
+		mine := seats[2*i : 2*i+2]
+		h, err := svc.Hold(ctx, purchase.HoldParams{
+			UserID: uuid.New(), EventID: ev.ID, SeatIDs: mine, IdempotencyKey: "k", CorrelationID: "journey",
+		})
+		require.NoError(t, err)
+		dbtest.Exec(t, pool, `INSERT INTO payments (order_id, provider, payment_intent_id, client_secret, status, amount_minor, currency)
+			VALUES ($1, 'sandbox', $2, 'pi_x_secret_y', 'succeeded', 2000, 'eur')`, h.OrderID, fmt.Sprintf("pi_%d", i))
+		dbtest.Exec(t, pool, "UPDATE holds SET status = 'confirmed' WHERE id = $1", h.HoldID)
+		dbtest.Exec(t, pool, "UPDATE orders SET status = 'paid' WHERE id = $1", h.OrderID)
+
+		var wg sync.WaitGroup
+		var refundErr, issueErr error
+		wg.Go(func() { _, refundErr = svc.Refund(ctx, ev.OrganizerID, h.OrderID) })
+		wg.Go(func() {
+			_, issueErr = db.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (tickets.Issued, error) {
+				return iss.Issue(ctx, tx, tickets.IssueParams{OrderID: h.OrderID, CorrelationID: "journey", CausationID: "cause"})
+			})
+		})
+		wg.Wait()
+		require.NoError(t, refundErr)
+		require.NoError(t, issueErr)
+
+		var status string
+		require.NoError(t, pool.QueryRow(ctx, "SELECT status FROM orders WHERE id = $1", h.OrderID).Scan(&status))
+		require.Equal(t, "refunding", status)
+		require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM hold_seats WHERE hold_id = $1 AND released_at IS NULL", h.HoldID),
+			"round %d: the refunded order still holds seats", i)
+		issued := dbtest.Count(t, pool, "SELECT count(*) FROM tickets WHERE order_id = $1", h.OrderID)
+		require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM tickets WHERE order_id = $1 AND revoked_at IS NULL", h.OrderID),
+			"round %d: a ticket of a refunded order still admits", i)
+		_, err = svc.Hold(ctx, purchase.HoldParams{
+			UserID: uuid.New(), EventID: ev.ID, SeatIDs: mine, IdempotencyKey: "again", CorrelationID: "journey",
+		})
+		switch issued {
+		case 2: // issued, then revoked: a seat is ticketed at most once, ever
+			var unavailable *purchase.SeatUnavailableError
+			require.ErrorAs(t, err, &unavailable, "round %d", i)
+			outcomes["issued then revoked"]++
+		case 0: // refunded first: the seats are on sale again
+			require.NoError(t, err, "round %d", i)
+			outcomes["released before issuance"]++
+		default:
+			t.Fatalf("round %d: %d tickets for 2 seats", i, issued)
+		}
+	}
+	t.Logf("outcomes over %d rounds: %v", rounds, outcomes)
 }
