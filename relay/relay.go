@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -339,8 +340,10 @@ func (r *Relay) publishLoop(ctx context.Context, claimed <-chan *batch, publishe
 func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimBatchRow, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	rows, err := r.q.OutboxClaimBatch(ctx, r.pool, sqlcgen.OutboxClaimBatchParams{
-		RelayID: r.cfg.ID, Lease: r.cfg.Lease, MaxRows: int32(n),
+	rows, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) ([]sqlcgen.OutboxClaimBatchRow, error) {
+		return r.q.OutboxClaimBatch(ctx, tx, sqlcgen.OutboxClaimBatchParams{
+			RelayID: r.cfg.ID, Lease: r.cfg.Lease, MaxRows: int32(n),
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", err)
@@ -557,8 +560,8 @@ func (r *Relay) markPublished(ctx context.Context, ids []uuid.UUID) int64 {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	latencies, err := db.Retry(ctx, func(ctx context.Context) ([]float64, error) {
-		return r.q.OutboxDeletePublished(ctx, r.pool, sqlcgen.OutboxDeletePublishedParams{Ids: ids, RelayID: r.cfg.ID})
+	latencies, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) ([]float64, error) {
+		return r.q.OutboxDeletePublished(ctx, tx, sqlcgen.OutboxDeletePublishedParams{Ids: ids, RelayID: r.cfg.ID})
 	})
 	for _, l := range latencies {
 		r.metrics.latency.Observe(l)
@@ -583,13 +586,35 @@ func (r *Relay) release(ctx context.Context, ids []uuid.UUID, retryIn time.Durat
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	_, err := db.Retry(ctx, func(ctx context.Context) (int64, error) {
-		return r.q.OutboxRelease(ctx, r.pool, sqlcgen.OutboxReleaseParams{Ids: ids, RelayID: r.cfg.ID, RetryAfter: retryIn})
+	_, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		return r.q.OutboxRelease(ctx, tx, sqlcgen.OutboxReleaseParams{Ids: ids, RelayID: r.cfg.ID, RetryAfter: retryIn})
 	})
 	if err != nil {
 		r.warnContext(ctx, "release", "release outbox rows; they wait for their lease instead",
 			"rows", len(ids), "error", err.Error())
 	}
+}
+
+// relaxed runs fn, one of the relay's own bookkeeping statements (claim,
+// mark published, release), in a transaction (db.WithTxV) that commits
+// without waiting for its WAL to reach disk (synchronous_commit off).
+//
+// This is safe because losing any of them in a database crash only makes
+// the relay publish again what JetStream already has: a lost claim leaves
+// the rows claimable, a lost delete or release brings rows back that are
+// published once more, and JetStream drops the copies by Nats-Msg-Id (the
+// consumers' inbox absorbs any that outlive the duplicate window). The
+// business write that put a row in the outbox is never relaxed: it commits
+// synchronously with the state change it describes. Waiting for a disk
+// flush on every claim and delete was the relay's largest wait.
+func relaxed[T any](ctx context.Context, pool *pgxpool.Pool, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+	return db.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (T, error) {
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			var zero T
+			return zero, fmt.Errorf("relax commit: %w", err)
+		}
+		return fn(ctx, tx)
+	})
 }
 
 // statsLoop refreshes the backlog gauges every StatsInterval.
