@@ -51,6 +51,10 @@ const (
 // the payments row mirrors it.
 const paymentCaptured = "succeeded"
 
+// paymentAuthorized is the provider's status of an authorized, not yet
+// captured PaymentIntent, as mirrored in payments.status.
+const paymentAuthorized = "requires_capture"
+
 // Errors of the saga steps. Any other error a step returns is transient
 // too: the step may succeed when run again.
 var (
@@ -226,6 +230,17 @@ func (s *Saga) PaymentAuthorized(ctx context.Context, tx pgx.Tx, ev outbox.Envel
 		return st.requestCancel(ctx, p.PaymentIntentID, ReasonHoldExpired)
 	}
 
+	// The payments row records the authorization before the order is
+	// confirmed on it, so that a confirmed order always shows an
+	// authorized payment (boxoffice audit checks it).
+	if n, err := q.PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+		Status: paymentAuthorized, OrderID: st.order.ID, PaymentIntentID: p.PaymentIntentID,
+	}); err != nil {
+		return fmt.Errorf("record authorization: %w", err)
+	} else if n == 0 {
+		st.log.InfoContext(ctx, "authorization arrived before the order's payment row for this intent; retrying later")
+		return fmt.Errorf("PaymentAuthorized for order %s without its payment row: %w", st.order.ID, ErrTooEarly)
+	}
 	if err := st.setHold(ctx, holdConfirmed); err != nil {
 		return err
 	}
@@ -270,6 +285,11 @@ func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 		seats, err := sqlcgen.New().HoldSeatListByHold(ctx, tx, st.hold.ID)
 		if err != nil {
 			return fmt.Errorf("list seats of hold: %w", err)
+		}
+		if _, err := sqlcgen.New().PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+			Status: paymentCaptured, OrderID: st.order.ID, PaymentIntentID: p.PaymentIntentID,
+		}); err != nil {
+			return fmt.Errorf("record capture: %w", err)
 		}
 		if err := st.setOrder(ctx, orderPaid); err != nil {
 			return err

@@ -305,6 +305,31 @@ func TestSagaPaymentAuthorized(t *testing.T) {
 		require.Equal(t, state{order: "capture_pending", hold: "confirmed", version: 1, owned: 1}, b.state(t, h.OrderID))
 	})
 
+	t.Run("WaitsForThePaymentRowAndRecordsTheAuthorization", func(t *testing.T) {
+		t.Parallel()
+		b := newSagaBundle(t, 1, 4)
+		h := b.hold(t)
+		intent := "pi_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+		ev := b.authorized(t, h.OrderID, intent)
+		require.ErrorIs(t, b.run(b.saga.PaymentAuthorized, ev), purchase.ErrTooEarly,
+			"no order is confirmed on an authorization its payment row does not show")
+		require.Equal(t, "pending_payment", b.state(t, h.OrderID).order)
+		require.Zero(t, b.count(t, h.OrderID, outbox.TypeCaptureRequested))
+
+		dbtest.Exec(t, b.pool, `INSERT INTO payments (order_id, provider, payment_intent_id, client_secret, status, amount_minor, currency)
+			SELECT id, 'sandbox', $2, $3, 'requires_payment_method', amount_minor, currency FROM orders WHERE id = $1`,
+			h.OrderID, intent, secretMarker)
+		require.NoError(t, b.run(b.saga.PaymentAuthorized, ev))
+		require.Equal(t, "capture_pending", b.state(t, h.OrderID).order)
+		var status string
+		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT status FROM payments WHERE order_id = $1", h.OrderID).Scan(&status))
+		require.Equal(t, "requires_capture", status)
+
+		require.NoError(t, b.run(b.saga.PaymentCaptured, b.captured(t, h.OrderID, intent)))
+		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT status FROM payments WHERE order_id = $1", h.OrderID).Scan(&status))
+		require.Equal(t, "succeeded", status, "the capture is recorded with the order paid")
+	})
+
 	t.Run("AfterExpiryCancelsAndFreesTheSeat", func(t *testing.T) {
 		t.Parallel()
 		b := newSagaBundle(t, 1, 4)
