@@ -1,0 +1,42 @@
+// Package webhooks is the outbound webhook platform: it tells organizers'
+// own systems what happened to their events, per Standard Webhooks
+// (https://www.standardwebhooks.com), and it lets them see, retry and
+// replay what was sent (seed 004, DESIGN.md § Outbound webhooks).
+//
+// Three parts, each with its own guarantee:
+//
+//   - The fan-out (FanOutHandler, a durable consumer on the consumer
+//     runtime) turns each public fact — order.confirmed, order.paid,
+//     ticket.issued, order.failed, order.canceled, order.refunded,
+//     hold.expired — into one immutable message per organizer (a stable
+//     id, the exact bytes {type, timestamp, data} fixed once) and one
+//     pending delivery per enabled endpoint that subscribes to its type,
+//     in the transaction that records the event in the inbox. A fact is
+//     therefore stored exactly once however often the bus delivers it.
+//
+//   - The Dispatcher claims due deliveries fairly across tenants, POSTs
+//     them with webhook-id, webhook-timestamp and webhook-signature
+//     headers, and records an attempt row for every try with its trigger
+//     (original, retry or replay). Delivery is at least once: a crash
+//     after the receiver answered and before the attempt was recorded
+//     sends the message again with the same webhook-id. Receivers must
+//     dedupe on webhook-id. 2xx succeeds; 408, 429, 5xx, timeouts and
+//     connection errors are retried on the retry schedule (with jitter,
+//     honouring Retry-After) until it is exhausted and the delivery is
+//     dead; 410 kills the delivery and disables the endpoint; redirects
+//     and other 4xx are terminal. Throttling (concurrency, rate limit,
+//     open circuit) puts a delivery back without using an attempt.
+//
+//   - The Service backs the organizer API: endpoints (with a whsec_
+//     secret shown once, rotation with a 24-hour overlap in which both
+//     secrets sign), recover, the message log, attempts and replay. A
+//     replay sends the same bytes with the same webhook-id and records the
+//     attempt as replay.
+//
+// The Guard keeps all of it away from internal networks: URLs are vetted
+// when an endpoint is saved, and every connection dials only an address
+// it vetted at that moment, so DNS rebinding cannot redirect it.
+// Redirects are never followed.
+//
+// Secrets never appear in logs, errors, metrics or read responses.
+package webhooks

@@ -1,0 +1,129 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"boxoffice/bus"
+	"boxoffice/consumers"
+	"boxoffice/db"
+	"boxoffice/outbox"
+	"boxoffice/sqlcgen"
+)
+
+// FanOutName is the durable name of the fan-out consumer.
+const FanOutName = "webhooks_fanout"
+
+// FanOutSubjects are the subjects the fan-out reads: the domain events
+// that become public facts.
+var FanOutSubjects = func() []string {
+	s := make([]string, len(sourceTypes))
+	for i, t := range sourceTypes {
+		s[i] = bus.SubjectPrefix + outbox.AggregateOrder + "." + t
+	}
+	return s
+}()
+
+// NewFanOut returns the fan-out consumer on the consumer runtime.
+// cfg.Name and cfg.FilterSubjects are set here (FanOutName,
+// FanOutSubjects); MaxDeliver defaults to 50, since a payment failure
+// waits for the saga; the other fields are as for consumers.New.
+func NewFanOut(pool *pgxpool.Pool, js jetstream.JetStream, cfg consumers.Config) (*consumers.Consumer, error) {
+	cfg.Name = FanOutName
+	cfg.FilterSubjects = FanOutSubjects
+	if cfg.MaxDeliver == 0 {
+		cfg.MaxDeliver = 50
+	}
+	if cfg.Logger == nil {
+		return nil, errors.New("webhooks fan-out: Logger is required")
+	}
+	return consumers.New(pool, js, cfg, FanOutHandler(cfg.Logger))
+}
+
+// FanOutHandler is the fan-out's HandlerFunc. In the inbox transaction of
+// each event it stores the public facts the event stands for — one
+// immutable message per (organizer, fact), its bytes fixed once — and one
+// pending delivery per enabled endpoint of the order's organizer that
+// subscribes to the fact's type. The inbox row makes a redelivered event
+// a no-op, and the message's unique (organizer, source key) makes a fact
+// that arrives twice by another path one message.
+//
+// An organizer with no subscribed endpoint gets no message. An unknown
+// order or an undecodable payload is permanent (dead-lettered); a payment
+// failure the saga has not applied yet is retried with backoff.
+func FanOutHandler(logger *slog.Logger) consumers.HandlerFunc {
+	logger = logger.With("component", "webhooks_fanout")
+	q := sqlcgen.New()
+	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+		if !isSource(ev.EventType) {
+			return nil
+		}
+		order, err := q.WebhookOrderSubject(ctx, tx, ev.AggregateID)
+		switch err = db.Interpret(err); {
+		case errors.Is(err, db.ErrNotFound):
+			return consumers.Permanent(fmt.Errorf("%s names an unknown order", ev.EventType))
+		case err != nil:
+			return fmt.Errorf("read order of %s: %w", ev.EventType, err)
+		}
+		facts, err := factsOf(ev, order)
+		switch {
+		case errors.Is(err, errUndecodable):
+			return consumers.Permanent(err)
+		case err != nil:
+			return err
+		}
+		for _, f := range facts {
+			subscribed, err := q.WebhookEndpointAnyForOrganizer(ctx, tx, sqlcgen.WebhookEndpointAnyForOrganizerParams{
+				OrganizerID: order.OrganizerID, EventType: f.eventType,
+			})
+			if err != nil {
+				return fmt.Errorf("find endpoints for %s: %w", f.eventType, err)
+			}
+			if !subscribed {
+				continue
+			}
+			body, err := encodeBody(f.eventType, ev.OccurredAt, f.data)
+			if err != nil {
+				return consumers.Permanent(err)
+			}
+			orderID := ev.AggregateID
+			msgID, err := q.WebhookMessageInsert(ctx, tx, sqlcgen.WebhookMessageInsertParams{
+				ID: uuid.Must(uuid.NewV7()), OrganizerID: order.OrganizerID, EventType: f.eventType,
+				Payload: body, SourceKey: f.sourceKey, OrderID: &orderID, CreatedAt: ev.OccurredAt,
+			})
+			switch err = db.Interpret(err); {
+			case errors.Is(err, db.ErrNotFound):
+				continue // this fact was stored before
+			case err != nil:
+				return fmt.Errorf("store %s message: %w", f.eventType, err)
+			}
+			n, err := q.WebhookDeliveryFanOut(ctx, tx, sqlcgen.WebhookDeliveryFanOutParams{
+				MessageID: msgID, OrganizerID: order.OrganizerID, EventType: f.eventType,
+			})
+			if err != nil {
+				return fmt.Errorf("queue %s deliveries: %w", f.eventType, err)
+			}
+			logger.InfoContext(ctx, "webhook message stored",
+				"msg_id", MessageID(msgID), "type", f.eventType, "order_id", ev.AggregateID.String(),
+				"organizer_id", order.OrganizerID.String(), "deliveries", n,
+				"correlation_id", ev.CorrelationID, "causation_id", ev.EventID.String())
+		}
+		return nil
+	}
+}
+
+func isSource(t string) bool {
+	for _, s := range sourceTypes {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}
