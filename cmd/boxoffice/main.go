@@ -20,6 +20,7 @@ commands:
   relay     publish the outbox to JetStream (the only publisher)
   work      run the durable consumers [-only a,b]
   migrate   apply database migrations (safe to run twice or concurrently)
+  audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
   token     mint a development bearer token
   openapi   print the OpenAPI document (YAML)
   bench     measure the hold path against the pgbench baseline
@@ -46,6 +47,8 @@ func main() {
 		err = runWork(ctx, args)
 	case "migrate":
 		err = runMigrate(ctx, args)
+	case "audit":
+		err = runAudit(ctx, args, os.Getenv, os.Stdout)
 	case "token":
 		err = runToken(args)
 	case "openapi":

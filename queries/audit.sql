@@ -1,0 +1,89 @@
+-- Queries of boxoffice audit (audit/). Each returns up to 10 offending
+-- subjects and, on every row, the total number of them.
+
+-- name: AuditSeatsWithTwoActiveHolds :many
+SELECT seat_id::text AS subject, count(*) OVER ()::bigint AS total
+FROM hold_seats
+WHERE released_at IS NULL
+GROUP BY seat_id
+HAVING count(*) > 1
+ORDER BY seat_id
+LIMIT 10;
+
+-- name: AuditSeatsWithTwoTickets :many
+SELECT seat_id::text AS subject, count(*) OVER ()::bigint AS total
+FROM tickets
+GROUP BY seat_id
+HAVING count(*) > 1
+ORDER BY seat_id
+LIMIT 10;
+
+-- name: AuditSeatsHeldAndTicketedElsewhere :many
+SELECT hs.seat_id::text AS subject, count(*) OVER ()::bigint AS total
+FROM hold_seats hs
+JOIN holds h ON h.id = hs.hold_id
+JOIN tickets t ON t.seat_id = hs.seat_id AND t.order_id <> h.order_id
+WHERE hs.released_at IS NULL
+ORDER BY hs.seat_id
+LIMIT 10;
+
+-- name: AuditTicketsWithoutCapture :many
+SELECT t.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM tickets t
+LEFT JOIN payments p ON p.order_id = t.order_id
+WHERE p.order_id IS NULL OR p.status <> 'succeeded'
+ORDER BY t.id
+LIMIT 10;
+
+-- name: AuditCapturesWithoutTicketsOrRefund :many
+-- Captured payments whose order, after the grace period, is neither
+-- ticketed nor refunding or refunded.
+SELECT p.order_id::text AS subject, count(*) OVER ()::bigint AS total
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.status = 'succeeded'
+  AND o.status NOT IN ('ticketed', 'refunding', 'refunded')
+  AND greatest(p.updated_at, o.updated_at) < now() - @grace::interval
+ORDER BY p.order_id
+LIMIT 10;
+
+-- name: AuditConfirmedOrdersWithoutAuthorization :many
+SELECT o.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM orders o
+LEFT JOIN payments p ON p.order_id = o.id
+WHERE o.status IN ('capture_pending', 'paid', 'ticketed')
+  AND (p.order_id IS NULL OR p.status NOT IN ('requires_capture', 'succeeded'))
+ORDER BY o.id
+LIMIT 10;
+
+-- name: AuditStaleOutboxRows :many
+-- Rows not yet published longer than max_age after their commit.
+SELECT (id::text || ' (' || event_type || ', ' ||
+        round(extract(epoch FROM now() - created_at))::text || 's old)')::text AS subject,
+       count(*) OVER ()::bigint AS total
+FROM outbox
+WHERE created_at < now() - @max_age::interval
+ORDER BY seq
+LIMIT 10;
+
+-- name: AuditOverdueActiveHolds :many
+-- Holds still active longer than grace past their expiry: the expiry
+-- worker is not keeping up, or not running.
+SELECT id::text AS subject, count(*) OVER ()::bigint AS total
+FROM holds
+WHERE status = 'active' AND expires_at < now() - @grace::interval
+ORDER BY expires_at
+LIMIT 10;
+
+-- name: AuditStuckWebhookDeliveries :many
+-- Pending deliveries to an enabled endpoint whose circuit is not open,
+-- due longer than max_wait ago and still not attempted.
+SELECT d.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM webhook_deliveries d
+JOIN webhook_endpoints e ON e.id = d.endpoint_id
+WHERE d.status = 'pending'
+  AND e.enabled
+  AND (e.circuit_open_until IS NULL OR e.circuit_open_until < now() - @max_wait::interval)
+  AND coalesce(d.next_attempt_at, d.created_at) < now() - @max_wait::interval
+ORDER BY d.next_attempt_at
+LIMIT 10;
