@@ -86,6 +86,18 @@ func (s *Signer) Issue(userID, eventID uuid.UUID, cell string) (string, Claims, 
 	return tok, c, err
 }
 
+// TTL is how long a token this Signer issues admits its buyer.
+func (s *Signer) TTL() time.Duration { return s.ttl }
+
+// Sign returns the token for claims decided elsewhere: the waiting room
+// records an admission (jti, issue and expiry times) once, in Redis, and
+// signs it again on every poll. Signing is deterministic at second
+// precision, so every poll returns the same token.
+func (s *Signer) Sign(c Claims) (string, error) {
+	c.IssuedAt, c.ExpiresAt = c.IssuedAt.Truncate(time.Second), c.ExpiresAt.Truncate(time.Second)
+	return s.sign(c)
+}
+
 func (s *Signer) sign(c Claims) (string, error) {
 	jc := jwtClaims{
 		RegisteredClaims: jwt.RegisteredClaims{

@@ -23,6 +23,7 @@ import (
 	"boxoffice/catalog"
 	"boxoffice/payments"
 	"boxoffice/purchase"
+	"boxoffice/waitingroom"
 )
 
 // Config holds what the handlers need.
@@ -35,6 +36,10 @@ type Config struct {
 	Bearer *auth.Verifier
 	// Admission issues and verifies admission tokens. Required.
 	Admission *admission.Signer
+	// WaitingRoom admits buyers and holds the onsale settings. Defaults to
+	// an in-process waiting room at a fixed rate, without organizer
+	// settings.
+	WaitingRoom *waitingroom.Room
 	// Catalog reads and writes events. Required.
 	Catalog *catalog.Catalog
 	// Purchase holds seats and reads orders. Required.
@@ -63,6 +68,7 @@ type Handlers struct {
 	cfg     Config
 	logger  *slog.Logger
 	metrics *httpMetrics
+	room    *waitingroom.Room
 }
 
 // New returns Handlers for cfg.
@@ -70,7 +76,13 @@ func New(cfg Config) *Handlers {
 	if cfg.Cell == "" {
 		cfg.Cell = "default"
 	}
-	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer)}
+	room := cfg.WaitingRoom
+	if room == nil {
+		room = waitingroom.NewRoom(waitingroom.RoomConfig{
+			Store: waitingroom.NewMemoryStore(), Signer: cfg.Admission, Events: cfg.Catalog, Logger: cfg.Logger,
+		})
+	}
+	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), room: room}
 }
 
 // Version is the API version shown in the OpenAPI document.
@@ -109,6 +121,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerHealth(api)
 	h.registerEvents(api)
 	h.registerWaitingRoom(api)
+	h.registerOnsale(api)
 	h.registerHolds(api)
 	h.registerOrders(api)
 	h.registerTickets(api)

@@ -11,6 +11,7 @@ import (
 
 	"boxoffice/auth"
 	"boxoffice/purchase"
+	"boxoffice/waitingroom"
 )
 
 // CreateHoldInput asks to hold seats.
@@ -61,11 +62,22 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		return nil, p
 	}
 	user := identity(ctx).UserID
-	if _, err := h.cfg.Admission.Verify(in.AdmissionToken, user, eventID, h.cfg.Cell); err != nil {
+	claims, err := h.cfg.Admission.Verify(in.AdmissionToken, user, eventID, h.cfg.Cell)
+	if err == nil && h.room.Revoked(claims.ID) {
+		err = errors.New("revoked")
+	}
+	if err != nil {
 		h.logger.InfoContext(ctx, "admission token rejected", "correlation_id", CorrelationID(ctx),
 			"event_id", eventID, "reason", err.Error())
 		return nil, problem(http.StatusForbidden, TypeAdmissionInvalid,
-			"The admission token is invalid, expired, or not for this buyer and event.")
+			"The admission token is invalid, expired, revoked, or not for this buyer and event.")
+	}
+	defer func(start time.Time) { h.room.ObserveHold(time.Since(start)) }(time.Now())
+	switch err := h.room.CheckSeatLimit(ctx, user, eventID, in.Body.SeatIDs); {
+	case errors.Is(err, waitingroom.ErrSeatLimit):
+		return nil, problem(http.StatusConflict, TypeSeatLimit, "This hold would give you more seats of this event than its organizer allows per buyer.")
+	case err != nil:
+		return nil, h.internal(ctx, "check seat limit", err, "event_id", eventID)
 	}
 	hold, err := h.cfg.Purchase.Hold(ctx, purchase.HoldParams{
 		UserID:         user,

@@ -3,56 +3,129 @@ package handlers
 import (
 	"context"
 	"errors"
+	"math"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"boxoffice/auth"
-	"boxoffice/catalog"
+	"boxoffice/waitingroom"
 )
 
-// WaitingRoomOutput is a buyer's place in the waiting room.
-type WaitingRoomOutput struct {
-	Body struct {
-		Status         string    `json:"status" enum:"admitted" doc:"admitted: the buyer may hold seats with admissionToken until expiresAt."`
-		AdmissionToken string    `json:"admissionToken" doc:"Send as X-Admission-Token on holds. Bound to you, this event and its purchase cell."`
-		ExpiresAt      time.Time `json:"expiresAt"`
+// WaitingRoomInput names the event and captures the client's address for
+// the per-address rate limit.
+type WaitingRoomInput struct {
+	EventID string `path:"eventId" doc:"Event id (UUID)."`
+	ip      string
+}
+
+// Resolve records the client address of the connection. Behind a proxy
+// this is the proxy's: put the per-address limit at the proxy instead.
+func (in *WaitingRoomInput) Resolve(ctx huma.Context) []error {
+	in.ip = ctx.RemoteAddr()
+	if host, _, err := net.SplitHostPort(in.ip); err == nil {
+		in.ip = host
 	}
+	return nil
+}
+
+// WaitingRoomBody is a buyer's place in the waiting room.
+type WaitingRoomBody struct {
+	Status string `json:"status" enum:"queued,admitted" doc:"queued: poll GET until admitted. admitted: hold seats with admissionToken until expiresAt."`
+	Phase  string `json:"phase" enum:"scheduled,open,paused" doc:"scheduled: the onsale has not opened; the pre-queue is shuffled at random when it does. paused: nobody is admitted until the organizer resumes."`
+	// Position is 1 for the next buyer to be admitted.
+	Position             int64      `json:"position,omitempty" doc:"Queued only: 1 is next. Before a scheduled opening the pre-queue is in random order and later joiners may be placed ahead."`
+	EstimatedWaitSeconds int64      `json:"estimatedWaitSeconds,omitempty" doc:"Queued while open: position at the current admission rate."`
+	PollAfterSeconds     int64      `json:"pollAfterSeconds,omitempty" doc:"Queued only: poll again after this many seconds."`
+	OpensAt              *time.Time `json:"opensAt,omitempty" doc:"When a scheduled onsale opens."`
+	AdmissionToken       string     `json:"admissionToken,omitempty" doc:"Admitted only. Send as X-Admission-Token on holds. Bound to you, this event and its purchase cell."`
+	ExpiresAt            *time.Time `json:"expiresAt,omitempty" doc:"Admitted only: when the admission token expires."`
+}
+
+// WaitingRoomOutput is a buyer's place in the waiting room: 200 once
+// admitted, 202 while queued.
+type WaitingRoomOutput struct {
+	Status int
+	Body   WaitingRoomBody
 }
 
 func (h *Handlers) registerWaitingRoom(api huma.API) {
-	op := huma.Operation{
+	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests, http.StatusServiceUnavailable}
+	huma.Register(api, secured(huma.Operation{
 		OperationID: "join-waiting-room", Method: http.MethodPost, Path: "/v1/events/{eventId}/waiting-room",
-		Summary:     "Join the waiting room",
-		Description: "Buyers only. While the onsale is not congested the buyer is admitted at once and gets an admission token.",
-		Tags:        []string{"Waiting room"},
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}
-	huma.Register(api, secured(op, auth.RoleBuyer), h.admit)
-	op.OperationID, op.Method, op.Summary = "get-waiting-room", http.MethodGet, "Get your place in the waiting room"
-	huma.Register(api, secured(op, auth.RoleBuyer), h.admit)
+		Summary: "Join the waiting room",
+		Description: "Buyers only. Idempotent: joining again returns your place. While the onsale is open, " +
+			"nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); " +
+			"otherwise you are queued (202) and poll GET until admitted. Rate limited per buyer and per client address (429 with Retry-After); " +
+			"503 with Retry-After while the waiting room cannot admit anyone.",
+		Tags: []string{"Waiting room"}, Errors: errs,
+	}, auth.RoleBuyer), h.joinWaitingRoom)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "get-waiting-room", Method: http.MethodGet, Path: "/v1/events/{eventId}/waiting-room",
+		Summary:     "Get your place in the waiting room",
+		Description: "Buyers only. Your position and estimated wait, or your admission token once admitted (the same token on every poll). 404 if you have not joined or your admission expired.",
+		Tags:        []string{"Waiting room"}, Errors: errs,
+	}, auth.RoleBuyer), h.pollWaitingRoom)
 }
 
-func (h *Handlers) admit(ctx context.Context, in *EventPathInput) (*WaitingRoomOutput, error) {
+func (h *Handlers) joinWaitingRoom(ctx context.Context, in *WaitingRoomInput) (*WaitingRoomOutput, error) {
+	return h.waitingRoom(ctx, in, true)
+}
+
+func (h *Handlers) pollWaitingRoom(ctx context.Context, in *WaitingRoomInput) (*WaitingRoomOutput, error) {
+	return h.waitingRoom(ctx, in, false)
+}
+
+// retryAfter is the Retry-After header for d, in whole seconds, at least 1.
+func retryAfter(d time.Duration) http.Header {
+	return http.Header{"Retry-After": {strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))}}
+}
+
+func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join bool) (*WaitingRoomOutput, error) {
 	eventID, err := parseUUID(in.EventID, "path.eventId")
 	if err != nil {
 		return nil, err
 	}
-	ev, err := h.cfg.Catalog.Event(ctx, eventID)
+	var v waitingroom.View
+	if join {
+		v, err = h.room.Join(ctx, identity(ctx).UserID, eventID, in.ip)
+	} else {
+		v, err = h.room.Poll(ctx, identity(ctx).UserID, eventID, in.ip)
+	}
 	switch {
-	case errors.Is(err, catalog.ErrNotFound):
+	case errors.Is(err, waitingroom.ErrEventNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
+	case errors.Is(err, waitingroom.ErrUnavailable):
+		h.logger.WarnContext(ctx, "waiting room unavailable", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
+		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
+			"The waiting room is not admitting anyone right now; try again shortly. Admission tokens already issued keep working."),
+			retryAfter(5*time.Second))
 	case err != nil:
-		return nil, h.internal(ctx, "admit: get event", err)
+		return nil, h.internal(ctx, "waiting room", err, "event_id", eventID)
 	}
-	token, claims, err := h.cfg.Admission.Issue(identity(ctx).UserID, ev.ID, ev.PurchaseCell)
-	if err != nil {
-		return nil, h.internal(ctx, "admit: issue token", err)
+	out := &WaitingRoomOutput{Status: http.StatusAccepted}
+	out.Body.Phase = string(v.Phase)
+	out.Body.OpensAt = v.OpensAt
+	switch v.Status {
+	case waitingroom.StatusLimited:
+		return nil, huma.ErrorWithHeaders(problem(http.StatusTooManyRequests, TypeRateLimited,
+			"Too many waiting-room requests; slow down."), retryAfter(v.RetryAfter))
+	case waitingroom.StatusNone:
+		return nil, problem(http.StatusNotFound, TypeNotFound, "You are not in this event's waiting room; join it first.")
+	case waitingroom.StatusAdmitted:
+		out.Status = http.StatusOK
+		out.Body.Status = "admitted"
+		out.Body.AdmissionToken = v.Token
+		exp := v.ExpiresAt.UTC()
+		out.Body.ExpiresAt = &exp
+	case waitingroom.StatusQueued:
+		out.Body.Status = "queued"
+		out.Body.Position = v.Position
+		out.Body.EstimatedWaitSeconds = int64(math.Ceil(v.EstimatedWait.Seconds()))
+		out.Body.PollAfterSeconds = min(10, max(2, out.Body.EstimatedWaitSeconds/4))
 	}
-	out := &WaitingRoomOutput{}
-	out.Body.Status = "admitted"
-	out.Body.AdmissionToken = token
-	out.Body.ExpiresAt = claims.ExpiresAt.UTC()
 	return out, nil
 }

@@ -1,0 +1,134 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/auth"
+	"boxoffice/waitingroom"
+)
+
+// TypeSeatLimit is the problem type of a hold over the event's per-buyer
+// seat limit.
+const TypeSeatLimit = "/problems/seat-limit"
+
+// OnsaleSignals are the release controller's last readings.
+type OnsaleSignals struct {
+	HoldP99Ms        int64 `json:"holdP99Ms"`
+	PoolWaitMs       int64 `json:"poolWaitMs"`
+	OutboxAgeSeconds int64 `json:"outboxAgeSeconds"`
+	ConsumerPending  int64 `json:"consumerPending"`
+	ActiveHolds      int64 `json:"activeHolds"`
+}
+
+// OnsaleBody is an onsale's settings and admission state.
+type OnsaleBody struct {
+	EventID        uuid.UUID     `json:"eventId"`
+	Phase          string        `json:"phase" enum:"scheduled,open,paused"`
+	OpensAt        *time.Time    `json:"opensAt,omitempty" doc:"When a scheduled onsale opens."`
+	Paused         bool          `json:"paused"`
+	MaxRate        int           `json:"maxRate" doc:"The organizer's cap on admissions per second; 0: none."`
+	SeatLimit      int           `json:"seatLimit" doc:"Seats one buyer may hold or own in the event; 0: no limit."`
+	AdmissionRate  float64       `json:"admissionRate" doc:"R: admissions per second now, the release controller's rate capped by maxRate."`
+	ControllerRate float64       `json:"controllerRate" doc:"The release controller's rate for the purchase cell."`
+	RateReason     string        `json:"rateReason" doc:"Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, signals_unavailable)."`
+	RateDetail     string        `json:"rateDetail,omitempty"`
+	RateChangedAt  time.Time     `json:"rateChangedAt"`
+	Queued         *int64        `json:"queued,omitempty" doc:"Buyers waiting; absent while the waiting room's store is unreachable."`
+	Signals        OnsaleSignals `json:"signals"`
+}
+
+// OnsaleOutput is an onsale's state.
+type OnsaleOutput struct {
+	Body OnsaleBody
+}
+
+// PatchOnsaleInput changes an onsale's settings; absent fields keep their
+// value.
+type PatchOnsaleInput struct {
+	EventID string `path:"eventId" doc:"Event id (UUID)."`
+	Body    struct {
+		OpensAt   *time.Time `json:"opensAt,omitempty" doc:"Schedule the opening: buyers who join before it are shuffled at random when it opens. A past time opens at once."`
+		Paused    *bool      `json:"paused,omitempty" doc:"Pause (true) or resume (false) admissions."`
+		MaxRate   *int       `json:"maxRate,omitempty" minimum:"0" maximum:"100000" doc:"Cap on admissions per second; 0 removes the cap."`
+		SeatLimit *int       `json:"seatLimit,omitempty" minimum:"0" maximum:"1000" doc:"Seats one buyer may hold or own; 0 removes the limit."`
+	}
+}
+
+func (h *Handlers) registerOnsale(api huma.API) {
+	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity}
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "get-onsale", Method: http.MethodGet, Path: "/v1/events/{eventId}/onsale",
+		Summary:     "Get the onsale's settings and admission rate",
+		Description: "The event's organizer only (404 for anyone else). Shows R, the reason for its last change, and the release controller's signals.",
+		Tags:        []string{"Onsale"}, Errors: errs,
+	}, auth.RoleOrganizer), h.getOnsale)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "update-onsale", Method: http.MethodPatch, Path: "/v1/events/{eventId}/onsale",
+		Summary:     "Schedule, pause or resume the onsale, cap R, limit seats per buyer",
+		Description: "The event's organizer only. Changes reach every API process within a second.",
+		Tags:        []string{"Onsale"}, Errors: errs,
+	}, auth.RoleOrganizer), h.patchOnsale)
+}
+
+// ownOnsale returns the event's onsale if the caller organizes it.
+func (h *Handlers) ownOnsale(ctx context.Context, raw string, change func(*waitingroom.Settings)) (*OnsaleOutput, error) {
+	eventID, err := parseUUID(raw, "path.eventId")
+	if err != nil {
+		return nil, err
+	}
+	o, err := h.room.Onsale(ctx, eventID)
+	if err == nil && o.Event.OrganizerID != identity(ctx).OrganizerID {
+		err = waitingroom.ErrEventNotFound
+	}
+	if err == nil && change != nil {
+		o, err = h.room.UpdateOnsale(ctx, eventID, change)
+	}
+	switch {
+	case errors.Is(err, waitingroom.ErrEventNotFound), errors.Is(err, waitingroom.ErrNoSettings):
+		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
+	case err != nil:
+		return nil, h.internal(ctx, "onsale", err, "event_id", eventID)
+	}
+	s, c := o.Event.Settings, o.Control
+	out := &OnsaleOutput{Body: OnsaleBody{
+		EventID: eventID, Phase: string(o.Phase), OpensAt: s.OpensAt, Paused: s.Paused, MaxRate: s.MaxRate, SeatLimit: s.SeatLimit,
+		AdmissionRate: o.Rate, ControllerRate: c.Rate, RateReason: c.Reason, RateDetail: c.Detail, RateChangedAt: c.ChangedAt.UTC(),
+		Signals: OnsaleSignals{
+			HoldP99Ms: c.Signals.HoldP99.Milliseconds(), PoolWaitMs: c.Signals.PoolWait.Milliseconds(),
+			OutboxAgeSeconds: int64(c.Signals.OutboxAge.Seconds()), ConsumerPending: c.Signals.ConsumerPending, ActiveHolds: c.Signals.ActiveHolds,
+		},
+	}}
+	if o.QueueErr == nil {
+		out.Body.Queued = &o.Queued
+	}
+	return out, nil
+}
+
+func (h *Handlers) getOnsale(ctx context.Context, in *EventPathInput) (*OnsaleOutput, error) {
+	return h.ownOnsale(ctx, in.EventID, nil)
+}
+
+func (h *Handlers) patchOnsale(ctx context.Context, in *PatchOnsaleInput) (*OnsaleOutput, error) {
+	b := in.Body
+	return h.ownOnsale(ctx, in.EventID, func(s *waitingroom.Settings) {
+		if b.OpensAt != nil {
+			t := b.OpensAt.UTC()
+			s.OpensAt = &t
+		}
+		if b.Paused != nil {
+			s.Paused = *b.Paused
+		}
+		if b.MaxRate != nil {
+			s.MaxRate = *b.MaxRate
+		}
+		if b.SeatLimit != nil {
+			s.SeatLimit = *b.SeatLimit
+		}
+	})
+}

@@ -1,0 +1,25 @@
+// Package waitingroom shapes an onsale's crowd into the rate the purchase
+// cell can take (seed 000 §3): buyers join an event's waiting room and are
+// admitted at R per second, each admission a signed, short-lived admission
+// token (package admission) that the hold path verifies.
+//
+// A Room serves every event of the cell. Its Store keeps the queues, the
+// admissions, the token buckets, the rate-limit windows and the revoked
+// admissions: RedisStore (one Lua script per operation, so joining twice
+// queues once and no queue entry is admitted twice) or MemoryStore when
+// REDIS_URL is unset. Buyers who join before a scheduled opening draw a
+// crypto-random place in the pre-queue, which goes ahead of everyone who
+// joins later, in arrival order.
+//
+// A Controller adapts R to the cell's health by AIMD, reading Signals
+// (hold p99, pool wait, outbox age, consumer pending, active holds); an
+// organizer can cap R, pause and schedule the onsale and limit seats per
+// buyer (Settings, stored in PostgreSQL and cached for a second).
+//
+// Failure: with Redis unreachable, Join and Poll fail closed (no admission
+// is issued) and the admitter retries every tick; admissions already
+// issued keep working because the hold path needs only the token's
+// signature and the in-process copy of the revocations, refreshed from
+// Redis every second and kept as it was while Redis is down. When Redis
+// answers again, go-redis reconnects and everything resumes by itself.
+package waitingroom

@@ -1,0 +1,355 @@
+package waitingroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisStore keeps the waiting room in Redis. Each operation is one Lua
+// script, so it is atomic and costs one round trip. Keys are namespaced by
+// a prefix and, per event, share the hash tag {eventID}; every key carries
+// a TTL, so an event's waiting room disappears a day after its last join.
+//
+// Key layout, with p the prefix and e the event id:
+//
+//	p wr:{e}:q          sorted set: the queue, member user id, score order
+//	p wr:{e}:seq        arrival counter
+//	p wr:{e}:b          token bucket: t (tokens), ts (ms)
+//	p wr:{e}:a:<user>   the buyer's admission "jti|iat_ms|exp_ms", TTL = its life
+//	p wr:{e}:rl:u:<user>:<s>, rl:ip:<ip>:<s>   one-second rate-limit windows
+//	p wr:active         set of events with someone queued
+//	p wr:revoked        sorted set: revoked jti, score = expiry (unix ms)
+//
+// The Admit script writes admission keys it derives from the prefix rather
+// than declaring them, so it needs a standalone (or Sentinel-managed) Redis,
+// not Redis Cluster. Run Redis with appendonly yes: an admission that is
+// acknowledged and then lost to a crash can be handed out again after the
+// restart.
+type RedisStore struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// RedisStoreConfig configures NewRedisStore.
+type RedisStoreConfig struct {
+	// Prefix namespaces every key. Defaults to "boxoffice:".
+	Prefix string
+}
+
+// keyTTL is how long an event's queue keys live after the last write.
+const keyTTL = 24 * time.Hour
+
+// NewRedisStore returns a store on rdb.
+func NewRedisStore(rdb redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "boxoffice:"
+	}
+	return &RedisStore{rdb: rdb, prefix: cfg.Prefix}
+}
+
+func (s *RedisStore) eventKey(eventID uuid.UUID, suffix string) string {
+	return s.prefix + "wr:{" + eventID.String() + "}:" + suffix
+}
+
+// The scripts' shared helpers: one-second rate-limit windows and the token
+// bucket, refilled at rate per second up to burst, starting full.
+const luaHelpers = `
+local function limited(key, limit)
+  if limit <= 0 then return false end
+  local n = redis.call('INCR', key)
+  if n == 1 then redis.call('PEXPIRE', key, 2000) end
+  return n > limit
+end
+local function refill(key, now, rate, burst)
+  local v = redis.call('HMGET', key, 't', 'ts')
+  local t, ts = tonumber(v[1]), tonumber(v[2])
+  if not t then return burst end
+  if now > ts then t = t + (now - ts) * rate / 1000 end
+  if t > burst then t = burst end
+  return t
+end
+local function save(key, t, now)
+  redis.call('HSET', key, 't', string.format('%.6f', t), 'ts', string.format('%.0f', now))
+  redis.call('PEXPIRE', key, 86400000)
+end
+`
+
+// joinScript: KEYS q, seq, b, a:user, rl:u, rl:ip, active.
+// ARGV user, now_ms, phase, rate, burst, jti, ttl_ms, user_limit, ip_limit,
+// pre_score, event_id, join (1) or poll (0).
+var joinScript = redis.NewScript(luaHelpers + `
+local now = tonumber(ARGV[2])
+if limited(KEYS[5], tonumber(ARGV[8])) or limited(KEYS[6], tonumber(ARGV[9])) then
+  return {'rate_limited', 1000 - (now % 1000)}
+end
+local rec = redis.call('GET', KEYS[4])
+if rec then return {'admitted', rec} end
+local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
+if rank then return {'queued', rank} end
+if ARGV[12] ~= '1' then return {'none'} end
+if ARGV[3] == 'open' and redis.call('ZCARD', KEYS[1]) == 0 then
+  local rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
+  local t = refill(KEYS[3], now, rate, burst)
+  if t >= 1 then
+    local ttl = tonumber(ARGV[7])
+    rec = ARGV[6] .. '|' .. string.format('%.0f', now) .. '|' .. string.format('%.0f', now + ttl)
+    redis.call('SET', KEYS[4], rec, 'PX', ttl)
+    save(KEYS[3], t - 1, now)
+    return {'admitted', rec}
+  end
+end
+local score
+if ARGV[3] == 'scheduled' then
+  score = ARGV[10]
+else
+  score = string.format('%.0f', 4503599627370496 + redis.call('INCR', KEYS[2]))
+  redis.call('PEXPIRE', KEYS[2], 86400000)
+end
+redis.call('ZADD', KEYS[1], score, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], 86400000)
+redis.call('SADD', KEYS[7], ARGV[11])
+return {'queued', redis.call('ZRANK', KEYS[1], ARGV[1])}
+`)
+
+// admitScript: KEYS q, b, active. ARGV now_ms, rate, burst, max, ttl_ms,
+// jti_base (a UUID), admission key prefix, event_id. Pops up to the
+// bucket's whole tokens from the head of the queue and records an
+// admission for each popped buyer who has none (never twice).
+var admitScript = redis.NewScript(luaHelpers + `
+local now, rate, burst, max, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local t = refill(KEYS[2], now, rate, burst)
+local n = math.floor(t)
+if n > max then n = max end
+local out = {}
+if n >= 1 then
+  local popped = redis.call('ZPOPMIN', KEYS[1], n)
+  local base = string.sub(ARGV[6], 1, 28)
+  local iat, exp = string.format('%.0f', now), string.format('%.0f', now + ttl)
+  for k = 1, #popped, 2 do
+    local akey = ARGV[7] .. popped[k]
+    if redis.call('EXISTS', akey) == 0 then
+      redis.call('SET', akey, base .. string.format('%08x', #out + 1) .. '|' .. iat .. '|' .. exp, 'PX', ttl)
+      out[#out + 1] = popped[k]
+    end
+  end
+  t = t - #out
+end
+save(KEYS[2], t, now)
+if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[8]) end
+return out
+`)
+
+// Scripts returns the Lua scripts, for callers that pipeline them (they
+// must be loaded first: a pipeline cannot fall back from EVALSHA to EVAL).
+func (s *RedisStore) loadScripts(ctx context.Context) error {
+	for _, sc := range []*redis.Script{joinScript, admitScript} {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return unavailable("load scripts", err)
+		}
+	}
+	return nil
+}
+
+func (s *RedisStore) joinArgs(p JoinParams, join bool) ([]string, []any) {
+	sec := strconv.FormatInt(p.Now.Unix(), 10)
+	user := p.UserID.String()
+	keys := []string{
+		s.eventKey(p.EventID, "q"), s.eventKey(p.EventID, "seq"), s.eventKey(p.EventID, "b"),
+		s.eventKey(p.EventID, "a:"+user),
+		s.eventKey(p.EventID, "rl:u:"+user+":"+sec), s.eventKey(p.EventID, "rl:ip:"+p.IP+":"+sec),
+		s.prefix + "wr:active",
+	}
+	j := "0"
+	if join {
+		j = "1"
+	}
+	args := []any{user, p.Now.UnixMilli(), string(p.Phase), p.Rate, p.Burst, p.JTI.String(), p.TTL.Milliseconds(),
+		p.Limits.PerUser, p.Limits.PerIP, p.PreScore, p.EventID.String(), j}
+	return keys, args
+}
+
+// Join implements Store.
+func (s *RedisStore) Join(ctx context.Context, p JoinParams) (Entry, error) {
+	keys, args := s.joinArgs(p, true)
+	res, err := joinScript.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return Entry{}, unavailable("join", err)
+	}
+	return parseEntry(res)
+}
+
+// Poll implements Store.
+func (s *RedisStore) Poll(ctx context.Context, p JoinParams) (Entry, error) {
+	keys, args := s.joinArgs(p, false)
+	res, err := joinScript.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return Entry{}, unavailable("poll", err)
+	}
+	return parseEntry(res)
+}
+
+// JoinMany joins many buyers in pipelined batches: for loading a queue
+// quickly (tests, benchmarks). It stops at the first error.
+func (s *RedisStore) JoinMany(ctx context.Context, ps []JoinParams) ([]Entry, error) {
+	if err := s.loadScripts(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(ps))
+	for start := 0; start < len(ps); start += 1000 {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, 0, 1000)
+		for _, p := range ps[start:min(start+1000, len(ps))] {
+			keys, args := s.joinArgs(p, true)
+			cmds = append(cmds, joinScript.EvalSha(ctx, pipe, keys, args...))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return out, unavailable("join batch", err)
+		}
+		for _, c := range cmds {
+			res, err := c.Slice()
+			if err != nil {
+				return out, unavailable("join batch", err)
+			}
+			e, err := parseEntry(res)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Admit implements Store.
+func (s *RedisStore) Admit(ctx context.Context, p AdmitParams) ([]uuid.UUID, error) {
+	keys := []string{s.eventKey(p.EventID, "q"), s.eventKey(p.EventID, "b"), s.prefix + "wr:active"}
+	res, err := admitScript.Run(ctx, s.rdb, keys, p.Now.UnixMilli(), p.Rate, p.Burst, p.Max, p.TTL.Milliseconds(),
+		uuid.NewString(), s.eventKey(p.EventID, "a:"), p.EventID.String()).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("admit", err)
+	}
+	users := make([]uuid.UUID, 0, len(res))
+	for _, r := range res {
+		u, err := uuid.Parse(r)
+		if err != nil {
+			return users, fmt.Errorf("admit: queued member %q is not a user id: %w", r, err)
+		}
+		users = append(users, u)
+	}
+	return users, nil
+}
+
+// ActiveEvents implements Store.
+func (s *RedisStore) ActiveEvents(ctx context.Context) ([]uuid.UUID, error) {
+	ids, err := s.rdb.SMembers(ctx, s.prefix+"wr:active").Result()
+	if err != nil {
+		return nil, unavailable("active events", err)
+	}
+	out := make([]uuid.UUID, 0, len(ids))
+	for _, id := range ids {
+		if u, err := uuid.Parse(id); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// QueueLength implements Store.
+func (s *RedisStore) QueueLength(ctx context.Context, eventID uuid.UUID) (int64, error) {
+	n, err := s.rdb.ZCard(ctx, s.eventKey(eventID, "q")).Result()
+	if err != nil {
+		return 0, unavailable("queue length", err)
+	}
+	return n, nil
+}
+
+// Revoke implements Store.
+func (s *RedisStore) Revoke(ctx context.Context, jti uuid.UUID, expiresAt time.Time) error {
+	key := s.prefix + "wr:revoked"
+	pipe := s.rdb.TxPipeline()
+	pipe.ZAdd(ctx, key, redis.Z{Score: float64(expiresAt.UnixMilli()), Member: jti.String()})
+	pipe.ZRemRangeByScore(ctx, key, "-inf", strconv.FormatInt(time.Now().UnixMilli(), 10))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return unavailable("revoke", err)
+	}
+	return nil
+}
+
+// Revoked implements Store.
+func (s *RedisStore) Revoked(ctx context.Context, now time.Time) (map[uuid.UUID]time.Time, error) {
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, s.prefix+"wr:revoked", &redis.ZRangeBy{
+		Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf",
+	}).Result()
+	if err != nil {
+		return nil, unavailable("revoked", err)
+	}
+	out := make(map[uuid.UUID]time.Time, len(zs))
+	for _, z := range zs {
+		if u, err := uuid.Parse(fmt.Sprint(z.Member)); err == nil {
+			out[u] = time.UnixMilli(int64(z.Score))
+		}
+	}
+	return out, nil
+}
+
+func parseEntry(res []any) (Entry, error) {
+	if len(res) == 0 {
+		return Entry{}, errors.New("waiting room script: empty reply")
+	}
+	status, _ := res[0].(string)
+	switch Status(status) {
+	case StatusNone:
+		return Entry{Status: StatusNone}, nil
+	case StatusLimited:
+		ms, _ := res[1].(int64)
+		return Entry{Status: StatusLimited, RetryAfter: time.Duration(ms) * time.Millisecond}, nil
+	case StatusQueued:
+		rank, _ := res[1].(int64)
+		return Entry{Status: StatusQueued, Ahead: rank}, nil
+	case StatusAdmitted:
+		rec, _ := res[1].(string)
+		a, err := parseAdmission(rec)
+		return Entry{Status: StatusAdmitted, Admission: a}, err
+	}
+	return Entry{}, fmt.Errorf("waiting room script: unexpected reply %v", res)
+}
+
+func parseAdmission(rec string) (Admission, error) {
+	parts := strings.Split(rec, "|")
+	if len(parts) != 3 {
+		return Admission{}, fmt.Errorf("admission record %q: want jti|iat|exp", rec)
+	}
+	jti, err := uuid.Parse(parts[0])
+	if err != nil {
+		return Admission{}, fmt.Errorf("admission record: jti: %w", err)
+	}
+	iat, err1 := strconv.ParseInt(parts[1], 10, 64)
+	exp, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return Admission{}, fmt.Errorf("admission record: times: %w", err)
+	}
+	return Admission{JTI: jti, IssuedAt: time.UnixMilli(iat), ExpiresAt: time.UnixMilli(exp)}, nil
+}
+
+// unavailable wraps a Redis error. Connection failures, timeouts and a
+// Redis that is loading or read-only are ErrUnavailable; a context error is
+// returned as is.
+func unavailable(op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) && !isNetErr(err) {
+		return fmt.Errorf("waiting room %s: %w", op, err)
+	}
+	return fmt.Errorf("waiting room %s: %w: %w", op, ErrUnavailable, err)
+}
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne)
+}
