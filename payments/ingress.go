@@ -13,11 +13,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/webhook"
 
 	"boxoffice/db"
 	"boxoffice/outbox"
+	"boxoffice/promreg"
 	"boxoffice/sqlcgen"
 )
 
@@ -38,6 +40,9 @@ type IngressConfig struct {
 	// order's local state (see Receive). Defaults to none: events are
 	// acted on as they come, which is right only in tests of the mapping.
 	Provider Provider
+	// Registerer receives boxoffice_payment_webhook_mismatches_total.
+	// Defaults to none.
+	Registerer prometheus.Registerer
 }
 
 // Ingress turns the provider's signed webhooks into domain events.
@@ -45,12 +50,21 @@ type Ingress struct {
 	pool   *pgxpool.Pool
 	cfg    IngressConfig
 	logger *slog.Logger
+	// mismatches counts webhooks that disagreed with the order, by the
+	// domain event the provider's current state stood for.
+	mismatches *prometheus.CounterVec
 }
 
 // NewIngress returns an Ingress writing to pool.
 func NewIngress(pool *pgxpool.Pool, cfg IngressConfig) *Ingress {
 	cfg.Tolerance = cmp.Or(cfg.Tolerance, 5*time.Minute)
-	return &Ingress{pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "payments_ingress")}
+	return &Ingress{
+		pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "payments_ingress"),
+		mismatches: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_payment_webhook_mismatches_total",
+			Help: "Provider webhooks that disagreed with the order's local state, so the intent was re-read; by what the provider's current state was acted on as.",
+		}, []string{"acted_as"})),
+	}
 }
 
 // Received says what Receive did with a webhook.
@@ -164,6 +178,7 @@ func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped) (ma
 		return m, fmt.Errorf("re-read payment intent %s: %w", m.intentID, err)
 	}
 	now := fromIntent(m.orderID, intent, ev.ID)
+	in.mismatches.WithLabelValues(cmp.Or(now.typ, "nothing")).Inc()
 	log.InfoContext(ctx, "provider event disagrees with the order; acting on the intent as the provider reports it now",
 		"intent_status", intent.Status, "event_means", m.typ, "acting_as", cmp.Or(now.typ, "nothing"))
 	return now, nil

@@ -223,7 +223,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 
 	stackCtx, stopStack := context.WithCancel(ctx)
 	stack := make(chan error, 1)
-	go func() { stack <- runStack(stackCtx, cfg, pool, nc, js, ln, logger, newRegistry()) }()
+	go func() { stack <- runStack(stackCtx, cfg, pool, nc, js, ln, logger, newRegistry(pool)) }()
 	defer func() { stopStack(); <-stack }()
 
 	client := bench.NewClient(base, cfg.JWTSecret, *concurrency*2)

@@ -103,7 +103,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return err
 	}
 	defer nc.Close()
-	reg := newRegistry()
+	reg := newRegistry(pool)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

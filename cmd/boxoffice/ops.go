@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,14 +17,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"boxoffice/bus"
+	"boxoffice/db"
 	"boxoffice/handlers"
 )
 
 // newRegistry returns the process's metrics registry with the Go and
 // process collectors.
-func newRegistry() *prometheus.Registry {
+func newRegistry(pool *pgxpool.Pool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		db.NewCollector(pool))
 	return reg
 }
 

@@ -35,10 +35,11 @@ func openBusRole(ctx context.Context, name string) (*busRole, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &busRole{cfg: cfg, logger: newLogger(cfg.LogLevel), reg: newRegistry()}
+	r := &busRole{cfg: cfg, logger: newLogger(cfg.LogLevel)}
 	if r.pool, err = db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns}); err != nil {
 		return nil, err
 	}
+	r.reg = newRegistry(r.pool)
 	if r.nc, r.js, err = connectBus(ctx, cfg, name, r.logger); err != nil {
 		r.pool.Close()
 		return nil, err

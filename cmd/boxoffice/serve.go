@@ -40,7 +40,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	reg := newRegistry()
+	reg := newRegistry(pool)
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}}
 	if cfg.NATSURL != "" {
 		// The API never publishes (the relay does); NATS is only reported.
@@ -87,9 +87,11 @@ func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prome
 		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
 	}
 	if cfg.StripeWebhookSecret != "" {
-		hc.StripeIngress = payments.NewIngress(pool, payments.IngressConfig{
-			WebhookSecret: cfg.StripeWebhookSecret, Logger: logger, Provider: provider,
-		})
+		ic := payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: logger, Provider: provider}
+		if reg != nil {
+			ic.Registerer = reg
+		}
+		hc.StripeIngress = payments.NewIngress(pool, ic)
 	}
 	if reg != nil {
 		hc.Registerer = reg
