@@ -179,6 +179,7 @@ type Ticket struct {
 	SeatID    uuid.UUID
 	IssuedAt  time.Time
 	QrPayload *string
+	RevokedAt *time.Time
 }
 
 type WebhookAttempt struct {

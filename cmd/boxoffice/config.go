@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"boxoffice/bus"
 	"boxoffice/payments"
@@ -41,6 +42,15 @@ type config struct {
 	SandboxWebhookURL string
 	// TicketSeed is the Ed25519 seed tickets are signed with.
 	TicketSeed []byte
+	// RedisURL is the waiting room's Redis; unset, the waiting room is
+	// in-process (one API process only).
+	RedisURL string
+	// AdmissionRate is the release controller's initial R, admissions per
+	// second; AdmissionRateMax its ceiling.
+	AdmissionRate, AdmissionRateMax float64
+	// WaitingRoomIPLimit is waiting-room requests per second per client
+	// address and event; -1 disables it (behind a proxy that limits).
+	WaitingRoomIPLimit int
 }
 
 // configError names the variable that stops start-up.
@@ -102,6 +112,21 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 		if c.TicketSeed, err = base64.StdEncoding.DecodeString(seed); err != nil || len(c.TicketSeed) != ed25519.SeedSize {
 			return c, &configError{"BOXOFFICE_TICKET_SIGNING_KEY", "must be the base64 of a 32-byte Ed25519 seed"}
 		}
+	}
+	c.RedisURL = getenv("REDIS_URL")
+	if c.RedisURL != "" {
+		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			return c, &configError{"REDIS_URL", "must be a redis:// or rediss:// URL"}
+		}
+	}
+	if c.AdmissionRate, err = strconv.ParseFloat(cmp.Or(getenv("BOXOFFICE_ADMISSION_RATE"), "200"), 64); err != nil || c.AdmissionRate <= 0 {
+		return c, &configError{"BOXOFFICE_ADMISSION_RATE", "must be a positive number of admissions per second"}
+	}
+	if c.AdmissionRateMax, err = strconv.ParseFloat(cmp.Or(getenv("BOXOFFICE_ADMISSION_RATE_MAX"), "5000"), 64); err != nil || c.AdmissionRateMax < c.AdmissionRate {
+		return c, &configError{"BOXOFFICE_ADMISSION_RATE_MAX", "must be a number of admissions per second at least BOXOFFICE_ADMISSION_RATE"}
+	}
+	if c.WaitingRoomIPLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_WAITINGROOM_IP_LIMIT"), "200")); err != nil || c.WaitingRoomIPLimit < -1 || c.WaitingRoomIPLimit == 0 {
+		return c, &configError{"BOXOFFICE_WAITINGROOM_IP_LIMIT", "must be a positive number of requests per second, or -1 for none"}
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("BOXOFFICE_LOG_LEVEL"), "info"))); err != nil {
 		return c, &configError{"BOXOFFICE_LOG_LEVEL", "must be debug, info, warn or error"}

@@ -169,10 +169,16 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 		return err
 	}
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc)}}
+	wr, err := newWaitingRoom(ctx, cfg, pool, logger, reg, waitingRoomOpts{pending: consumerPending(js)})
+	if err != nil {
+		return err
+	}
+	defer wr.close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, ln, newHandlers(cfg, pool, logger, reg, checks, provider, sandbox).Handler(), logger)
+		return serveHTTP(gctx, ln, newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, wr.room).Handler(), logger)
 	})
+	g.Go(func() error { return wr.run(gctx) })
 	g.Go(func() error { return r.Run(gctx) })
 	for _, run := range runs {
 		g.Go(func() error { return run(gctx) })

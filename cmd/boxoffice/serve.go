@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 
 	"boxoffice/admission"
 	"boxoffice/auth"
@@ -25,6 +26,7 @@ import (
 	"boxoffice/migrations"
 	"boxoffice/payments"
 	"boxoffice/purchase"
+	"boxoffice/waitingroom"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -42,15 +44,23 @@ func runServe(ctx context.Context, args []string) error {
 	defer pool.Close()
 	reg := newRegistry(pool)
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}}
+	var wopts waitingRoomOpts
 	if cfg.NATSURL != "" {
-		// The API never publishes (the relay does); NATS is only reported.
-		nc, _, err := bus.Connect(cfg.NATSURL, "boxoffice-serve", logger)
+		// The API never publishes (the relay does); NATS is only reported,
+		// and read for the release controller's consumer backlog.
+		nc, js, err := bus.Connect(cfg.NATSURL, "boxoffice-serve", logger)
 		if err != nil {
 			return err
 		}
 		defer nc.Close()
 		checks = append(checks, handlers.Check{Name: "nats", Func: natsCheck(nc)})
+		wopts.pending = consumerPending(js)
 	}
+	wr, err := newWaitingRoom(ctx, cfg, pool, logger, reg, wopts)
+	if err != nil {
+		return err
+	}
+	defer wr.close()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -65,7 +75,12 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	return serveHTTP(ctx, ln, newHandlers(cfg, pool, logger, reg, checks, provider, sandbox).Handler(), logger)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return serveHTTP(gctx, ln, newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, wr.room).Handler(), logger)
+	})
+	g.Go(func() error { return wr.run(gctx) })
+	return g.Wait()
 }
 
 // newHandlers wires the API's dependencies; serve, dev and bench share it.
@@ -73,7 +88,15 @@ func runServe(ctx context.Context, args []string) error {
 // provider is what the Stripe ingress consults when a webhook disagrees
 // with an order; sandbox, when not nil, adds the sandbox's buyer actions.
 func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox) *handlers.Handlers {
+	return newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, nil)
+}
+
+// newHandlersWithRoom is newHandlers with the waiting room; nil gives the
+// handlers' default: in-process, at a fixed rate, with no admitter running
+// (enough for bench holds, which admits a few buyers at once).
+func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox, room *waitingroom.Room) *handlers.Handlers {
 	hc := handlers.Config{
+		WaitingRoom: room,
 		Cell:      cfg.Cell,
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(cfg.JWTSecret),

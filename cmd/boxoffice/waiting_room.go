@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"boxoffice/admission"
+	"boxoffice/bus"
+	"boxoffice/catalog"
+	"boxoffice/waitingroom"
+)
+
+// waitingRoom is the API's waiting room with what runs it: the admitter
+// and the release controller.
+type waitingRoom struct {
+	room  *waitingroom.Room
+	rdb   *redis.Client
+	close func()
+}
+
+// run admits queued buyers and adapts R until ctx is done.
+func (w *waitingRoom) run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.room.Run(gctx) })
+	g.Go(func() error { return w.room.Controller().Run(gctx) })
+	return g.Wait()
+}
+
+// waitingRoomOpts are the parts of newWaitingRoom a benchmark changes.
+type waitingRoomOpts struct {
+	// pending, when not nil, reads the consumers' backlog.
+	pending func(context.Context) (int64, error)
+	// thresholds override the controller's defaults.
+	thresholds waitingroom.Thresholds
+	// perUser overrides the per-buyer request limit (-1: none).
+	perUser int
+	// redisPrefix overrides the key prefix.
+	redisPrefix string
+}
+
+// newWaitingRoom builds the waiting room on Redis when REDIS_URL is set,
+// else in process, with a release controller reading the cell's signals:
+// hold latency (fed by the hold handler), the pool's acquire waits, the
+// outbox and live holds in PostgreSQL, and the consumers' backlog when
+// opts.pending is set. Redis need not answer at start-up: the waiting room
+// fails closed (503) until it does, and go-redis reconnects by itself.
+func newWaitingRoom(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer, opts waitingRoomOpts) (*waitingRoom, error) {
+	w := &waitingRoom{close: func() {}}
+	var store waitingroom.Store = waitingroom.NewMemoryStore()
+	if cfg.RedisURL != "" {
+		ro, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, &configError{"REDIS_URL", "must be a redis:// or rediss:// URL"}
+		}
+		// Short timeouts: a waiting room that cannot reach Redis answers
+		// 503 at once rather than holding requests.
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond, time.Second
+		ro.PoolSize = max(ro.PoolSize, 64)
+		w.rdb = redis.NewClient(ro)
+		w.close = func() { _ = w.rdb.Close() }
+		store = waitingroom.NewRedisStore(w.rdb, waitingroom.RedisStoreConfig{Prefix: opts.redisPrefix})
+		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := w.rdb.Ping(pingCtx).Err(); err != nil {
+			logger.WarnContext(ctx, "redis does not answer yet; the waiting room admits nobody until it does", "error", err.Error())
+		}
+	} else {
+		logger.InfoContext(ctx, "REDIS_URL is unset: the waiting room is in-process, for this API process only")
+	}
+	holds := waitingroom.NewLatencyWindow(10 * time.Second)
+	var room *waitingroom.Room
+	controller := waitingroom.NewController(waitingroom.ControllerConfig{
+		Signals:    waitingroom.NewCellSignals(pool, holds, opts.pending),
+		Thresholds: opts.thresholds,
+		Initial:    cfg.AdmissionRate,
+		Max:        cfg.AdmissionRateMax,
+		DemandFunc: func() bool { return room.HasDemand() },
+		Logger:     logger,
+		Registerer: reg,
+	})
+	room = waitingroom.NewRoom(waitingroom.RoomConfig{
+		Store:       store,
+		Signer:      admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
+		Events:      catalog.New(pool),
+		Onsales:     waitingroom.NewOnsales(pool),
+		Controller:  controller,
+		Limits:      waitingroom.Limits{PerIP: cfg.WaitingRoomIPLimit, PerUser: opts.perUser},
+		HoldLatency: holds,
+		Logger:      logger,
+		Registerer:  reg,
+	})
+	w.room = room
+	return w, nil
+}
+
+// consumerPending returns the messages the durable consumers of the
+// purchase stream have not acked (undelivered plus unacked).
+func consumerPending(js jetstream.JetStream) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) {
+		s, err := js.Stream(ctx, bus.Stream)
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: %w", bus.Stream, err)
+		}
+		var n int64
+		l := s.ListConsumers(ctx)
+		for ci := range l.Info() {
+			n += int64(ci.NumPending) + int64(ci.NumAckPending)
+		}
+		if err := l.Err(); err != nil {
+			return 0, fmt.Errorf("list consumers: %w", err)
+		}
+		return n, nil
+	}
+}
