@@ -96,7 +96,6 @@ func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prome
 // (enough for bench holds, which admits a few buyers at once).
 func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox, room *waitingroom.Room) *handlers.Handlers {
 	hc := handlers.Config{
-		WaitingRoom: room,
 		Cell:      cfg.Cell,
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(cfg.JWTSecret),
@@ -106,6 +105,7 @@ func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, re
 		Checks:    checks,
 		Sandbox:   sandbox,
 	}
+	hc.WaitingRoom = room
 	if cfg.TicketSeed != nil {
 		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
 	}
