@@ -22,6 +22,7 @@ commands:
   migrate   apply database migrations (safe to run twice or concurrently)
   audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
   token     mint a development bearer token
+  healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
   openapi   print the OpenAPI document (YAML)
   bench     measure the hold path against the pgbench baseline
 `
@@ -49,6 +50,8 @@ func main() {
 		err = runMigrate(ctx, args)
 	case "audit":
 		err = runAudit(ctx, args, os.Getenv, os.Stdout)
+	case "healthcheck":
+		err = runHealthcheck(ctx, args)
 	case "token":
 		err = runToken(args)
 	case "openapi":

@@ -1,0 +1,18 @@
+# syntax=docker/dockerfile:1
+# The one Boxoffice binary, every role: `docker run boxoffice serve|relay|work|migrate|audit`.
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+# Static (no cgo), reproducible (-trimpath), without debug tables.
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/boxoffice ./cmd/boxoffice
+
+# distroless/static: no shell, no package manager; runs as uid 65532.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/boxoffice /boxoffice
+USER nonroot:nonroot
+EXPOSE 8080 9090
+ENTRYPOINT ["/boxoffice"]
+CMD ["serve"]

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+// No container engine runs where CI does, so compose.yaml is checked
+// against the code instead: each service's image or build, each
+// dependency, each command, each variable and each mounted file, and the
+// Prometheus targets and Grafana queries against what the roles export.
+
+type composeFile struct {
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]any            `yaml:"volumes"`
+}
+
+type composeService struct {
+	Image       string            `yaml:"image"`
+	Build       any               `yaml:"build"`
+	Command     []string          `yaml:"command"`
+	Environment map[string]string `yaml:"environment"`
+	DependsOn   any               `yaml:"depends_on"`
+	Healthcheck *struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
+	Restart string   `yaml:"restart"`
+	Volumes []string `yaml:"volumes"`
+	Ports   []string `yaml:"ports"`
+}
+
+// dependencies returns the services s depends on, with their conditions
+// ("" for the short list form).
+func (s composeService) dependencies(t *testing.T) map[string]string {
+	t.Helper()
+	deps := map[string]string{}
+	switch d := s.DependsOn.(type) {
+	case nil:
+	case []any:
+		for _, n := range d {
+			deps[n.(string)] = ""
+		}
+	case map[string]any:
+		for n, v := range d {
+			cond, _ := v.(map[string]any)["condition"].(string)
+			deps[n] = cond
+		}
+	default:
+		t.Fatalf("depends_on of unexpected shape %T", d)
+	}
+	return deps
+}
+
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	raw, err := os.ReadFile("../../compose.yaml")
+	require.NoError(t, err)
+	var f composeFile
+	require.NoError(t, yaml.Unmarshal(raw, &f))
+	require.NotEmpty(t, f.Services)
+	return f
+}
+
+// interpolate resolves ${NAME:-default} and ${NAME} as compose does with an
+// empty environment: the default, or "".
+func interpolate(v string) string {
+	return regexp.MustCompile(`\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}`).ReplaceAllString(v, "$2")
+}
+
+// sourceFiles returns the non-test Go files of the module.
+func sourceFiles(t *testing.T) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	require.NoError(t, filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			files[path] = string(raw)
+		}
+		return nil
+	}))
+	return files
+}
+
+func TestComposeMatchesTheCode(t *testing.T) {
+	f := loadCompose(t)
+	src := sourceFiles(t)
+	var cmdSrc strings.Builder
+	for path, s := range src {
+		if strings.HasPrefix(path, "../../cmd/boxoffice/") {
+			cmdSrc.WriteString(s)
+		}
+	}
+	// The variables the binary reads, and its subcommands.
+	known := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?:getenv|Getenv|env)\("([A-Z][A-Z0-9_]+)"\)`).FindAllStringSubmatch(cmdSrc.String(), -1) {
+		known[m[1]] = true
+	}
+	require.True(t, known["DATABASE_URL"] && known["NATS_URL"], "the variable scan found the configuration")
+	mainSrc, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	var commands []string
+	for _, m := range regexp.MustCompile(`case "([a-z]+)":`).FindAllStringSubmatch(string(mainSrc), -1) {
+		commands = append(commands, m[1])
+	}
+
+	for _, need := range []string{"postgres", "nats-1", "nats-2", "nats-3", "redis", "stripe-mock", "migrate",
+		"api-1", "api-2", "relay", "worker-1", "worker-2", "prometheus", "grafana"} {
+		require.Contains(t, f.Services, need)
+	}
+	roles := map[string]int{}
+	for name, s := range f.Services {
+		t.Run(name, func(t *testing.T) {
+			require.True(t, s.Image != "" || s.Build != nil, "an image or a build")
+			if s.Image != "" {
+				require.Regexp(t, `^[a-z0-9./-]+:[A-Za-z0-9._-]+$`, s.Image, "images are pinned to a tag")
+				require.NotContains(t, s.Image, ":latest")
+			}
+			if s.Build != nil {
+				require.Equal(t, ".", s.Build)
+				require.FileExists(t, "../../Dockerfile")
+			}
+			require.NotEmpty(t, s.Restart, "a restart policy")
+			for dep, cond := range s.dependencies(t) {
+				require.Contains(t, f.Services, dep, "depends on a service that exists")
+				require.Contains(t, []string{"", "service_started", "service_healthy", "service_completed_successfully"}, cond)
+				if cond == "service_healthy" {
+					require.NotNil(t, f.Services[dep].Healthcheck, "%s is waited on as healthy, so it needs a healthcheck", dep)
+				}
+			}
+			for _, v := range s.Volumes {
+				src, _, _ := strings.Cut(v, ":")
+				if strings.HasPrefix(src, "./") {
+					_, err := os.Stat(filepath.Join("../..", src))
+					require.NoError(t, err, "mounted path exists")
+				} else {
+					require.Contains(t, f.Volumes, src, "named volume is declared")
+				}
+			}
+			if s.Image != "boxoffice:dev" {
+				return
+			}
+			// One of ours: a real subcommand, known variables, a config the
+			// role accepts, and (unless it runs once) a healthcheck on the
+			// role's own port.
+			require.NotEmpty(t, s.Command)
+			role := s.Command[0]
+			require.Contains(t, commands, role, "a boxoffice subcommand")
+			roles[role]++
+			env := map[string]string{}
+			for k, v := range s.Environment {
+				require.True(t, known[k], "%s: the code never reads %s", name, k)
+				env[k] = interpolate(v)
+			}
+			getenv := func(k string) string { return env[k] }
+			var required []string
+			switch role {
+			case "serve":
+				required = []string{"DATABASE_URL", "BOXOFFICE_JWT_SECRET", "BOXOFFICE_ADMISSION_KEY"}
+			case "relay", "work":
+				required = []string{"DATABASE_URL", "NATS_URL"}
+			case "migrate":
+				required = []string{"DATABASE_URL"}
+			}
+			cfg, err := loadConfig(getenv, required...)
+			require.NoError(t, err, "the role accepts its configuration")
+			if role == "migrate" {
+				require.Equal(t, "no", s.Restart)
+				require.Equal(t, "postgres", strings.Split(strings.Split(cfg.DatabaseURL, "@")[1], ":")[0])
+				return
+			}
+			require.Equal(t, "service_completed_successfully", s.dependencies(t)["migrate"], "starts after the migration")
+			require.NoError(t, cfg.paymentsNeeds())
+			require.Equal(t, 3, cfg.Streams.Replicas, "R3 streams on the 3-node cluster")
+			require.Len(t, strings.Split(cfg.NATSURL, ","), 3, "every NATS node is listed")
+			require.NotNil(t, s.Healthcheck)
+			port := "9090"
+			if role == "serve" {
+				port = "8080"
+			}
+			require.Equal(t, []string{"CMD", "/boxoffice", "healthcheck", "http://127.0.0.1:" + port + "/readyz"}, s.Healthcheck.Test)
+		})
+	}
+	require.Equal(t, map[string]int{"migrate": 1, "serve": 2, "relay": 1, "work": 2}, roles)
+}
+
+func TestPrometheusScrapesEveryRole(t *testing.T) {
+	f := loadCompose(t)
+	raw, err := os.ReadFile("../../deploy/prometheus/prometheus.yml")
+	require.NoError(t, err)
+	var cfg struct {
+		ScrapeConfigs []struct {
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &cfg))
+	var targets []string
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			targets = append(targets, st.Targets...)
+		}
+	}
+	var want []string
+	for name, s := range f.Services {
+		if s.Image != "boxoffice:dev" || s.Command[0] == "migrate" {
+			continue
+		}
+		port := "9090"
+		if s.Command[0] == "serve" {
+			port = "8080"
+		}
+		want = append(want, name+":"+port)
+	}
+	slices.Sort(want)
+	slices.Sort(targets)
+	require.Equal(t, want, targets)
+}
+
+func TestDashboardQueriesExportedMetrics(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/grafana/dashboards/boxoffice.json")
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &dash))
+	var all strings.Builder
+	for _, s := range sourceFiles(t) {
+		all.WriteString(s)
+	}
+	code := all.String()
+	suffix := regexp.MustCompile(`_(bucket|count|sum)$`)
+	seen := 0
+	for _, p := range dash.Panels {
+		require.NotEmpty(t, p.Targets, p.Title)
+		for _, target := range p.Targets {
+			for _, m := range regexp.MustCompile(`boxoffice_[a-z0-9_]+`).FindAllString(target.Expr, -1) {
+				name := suffix.ReplaceAllString(m, "")
+				if !strings.Contains(code, `"`+name+`"`) && strings.Contains(code, `"`+m+`"`) {
+					name = m // a counter whose own name ends in _count
+				}
+				require.Contains(t, code, `"`+name+`"`, "panel %q queries %s, which no role exports", p.Title, m)
+				seen++
+			}
+		}
+	}
+	require.Greater(t, seen, 10)
+}
