@@ -1,0 +1,83 @@
+package handlers_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/handlers"
+)
+
+// Only the event's organizer sees and changes its onsale; a new event's
+// onsale is open, and the state shows R and the reason for its last change.
+func TestOnsaleOrganizerOnly(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{rate: 150})
+	org := b.organizerWithID(t)
+	ev := b.createEvent(t, org)
+	path := "/v1/events/" + ev.ID + "/onsale"
+
+	res := b.do(t, http.MethodGet, path, bearer(org), nil)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	body := res.json(t)
+	require.Equal(t, "open", body["phase"], "a new event's onsale is open")
+	require.EqualValues(t, 150, body["admissionRate"])
+	require.Equal(t, "initial", body["rateReason"])
+	require.EqualValues(t, 0, body["queued"])
+
+	res = b.do(t, http.MethodGet, path, bearer(b.organizer(t)), nil)
+	require.Equal(t, http.StatusNotFound, res.status, "another organizer: %s", res.body)
+	res = b.do(t, http.MethodPatch, path, bearer(b.organizer(t)), map[string]any{"paused": true})
+	require.Equal(t, http.StatusNotFound, res.status, "another organizer: %s", res.body)
+	_, buyer := b.buyer(t)
+	res = b.do(t, http.MethodGet, path, bearer(buyer), nil)
+	require.Equal(t, http.StatusForbidden, res.status, "a buyer: %s", res.body)
+
+	opens := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	res = b.do(t, http.MethodPatch, path, bearer(org), map[string]any{"maxRate": 40, "seatLimit": 4, "opensAt": opens})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	body = res.json(t)
+	require.Equal(t, "scheduled", body["phase"])
+	require.EqualValues(t, 40, body["admissionRate"], "the organizer's cap")
+	require.EqualValues(t, 150, body["controllerRate"])
+	require.EqualValues(t, 4, body["seatLimit"])
+	require.Equal(t, opens.Format(time.RFC3339), body["opensAt"])
+
+	// Before the opening buyers are queued in the pre-queue, not admitted.
+	res = b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/waiting-room", bearer(buyer), nil)
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+	require.Equal(t, "scheduled", res.json(t)["phase"])
+
+	res = b.do(t, http.MethodPatch, path, bearer(org), map[string]any{"opensAt": time.Now().Add(-time.Second)})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, "open", res.json(t)["phase"])
+	require.EqualValues(t, 1, res.json(t)["queued"])
+}
+
+// The per-buyer seat limit is enforced on holds: a hold that would take the
+// buyer over it is a 409 seat-limit; a retry of a hold that passed is not.
+func TestHoldSeatLimit(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	org := b.organizerWithID(t)
+	ev := b.createEvent(t, org)
+	res := b.do(t, http.MethodPatch, "/v1/events/"+ev.ID+"/onsale", bearer(org), map[string]any{"seatLimit": 3})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+
+	_, tok := b.buyer(t)
+	adm := b.admit(t, tok, ev.ID)
+	require.Equal(t, http.StatusAccepted, b.hold(t, tok, adm, ev.ID, "a", ev.Seats[0], ev.Seats[1]).status)
+	res = b.hold(t, tok, adm, ev.ID, "b", ev.Seats[2], ev.Seats[3])
+	require.Equal(t, http.StatusConflict, res.status, "2 + 2 > 3: %s", res.body)
+	require.Equal(t, handlers.TypeSeatLimit, problemType(t, res))
+	res = b.hold(t, tok, adm, ev.ID, "c", ev.Seats[0], ev.Seats[1], ev.Seats[2], ev.Seats[3])
+	require.Equal(t, http.StatusConflict, res.status, "more than the limit in one hold: %s", res.body)
+	require.Equal(t, http.StatusAccepted, b.hold(t, tok, adm, ev.ID, "a", ev.Seats[0], ev.Seats[1]).status, "a retry does not count against itself")
+	require.Equal(t, http.StatusAccepted, b.hold(t, tok, adm, ev.ID, "d", ev.Seats[2]).status, "2 + 1 = 3")
+
+	_, other := b.buyer(t)
+	require.Equal(t, http.StatusAccepted, b.hold(t, other, b.admit(t, other, ev.ID), ev.ID, "a", ev.Seats[4], ev.Seats[5], ev.Seats[6]).status,
+		"the limit is per buyer")
+}

@@ -1,0 +1,257 @@
+package handlers_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/admission"
+	"boxoffice/auth"
+	"boxoffice/catalog"
+	"boxoffice/dbtest"
+	"boxoffice/handlers"
+	"boxoffice/purchase"
+	"boxoffice/redistest"
+	"boxoffice/waitingroom"
+)
+
+// roomBundle is the API on real PostgreSQL with a waiting room on real
+// Redis.
+type roomBundle struct {
+	*testBundle
+	room   *waitingroom.Room
+	rdb    *redis.Client
+	prefix string
+}
+
+type roomOpts struct {
+	rdb    *redis.Client
+	prefix string
+	rate   float64
+	limits waitingroom.Limits
+}
+
+func setupRoom(t *testing.T, o roomOpts) *roomBundle {
+	t.Helper()
+	if o.rdb == nil {
+		o.rdb, o.prefix = redistest.New(t)
+	}
+	pool := dbtest.New(t)
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
+	room := waitingroom.NewRoom(waitingroom.RoomConfig{
+		Store:      waitingroom.NewRedisStore(o.rdb, waitingroom.RedisStoreConfig{Prefix: o.prefix}),
+		Signer:     signer,
+		Events:     catalog.New(pool),
+		Onsales:    waitingroom.NewOnsales(pool),
+		Controller: waitingroom.NewController(waitingroom.ControllerConfig{Initial: o.rate, Logger: logger}),
+		Limits:     o.limits,
+		Logger:     logger,
+		// Tests change settings through this process; a short TTL only
+		// matters for the admitter's view.
+		SettingsTTL:   10 * time.Millisecond,
+		AdmitInterval: 20 * time.Millisecond,
+	})
+	h := handlers.New(handlers.Config{
+		Logger:      logger,
+		Bearer:      auth.NewVerifier(jwtSecret),
+		Admission:   signer,
+		WaitingRoom: room,
+		Catalog:     catalog.New(pool),
+		Purchase:    purchase.NewService(pool, logger, purchase.Config{}),
+	})
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(srv.Close)
+	b := &testBundle{pool: pool, srv: srv, logs: logs, signer: signer}
+	t.Cleanup(func() {
+		out := logs.String()
+		b.secretsMu.Lock()
+		defer b.secretsMu.Unlock()
+		for _, s := range b.secrets {
+			require.NotContains(t, out, s, "a token reached the logs")
+		}
+	})
+	return &roomBundle{testBundle: b, room: room, rdb: o.rdb, prefix: o.prefix}
+}
+
+// runRoom runs the admitter until the test ends.
+func (b *roomBundle) runRoom(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.room.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// organizerOf returns an organizer token and the organizer id.
+func (b *roomBundle) organizerWithID(t *testing.T) string {
+	return b.token(t, auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: uuid.New()})
+}
+
+// The hold handler refuses, with 403, a token for another event, of
+// another buyer, expired, or revoked — through the HTTP API, PostgreSQL
+// and Redis — and accepts the right one.
+func TestHoldRefusesAdmissionNotForIt(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	org := b.organizerWithID(t)
+	ev, other := b.createEvent(t, org), b.createEvent(t, org)
+	userID, tok := b.buyer(t)
+	_, otherTok := b.buyer(t)
+	adm := b.admit(t, tok, ev.ID)
+	otherEventAdm := b.admit(t, tok, other.ID)
+	claims, err := b.signer.Verify(adm, userID, uuid.MustParse(ev.ID), "default")
+	require.NoError(t, err)
+	expired := b.remember(mustSign(t, b.signer, admission.Claims{
+		ID: uuid.New(), UserID: userID, EventID: uuid.MustParse(ev.ID), Cell: "default",
+		IssuedAt: time.Now().Add(-time.Hour), ExpiresAt: time.Now().Add(-time.Minute),
+	}))
+
+	for _, tc := range []struct {
+		name, bearer, admission string
+	}{
+		{"AnotherEvent", tok, otherEventAdm},
+		{"AnotherBuyer", otherTok, adm},
+		{"Expired", tok, expired},
+	} {
+		res := b.hold(t, tc.bearer, tc.admission, ev.ID, uuid.NewString(), ev.Seats[0])
+		require.Equal(t, http.StatusForbidden, res.status, "%s: %s", tc.name, res.body)
+		require.Equal(t, handlers.TypeAdmissionInvalid, problemType(t, res), tc.name)
+	}
+	require.Equal(t, int64(0), dbtest.Count(t, b.pool, "SELECT count(*) FROM holds"), "no refused token held anything")
+
+	res := b.hold(t, tok, adm, ev.ID, "first", ev.Seats[0])
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+
+	require.NoError(t, b.room.Revoke(t.Context(), claims.ID, claims.ExpiresAt))
+	res = b.hold(t, tok, adm, ev.ID, "second", ev.Seats[1])
+	require.Equal(t, http.StatusForbidden, res.status, "revoked: %s", res.body)
+	require.Equal(t, handlers.TypeAdmissionInvalid, problemType(t, res))
+
+	// Another API process learns of the revocation from Redis.
+	peer := waitingroom.NewRoom(waitingroom.RoomConfig{
+		Store:  waitingroom.NewRedisStore(b.rdb, waitingroom.RedisStoreConfig{Prefix: b.prefix}),
+		Signer: b.signer, Events: catalog.New(b.pool), Logger: slog.New(slog.DiscardHandler),
+	})
+	require.False(t, peer.Revoked(claims.ID))
+	require.NoError(t, peer.RefreshRevocations(t.Context()))
+	require.True(t, peer.Revoked(claims.ID), "revocations reach every process through Redis")
+}
+
+func mustSign(t *testing.T, s *admission.Signer, c admission.Claims) string {
+	t.Helper()
+	tok, err := s.Sign(c)
+	require.NoError(t, err)
+	return tok
+}
+
+// Joining queues when the onsale is paused (202 with a position), joining
+// again is idempotent, polling shows the same place, and once the onsale
+// resumes the admitter admits the buyer: the poll returns the token and it
+// holds seats.
+func TestWaitingRoomQueuesWhilePausedThenAdmits(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	org := b.organizerWithID(t)
+	ev := b.createEvent(t, org)
+	res := b.do(t, http.MethodPatch, "/v1/events/"+ev.ID+"/onsale", bearer(org), map[string]any{"paused": true})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, "paused", res.json(t)["phase"])
+
+	_, first := b.buyer(t)
+	_, second := b.buyer(t)
+	for i, tok := range []string{first, second} {
+		for range 2 {
+			res := b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+			require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+			body := res.json(t)
+			require.Equal(t, "queued", body["status"])
+			require.EqualValues(t, i+1, body["position"], "joining again keeps the place")
+			require.Nil(t, body["admissionToken"])
+		}
+	}
+	poll := b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(second), nil)
+	require.Equal(t, http.StatusAccepted, poll.status, "%s", poll.body)
+	require.EqualValues(t, 2, poll.json(t)["position"])
+	_, stranger := b.buyer(t)
+	poll = b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(stranger), nil)
+	require.Equal(t, http.StatusNotFound, poll.status, "polling does not join: %s", poll.body)
+
+	b.runRoom(t)
+	res = b.do(t, http.MethodPatch, "/v1/events/"+ev.ID+"/onsale", bearer(org), map[string]any{"paused": false})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	var adm string
+	require.Eventually(t, func() bool {
+		res := b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(first), nil)
+		if res.status != http.StatusOK {
+			return false
+		}
+		adm = b.remember(res.json(t)["admissionToken"].(string))
+		return true
+	}, 10*time.Second, 20*time.Millisecond)
+	again := b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(first), nil)
+	require.Equal(t, adm, again.json(t)["admissionToken"], "every poll returns the same token")
+	require.Equal(t, http.StatusAccepted, b.hold(t, first, adm, ev.ID, "k", ev.Seats[0]).status)
+}
+
+// Over the per-buyer limit the waiting room answers 429 with Retry-After.
+func TestWaitingRoomRateLimited(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{limits: waitingroom.Limits{PerUser: 3, PerIP: -1}})
+	ev := b.createEvent(t, b.organizer(t))
+	_, tok := b.buyer(t)
+	var limited int
+	for range 10 {
+		res := b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+		if res.status == http.StatusTooManyRequests {
+			limited++
+			require.Equal(t, handlers.TypeRateLimited, problemType(t, res))
+			require.Equal(t, "1", res.header.Get("Retry-After"))
+		} else {
+			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		}
+	}
+	// Ten requests span at most two one-second windows of three each.
+	require.GreaterOrEqual(t, limited, 4)
+}
+
+// Redis lost: joins and polls answer 503 with Retry-After and issue
+// nothing; a token issued before keeps holding seats; when Redis is back,
+// the same client works again with no manual step.
+func TestWaitingRoomRedisLost(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	b := setupRoom(t, roomOpts{rdb: srv.Client(t), prefix: "t:"})
+	b.runRoom(t)
+	ev := b.createEvent(t, b.organizer(t))
+	_, tok := b.buyer(t)
+	adm := b.admit(t, tok, ev.ID)
+
+	srv.Kill()
+	_, late := b.buyer(t)
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		res := b.do(t, method, "/v1/events/"+ev.ID+"/waiting-room", bearer(late), nil)
+		require.Equal(t, http.StatusServiceUnavailable, res.status, "%s", res.body)
+		require.Equal(t, handlers.TypeUnavailable, problemType(t, res))
+		require.Equal(t, "5", res.header.Get("Retry-After"))
+		require.NotContains(t, string(res.body), "refused", "no internal text")
+	}
+	res := b.hold(t, tok, adm, ev.ID, "k", ev.Seats[0])
+	require.Equal(t, http.StatusAccepted, res.status, "a token issued before keeps working: %s", res.body)
+
+	srv.Restart(t)
+	require.Eventually(t, func() bool {
+		res := b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/waiting-room", bearer(late), nil)
+		return res.status == http.StatusOK
+	}, 10*time.Second, 50*time.Millisecond, "Redis back: admission resumes by itself")
+	res = b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+	require.Equal(t, http.StatusOK, res.status, "the admission survived the restart: %s", res.body)
+	require.Equal(t, adm, res.json(t)["admissionToken"])
+}
