@@ -24,6 +24,7 @@ import (
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/waitingroom"
+	"boxoffice/webhooks"
 )
 
 // Config holds what the handlers need.
@@ -55,6 +56,9 @@ type Config struct {
 	// (tickets.Signer.PublicKey), served at /v1/ticket-signing-key; the API
 	// never needs the private key. Defaults to none: the route answers 404.
 	TicketPublicKey ed25519.PublicKey
+	// Webhooks backs the organizer's webhook endpoints and messages.
+	// Defaults to none: those routes answer 404.
+	Webhooks *webhooks.Service
 	// Checks are the dependencies /readyz reports. Defaults to none.
 	Checks []Check
 	// Registerer receives the API's metrics. Defaults to none.
@@ -127,6 +131,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerTickets(api)
 	h.registerStripeWebhook(api)
 	h.registerSandbox(api)
+	h.registerWebhooks(api)
 }
 
 const roleKey = "role"

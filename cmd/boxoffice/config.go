@@ -15,6 +15,7 @@ import (
 
 	"boxoffice/bus"
 	"boxoffice/payments"
+	"boxoffice/webhooks"
 )
 
 // config is the process configuration, read once from the environment.
@@ -42,6 +43,8 @@ type config struct {
 	SandboxWebhookURL string
 	// TicketSeed is the Ed25519 seed tickets are signed with.
 	TicketSeed []byte
+	// Webhooks configures outbound webhooks (BOXOFFICE_WEBHOOK_*).
+	Webhooks webhookConfig
 	// RedisURL is the waiting room's Redis; unset, the waiting room is
 	// in-process (one API process only).
 	RedisURL string
@@ -51,6 +54,26 @@ type config struct {
 	// WaitingRoomIPLimit is waiting-room requests per second per client
 	// address and event; -1 disables it (behind a proxy that limits).
 	WaitingRoomIPLimit int
+}
+
+// webhookConfig is the outbound webhooks' part of the environment.
+type webhookConfig struct {
+	// AllowPrivate lets endpoints use plain http and reach private,
+	// loopback and link-local addresses (BOXOFFICE_WEBHOOK_ALLOW_PRIVATE,
+	// true or false). Defaults to false; dev sets true.
+	AllowPrivate bool
+	// RetrySchedule is the delay before each attempt
+	// (BOXOFFICE_WEBHOOK_RETRY_SCHEDULE, comma-separated durations).
+	// Defaults to 0s,5s,5m,30m,2h,5h,10h,10h.
+	RetrySchedule []time.Duration
+	// Timeout bounds one attempt (BOXOFFICE_WEBHOOK_TIMEOUT). Defaults to 15s.
+	Timeout time.Duration
+	// Retention is how long messages and attempts are kept
+	// (BOXOFFICE_WEBHOOK_RETENTION). Defaults to 720h (30 days).
+	Retention time.Duration
+	// DisableAfter disables an endpoint that failed every attempt for that
+	// long (BOXOFFICE_WEBHOOK_DISABLE_AFTER). Defaults to 120h (5 days).
+	DisableAfter time.Duration
 }
 
 // configError names the variable that stops start-up.
@@ -128,10 +151,40 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 	if c.WaitingRoomIPLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_WAITINGROOM_IP_LIMIT"), "200")); err != nil || c.WaitingRoomIPLimit < -1 || c.WaitingRoomIPLimit == 0 {
 		return c, &configError{"BOXOFFICE_WAITINGROOM_IP_LIMIT", "must be a positive number of requests per second, or -1 for none"}
 	}
+	if c.Webhooks, err = loadWebhookConfig(getenv); err != nil {
+		return c, err
+	}
 	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("BOXOFFICE_LOG_LEVEL"), "info"))); err != nil {
 		return c, &configError{"BOXOFFICE_LOG_LEVEL", "must be debug, info, warn or error"}
 	}
 	return c, nil
+}
+
+// loadWebhookConfig reads the BOXOFFICE_WEBHOOK_* variables.
+func loadWebhookConfig(getenv func(string) string) (webhookConfig, error) {
+	var w webhookConfig
+	var err error
+	if w.AllowPrivate, err = strconv.ParseBool(cmp.Or(getenv("BOXOFFICE_WEBHOOK_ALLOW_PRIVATE"), "false")); err != nil {
+		return w, &configError{"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE", "must be true or false"}
+	}
+	if v := getenv("BOXOFFICE_WEBHOOK_RETRY_SCHEDULE"); v != "" {
+		if w.RetrySchedule, err = webhooks.ParseRetrySchedule(v); err != nil {
+			return w, &configError{"BOXOFFICE_WEBHOOK_RETRY_SCHEDULE", "must be comma-separated durations such as 0s,5s,5m,30m"}
+		}
+	}
+	for _, d := range []struct {
+		name, def string
+		dst       *time.Duration
+	}{
+		{"BOXOFFICE_WEBHOOK_TIMEOUT", "15s", &w.Timeout},
+		{"BOXOFFICE_WEBHOOK_RETENTION", "720h", &w.Retention},
+		{"BOXOFFICE_WEBHOOK_DISABLE_AFTER", "120h", &w.DisableAfter},
+	} {
+		if *d.dst, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.dst <= 0 {
+			return w, &configError{d.name, "must be a positive duration such as " + d.def}
+		}
+	}
+	return w, nil
 }
 
 func newLogger(level slog.Level) *slog.Logger {

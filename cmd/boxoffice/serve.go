@@ -27,6 +27,7 @@ import (
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/waitingroom"
+	"boxoffice/webhooks"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -106,6 +107,9 @@ func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, re
 		Sandbox:   sandbox,
 	}
 	hc.WaitingRoom = room
+	hc.Webhooks = webhooks.NewService(pool, webhooks.ServiceConfig{
+		Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: logger,
+	})
 	if cfg.TicketSeed != nil {
 		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
 	}

@@ -18,6 +18,7 @@ import (
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/tickets"
+	"boxoffice/webhooks"
 )
 
 // workDeps is what the workers are built from.
@@ -76,6 +77,20 @@ func components() []component {
 		}},
 		{"expiry", func(d workDeps) (func(context.Context) error, error) {
 			return purchase.NewExpirer(d.pool, purchase.ExpirerConfig{Logger: d.logger, Registerer: d.reg}).Run, nil
+		}},
+		{webhooks.FanOutName, func(d workDeps) (func(context.Context) error, error) {
+			return consumer(webhooks.NewFanOut(d.pool, d.js, base(d)))
+		}},
+		{"webhooks_dispatch", func(d workDeps) (func(context.Context) error, error) {
+			w := d.cfg.Webhooks
+			disp, err := webhooks.NewDispatcher(d.pool, webhooks.DispatcherConfig{
+				Guard: &webhooks.Guard{AllowPrivate: w.AllowPrivate}, RetrySchedule: w.RetrySchedule, Timeout: w.Timeout,
+				Retention: w.Retention, DisableAfter: w.DisableAfter, Logger: d.logger, Registerer: d.reg,
+			})
+			if err != nil {
+				return nil, err
+			}
+			return disp.Run, nil
 		}},
 		{"sandbox_webhooks", func(d workDeps) (func(context.Context) error, error) {
 			if d.sandbox == nil {

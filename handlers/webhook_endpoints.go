@@ -1,0 +1,346 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/auth"
+	"boxoffice/webhooks"
+)
+
+// WebhookEndpointBody is an endpoint as reads return it: never its
+// secret.
+type WebhookEndpointBody struct {
+	ID                  uuid.UUID  `json:"id"`
+	URL                 string     `json:"url"`
+	Description         string     `json:"description"`
+	EventTypes          []string   `json:"eventTypes" doc:"Public event types delivered; empty means every type."`
+	Enabled             bool       `json:"enabled"`
+	DisabledReason      string     `json:"disabledReason,omitempty" enum:"user,gone,failing" doc:"Why the endpoint is disabled: by you, the receiver answered 410, or it failed consistently for days."`
+	RateLimitPerSecond  *int32     `json:"rateLimitPerSecond,omitempty" doc:"Deliveries per second; absent is unlimited."`
+	MaxConcurrency      int32      `json:"maxConcurrency" doc:"Attempts in flight at once."`
+	CircuitState        string     `json:"circuitState" enum:"closed,open,half_open" doc:"open: nothing is sent for a while after sustained failure; half_open: one probe at a time."`
+	ConsecutiveFailures int32      `json:"consecutiveFailures"`
+	FailingSince        *time.Time `json:"failingSince,omitempty" doc:"First failure since the last success."`
+	CreatedAt           time.Time  `json:"createdAt"`
+	UpdatedAt           time.Time  `json:"updatedAt"`
+}
+
+// WebhookEndpointSecretBody is an endpoint with its signing secret: only
+// the answers of create and rotate-secret carry it, once.
+type WebhookEndpointSecretBody struct {
+	WebhookEndpointBody
+	Secret string `json:"secret" doc:"The whsec_ signing secret. Shown only now: store it."`
+}
+
+func webhookEndpointBody(e webhooks.Endpoint) WebhookEndpointBody {
+	return WebhookEndpointBody{
+		ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Enabled: e.Enabled,
+		DisabledReason: e.DisabledReason, RateLimitPerSecond: e.RateLimitPerSecond, MaxConcurrency: e.MaxConcurrency,
+		CircuitState: e.CircuitState, ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince),
+		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(),
+	}
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// CreateWebhookEndpointInput creates an endpoint.
+type CreateWebhookEndpointInput struct {
+	Body struct {
+		URL                string   `json:"url" minLength:"1" maxLength:"2048" example:"https://hooks.example.com/boxoffice" doc:"https URL that resolves to public addresses only."`
+		Description        string   `json:"description,omitempty" maxLength:"500"`
+		EventTypes         []string `json:"eventTypes,omitempty" maxItems:"20" doc:"Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, hold.expired; empty means every type."`
+		Enabled            *bool    `json:"enabled,omitempty" doc:"Defaults to true."`
+		RateLimitPerSecond *int32   `json:"rateLimitPerSecond,omitempty" minimum:"1" maximum:"10000" doc:"Deliveries per second; absent is unlimited."`
+		MaxConcurrency     int32    `json:"maxConcurrency,omitempty" minimum:"1" maximum:"1000" doc:"Attempts in flight at once. Defaults to 10."`
+	}
+}
+
+// WebhookEndpointSecretOutput is an endpoint with its secret.
+type WebhookEndpointSecretOutput struct {
+	Location string `header:"Location"`
+	Body     WebhookEndpointSecretBody
+}
+
+// WebhookEndpointOutput is an endpoint.
+type WebhookEndpointOutput struct {
+	Body WebhookEndpointBody
+}
+
+// WebhookEndpointPathInput names an endpoint.
+type WebhookEndpointPathInput struct {
+	EndpointID string `path:"endpointId" doc:"Endpoint id (UUID)."`
+}
+
+// ListWebhookEndpointsInput pages through endpoints.
+type ListWebhookEndpointsInput struct {
+	Cursor string `query:"cursor" doc:"nextCursor of the previous page."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+}
+
+// ListWebhookEndpointsOutput is a page of endpoints, oldest first.
+type ListWebhookEndpointsOutput struct {
+	Body struct {
+		Endpoints  []WebhookEndpointBody `json:"endpoints"`
+		NextCursor string                `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+	}
+}
+
+// UpdateWebhookEndpointInput changes an endpoint; absent fields stay.
+type UpdateWebhookEndpointInput struct {
+	EndpointID string `path:"endpointId" doc:"Endpoint id (UUID)."`
+	Body       struct {
+		URL                *string   `json:"url,omitempty" minLength:"1" maxLength:"2048"`
+		Description        *string   `json:"description,omitempty" maxLength:"500"`
+		EventTypes         *[]string `json:"eventTypes,omitempty" maxItems:"20" doc:"Replaces the filter; [] means every type."`
+		Enabled            *bool     `json:"enabled,omitempty" doc:"false stops deliveries (kept for recover); true clears the failure record and circuit."`
+		RateLimitPerSecond *int32    `json:"rateLimitPerSecond,omitempty" minimum:"0" maximum:"10000" doc:"Deliveries per second; 0 removes the limit."`
+		MaxConcurrency     *int32    `json:"maxConcurrency,omitempty" minimum:"1" maximum:"1000"`
+	}
+}
+
+// RecoverWebhookEndpointInput re-sends what failed since a time.
+type RecoverWebhookEndpointInput struct {
+	EndpointID string `path:"endpointId" doc:"Endpoint id (UUID)."`
+	Body       struct {
+		Since time.Time `json:"since" doc:"Failed and dead deliveries of messages since then are sent again."`
+	}
+}
+
+// QueuedOutput says how many deliveries were queued.
+type QueuedOutput struct {
+	Body struct {
+		Queued int64 `json:"queued" doc:"Deliveries queued."`
+	}
+}
+
+func (h *Handlers) registerWebhooks(api huma.API) {
+	tags := []string{"Webhooks"}
+	errs := func(codes ...int) []int {
+		return append([]int{http.StatusUnprocessableEntity, http.StatusNotFound}, codes...)
+	}
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "create-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints",
+		Summary: "Subscribe an endpoint to webhooks",
+		Description: "Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). " +
+			"The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only.",
+		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest),
+	}, auth.RoleOrganizer), h.createWebhookEndpoint)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "list-webhook-endpoints", Method: http.MethodGet, Path: "/v1/webhook-endpoints",
+		Summary: "List your webhook endpoints", Tags: tags, Errors: errs(),
+	}, auth.RoleOrganizer), h.listWebhookEndpoints)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "get-webhook-endpoint", Method: http.MethodGet, Path: "/v1/webhook-endpoints/{endpointId}",
+		Summary: "Get a webhook endpoint", Description: "Never returns the secret.", Tags: tags, Errors: errs(),
+	}, auth.RoleOrganizer), h.getWebhookEndpoint)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "update-webhook-endpoint", Method: http.MethodPatch, Path: "/v1/webhook-endpoints/{endpointId}",
+		Summary: "Change a webhook endpoint", Tags: tags, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest),
+	}, auth.RoleOrganizer), h.updateWebhookEndpoint)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "delete-webhook-endpoint", Method: http.MethodDelete, Path: "/v1/webhook-endpoints/{endpointId}",
+		Summary: "Delete a webhook endpoint", Description: "Deletes its deliveries and attempts; messages stay.",
+		Tags: tags, DefaultStatus: http.StatusNoContent, Errors: errs(),
+	}, auth.RoleOrganizer), h.deleteWebhookEndpoint)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/rotate-secret",
+		Summary:     "Rotate an endpoint's signing secret",
+		Description: "Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.",
+		Tags:        tags, Errors: errs(),
+	}, auth.RoleOrganizer), h.rotateWebhookSecret)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "recover-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/recover",
+		Summary:     "Re-send what failed since a time",
+		Description: "Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.",
+		Tags:        tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
+	}, auth.RoleOrganizer), h.recoverWebhookEndpoint)
+	h.registerWebhookMessages(api, tags, errs)
+}
+
+// webhookError maps the webhooks package's errors to problems.
+func (h *Handlers) webhookError(ctx context.Context, msg string, err error) error {
+	var verr *webhooks.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
+		p.Errors = []*huma.ErrorDetail{{Location: verr.Location, Message: verr.Message}}
+		return p
+	case errors.Is(err, webhooks.ErrNotFound):
+		return problem(http.StatusNotFound, TypeNotFound, "No such webhook resource.")
+	case errors.Is(err, webhooks.ErrEndpointDisabled):
+		return problem(http.StatusConflict, TypeConflict, "The endpoint is disabled; enable it first.")
+	case errors.Is(err, webhooks.ErrBadCursor):
+		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
+		p.Errors = []*huma.ErrorDetail{{Location: "query.cursor", Message: "malformed cursor"}}
+		return p
+	}
+	return h.internal(ctx, msg, err)
+}
+
+// webhooksService returns the service, or the 404 of a server that has no
+// webhooks configured.
+func (h *Handlers) webhooksService() (*webhooks.Service, error) {
+	if h.cfg.Webhooks == nil {
+		return nil, problem(http.StatusNotFound, TypeNotFound, "Webhooks are not available on this server.")
+	}
+	return h.cfg.Webhooks, nil
+}
+
+func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookEndpointInput) (*WebhookEndpointSecretOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	p := webhooks.EndpointParams{
+		URL: in.Body.URL, Description: in.Body.Description, EventTypes: in.Body.EventTypes,
+		RateLimitPerSecond: in.Body.RateLimitPerSecond, MaxConcurrency: in.Body.MaxConcurrency,
+		Disabled: in.Body.Enabled != nil && !*in.Body.Enabled,
+	}
+	e, err := svc.Create(ctx, identity(ctx).OrganizerID, p)
+	if err != nil {
+		return nil, h.webhookError(ctx, "create webhook endpoint", err)
+	}
+	return &WebhookEndpointSecretOutput{
+		Location: "/v1/webhook-endpoints/" + e.ID.String(),
+		Body:     WebhookEndpointSecretBody{WebhookEndpointBody: webhookEndpointBody(e), Secret: e.Secret},
+	}, nil
+}
+
+func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndpointsInput) (*ListWebhookEndpointsOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	var after *webhooks.Cursor
+	if in.Cursor != "" {
+		c, err := webhooks.ParseCursor(in.Cursor)
+		if err != nil {
+			return nil, h.webhookError(ctx, "list webhook endpoints", err)
+		}
+		after = &c
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	es, err := svc.List(ctx, identity(ctx).OrganizerID, after, limit)
+	if err != nil {
+		return nil, h.webhookError(ctx, "list webhook endpoints", err)
+	}
+	out := &ListWebhookEndpointsOutput{}
+	out.Body.Endpoints = make([]WebhookEndpointBody, len(es))
+	for i, e := range es {
+		out.Body.Endpoints[i] = webhookEndpointBody(e)
+	}
+	if len(es) == limit {
+		last := es[len(es)-1]
+		out.Body.NextCursor = webhooks.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+	}
+	return out, nil
+}
+
+func (h *Handlers) getWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	if err != nil {
+		return nil, err
+	}
+	e, err := svc.Get(ctx, identity(ctx).OrganizerID, id)
+	if err != nil {
+		return nil, h.webhookError(ctx, "get webhook endpoint", err)
+	}
+	return &WebhookEndpointOutput{Body: webhookEndpointBody(e)}, nil
+}
+
+func (h *Handlers) updateWebhookEndpoint(ctx context.Context, in *UpdateWebhookEndpointInput) (*WebhookEndpointOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	if err != nil {
+		return nil, err
+	}
+	b := in.Body
+	u := webhooks.EndpointUpdate{
+		URL: b.URL, Description: b.Description, EventTypes: b.EventTypes, Enabled: b.Enabled, MaxConcurrency: b.MaxConcurrency,
+	}
+	if b.RateLimitPerSecond != nil {
+		u.SetRateLimit = true
+		if *b.RateLimitPerSecond > 0 {
+			u.RateLimitPerSecond = b.RateLimitPerSecond
+		}
+	}
+	e, err := svc.Update(ctx, identity(ctx).OrganizerID, id, u)
+	if err != nil {
+		return nil, h.webhookError(ctx, "update webhook endpoint", err)
+	}
+	return &WebhookEndpointOutput{Body: webhookEndpointBody(e)}, nil
+}
+
+func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*struct{}, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Delete(ctx, identity(ctx).OrganizerID, id); err != nil {
+		return nil, h.webhookError(ctx, "delete webhook endpoint", err)
+	}
+	return &struct{}{}, nil
+}
+
+func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointSecretOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	if err != nil {
+		return nil, err
+	}
+	e, err := svc.RotateSecret(ctx, identity(ctx).OrganizerID, id)
+	if err != nil {
+		return nil, h.webhookError(ctx, "rotate webhook secret", err)
+	}
+	return &WebhookEndpointSecretOutput{
+		Location: "/v1/webhook-endpoints/" + e.ID.String(),
+		Body:     WebhookEndpointSecretBody{WebhookEndpointBody: webhookEndpointBody(e), Secret: e.Secret},
+	}, nil
+}
+
+func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhookEndpointInput) (*QueuedOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	if err != nil {
+		return nil, err
+	}
+	n, err := svc.Recover(ctx, identity(ctx).OrganizerID, id, in.Body.Since)
+	if err != nil {
+		return nil, h.webhookError(ctx, "recover webhook endpoint", err)
+	}
+	out := &QueuedOutput{}
+	out.Body.Queued = n
+	return out, nil
+}

@@ -1,0 +1,195 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/auth"
+	"boxoffice/webhooks"
+)
+
+// WebhookMessageBody is a message as it was (and is) sent.
+type WebhookMessageBody struct {
+	ID        uuid.UUID       `json:"id"`
+	WebhookID string          `json:"webhookId" doc:"The webhook-id header of every attempt: msg_<id>."`
+	Type      string          `json:"type"`
+	CreatedAt time.Time       `json:"createdAt"`
+	Payload   json.RawMessage `json:"payload" doc:"The exact JSON body every attempt sends: {type, timestamp, data}."`
+}
+
+// ListWebhookMessagesInput filters and pages messages.
+type ListWebhookMessagesInput struct {
+	Type   string `query:"type" doc:"Only messages of this event type."`
+	Since  string `query:"since" doc:"Only messages since this RFC 3339 time." example:"2026-01-01T00:00:00Z"`
+	Cursor string `query:"cursor" doc:"nextCursor of the previous page."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+}
+
+// ListWebhookMessagesOutput is a page of messages, newest first.
+type ListWebhookMessagesOutput struct {
+	Body struct {
+		Messages   []WebhookMessageBody `json:"messages"`
+		NextCursor string               `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+	}
+}
+
+// WebhookMessagePathInput names a message.
+type WebhookMessagePathInput struct {
+	MessageID string `path:"messageId" doc:"Message id (UUID, or the msg_ webhook-id)."`
+}
+
+// WebhookAttemptBody is one try of a message to an endpoint.
+type WebhookAttemptBody struct {
+	ID           int64     `json:"id"`
+	EndpointID   uuid.UUID `json:"endpointId"`
+	Number       int32     `json:"number" doc:"1 for the first attempt of the delivery."`
+	Trigger      string    `json:"trigger" enum:"original,retry,replay"`
+	StatusCode   *int32    `json:"statusCode,omitempty" doc:"Absent when no answer came."`
+	LatencyMs    int32     `json:"latencyMs"`
+	ErrorClass   string    `json:"errorClass" enum:"none,timeout,connection,refused,redirect,http_408,http_429,http_5xx,http_4xx,gone,payload_too_large"`
+	ResponseBody string    `json:"responseBody" doc:"The first KiB of the answer."`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// WebhookAttemptsOutput lists a message's attempts, oldest first.
+type WebhookAttemptsOutput struct {
+	Body struct {
+		Attempts []WebhookAttemptBody `json:"attempts"`
+	}
+}
+
+// ReplayWebhookMessageBody optionally names one endpoint.
+type ReplayWebhookMessageBody struct {
+	EndpointID *uuid.UUID `json:"endpointId,omitempty" doc:"Replay to this endpoint only (it need not have had the message). Absent: every enabled endpoint that had it."`
+}
+
+// ReplayWebhookMessageInput replays a message.
+type ReplayWebhookMessageInput struct {
+	MessageID string `path:"messageId" doc:"Message id (UUID, or the msg_ webhook-id)."`
+	Body      *ReplayWebhookMessageBody
+}
+
+func (h *Handlers) registerWebhookMessages(api huma.API, tags []string, errs func(...int) []int) {
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "list-webhook-messages", Method: http.MethodGet, Path: "/v1/webhook-messages",
+		Summary: "List the webhook messages of your events", Description: "Newest first; filter by type and time.",
+		Tags: tags, Errors: errs(),
+	}, auth.RoleOrganizer), h.listWebhookMessages)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "list-webhook-attempts", Method: http.MethodGet, Path: "/v1/webhook-messages/{messageId}/attempts",
+		Summary: "List every attempt to send a message", Tags: tags, Errors: errs(),
+	}, auth.RoleOrganizer), h.listWebhookAttempts)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "replay-webhook-message", Method: http.MethodPost, Path: "/v1/webhook-messages/{messageId}/replay",
+		Summary:     "Send a message again",
+		Description: "Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.",
+		Tags:        tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
+	}, auth.RoleOrganizer), h.replayWebhookMessage)
+}
+
+func validation(location, msg, value string) error {
+	p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
+	p.Errors = []*huma.ErrorDetail{{Location: location, Message: msg, Value: value}}
+	return p
+}
+
+func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessagesInput) (*ListWebhookMessagesOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	f := webhooks.MessageFilter{EventType: in.Type, Limit: in.Limit}
+	if f.Limit == 0 {
+		f.Limit = 50
+	}
+	if in.Type != "" && !webhooks.IsEventType(in.Type) {
+		return nil, validation("query.type", "unknown event type", in.Type)
+	}
+	if in.Since != "" {
+		if f.Since, err = time.Parse(time.RFC3339Nano, in.Since); err != nil {
+			return nil, validation("query.since", "expected an RFC 3339 time", in.Since)
+		}
+	}
+	if in.Cursor != "" {
+		c, err := webhooks.ParseCursor(in.Cursor)
+		if err != nil {
+			return nil, h.webhookError(ctx, "list webhook messages", err)
+		}
+		f.Before = &c
+	}
+	ms, err := svc.Messages(ctx, identity(ctx).OrganizerID, f)
+	if err != nil {
+		return nil, h.webhookError(ctx, "list webhook messages", err)
+	}
+	out := &ListWebhookMessagesOutput{}
+	out.Body.Messages = make([]WebhookMessageBody, len(ms))
+	for i, m := range ms {
+		out.Body.Messages[i] = WebhookMessageBody{
+			ID: m.ID, WebhookID: webhooks.MessageID(m.ID), Type: m.EventType, CreatedAt: m.CreatedAt.UTC(), Payload: m.Payload,
+		}
+	}
+	if len(ms) == f.Limit {
+		last := ms[len(ms)-1]
+		out.Body.NextCursor = webhooks.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+	}
+	return out, nil
+}
+
+func parseMessageID(s string) (uuid.UUID, error) {
+	id, err := webhooks.ParseMessageID(s)
+	if err != nil {
+		return uuid.Nil, validation("path.messageId", "expected a UUID or msg_<UUID>", s)
+	}
+	return id, nil
+}
+
+func (h *Handlers) listWebhookAttempts(ctx context.Context, in *WebhookMessagePathInput) (*WebhookAttemptsOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseMessageID(in.MessageID)
+	if err != nil {
+		return nil, err
+	}
+	as, err := svc.Attempts(ctx, identity(ctx).OrganizerID, id)
+	if err != nil {
+		return nil, h.webhookError(ctx, "list webhook attempts", err)
+	}
+	out := &WebhookAttemptsOutput{}
+	out.Body.Attempts = make([]WebhookAttemptBody, len(as))
+	for i, a := range as {
+		out.Body.Attempts[i] = WebhookAttemptBody{
+			ID: a.ID, EndpointID: a.EndpointID, Number: a.Number, Trigger: a.Trigger, StatusCode: a.StatusCode,
+			LatencyMs: a.LatencyMs, ErrorClass: a.ErrorClass, ResponseBody: a.ResponseBody, CreatedAt: a.CreatedAt.UTC(),
+		}
+	}
+	return out, nil
+}
+
+func (h *Handlers) replayWebhookMessage(ctx context.Context, in *ReplayWebhookMessageInput) (*QueuedOutput, error) {
+	svc, err := h.webhooksService()
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseMessageID(in.MessageID)
+	if err != nil {
+		return nil, err
+	}
+	var endpoint *uuid.UUID
+	if in.Body != nil {
+		endpoint = in.Body.EndpointID
+	}
+	n, err := svc.Replay(ctx, identity(ctx).OrganizerID, id, endpoint)
+	if err != nil {
+		return nil, h.webhookError(ctx, "replay webhook message", err)
+	}
+	out := &QueuedOutput{}
+	out.Body.Queued = n
+	return out, nil
+}
