@@ -1,0 +1,219 @@
+package waitingroom
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/admission"
+	"boxoffice/catalog"
+	"boxoffice/dbtest"
+	"boxoffice/natstest"
+	"boxoffice/purchase"
+	"boxoffice/redistest"
+	"boxoffice/relay"
+)
+
+func testLogger(tb testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func createEvent(t *testing.T, pool *pgxpool.Pool, seats int) catalog.Event {
+	t.Helper()
+	ev, err := catalog.New(pool).CreateEvent(t.Context(), catalog.EventParams{
+		OrganizerID: uuid.New(), Name: "onsale", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: "default",
+		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: seats, PriceMinor: 1000}},
+	})
+	require.NoError(t, err)
+	return ev
+}
+
+// Redis killed (SIGKILL) and restarted in the middle of an onsale: while
+// it is down nobody joins or is admitted; when it is back the admitter
+// resumes by itself, and every buyer ends up admitted exactly once, those
+// admitted before the crash with the admission they had.
+func TestRedisRestartMidOnsale(t *testing.T) {
+	t.Parallel()
+	const buyers = 3000
+	srv := redistest.StartServer(t)
+	rdb := srv.Client(t)
+	pool := dbtest.New(t)
+	ev := createEvent(t, pool, 10)
+	logger := testLogger(t)
+	room := NewRoom(RoomConfig{
+		Store:         NewRedisStore(rdb, RedisStoreConfig{Prefix: "t:"}),
+		Signer:        admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+		Events:        catalog.New(pool),
+		Onsales:       NewOnsales(pool),
+		Controller:    NewController(ControllerConfig{Initial: 500, Logger: logger}),
+		Limits:        Limits{PerUser: -1, PerIP: -1},
+		AdmitInterval: 20 * time.Millisecond,
+		Logger:        logger,
+	})
+	ctx := t.Context()
+	users := make([]uuid.UUID, buyers)
+	var atOnce int
+	for i := range users {
+		users[i] = uuid.New()
+		v, err := room.Join(ctx, users[i], ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		if v.Status == StatusAdmitted {
+			atOnce++
+		}
+	}
+	require.GreaterOrEqual(t, atOnce, 500, "a second of R (and what accrues while joining) is admitted at once")
+	require.Less(t, atOnce, buyers/2)
+
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = room.Run(runCtx) })
+	defer func() { stop(); wg.Wait() }()
+	require.Eventually(t, func() bool { return counter(t, room) >= 300 }, 20*time.Second, 5*time.Millisecond)
+
+	before := map[uuid.UUID]uuid.UUID{}
+	for _, u := range users[:200] {
+		v, err := room.Poll(ctx, u, ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		if v.Status == StatusAdmitted {
+			claims, err := room.cfg.Signer.Verify(v.Token, u, ev.ID, "default")
+			require.NoError(t, err)
+			before[u] = claims.ID
+		}
+	}
+	require.NotEmpty(t, before)
+	srv.Kill()
+	_, err := room.Join(ctx, uuid.New(), ev.ID, "192.0.2.1")
+	require.ErrorIs(t, err, ErrUnavailable, "fail closed")
+	require.ErrorIs(t, room.AdmitOnce(ctx), ErrUnavailable)
+	admittedAtCrash := counter(t, room)
+	require.Less(t, admittedAtCrash, float64(buyers-atOnce), "the crash came mid-onsale")
+
+	srv.Restart(t)
+	require.Eventually(t, func() bool {
+		n, err := room.cfg.Store.QueueLength(ctx, ev.ID)
+		return err == nil && n == 0
+	}, 30*time.Second, 20*time.Millisecond, "admission resumes with no manual step")
+	require.Equal(t, float64(buyers-atOnce), counter(t, room), "each queued buyer admitted once: none twice, none lost")
+	jtis := map[uuid.UUID]bool{}
+	for _, u := range users {
+		v, err := room.Poll(ctx, u, ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusAdmitted, v.Status)
+		claims, err := room.cfg.Signer.Verify(v.Token, u, ev.ID, "default")
+		require.NoError(t, err)
+		require.False(t, jtis[claims.ID], "an admission handed out twice")
+		jtis[claims.ID] = true
+		if j, ok := before[u]; ok {
+			require.Equal(t, j, claims.ID)
+		}
+	}
+}
+
+// With NATS stopped, holds' events wait in the outbox; the controller,
+// reading the real outbox in PostgreSQL, cuts R within 5 seconds, and
+// raises it again once NATS is back and the relay has drained the outbox.
+func TestControllerFollowsOutboxAge(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	nats := natstest.New(t)
+	nc, _ := nats.Connect(t)
+	logger := testLogger(t)
+	r, err := relay.New(pool, nc, relay.Config{Logger: logger, AckTimeout: time.Second})
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	wg.Go(func() { _ = r.Run(ctx) })
+
+	holds := NewLatencyWindow(10 * time.Second)
+	c := NewController(ControllerConfig{
+		Signals:  NewCellSignals(pool, holds, nil),
+		Interval: 100 * time.Millisecond,
+		Initial:  400, Increase: 5,
+		Logger: logger,
+	})
+	wg.Go(func() { _ = c.Run(ctx) })
+	require.Eventually(t, func() bool { return c.State().Reason == ReasonHealthy }, 5*time.Second, 10*time.Millisecond)
+
+	ev := createEvent(t, pool, 10)
+	svc := purchase.NewService(pool, logger, purchase.Config{})
+	nats.Stop()
+	start := time.Now()
+	var seat uuid.UUID
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT id FROM seats WHERE event_id = $1 LIMIT 1", ev.ID).Scan(&seat))
+	_, err = svc.Hold(t.Context(), purchase.HoldParams{
+		UserID: uuid.New(), EventID: ev.ID, SeatIDs: []uuid.UUID{seat}, IdempotencyKey: "k2", CorrelationID: "c",
+	})
+	require.NoError(t, err)
+	peak := c.Rate()
+	require.Eventually(t, func() bool { return c.State().Reason == ReasonOutboxAge }, 5*time.Second, 10*time.Millisecond,
+		"R is cut within 5 s of the outbox starting to age")
+	cut := c.State()
+	t.Logf("R %.0f -> %.0f after %s: %s", peak, cut.Rate, time.Since(start).Round(time.Millisecond), cut.Detail)
+	require.Less(t, cut.Rate, peak)
+	require.Eventually(t, func() bool { return c.Rate() < peak/4 }, 5*time.Second-time.Since(start), 10*time.Millisecond,
+		"R keeps falling fast while the outbox ages")
+	require.Equal(t, int64(1), dbtest.Count(t, pool, "SELECT count(*) FROM outbox"), "the event waits in the outbox")
+
+	nats.Start(t)
+	require.Eventually(t, func() bool { return c.State().Reason == ReasonHealthy }, 30*time.Second, 10*time.Millisecond,
+		"healthy again once NATS is back")
+	low := c.Rate()
+	require.Eventually(t, func() bool { return c.Rate() > low+50 }, 10*time.Second, 10*time.Millisecond, "R rises again")
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM outbox"), "the relay drained the outbox")
+}
+
+// A breach on any signal cuts R at once, multiplicatively; health raises
+// it additively, only while buyers wait, up to Max; unreadable signals
+// count as a breach.
+func TestControllerAIMD(t *testing.T) {
+	t.Parallel()
+	demand := true
+	c := NewController(ControllerConfig{Initial: 100, Min: 10, Max: 130, Increase: 10, Decrease: 0.5, DemandFunc: func() bool { return demand }, Logger: testLogger(t)})
+	ctx := t.Context()
+	for _, tc := range []struct {
+		s      Signals
+		reason string
+	}{
+		{Signals{HoldP99: time.Second}, ReasonHoldP99},
+		{Signals{PoolWait: time.Second}, ReasonPoolWait},
+		{Signals{OutboxAge: time.Minute}, ReasonOutboxAge},
+		{Signals{ConsumerPending: 1 << 20}, ReasonConsumerPending},
+		{Signals{ActiveHolds: 1 << 20}, ReasonActiveHolds},
+	} {
+		c.state.Rate = 100
+		c.Step(ctx, tc.s, nil)
+		require.Equal(t, 50.0, c.Rate(), tc.reason)
+		require.Equal(t, tc.reason, c.State().Reason)
+	}
+	c.Step(ctx, Signals{}, context.DeadlineExceeded)
+	require.Equal(t, 25.0, c.Rate())
+	require.Equal(t, ReasonSignalsUnavailable, c.State().Reason)
+	c.Step(ctx, Signals{}, context.DeadlineExceeded)
+	c.Step(ctx, Signals{}, context.DeadlineExceeded)
+	require.Equal(t, 10.0, c.Rate(), "never below Min")
+	c.Step(ctx, Signals{}, nil)
+	require.Equal(t, 20.0, c.Rate(), "additive increase")
+	demand = false
+	c.Step(ctx, Signals{}, nil)
+	require.Equal(t, 20.0, c.Rate(), "no increase without demand")
+	demand = true
+	for range 20 {
+		c.Step(ctx, Signals{}, nil)
+	}
+	require.Equal(t, 130.0, c.Rate(), "never above Max")
+}
+
+func counter(t *testing.T, r *Room) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, r.admitted.Write(&m))
+	return m.GetCounter().GetValue()
+}
