@@ -1,0 +1,560 @@
+//go:build stack
+
+package stacktest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/auth"
+	"boxoffice/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// The stack's secrets: none may appear in any process's logs.
+const (
+	jwtSecret     = "stacktest-jwt-secret-0123456789abcdef"
+	admissionKey  = "stacktest-admission-key-0123456789abcd"
+	webhookSecret = "whsec_stacktest_0123456789abcdef"
+	ticketSeed    = "c3RhY2t0ZXN0LXRpY2tldC1zZWVkLTMyLWJ5dGVzISE=" // base64 of 32 bytes
+)
+
+const (
+	buyers  = 80
+	seats   = 48
+	holdTTL = 20 * time.Second
+)
+
+// proc is one process of the stack. Its output goes to one log file across
+// restarts.
+type proc struct {
+	name string
+	bin  string
+	args []string
+	env  []string
+	log  *os.File
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	require.NoError(t, cmd.Start(), p.name)
+	p.cmd = cmd
+}
+
+// kill SIGKILLs the process: no shutdown, no flush, no goodbye.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL), p.name)
+	_ = p.cmd.Wait()
+}
+
+// stop asks the process to shut down, and kills it after 15 seconds.
+func (p *proc) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+type stack struct {
+	t       *testing.T
+	dir     string
+	dbURL   string
+	pool    *pgxpool.Pool
+	bin     string
+	natsURL string
+	apis    []string
+	procs   map[string]*proc
+	client  *http.Client
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// build compiles the boxoffice binary and nats-server from the module's
+// own pinned dependency.
+func build(t *testing.T, dir string) (boxoffice, natsServer string) {
+	t.Helper()
+	boxoffice, natsServer = filepath.Join(dir, "boxoffice"), filepath.Join(dir, "nats-server")
+	for out, pkg := range map[string]string{boxoffice: "boxoffice/cmd/boxoffice", natsServer: "github.com/nats-io/nats-server/v2"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = ".."
+		msg, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go build %s: %s", pkg, msg)
+	}
+	return boxoffice, natsServer
+}
+
+func (s *stack) add(name, bin string, env []string, args ...string) *proc {
+	s.t.Helper()
+	f, err := os.Create(filepath.Join(s.dir, name+".log"))
+	require.NoError(s.t, err)
+	s.t.Cleanup(func() { f.Close() })
+	p := &proc{name: name, bin: bin, args: args, env: env, log: f}
+	s.procs[name] = p
+	p.start(s.t)
+	return p
+}
+
+func waitHTTP(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		res, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, timeout, 100*time.Millisecond, "%s never answered 200", url)
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*proc{}, client: &http.Client{Timeout: 15 * time.Second}}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, p := range s.procs {
+			wg.Go(p.stop)
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.Logf("process logs are in %s", s.dir)
+			for name := range s.procs {
+				tail(t, filepath.Join(s.dir, name+".log"), 15)
+			}
+		}
+	})
+	var natsBin string
+	s.bin, natsBin = build(t, s.dir)
+	s.dbURL = dbtest.NewURL(t)
+	var err error
+	s.pool, err = pgxpool.New(context.Background(), s.dbURL)
+	require.NoError(t, err)
+	t.Cleanup(s.pool.Close)
+
+	// A 3-node JetStream cluster on loopback.
+	var client, cluster, monitor [3]int
+	for i := range 3 {
+		client[i], cluster[i], monitor[i] = freePort(t), freePort(t), freePort(t)
+	}
+	var urls []string
+	for i := range 3 {
+		var routes []string
+		for j := range 3 {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cluster[j]))
+			}
+		}
+		name := fmt.Sprintf("nats-%d", i+1)
+		s.add(name, natsBin, nil,
+			"-a", "127.0.0.1", "-p", fmt.Sprint(client[i]), "-m", fmt.Sprint(monitor[i]),
+			"-js", "-sd", filepath.Join(s.dir, name), "--server_name", name, "--cluster_name", "stacktest",
+			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", cluster[i]), "--routes", strings.Join(routes, ","))
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+	}
+	for i := range 3 {
+		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", monitor[i]), 60*time.Second)
+	}
+	s.natsURL = strings.Join(urls, ",")
+
+	apiPorts := []int{freePort(t), freePort(t)}
+	base := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"DATABASE_URL=" + s.dbURL,
+		"DATABASE_MAX_CONNS=8",
+		"NATS_URL=" + s.natsURL,
+		"BOXOFFICE_STREAM_REPLICAS=3",
+		"BOXOFFICE_JWT_SECRET=" + jwtSecret,
+		"BOXOFFICE_ADMISSION_KEY=" + admissionKey,
+		"BOXOFFICE_PAYMENTS=sandbox",
+		"STRIPE_WEBHOOK_SECRET=" + webhookSecret,
+		fmt.Sprintf("BOXOFFICE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:%d/v1/webhooks/stripe", apiPorts[0]),
+		"BOXOFFICE_TICKET_SIGNING_KEY=" + ticketSeed,
+		"BOXOFFICE_HOLD_TTL=" + holdTTL.String(),
+		"BOXOFFICE_LOG_LEVEL=debug",
+	}
+	migrate := exec.Command(s.bin, "migrate")
+	migrate.Env = base
+	msg, err := migrate.CombinedOutput()
+	require.NoError(t, err, "boxoffice migrate: %s", msg)
+
+	for i, port := range apiPorts {
+		s.add(fmt.Sprintf("api-%d", i+1), s.bin, append(base, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port)), "serve")
+		s.apis = append(s.apis, fmt.Sprintf("http://127.0.0.1:%d", port))
+	}
+	var ops []string
+	for _, role := range []string{"relay-1", "relay-2", "worker-1", "worker-2"} {
+		port := freePort(t)
+		cmd := "relay"
+		if strings.HasPrefix(role, "worker") {
+			cmd = "work"
+		}
+		s.add(role, s.bin, append(base, fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", port)), cmd)
+		ops = append(ops, fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	}
+	for _, api := range s.apis {
+		waitHTTP(t, api+"/readyz", 60*time.Second)
+	}
+	for _, u := range ops {
+		waitHTTP(t, u, 60*time.Second)
+	}
+	return s
+}
+
+func tail(t *testing.T, path string, n int) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	t.Logf("--- %s (last %d lines)\n%s", filepath.Base(path), n, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+}
+
+// call makes one API request to a random API process and decodes a JSON
+// answer into out.
+func (s *stack) call(ctx context.Context, method, path, token string, headers map[string]string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.apis[rand.IntN(len(s.apis))]+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := s.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if out != nil && res.StatusCode < 300 {
+		if err := json.NewDecoder(res.Body).Decode(out); err != nil {
+			return res.StatusCode, err
+		}
+	}
+	return res.StatusCode, nil
+}
+
+// secrets collects what must never be logged.
+type secrets struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (s *secrets) add(v string) {
+	if v == "" {
+		return
+	}
+	s.mu.Lock()
+	s.list = append(s.list, v)
+	s.mu.Unlock()
+}
+
+type order struct {
+	Status  string `json:"status"`
+	Payment *struct {
+		PaymentIntentID string `json:"paymentIntentId"`
+		ClientSecret    string `json:"clientSecret"`
+	} `json:"payment"`
+	Tickets []struct {
+		ID string `json:"id"`
+	} `json:"tickets"`
+}
+
+// outcome is what one simulated buyer did.
+type outcome struct {
+	orderID string
+	token   string
+	plan    string // authorize, decline or abandon
+	err     error
+}
+
+// buyer joins the waiting room, holds one of the seats (another one when
+// it is taken), and pays, declines or abandons.
+func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec *secrets) outcome {
+	id := auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}
+	token, err := auth.Mint([]byte(jwtSecret), id, time.Hour)
+	if err != nil {
+		return outcome{err: err}
+	}
+	sec.add(token)
+	o := outcome{token: token}
+	var room struct {
+		AdmissionToken string `json:"admissionToken"`
+	}
+	for deadline := time.Now().Add(60 * time.Second); room.AdmissionToken == ""; {
+		method := http.MethodPost
+		if time.Now().After(deadline) {
+			return outcome{err: errors.New("never admitted")}
+		}
+		if code, err := s.call(ctx, method, "/v1/events/"+eventID+"/waiting-room", token, nil, nil, &room); err != nil || code >= 500 {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if room.AdmissionToken == "" {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	sec.add(room.AdmissionToken)
+
+	for attempt := 0; attempt < 4 && o.orderID == ""; attempt++ {
+		seat := seatIDs[rand.IntN(len(seatIDs))]
+		key := uuid.NewString()
+		for try := 0; try < 5; try++ {
+			var held struct {
+				OrderID string `json:"orderId"`
+			}
+			code, err := s.call(ctx, http.MethodPost, "/v1/events/"+eventID+"/holds", token,
+				map[string]string{"X-Admission-Token": room.AdmissionToken, "Idempotency-Key": key},
+				map[string]any{"seatIds": []string{seat}}, &held)
+			if err != nil || code >= 500 {
+				time.Sleep(100 * time.Millisecond) // a retry with the same key
+				continue
+			}
+			if code == http.StatusAccepted || code == http.StatusOK {
+				o.orderID = held.OrderID
+			}
+			break // 409: the seat is taken; try another one
+		}
+	}
+	if o.orderID == "" {
+		return o // sold out for this buyer: no order
+	}
+
+	switch r := rand.IntN(20); {
+	case r < 17:
+		o.plan = "authorize"
+	case r < 19:
+		o.plan = "decline"
+	default:
+		o.plan = "abandon"
+		return o
+	}
+	var ord order
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		ord = order{}
+		code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, token, nil, nil, &ord)
+		if err == nil && code == http.StatusOK && ord.Payment != nil && ord.Payment.PaymentIntentID != "" {
+			sec.add(ord.Payment.ClientSecret)
+			break
+		}
+		if err == nil && code == http.StatusOK && ord.Status != "pending_payment" {
+			return o // expired before its intent was made
+		}
+		if time.Now().After(deadline) {
+			o.err = fmt.Errorf("order %s never got a PaymentIntent", o.orderID)
+			return o
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	action := "authorize"
+	if o.plan == "decline" {
+		action = "decline"
+	}
+	for try := 0; try < 5; try++ {
+		code, err := s.call(ctx, http.MethodPost, "/v1/sandbox/payment-intents/"+ord.Payment.PaymentIntentID+"/"+action, token, nil, nil, nil)
+		if err == nil && code < 500 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return o
+}
+
+// finalStatuses are the order statuses nothing moves on from by itself.
+var finalStatuses = map[string]bool{"ticketed": true, "failed": true, "canceled": true, "refunded": true}
+
+func TestStackSurvivesKills(t *testing.T) {
+	s := startStack(t)
+	ctx := context.Background()
+	sec := &secrets{list: []string{jwtSecret, admissionKey, webhookSecret, ticketSeed}}
+
+	orgToken, err := auth.Mint([]byte(jwtSecret), auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: uuid.New()}, time.Hour)
+	require.NoError(t, err)
+	sec.add(orgToken)
+	var ev struct {
+		ID string `json:"id"`
+	}
+	code, err := s.call(ctx, http.MethodPost, "/v1/events", orgToken, nil, map[string]any{
+		"name": "Stack test", "startsAt": time.Now().Add(30 * 24 * time.Hour), "currency": "eur",
+		"sections": []map[string]any{{"name": "Floor", "rows": 1, "seatsPerRow": seats, "priceMinor": 4500}},
+	}, &ev)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code)
+	var seatMap struct {
+		Seats []struct {
+			ID string `json:"id"`
+		} `json:"seats"`
+	}
+	code, err = s.call(ctx, http.MethodGet, "/v1/events/"+ev.ID+"/seats", orgToken, nil, nil, &seatMap)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	var seatIDs []string
+	for _, st := range seatMap.Seats {
+		seatIDs = append(seatIDs, st.ID)
+	}
+
+	// The buyers arrive over about four seconds; a NATS node, a worker and
+	// a relay are SIGKILLed in the middle of it and restarted later.
+	outcomes := make([]outcome, buyers)
+	var wg sync.WaitGroup
+	started := time.Now()
+	for i := range buyers {
+		wg.Go(func() {
+			time.Sleep(time.Duration(rand.IntN(4000)) * time.Millisecond)
+			outcomes[i] = s.buyer(ctx, ev.ID, seatIDs, sec)
+		})
+	}
+	time.Sleep(2 * time.Second)
+	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
+		s.procs[name].kill(t)
+		t.Logf("%s SIGKILLed at %s", name, time.Since(started).Round(time.Millisecond))
+	}
+	time.Sleep(4 * time.Second)
+	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
+		s.procs[name].start(t)
+		t.Logf("%s restarted at %s", name, time.Since(started).Round(time.Millisecond))
+	}
+	wg.Wait()
+	t.Logf("buyers done at %s", time.Since(started).Round(time.Millisecond))
+
+	// Every order reaches a final state: none is lost, abandoned holds
+	// expire, declined payments fail.
+	plans := map[string]int{}
+	var orders []outcome
+	for _, o := range outcomes {
+		require.NoError(t, o.err)
+		if o.orderID != "" {
+			orders = append(orders, o)
+			plans[o.plan]++
+		}
+	}
+	require.GreaterOrEqual(t, len(orders), seats/2, "buyers got orders")
+	statuses := map[string]int{}
+	require.Eventually(t, func() bool {
+		clear(statuses)
+		for _, o := range orders {
+			var ord order
+			code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, o.token, nil, nil, &ord)
+			if err != nil || code != http.StatusOK || !finalStatuses[ord.Status] {
+				return false
+			}
+			statuses[ord.Status]++
+		}
+		return true
+	}, holdTTL+90*time.Second, time.Second, "orders still in flight: %v", statuses)
+	t.Logf("orders by plan %v, by final status %v, after %s", plans, statuses, time.Since(started).Round(time.Millisecond))
+	require.Positive(t, statuses["ticketed"], "purchases went through")
+
+	// No oversell, counted directly as well as by the audit.
+	var tickets, soldSeats int
+	require.NoError(t, s.pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT seat_id) FROM tickets").Scan(&tickets, &soldSeats))
+	require.Equal(t, tickets, soldSeats, "a seat ticketed twice")
+	require.Equal(t, statuses["ticketed"], tickets, "one ticket per ticketed order's seat")
+	require.LessOrEqual(t, tickets, seats)
+
+	// Everything committed reaches the bus and every consumer settles.
+	require.Eventually(t, func() bool {
+		var n int
+		return s.pool.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&n) == nil && n == 0
+	}, 60*time.Second, 500*time.Millisecond, "the outbox never drained")
+
+	audit := exec.Command(s.bin, "audit", "-outbox-age", "30s", "-hold-grace", "30s", "-capture-grace", "1m")
+	audit.Env = []string{"DATABASE_URL=" + s.dbURL, "NATS_URL=" + s.natsURL}
+	report, err := audit.CombinedOutput()
+	t.Logf("boxoffice audit:\n%s", report)
+	require.NoError(t, err, "the audit found a broken invariant")
+	require.Contains(t, string(report), "All 9 invariants hold.")
+	require.Contains(t, string(report), "0 dead letter(s)")
+
+	// Logs: JSON, with correlation ids on the purchase path, and no secret
+	// from any role.
+	for _, p := range s.procs {
+		p.stop()
+	}
+	for name := range s.procs {
+		if strings.HasPrefix(name, "nats-") {
+			continue
+		}
+		checkLogs(t, filepath.Join(s.dir, name+".log"), sec.list)
+	}
+}
+
+// checkLogs requires every line of a role's log to be JSON, every line
+// about an order to carry its correlation id, and no secret anywhere.
+func checkLogs(t *testing.T, path string, secretList []string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, secret := range secretList {
+		require.NotContains(t, string(raw), secret, "%s logged a secret", filepath.Base(path))
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	lines, withOrder := 0, 0
+	for sc.Scan() {
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s: not a JSON line: %s", filepath.Base(path), sc.Text())
+		lines++
+		if _, ok := line["order_id"]; ok {
+			withOrder++
+			require.NotEmpty(t, line["correlation_id"], "%s: a line about an order without its correlation id: %s", filepath.Base(path), sc.Text())
+		}
+	}
+	require.NoError(t, sc.Err())
+	t.Logf("%s: %d JSON lines, %d about an order", filepath.Base(path), lines, withOrder)
+}
