@@ -535,7 +535,8 @@ func TestStackSurvivesKills(t *testing.T) {
 }
 
 // checkLogs requires every line of a role's log to be JSON, every line
-// about an order to carry its correlation id, and no secret anywhere.
+// about an order to carry its correlation id (and, when it is about an
+// event, the event's causation id), and no secret anywhere.
 func checkLogs(t *testing.T, path string, secretList []string) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -553,6 +554,9 @@ func checkLogs(t *testing.T, path string, secretList []string) {
 		if _, ok := line["order_id"]; ok {
 			withOrder++
 			require.NotEmpty(t, line["correlation_id"], "%s: a line about an order without its correlation id: %s", filepath.Base(path), sc.Text())
+			if _, ok := line["event_id"]; ok {
+				require.Contains(t, line, "causation_id", "%s: a line about an event without its causation id: %s", filepath.Base(path), sc.Text())
+			}
 		}
 	}
 	require.NoError(t, sc.Err())
