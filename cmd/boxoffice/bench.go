@@ -26,11 +26,14 @@ import (
 )
 
 func runBench(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "waitingroom" {
+		return runBenchWaitingRoom(ctx, args[1:])
+	}
 	if len(args) > 0 && args[0] == "purchases" {
 		return runBenchPurchases(ctx, args[1:])
 	}
 	if len(args) == 0 || args[0] != "holds" {
-		return fmt.Errorf("usage: boxoffice bench holds|purchases [flags]")
+		return fmt.Errorf("usage: boxoffice bench holds|purchases|waitingroom [flags]")
 	}
 	fs := flag.NewFlagSet("bench holds", flag.ExitOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
@@ -233,12 +236,25 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	commitsBefore, err := commits(ctx, pool)
+	if err != nil {
+		return err
+	}
 	sat, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Concurrency: *concurrency, Duration: *duration})
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // let the statistics collector catch up
+	commitsAfter, err := commits(ctx, pool)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("throughput: %d buyers at once", *concurrency),
 		sat.TicketedPerSec(), sat.P50.Round(time.Millisecond), sat.P99.Round(time.Millisecond), sat.Failed)
+	if sat.Ticketed > 0 {
+		fmt.Printf("  %.1f PostgreSQL transactions per ticketed order (%.0f/s; every role and the buyers' polls included)\n",
+			float64(commitsAfter-commitsBefore)/float64(sat.Ticketed), float64(commitsAfter-commitsBefore)/sat.Elapsed.Seconds())
+	}
 	rate := sat.TicketedPerSec() / 2
 	ev, err = client.CreateEvent(ctx, 200, 500)
 	if err != nil {
@@ -251,6 +267,16 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("latency: %.0f purchases/s started (half)", rate),
 		lat.TicketedPerSec(), lat.P50.Round(time.Millisecond), lat.P99.Round(time.Millisecond), lat.Failed)
 	return nil
+}
+
+// commits is how many transactions the bench database has committed.
+func commits(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var n int64
+	err := pool.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read transaction count: %w", err)
+	}
+	return n, nil
 }
 
 // benchSetup reads the configuration (DATABASE_URL names the server; the
