@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,10 +34,33 @@ import (
 // not Redis Cluster. Run Redis with appendonly yes: an admission that is
 // acknowledged and then lost to a crash can be handed out again after the
 // restart.
+//
+// Joins and polls of concurrent requests are sent to Redis together: a few
+// workers each take every request waiting and send them as one pipeline,
+// so under load a round trip (two system calls on each side) serves many
+// requests, and with one request waiting nothing is delayed.
 type RedisStore struct {
 	rdb    redis.UniversalClient
 	prefix string
+
+	calls     chan *call
+	startOnce sync.Once
 }
+
+// call is one join or poll waiting for a batch.
+type call struct {
+	keys []string
+	args []any
+	res  []any
+	err  error
+	done chan struct{}
+}
+
+// batchWorkers pipelines run at once; batchMax requests go in one.
+const (
+	batchWorkers = 4
+	batchMax     = 256
+)
 
 // RedisStoreConfig configures NewRedisStore.
 type RedisStoreConfig struct {
@@ -52,7 +76,63 @@ func NewRedisStore(rdb redis.UniversalClient, cfg RedisStoreConfig) *RedisStore 
 	if cfg.Prefix == "" {
 		cfg.Prefix = "boxoffice:"
 	}
-	return &RedisStore{rdb: rdb, prefix: cfg.Prefix}
+	return &RedisStore{rdb: rdb, prefix: cfg.Prefix, calls: make(chan *call, 4096)}
+}
+
+// batch sends the waiting calls to Redis in pipelines, forever: the workers
+// block on an empty channel and cost nothing when idle.
+func (s *RedisStore) batch() {
+	batch := make([]*call, 0, batchMax)
+	cmds := make([]*redis.Cmd, 0, batchMax)
+	for c := range s.calls {
+		batch = append(batch[:0], c)
+	drain:
+		for len(batch) < batchMax {
+			select {
+			case c := <-s.calls:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		pipe := s.rdb.Pipeline()
+		cmds = cmds[:0]
+		for _, c := range batch {
+			cmds = append(cmds, joinScript.EvalSha(ctx, pipe, c.keys, c.args...))
+		}
+		_, _ = pipe.Exec(ctx)
+		for i, c := range batch {
+			c.res, c.err = cmds[i].Slice()
+			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+				// Redis restarted and forgot the script: Run loads it.
+				c.res, c.err = joinScript.Run(ctx, s.rdb, c.keys, c.args...).Slice()
+			}
+			close(c.done)
+		}
+		cancel()
+	}
+}
+
+// exec runs the join script in the next batch.
+func (s *RedisStore) exec(ctx context.Context, keys []string, args []any) ([]any, error) {
+	s.startOnce.Do(func() {
+		for range batchWorkers {
+			go s.batch()
+		}
+	})
+	c := &call{keys: keys, args: args, done: make(chan struct{})}
+	select {
+	case s.calls <- c:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (s *RedisStore) eventKey(eventID uuid.UUID, suffix string) string {
@@ -179,7 +259,7 @@ func (s *RedisStore) joinArgs(p JoinParams, join bool) ([]string, []any) {
 // Join implements Store.
 func (s *RedisStore) Join(ctx context.Context, p JoinParams) (Entry, error) {
 	keys, args := s.joinArgs(p, true)
-	res, err := joinScript.Run(ctx, s.rdb, keys, args...).Slice()
+	res, err := s.exec(ctx, keys, args)
 	if err != nil {
 		return Entry{}, unavailable("join", err)
 	}
@@ -189,7 +269,7 @@ func (s *RedisStore) Join(ctx context.Context, p JoinParams) (Entry, error) {
 // Poll implements Store.
 func (s *RedisStore) Poll(ctx context.Context, p JoinParams) (Entry, error) {
 	keys, args := s.joinArgs(p, false)
-	res, err := joinScript.Run(ctx, s.rdb, keys, args...).Slice()
+	res, err := s.exec(ctx, keys, args)
 	if err != nil {
 		return Entry{}, unavailable("poll", err)
 	}

@@ -481,14 +481,18 @@ func (r *Room) AdmitOnce(ctx context.Context) error {
 	r.mu.Unlock()
 	var first error
 	for _, id := range events {
-		if _, err := r.admitEvent(ctx, id); err != nil && first == nil {
+		if _, err := r.AdmitEvent(ctx, id); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-func (r *Room) admitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
+// AdmitEvent admits as many of the event's queued buyers as its R allows
+// now, if its onsale is open, and returns them in queue order. Run calls it
+// for every event with buyers queued; a simulation calls it to learn whom
+// it admitted.
+func (r *Room) AdmitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
 	ev, err := r.event(ctx, id)
 	if err != nil || ev.Settings.Phase(r.cfg.Now()) != PhaseOpen {
 		return nil, err

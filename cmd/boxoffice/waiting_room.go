@@ -64,6 +64,7 @@ func newWaitingRoom(ctx context.Context, cfg config, pool *pgxpool.Pool, logger 
 		// 503 at once rather than holding requests.
 		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond, time.Second
 		ro.PoolSize = max(ro.PoolSize, 64)
+		redis.SetLogger(redisLogger{logger})
 		w.rdb = redis.NewClient(ro)
 		w.close = func() { _ = w.rdb.Close() }
 		store = waitingroom.NewRedisStore(w.rdb, waitingroom.RedisStoreConfig{Prefix: opts.redisPrefix})
@@ -119,4 +120,12 @@ func consumerPending(js jetstream.JetStream) func(context.Context) (int64, error
 		}
 		return n, nil
 	}
+}
+
+// redisLogger sends go-redis's own messages (failed dials while Redis is
+// down) to the JSON log at warning level.
+type redisLogger struct{ logger *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.WarnContext(ctx, "redis client", "message", fmt.Sprintf(format, v...))
 }
