@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -131,6 +132,18 @@ func Interpret(err error) error {
 	return err
 }
 
+// regionEpochParam is the session setting the region_fence trigger reads
+// (migrations/00010_region_fence.sql).
+const regionEpochParam = "boxoffice.region_epoch"
+
+// fencedState is the SQLSTATE the region_fence trigger raises.
+const fencedState = "BXF01"
+
+// IsFenced says whether err is the database refusing a write because the
+// session's region epoch is no longer the current one: the process belongs
+// to a region that was failed over, and must not write anything.
+func IsFenced(err error) bool { return SQLState(err) == fencedState }
+
 // SQLState returns the SQLSTATE code of a PostgreSQL error, or "".
 func SQLState(err error) string {
 	var pgErr *pgconn.PgError
@@ -171,6 +184,11 @@ type PoolConfig struct {
 	// MaxConns caps the pool. Defaults to pgxpool's default (4 × CPUs, at
 	// least 4).
 	MaxConns int32
+	// RegionEpoch is the region epoch every session of the pool declares
+	// (boxoffice.region_epoch): once the database's epoch is raised past
+	// it, every write through the pool fails with IsFenced true. Zero
+	// declares none, as an operator's session does: unfenced.
+	RegionEpoch int64
 }
 
 // NewPool opens a pool and checks that the server answers.
@@ -181,6 +199,9 @@ func NewPool(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	}
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
+	}
+	if cfg.RegionEpoch > 0 {
+		pc.ConnConfig.RuntimeParams[regionEpochParam] = strconv.FormatInt(cfg.RegionEpoch, 10)
 	}
 	Configure(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)

@@ -21,6 +21,7 @@ import (
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/db"
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/waitingroom"
@@ -195,10 +196,17 @@ func writeProblem(api huma.API, ctx huma.Context, p *Problem) {
 }
 
 // internal logs err once, with the request's correlation id, and returns
-// the generic 500 problem: no internal text reaches the client.
+// the generic 500 problem: no internal text reaches the client. A write the
+// database refused because this process's region epoch is fenced is the
+// 503 problem TypeFenced instead.
 func (h *Handlers) internal(ctx context.Context, msg string, err error, attrs ...any) error {
 	if errors.Is(err, context.Canceled) {
 		return problem(499, "about:blank", "The client went away.")
+	}
+	if db.IsFenced(err) {
+		h.logger.WarnContext(ctx, msg+": refused, this process's region epoch is fenced", "correlation_id", CorrelationID(ctx))
+		return problem(http.StatusServiceUnavailable, TypeFenced,
+			"This region no longer serves writes: it was failed over to another region. Nothing was changed.")
 	}
 	attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
 	h.logger.ErrorContext(ctx, msg, attrs...)

@@ -66,7 +66,12 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	pool := dbtest.New(t)
+	return setupPool(t, dbtest.New(t))
+}
+
+// setupPool is setup on a pool of the test's choosing.
+func setupPool(t *testing.T, pool *pgxpool.Pool) *testBundle {
+	t.Helper()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})

@@ -25,6 +25,10 @@ const (
 	TypeRateLimited         = "/problems/rate-limited"
 	TypeInternal            = "/problems/internal"
 	TypeUnavailable         = "/problems/unavailable"
+	// TypeFenced: this deployment's region was failed over (its region
+	// epoch is no longer current); it writes nothing. Retry against the
+	// region now serving.
+	TypeFenced = "/problems/fenced"
 )
 
 // Problem is an RFC 9457 problem. Every error response of the API is one,

@@ -84,3 +84,26 @@ func TestUpConcurrently(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, files, applied)
 }
+
+// TestEveryTableIsFenced keeps region-epoch fencing complete: a migration
+// that adds a table must add the region_fence trigger to it too
+// (migrations/00010_region_fence.sql).
+func TestEveryTableIsFenced(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	var unfenced []string
+	rows, err := pool.Query(context.Background(), `
+		SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
+		  AND c.relname NOT IN ('region_epoch', 'goose_db_version')
+		  AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND g.tgname = 'region_fence')
+		ORDER BY 1`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		unfenced = append(unfenced, name)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, unfenced, "tables without the region_fence trigger")
+}

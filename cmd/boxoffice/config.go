@@ -43,6 +43,10 @@ type config struct {
 	SandboxWebhookURL string
 	// TicketSeed is the Ed25519 seed tickets are signed with.
 	TicketSeed []byte
+	// RegionEpoch is the region epoch this process writes under
+	// (BOXOFFICE_REGION_EPOCH, default 1): once `boxoffice fence` raises
+	// the database's epoch past it, every write of this process is refused.
+	RegionEpoch int64
 	// Webhooks configures outbound webhooks (BOXOFFICE_WEBHOOK_*).
 	Webhooks webhookConfig
 	// RedisURL is the waiting room's Redis; unset, the waiting room is
@@ -153,6 +157,9 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 	}
 	if c.Webhooks, err = loadWebhookConfig(getenv); err != nil {
 		return c, err
+	}
+	if c.RegionEpoch, err = strconv.ParseInt(cmp.Or(getenv("BOXOFFICE_REGION_EPOCH"), "1"), 10, 64); err != nil || c.RegionEpoch < 1 {
+		return c, &configError{"BOXOFFICE_REGION_EPOCH", "must be a whole number from 1"}
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("BOXOFFICE_LOG_LEVEL"), "info"))); err != nil {
 		return c, &configError{"BOXOFFICE_LOG_LEVEL", "must be debug, info, warn or error"}

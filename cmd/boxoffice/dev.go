@@ -76,7 +76,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 	if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns})
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch})
 	if err != nil {
 		return err
 	}

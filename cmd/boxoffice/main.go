@@ -20,6 +20,7 @@ commands:
   relay     publish the outbox to JetStream (the only publisher)
   work      run the durable consumers [-only a,b]
   migrate   apply database migrations (safe to run twice or concurrently)
+  fence     raise the region epoch (--epoch N): older processes can no longer write
   audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
   token     mint a development bearer token
   healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
@@ -48,6 +49,8 @@ func main() {
 		err = runWork(ctx, args)
 	case "migrate":
 		err = runMigrate(ctx, args)
+	case "fence":
+		err = runFence(ctx, args, os.Getenv, os.Stdout)
 	case "audit":
 		err = runAudit(ctx, args, os.Getenv, os.Stdout)
 	case "healthcheck":

@@ -38,7 +38,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(cfg.LogLevel)
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns})
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch})
 	if err != nil {
 		return err
 	}
@@ -106,10 +106,10 @@ func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, re
 		Checks:    checks,
 		Sandbox:   sandbox,
 	}
-	hc.WaitingRoom = room
 	hc.Webhooks = webhooks.NewService(pool, webhooks.ServiceConfig{
 		Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: logger,
 	})
+	hc.WaitingRoom = room
 	if cfg.TicketSeed != nil {
 		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
 	}

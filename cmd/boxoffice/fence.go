@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"boxoffice/db"
+	"boxoffice/sqlcgen"
+)
+
+// runFence runs `boxoffice fence --epoch N`: it raises the database's region
+// epoch to N, never lowering it. From then on every write of a process
+// whose BOXOFFICE_REGION_EPOCH is lower is refused (the API answers 503
+// fenced), so the old primary's processes cannot sell after a failover
+// (docs/failover.md). Raising to the epoch already in force is a no-op.
+func runFence(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("fence", flag.ContinueOnError)
+	epoch := fs.Int64("epoch", 0, "the new region epoch (required; greater than or equal to the current one)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *epoch < 1 {
+		return errors.New("--epoch N is required, N >= 1")
+	}
+	cfg, err := loadConfig(getenv, "DATABASE_URL")
+	if err != nil {
+		return err
+	}
+	// The operator's session declares no epoch: it is never fenced itself.
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: 1})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	q := sqlcgen.New()
+	before, err := q.RegionEpochGet(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("read region epoch: %w", err)
+	}
+	now, err := q.RegionEpochRaise(ctx, pool, *epoch)
+	if err != nil {
+		return fmt.Errorf("raise region epoch: %w", err)
+	}
+	switch {
+	case now > *epoch:
+		return fmt.Errorf("the region epoch is %d; it is never lowered to %d", now, *epoch)
+	case before == now:
+		fmt.Fprintf(out, "region epoch already %d; nothing changed\n", now)
+	default:
+		fmt.Fprintf(out, "region epoch raised from %d to %d: processes on an older epoch can no longer write\n", before, now)
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/db"
+	"boxoffice/relay"
+	"boxoffice/sqlcgen"
+)
+
+// TestFencedRelayPublishesNothing: a relay of a failed-over region (its
+// region epoch no longer current) cannot claim rows, so it publishes
+// nothing; the relay of the region now serving publishes them all.
+func TestFencedRelayPublishesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	insertRows(t, b.pool, 10)
+	_, err := sqlcgen.New().RegionEpochRaise(ctx, b.pool, 2)
+	require.NoError(t, err)
+
+	for _, epoch := range []int64{1, 2} {
+		pool, err := db.NewPool(ctx, db.PoolConfig{URL: b.pool.Config().ConnString(), MaxConns: 4, RegionEpoch: epoch})
+		require.NoError(t, err)
+		defer pool.Close()
+		nc, _ := b.nats.Connect(t)
+		r, err := relay.New(pool, nc, relay.Config{Logger: testLogger(t), IdleInterval: 10 * time.Millisecond})
+		require.NoError(t, err)
+		run := start(t, ctx, r)
+		if epoch == 1 {
+			time.Sleep(time.Second)
+			require.NoError(t, run.stop())
+			require.EqualValues(t, 10, unpublished(t, b.pool), "the fenced relay claimed or deleted rows")
+			require.Zero(t, streamMsgs(t, b.js), "the fenced relay published")
+			continue
+		}
+		require.Eventually(t, func() bool { return unpublished(t, b.pool) == 0 }, 20*time.Second, 20*time.Millisecond)
+		require.NoError(t, run.stop())
+		require.EqualValues(t, 10, streamMsgs(t, b.js))
+	}
+}
