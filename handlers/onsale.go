@@ -60,6 +60,14 @@ type PatchOnsaleInput struct {
 	}
 }
 
+// RevokeAdmissionInput names the buyer whose admission to revoke.
+type RevokeAdmissionInput struct {
+	EventID string `path:"eventId" doc:"Event id (UUID)."`
+	Body    struct {
+		UserID uuid.UUID `json:"userId" doc:"The buyer (the sub of their bearer token)."`
+	}
+}
+
 func (h *Handlers) registerOnsale(api huma.API) {
 	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity}
 	huma.Register(api, secured(huma.Operation{
@@ -74,6 +82,33 @@ func (h *Handlers) registerOnsale(api huma.API) {
 		Description: "The event's organizer only. Changes reach every API process within a second.",
 		Tags:        []string{"Onsale"}, Errors: errs,
 	}, auth.RoleOrganizer), h.patchOnsale)
+	huma.Register(api, secured(huma.Operation{
+		OperationID: "revoke-admission", Method: http.MethodPost, Path: "/v1/events/{eventId}/onsale/revocations",
+		Summary: "Revoke a buyer's admission",
+		Description: "The event's organizer only. The buyer's admission token is refused on holds from now on " +
+			"(within a second on every API process); holds already made stand. 404 if the buyer holds no admission.",
+		Tags: []string{"Onsale"}, DefaultStatus: http.StatusNoContent,
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+	}, auth.RoleOrganizer), h.revokeAdmission)
+}
+
+func (h *Handlers) revokeAdmission(ctx context.Context, in *RevokeAdmissionInput) (*struct{}, error) {
+	if _, err := h.ownOnsale(ctx, in.EventID, nil); err != nil {
+		return nil, err
+	}
+	eventID, _ := uuid.Parse(in.EventID)
+	had, err := h.room.RevokeBuyer(ctx, eventID, in.Body.UserID)
+	switch {
+	case errors.Is(err, waitingroom.ErrUnavailable):
+		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
+			"The waiting room cannot be reached; try again shortly."), retryAfter(5*time.Second))
+	case err != nil:
+		return nil, h.internal(ctx, "revoke admission", err, "event_id", eventID)
+	case !had:
+		return nil, problem(http.StatusNotFound, TypeNotFound, "This buyer holds no admission to this event.")
+	}
+	h.logger.InfoContext(ctx, "admission revoked", "correlation_id", CorrelationID(ctx), "event_id", eventID, "user_id", in.Body.UserID)
+	return nil, nil
 }
 
 // ownOnsale returns the event's onsale if the caller organizes it.

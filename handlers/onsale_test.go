@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/handlers"
@@ -80,4 +81,31 @@ func TestHoldSeatLimit(t *testing.T) {
 	_, other := b.buyer(t)
 	require.Equal(t, http.StatusAccepted, b.hold(t, other, b.admit(t, other, ev.ID), ev.ID, "a", ev.Seats[4], ev.Seats[5], ev.Seats[6]).status,
 		"the limit is per buyer")
+}
+
+// The organizer revokes a buyer's admission through the API: the buyer's
+// token is refused on holds (403), another buyer's is not; a buyer without
+// an admission is a 404, and another organizer cannot revoke.
+func TestRevokeAdmission(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	org := b.organizerWithID(t)
+	ev := b.createEvent(t, org)
+	userID, tok := b.buyer(t)
+	adm := b.admit(t, tok, ev.ID)
+	_, otherTok := b.buyer(t)
+	otherAdm := b.admit(t, otherTok, ev.ID)
+	path := "/v1/events/" + ev.ID + "/onsale/revocations"
+
+	res := b.do(t, http.MethodPost, path, bearer(b.organizer(t)), map[string]any{"userId": userID})
+	require.Equal(t, http.StatusNotFound, res.status, "another organizer: %s", res.body)
+	res = b.do(t, http.MethodPost, path, bearer(org), map[string]any{"userId": uuid.New()})
+	require.Equal(t, http.StatusNotFound, res.status, "no admission: %s", res.body)
+	res = b.do(t, http.MethodPost, path, bearer(org), map[string]any{"userId": userID})
+	require.Equal(t, http.StatusNoContent, res.status, "%s", res.body)
+
+	res = b.hold(t, tok, adm, ev.ID, "k", ev.Seats[0])
+	require.Equal(t, http.StatusForbidden, res.status, "%s", res.body)
+	require.Equal(t, handlers.TypeAdmissionInvalid, problemType(t, res))
+	require.Equal(t, http.StatusAccepted, b.hold(t, otherTok, otherAdm, ev.ID, "k", ev.Seats[0]).status)
 }

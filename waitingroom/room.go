@@ -326,6 +326,17 @@ func (r *Room) Revoke(ctx context.Context, jti uuid.UUID, expiresAt time.Time) e
 	return nil
 }
 
+// RevokeBuyer revokes the buyer's current admission to the event, if they
+// have one, and reports whether they had. Returns an error wrapping
+// ErrUnavailable while the store is unreachable.
+func (r *Room) RevokeBuyer(ctx context.Context, eventID, userID uuid.UUID) (bool, error) {
+	e, err := r.cfg.Store.Poll(ctx, JoinParams{EventID: eventID, UserID: userID, Now: r.cfg.Now()})
+	if err != nil || e.Status != StatusAdmitted {
+		return false, err
+	}
+	return true, r.Revoke(ctx, e.Admission.JTI, e.Admission.ExpiresAt)
+}
+
 // Revoked reports whether the admission jti was revoked, from the
 // in-process copy of the revocations: holds never wait for Redis, and keep
 // working on the last copy while Redis is down.
