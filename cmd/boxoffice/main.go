@@ -21,6 +21,7 @@ commands:
   work      run the durable consumers [-only a,b]
   migrate   apply database migrations (safe to run twice or concurrently)
   fence     raise the region epoch (--epoch N): older processes can no longer write
+  reconcile compare the provider's PaymentIntents with orders and repair mismatches [-since 24h] [-dry-run]
   audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
   token     mint a development bearer token
   healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
@@ -51,6 +52,8 @@ func main() {
 		err = runMigrate(ctx, args)
 	case "fence":
 		err = runFence(ctx, args, os.Getenv, os.Stdout)
+	case "reconcile":
+		err = runReconcile(ctx, args, os.Getenv, os.Stdout)
 	case "audit":
 		err = runAudit(ctx, args, os.Getenv, os.Stdout)
 	case "healthcheck":
