@@ -151,7 +151,7 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	}, auth.RoleOrganizer), h.updateWebhookEndpoint)
 	huma.Register(api, secured(huma.Operation{
 		OperationID: "delete-webhook-endpoint", Method: http.MethodDelete, Path: "/v1/webhook-endpoints/{endpointId}",
-		Summary: "Delete a webhook endpoint", Description: "Deletes its deliveries and attempts; messages stay.",
+		Summary: "Delete a webhook endpoint", Description: "Deletes its pending and past deliveries; messages and their attempt history stay until retention.",
 		Tags: tags, DefaultStatus: http.StatusNoContent, Errors: errs(),
 	}, auth.RoleOrganizer), h.deleteWebhookEndpoint)
 	huma.Register(api, secured(huma.Operation{

@@ -58,9 +58,10 @@ CREATE TABLE webhook_messages (
 CREATE INDEX webhook_message_list_idx ON webhook_messages (organizer_id, created_at DESC, id DESC);
 CREATE INDEX webhook_message_created_idx ON webhook_messages (created_at);
 
--- A message owed to one endpoint. status: pending (waiting for its
--- next_attempt_at, or leased: a dispatcher holds it until next_attempt_at,
--- which the claim pushes forward by the lease), succeeded, failed (stopped
+-- A message owed to one endpoint. status: pending (due at
+-- next_attempt_at; while claimed_by and lease_expires_at are set a
+-- dispatcher holds it, and when the lease runs out without an outcome it
+-- is due again), succeeded, failed (stopped
 -- because its endpoint was disabled; kept for recover and replay) or dead
 -- (a terminal answer, or retries exhausted). next_trigger is the trigger
 -- the next attempt records; retry_base is the attempt count at the last
@@ -76,23 +77,30 @@ CREATE TABLE webhook_deliveries (
     next_attempt_at timestamptz,
     next_trigger    text NOT NULL DEFAULT 'original' CHECK (next_trigger IN ('original', 'retry', 'replay')),
     claimed_by      text,
+    -- Not indexed, so that a claim is a HOT update that writes no index.
+    lease_expires_at timestamptz,
     last_error      text,
     created_at      timestamptz NOT NULL DEFAULT now(),
     updated_at      timestamptz NOT NULL DEFAULT now(),
     UNIQUE (message_id, endpoint_id)
-);
+) WITH (fillfactor = 70); -- room on each page for the claim's HOT update
 -- The dispatcher's per-tenant queues: due deliveries of one organizer.
 CREATE INDEX webhook_delivery_due_idx ON webhook_deliveries (organizer_id, next_attempt_at) WHERE status = 'pending';
-CREATE INDEX webhook_delivery_endpoint_idx ON webhook_deliveries (endpoint_id, status);
+-- Recover and disabling look for an endpoint's unfinished deliveries;
+-- succeeded ones, the bulk, stay out of this index.
+CREATE INDEX webhook_delivery_endpoint_idx ON webhook_deliveries (endpoint_id, status) WHERE status <> 'succeeded';
 -- The oldest pending delivery, for the backlog-age gauge.
 CREATE INDEX webhook_delivery_pending_created_idx ON webhook_deliveries (created_at) WHERE status = 'pending';
 
 -- One try of one delivery. status_code is NULL when no answer came;
--- response_body holds at most the first KiB of the answer.
+-- response_body holds at most the first KiB of the answer. Attempts go
+-- with their message (retention); they outlive a deleted endpoint's
+-- deliveries as history until then. Two indexes only: every attempt of
+-- the dispatcher's hot path writes each of them.
 CREATE TABLE webhook_attempts (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    delivery_id   uuid NOT NULL REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
-    message_id    uuid NOT NULL,
+    delivery_id   uuid NOT NULL,
+    message_id    uuid NOT NULL REFERENCES webhook_messages (id) ON DELETE CASCADE,
     endpoint_id   uuid NOT NULL,
     organizer_id  uuid NOT NULL,
     number        integer NOT NULL,
@@ -104,8 +112,6 @@ CREATE TABLE webhook_attempts (
     created_at    timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX webhook_attempt_message_idx ON webhook_attempts (message_id, id);
-CREATE INDEX webhook_attempt_delivery_idx ON webhook_attempts (delivery_id);
-CREATE INDEX webhook_attempt_created_idx ON webhook_attempts (created_at);
 
 -- +goose Down
 DROP TABLE webhook_attempts, webhook_deliveries, webhook_messages, webhook_endpoints;

@@ -2,16 +2,19 @@
 -- Leases due deliveries to dispatcher_id, fairly across tenants: the
 -- organizers with an enabled endpoint are visited in random order and each
 -- gives at most per_organizer of its due deliveries, oldest due first,
--- max_rows in all. The lease is next_attempt_at = now() + lease: a
--- delivery whose dispatcher dies becomes due again when it runs out. SKIP
--- LOCKED keeps dispatchers from waiting on each other. Each row comes with
--- its message's bytes and its endpoint's settings.
+-- max_rows in all. The lease (lease_expires_at) keeps other dispatchers
+-- off a delivery until it runs out: a delivery whose dispatcher dies is
+-- due again then. The claim changes no indexed column, so it is a HOT
+-- update; leased rows stay in the due index and are skipped by the lease
+-- filter. SKIP LOCKED keeps dispatchers from waiting on each other. Each
+-- row comes with its message's bytes and its endpoint's settings.
 WITH picked AS (
     SELECT d.id
     FROM (SELECT organizer_id FROM webhook_endpoints WHERE enabled GROUP BY organizer_id ORDER BY random()) o
     CROSS JOIN LATERAL (
         SELECT dd.id FROM webhook_deliveries dd
         WHERE dd.organizer_id = o.organizer_id AND dd.status = 'pending' AND dd.next_attempt_at <= now()
+          AND (dd.lease_expires_at IS NULL OR dd.lease_expires_at < now())
         ORDER BY dd.next_attempt_at
         LIMIT @per_organizer::int
         FOR UPDATE SKIP LOCKED
@@ -19,7 +22,7 @@ WITH picked AS (
     LIMIT @max_rows::int
 )
 UPDATE webhook_deliveries d
-SET claimed_by = @dispatcher_id::text, next_attempt_at = now() + @lease::interval
+SET claimed_by = @dispatcher_id::text, lease_expires_at = now() + @lease::interval
 FROM webhook_messages m, webhook_endpoints e
 WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND m.id = d.message_id AND e.id = d.endpoint_id
 RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry_base, d.next_trigger,
@@ -31,15 +34,17 @@ RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry
 -- Gives leased deliveries back without an attempt (throttled, circuit
 -- open): each becomes due again after its delay in milliseconds.
 UPDATE webhook_deliveries d
-SET next_attempt_at = now() + make_interval(secs => r.delay_ms / 1000.0), claimed_by = NULL
+SET next_attempt_at = now() + make_interval(secs => r.delay_ms / 1000.0), claimed_by = NULL, lease_expires_at = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@delays_ms::bigint[]) AS delay_ms) AS r
-WHERE d.id = r.id AND d.claimed_by = @dispatcher_id::text AND d.status = 'pending';
+WHERE d.id = ANY(@ids::uuid[]) AND d.id = r.id AND d.claimed_by = @dispatcher_id::text AND d.status = 'pending';
 
 -- name: WebhookDeliveryComplete :exec
 -- Records the outcome of one attempt per delivery: attempts + 1, the new
 -- status, and for a pending one when it is due again (delay in ms) with
 -- trigger 'retry'. Only deliveries dispatcher_id still holds are changed:
--- one replayed meanwhile belongs to the replay.
+-- one replayed meanwhile belongs to the replay. The ANY keeps the plan
+-- on the primary key: a join with the unnest alone let the planner hash
+-- the whole table.
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1,
     status = r.status,
@@ -47,10 +52,16 @@ SET attempts = d.attempts + 1,
     next_trigger = CASE WHEN r.status = 'pending' THEN 'retry' ELSE d.next_trigger END,
     last_error = nullif(r.last_error, ''),
     claimed_by = NULL,
+    lease_expires_at = NULL,
     updated_at = now()
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@statuses::text[]) AS status,
              unnest(@delays_ms::bigint[]) AS delay_ms, unnest(@last_errors::text[]) AS last_error) AS r
-WHERE d.id = r.id AND d.claimed_by = @dispatcher_id::text;
+WHERE d.id = ANY(@ids::uuid[]) AND d.id = r.id AND d.claimed_by = @dispatcher_id::text;
+
+-- name: WebhookFlushAsyncCommit :exec
+-- Lets the current transaction commit without waiting for its WAL flush
+-- (see Dispatcher.flush for why losing it is safe).
+SELECT set_config('synchronous_commit', 'off', true);
 
 -- name: WebhookAttemptInsert :copyfrom
 -- Records attempts; call it in the transaction of WebhookDeliveryComplete.
@@ -62,7 +73,7 @@ VALUES (@delivery_id, @message_id, @endpoint_id, @organizer_id, @number, @trigge
 -- name: WebhookDeliveryFailPendingByEndpoint :execrows
 -- Stops the pending deliveries of a disabled endpoint: status failed, kept
 -- for recover and replay.
-UPDATE webhook_deliveries SET status = 'failed', claimed_by = NULL, next_attempt_at = NULL, updated_at = now(),
+UPDATE webhook_deliveries SET status = 'failed', claimed_by = NULL, lease_expires_at = NULL, next_attempt_at = NULL, updated_at = now(),
     last_error = coalesce(last_error, 'endpoint disabled')
 WHERE endpoint_id = @endpoint_id::uuid AND status = 'pending';
 
@@ -70,7 +81,7 @@ WHERE endpoint_id = @endpoint_id::uuid AND status = 'pending';
 -- Queues again every failed or dead delivery of an organizer's endpoint
 -- created since then, as a replay with a fresh retry schedule.
 UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
-    retry_base = attempts, claimed_by = NULL, updated_at = now()
+    retry_base = attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE endpoint_id = @endpoint_id::uuid AND organizer_id = @organizer_id::uuid
   AND status IN ('failed', 'dead') AND created_at >= @since::timestamptz;
 
@@ -89,7 +100,7 @@ WHERE m.id = @message_id::uuid AND m.organizer_id = @organizer_id::uuid AND e.en
            AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.message_id = m.id AND x.endpoint_id = e.id)))
 ON CONFLICT (message_id, endpoint_id) DO UPDATE
 SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
-    retry_base = webhook_deliveries.attempts, claimed_by = NULL, updated_at = now();
+    retry_base = webhook_deliveries.attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now();
 
 -- name: WebhookDeliveryStats :one
 -- The age of the oldest pending delivery, by the database clock (0 when

@@ -48,7 +48,8 @@ WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid
 RETURNING *;
 
 -- name: WebhookEndpointDelete :execrows
--- Deletes an organizer's endpoint with its deliveries and their attempts.
+-- Deletes an organizer's endpoint with its deliveries (attempts stay with
+-- their messages).
 DELETE FROM webhook_endpoints WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid;
 
 -- name: WebhookEndpointRotateSecret :one

@@ -63,9 +63,3 @@ ORDER BY a.id;
 DELETE FROM webhook_messages WHERE id = ANY(ARRAY(
     SELECT id FROM webhook_messages WHERE created_at < @cutoff::timestamptz ORDER BY created_at LIMIT @max_rows::int
 ));
-
--- name: WebhookAttemptPrune :execrows
--- Deletes up to max_rows attempts made before cutoff.
-DELETE FROM webhook_attempts WHERE id = ANY(ARRAY(
-    SELECT id FROM webhook_attempts WHERE created_at < @cutoff::timestamptz ORDER BY created_at LIMIT @max_rows::int
-));

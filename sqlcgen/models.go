@@ -103,6 +103,20 @@ type Payment struct {
 	UpdatedAt       time.Time
 }
 
+type ReconcileRepair struct {
+	PaymentIntentID string
+	Repair          string
+	OrderID         uuid.UUID
+	EventID         uuid.UUID
+	CreatedAt       time.Time
+}
+
+type RegionEpoch struct {
+	Singleton bool
+	Epoch     int64
+	RaisedAt  time.Time
+}
+
 type SandboxIdempotencyKey struct {
 	Key         string
 	Operation   string
@@ -198,19 +212,20 @@ type WebhookAttempt struct {
 }
 
 type WebhookDelivery struct {
-	ID            uuid.UUID
-	MessageID     uuid.UUID
-	EndpointID    uuid.UUID
-	OrganizerID   uuid.UUID
-	Status        string
-	Attempts      int32
-	RetryBase     int32
-	NextAttemptAt *time.Time
-	NextTrigger   string
-	ClaimedBy     *string
-	LastError     *string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	ID             uuid.UUID
+	MessageID      uuid.UUID
+	EndpointID     uuid.UUID
+	OrganizerID    uuid.UUID
+	Status         string
+	Attempts       int32
+	RetryBase      int32
+	NextAttemptAt  *time.Time
+	NextTrigger    string
+	ClaimedBy      *string
+	LeaseExpiresAt *time.Time
+	LastError      *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 type WebhookEndpoint struct {

@@ -33,6 +33,7 @@ WITH picked AS (
     CROSS JOIN LATERAL (
         SELECT dd.id FROM webhook_deliveries dd
         WHERE dd.organizer_id = o.organizer_id AND dd.status = 'pending' AND dd.next_attempt_at <= now()
+          AND (dd.lease_expires_at IS NULL OR dd.lease_expires_at < now())
         ORDER BY dd.next_attempt_at
         LIMIT $3::int
         FOR UPDATE SKIP LOCKED
@@ -40,7 +41,7 @@ WITH picked AS (
     LIMIT $4::int
 )
 UPDATE webhook_deliveries d
-SET claimed_by = $1::text, next_attempt_at = now() + $2::interval
+SET claimed_by = $1::text, lease_expires_at = now() + $2::interval
 FROM webhook_messages m, webhook_endpoints e
 WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND m.id = d.message_id AND e.id = d.endpoint_id
 RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry_base, d.next_trigger,
@@ -81,10 +82,12 @@ type WebhookDeliveryClaimRow struct {
 // Leases due deliveries to dispatcher_id, fairly across tenants: the
 // organizers with an enabled endpoint are visited in random order and each
 // gives at most per_organizer of its due deliveries, oldest due first,
-// max_rows in all. The lease is next_attempt_at = now() + lease: a
-// delivery whose dispatcher dies becomes due again when it runs out. SKIP
-// LOCKED keeps dispatchers from waiting on each other. Each row comes with
-// its message's bytes and its endpoint's settings.
+// max_rows in all. The lease (lease_expires_at) keeps other dispatchers
+// off a delivery until it runs out: a delivery whose dispatcher dies is
+// due again then. The claim changes no indexed column, so it is a HOT
+// update; leased rows stay in the due index and are skipped by the lease
+// filter. SKIP LOCKED keeps dispatchers from waiting on each other. Each
+// row comes with its message's bytes and its endpoint's settings.
 func (q *Queries) WebhookDeliveryClaim(ctx context.Context, db DBTX, arg WebhookDeliveryClaimParams) ([]WebhookDeliveryClaimRow, error) {
 	rows, err := db.Query(ctx, webhookDeliveryClaim,
 		arg.DispatcherID,
@@ -138,15 +141,16 @@ SET attempts = d.attempts + 1,
     next_trigger = CASE WHEN r.status = 'pending' THEN 'retry' ELSE d.next_trigger END,
     last_error = nullif(r.last_error, ''),
     claimed_by = NULL,
+    lease_expires_at = NULL,
     updated_at = now()
-FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::text[]) AS status,
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($3::text[]) AS status,
              unnest($4::bigint[]) AS delay_ms, unnest($5::text[]) AS last_error) AS r
-WHERE d.id = r.id AND d.claimed_by = $1::text
+WHERE d.id = ANY($1::uuid[]) AND d.id = r.id AND d.claimed_by = $2::text
 `
 
 type WebhookDeliveryCompleteParams struct {
-	DispatcherID string
 	Ids          []uuid.UUID
+	DispatcherID string
 	Statuses     []string
 	DelaysMs     []int64
 	LastErrors   []string
@@ -155,11 +159,13 @@ type WebhookDeliveryCompleteParams struct {
 // Records the outcome of one attempt per delivery: attempts + 1, the new
 // status, and for a pending one when it is due again (delay in ms) with
 // trigger 'retry'. Only deliveries dispatcher_id still holds are changed:
-// one replayed meanwhile belongs to the replay.
+// one replayed meanwhile belongs to the replay. The ANY keeps the plan
+// on the primary key: a join with the unnest alone let the planner hash
+// the whole table.
 func (q *Queries) WebhookDeliveryComplete(ctx context.Context, db DBTX, arg WebhookDeliveryCompleteParams) error {
 	_, err := db.Exec(ctx, webhookDeliveryComplete,
-		arg.DispatcherID,
 		arg.Ids,
+		arg.DispatcherID,
 		arg.Statuses,
 		arg.DelaysMs,
 		arg.LastErrors,
@@ -168,7 +174,7 @@ func (q *Queries) WebhookDeliveryComplete(ctx context.Context, db DBTX, arg Webh
 }
 
 const webhookDeliveryFailPendingByEndpoint = `-- name: WebhookDeliveryFailPendingByEndpoint :execrows
-UPDATE webhook_deliveries SET status = 'failed', claimed_by = NULL, next_attempt_at = NULL, updated_at = now(),
+UPDATE webhook_deliveries SET status = 'failed', claimed_by = NULL, lease_expires_at = NULL, next_attempt_at = NULL, updated_at = now(),
     last_error = coalesce(last_error, 'endpoint disabled')
 WHERE endpoint_id = $1::uuid AND status = 'pending'
 `
@@ -185,7 +191,7 @@ func (q *Queries) WebhookDeliveryFailPendingByEndpoint(ctx context.Context, db D
 
 const webhookDeliveryRecover = `-- name: WebhookDeliveryRecover :execrows
 UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
-    retry_base = attempts, claimed_by = NULL, updated_at = now()
+    retry_base = attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE endpoint_id = $1::uuid AND organizer_id = $2::uuid
   AND status IN ('failed', 'dead') AND created_at >= $3::timestamptz
 `
@@ -208,21 +214,21 @@ func (q *Queries) WebhookDeliveryRecover(ctx context.Context, db DBTX, arg Webho
 
 const webhookDeliveryRelease = `-- name: WebhookDeliveryRelease :exec
 UPDATE webhook_deliveries d
-SET next_attempt_at = now() + make_interval(secs => r.delay_ms / 1000.0), claimed_by = NULL
-FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS delay_ms) AS r
-WHERE d.id = r.id AND d.claimed_by = $1::text AND d.status = 'pending'
+SET next_attempt_at = now() + make_interval(secs => r.delay_ms / 1000.0), claimed_by = NULL, lease_expires_at = NULL
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($3::bigint[]) AS delay_ms) AS r
+WHERE d.id = ANY($1::uuid[]) AND d.id = r.id AND d.claimed_by = $2::text AND d.status = 'pending'
 `
 
 type WebhookDeliveryReleaseParams struct {
-	DispatcherID string
 	Ids          []uuid.UUID
+	DispatcherID string
 	DelaysMs     []int64
 }
 
 // Gives leased deliveries back without an attempt (throttled, circuit
 // open): each becomes due again after its delay in milliseconds.
 func (q *Queries) WebhookDeliveryRelease(ctx context.Context, db DBTX, arg WebhookDeliveryReleaseParams) error {
-	_, err := db.Exec(ctx, webhookDeliveryRelease, arg.DispatcherID, arg.Ids, arg.DelaysMs)
+	_, err := db.Exec(ctx, webhookDeliveryRelease, arg.Ids, arg.DispatcherID, arg.DelaysMs)
 	return err
 }
 
@@ -237,7 +243,7 @@ WHERE m.id = $1::uuid AND m.organizer_id = $2::uuid AND e.enabled
            AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.message_id = m.id AND x.endpoint_id = e.id)))
 ON CONFLICT (message_id, endpoint_id) DO UPDATE
 SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
-    retry_base = webhook_deliveries.attempts, claimed_by = NULL, updated_at = now()
+    retry_base = webhook_deliveries.attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 `
 
 type WebhookDeliveryReplayParams struct {
@@ -271,4 +277,15 @@ func (q *Queries) WebhookDeliveryStats(ctx context.Context, db DBTX) (float64, e
 	var oldest_pending_age_seconds float64
 	err := row.Scan(&oldest_pending_age_seconds)
 	return oldest_pending_age_seconds, err
+}
+
+const webhookFlushAsyncCommit = `-- name: WebhookFlushAsyncCommit :exec
+SELECT set_config('synchronous_commit', 'off', true)
+`
+
+// Lets the current transaction commit without waiting for its WAL flush
+// (see Dispatcher.flush for why losing it is safe).
+func (q *Queries) WebhookFlushAsyncCommit(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, webhookFlushAsyncCommit)
+	return err
 }

@@ -50,7 +50,8 @@ type WebhookEndpointDeleteParams struct {
 	OrganizerID uuid.UUID
 }
 
-// Deletes an organizer's endpoint with its deliveries and their attempts.
+// Deletes an organizer's endpoint with its deliveries (attempts stay with
+// their messages).
 func (q *Queries) WebhookEndpointDelete(ctx context.Context, db DBTX, arg WebhookEndpointDeleteParams) (int64, error) {
 	result, err := db.Exec(ctx, webhookEndpointDelete, arg.ID, arg.OrganizerID)
 	if err != nil {

@@ -72,26 +72,6 @@ func (q *Queries) WebhookAttemptListByMessage(ctx context.Context, db DBTX, arg 
 	return items, nil
 }
 
-const webhookAttemptPrune = `-- name: WebhookAttemptPrune :execrows
-DELETE FROM webhook_attempts WHERE id = ANY(ARRAY(
-    SELECT id FROM webhook_attempts WHERE created_at < $1::timestamptz ORDER BY created_at LIMIT $2::int
-))
-`
-
-type WebhookAttemptPruneParams struct {
-	Cutoff  time.Time
-	MaxRows int32
-}
-
-// Deletes up to max_rows attempts made before cutoff.
-func (q *Queries) WebhookAttemptPrune(ctx context.Context, db DBTX, arg WebhookAttemptPruneParams) (int64, error) {
-	result, err := db.Exec(ctx, webhookAttemptPrune, arg.Cutoff, arg.MaxRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const webhookDeliveryFanOut = `-- name: WebhookDeliveryFanOut :execrows
 INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at)
 SELECT gen_random_uuid(), $1::uuid, e.id, e.organizer_id, now()

@@ -67,8 +67,11 @@ type DispatcherConfig struct {
 	Lease time.Duration
 	// BatchSize caps the deliveries one claim takes. Defaults to 500.
 	BatchSize int
-	// PerOrganizer caps what one organizer gets in one claim, so every
-	// tenant with due deliveries is served in each claim. Defaults to 100.
+	// PerOrganizer is the least share of one claim a tenant gets: each
+	// claim gives every tenant seen in the previous claim an equal share
+	// of BatchSize, PerOrganizer at least, so a tenant alone takes whole
+	// batches and every tenant with due deliveries is visited in each
+	// claim. Defaults to 100.
 	PerOrganizer int
 	// MaxInFlight caps the attempts this dispatcher makes at once.
 	// Defaults to 512.
@@ -77,8 +80,8 @@ type DispatcherConfig struct {
 	// whatever its endpoints allow, reserving the rest for other tenants.
 	// Defaults to MaxInFlight/4.
 	MaxInFlightPerOrganizer int
-	// PollInterval is the pause after a claim that found less than a full
-	// batch. Defaults to 100ms.
+	// PollInterval is the pause after a claim that found nothing to start.
+	// Defaults to 100ms.
 	PollInterval time.Duration
 	// BusyDelay is how far a delivery is put back when its endpoint or
 	// organizer is at its concurrency limit, without using an attempt.
@@ -96,6 +99,9 @@ type DispatcherConfig struct {
 	// MaxPayloadBytes caps a message's size; a larger one is never sent and
 	// its delivery is dead. Defaults to 256 KiB.
 	MaxPayloadBytes int
+	// Flushers is how many batches of outcomes are recorded at once, each
+	// in its own transaction. Defaults to 4.
+	Flushers int
 	// FlushInterval bounds how long a finished attempt waits to be
 	// recorded with others in one transaction. Defaults to 20ms.
 	FlushInterval time.Duration
@@ -140,6 +146,7 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	c.DisableAfter = cmp.Or(c.DisableAfter, 5*24*time.Hour)
 	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, 256<<10)
 	c.FlushInterval = cmp.Or(c.FlushInterval, 20*time.Millisecond)
+	c.Flushers = cmp.Or(c.Flushers, 4)
 	c.Retention = cmp.Or(c.Retention, 30*24*time.Hour)
 	c.PruneInterval = cmp.Or(c.PruneInterval, time.Hour)
 	return c
@@ -164,7 +171,7 @@ func (c DispatcherConfig) Validate() error {
 			break
 		}
 	}
-	if c.BatchSize < 1 || c.PerOrganizer < 1 || c.MaxInFlight < 1 || c.MaxInFlightPerOrganizer < 1 {
+	if c.BatchSize < 1 || c.Flushers < 1 || c.PerOrganizer < 1 || c.MaxInFlight < 1 || c.MaxInFlightPerOrganizer < 1 {
 		errs = append(errs, errors.New("BatchSize, PerOrganizer, MaxInFlight and MaxInFlightPerOrganizer must be positive"))
 	}
 	if c.CircuitThreshold < 1 || c.CircuitCooldown <= 0 || c.DisableAfter <= 0 {

@@ -12,32 +12,22 @@ import (
 // statement holds locks for long.
 const pruneBatch = 1000
 
-// Prune deletes the messages (with their deliveries and attempts,
-// payloads included) and the attempts older than the retention window
-// before now. Returns how many messages and attempts it deleted.
-func (d *Dispatcher) Prune(ctx context.Context, now time.Time) (messages, attempts int64, err error) {
+// Prune deletes the messages older than the retention window before now,
+// payloads included, with their deliveries and attempts (an attempt is
+// never older than its message, so no attempt outlives the window).
+// Returns how many messages it deleted.
+func (d *Dispatcher) Prune(ctx context.Context, now time.Time) (messages int64, err error) {
 	cutoff := now.Add(-d.cfg.Retention)
 	for {
 		n, err := d.q.WebhookMessagePrune(ctx, d.pool, sqlcgen.WebhookMessagePruneParams{Cutoff: cutoff, MaxRows: pruneBatch})
 		if err != nil {
-			return messages, attempts, fmt.Errorf("prune webhook messages: %w", err)
+			return messages, fmt.Errorf("prune webhook messages: %w", err)
 		}
 		messages += n
 		if n < pruneBatch {
-			break
+			return messages, nil
 		}
 	}
-	for {
-		n, err := d.q.WebhookAttemptPrune(ctx, d.pool, sqlcgen.WebhookAttemptPruneParams{Cutoff: cutoff, MaxRows: pruneBatch})
-		if err != nil {
-			return messages, attempts, fmt.Errorf("prune webhook attempts: %w", err)
-		}
-		attempts += n
-		if n < pruneBatch {
-			break
-		}
-	}
-	return messages, attempts, nil
 }
 
 // pruneLoop runs Prune every PruneInterval, the first time shortly after
@@ -47,12 +37,12 @@ func (d *Dispatcher) pruneLoop(ctx context.Context) {
 		return
 	}
 	for {
-		m, a, err := d.Prune(ctx, time.Now())
+		m, err := d.Prune(ctx, time.Now())
 		switch {
 		case err != nil && ctx.Err() == nil:
 			d.logger.ErrorContext(ctx, "prune webhooks", "error", err.Error())
-		case m+a > 0:
-			d.logger.InfoContext(ctx, "pruned webhooks", "messages", m, "attempts", a)
+		case m > 0:
+			d.logger.InfoContext(ctx, "pruned webhook messages with their deliveries and attempts", "messages", m)
 		}
 		if !sleep(ctx, d.cfg.PruneInterval) {
 			return

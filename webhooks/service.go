@@ -308,8 +308,9 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 	return endpointOf(row), nil
 }
 
-// Delete deletes one of the organizer's endpoints with its deliveries and
-// their attempts (messages stay). Returns ErrNotFound.
+// Delete deletes one of the organizer's endpoints with its deliveries;
+// messages and their attempt history stay until retention. Returns
+// ErrNotFound.
 func (s *Service) Delete(ctx context.Context, organizerID, id uuid.UUID) error {
 	n, err := s.q.WebhookEndpointDelete(ctx, s.pool, sqlcgen.WebhookEndpointDeleteParams{ID: id, OrganizerID: organizerID})
 	if err != nil {

@@ -1,0 +1,76 @@
+package webhooks
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	org := uuid.New()
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+	})
+	b.endpoint(t, org, rc.URL, EndpointParams{MaxConcurrency: 1})
+	first := b.message(t, org, EventOrderPaid)
+	d, _ := b.run(t, b.dispatcherConfig(), nil)
+	waitFor(t, 5*time.Second, "dead", func() bool { return b.delivery(t, first).Status == StatusDead })
+
+	require.Equal(t, 1.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP5xx)))
+	require.Equal(t, 1.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP4xx)))
+	require.Equal(t, 1.0, value(t, d.metrics.deadLetters.WithLabelValues("terminal")))
+
+	// A pending delivery an hour old shows in the backlog gauge; the
+	// endpoint gauge counts by circuit state.
+	pending := b.message(t, org, EventOrderPaid)
+	_, err := b.pool.Exec(context.Background(),
+		"UPDATE webhook_deliveries SET created_at = now() - interval '1 hour', next_attempt_at = now() + interval '1 hour' WHERE message_id = $1", pending)
+	require.NoError(t, err)
+	d.refreshStats(context.Background())
+	require.InDelta(t, 3600, value(t, d.metrics.oldestPending), 60)
+	require.Equal(t, 1.0, value(t, d.metrics.endpointsByState.WithLabelValues("closed")))
+
+	// Every series is registered, with bounded labels only.
+	families, err := b.reg.Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				require.Contains(t, []string{"error_class", "reason", "state"}, l.GetName(), "no per-endpoint or per-tenant labels")
+			}
+		}
+	}
+	for _, n := range []string{
+		"boxoffice_webhook_attempts_total", "boxoffice_webhook_attempt_seconds", "boxoffice_webhook_attempts_per_delivery",
+		"boxoffice_webhook_dead_letters_total", "boxoffice_webhook_oldest_pending_delivery_age_seconds", "boxoffice_webhook_endpoints",
+	} {
+		require.True(t, names[n], n)
+	}
+}
+
+// value reads a counter's or gauge's current value.
+func value(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var m dto.Metric
+	require.NoError(t, (<-ch).Write(&m))
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
