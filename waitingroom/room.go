@@ -514,5 +514,10 @@ func (r *Room) AdmitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error
 		EventID: id, Now: r.cfg.Now(), Rate: rate, Burst: burst, TTL: r.cfg.Signer.TTL(), Max: int(burst),
 	})
 	r.admitted.Add(float64(len(users)))
+	if len(users) > 0 {
+		r.mu.Lock()
+		r.demand = true
+		r.mu.Unlock()
+	}
 	return users, err
 }

@@ -299,7 +299,7 @@ func benchOnsale(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *sl
 			}
 		})
 	}
-	fmt.Printf("\n  %5s %8s %-20s %9s %8s %9s %9s %9s\n", "t", "R", "reason", "admitted", "queued", "held", "conflicts", "liveHolds")
+	fmt.Printf("\n  %5s %8s %-20s %9s %8s %9s %9s %9s\n", "t", "R", "reason", "admitted", "queued", "holds", "conflicts", "liveHolds")
 	report := time.NewTicker(time.Second)
 	defer report.Stop()
 	start := time.Now()
@@ -310,8 +310,12 @@ func benchOnsale(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *sl
 		case <-report.C:
 			st := ctl.State()
 			q, _ := room.Onsale(gctx, ev.ID)
-			fmt.Printf("  %4.0fs %8.0f %-20s %9d %8d %9d %9d %9d\n", time.Since(start).Seconds(), st.Rate, st.Reason,
-				nAdmitted.Load(), q.Queued, nHeld.Load(), nConflict.Load(), st.Signals.ActiveHolds)
+			queued := "-"
+			if q.QueueErr == nil {
+				queued = fmt.Sprint(q.Queued)
+			}
+			fmt.Printf("  %4.0fs %8.0f %-20s %9d %8s %9d %9d %9d\n", time.Since(start).Seconds(), st.Rate, st.Reason,
+				nAdmitted.Load(), queued, nHeld.Load(), nConflict.Load(), st.Signals.ActiveHolds)
 			if q.QueueErr == nil && q.Queued == 0 && len(admitted) == 0 {
 				stop()
 			}
