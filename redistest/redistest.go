@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,10 +106,8 @@ func findServer() {
 		why = fmt.Sprintf("%s does not answer (%v) and a private redis-server did not start: %v", url, err, serr)
 		return
 	}
-	// The process outlives nothing: it is killed with the test binary's
-	// process group only if the OS does so; it runs in a temp dir and
-	// listens on loopback.
-	_ = s
+	// Pdeathsig kills it when this process exits; its directory is a
+	// temporary one.
 	sharedOK = s.URL
 }
 
@@ -145,6 +144,8 @@ func (s *Server) run() error {
 	s.cmd = exec.Command("redis-server", "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--appendonly", "yes", "--appendfsync", "always", "--save", "",
 		"--logfile", filepath.Join(s.dir, "redis.log"))
+	// The server dies with the test process, however that ends.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
