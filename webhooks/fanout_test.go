@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"boxoffice/catalog"
 	"boxoffice/consumers"
@@ -152,4 +155,48 @@ func TestFanOut(t *testing.T) {
 	require.Zero(t, count(disabled.ID), "a disabled endpoint gets nothing new")
 	require.Zero(t, count(foreign.ID))
 	require.Equal(t, int64(5), dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_messages"))
+}
+
+// TestEndToEnd: a domain event on JetStream reaches the organizer's
+// receiver as a signed Standard Webhooks message, once.
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ns := natstest.New(t)
+	_, js := ns.Connect(t)
+	org := uuid.New()
+	eventID, orderID, holdID := b.order(t, org)
+	rc := newReceiver(t, status(http.StatusNoContent))
+	e := b.endpoint(t, org, rc.URL, EndpointParams{})
+
+	c, err := NewFanOut(b.pool, js, consumers.Config{Logger: b.logger, Registerer: b.reg, BackoffBase: time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	b.run(t, b.dispatcherConfig(), nil)
+
+	env := event(t, outbox.TypeOrderConfirmed, orderID, outbox.OrderConfirmed{OrderID: orderID, HoldID: holdID})
+	publish(t, js, env, env.EventID.String())
+	var got request
+	select {
+	case got = <-rc.got:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "no delivery")
+	}
+	wh, err := standardwebhooks.NewWebhook(e.Secret)
+	require.NoError(t, err)
+	require.NoError(t, wh.Verify(got.body, got.header))
+	var body Body
+	require.NoError(t, json.Unmarshal(got.body, &body))
+	require.Equal(t, EventOrderConfirmed, body.Type)
+	var data OrderConfirmedData
+	require.NoError(t, json.Unmarshal(body.Data, &data))
+	require.Equal(t, OrderConfirmedData{OrderData{orderID, eventID, 5000, "eur"}, holdID}, data)
+	require.Equal(t, "application/json", got.header.Get("Content-Type"))
+	require.Regexp(t, `^msg_[0-9a-f-]{36}$`, got.header.Get(HeaderID))
 }
