@@ -14,8 +14,11 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -130,6 +133,7 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		lat      []time.Duration
 		statuses = map[int]int{}
 	)
+	cpu0, redis0 := processCPU(), redisCPU(ctx, wr.rdb)
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -164,6 +168,7 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu, redisUsed := processCPU()-cpu0, redisCPU(ctx, wr.rdb)-redis0
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration {
 		if len(lat) == 0 {
@@ -174,7 +179,10 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 	fmt.Printf("  requests      %d in %s\n", len(lat), elapsed.Round(time.Millisecond))
 	fmt.Printf("  requests/s    %.0f\n", float64(len(lat))/elapsed.Seconds())
 	fmt.Printf("  latency       p50 %s   p99 %s   max %s\n", pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), pct(1).Round(10*time.Microsecond))
-	fmt.Printf("  statuses      %v (200 admitted, 202 queued; 0 = transport error)\n\n", statuses)
+	fmt.Printf("  statuses      %v (200 admitted, 202 queued; 0 = transport error)\n", statuses)
+	fmt.Printf("  CPU           this process (server and load generator) %.1fs = %.0f%% of one core; redis-server %.1fs\n",
+		cpu.Seconds(), 100*cpu.Seconds()/elapsed.Seconds(), redisUsed.Seconds())
+	fmt.Printf("  requests per CPU-second, server + load generator + Redis: %.0f\n\n", float64(len(lat))/(cpu+redisUsed).Seconds())
 	return nil
 }
 
@@ -347,4 +355,34 @@ func cleanRedis(ctx context.Context, url, prefix string) {
 	if len(keys) > 0 {
 		_ = rdb.Unlink(ctx, keys...).Err()
 	}
+}
+
+// processCPU is the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is the CPU time the Redis server has used, from INFO cpu.
+func redisCPU(ctx context.Context, rdb *redis.Client) time.Duration {
+	if rdb == nil {
+		return 0
+	}
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, key := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, key); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += f
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
