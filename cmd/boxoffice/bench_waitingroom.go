@@ -51,7 +51,7 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	simFor := fs.Duration("sim-duration", 40*time.Second, "longest the simulated onsale runs")
 	holdTTL := fs.Duration("hold-ttl", 4*time.Second, "hold lifetime in the simulation (nobody pays)")
 	capacity := fs.Int64("active-holds", 1000, "the controller's active-holds threshold: the cell's capacity in the simulation")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the HTTP phase to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured HTTP phase to this file")
 	_ = fs.Parse(args)
 
 	cfg, pool, cleanup, err := benchSetup(ctx)
@@ -65,19 +65,7 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	prefix := "boxoffice-bench:" + randomHex(4) + ":"
 	defer cleanRedis(context.WithoutCancel(ctx), cfg.RedisURL, prefix)
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-	}
-	err = benchWaitingRoomHTTP(ctx, cfg, pool, logger, prefix+"http:", *duration, *clients)
-	pprof.StopCPUProfile()
-	if err != nil {
+	if err := benchWaitingRoomHTTP(ctx, cfg, pool, logger, prefix+"http:", *duration, *clients, *cpuProfile); err != nil {
 		return err
 	}
 	return benchOnsale(ctx, cfg, pool, logger, prefix+"sim:", onsaleSim{
@@ -85,7 +73,7 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	})
 }
 
-func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients int) error {
+func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients int, cpuProfile string) error {
 	wr, err := newWaitingRoom(ctx, cfg, pool, logger, nil, waitingRoomOpts{redisPrefix: prefix})
 	if err != nil {
 		return err
@@ -133,6 +121,17 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		lat      []time.Duration
 		statuses = map[int]int{}
 	)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cpu0, redis0 := processCPU(), redisCPU(ctx, wr.rdb)
 	deadline := time.Now().Add(d)
 	start := time.Now()
