@@ -4,46 +4,60 @@
 INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
 VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @envelope::json);
 
--- name: OutboxClaimBatch :many
--- Leases up to max_rows rows, oldest first, to relay_id until
--- now() + lease. Rows under another relay's live lease, or waiting out a
--- retry backoff, are skipped, and SKIP LOCKED keeps concurrent relays from
--- waiting on each other. The lease commits with this statement, so no
--- transaction stays open while the relay publishes. RETURNING order is
--- unspecified; sort by seq.
---
--- The picked ids go through an array, not a join, so that every plan,
--- including the generic plan a prepared statement settles on after five
--- runs, finds the rows through outbox_pkey: a join let that plan hash the
--- whole outbox, whose heap keeps the pages of deleted rows until vacuum.
-UPDATE outbox
-SET claimed_by = @relay_id::text,
-    claim_expires_at = now() + @lease::interval
-WHERE id = ANY(ARRAY(
-    SELECT id
-    FROM outbox
-    WHERE claim_expires_at IS NULL OR claim_expires_at < now()
-    ORDER BY seq
-    LIMIT @max_rows::int
-    FOR UPDATE SKIP LOCKED
-))
-RETURNING id, seq::bigint AS seq, subject, envelope;
+-- name: OutboxClaimLock :exec
+-- Serializes claims (a transaction-scoped advisory lock): a claim reads
+-- its rows and records its lease before the next claim reads, so two
+-- relays never lease the same row. A claim takes a few milliseconds.
+SELECT pg_advisory_xact_lock(7237970079178127223);
+
+-- name: OutboxLeaseFloor :one
+-- The highest seq under a live lease: rows above it are claimable unless
+-- waiting out a retry; the fast path of a claim starts there.
+SELECT coalesce(max(last_seq), 0)::bigint AS floor FROM outbox_leases WHERE expires_at > now();
+
+-- name: OutboxClaimRows :many
+-- Up to max_rows unpublished rows with seq > after, oldest first, that no
+-- live lease covers and that are not waiting out a retry backoff. Read
+-- under OutboxClaimLock, in the transaction that writes the lease.
+SELECT o.id, o.seq::bigint AS seq, o.subject, o.envelope
+FROM outbox o
+WHERE o.seq > @after::bigint
+  AND (o.retry_at IS NULL OR o.retry_at <= now())
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox_leases l
+      WHERE l.expires_at > now() AND o.seq BETWEEN l.first_seq AND l.last_seq)
+ORDER BY o.seq
+LIMIT @max_rows::int;
+
+-- name: OutboxLeaseInsert :exec
+-- Leases the seq range [first_seq, last_seq] to relay_id until
+-- now() + lease.
+INSERT INTO outbox_leases (relay_id, first_seq, last_seq, expires_at)
+VALUES (@relay_id::text, @first_seq::bigint, @last_seq::bigint, now() + @lease::interval);
+
+-- name: OutboxLeaseDelete :exec
+-- Ends a lease once its batch settled (or the relay stops): rows it
+-- covered that are still in the outbox become claimable again.
+DELETE FROM outbox_leases WHERE relay_id = @relay_id::text AND first_seq = @first_seq::bigint;
+
+-- name: OutboxLeaseCount :one
+-- Live leases, for tests and the relay's shutdown.
+SELECT count(*) FROM outbox_leases WHERE expires_at > now();
 
 -- name: OutboxDeletePublished :many
--- Deletes rows once JetStream has acknowledged them, but only those relay_id
--- still holds: a row whose lease passed to another relay is that relay's to
--- delete (it republishes, and JetStream drops the duplicate). Returns, per
--- row, the seconds from its commit to now: the event-delivery latency.
+-- Deletes rows JetStream has acknowledged. Whoever deletes an acknowledged
+-- row, it is published. Returns, per row, the seconds from its commit to
+-- now: the event-delivery latency.
 DELETE FROM outbox
-WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text
+WHERE id = ANY(@ids::uuid[])
 RETURNING extract(epoch FROM clock_timestamp() - created_at)::float8 AS latency_seconds;
 
 -- name: OutboxRelease :execrows
--- Gives rows relay_id holds but did not get acknowledged back to every
--- relay after retry_after (zero: at once), instead of waiting out the lease.
+-- Makes rows that were not acknowledged wait retry_after (zero: none)
+-- before any relay claims them again.
 UPDATE outbox
-SET claimed_by = NULL, claim_expires_at = now() + @retry_after::interval
-WHERE id = ANY(@ids::uuid[]) AND claimed_by = @relay_id::text;
+SET retry_at = now() + @retry_after::interval
+WHERE id = ANY(@ids::uuid[]);
 
 -- name: OutboxStats :one
 -- Counts unpublished rows (every row in the outbox is unpublished; the

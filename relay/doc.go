@@ -5,16 +5,17 @@
 // (outbox.Insert), so an event exists exactly when its change committed. The
 // relay then, in a loop:
 //
-//  1. claims a batch of unpublished rows, oldest first, with a lease
-//     (claimed_by, claim_expires_at) in one short statement; no transaction
-//     stays open while it talks to NATS;
+//  1. claims a batch of unpublished rows, oldest first, in one short
+//     transaction that reads them and writes one lease (outbox_leases) over
+//     their seq range — no row is updated; no transaction stays open while
+//     it talks to NATS;
 //  2. publishes each row asynchronously with Nats-Msg-Id = the event id and
 //     an expected stream of bus.Stream;
 //  3. waits, at most Config.AckTimeout, for JetStream's acknowledgements;
-//  4. deletes only the acknowledged rows, and only those it still holds
-//     (the outbox holds exactly the events not yet on the bus); rows that
-//     were not acknowledged are released with a short, growing backoff so
-//     a healthy relay retries them soon.
+//  4. in one transaction, deletes the acknowledged rows (the outbox holds
+//     exactly the events not yet on the bus), gives rows that were not
+//     acknowledged a short, growing retry backoff (retry_at), and ends the
+//     lease, so a healthy relay retries them soon.
 //
 // # Guarantees
 //
@@ -23,8 +24,8 @@
 // (replicated, for R3 streams); deleting first would lose the event
 // whenever the relay died between the delete and the publish. The price is
 // duplicates: a relay that dies after the ack and before the delete leaves
-// the row claimed, and once its lease expires another relay publishes it
-// again. JetStream drops that second copy when it arrives within the
+// the row under its lease, and once the lease expires another relay
+// publishes it again. JetStream drops that second copy when it arrives within the
 // stream's Duplicates window (bus.Config.Duplicates, 15 minutes by
 // default), answering with PubAck.Duplicate, which the relay counts as
 // success. The longest gap between two publishes of one row is about
@@ -44,6 +45,13 @@
 // logged at most every few seconds, and the backlog drains when NATS
 // returns. Database errors are handled the same way.
 //
-// Several relays may run over one outbox: SKIP LOCKED keeps their claims
-// apart, and leases hand a dead relay's rows to the living.
+// Several relays may run over one outbox: claims are serialized by an
+// advisory lock and skip the seq ranges of live leases, so no two relays
+// hold a row at once, and a dead relay's leases expire and hand its rows
+// to the living. A lease may also cover rows outside its batch (committed
+// late with a lower seq, or waiting out a retry); they are claimable again
+// as soon as the lease ends, at the latest when it expires.
+//
+// The relay's own statements commit without waiting for the WAL flush
+// (see relaxed): losing one in a database crash only republishes rows.
 package relay

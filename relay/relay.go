@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +51,7 @@ const (
 
 // Config configures New. The zero value is usable.
 type Config struct {
-	// ID names this relay in outbox.claimed_by and in logs. It must differ
+	// ID names this relay in its outbox leases and in logs. It must differ
 	// between relays running at the same time. Defaults to
 	// hostname:pid:random.
 	ID string
@@ -167,6 +166,9 @@ type Relay struct {
 	afterPublishFunc func(ctx context.Context, ids []uuid.UUID) error
 	// running guards against a second Run.
 	running atomic.Bool
+	// claims counts claims, to start every headScanEvery-th from the head;
+	// only claimLoop touches it.
+	claims int
 }
 
 // New returns a relay that claims rows from pool and publishes them over
@@ -201,14 +203,16 @@ func New(pool *pgxpool.Pool, nc *nats.Conn, cfg Config) (*Relay, error) {
 	}, nil
 }
 
-// ID returns the relay's claimed_by value.
+// ID returns the name the relay's leases carry.
 func (r *Relay) ID() string { return r.cfg.ID }
 
 // batch is one claim on its way through the relay.
 type batch struct {
 	claimedAt time.Time
 	sentAt    time.Time
-	rows      []sqlcgen.OutboxClaimBatchRow
+	rows      []sqlcgen.OutboxClaimRowsRow
+	// leaseFirst is the first seq of the batch's lease (its key).
+	leaseFirst int64
 	// futures[i] is rows[i]'s pending ack, or nil if it was never sent.
 	futures []jetstream.PubAckFuture
 	sendErr error
@@ -293,7 +297,7 @@ func (r *Relay) claimLoop(ctx context.Context, claimed chan<- *batch, sem *semap
 			break
 		}
 		claimedAt := time.Now()
-		rows, err := r.claim(ctx, want)
+		rows, leaseFirst, err := r.claim(ctx, want)
 		sem.Release(int64(want - len(rows)))
 		if err != nil {
 			dbFailures++
@@ -312,12 +316,12 @@ func (r *Relay) claimLoop(ctx context.Context, claimed chan<- *batch, sem *semap
 			// Stopped while claiming: hand the rows back unpublished, unless
 			// this is a simulated crash, which leaves them to their lease.
 			if !crashed(ctx) {
-				r.release(ctx, rowIDs(rows), 0)
+				r.endLease(ctx, leaseFirst)
 			}
 			sem.Release(int64(len(rows)))
 			break
 		}
-		claimed <- &batch{claimedAt: claimedAt, rows: rows}
+		claimed <- &batch{claimedAt: claimedAt, rows: rows, leaseFirst: leaseFirst}
 	}
 }
 
@@ -335,21 +339,59 @@ func (r *Relay) publishLoop(ctx context.Context, claimed <-chan *batch, publishe
 	}
 }
 
-// claim leases up to n rows. It is not cut short by ctx, so the relay
-// always learns what it claimed.
-func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimBatchRow, error) {
+// headScanEvery is how often (in claims) a claim starts from the head of
+// the outbox instead of above the highest live lease, to pick up rows the
+// fast path cannot see: rows committed after a claim passed their seq,
+// rows back from a retry backoff, rows of an expired lease.
+const headScanEvery = 16
+
+// claim leases up to n rows, oldest first, and returns them sorted by seq
+// with the first seq of their lease. In one transaction, serialized with
+// every other claim (OutboxClaimLock), it reads the rows no live lease
+// covers — above the highest live lease (the fast path, which skips the
+// rows in flight), or from the head every headScanEvery claims and
+// whenever the fast path comes back short — and writes one lease over
+// their seq range. No row is updated. It is not cut short by ctx, so the
+// relay always learns what it claimed.
+func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRowsRow, int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	rows, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) ([]sqlcgen.OutboxClaimBatchRow, error) {
-		return r.q.OutboxClaimBatch(ctx, tx, sqlcgen.OutboxClaimBatchParams{
-			RelayID: r.cfg.ID, Lease: r.cfg.Lease, MaxRows: int32(n),
+	r.claims++
+	headScan := r.claims%headScanEvery == 0
+	rows, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) ([]sqlcgen.OutboxClaimRowsRow, error) {
+		if err := r.q.OutboxClaimLock(ctx, tx); err != nil {
+			return nil, err
+		}
+		var rows []sqlcgen.OutboxClaimRowsRow
+		if !headScan {
+			floor, err := r.q.OutboxLeaseFloor(ctx, tx)
+			if err != nil {
+				return nil, err
+			}
+			if rows, err = r.q.OutboxClaimRows(ctx, tx, sqlcgen.OutboxClaimRowsParams{After: floor, MaxRows: int32(n)}); err != nil {
+				return nil, err
+			}
+		}
+		if len(rows) < n {
+			var err error
+			if rows, err = r.q.OutboxClaimRows(ctx, tx, sqlcgen.OutboxClaimRowsParams{After: 0, MaxRows: int32(n)}); err != nil {
+				return nil, err
+			}
+		}
+		if len(rows) == 0 {
+			return nil, nil
+		}
+		return rows, r.q.OutboxLeaseInsert(ctx, tx, sqlcgen.OutboxLeaseInsertParams{
+			RelayID: r.cfg.ID, FirstSeq: rows[0].Seq, LastSeq: rows[len(rows)-1].Seq, Lease: r.cfg.Lease,
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox batch: %w", err)
+		return nil, 0, fmt.Errorf("claim outbox batch: %w", err)
 	}
-	slices.SortFunc(rows, func(a, b sqlcgen.OutboxClaimBatchRow) int { return cmp.Compare(a.Seq, b.Seq) })
-	return rows, nil
+	if len(rows) == 0 {
+		return nil, 0, nil
+	}
+	return rows, rows[0].Seq, nil
 }
 
 // publish sends every row of b without waiting for acks. The semaphore
@@ -438,7 +480,6 @@ func (r *Relay) settle(ctx context.Context, b *batch) error {
 		}
 	}
 
-	marked := r.markPublished(ctx, o.acked)
 	streak := r.failures.Load()
 	switch {
 	case len(o.acked) > 0:
@@ -450,9 +491,8 @@ func (r *Relay) settle(ctx context.Context, b *batch) error {
 	var retryIn time.Duration
 	if len(o.failed) > 0 {
 		retryIn = backoff(max(streak, 1))
-		r.release(ctx, o.failed, retryIn)
 	}
-	r.release(ctx, o.rejected, maxRetryBackoff)
+	marked := r.markPublished(ctx, b.leaseFirst, o.acked, o.failed, retryIn, o.rejected)
 
 	r.metrics.published.Add(float64(o.stored))
 	r.metrics.duplicates.Add(float64(o.dups))
@@ -550,48 +590,62 @@ func reason(err error) string {
 	return "other"
 }
 
-// markPublished deletes the acknowledged rows ids where this relay still
-// holds them, records each one's commit-to-acknowledgement latency, and
-// returns how many it deleted. On failure the rows stay claimed; after their
-// lease a relay republishes them and JetStream drops the copies.
-func (r *Relay) markPublished(ctx context.Context, ids []uuid.UUID) int64 {
-	if len(ids) == 0 {
-		return 0
-	}
+// markPublished settles a batch in one transaction: it deletes the
+// acknowledged rows acked (recording each one's commit-to-acknowledgement
+// latency), makes failed rows wait retryIn and rejected ones
+// maxRetryBackoff before they are claimed again, and ends the batch's
+// lease. It returns how many rows it deleted. On failure nothing changes:
+// the lease expires, and a relay republishes the rows (JetStream drops the
+// copies).
+func (r *Relay) markPublished(ctx context.Context, leaseFirst int64, acked, failed []uuid.UUID, retryIn time.Duration, rejected []uuid.UUID) int64 {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
 	latencies, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) ([]float64, error) {
-		return r.q.OutboxDeletePublished(ctx, tx, sqlcgen.OutboxDeletePublishedParams{Ids: ids, RelayID: r.cfg.ID})
+		var latencies []float64
+		if len(acked) > 0 {
+			var err error
+			if latencies, err = r.q.OutboxDeletePublished(ctx, tx, acked); err != nil {
+				return nil, err
+			}
+		}
+		for _, retry := range []struct {
+			ids []uuid.UUID
+			in  time.Duration
+		}{{failed, retryIn}, {rejected, maxRetryBackoff}} {
+			if len(retry.ids) == 0 {
+				continue
+			}
+			if _, err := r.q.OutboxRelease(ctx, tx, sqlcgen.OutboxReleaseParams{Ids: retry.ids, RetryAfter: retry.in}); err != nil {
+				return nil, err
+			}
+		}
+		return latencies, r.q.OutboxLeaseDelete(ctx, tx, sqlcgen.OutboxLeaseDeleteParams{RelayID: r.cfg.ID, FirstSeq: leaseFirst})
 	})
+	if err != nil {
+		r.warnContext(ctx, "mark", "settle outbox batch; its rows will be republished after their lease",
+			"rows", len(acked)+len(failed)+len(rejected), "error", err.Error())
+		return 0
+	}
 	for _, l := range latencies {
 		r.metrics.latency.Observe(l)
 	}
-	n := int64(len(latencies))
-	if err != nil {
-		r.warnContext(ctx, "mark", "mark outbox rows published; they will be republished after their lease",
-			"rows", len(ids), "error", err.Error())
-		return 0
+	if lost := len(acked) - len(latencies); lost > 0 {
+		r.logger.InfoContext(ctx, "acknowledged rows already deleted by another relay after this one's lease expired", "rows", lost)
 	}
-	if lost := int64(len(ids)) - n; lost > 0 {
-		r.logger.InfoContext(ctx, "lease lost before marking; the new holder republishes", "rows", lost)
-	}
-	return n
+	return int64(len(latencies))
 }
 
-// release hands rows this relay holds back, claimable by any relay after
-// retryIn. On failure they wait for their lease instead.
-func (r *Relay) release(ctx context.Context, ids []uuid.UUID, retryIn time.Duration) {
-	if len(ids) == 0 {
-		return
-	}
+// endLease ends a lease whose rows were claimed and not published (the
+// relay is stopping), so other relays take them at once instead of after
+// the lease. On failure they wait for the lease instead.
+func (r *Relay) endLease(ctx context.Context, leaseFirst int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	_, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) (int64, error) {
-		return r.q.OutboxRelease(ctx, tx, sqlcgen.OutboxReleaseParams{Ids: ids, RelayID: r.cfg.ID, RetryAfter: retryIn})
+	_, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) (struct{}, error) {
+		return struct{}{}, r.q.OutboxLeaseDelete(ctx, tx, sqlcgen.OutboxLeaseDeleteParams{RelayID: r.cfg.ID, FirstSeq: leaseFirst})
 	})
 	if err != nil {
-		r.warnContext(ctx, "release", "release outbox rows; they wait for their lease instead",
-			"rows", len(ids), "error", err.Error())
+		r.warnContext(ctx, "release", "end outbox lease; its rows wait for it to expire instead", "error", err.Error())
 	}
 }
 
@@ -718,10 +772,3 @@ func crashed(ctx context.Context) bool {
 	return ok
 }
 
-func rowIDs(rows []sqlcgen.OutboxClaimBatchRow) []uuid.UUID {
-	ids := make([]uuid.UUID, len(rows))
-	for i, row := range rows {
-		ids[i] = row.ID
-	}
-	return ids
-}

@@ -121,9 +121,10 @@ func unpublished(tb testing.TB, pool *pgxpool.Pool) int64 {
 	return dbtest.Count(tb, pool, "SELECT count(*) FROM outbox")
 }
 
+// claimed counts live leases.
 func claimed(tb testing.TB, pool *pgxpool.Pool) int64 {
 	tb.Helper()
-	return dbtest.Count(tb, pool, "SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL")
+	return dbtest.Count(tb, pool, "SELECT count(*) FROM outbox_leases WHERE expires_at > now()")
 }
 
 // streamMsgs returns how many messages the stream holds.
@@ -246,7 +247,9 @@ func TestCrashAfterPublishIsDedupedByJetStream(t *testing.T) {
 	require.ErrorIs(t, start(t, ctx, first).result(), errCrash)
 	require.Len(t, crashedIDs, n)
 	require.Equal(t, int64(n), unpublished(t, b.pool), "nothing marked: the relay died before marking")
-	require.Equal(t, int64(n), dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE claimed_by = $1", first.ID()))
+	require.Equal(t, int64(n), dbtest.Count(t, b.pool, `SELECT count(*) FROM outbox o JOIN outbox_leases l
+		ON o.seq BETWEEN l.first_seq AND l.last_seq WHERE l.relay_id = $1 AND l.expires_at > now()`, first.ID()),
+		"the dead relay's lease still covers its rows")
 	require.Equal(t, uint64(n), streamMsgs(t, b.js), "the crashed relay's publishes were stored")
 
 	second, reg := b.newRelay(t, cfg)
@@ -376,8 +379,9 @@ func TestRejectedRowIsReleasedAndDoesNotBlockOthers(t *testing.T) {
 	require.NoError(t, run.stop())
 
 	require.Equal(t, int64(1), dbtest.Count(t, b.pool,
-		"SELECT count(*) FROM outbox WHERE id = $1 AND claimed_by IS NULL AND claim_expires_at > now()", poison),
-		"the rejected row waits for its retry, unclaimed")
+		"SELECT count(*) FROM outbox WHERE id = $1 AND retry_at > now()", poison),
+		"the rejected row waits for its retry")
+	require.Zero(t, claimed(t, b.pool), "and no lease hides it")
 	require.Equal(t, float64(n), metric(t, reg, "boxoffice_relay_published_total"))
 	require.Equal(t, uint64(n), streamMsgs(t, b.js))
 	_, rejected := streamMsgIDs(t, b.js)[poison]
@@ -423,7 +427,7 @@ func TestRelayKilledMidBatchSurvivorFinishes(t *testing.T) {
 }
 
 // Three relays draining one outbox concurrently publish every row exactly
-// once: SKIP LOCKED keeps their claims disjoint, so no row is published
+// once: serialized claims and leases keep their batches disjoint, so no row is published
 // twice and none is a duplicate.
 func TestConcurrentRelaysPublishEachRowOnce(t *testing.T) {
 	t.Parallel()
@@ -493,7 +497,7 @@ func TestShutdownReleasesClaims(t *testing.T) {
 	require.Less(t, published, int64(n), "the relay stopped before the outbox was drained")
 	require.Equal(t, float64(published), metric(t, reg, "boxoffice_relay_published_total"))
 	require.Equal(t, int64(0), claimed(t, b.pool))
-	require.Equal(t, int64(0), dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE claim_expires_at > now()"),
+	require.Equal(t, int64(0), dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE retry_at > now()"),
 		"released rows are claimable at once")
 	require.Equal(t, uint64(published), streamMsgs(t, b.js), "only acknowledged rows were published")
 }

@@ -12,54 +12,54 @@ import (
 	"time"
 )
 
-const outboxClaimBatch = `-- name: OutboxClaimBatch :many
-UPDATE outbox
-SET claimed_by = $1::text,
-    claim_expires_at = now() + $2::interval
-WHERE id = ANY(ARRAY(
-    SELECT id
-    FROM outbox
-    WHERE claim_expires_at IS NULL OR claim_expires_at < now()
-    ORDER BY seq
-    LIMIT $3::int
-    FOR UPDATE SKIP LOCKED
-))
-RETURNING id, seq::bigint AS seq, subject, envelope
+const outboxClaimLock = `-- name: OutboxClaimLock :exec
+SELECT pg_advisory_xact_lock(7237970079178127223)
 `
 
-type OutboxClaimBatchParams struct {
-	RelayID string
-	Lease   time.Duration
+// Serializes claims (a transaction-scoped advisory lock): a claim reads
+// its rows and records its lease before the next claim reads, so two
+// relays never lease the same row. A claim takes a few milliseconds.
+func (q *Queries) OutboxClaimLock(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, outboxClaimLock)
+	return err
+}
+
+const outboxClaimRows = `-- name: OutboxClaimRows :many
+SELECT o.id, o.seq::bigint AS seq, o.subject, o.envelope
+FROM outbox o
+WHERE o.seq > $1::bigint
+  AND (o.retry_at IS NULL OR o.retry_at <= now())
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox_leases l
+      WHERE l.expires_at > now() AND o.seq BETWEEN l.first_seq AND l.last_seq)
+ORDER BY o.seq
+LIMIT $2::int
+`
+
+type OutboxClaimRowsParams struct {
+	After   int64
 	MaxRows int32
 }
 
-type OutboxClaimBatchRow struct {
+type OutboxClaimRowsRow struct {
 	ID       uuid.UUID
 	Seq      int64
 	Subject  string
 	Envelope []byte
 }
 
-// Leases up to max_rows rows, oldest first, to relay_id until
-// now() + lease. Rows under another relay's live lease, or waiting out a
-// retry backoff, are skipped, and SKIP LOCKED keeps concurrent relays from
-// waiting on each other. The lease commits with this statement, so no
-// transaction stays open while the relay publishes. RETURNING order is
-// unspecified; sort by seq.
-//
-// The picked ids go through an array, not a join, so that every plan,
-// including the generic plan a prepared statement settles on after five
-// runs, finds the rows through outbox_pkey: a join let that plan hash the
-// whole outbox, whose heap keeps the pages of deleted rows until vacuum.
-func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaimBatchParams) ([]OutboxClaimBatchRow, error) {
-	rows, err := db.Query(ctx, outboxClaimBatch, arg.RelayID, arg.Lease, arg.MaxRows)
+// Up to max_rows unpublished rows with seq > after, oldest first, that no
+// live lease covers and that are not waiting out a retry backoff. Read
+// under OutboxClaimLock, in the transaction that writes the lease.
+func (q *Queries) OutboxClaimRows(ctx context.Context, db DBTX, arg OutboxClaimRowsParams) ([]OutboxClaimRowsRow, error) {
+	rows, err := db.Query(ctx, outboxClaimRows, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []OutboxClaimBatchRow
+	var items []OutboxClaimRowsRow
 	for rows.Next() {
-		var i OutboxClaimBatchRow
+		var i OutboxClaimRowsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Seq,
@@ -78,21 +78,15 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 
 const outboxDeletePublished = `-- name: OutboxDeletePublished :many
 DELETE FROM outbox
-WHERE id = ANY($1::uuid[]) AND claimed_by = $2::text
+WHERE id = ANY($1::uuid[])
 RETURNING extract(epoch FROM clock_timestamp() - created_at)::float8 AS latency_seconds
 `
 
-type OutboxDeletePublishedParams struct {
-	Ids     []uuid.UUID
-	RelayID string
-}
-
-// Deletes rows once JetStream has acknowledged them, but only those relay_id
-// still holds: a row whose lease passed to another relay is that relay's to
-// delete (it republishes, and JetStream drops the duplicate). Returns, per
-// row, the seconds from its commit to now: the event-delivery latency.
-func (q *Queries) OutboxDeletePublished(ctx context.Context, db DBTX, arg OutboxDeletePublishedParams) ([]float64, error) {
-	rows, err := db.Query(ctx, outboxDeletePublished, arg.Ids, arg.RelayID)
+// Deletes rows JetStream has acknowledged. Whoever deletes an acknowledged
+// row, it is published. Returns, per row, the seconds from its commit to
+// now: the event-delivery latency.
+func (q *Queries) OutboxDeletePublished(ctx context.Context, db DBTX, ids []uuid.UUID) ([]float64, error) {
+	rows, err := db.Query(ctx, outboxDeletePublished, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -137,22 +131,86 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 	return err
 }
 
+const outboxLeaseCount = `-- name: OutboxLeaseCount :one
+SELECT count(*) FROM outbox_leases WHERE expires_at > now()
+`
+
+// Live leases, for tests and the relay's shutdown.
+func (q *Queries) OutboxLeaseCount(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, outboxLeaseCount)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const outboxLeaseDelete = `-- name: OutboxLeaseDelete :exec
+DELETE FROM outbox_leases WHERE relay_id = $1::text AND first_seq = $2::bigint
+`
+
+type OutboxLeaseDeleteParams struct {
+	RelayID  string
+	FirstSeq int64
+}
+
+// Ends a lease once its batch settled (or the relay stops): rows it
+// covered that are still in the outbox become claimable again.
+func (q *Queries) OutboxLeaseDelete(ctx context.Context, db DBTX, arg OutboxLeaseDeleteParams) error {
+	_, err := db.Exec(ctx, outboxLeaseDelete, arg.RelayID, arg.FirstSeq)
+	return err
+}
+
+const outboxLeaseFloor = `-- name: OutboxLeaseFloor :one
+SELECT coalesce(max(last_seq), 0)::bigint AS floor FROM outbox_leases WHERE expires_at > now()
+`
+
+// The highest seq under a live lease: rows above it are claimable unless
+// waiting out a retry; the fast path of a claim starts there.
+func (q *Queries) OutboxLeaseFloor(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, outboxLeaseFloor)
+	var floor int64
+	err := row.Scan(&floor)
+	return floor, err
+}
+
+const outboxLeaseInsert = `-- name: OutboxLeaseInsert :exec
+INSERT INTO outbox_leases (relay_id, first_seq, last_seq, expires_at)
+VALUES ($1::text, $2::bigint, $3::bigint, now() + $4::interval)
+`
+
+type OutboxLeaseInsertParams struct {
+	RelayID  string
+	FirstSeq int64
+	LastSeq  int64
+	Lease    time.Duration
+}
+
+// Leases the seq range [first_seq, last_seq] to relay_id until
+// now() + lease.
+func (q *Queries) OutboxLeaseInsert(ctx context.Context, db DBTX, arg OutboxLeaseInsertParams) error {
+	_, err := db.Exec(ctx, outboxLeaseInsert,
+		arg.RelayID,
+		arg.FirstSeq,
+		arg.LastSeq,
+		arg.Lease,
+	)
+	return err
+}
+
 const outboxRelease = `-- name: OutboxRelease :execrows
 UPDATE outbox
-SET claimed_by = NULL, claim_expires_at = now() + $1::interval
-WHERE id = ANY($2::uuid[]) AND claimed_by = $3::text
+SET retry_at = now() + $1::interval
+WHERE id = ANY($2::uuid[])
 `
 
 type OutboxReleaseParams struct {
 	RetryAfter time.Duration
 	Ids        []uuid.UUID
-	RelayID    string
 }
 
-// Gives rows relay_id holds but did not get acknowledged back to every
-// relay after retry_after (zero: at once), instead of waiting out the lease.
+// Makes rows that were not acknowledged wait retry_after (zero: none)
+// before any relay claims them again.
 func (q *Queries) OutboxRelease(ctx context.Context, db DBTX, arg OutboxReleaseParams) (int64, error) {
-	result, err := db.Exec(ctx, outboxRelease, arg.RetryAfter, arg.Ids, arg.RelayID)
+	result, err := db.Exec(ctx, outboxRelease, arg.RetryAfter, arg.Ids)
 	if err != nil {
 		return 0, err
 	}
