@@ -771,4 +771,3 @@ func crashed(ctx context.Context) bool {
 	_, ok := errors.AsType[*crashError](context.Cause(ctx))
 	return ok
 }
-
