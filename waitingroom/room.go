@@ -200,7 +200,16 @@ func (r *Room) event(ctx context.Context, id uuid.UUID) (Event, error) {
 		return nc, nil
 	})
 	if err != nil {
-		return Event{}, err
+		if c == nil || !c.found {
+			return Event{}, err
+		}
+		// PostgreSQL did not answer: keep serving what is cached, so the
+		// waiting room outlives a database blip.
+		r.logger.WarnContext(ctx, "reload onsale settings; serving the cached ones", "event_id", id, "error", err.Error())
+		stale := *c
+		stale.settingsAt = time.Now() // retry after SettingsTTL, not on every request
+		r.remember(id, &stale)
+		return Event{ID: id, OrganizerID: c.event.OrganizerID, Cell: c.event.PurchaseCell, Settings: c.settings}, nil
 	}
 	c = v.(*cached)
 	if !c.found {
