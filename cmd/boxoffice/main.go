@@ -27,6 +27,7 @@ commands:
   healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
   openapi   print the OpenAPI document (YAML)
   bench     measure the hold path against the pgbench baseline
+  onsale    simulate an onsale (--buyers N --seats M [--spawn] [--chaos] [--report DIR]), audit, summarize
 `
 
 func main() {
@@ -64,6 +65,10 @@ func main() {
 		err = runOpenAPI(args)
 	case "bench":
 		err = runBench(ctx, args)
+	case "onsale":
+		err = runOnsale(ctx, args, os.Getenv, os.Stdout)
+	case "nats-node": // hidden: a NATS cluster node for onsale --spawn
+		err = runNATSNode(ctx, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/term"
+
+	"boxoffice/audit"
+	"boxoffice/bus"
+	"boxoffice/db"
+	"boxoffice/onsale"
+)
+
+// errOnsaleBroken makes `boxoffice onsale` exit non-zero after a run that
+// oversold a seat or whose audit found a broken invariant.
+var errOnsaleBroken = errors.New("a seat was oversold or the audit failed (see the summary)")
+
+// runOnsale runs `boxoffice onsale`: an onsale simulation against --api
+// (or a stack it spawns), the invariant audit, the summary and, with
+// --report, the HTML report.
+func runOnsale(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("onsale", flag.ContinueOnError)
+	apiFlag := fs.String("api", "http://127.0.0.1:8080", "API base URL(s), comma-separated; ignored with --spawn")
+	buyers := fs.Int("buyers", 1000, "buyers who arrive")
+	seats := fs.Int("seats", 100, "seats of the event the simulator creates")
+	eventID := fs.String("event", "", "sell this existing event instead of creating one")
+	organizer := fs.String("organizer", "", "organizer id to act as (must own --event for the onsale signals); default random")
+	arrival := fs.String("arrival", onsale.ArrivalSpike, "arrival pattern: spike, ramp or steady")
+	duration := fs.Duration("duration", 30*time.Second, "window over which buyers arrive")
+	payRatio := fs.Float64("pay-ratio", 0.9, "share of buyers with a hold who pay; half the rest decline, half walk away")
+	patience := fs.Duration("patience", 10*time.Minute, "how long a buyer stays queued before leaving")
+	reportDir := fs.String("report", "", "write report.html, summary.png and result.json to this directory")
+	spawn := fs.Bool("spawn", false, "run the stack as separate processes of this binary (3 NATS nodes, 2 API, relay, 2 workers) on a fresh database on DATABASE_URL's server")
+	chaos := fs.Bool("chaos", false, "with --spawn: SIGKILL and restart a relay, a worker and a NATS node at random moments")
+	holdTTL := fs.Duration("hold-ttl", 30*time.Second, "with --spawn: hold lifetime")
+	freshDB := fs.Bool("fresh-db", true, "with --spawn: create (and afterwards drop) a new database; false uses DATABASE_URL's database as is")
+	keepDB := fs.Bool("keep-db", false, "with --spawn: keep the fresh database")
+	sharedRoom := fs.Bool("shared-waiting-room", true, "the --api processes share one waiting room (Redis); false sums R over them")
+	progress := fs.String("progress", "auto", "auto, bars or plain")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *chaos && !*spawn {
+		return errors.New("--chaos needs --spawn: it kills processes it started")
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "onsale")
+
+	cfg := onsale.Config{
+		APIs: strings.Split(*apiFlag, ","), SharedWaitingRoom: *sharedRoom, JWTSecret: []byte(getenv("BOXOFFICE_JWT_SECRET")),
+		EventID: *eventID, Buyers: *buyers, Seats: *seats, Arrival: *arrival, Duration: *duration, PayRatio: *payRatio,
+		Patience: *patience, Logger: logger,
+	}
+	if *organizer != "" {
+		id, err := uuid.Parse(*organizer)
+		if err != nil {
+			return fmt.Errorf("--organizer: %w", err)
+		}
+		cfg.OrganizerID = id
+	}
+	dbURL, natsURL := getenv("DATABASE_URL"), getenv("NATS_URL")
+	var stack *onsale.Stack
+	if *spawn {
+		if dbURL == "" {
+			return errors.New("DATABASE_URL is required with --spawn: it names the PostgreSQL server for the run's database")
+		}
+		dir, err := os.MkdirTemp("", "boxoffice-onsale-")
+		if err != nil {
+			return fmt.Errorf("stack dir: %w", err)
+		}
+		fmt.Fprintf(stdout, "Starting the stack (logs in %s)…\n", dir)
+		stack, err = onsale.StartStack(ctx, onsale.StackConfig{
+			Dir: dir, DatabaseURL: dbURL, FreshDatabase: *freshDB, KeepDatabase: *keepDB,
+			JWTSecret: getenv("BOXOFFICE_JWT_SECRET"), HoldTTL: *holdTTL, RedisURL: getenv("REDIS_URL"), Logger: logger,
+		})
+		if err != nil {
+			return err
+		}
+		defer stack.Close(context.WithoutCancel(ctx))
+		cfg.APIs, cfg.JWTSecret, cfg.SharedWaitingRoom = stack.APIs, []byte(stack.JWTSecret), getenv("REDIS_URL") != ""
+		dbURL, natsURL = stack.DatabaseURL, stack.NATSURL
+		if name := stack.DatabaseName(); name != "" && *keepDB {
+			fmt.Fprintf(stdout, "Database %s (kept).\n", name)
+		}
+	}
+	sim, err := onsale.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	terminal := false
+	if f, ok := stdout.(*os.File); ok {
+		terminal = term.IsTerminal(int(f.Fd()))
+	}
+	switch *progress {
+	case "bars":
+		terminal = true
+	case "plain":
+		terminal = false
+	}
+	start := time.Now()
+	var chaosDone chan []onsale.ChaosEvent
+	stopChaos := func() {}
+	if *chaos {
+		// Kill only while buyers arrive and a little after, so the run
+		// ends with every process up.
+		cctx, cancel := context.WithTimeout(ctx, *duration+15*time.Second)
+		stopChaos = cancel
+		chaosDone = make(chan []onsale.ChaosEvent, 1)
+		go func() {
+			evs, err := stack.Chaos(cctx, start)
+			if err != nil {
+				logger.ErrorContext(ctx, "chaos", "error", err.Error())
+			}
+			chaosDone <- evs
+		}()
+	}
+	stopProgress := onsale.StartProgress(sim, stdout, terminal, 2*time.Second)
+	res, err := sim.Run(ctx)
+	stopProgress()
+	if chaosDone != nil {
+		stopChaos()
+		evs := <-chaosDone
+		if res != nil {
+			shift := res.Started.Sub(start).Seconds()
+			for i := range evs {
+				evs[i].T -= shift
+			}
+			res.Chaos = evs
+		}
+	}
+	if err != nil {
+		return err
+	}
+
+	if dbURL != "" {
+		var buf bytes.Buffer
+		ok, err := runOnsaleAudit(ctx, dbURL, natsURL, &buf)
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		res.Audit, res.AuditOK = buf.String(), &ok
+	} else {
+		fmt.Fprintln(stdout, "Audit skipped: DATABASE_URL is unset.")
+	}
+	fmt.Fprintln(stdout)
+	if err := res.WriteSummary(stdout); err != nil {
+		return err
+	}
+	if res.Audit != "" {
+		fmt.Fprintf(stdout, "\n%s", res.Audit)
+	}
+	if *reportDir != "" {
+		if err := onsale.WriteReport(*reportDir, res); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Report: %s/report.html\n", strings.TrimRight(*reportDir, "/"))
+	}
+	if !res.OK() {
+		return errOnsaleBroken
+	}
+	return nil
+}
+
+// runOnsaleAudit runs the invariant audit against the run's database and
+// bus, and says whether every invariant holds.
+func runOnsaleAudit(ctx context.Context, dbURL, natsURL string, out io.Writer) (bool, error) {
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: dbURL, MaxConns: 2})
+	if err != nil {
+		return false, err
+	}
+	defer pool.Close()
+	var js jetstream.JetStream
+	if natsURL != "" {
+		nc, jsc, err := bus.Connect(natsURL, "boxoffice-onsale-audit", slog.New(slog.DiscardHandler))
+		if err == nil {
+			defer nc.Close()
+			js = jsc
+		} else {
+			fmt.Fprintf(out, "NATS not reachable: %v\n", err)
+		}
+	}
+	r, err := audit.Run(ctx, pool, js, audit.Thresholds{})
+	if err != nil {
+		return false, err
+	}
+	if err := r.Write(out); err != nil {
+		return false, err
+	}
+	return r.OK(), nil
+}
