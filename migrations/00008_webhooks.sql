@@ -93,14 +93,15 @@ CREATE INDEX webhook_delivery_endpoint_idx ON webhook_deliveries (endpoint_id, s
 CREATE INDEX webhook_delivery_pending_created_idx ON webhook_deliveries (created_at) WHERE status = 'pending';
 
 -- One try of one delivery. status_code is NULL when no answer came;
--- response_body holds at most the first KiB of the answer. Attempts go
--- with their message (retention); they outlive a deleted endpoint's
--- deliveries as history until then. Two indexes only: every attempt of
--- the dispatcher's hot path writes each of them.
+-- response_body holds at most the first KiB of the answer. Attempts are
+-- deleted with their message (WebhookMessagePrune); they outlive a deleted
+-- endpoint's deliveries as history until then. No foreign key and two
+-- indexes only: the dispatcher writes an attempt per delivery, and a
+-- foreign key check would lock (write) the message row each time.
 CREATE TABLE webhook_attempts (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     delivery_id   uuid NOT NULL,
-    message_id    uuid NOT NULL REFERENCES webhook_messages (id) ON DELETE CASCADE,
+    message_id    uuid NOT NULL,
     endpoint_id   uuid NOT NULL,
     organizer_id  uuid NOT NULL,
     number        integer NOT NULL,

@@ -32,31 +32,41 @@ RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry
 
 -- name: WebhookDeliveryRelease :exec
 -- Gives leased deliveries back without an attempt (throttled, circuit
--- open): each becomes due again after its delay in milliseconds.
+-- open): each becomes due again after its delay in milliseconds. Per-row
+-- values are looked up by array position: a join with unnest lets the
+-- planner hash the whole table or rescan the arrays per row.
 UPDATE webhook_deliveries d
-SET next_attempt_at = now() + make_interval(secs => r.delay_ms / 1000.0), claimed_by = NULL, lease_expires_at = NULL
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@delays_ms::bigint[]) AS delay_ms) AS r
-WHERE d.id = ANY(@ids::uuid[]) AND d.id = r.id AND d.claimed_by = @dispatcher_id::text AND d.status = 'pending';
+SET next_attempt_at = now() + make_interval(secs => (@delays_ms::bigint[])[array_position(@ids::uuid[], d.id)] / 1000.0),
+    claimed_by = NULL, lease_expires_at = NULL
+WHERE d.id = ANY(@ids::uuid[]) AND d.claimed_by = @dispatcher_id::text AND d.status = 'pending';
+
+-- name: WebhookDeliverySucceed :exec
+-- Records one successful attempt of each delivery. Only deliveries
+-- dispatcher_id still holds are changed: one replayed meanwhile belongs to
+-- the replay.
+UPDATE webhook_deliveries d
+SET attempts = d.attempts + 1, status = 'succeeded', next_attempt_at = NULL, last_error = NULL,
+    claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE d.id = ANY(@ids::uuid[]) AND d.claimed_by = @dispatcher_id::text;
 
 -- name: WebhookDeliveryComplete :exec
--- Records the outcome of one attempt per delivery: attempts + 1, the new
--- status, and for a pending one when it is due again (delay in ms) with
--- trigger 'retry'. Only deliveries dispatcher_id still holds are changed:
--- one replayed meanwhile belongs to the replay. The ANY keeps the plan
--- on the primary key: a join with the unnest alone let the planner hash
--- the whole table.
+-- Records the outcome of one failed attempt per delivery: attempts + 1,
+-- the new status (pending, dead), and for a pending one when it is due
+-- again (delay in ms) with trigger 'retry'. Only deliveries dispatcher_id
+-- still holds are changed. Per-row values are looked up by array
+-- position, as in WebhookDeliveryRelease.
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1,
-    status = r.status,
-    next_attempt_at = CASE WHEN r.status = 'pending' THEN now() + make_interval(secs => r.delay_ms / 1000.0) END,
-    next_trigger = CASE WHEN r.status = 'pending' THEN 'retry' ELSE d.next_trigger END,
-    last_error = nullif(r.last_error, ''),
+    status = (@statuses::text[])[array_position(@ids::uuid[], d.id)],
+    next_attempt_at = CASE WHEN (@statuses::text[])[array_position(@ids::uuid[], d.id)] = 'pending'
+        THEN now() + make_interval(secs => (@delays_ms::bigint[])[array_position(@ids::uuid[], d.id)] / 1000.0) END,
+    next_trigger = CASE WHEN (@statuses::text[])[array_position(@ids::uuid[], d.id)] = 'pending'
+        THEN 'retry' ELSE d.next_trigger END,
+    last_error = nullif((@last_errors::text[])[array_position(@ids::uuid[], d.id)], ''),
     claimed_by = NULL,
     lease_expires_at = NULL,
     updated_at = now()
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@statuses::text[]) AS status,
-             unnest(@delays_ms::bigint[]) AS delay_ms, unnest(@last_errors::text[]) AS last_error) AS r
-WHERE d.id = ANY(@ids::uuid[]) AND d.id = r.id AND d.claimed_by = @dispatcher_id::text;
+WHERE d.id = ANY(@ids::uuid[]) AND d.claimed_by = @dispatcher_id::text;
 
 -- name: WebhookFlushAsyncCommit :exec
 -- Lets the current transaction commit without waiting for its WAL flush

@@ -59,7 +59,10 @@ ORDER BY a.id;
 
 -- name: WebhookMessagePrune :execrows
 -- Deletes up to max_rows messages created before cutoff, with their
--- deliveries and attempts.
-DELETE FROM webhook_messages WHERE id = ANY(ARRAY(
+-- attempts and (by cascade) their deliveries.
+WITH old AS (
     SELECT id FROM webhook_messages WHERE created_at < @cutoff::timestamptz ORDER BY created_at LIMIT @max_rows::int
-));
+), attempts AS (
+    DELETE FROM webhook_attempts WHERE message_id = ANY(ARRAY(SELECT id FROM old))
+)
+DELETE FROM webhook_messages WHERE id = ANY(ARRAY(SELECT id FROM old));

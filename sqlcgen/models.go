@@ -80,15 +80,21 @@ type Organizer struct {
 }
 
 type Outbox struct {
-	ID             uuid.UUID
-	Seq            *int64
-	Subject        string
-	EventType      string
-	AggregateID    uuid.UUID
-	Envelope       []byte
-	CreatedAt      time.Time
-	ClaimedBy      *string
-	ClaimExpiresAt *time.Time
+	ID          uuid.UUID
+	Seq         *int64
+	Subject     string
+	EventType   string
+	AggregateID uuid.UUID
+	Envelope    []byte
+	CreatedAt   time.Time
+	RetryAt     *time.Time
+}
+
+type OutboxLease struct {
+	RelayID   string
+	FirstSeq  int64
+	LastSeq   int64
+	ExpiresAt time.Time
 }
 
 type Payment struct {

@@ -136,39 +136,38 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, db DBTX, arg Webhook
 const webhookDeliveryComplete = `-- name: WebhookDeliveryComplete :exec
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1,
-    status = r.status,
-    next_attempt_at = CASE WHEN r.status = 'pending' THEN now() + make_interval(secs => r.delay_ms / 1000.0) END,
-    next_trigger = CASE WHEN r.status = 'pending' THEN 'retry' ELSE d.next_trigger END,
-    last_error = nullif(r.last_error, ''),
+    status = ($1::text[])[array_position($2::uuid[], d.id)],
+    next_attempt_at = CASE WHEN ($1::text[])[array_position($2::uuid[], d.id)] = 'pending'
+        THEN now() + make_interval(secs => ($3::bigint[])[array_position($2::uuid[], d.id)] / 1000.0) END,
+    next_trigger = CASE WHEN ($1::text[])[array_position($2::uuid[], d.id)] = 'pending'
+        THEN 'retry' ELSE d.next_trigger END,
+    last_error = nullif(($4::text[])[array_position($2::uuid[], d.id)], ''),
     claimed_by = NULL,
     lease_expires_at = NULL,
     updated_at = now()
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($3::text[]) AS status,
-             unnest($4::bigint[]) AS delay_ms, unnest($5::text[]) AS last_error) AS r
-WHERE d.id = ANY($1::uuid[]) AND d.id = r.id AND d.claimed_by = $2::text
+WHERE d.id = ANY($2::uuid[]) AND d.claimed_by = $5::text
 `
 
 type WebhookDeliveryCompleteParams struct {
-	Ids          []uuid.UUID
-	DispatcherID string
 	Statuses     []string
+	Ids          []uuid.UUID
 	DelaysMs     []int64
 	LastErrors   []string
+	DispatcherID string
 }
 
-// Records the outcome of one attempt per delivery: attempts + 1, the new
-// status, and for a pending one when it is due again (delay in ms) with
-// trigger 'retry'. Only deliveries dispatcher_id still holds are changed:
-// one replayed meanwhile belongs to the replay. The ANY keeps the plan
-// on the primary key: a join with the unnest alone let the planner hash
-// the whole table.
+// Records the outcome of one failed attempt per delivery: attempts + 1,
+// the new status (pending, dead), and for a pending one when it is due
+// again (delay in ms) with trigger 'retry'. Only deliveries dispatcher_id
+// still holds are changed. Per-row values are looked up by array
+// position, as in WebhookDeliveryRelease.
 func (q *Queries) WebhookDeliveryComplete(ctx context.Context, db DBTX, arg WebhookDeliveryCompleteParams) error {
 	_, err := db.Exec(ctx, webhookDeliveryComplete,
-		arg.Ids,
-		arg.DispatcherID,
 		arg.Statuses,
+		arg.Ids,
 		arg.DelaysMs,
 		arg.LastErrors,
+		arg.DispatcherID,
 	)
 	return err
 }
@@ -214,21 +213,23 @@ func (q *Queries) WebhookDeliveryRecover(ctx context.Context, db DBTX, arg Webho
 
 const webhookDeliveryRelease = `-- name: WebhookDeliveryRelease :exec
 UPDATE webhook_deliveries d
-SET next_attempt_at = now() + make_interval(secs => r.delay_ms / 1000.0), claimed_by = NULL, lease_expires_at = NULL
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($3::bigint[]) AS delay_ms) AS r
-WHERE d.id = ANY($1::uuid[]) AND d.id = r.id AND d.claimed_by = $2::text AND d.status = 'pending'
+SET next_attempt_at = now() + make_interval(secs => ($1::bigint[])[array_position($2::uuid[], d.id)] / 1000.0),
+    claimed_by = NULL, lease_expires_at = NULL
+WHERE d.id = ANY($2::uuid[]) AND d.claimed_by = $3::text AND d.status = 'pending'
 `
 
 type WebhookDeliveryReleaseParams struct {
+	DelaysMs     []int64
 	Ids          []uuid.UUID
 	DispatcherID string
-	DelaysMs     []int64
 }
 
 // Gives leased deliveries back without an attempt (throttled, circuit
-// open): each becomes due again after its delay in milliseconds.
+// open): each becomes due again after its delay in milliseconds. Per-row
+// values are looked up by array position: a join with unnest lets the
+// planner hash the whole table or rescan the arrays per row.
 func (q *Queries) WebhookDeliveryRelease(ctx context.Context, db DBTX, arg WebhookDeliveryReleaseParams) error {
-	_, err := db.Exec(ctx, webhookDeliveryRelease, arg.Ids, arg.DispatcherID, arg.DelaysMs)
+	_, err := db.Exec(ctx, webhookDeliveryRelease, arg.DelaysMs, arg.Ids, arg.DispatcherID)
 	return err
 }
 
@@ -277,6 +278,26 @@ func (q *Queries) WebhookDeliveryStats(ctx context.Context, db DBTX) (float64, e
 	var oldest_pending_age_seconds float64
 	err := row.Scan(&oldest_pending_age_seconds)
 	return oldest_pending_age_seconds, err
+}
+
+const webhookDeliverySucceed = `-- name: WebhookDeliverySucceed :exec
+UPDATE webhook_deliveries d
+SET attempts = d.attempts + 1, status = 'succeeded', next_attempt_at = NULL, last_error = NULL,
+    claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE d.id = ANY($1::uuid[]) AND d.claimed_by = $2::text
+`
+
+type WebhookDeliverySucceedParams struct {
+	Ids          []uuid.UUID
+	DispatcherID string
+}
+
+// Records one successful attempt of each delivery. Only deliveries
+// dispatcher_id still holds are changed: one replayed meanwhile belongs to
+// the replay.
+func (q *Queries) WebhookDeliverySucceed(ctx context.Context, db DBTX, arg WebhookDeliverySucceedParams) error {
+	_, err := db.Exec(ctx, webhookDeliverySucceed, arg.Ids, arg.DispatcherID)
+	return err
 }
 
 const webhookFlushAsyncCommit = `-- name: WebhookFlushAsyncCommit :exec

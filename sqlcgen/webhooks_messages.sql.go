@@ -249,9 +249,12 @@ func (q *Queries) WebhookMessageList(ctx context.Context, db DBTX, arg WebhookMe
 }
 
 const webhookMessagePrune = `-- name: WebhookMessagePrune :execrows
-DELETE FROM webhook_messages WHERE id = ANY(ARRAY(
+WITH old AS (
     SELECT id FROM webhook_messages WHERE created_at < $1::timestamptz ORDER BY created_at LIMIT $2::int
-))
+), attempts AS (
+    DELETE FROM webhook_attempts WHERE message_id = ANY(ARRAY(SELECT id FROM old))
+)
+DELETE FROM webhook_messages WHERE id = ANY(ARRAY(SELECT id FROM old))
 `
 
 type WebhookMessagePruneParams struct {
@@ -260,7 +263,7 @@ type WebhookMessagePruneParams struct {
 }
 
 // Deletes up to max_rows messages created before cutoff, with their
-// deliveries and attempts.
+// attempts and (by cascade) their deliveries.
 func (q *Queries) WebhookMessagePrune(ctx context.Context, db DBTX, arg WebhookMessagePruneParams) (int64, error) {
 	result, err := db.Exec(ctx, webhookMessagePrune, arg.Cutoff, arg.MaxRows)
 	if err != nil {

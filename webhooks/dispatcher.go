@@ -590,13 +590,8 @@ func (d *Dispatcher) flush(ctx context.Context, batch []result) {
 	defer cancel()
 	slices.SortFunc(batch, func(a, b result) int { return bytes.Compare(a.Delivery.ID[:], b.Delivery.ID[:]) })
 	attempts := make([]sqlcgen.WebhookAttemptInsertParams, len(batch))
-	complete := sqlcgen.WebhookDeliveryCompleteParams{
-		DispatcherID: d.cfg.ID,
-		Ids:          make([]uuid.UUID, len(batch)),
-		Statuses:     make([]string, len(batch)),
-		DelaysMs:     make([]int64, len(batch)),
-		LastErrors:   make([]string, len(batch)),
-	}
+	succeeded := sqlcgen.WebhookDeliverySucceedParams{DispatcherID: d.cfg.ID}
+	complete := sqlcgen.WebhookDeliveryCompleteParams{DispatcherID: d.cfg.ID}
 	outcomes := make([]outcome, len(batch))
 	tallies := map[uuid.UUID]*endpointTally{}
 	var order []uuid.UUID
@@ -632,12 +627,14 @@ func (d *Dispatcher) flush(ctx context.Context, batch []result) {
 			OrganizerID: r.Delivery.OrganizerID, Number: r.Number, Trigger: r.Trigger, StatusCode: status,
 			LatencyMs: int32(r.Latency.Milliseconds()), ErrorClass: r.Class, ResponseBody: r.Response, CreatedAt: r.At,
 		}
-		complete.Ids[i] = r.Delivery.ID
-		complete.Statuses[i] = o.status
-		complete.DelaysMs[i] = o.delay.Milliseconds()
-		if r.verdict != verdictSuccess {
-			complete.LastErrors[i] = lastError(r)
+		if o.status == StatusSucceeded {
+			succeeded.Ids = append(succeeded.Ids, r.Delivery.ID)
+			continue
 		}
+		complete.Ids = append(complete.Ids, r.Delivery.ID)
+		complete.Statuses = append(complete.Statuses, o.status)
+		complete.DelaysMs = append(complete.DelaysMs, o.delay.Milliseconds())
+		complete.LastErrors = append(complete.LastErrors, lastError(r))
 	}
 	var disabled map[uuid.UUID]string
 	var err error
@@ -649,8 +646,15 @@ func (d *Dispatcher) flush(ctx context.Context, batch []result) {
 			if _, err := d.q.WebhookAttemptInsert(ctx, tx, attempts); err != nil {
 				return nil, fmt.Errorf("insert attempts: %w", err)
 			}
-			if err := d.q.WebhookDeliveryComplete(ctx, tx, complete); err != nil {
-				return nil, fmt.Errorf("complete deliveries: %w", err)
+			if len(succeeded.Ids) > 0 {
+				if err := d.q.WebhookDeliverySucceed(ctx, tx, succeeded); err != nil {
+					return nil, fmt.Errorf("complete succeeded deliveries: %w", err)
+				}
+			}
+			if len(complete.Ids) > 0 {
+				if err := d.q.WebhookDeliveryComplete(ctx, tx, complete); err != nil {
+					return nil, fmt.Errorf("complete failed deliveries: %w", err)
+				}
 			}
 			return d.recordHealth(ctx, tx, order, tallies)
 		})

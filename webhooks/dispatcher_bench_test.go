@@ -40,7 +40,7 @@ func BenchmarkDispatch(b *testing.B) {
 
 	d, err := NewDispatcher(pool, DispatcherConfig{
 		Guard: &Guard{AllowPrivate: true}, PollInterval: 5 * time.Millisecond, Logger: logger,
-		MaxInFlightPerOrganizer: 512,
+		MaxInFlightPerOrganizer: 1024, MaxInFlight: 1024, BatchSize: 1000,
 	})
 	require.NoError(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
