@@ -122,7 +122,7 @@ func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string
 		correlation, err := q.OrderCorrelation(ctx, tx, m.orderID)
 		if errors.Is(db.Interpret(err), db.ErrNotFound) {
 			in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
-				"provider_event_id", ev.ID, "event_type", ev.Type, "order_id", m.orderID)
+				"provider_event_id", ev.ID, "event_type", ev.Type, "metadata_order_id", m.orderID)
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("read order: %w", err)
@@ -157,17 +157,18 @@ type mapped struct {
 // authorization of a later one), and a stale event must not fail a paid
 // order. An event that agrees is taken as it is, without a provider call.
 func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped) (mapped, error) {
-	status, err := sqlcgen.New().OrderStatusGet(ctx, in.pool, m.orderID)
+	order, err := sqlcgen.New().OrderStatusGet(ctx, in.pool, m.orderID)
 	if errors.Is(db.Interpret(err), db.ErrNotFound) {
 		return m, nil // not ours: Receive records and ignores it
 	} else if err != nil {
 		return m, fmt.Errorf("read order status: %w", err)
 	}
-	if !disagrees(m.typ, status) {
+	if !disagrees(m.typ, order.Status) {
 		return m, nil
 	}
 	log := in.logger.With("provider_event_id", ev.ID, "event_type", ev.Type, "order_id", m.orderID,
-		"order_status", status, "payment_intent_id", m.intentID)
+		"correlation_id", order.CorrelationID, "causation_id", "stripe:"+ev.ID,
+		"order_status", order.Status, "payment_intent_id", m.intentID)
 	intent, err := in.cfg.Provider.Get(ctx, m.intentID)
 	var perr *Error
 	switch {

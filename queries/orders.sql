@@ -67,6 +67,7 @@ WHERE o.id = ANY(@ids::uuid[])
 RETURNING o.id, p.payment_intent_id::text AS payment_intent_id;
 
 -- name: OrderStatusGet :one
--- The order's status, unlocked: what the payment ingress compares a
--- provider event with before deciding whether to re-read the intent.
-SELECT status FROM orders WHERE id = @id::uuid;
+-- The order's status (and its journey's correlation id, for the logs),
+-- unlocked: what the payment ingress compares a provider event with
+-- before deciding whether to re-read the intent.
+SELECT status, correlation_id FROM orders WHERE id = @id::uuid;

@@ -249,16 +249,22 @@ func (q *Queries) OrderMarkAuthorizationCancelRequestedWithIntent(ctx context.Co
 }
 
 const orderStatusGet = `-- name: OrderStatusGet :one
-SELECT status FROM orders WHERE id = $1::uuid
+SELECT status, correlation_id FROM orders WHERE id = $1::uuid
 `
 
-// The order's status, unlocked: what the payment ingress compares a
-// provider event with before deciding whether to re-read the intent.
-func (q *Queries) OrderStatusGet(ctx context.Context, db DBTX, id uuid.UUID) (string, error) {
+type OrderStatusGetRow struct {
+	Status        string
+	CorrelationID string
+}
+
+// The order's status (and its journey's correlation id, for the logs),
+// unlocked: what the payment ingress compares a provider event with
+// before deciding whether to re-read the intent.
+func (q *Queries) OrderStatusGet(ctx context.Context, db DBTX, id uuid.UUID) (OrderStatusGetRow, error) {
 	row := db.QueryRow(ctx, orderStatusGet, id)
-	var status string
-	err := row.Scan(&status)
-	return status, err
+	var i OrderStatusGetRow
+	err := row.Scan(&i.Status, &i.CorrelationID)
+	return i, err
 }
 
 const orderStatusGetForUser = `-- name: OrderStatusGetForUser :one
