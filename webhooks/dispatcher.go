@@ -743,6 +743,9 @@ func (d *Dispatcher) observe(ctx context.Context, r Result, o outcome) {
 		"attempt", r.Number, "trigger", r.Trigger, "error_class", r.Class, "status_code", r.StatusCode,
 		"latency_ms", r.Latency.Milliseconds(),
 	}
+	if r.Delivery.OrderID != nil {
+		attrs = append(attrs, "order_id", r.Delivery.OrderID.String())
+	}
 	switch o.status {
 	case StatusSucceeded:
 		m.successLatency.Observe(time.Since(r.Delivery.MessageCreatedAt).Seconds())

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,4 +200,17 @@ func TestEndToEnd(t *testing.T) {
 	require.Equal(t, OrderConfirmedData{OrderData{orderID, eventID, 5000, "eur"}, holdID}, data)
 	require.Equal(t, "application/json", got.header.Get("Content-Type"))
 	require.Regexp(t, `^msg_[0-9a-f-]{36}$`, got.header.Get(HeaderID))
+	// Fan-out and dispatch logs name the order and the journey.
+	waitFor(t, 5*time.Second, "the delivery's log line", func() bool {
+		return strings.Contains(b.logs.String(), `"msg":"webhook delivered"`)
+	})
+	for _, line := range strings.Split(b.logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"webhook delivered"`) || strings.Contains(line, `"msg":"webhook message stored"`) {
+			require.Contains(t, line, `"order_id":"`+orderID.String()+`"`)
+			require.Contains(t, line, got.header.Get(HeaderID))
+		}
+		if strings.Contains(line, `"msg":"webhook message stored"`) {
+			require.Contains(t, line, `"correlation_id":"journey-1"`)
+		}
+	}
 }
