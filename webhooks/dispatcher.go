@@ -94,6 +94,8 @@ const PreviousSecretOverlap = 24 * time.Hour
 // or whose endpoint's circuit is open, is put back without an attempt:
 // throttling never uses up retries. One tenant's hanging endpoint thus
 // holds at most its concurrency of the dispatcher, never the queue.
+// Concurrency and rate limits are kept by each dispatcher process: with N
+// processes an endpoint may see up to N times its limits.
 //
 // # Circuit breaker and disabling
 //
@@ -246,7 +248,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, sends *sync.WaitGroup) {
 		d.mu.Unlock()
 		// While attempts are in flight, claim only once half a batch is
 		// free: a claim costs about the same for 20 rows as for 250.
-		if free <= 0 || (busy && free < d.cfg.BatchSize/2) {
+		if free <= 0 || (busy && free < min(d.cfg.BatchSize, d.cfg.MaxInFlight)/2) {
 			select {
 			case <-ctx.Done():
 			case <-d.slot:
