@@ -378,9 +378,11 @@ func (d *Dispatcher) admit(row sqlcgen.WebhookDeliveryClaimRow) (probe bool, del
 	return halfOpen, 0, ""
 }
 
-// done undoes admit's counting once an attempt has ended.
+// done undoes admit's counting of the endpoint and the tenant once an
+// attempt has ended.
 func (d *Dispatcher) done(row sqlcgen.WebhookDeliveryClaimRow, probe bool) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if es := d.endpoints[row.EndpointID]; es != nil {
 		es.inflight--
 		if probe {
@@ -393,6 +395,13 @@ func (d *Dispatcher) done(row sqlcgen.WebhookDeliveryClaimRow, probe bool) {
 	if d.orgs[row.OrganizerID]--; d.orgs[row.OrganizerID] <= 0 {
 		delete(d.orgs, row.OrganizerID)
 	}
+}
+
+// freeSlot gives back the dispatcher-wide capacity an attempt held, once
+// its outcome is with the flushers: recording that falls behind slows
+// claiming instead of piling up leased deliveries.
+func (d *Dispatcher) freeSlot() {
+	d.mu.Lock()
 	d.inflight--
 	d.mu.Unlock()
 	select {
@@ -411,6 +420,7 @@ func (d *Dispatcher) send(ctx context.Context, row sqlcgen.WebhookDeliveryClaimR
 		d.mu.Unlock()
 	}
 	d.done(row, probe)
+	defer d.freeSlot()
 	if d.afterSendFunc != nil && d.afterSendFunc(&r) {
 		return
 	}
