@@ -125,6 +125,11 @@ func (c chart) plot(series []Point, chaos []ChaosEvent) (*plot.Plot, error) {
 		p.Add(ln)
 		p.Legend.Add(l.name, ln)
 	}
+	// Keep the y axis at zero and visible when every value is zero.
+	p.Y.Min = 0
+	if p.Y.Max <= 0 {
+		p.Y.Max = 1
+	}
 	for _, ev := range chaos {
 		if ev.Action != "killed" {
 			continue

@@ -29,7 +29,7 @@ var errOnsaleBroken = errors.New("a seat was oversold or the audit failed (see t
 // runOnsale runs `boxoffice onsale`: an onsale simulation against --api
 // (or a stack it spawns), the invariant audit, the summary and, with
 // --report, the HTML report.
-func runOnsale(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runOnsale(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) (err error) {
 	fs := flag.NewFlagSet("onsale", flag.ContinueOnError)
 	apiFlag := fs.String("api", "http://127.0.0.1:8080", "API base URL(s), comma-separated; ignored with --spawn")
 	buyers := fs.Int("buyers", 1000, "buyers who arrive")
@@ -46,6 +46,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	holdTTL := fs.Duration("hold-ttl", 30*time.Second, "with --spawn: hold lifetime")
 	freshDB := fs.Bool("fresh-db", true, "with --spawn: create (and afterwards drop) a new database; false uses DATABASE_URL's database as is")
 	keepDB := fs.Bool("keep-db", false, "with --spawn: keep the fresh database")
+	keepLogs := fs.Bool("keep-logs", false, "with --spawn: keep the processes' logs after a run that upheld the invariants (a failed run always keeps them)")
 	sharedRoom := fs.Bool("shared-waiting-room", true, "the --api processes share one waiting room (Redis); false sums R over them")
 	progress := fs.String("progress", "auto", "auto, bars or plain")
 	if err := fs.Parse(args); err != nil {
@@ -74,9 +75,9 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 		if dbURL == "" {
 			return errors.New("DATABASE_URL is required with --spawn: it names the PostgreSQL server for the run's database")
 		}
-		dir, err := os.MkdirTemp("", "boxoffice-onsale-")
-		if err != nil {
-			return fmt.Errorf("stack dir: %w", err)
+		dir, derr := os.MkdirTemp("", "boxoffice-onsale-")
+		if derr != nil {
+			return fmt.Errorf("stack dir: %w", derr)
 		}
 		fmt.Fprintf(stdout, "Starting the stack (logs in %s)…\n", dir)
 		stack, err = onsale.StartStack(ctx, onsale.StackConfig{
@@ -86,7 +87,14 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 		if err != nil {
 			return err
 		}
-		defer stack.Close(context.WithoutCancel(ctx))
+		defer func() {
+			stack.Close(context.WithoutCancel(ctx))
+			if err == nil && !*keepLogs {
+				_ = os.RemoveAll(dir)
+			} else {
+				fmt.Fprintf(stdout, "Process logs: %s\n", dir)
+			}
+		}()
 		cfg.APIs, cfg.JWTSecret, cfg.SharedWaitingRoom = stack.APIs, []byte(stack.JWTSecret), getenv("REDIS_URL") != ""
 		dbURL, natsURL = stack.DatabaseURL, stack.NATSURL
 		if name := stack.DatabaseName(); name != "" && *keepDB {

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/dbtest"
+	"boxoffice/onsale"
+)
+
+// chromium is where Debian's chromium package installs the browser.
+const chromium = "/usr/bin/chromium"
+
+// `boxoffice onsale --spawn` runs a small onsale against a stack of
+// separate processes it starts itself (three NATS nodes from its hidden
+// nats-node command, two API processes, a relay, two workers): 300 buyers
+// contend for 40 seats, nothing is oversold, the audit passes, and the
+// report opens in headless Chromium with every chart drawn.
+func TestOnsaleCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "boxoffice")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	reportDir := filepath.Join(dir, "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "onsale", "--spawn", "--fresh-db=false",
+		"--buyers", "300", "--seats", "40", "--arrival", "spike", "--duration", "4s", "--hold-ttl", "8s",
+		"--report", reportDir, "--progress", "plain")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbtest.NewURL(t)}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	t.Logf("boxoffice onsale:\n%s", stdout.String())
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	require.Contains(t, stdout.String(), "All 9 invariants hold.")
+	require.Regexp(t, regexp.MustCompile(`(?m)^\s+oversold\s+0$`), stdout.String())
+	require.Regexp(t, regexp.MustCompile(`(?m)^\s+audit\s+PASSED$`), stdout.String())
+
+	raw, err := os.ReadFile(filepath.Join(reportDir, "result.json"))
+	require.NoError(t, err)
+	var res onsale.Result
+	require.NoError(t, json.Unmarshal(raw, &res))
+	require.Zero(t, res.Summary.Oversold)
+	require.Positive(t, res.Summary.Sold, "nobody bought a seat")
+	require.LessOrEqual(t, res.Summary.Sold, 40)
+	require.NotNil(t, res.AuditOK)
+	require.True(t, *res.AuditOK)
+	require.Positive(t, res.Summary.Ticketed)
+	require.NotEmpty(t, res.Series)
+	require.Equal(t, int64(300), res.Summary.Ticketed+res.Summary.Declined+res.Summary.Abandoned+
+		res.Summary.Failed+res.Summary.SoldOut+res.Summary.GaveUp+res.Summary.Errored, "every buyer has an outcome")
+
+	html, err := os.ReadFile(filepath.Join(reportDir, "report.html"))
+	require.NoError(t, err)
+	for _, remote := range []string{`src="http`, `href="http`, `url(http`, "<link", "<script", "@import"} {
+		require.False(t, strings.Contains(string(html), remote), "report.html loads something (%s)", remote)
+	}
+	f, err := os.Open(filepath.Join(reportDir, "summary.png"))
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	require.Greater(t, img.Bounds().Dx(), 600)
+	require.Greater(t, distinctColors(img), 8, "summary.png is blank")
+
+	t.Run("OpensInHeadlessChromium", func(t *testing.T) {
+		t.Parallel()
+		checkReportInChromium(t, filepath.Join(reportDir, "report.html"))
+	})
+}
+
+// checkReportInChromium opens the report in headless Chromium, with the
+// network off, and requires every chart to be an <svg> in the rendered
+// DOM and the screenshot to show more than a blank page.
+func checkReportInChromium(t *testing.T, report string) {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("%s not found; install it with: apt install chromium", chromium)
+	}
+	dir := t.TempDir()
+	run := func(args ...string) []byte {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+			"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + filepath.Join(dir, "profile"),
+			"--window-size=1280,2000", "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"}
+		cmd := exec.CommandContext(ctx, chromium, append(base, args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "chromium: %s", stderr.String())
+		return stdout.Bytes()
+	}
+	dom := string(run("--dump-dom", "file://"+report))
+	for _, id := range onsale.ChartIDs {
+		re := regexp.MustCompile(`(?s)<figure id="` + id + `" class="chart">\s*<svg[^>]*>.*?</svg>`)
+		require.Regexp(t, re, dom, "chart %s is not an inline SVG in the rendered DOM", id)
+	}
+	require.GreaterOrEqual(t, strings.Count(dom, "<path"), 6*3, "the charts have no lines")
+
+	shot := filepath.Join(dir, "report.png")
+	run("--screenshot="+shot, "file://"+report)
+	f, err := os.Open(shot)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	require.Equal(t, 1280, img.Bounds().Dx())
+	require.Greater(t, distinctColors(img), 50, "the screenshot is (nearly) blank")
+}
+
+// distinctColors counts the colours of img, sampling every fourth pixel.
+func distinctColors(img image.Image) int {
+	seen := map[uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 4 {
+		for x := b.Min.X; x < b.Max.X; x += 4 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			seen[(r>>8)<<16|(g>>8)<<8|bl>>8] = true
+		}
+	}
+	return len(seen)
+}
