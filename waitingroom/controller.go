@@ -316,7 +316,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			readCtx, cancel := context.WithTimeout(ctx, c.cfg.Interval)
+			readCtx, cancel := context.WithTimeout(ctx, max(c.cfg.Interval, time.Second))
 			s, err := c.cfg.Signals.ReadSignals(readCtx)
 			cancel()
 			if ctx.Err() != nil {
