@@ -308,7 +308,7 @@ func TestDispatcher(t *testing.T) {
 		}
 		cfg := b.dispatcherConfig()
 		cfg.CircuitThreshold = 3
-		cfg.CircuitCooldown = 800 * time.Millisecond
+		cfg.CircuitCooldown = 2 * time.Second // well beyond the quiet window below, even on a loaded machine
 		cfg.RetrySchedule = []time.Duration{0, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}
 		b.run(t, cfg, nil)
 
