@@ -24,6 +24,10 @@ const (
 	typeSeatLimit       = "/problems/seat-limit"
 )
 
+// statusClientClosed is what the API answers when its own context was
+// canceled mid-request; the buyer retries it like a 5xx.
+const statusClientClosed = 499
+
 // Buyer outcomes.
 const (
 	outcomeTicketed  = "ticketed"
@@ -133,6 +137,9 @@ func (b *buyer) visit(ctx context.Context) string {
 	}
 	piID, status := b.awaitIntent(ctx)
 	s.c.holding.Add(-1)
+	if piID != "" {
+		s.intentWait.add(time.Since(heldAt))
+	}
 	if piID == "" {
 		if status == "" {
 			return outcomeError
@@ -153,11 +160,12 @@ func (b *buyer) visit(ctx context.Context) string {
 	if action == "authorize" {
 		s.c.paid.Add(1)
 	}
+	paidAt := time.Now()
 	final := b.follow(ctx)
 	switch {
 	case final == "ticketed":
 		s.timeToTicket.add(time.Since(holdStart))
-		s.holdToTicket.add(time.Since(heldAt))
+		s.payToTicket.add(time.Since(paidAt))
 		b.collectTickets(ctx)
 		return outcomeTicketed
 	case final == "" && ctx.Err() != nil:
@@ -335,7 +343,7 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 			s.holdLatency.add(time.Since(start))
 			b.orderID = out.OrderID
 			return res, true
-		case res.Status == http.StatusTooManyRequests || res.Status >= 500:
+		case res.Status == http.StatusTooManyRequests || res.Status >= 500 || res.Status == statusClientClosed:
 			s.noteStatus("holds", res.Status)
 			continue
 		default:

@@ -62,10 +62,10 @@ func charts() []chart {
 			{"ticketed/s", func(p Point) float64 { return p.TicketedRate }},
 		}},
 		{ChartAdmission, "Admission rate R against capacity", "R is the waiting room's admission rate (the release controller's rate capped by the organizer); admitted/s is what buyers saw; holds/s is the hold path's demonstrated capacity.", "per second", []line{
-			{"R (admission rate)", func(p Point) float64 { return p.R }},
 			{"controller rate", func(p Point) float64 { return p.ControllerRate }},
 			{"admitted/s", func(p Point) float64 { return p.AdmittedRate }},
 			{"capacity used: holds/s", func(p Point) float64 { return p.HoldRate }},
+			{"R (admission rate)", func(p Point) float64 { return p.R }},
 		}},
 		{ChartLatency, "Hold latency", "Percentiles of the hold requests completed in each second, as buyers measured them, and the server's own p99 signal.", "milliseconds", []line{
 			{"p50", func(p Point) float64 { return nonZero(p.HoldP50) }},
@@ -122,6 +122,10 @@ func (c chart) plot(series []Point, chaos []ChaosEvent) (*plot.Plot, error) {
 		}
 		ln.Color = palette[i%len(palette)]
 		ln.Width = vg.Points(1.5)
+		if i == len(c.lines)-1 && len(c.lines) > 1 {
+			ln.Dashes = []vg.Length{vg.Points(6), vg.Points(3)} // the last line is drawn over the others: keep them visible
+			ln.Width = vg.Points(2)
+		}
 		p.Add(ln)
 		p.Legend.Add(l.name, ln)
 	}
@@ -176,7 +180,7 @@ func WriteReport(dir string, r *Result) error {
 		if err != nil {
 			return err
 		}
-		svg, err := svgOf(p, 20*vg.Centimeter, 9*vg.Centimeter)
+		svg, err := svgOf(p, 26*vg.Centimeter, 10*vg.Centimeter)
 		if err != nil {
 			return err
 		}
@@ -252,8 +256,11 @@ pre { background: #f6f6f6; padding: .8rem; overflow-x: auto; font-size: .8rem; }
 <tr><td>Peak throughput</td><td id="peak">{{f0 .S.PeakTicketed}} tickets/s, {{f0 .S.PeakHolds}} holds/s, {{f0 .S.PeakAdmitted}} admissions/s</td></tr>
 <tr><td>Queue wait</td><td>{{pct .S.QueueWait}}</td></tr>
 <tr><td>Hold latency</td><td>{{pct .S.HoldLatency}}</td></tr>
-<tr><td>Time to ticket</td><td>{{pct .S.TimeToTicket}}</td></tr>
-<tr><td>Duration</td><td>{{.R.Elapsed}}</td></tr>
+<tr><td>Time to ticket (first hold request → ticketed)</td><td id="time-to-ticket">{{pct .S.TimeToTicket}}</td></tr>
+<tr><td>… hold → PaymentIntent ready</td><td>{{pct .S.IntentWait}}</td></tr>
+<tr><td>… card authorized → ticketed</td><td>{{pct .S.PayToTicket}}</td></tr>
+<tr><td>Duration</td><td>{{.R.Elapsed.Round 1000000000}}</td></tr>
+<tr><td>Why R changed (seconds per reason)</td><td id="rate-reasons">{{range $k, $v := .S.RateReasons}}{{$k}}: {{$v}}s &nbsp; {{end}}</td></tr>
 </table>
 {{range .Figures}}<figure id="{{.ID}}" class="chart">
 {{.SVG}}

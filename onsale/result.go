@@ -64,7 +64,8 @@ type Summary struct {
 	HoldLatency  Percentiles `json:"holdLatency"`
 	HoldRequest  Percentiles `json:"holdRequest"`
 	TimeToTicket Percentiles `json:"timeToTicket"`
-	HoldToTicket Percentiles `json:"holdToTicket"`
+	IntentWait   Percentiles `json:"intentWait"`
+	PayToTicket  Percentiles `json:"payToTicket"`
 	QueueWait    Percentiles `json:"queueWait"`
 
 	PeakTicketed float64 `json:"peakTicketedPerSec"`
@@ -73,6 +74,9 @@ type Summary struct {
 	PeakR        float64 `json:"peakAdmissionRate"`
 	MaxOutboxAge float64 `json:"maxOutboxAgeSeconds"`
 	MaxQueued    int64   `json:"maxQueued"`
+	// RateReasons counts the seconds R spent under each reason the release
+	// controller gave for its last change (healthy, hold_p99, outbox_age, …).
+	RateReasons map[string]int `json:"rateReasons,omitempty"`
 }
 
 // ChaosEvent is one process killed or restarted during a run.
@@ -100,8 +104,9 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 		Admitted: s.c.admitted.Load(), Holds: s.c.holds.Load(), Conflicts: s.c.conflicts.Load(),
 		HoldRetries: s.c.retries.Load(), Errors: s.c.errors.Load(), ErrorKinds: errKinds,
 		HoldLatency: percentilesOf(s.holdLatency.snapshot()), HoldRequest: percentilesOf(s.holdRequest.snapshot()),
-		TimeToTicket: percentilesOf(s.timeToTicket.snapshot()), HoldToTicket: percentilesOf(s.holdToTicket.snapshot()),
-		QueueWait: percentilesOf(s.queueWait.snapshot()),
+		TimeToTicket: percentilesOf(s.timeToTicket.snapshot()), IntentWait: percentilesOf(s.intentWait.snapshot()),
+		PayToTicket: percentilesOf(s.payToTicket.snapshot()),
+		QueueWait:   percentilesOf(s.queueWait.snapshot()),
 	}
 	sum.Sold = len(perSeat)
 	for _, n := range perSeat {
@@ -111,7 +116,11 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 	done := s.c.done.Load()
 	sum.GaveUp = s.c.gaveUp.Load()
 	sum.Errored = done - sum.Ticketed - sum.Declined - sum.Abandoned - sum.Failed - sum.SoldOut - sum.GaveUp
+	sum.RateReasons = map[string]int{}
 	for _, p := range series {
+		if p.RateReason != "" {
+			sum.RateReasons[p.RateReason]++
+		}
 		sum.PeakTicketed = max(sum.PeakTicketed, p.TicketedRate)
 		sum.PeakHolds = max(sum.PeakHolds, p.HoldRate)
 		sum.PeakAdmitted = max(sum.PeakAdmitted, p.AdmittedRate)
@@ -170,8 +179,17 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "  queue wait        %s\n", s.QueueWait)
 	fmt.Fprintf(&b, "  hold latency      %s\n", s.HoldLatency)
 	fmt.Fprintf(&b, "  time to ticket    %s\n", s.TimeToTicket)
+	fmt.Fprintf(&b, "    hold → intent   %s\n", s.IntentWait)
+	fmt.Fprintf(&b, "    paid → ticket   %s\n", s.PayToTicket)
 	fmt.Fprintf(&b, "  peak throughput   %.0f tickets/s, %.0f holds/s, %.0f admissions/s (peak R %.0f/s)\n", s.PeakTicketed, s.PeakHolds, s.PeakAdmitted, s.PeakR)
 	fmt.Fprintf(&b, "  max outbox age    %.0fs; max queued %d\n", s.MaxOutboxAge, s.MaxQueued)
+	if len(s.RateReasons) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(s.RateReasons)) {
+			parts = append(parts, fmt.Sprintf("%s %ds", k, s.RateReasons[k]))
+		}
+		fmt.Fprintf(&b, "  R's reasons       %s\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(&b, "  errors            %d", s.Errors)
 	if len(s.ErrorKinds) > 0 {
 		keys := slices.Sorted(maps.Keys(s.ErrorKinds))

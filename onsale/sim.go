@@ -127,7 +127,8 @@ type Sim struct {
 	holdLatency  latencies // first hold request to 202, retries included
 	holdRequest  latencies // each hold request
 	timeToTicket latencies // first hold request to ticketed
-	holdToTicket latencies
+	intentWait   latencies // hold 202 to the order showing its PaymentIntent
+	payToTicket  latencies // card authorized to ticketed, seen by SSE
 	queueWait    latencies
 	soldOut      atomic.Bool
 	lastR        atomic.Uint64 // math.Float64bits
