@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,4 +179,49 @@ func TestResultOK(t *testing.T) {
 			require.True(t, strings.Contains(buf.String(), "oversold"))
 		})
 	}
+}
+
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	sim, err := New(Config{APIs: []string{"http://127.0.0.1:1"}, JWTSecret: []byte("x"), Buyers: 10, Seats: 5, PayRatio: 0.9})
+	require.NoError(t, err)
+	sim.c.queued.Store(3)
+	sim.c.ticketed.Store(7) // more than seats: the bar grows
+
+	t.Run("Bars", func(t *testing.T) {
+		t.Parallel()
+		var buf lockedBuffer
+		stop := StartProgress(sim, &buf, true, time.Hour)
+		require.Eventually(t, func() bool { return strings.Contains(buf.String(), "errors") }, 5*time.Second, 20*time.Millisecond)
+		stop()
+		out := buf.String()
+		for _, name := range []string{"queued", "admitted", "holding", "paid", "ticketed", "R ", "errors"} {
+			require.Contains(t, out, name)
+		}
+	})
+	t.Run("PlainLines", func(t *testing.T) {
+		t.Parallel()
+		var buf lockedBuffer
+		stop := StartProgress(sim, &buf, false, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return strings.Contains(buf.String(), "queued=3") }, 5*time.Second, 10*time.Millisecond)
+		stop()
+		require.Contains(t, buf.String(), "ticketed=7")
+	})
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -35,7 +35,7 @@ func StartProgress(sim *Sim, w io.Writer, terminal bool, interval time.Duration)
 		return func() { close(done); wg.Wait() }
 	}
 
-	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(48), mpb.WithRefreshRate(250*time.Millisecond))
+	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(48), mpb.WithRefreshRate(250*time.Millisecond), mpb.ForceAutoRefresh())
 	bar := func(name string, total int64, extra ...decor.Decorator) *mpb.Bar {
 		return p.AddBar(total,
 			mpb.PrependDecorators(decor.Name(name, decor.WC{W: 10, C: decor.DindentRight}), decor.CountersNoUnit("%6d / %d", decor.WC{W: 16})),
