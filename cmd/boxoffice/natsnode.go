@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -48,7 +50,8 @@ func runNATSNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("nats node %s: %w", *name, err)
 	}
-	srv.ConfigureLogger()
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "nats", "server_name", *name)
+	srv.SetLoggerV2(natsLogger{logger}, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
@@ -59,3 +62,14 @@ func runNATSNode(ctx context.Context, args []string) error {
 	srv.WaitForShutdown()
 	return nil
 }
+
+// natsLogger writes the embedded server's log as slog JSON lines, like
+// every other role's.
+type natsLogger struct{ l *slog.Logger }
+
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Info(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
