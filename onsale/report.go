@@ -28,10 +28,11 @@ const (
 	ChartOutbox     = "chart-outbox"
 	ChartQueue      = "chart-queue"
 	ChartSeats      = "chart-seats"
+	ChartBuyers     = "chart-buyers"
 )
 
 // ChartIDs are the ids of the report's charts, in page order.
-var ChartIDs = []string{ChartThroughput, ChartAdmission, ChartLatency, ChartOutbox, ChartQueue, ChartSeats}
+var ChartIDs = []string{ChartThroughput, ChartAdmission, ChartLatency, ChartOutbox, ChartQueue, ChartSeats, ChartBuyers}
 
 // line is one named series of a chart; points with a negative y (a
 // reading that failed) are left out.
@@ -51,6 +52,7 @@ var palette = []color.Color{
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 }
 
 func charts() []chart {
@@ -86,6 +88,14 @@ func charts() []chart {
 			{"available", func(p Point) float64 { return float64(p.SeatsAvailable) }},
 			{"held", func(p Point) float64 { return float64(p.SeatsHeld) }},
 			{"sold", func(p Point) float64 { return float64(p.SeatsSold) }},
+		}},
+		{ChartBuyers, "Buyers over time", "Cumulative: buyers arrived, admitted, holds created, payments authorized, orders ticketed, and errors (transport errors and unexpected statuses, retried or not).", "buyers", []line{
+			{"arrived", func(p Point) float64 { return float64(p.Arrived) }},
+			{"admitted", func(p Point) float64 { return float64(p.Admitted) }},
+			{"holds", func(p Point) float64 { return float64(p.Holds) }},
+			{"paid", func(p Point) float64 { return float64(p.Paid) }},
+			{"ticketed", func(p Point) float64 { return float64(p.Ticketed) }},
+			{"errors", func(p Point) float64 { return float64(p.Errors) }},
 		}},
 	}
 }
@@ -259,6 +269,8 @@ pre { background: #f6f6f6; padding: .8rem; overflow-x: auto; font-size: .8rem; }
 <tr><td>Time to ticket (first hold request → ticketed)</td><td id="time-to-ticket">{{pct .S.TimeToTicket}}</td></tr>
 <tr><td>… hold → PaymentIntent ready</td><td>{{pct .S.IntentWait}}</td></tr>
 <tr><td>… card authorized → ticketed</td><td>{{pct .S.PayToTicket}}</td></tr>
+<tr><td>Errors</td><td id="errors">{{.S.Errors}}{{range $k, $v := .S.ErrorKinds}} &nbsp; {{$k}}: {{$v}}{{end}}</td></tr>
+<tr><td>Admitted / holds / seat conflicts / hold retries (same key)</td><td>{{.S.Admitted}} / {{.S.Holds}} / {{.S.Conflicts}} / {{.S.HoldRetries}}</td></tr>
 <tr><td>Duration</td><td>{{.R.Elapsed.Round 1000000000}}</td></tr>
 <tr><td>Why R changed (seconds per reason)</td><td id="rate-reasons">{{range $k, $v := .S.RateReasons}}{{$k}}: {{$v}}s &nbsp; {{end}}</td></tr>
 </table>

@@ -49,7 +49,9 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	keepLogs := fs.Bool("keep-logs", false, "with --spawn: keep the processes' logs after a run that upheld the invariants (a failed run always keeps them)")
 	sharedRoom := fs.Bool("shared-waiting-room", true, "the --api processes share one waiting room (Redis); false sums R over them")
 	progress := fs.String("progress", "auto", "auto, bars or plain")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if *chaos && !*spawn {
