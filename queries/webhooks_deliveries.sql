@@ -1,8 +1,9 @@
 -- name: WebhookDeliveryClaim :many
 -- Leases due deliveries to dispatcher_id, fairly across tenants: the
 -- organizers with an enabled endpoint are visited in random order and each
--- gives at most per_organizer of its due deliveries, oldest due first,
--- max_rows in all. The lease (lease_expires_at) keeps other dispatchers
+-- gives at most per_organizer of its due deliveries (the organizers in
+-- squeezed at most their squeezed_limits), oldest due first, max_rows in
+-- all. The lease (lease_expires_at) keeps other dispatchers
 -- off a delivery until it runs out: a delivery whose dispatcher dies is
 -- due again then. The claim changes no indexed column, so it is a HOT
 -- update; leased rows stay in the due index and are skipped by the lease
@@ -16,7 +17,7 @@ WITH picked AS (
         WHERE dd.organizer_id = o.organizer_id AND dd.status = 'pending' AND dd.next_attempt_at <= now()
           AND (dd.lease_expires_at IS NULL OR dd.lease_expires_at < now())
         ORDER BY dd.next_attempt_at
-        LIMIT @per_organizer::int
+        LIMIT coalesce((@squeezed_limits::int[])[array_position(@squeezed::uuid[], o.organizer_id)], @per_organizer::int)
         FOR UPDATE SKIP LOCKED
     ) d
     LIMIT @max_rows::int

@@ -35,10 +35,10 @@ WITH picked AS (
         WHERE dd.organizer_id = o.organizer_id AND dd.status = 'pending' AND dd.next_attempt_at <= now()
           AND (dd.lease_expires_at IS NULL OR dd.lease_expires_at < now())
         ORDER BY dd.next_attempt_at
-        LIMIT $3::int
+        LIMIT coalesce(($3::int[])[array_position($4::uuid[], o.organizer_id)], $5::int)
         FOR UPDATE SKIP LOCKED
     ) d
-    LIMIT $4::int
+    LIMIT $6::int
 )
 UPDATE webhook_deliveries d
 SET claimed_by = $1::text, lease_expires_at = now() + $2::interval
@@ -51,10 +51,12 @@ RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry
 `
 
 type WebhookDeliveryClaimParams struct {
-	DispatcherID string
-	Lease        time.Duration
-	PerOrganizer int32
-	MaxRows      int32
+	DispatcherID   string
+	Lease          time.Duration
+	SqueezedLimits []int32
+	Squeezed       []uuid.UUID
+	PerOrganizer   int32
+	MaxRows        int32
 }
 
 type WebhookDeliveryClaimRow struct {
@@ -82,8 +84,9 @@ type WebhookDeliveryClaimRow struct {
 
 // Leases due deliveries to dispatcher_id, fairly across tenants: the
 // organizers with an enabled endpoint are visited in random order and each
-// gives at most per_organizer of its due deliveries, oldest due first,
-// max_rows in all. The lease (lease_expires_at) keeps other dispatchers
+// gives at most per_organizer of its due deliveries (the organizers in
+// squeezed at most their squeezed_limits), oldest due first, max_rows in
+// all. The lease (lease_expires_at) keeps other dispatchers
 // off a delivery until it runs out: a delivery whose dispatcher dies is
 // due again then. The claim changes no indexed column, so it is a HOT
 // update; leased rows stay in the due index and are skipped by the lease
@@ -93,6 +96,8 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, db DBTX, arg Webhook
 	rows, err := db.Query(ctx, webhookDeliveryClaim,
 		arg.DispatcherID,
 		arg.Lease,
+		arg.SqueezedLimits,
+		arg.Squeezed,
 		arg.PerOrganizer,
 		arg.MaxRows,
 	)

@@ -88,7 +88,9 @@ const PreviousSecretOverlap = 24 * time.Hour
 // # Fairness and throttling
 //
 // Each claim visits every tenant with due deliveries (in random order)
-// and takes at most PerOrganizer of each; at most MaxInFlightPerOrganizer
+// and takes an equal share of each (PerOrganizer at least; a tenant none
+// of whose deliveries could start in the previous claim gets only a few,
+// so putting its backlog back costs the others nothing); at most MaxInFlightPerOrganizer
 // of one tenant's attempts, and an endpoint's max_concurrency of its own,
 // run at once. A delivery that would exceed a concurrency or rate limit,
 // or whose endpoint's circuit is open, is put back without an attempt:
@@ -241,6 +243,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) claimLoop(ctx context.Context, sends *sync.WaitGroup) {
 	sendCtx := context.WithoutCancel(ctx)
 	tenants := 1 // tenants in the last claim
+	var squeezed []uuid.UUID
 	for ctx.Err() == nil {
 		d.mu.Lock()
 		free := d.cfg.MaxInFlight - d.inflight
@@ -260,7 +263,8 @@ func (d *Dispatcher) claimLoop(ctx context.Context, sends *sync.WaitGroup) {
 		// least: a tenant alone takes the whole batch, and every tenant
 		// with due deliveries is visited in every claim.
 		perTenant := max(d.cfg.PerOrganizer, n/tenants)
-		started, claimed, k, err := d.claimOnce(ctx, sendCtx, sends, n, perTenant)
+		started, claimed, k, sq, err := d.claimOnce(ctx, sendCtx, sends, n, perTenant, squeezed)
+		squeezed = sq
 		switch {
 		case err != nil && ctx.Err() == nil:
 			d.logger.ErrorContext(ctx, "claim webhook deliveries", "error", err.Error())
@@ -272,19 +276,34 @@ func (d *Dispatcher) claimLoop(ctx context.Context, sends *sync.WaitGroup) {
 	}
 }
 
+// squeezedShare is what a tenant gets of a claim while none of its
+// deliveries could start in the previous one (its endpoints are at their
+// limits or their circuits open): enough to notice when they free up,
+// little enough that putting them back costs nothing to the others.
+const squeezedShare = 10
+
 // claimOnce claims up to n due deliveries, at most perTenant of each
-// tenant, starts those it may and puts the others back. Returns how many
-// it started and claimed, and how many tenants they belong to.
-func (d *Dispatcher) claimOnce(ctx, sendCtx context.Context, sends *sync.WaitGroup, n, perTenant int) (int, int, int, error) {
+// tenant (squeezedShare of the tenants in squeezed), starts those it may
+// and puts the others back. Returns how many it started and claimed, how
+// many tenants they belong to, and the tenants none of whose deliveries
+// could start.
+func (d *Dispatcher) claimOnce(ctx, sendCtx context.Context, sends *sync.WaitGroup, n, perTenant int, squeezed []uuid.UUID) (int, int, int, []uuid.UUID, error) {
+	limits := make([]int32, len(squeezed))
+	for i := range limits {
+		limits[i] = squeezedShare
+	}
 	rows, err := d.q.WebhookDeliveryClaim(ctx, d.pool, sqlcgen.WebhookDeliveryClaimParams{
 		DispatcherID: d.cfg.ID, Lease: d.cfg.Lease, PerOrganizer: int32(perTenant), MaxRows: int32(n),
+		Squeezed: squeezed, SqueezedLimits: limits,
 	})
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("claim: %w", err)
+		return 0, 0, 0, nil, fmt.Errorf("claim: %w", err)
 	}
-	tenants := map[uuid.UUID]struct{}{}
+	// tenants maps each tenant in the claim to whether any of its
+	// deliveries started.
+	tenants := map[uuid.UUID]bool{}
 	for _, row := range rows {
-		tenants[row.OrganizerID] = struct{}{}
+		tenants[row.OrganizerID] = false
 	}
 	var (
 		releaseIDs    []uuid.UUID
@@ -307,7 +326,14 @@ func (d *Dispatcher) claimOnce(ctx, sendCtx context.Context, sends *sync.WaitGro
 			continue
 		}
 		started++
+		tenants[row.OrganizerID] = true
 		sends.Go(func() { d.send(sendCtx, row, probe) })
+	}
+	var stuck []uuid.UUID
+	for org, ok := range tenants {
+		if !ok {
+			stuck = append(stuck, org)
+		}
 	}
 	if len(releaseIDs) > 0 {
 		if err := d.q.WebhookDeliveryRelease(ctx, d.pool, sqlcgen.WebhookDeliveryReleaseParams{
@@ -322,7 +348,7 @@ func (d *Dispatcher) claimOnce(ctx, sendCtx context.Context, sends *sync.WaitGro
 			d.logger.ErrorContext(ctx, "stop deliveries of disabled endpoint", "error", err.Error(), "endpoint_id", id.String())
 		}
 	}
-	return started, len(rows), len(tenants), nil
+	return started, len(rows), len(tenants), stuck, nil
 }
 
 // admit decides whether row may be attempted now. When it may, it counts
