@@ -37,6 +37,7 @@ const (
 	outcomeSoldOut   = "sold_out"
 	outcomeGaveUp    = "gave_up"
 	outcomeError     = "error"
+	outcomeReadmit   = "readmit" // transient: the admission token was refused
 )
 
 // finalStatuses are the order statuses nothing moves on from by itself.
@@ -113,17 +114,27 @@ func (b *buyer) fail(err error) {
 
 func (b *buyer) visit(ctx context.Context) string {
 	s := b.sim
-	admission, ok := b.admit(ctx)
-	if !ok {
-		return b.outcome
-	}
-	s.c.admitted.Add(1)
-	s.queueWait.add(time.Since(b.arrived))
-
-	holdStart := time.Now()
-	ok = b.hold(ctx, admission)
-	if !ok {
-		return b.outcome
+	var holdStart time.Time
+	for round := 0; ; round++ {
+		admission, ok := b.admit(ctx)
+		if !ok {
+			return b.outcome
+		}
+		s.c.admitted.Add(1)
+		if round == 0 {
+			s.queueWait.add(time.Since(b.arrived))
+		}
+		holdStart = time.Now()
+		if b.hold(ctx, admission) {
+			break
+		}
+		if b.outcome != outcomeReadmit || round > 0 {
+			if b.outcome == outcomeReadmit {
+				b.outcome = outcomeError
+			}
+			return b.outcome
+		}
+		// The admission lapsed or was revoked: back to the waiting room, once.
 	}
 	s.c.holds.Add(1)
 	s.c.holding.Add(1)
@@ -298,7 +309,11 @@ func (b *buyer) hold(ctx context.Context, admission string) bool {
 		case res.Status == http.StatusConflict && res.Problem.Type == typeSeatLimit:
 			b.outcome = outcomeSoldOut
 			return false
-		default: // 403 (admission lapsed), retries exhausted, …
+		case res.Status == http.StatusForbidden:
+			s.noteStatus("holds", res.Status)
+			b.outcome = outcomeReadmit
+			return false
+		default: // retries exhausted, …
 			if res.Status != 0 {
 				s.noteStatus("holds", res.Status)
 			}

@@ -48,10 +48,13 @@ type Summary struct {
 	Ticketed  int64 `json:"ticketed"`
 	Declined  int64 `json:"declined"`
 	Abandoned int64 `json:"abandoned"`
-	Failed    int64 `json:"failed"`
-	SoldOut   int64 `json:"soldOut"`
-	GaveUp    int64 `json:"gaveUp"`
-	Errored   int64 `json:"errored"`
+	// AbandonedEnded is how many abandoned orders ended (hold expired)
+	// before the run finished waiting for them.
+	AbandonedEnded int64 `json:"abandonedEnded"`
+	Failed         int64 `json:"failed"`
+	SoldOut        int64 `json:"soldOut"`
+	GaveUp         int64 `json:"gaveUp"`
+	Errored        int64 `json:"errored"`
 
 	Admitted    int64            `json:"admitted"`
 	Holds       int64            `json:"holds"`
@@ -99,7 +102,7 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 	s.mu.Unlock()
 
 	sum := Summary{
-		Ticketed: s.c.ticketed.Load(), Declined: s.c.declined.Load(), Abandoned: s.c.abandoned.Load(),
+		Ticketed: s.c.ticketed.Load(), Declined: s.c.declined.Load(), Abandoned: s.c.abandoned.Load(), AbandonedEnded: s.expired.Load(),
 		Failed: s.c.failed.Load(), SoldOut: s.c.soldOut.Load(),
 		Admitted: s.c.admitted.Load(), Holds: s.c.holds.Load(), Conflicts: s.c.conflicts.Load(),
 		HoldRetries: s.c.retries.Load(), Errors: s.c.errors.Load(), ErrorKinds: errKinds,
@@ -173,8 +176,8 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "  duration          %s (last buyer done at %s)\n", r.Elapsed.Round(time.Second), r.BuyersDone.Round(time.Second))
 	fmt.Fprintf(&b, "  sold              %d of %d seats (seat map shows %d sold)\n", s.Sold, r.Seats, s.SeatMapSold)
 	fmt.Fprintf(&b, "  oversold          %d\n", s.Oversold)
-	fmt.Fprintf(&b, "  buyers            %d ticketed, %d declined, %d abandoned (holds left to expire), %d failed, %d left sold out, %d gave up queueing, %d errored\n",
-		s.Ticketed, s.Declined, s.Abandoned, s.Failed, s.SoldOut, s.GaveUp, s.Errored)
+	fmt.Fprintf(&b, "  buyers            %d ticketed, %d declined, %d abandoned (%d holds expired), %d failed, %d left sold out, %d gave up queueing, %d errored\n",
+		s.Ticketed, s.Declined, s.Abandoned, s.AbandonedEnded, s.Failed, s.SoldOut, s.GaveUp, s.Errored)
 	fmt.Fprintf(&b, "  admitted          %d; holds %d; seat conflicts %d; hold retries (same key) %d\n", s.Admitted, s.Holds, s.Conflicts, s.HoldRetries)
 	fmt.Fprintf(&b, "  queue wait        %s\n", s.QueueWait)
 	fmt.Fprintf(&b, "  hold latency      %s\n", s.HoldLatency)

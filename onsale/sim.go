@@ -131,6 +131,7 @@ type Sim struct {
 	payToTicket  latencies // card authorized to ticketed, seen by SSE
 	queueWait    latencies
 	soldOut      atomic.Bool
+	expired      atomic.Int64  // walked-away orders seen final after settling
 	lastR        atomic.Uint64 // math.Float64bits
 
 	mu        sync.Mutex
@@ -320,6 +321,7 @@ func (s *Sim) settle(ctx context.Context) {
 	s.mu.Lock()
 	pending := append([]*buyer(nil), s.abandoned...)
 	s.mu.Unlock()
+	total := len(pending)
 	for len(pending) > 0 {
 		var still []*buyer
 		for _, b := range pending {
@@ -334,6 +336,7 @@ func (s *Sim) settle(ctx context.Context) {
 			break
 		}
 	}
+	s.expired.Store(int64(total - len(pending)))
 	if len(pending) > 0 {
 		s.cfg.Logger.Warn("walked-away orders not final when settling ended", "orders", len(pending))
 	}
