@@ -165,7 +165,10 @@ func (b *buyer) visit(ctx context.Context) string {
 	if b.plan == "decline" {
 		action = "decline"
 	}
-	if !b.confirm(ctx, piID, action) {
+	switch ok, gone := b.confirm(ctx, piID, action); {
+	case gone:
+		return outcomeFailed // the hold expired and its intent was canceled first
+	case !ok:
 		return outcomeError
 	}
 	if action == "authorize" {
@@ -434,29 +437,32 @@ func (b *buyer) awaitIntent(ctx context.Context) (piID, status string) {
 }
 
 // confirm authorizes or declines the intent in the sandbox, retrying
-// transport errors and 5xx.
-func (b *buyer) confirm(ctx context.Context, piID, action string) bool {
+// transport errors and 5xx. gone is true when the sandbox answered 409:
+// the intent was canceled (its hold expired) before the buyer paid.
+func (b *buyer) confirm(ctx context.Context, piID, action string) (ok, gone bool) {
 	s := b.sim
 	for try := range 6 {
 		if try > 0 && sleep(ctx, b.jitter(time.Duration(try)*300*time.Millisecond)) != nil {
-			return false
+			return false, false
 		}
 		res, err := b.api.call(ctx, http.MethodPost, "/v1/sandbox/payment-intents/"+piID+"/"+action, b.token, nil, nil, nil)
 		switch {
 		case err != nil:
 			s.noteError(err)
 		case res.Status < 300:
-			return true
-		case res.Status >= 500 || res.Status == http.StatusTooManyRequests:
+			return true, false
+		case res.Status == http.StatusConflict:
+			return false, true
+		case res.Status >= 500 || res.Status == http.StatusTooManyRequests || res.Status == statusClientClosed:
 			s.noteStatus("sandbox", res.Status)
 		default:
 			s.noteStatus("sandbox", res.Status)
-			b.fail(fmt.Errorf("sandbox %s: status %d", action, res.Status))
-			return false
+			b.outcome, b.lastErr = outcomeError, fmt.Errorf("sandbox %s: status %d", action, res.Status)
+			return false, false
 		}
 	}
 	b.fail(fmt.Errorf("sandbox %s: retries exhausted", action))
-	return false
+	return false, false
 }
 
 // follow reads the order's Server-Sent Events until a final status,
