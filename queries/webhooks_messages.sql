@@ -16,9 +16,9 @@ SELECT EXISTS (
 -- name: WebhookMessageInsert :one
 -- Stores a message once per (organizer, source_key). Returns no row when
 -- the fact was stored before: the caller must then do nothing more.
-INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, created_at)
+INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, correlation_id, created_at)
 VALUES (@id::uuid, @organizer_id::uuid, @event_type::text, @payload::bytea, @source_key::text,
-        sqlc.narg('order_id')::uuid, @created_at::timestamptz)
+        sqlc.narg('order_id')::uuid, @correlation_id::text, @created_at::timestamptz)
 ON CONFLICT (organizer_id, source_key) DO NOTHING
 RETURNING id;
 

@@ -45,7 +45,7 @@ SET claimed_by = $1::text, lease_expires_at = now() + $2::interval
 FROM webhook_messages m, webhook_endpoints e
 WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND m.id = d.message_id AND e.id = d.endpoint_id
 RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry_base, d.next_trigger,
-          m.payload, m.created_at AS message_created_at, m.order_id,
+          m.payload, m.created_at AS message_created_at, m.order_id, m.correlation_id,
           e.url, e.secret, e.previous_secret, e.previous_secret_expires_at, e.rate_limit_per_second,
           e.max_concurrency, e.circuit_state, e.circuit_open_until, e.enabled, now()::timestamptz AS claimed_at
 `
@@ -70,6 +70,7 @@ type WebhookDeliveryClaimRow struct {
 	Payload                 []byte
 	MessageCreatedAt        time.Time
 	OrderID                 *uuid.UUID
+	CorrelationID           string
 	Url                     string
 	Secret                  string
 	PreviousSecret          *string
@@ -119,6 +120,7 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, db DBTX, arg Webhook
 			&i.Payload,
 			&i.MessageCreatedAt,
 			&i.OrderID,
+			&i.CorrelationID,
 			&i.Url,
 			&i.Secret,
 			&i.PreviousSecret,

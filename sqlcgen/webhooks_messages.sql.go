@@ -151,21 +151,22 @@ func (q *Queries) WebhookMessageGet(ctx context.Context, db DBTX, arg WebhookMes
 }
 
 const webhookMessageInsert = `-- name: WebhookMessageInsert :one
-INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, created_at)
+INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, correlation_id, created_at)
 VALUES ($1::uuid, $2::uuid, $3::text, $4::bytea, $5::text,
-        $6::uuid, $7::timestamptz)
+        $6::uuid, $7::text, $8::timestamptz)
 ON CONFLICT (organizer_id, source_key) DO NOTHING
 RETURNING id
 `
 
 type WebhookMessageInsertParams struct {
-	ID          uuid.UUID
-	OrganizerID uuid.UUID
-	EventType   string
-	Payload     []byte
-	SourceKey   string
-	OrderID     *uuid.UUID
-	CreatedAt   time.Time
+	ID            uuid.UUID
+	OrganizerID   uuid.UUID
+	EventType     string
+	Payload       []byte
+	SourceKey     string
+	OrderID       *uuid.UUID
+	CorrelationID string
+	CreatedAt     time.Time
 }
 
 // Stores a message once per (organizer, source_key). Returns no row when
@@ -178,6 +179,7 @@ func (q *Queries) WebhookMessageInsert(ctx context.Context, db DBTX, arg Webhook
 		arg.Payload,
 		arg.SourceKey,
 		arg.OrderID,
+		arg.CorrelationID,
 		arg.CreatedAt,
 	)
 	var id uuid.UUID

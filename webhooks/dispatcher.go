@@ -782,7 +782,7 @@ func (d *Dispatcher) observe(ctx context.Context, r Result, o outcome) {
 		"latency_ms", r.Latency.Milliseconds(),
 	}
 	if r.Delivery.OrderID != nil {
-		attrs = append(attrs, "order_id", r.Delivery.OrderID.String())
+		attrs = append(attrs, "order_id", r.Delivery.OrderID.String(), "correlation_id", r.Delivery.CorrelationID)
 	}
 	switch o.status {
 	case StatusSucceeded:

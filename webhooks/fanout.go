@@ -96,7 +96,7 @@ func FanOutHandler(logger *slog.Logger) consumers.HandlerFunc {
 			orderID := ev.AggregateID
 			msgID, err := q.WebhookMessageInsert(ctx, tx, sqlcgen.WebhookMessageInsertParams{
 				ID: uuid.Must(uuid.NewV7()), OrganizerID: order.OrganizerID, EventType: f.eventType,
-				Payload: body, SourceKey: f.sourceKey, OrderID: &orderID, CreatedAt: ev.OccurredAt,
+				Payload: body, SourceKey: f.sourceKey, OrderID: &orderID, CorrelationID: ev.CorrelationID, CreatedAt: ev.OccurredAt,
 			})
 			switch err = db.Interpret(err); {
 			case errors.Is(err, db.ErrNotFound):
