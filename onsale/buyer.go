@@ -165,19 +165,23 @@ func (b *buyer) visit(ctx context.Context) string {
 	if b.plan == "decline" {
 		action = "decline"
 	}
-	switch ok, gone := b.confirm(ctx, piID, action); {
-	case gone:
-		return outcomeFailed // the hold expired and its intent was canceled first
-	case !ok:
+	// 409 (gone): the intent no longer awaits a card — its hold expired
+	// and it was canceled, or an earlier attempt that timed out went
+	// through. The order's final status tells which.
+	ok, gone := b.confirm(ctx, piID, action)
+	if !ok && !gone {
 		return outcomeError
 	}
-	if action == "authorize" {
+	if ok && action == "authorize" {
 		s.c.paid.Add(1)
 	}
 	paidAt := time.Now()
 	final := b.follow(ctx)
 	switch {
 	case final == "ticketed":
+		if gone {
+			s.c.paid.Add(1)
+		}
 		s.timeToTicket.add(time.Since(holdStart))
 		s.payToTicket.add(time.Since(paidAt))
 		b.collectTickets(ctx)
@@ -187,7 +191,7 @@ func (b *buyer) visit(ctx context.Context) string {
 	case final == "":
 		b.fail(fmt.Errorf("order %s: no final status", b.orderID))
 		return outcomeError
-	case action == "decline":
+	case action == "decline" && !gone:
 		return outcomeDeclined
 	default:
 		return outcomeFailed
