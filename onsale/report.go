@@ -37,8 +37,9 @@ var ChartIDs = []string{ChartThroughput, ChartAdmission, ChartLatency, ChartOutb
 // line is one named series of a chart; points with a negative y (a
 // reading that failed) are left out.
 type line struct {
-	name string
-	y    func(Point) float64
+	name   string
+	y      func(Point) float64
+	dashed bool // drawn over others that often coincide with it
 }
 
 type chart struct {
@@ -58,44 +59,44 @@ var palette = []color.Color{
 func charts() []chart {
 	return []chart{
 		{ChartThroughput, "Throughput", "Buyers admitted, holds created, payments authorized and orders ticketed per second.", "per second", []line{
-			{"admitted/s", func(p Point) float64 { return p.AdmittedRate }},
-			{"holds/s", func(p Point) float64 { return p.HoldRate }},
-			{"paid/s", func(p Point) float64 { return p.PaidRate }},
-			{"ticketed/s", func(p Point) float64 { return p.TicketedRate }},
+			{name: "admitted/s", y: func(p Point) float64 { return p.AdmittedRate }},
+			{name: "holds/s", y: func(p Point) float64 { return p.HoldRate }},
+			{name: "paid/s", y: func(p Point) float64 { return p.PaidRate }},
+			{name: "ticketed/s", y: func(p Point) float64 { return p.TicketedRate }},
 		}},
 		{ChartAdmission, "Admission rate R against capacity", "R is the waiting room's admission rate (the release controller's rate capped by the organizer); admitted/s is what buyers saw; holds/s is the hold path's demonstrated capacity.", "per second", []line{
-			{"controller rate", func(p Point) float64 { return p.ControllerRate }},
-			{"admitted/s", func(p Point) float64 { return p.AdmittedRate }},
-			{"capacity used: holds/s", func(p Point) float64 { return p.HoldRate }},
-			{"R (admission rate)", func(p Point) float64 { return p.R }},
+			{name: "controller rate", y: func(p Point) float64 { return p.ControllerRate }},
+			{name: "admitted/s", y: func(p Point) float64 { return p.AdmittedRate }},
+			{name: "capacity used: holds/s", y: func(p Point) float64 { return p.HoldRate }},
+			{name: "R (admission rate)", y: func(p Point) float64 { return p.R }, dashed: true},
 		}},
 		{ChartLatency, "Hold latency", "Percentiles of the hold requests completed in each second, as buyers measured them, and the server's own p99 signal.", "milliseconds", []line{
-			{"p50", func(p Point) float64 { return nonZero(p.HoldP50) }},
-			{"p95", func(p Point) float64 { return nonZero(p.HoldP95) }},
-			{"p99", func(p Point) float64 { return nonZero(p.HoldP99) }},
-			{"server p99 signal", func(p Point) float64 { return p.ServerHoldP99 }},
+			{name: "p50", y: func(p Point) float64 { return nonZero(p.HoldP50) }},
+			{name: "p95", y: func(p Point) float64 { return nonZero(p.HoldP95) }},
+			{name: "p99", y: func(p Point) float64 { return nonZero(p.HoldP99) }},
+			{name: "server p99 signal", y: func(p Point) float64 { return p.ServerHoldP99 }},
 		}},
 		{ChartOutbox, "Outbox age", "Age of the oldest unpublished outbox row, as the release controller reads it: how far the bus lags the database.", "seconds", []line{
-			{"outbox age", func(p Point) float64 { return p.OutboxAge }},
+			{name: "outbox age", y: func(p Point) float64 { return p.OutboxAge }},
 		}},
 		{ChartQueue, "Queue length", "Buyers waiting in the waiting room (as the simulator counts them, and as the server reports), and buyers holding seats.", "buyers", []line{
-			{"queued (buyers)", func(p Point) float64 { return float64(p.Queued) }},
-			{"queued (server)", func(p Point) float64 { return float64(p.ServerQueued) }},
-			{"holding", func(p Point) float64 { return float64(p.Holding) }},
-			{"active holds (server)", func(p Point) float64 { return float64(p.ActiveHolds) }},
+			{name: "queued (buyers)", y: func(p Point) float64 { return float64(p.Queued) }},
+			{name: "queued (server)", y: func(p Point) float64 { return float64(p.ServerQueued) }},
+			{name: "holding", y: func(p Point) float64 { return float64(p.Holding) }},
+			{name: "active holds (server)", y: func(p Point) float64 { return float64(p.ActiveHolds) }},
 		}},
 		{ChartSeats, "Seat map", "Seats available, held and sold on the public seat map.", "seats", []line{
-			{"available", func(p Point) float64 { return float64(p.SeatsAvailable) }},
-			{"held", func(p Point) float64 { return float64(p.SeatsHeld) }},
-			{"sold", func(p Point) float64 { return float64(p.SeatsSold) }},
+			{name: "available", y: func(p Point) float64 { return float64(p.SeatsAvailable) }},
+			{name: "held", y: func(p Point) float64 { return float64(p.SeatsHeld) }},
+			{name: "sold", y: func(p Point) float64 { return float64(p.SeatsSold) }},
 		}},
 		{ChartBuyers, "Buyers over time", "Cumulative: buyers arrived, admitted, holds created, payments authorized, orders ticketed, and errors (transport errors and unexpected statuses, retried or not).", "buyers", []line{
-			{"arrived", func(p Point) float64 { return float64(p.Arrived) }},
-			{"admitted", func(p Point) float64 { return float64(p.Admitted) }},
-			{"holds", func(p Point) float64 { return float64(p.Holds) }},
-			{"paid", func(p Point) float64 { return float64(p.Paid) }},
-			{"ticketed", func(p Point) float64 { return float64(p.Ticketed) }},
-			{"errors", func(p Point) float64 { return float64(p.Errors) }},
+			{name: "arrived", y: func(p Point) float64 { return float64(p.Arrived) }},
+			{name: "admitted", y: func(p Point) float64 { return float64(p.Admitted) }},
+			{name: "holds", y: func(p Point) float64 { return float64(p.Holds) }},
+			{name: "paid", y: func(p Point) float64 { return float64(p.Paid) }},
+			{name: "ticketed", y: func(p Point) float64 { return float64(p.Ticketed) }},
+			{name: "errors", y: func(p Point) float64 { return float64(p.Errors) }},
 		}},
 	}
 }
@@ -132,8 +133,8 @@ func (c chart) plot(series []Point, chaos []ChaosEvent) (*plot.Plot, error) {
 		}
 		ln.Color = palette[i%len(palette)]
 		ln.Width = vg.Points(1.5)
-		if i == len(c.lines)-1 && len(c.lines) > 1 {
-			ln.Dashes = []vg.Length{vg.Points(6), vg.Points(3)} // the last line is drawn over the others: keep them visible
+		if l.dashed {
+			ln.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			ln.Width = vg.Points(2)
 		}
 		p.Add(ln)

@@ -40,7 +40,7 @@ func TestOnsaleCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "onsale", "--spawn", "--fresh-db=false",
-		"--buyers", "300", "--seats", "40", "--arrival", "spike", "--duration", "4s", "--hold-ttl", "8s",
+		"--buyers", "300", "--seats", "40", "--arrival", "spike", "--duration", "4s", "--hold-ttl", "15s",
 		"--report", reportDir, "--progress", "plain")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbtest.NewURL(t)}
 	var stdout, stderr bytes.Buffer
