@@ -53,11 +53,10 @@ type buyer struct {
 	token string
 	plan  string // pay, decline or abandon
 
-	arrived  time.Time
-	orderID  string
-	outcome  string
-	lastErr  error
-	seatsWas []string
+	arrived time.Time
+	orderID string
+	outcome string
+	lastErr error
 }
 
 // sleep waits d or until ctx is done.
@@ -140,23 +139,20 @@ func (b *buyer) visit(ctx context.Context) string {
 	s.c.holding.Add(1)
 	heldAt := time.Now()
 
-	switch b.plan {
-	case "abandon":
+	if b.plan == "abandon" { // walks away: the hold expires
 		s.c.holding.Add(-1)
 		s.trackAbandoned(b)
 		return outcomeAbandoned
 	}
 	piID, status := b.awaitIntent(ctx)
 	s.c.holding.Add(-1)
-	if piID != "" {
-		s.intentWait.add(time.Since(heldAt))
-	}
-	if piID == "" {
-		if status == "" {
-			return outcomeError
-		}
+	switch {
+	case piID == "" && status == "":
+		return outcomeError
+	case piID == "":
 		return outcomeFailed // e.g. expired before the intent was made
 	}
+	s.intentWait.add(time.Since(heldAt))
 	// A person takes a moment to type a card number.
 	if err := sleep(ctx, time.Duration(200+b.rng.IntN(800))*time.Millisecond); err != nil {
 		return outcomeError
@@ -303,7 +299,6 @@ func (b *buyer) hold(ctx context.Context, admission string) bool {
 		res, ok := b.holdOnce(ctx, admission, pick)
 		switch {
 		case ok:
-			b.seatsWas = pick
 			return true
 		case res.Status == http.StatusConflict && res.Problem.Type == typeSeatUnavailable:
 			s.c.conflicts.Add(1)
