@@ -160,6 +160,7 @@ func ms(v float64) string {
 	return fmt.Sprintf("%.0fms", v)
 }
 
+// String formats p for the summary: "n/a" without samples.
 func (p Percentiles) String() string {
 	if p.N == 0 {
 		return "n/a"
