@@ -40,6 +40,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	duration := fs.Duration("duration", 30*time.Second, "window over which buyers arrive")
 	payRatio := fs.Float64("pay-ratio", 0.9, "share of buyers with a hold who pay; half the rest decline, half walk away")
 	patience := fs.Duration("patience", 10*time.Minute, "how long a buyer stays queued before leaving")
+	settle := fs.Duration("settle", 6*time.Minute, "after the last buyer, how long to wait for walked-away holds to expire (at least the stack's hold TTL)")
 	reportDir := fs.String("report", "", "write report.html, summary.png and result.json to this directory")
 	spawn := fs.Bool("spawn", false, "run the stack as separate processes of this binary (3 NATS nodes, 2 API, relay, 2 workers) on a fresh database on DATABASE_URL's server")
 	chaos := fs.Bool("chaos", false, "with --spawn: SIGKILL and restart a relay, a worker and a NATS node at random moments")
@@ -62,7 +63,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	cfg := onsale.Config{
 		APIs: strings.Split(*apiFlag, ","), SharedWaitingRoom: *sharedRoom, JWTSecret: []byte(getenv("BOXOFFICE_JWT_SECRET")),
 		EventID: *eventID, Buyers: *buyers, Seats: *seats, Arrival: *arrival, Duration: *duration, PayRatio: *payRatio,
-		Patience: *patience, Logger: logger,
+		Patience: *patience, SettleTimeout: *settle, Logger: logger,
 	}
 	if *organizer != "" {
 		id, err := uuid.Parse(*organizer)
