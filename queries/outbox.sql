@@ -40,6 +40,11 @@ VALUES (@relay_id::text, @first_seq::bigint, @last_seq::bigint, now() + @lease::
 -- covered that are still in the outbox become claimable again.
 DELETE FROM outbox_leases WHERE relay_id = @relay_id::text AND first_seq = @first_seq::bigint;
 
+-- name: OutboxLeaseDeleteExpired :exec
+-- Forgets leases that expired (their relay died holding them): they hide
+-- nothing any more, and would only pile up.
+DELETE FROM outbox_leases WHERE expires_at <= now();
+
 -- name: OutboxLeaseCount :one
 -- Live leases, for tests and the relay's shutdown.
 SELECT count(*) FROM outbox_leases WHERE expires_at > now();

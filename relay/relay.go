@@ -350,8 +350,8 @@ const headScanEvery = 16
 // every other claim (OutboxClaimLock), it reads the rows no live lease
 // covers — above the highest live lease (the fast path, which skips the
 // rows in flight), or from the head every headScanEvery claims and
-// whenever the fast path comes back short — and writes one lease over
-// their seq range. No row is updated. It is not cut short by ctx, so the
+// whenever the fast path comes back short, when it also forgets expired
+// leases — and writes one lease over their seq range. No row is updated. It is not cut short by ctx, so the
 // relay always learns what it claimed.
 func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRowsRow, int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
@@ -373,6 +373,9 @@ func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRowsRow,
 			}
 		}
 		if len(rows) < n {
+			if err := r.q.OutboxLeaseDeleteExpired(ctx, tx); err != nil {
+				return nil, err
+			}
 			var err error
 			if rows, err = r.q.OutboxClaimRows(ctx, tx, sqlcgen.OutboxClaimRowsParams{After: 0, MaxRows: int32(n)}); err != nil {
 				return nil, err

@@ -256,6 +256,8 @@ func TestCrashAfterPublishIsDedupedByJetStream(t *testing.T) {
 	start(t, ctx, second)
 	require.Eventually(t, func() bool { return unpublished(t, b.pool) == 0 }, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, int64(0), claimed(t, b.pool))
+	require.Eventually(t, func() bool { return dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox_leases") == 0 },
+		10*time.Second, 10*time.Millisecond, "the dead relay's expired lease is forgotten")
 	require.Equal(t, float64(n), metric(t, reg, "boxoffice_relay_duplicates_total"), "every republish was a JetStream duplicate")
 	require.Equal(t, float64(0), metric(t, reg, "boxoffice_relay_published_total"))
 	requireEachRowOnceInStream(t, b, n)

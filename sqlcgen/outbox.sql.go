@@ -159,6 +159,17 @@ func (q *Queries) OutboxLeaseDelete(ctx context.Context, db DBTX, arg OutboxLeas
 	return err
 }
 
+const outboxLeaseDeleteExpired = `-- name: OutboxLeaseDeleteExpired :exec
+DELETE FROM outbox_leases WHERE expires_at <= now()
+`
+
+// Forgets leases that expired (their relay died holding them): they hide
+// nothing any more, and would only pile up.
+func (q *Queries) OutboxLeaseDeleteExpired(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, outboxLeaseDeleteExpired)
+	return err
+}
+
 const outboxLeaseFloor = `-- name: OutboxLeaseFloor :one
 SELECT coalesce(max(last_seq), 0)::bigint AS floor FROM outbox_leases WHERE expires_at > now()
 `

@@ -292,7 +292,12 @@ func (d *Dispatcher) claimOnce(ctx, sendCtx context.Context, sends *sync.WaitGro
 	for i := range limits {
 		limits[i] = squeezedShare
 	}
-	rows, err := d.q.WebhookDeliveryClaim(ctx, d.pool, sqlcgen.WebhookDeliveryClaimParams{
+	// The claim is not cut short by ctx: a claim that committed while Run
+	// was stopping must come back, or its rows would stay leased unsent.
+	// What it claimed is attempted (sendCtx) or put back below.
+	claimCtx, cancelClaim := context.WithTimeout(sendCtx, 10*time.Second)
+	defer cancelClaim()
+	rows, err := d.q.WebhookDeliveryClaim(claimCtx, d.pool, sqlcgen.WebhookDeliveryClaimParams{
 		DispatcherID: d.cfg.ID, Lease: d.cfg.Lease, PerOrganizer: int32(perTenant), MaxRows: int32(n),
 		Squeezed: squeezed, SqueezedLimits: limits,
 	})
@@ -335,6 +340,10 @@ func (d *Dispatcher) claimOnce(ctx, sendCtx context.Context, sends *sync.WaitGro
 			stuck = append(stuck, org)
 		}
 	}
+	// Putting rows back must happen even when Run is stopping (ctx done):
+	// a graceful stop leaves nothing leased.
+	ctx, cancel := context.WithTimeout(sendCtx, 5*time.Second)
+	defer cancel()
 	if len(releaseIDs) > 0 {
 		if err := d.q.WebhookDeliveryRelease(ctx, d.pool, sqlcgen.WebhookDeliveryReleaseParams{
 			DispatcherID: d.cfg.ID, Ids: releaseIDs, DelaysMs: releaseDelays,
