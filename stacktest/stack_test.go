@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/auth"
@@ -218,6 +220,9 @@ func startStack(t *testing.T) *stack {
 		"BOXOFFICE_TICKET_SIGNING_KEY=" + ticketSeed,
 		"BOXOFFICE_HOLD_TTL=" + holdTTL.String(),
 		"BOXOFFICE_LOG_LEVEL=debug",
+		// The organizer's webhook receiver is this test, on loopback.
+		"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE=true",
+		"BOXOFFICE_WEBHOOK_RETRY_SCHEDULE=0s,200ms,500ms,1s,2s,2s,2s,2s",
 	}
 	migrate := exec.Command(s.bin, "migrate")
 	migrate.Env = base
@@ -426,6 +431,66 @@ func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec
 	return o
 }
 
+// receiver is an organizer's webhook endpoint: it verifies each delivery's
+// Standard Webhooks signature with the official library, refuses one in
+// ten with a 500 so that retries happen, and records what it accepted.
+type receiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	wh     *standardwebhooks.Webhook
+	byType map[string]map[string]bool // type → order ids
+	ids    map[string]int             // webhook-id → accepted deliveries
+	bad    int
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{byType: map[string]map[string]bool{}, ids: map[string]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.wh == nil || r.wh.Verify(body, req.Header) != nil {
+			r.bad++
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if rand.IntN(10) == 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		var msg struct {
+			Type string `json:"type"`
+			Data struct {
+				OrderID string `json:"order_id"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		if r.byType[msg.Type] == nil {
+			r.byType[msg.Type] = map[string]bool{}
+		}
+		r.byType[msg.Type][msg.Data.OrderID] = true
+		r.ids[req.Header.Get("webhook-id")]++
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) setSecret(t *testing.T, secret string) {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	require.NoError(t, err)
+	r.mu.Lock()
+	r.wh = wh
+	r.mu.Unlock()
+}
+
+// got says whether the receiver accepted a message of type about order.
+func (r *receiver) got(typ, order string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byType[typ][order]
+}
+
 // finalStatuses are the order statuses nothing moves on from by itself.
 var finalStatuses = map[string]bool{"ticketed": true, "failed": true, "canceled": true, "refunded": true}
 
@@ -446,6 +511,21 @@ func TestStackSurvivesKills(t *testing.T) {
 	}, &ev)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, code)
+	// The organizer subscribes an endpoint to what its systems need.
+	recv := newReceiver(t)
+	var endpoint struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	code, err = s.call(ctx, http.MethodPost, "/v1/webhook-endpoints", orgToken, nil, map[string]any{
+		"url": recv.srv.URL + "/hooks", "eventTypes": []string{"order.paid", "ticket.issued"},
+	}, &endpoint)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code)
+	require.True(t, strings.HasPrefix(endpoint.Secret, "whsec_"))
+	sec.add(endpoint.Secret)
+	recv.setSecret(t, endpoint.Secret)
+
 	var seatMap struct {
 		Seats []struct {
 			ID string `json:"id"`
@@ -530,6 +610,34 @@ func TestStackSurvivesKills(t *testing.T) {
 	require.Equal(t, statuses["ticketed"], tickets, "one ticket per ticketed order's seat")
 	require.LessOrEqual(t, tickets, seats)
 
+	// The organizer's systems learned of every ticketed order, at least
+	// once, every delivery signed.
+	var ticketed []string
+	for _, o := range orders {
+		var ord order
+		if code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, o.token, nil, nil, &ord); err == nil && code == http.StatusOK && ord.Status == "ticketed" {
+			ticketed = append(ticketed, o.orderID)
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, id := range ticketed {
+			if !recv.got("order.paid", id) || !recv.got("ticket.issued", id) {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 250*time.Millisecond, "webhooks missing for ticketed orders")
+	recv.mu.Lock()
+	require.Zero(t, recv.bad, "a delivery failed signature verification")
+	t.Logf("webhooks: %d messages accepted, %d deliveries (duplicates after retries are allowed: at least once)", len(recv.ids), func() int {
+		n := 0
+		for _, c := range recv.ids {
+			n += c
+		}
+		return n
+	}())
+	recv.mu.Unlock()
+
 	// Everything committed reaches the bus and every consumer settles.
 	require.Eventually(t, func() bool {
 		var n int
@@ -561,6 +669,15 @@ func TestStackSurvivesKills(t *testing.T) {
 	} {
 		var n int
 		require.NoError(t, s.pool.QueryRow(ctx, query).Scan(&n))
+		if n > 0 && what == "leased webhook rows" {
+			rows, _ := s.pool.Query(ctx, `SELECT status || ' ' || claimed_by || ' lease in ' || (lease_expires_at - now())::text || ' attempts ' || attempts || ' updated ' || (now() - updated_at)::text FROM webhook_deliveries WHERE claimed_by IS NOT NULL`)
+			for rows.Next() {
+				var d string
+				_ = rows.Scan(&d)
+				t.Logf("leased delivery: %s", d)
+			}
+			rows.Close()
+		}
 		require.Zero(t, n, "%s left after every role stopped gracefully", what)
 	}
 
