@@ -257,11 +257,12 @@ type WebhookEndpoint struct {
 }
 
 type WebhookMessage struct {
-	ID          uuid.UUID
-	OrganizerID uuid.UUID
-	EventType   string
-	Payload     []byte
-	SourceKey   string
-	OrderID     *uuid.UUID
-	CreatedAt   time.Time
+	ID            uuid.UUID
+	OrganizerID   uuid.UUID
+	EventType     string
+	Payload       []byte
+	SourceKey     string
+	OrderID       *uuid.UUID
+	CreatedAt     time.Time
+	CorrelationID string
 }
