@@ -429,7 +429,8 @@ func (b *buyer) awaitIntent(ctx context.Context) (piID, status string) {
 			b.fail(fmt.Errorf("order %s: no PaymentIntent after %s", b.orderID, s.cfg.IntentWait))
 			return "", ""
 		}
-		if sleep(ctx, b.jitter(250*time.Millisecond)) != nil {
+		// A checkout page polls about once a second.
+		if sleep(ctx, b.jitter(time.Second)) != nil {
 			return "", ""
 		}
 	}

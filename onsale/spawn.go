@@ -38,7 +38,7 @@ type StackConfig struct {
 	FreshDatabase, KeepDatabase bool
 	// JWTSecret signs bearer tokens. Defaults to a random secret.
 	JWTSecret string
-	// HoldTTL is how long a hold lasts. Defaults to 30s, so walked-away
+	// HoldTTL is how long a hold lasts. Defaults to 1m, so walked-away
 	// holds expire within a run.
 	HoldTTL time.Duration
 	// RedisURL, when set, gives the API processes one shared waiting room.
@@ -154,7 +154,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		}
 	}
 	cfg.JWTSecret = cmp.Or(cfg.JWTSecret, randomHex(32))
-	cfg.HoldTTL = cmp.Or(cfg.HoldTTL, 30*time.Second)
+	cfg.HoldTTL = cmp.Or(cfg.HoldTTL, time.Minute)
 	cfg.APIs, cfg.Relays, cfg.Workers = cmp.Or(cfg.APIs, 2), cmp.Or(cfg.Relays, 1), cmp.Or(cfg.Workers, 2)
 	cfg.DBMaxConns = cmp.Or(cfg.DBMaxConns, 8)
 	if cfg.Logger == nil {

@@ -44,7 +44,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	reportDir := fs.String("report", "", "write report.html, summary.png and result.json to this directory")
 	spawn := fs.Bool("spawn", false, "run the stack as separate processes of this binary (3 NATS nodes, 2 API, relay, 2 workers) on a fresh database on DATABASE_URL's server")
 	chaos := fs.Bool("chaos", false, "with --spawn: SIGKILL and restart a relay, a worker and a NATS node at random moments")
-	holdTTL := fs.Duration("hold-ttl", 30*time.Second, "with --spawn: hold lifetime")
+	holdTTL := fs.Duration("hold-ttl", time.Minute, "with --spawn: hold lifetime")
 	freshDB := fs.Bool("fresh-db", true, "with --spawn: create (and afterwards drop) a new database; false uses DATABASE_URL's database as is")
 	keepDB := fs.Bool("keep-db", false, "with --spawn: keep the fresh database")
 	keepLogs := fs.Bool("keep-logs", false, "with --spawn: keep the processes' logs after a run that upheld the invariants (a failed run always keeps them)")
