@@ -61,7 +61,7 @@ type Config struct {
 	Patience time.Duration
 	// IntentWait bounds the wait for an order's PaymentIntent. Defaults to 2m.
 	IntentWait time.Duration
-	// FollowTimeout bounds following an order to a final status. Defaults to 3m.
+	// FollowTimeout bounds following an order to a final status. Defaults to 10m.
 	FollowTimeout time.Duration
 	// SettleTimeout bounds the wait, after the last buyer, for walked-away
 	// holds to expire. Defaults to 6m.
@@ -79,7 +79,7 @@ func (c Config) withDefaults() Config {
 	c.Duration = cmp.Or(c.Duration, 30*time.Second)
 	c.Patience = cmp.Or(c.Patience, 10*time.Minute)
 	c.IntentWait = cmp.Or(c.IntentWait, 2*time.Minute)
-	c.FollowTimeout = cmp.Or(c.FollowTimeout, 3*time.Minute)
+	c.FollowTimeout = cmp.Or(c.FollowTimeout, 10*time.Minute)
 	c.SettleTimeout = cmp.Or(c.SettleTimeout, 6*time.Minute)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, 15*time.Second)
 	if c.OrganizerID == uuid.Nil {
@@ -218,7 +218,7 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 	s.settle(ctx)
 	stopSampling()
 	<-sampled
-	return s.result(ctx, buyersDone), nil
+	return s.result(context.WithoutCancel(ctx), buyersDone), nil // an interrupted run still counts the seat map
 }
 
 // createEvent creates an event of cfg.Seats seats in rows of up to 20,

@@ -154,9 +154,15 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 
+	if ctx.Err() != nil {
+		fmt.Fprintln(stdout, "Interrupted: the summary and report cover the run so far.")
+	}
+	// An interrupted run still gets its audit, summary and report.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
 	if dbURL != "" {
 		var buf bytes.Buffer
-		ok, err := runOnsaleAudit(ctx, dbURL, natsURL, &buf)
+		ok, err := runOnsaleAudit(actx, dbURL, natsURL, &buf)
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
