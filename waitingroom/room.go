@@ -184,6 +184,10 @@ func (r *Room) event(ctx context.Context, id uuid.UUID) (Event, error) {
 		return Event{ID: id, OrganizerID: c.event.OrganizerID, Cell: c.event.PurchaseCell, Settings: c.settings}, nil
 	}
 	v, err, _ := r.loads.Do(id.String(), func() (any, error) {
+		// The load is shared by every request waiting on it: it must not
+		// end when the request that started it goes away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
 		ev, err := r.cfg.Events.Event(ctx, id)
 		found := err == nil
 		if err != nil && !errors.Is(err, catalog.ErrNotFound) {

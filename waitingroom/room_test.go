@@ -232,3 +232,26 @@ func counter(t *testing.T, r *Room) float64 {
 	require.NoError(t, r.admitted.Write(&m))
 	return m.GetCounter().GetValue()
 }
+
+// TestSharedLoadOutlivesItsCaller: the event and settings load is shared
+// by every request waiting on it (singleflight), so it must not fail
+// because the request that started it went away; before the fix, live
+// buyers queued behind a departed one got 499s.
+func TestSharedLoadOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ev := createEvent(t, pool, 10)
+	room := NewRoom(RoomConfig{
+		Store:      NewMemoryStore(),
+		Signer:     admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+		Events:     catalog.New(pool),
+		Onsales:    NewOnsales(pool),
+		Controller: NewController(ControllerConfig{Initial: 200, Logger: testLogger(t)}),
+		Logger:     testLogger(t),
+	})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := room.event(gone, ev.ID)
+	require.NoError(t, err, "the load ran to completion for everyone waiting on it")
+	require.Equal(t, ev.ID, got.ID)
+}
