@@ -31,9 +31,13 @@ LIMIT @max_rows::int;
 
 -- name: OutboxLeaseInsert :exec
 -- Leases the seq range [first_seq, last_seq] to relay_id until
--- now() + lease.
+-- now() + lease. A lease of this relay with the same first seq can only be
+-- a stale one (its settle failed and it expired, or its rows would not
+-- have been claimable): it is replaced.
 INSERT INTO outbox_leases (relay_id, first_seq, last_seq, expires_at)
-VALUES (@relay_id::text, @first_seq::bigint, @last_seq::bigint, now() + @lease::interval);
+VALUES (@relay_id::text, @first_seq::bigint, @last_seq::bigint, now() + @lease::interval)
+ON CONFLICT (relay_id, first_seq) DO UPDATE
+SET last_seq = EXCLUDED.last_seq, expires_at = EXCLUDED.expires_at;
 
 -- name: OutboxLeaseDelete :exec
 -- Ends a lease once its batch settled (or the relay stops): rows it

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/db"
+	"boxoffice/dbtest"
 	"boxoffice/relay"
 	"boxoffice/sqlcgen"
 )
@@ -42,4 +43,23 @@ func TestFencedRelayPublishesNothing(t *testing.T) {
 		require.NoError(t, run.stop())
 		require.EqualValues(t, 10, streamMsgs(t, b.js))
 	}
+}
+
+// TestStaleLeaseOfTheSameRelayIsReplaced: a relay whose settle failed
+// leaves its lease to expire; when it later claims the same first row it
+// replaces that stale lease instead of failing on it.
+func TestStaleLeaseOfTheSameRelayIsReplaced(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	insertRows(t, b.pool, 20)
+	var first int64
+	require.NoError(t, b.pool.QueryRow(ctx, "SELECT min(seq) FROM outbox").Scan(&first))
+	dbtest.Exec(t, b.pool, `INSERT INTO outbox_leases (relay_id, first_seq, last_seq, expires_at)
+		VALUES ('relay-x', $1::bigint, $1::bigint + 4, now() - interval '1 minute')`, first)
+	r, _ := b.newRelay(t, relay.Config{ID: "relay-x", BatchSize: 5})
+	run := start(t, ctx, r)
+	require.Eventually(t, func() bool { return unpublished(t, b.pool) == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, run.stop())
+	require.EqualValues(t, 20, streamMsgs(t, b.js))
 }

@@ -186,6 +186,8 @@ func (q *Queries) OutboxLeaseFloor(ctx context.Context, db DBTX) (int64, error) 
 const outboxLeaseInsert = `-- name: OutboxLeaseInsert :exec
 INSERT INTO outbox_leases (relay_id, first_seq, last_seq, expires_at)
 VALUES ($1::text, $2::bigint, $3::bigint, now() + $4::interval)
+ON CONFLICT (relay_id, first_seq) DO UPDATE
+SET last_seq = EXCLUDED.last_seq, expires_at = EXCLUDED.expires_at
 `
 
 type OutboxLeaseInsertParams struct {
@@ -196,7 +198,9 @@ type OutboxLeaseInsertParams struct {
 }
 
 // Leases the seq range [first_seq, last_seq] to relay_id until
-// now() + lease.
+// now() + lease. A lease of this relay with the same first seq can only be
+// a stale one (its settle failed and it expired, or its rows would not
+// have been claimable): it is replaced.
 func (q *Queries) OutboxLeaseInsert(ctx context.Context, db DBTX, arg OutboxLeaseInsertParams) error {
 	_, err := db.Exec(ctx, outboxLeaseInsert,
 		arg.RelayID,
