@@ -638,6 +638,13 @@ func TestStackSurvivesKills(t *testing.T) {
 	}())
 	recv.mu.Unlock()
 
+	// The sandbox (Stripe's stand-in) has delivered every webhook it owes:
+	// cancellations of expired orders' intents come back as late as this.
+	require.Eventually(t, func() bool {
+		var n int
+		return s.pool.QueryRow(ctx, "SELECT count(*) FROM sandbox_webhook_deliveries WHERE delivered_at IS NULL").Scan(&n) == nil && n == 0
+	}, 60*time.Second, 250*time.Millisecond, "the sandbox never delivered all its webhooks")
+
 	// Everything committed reaches the bus and every consumer settles.
 	require.Eventually(t, func() bool {
 		var n int
