@@ -49,10 +49,6 @@ DELETE FROM outbox_leases WHERE relay_id = @relay_id::text AND first_seq = @firs
 -- nothing any more, and would only pile up.
 DELETE FROM outbox_leases WHERE expires_at <= now();
 
--- name: OutboxLeaseCount :one
--- Live leases, for tests and the relay's shutdown.
-SELECT count(*) FROM outbox_leases WHERE expires_at > now();
-
 -- name: OutboxDeletePublished :many
 -- Deletes rows JetStream has acknowledged. Whoever deletes an acknowledged
 -- row, it is published. Returns, per row, the seconds from its commit to

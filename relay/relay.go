@@ -166,9 +166,11 @@ type Relay struct {
 	afterPublishFunc func(ctx context.Context, ids []uuid.UUID) error
 	// running guards against a second Run.
 	running atomic.Bool
-	// claims counts claims, to start every headScanEvery-th from the head;
-	// only claimLoop touches it.
+	// claims counts claims, to start every headScanEvery-th from the head,
+	// and atTail says the last claim came back short; only claimLoop
+	// touches them.
 	claims int
+	atTail bool
 }
 
 // New returns a relay that claims rows from pool and publishes them over
@@ -342,22 +344,26 @@ func (r *Relay) publishLoop(ctx context.Context, claimed <-chan *batch, publishe
 // headScanEvery is how often (in claims) a claim starts from the head of
 // the outbox instead of above the highest live lease, to pick up rows the
 // fast path cannot see: rows committed after a claim passed their seq,
-// rows back from a retry backoff, rows of an expired lease.
+// rows back from a retry backoff, rows of an expired lease. At the tail of
+// the outbox every claim starts from the head.
 const headScanEvery = 16
 
 // claim leases up to n rows, oldest first, and returns them sorted by seq
 // with the first seq of their lease. In one transaction, serialized with
 // every other claim (OutboxClaimLock), it reads the rows no live lease
 // covers — above the highest live lease (the fast path, which skips the
-// rows in flight), or from the head every headScanEvery claims and
-// whenever the fast path comes back short, when it also forgets expired
-// leases — and writes one lease over their seq range. No row is updated. It is not cut short by ctx, so the
-// relay always learns what it claimed.
+// rows in flight), or from the head every headScanEvery claims, at the
+// tail, and whenever the fast path comes back short, when it also forgets
+// expired leases — and writes one lease over their seq range. No row is
+// updated. It is not cut short by ctx, so the relay always learns what it
+// claimed.
 func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRowsRow, int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
 	r.claims++
-	headScan := r.claims%headScanEvery == 0
+	// At the tail (the last claim came back short) the fast path would
+	// only find the same rows the head scan reads: go to the head at once.
+	headScan := r.claims%headScanEvery == 0 || r.atTail
 	rows, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) ([]sqlcgen.OutboxClaimRowsRow, error) {
 		if err := r.q.OutboxClaimLock(ctx, tx); err != nil {
 			return nil, err
@@ -391,6 +397,7 @@ func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRowsRow,
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim outbox batch: %w", err)
 	}
+	r.atTail = len(rows) < n
 	if len(rows) == 0 {
 		return nil, 0, nil
 	}

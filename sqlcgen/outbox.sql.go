@@ -131,18 +131,6 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 	return err
 }
 
-const outboxLeaseCount = `-- name: OutboxLeaseCount :one
-SELECT count(*) FROM outbox_leases WHERE expires_at > now()
-`
-
-// Live leases, for tests and the relay's shutdown.
-func (q *Queries) OutboxLeaseCount(ctx context.Context, db DBTX) (int64, error) {
-	row := db.QueryRow(ctx, outboxLeaseCount)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
-}
-
 const outboxLeaseDelete = `-- name: OutboxLeaseDelete :exec
 DELETE FROM outbox_leases WHERE relay_id = $1::text AND first_seq = $2::bigint
 `
