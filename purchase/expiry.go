@@ -138,7 +138,12 @@ func (e *Expirer) ExpireBatch(ctx context.Context) (int, error) {
 		failed  int
 		cancels int
 	}
-	r, err := db.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (result, error) {
+	// A batch is not cut short by ctx: stopping mid-commit could leave a
+	// committed batch reported as failed (and uncounted). Run checks ctx
+	// between batches.
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	r, err := db.WithTxV(txCtx, e.pool, func(ctx context.Context, tx pgx.Tx) (result, error) {
 		q := sqlcgen.New()
 		claimed, err := q.HoldClaimExpired(ctx, tx, int32(e.cfg.BatchSize))
 		if err != nil {
