@@ -111,13 +111,36 @@ type stack struct {
 	client  *http.Client
 }
 
+// freePort returns a loopback port nothing listens on, below the kernel's
+// ephemeral range (usually 32768–60999): a port from ":0" can be taken by
+// one of the stack's own outgoing connections between the check and the
+// process binding it, which once made a NATS node fail to start.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if portsTaken[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsTaken[port] = true
+		return port
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }
+
+// portsTaken are the ports this test process handed out already.
+var (
+	portsMu    sync.Mutex
+	portsTaken = map[int]bool{}
+)
 
 // build compiles the boxoffice binary and nats-server from the module's
 // own pinned dependency.
