@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -127,14 +128,33 @@ func (p *proc) stop() {
 	}
 }
 
+// freePort returns a loopback port nothing listens on, below the kernel's
+// ephemeral range (usually 32768–60999): a port from ":0" can be taken by
+// one of the stack's own outgoing connections between the check and the
+// process binding it. A port is never handed out twice.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 20000 + mathrand.IntN(12000)
+		if portsTaken[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsTaken[port] = true
+		return port, nil
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("free port: none free below the ephemeral range")
 }
+
+var (
+	portsMu    sync.Mutex
+	portsTaken = map[int]bool{}
+)
 
 func randomHex(n int) string {
 	b := make([]byte, n)
