@@ -128,11 +128,11 @@ func (p *proc) stop() {
 	}
 }
 
-// freePort returns a loopback port nothing listens on, below the kernel's
+// FreePort returns a loopback port nothing listens on, below the kernel's
 // ephemeral range (usually 32768–60999): a port from ":0" can be taken by
 // one of the stack's own outgoing connections between the check and the
 // process binding it. A port is never handed out twice.
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 1000 {
@@ -196,7 +196,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	var client, cluster, monitor [3]int
 	for i := range 3 {
 		for _, p := range []*int{&client[i], &cluster[i], &monitor[i]} {
-			if *p, err = freePort(); err != nil {
+			if *p, err = FreePort(); err != nil {
 				return nil, err
 			}
 		}
@@ -227,7 +227,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 
 	apiPorts := make([]int, cfg.APIs)
 	for i := range apiPorts {
-		if apiPorts[i], err = freePort(); err != nil {
+		if apiPorts[i], err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -259,7 +259,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	}
 	var ready []string
 	for i, port := range apiPorts {
-		ops, err := freePort()
+		ops, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +273,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	roles := map[string]int{"relay": cfg.Relays, "work": cfg.Workers}
 	for _, role := range []string{"relay", "work"} {
 		for i := range roles[role] {
-			ops, err := freePort()
+			ops, err := FreePort()
 			if err != nil {
 				return nil, err
 			}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,6 +29,7 @@ import (
 
 	"boxoffice/auth"
 	"boxoffice/dbtest"
+	"boxoffice/onsale"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -111,36 +111,14 @@ type stack struct {
 	client  *http.Client
 }
 
-// freePort returns a loopback port nothing listens on, below the kernel's
-// ephemeral range (usually 32768–60999): a port from ":0" can be taken by
-// one of the stack's own outgoing connections between the check and the
-// process binding it, which once made a NATS node fail to start.
+// freePort is onsale.FreePort for a test: a loopback port below the
+// ephemeral range, never handed out twice.
 func freePort(t *testing.T) int {
 	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		if portsTaken[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		portsTaken[port] = true
-		return port
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
+	port, err := onsale.FreePort()
+	require.NoError(t, err)
+	return port
 }
-
-// portsTaken are the ports this test process handed out already.
-var (
-	portsMu    sync.Mutex
-	portsTaken = map[int]bool{}
-)
 
 // build compiles the boxoffice binary and nats-server from the module's
 // own pinned dependency.
