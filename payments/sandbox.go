@@ -46,9 +46,14 @@ type SandboxConfig struct {
 	WebhookPollInterval time.Duration
 	// WebhookTimeout bounds each delivery attempt. Defaults to 10s.
 	WebhookTimeout time.Duration
-	// WebhookBatchSize is the most deliveries one claim leases; they are
-	// sent one after another, oldest first. Defaults to 8.
+	// WebhookBatchSize is the most deliveries one claim leases. Defaults
+	// to 64.
 	WebhookBatchSize int
+	// WebhookConcurrency is how many deliveries of a batch are in flight
+	// at once. Events about one PaymentIntent are always sent one after
+	// another, oldest first; different intents' events go in parallel, as
+	// Stripe's do. Defaults to 16.
+	WebhookConcurrency int
 	// HTTPClient sends the webhooks; redirects are never followed, as
 	// Stripe does not follow them. Defaults to a client of its own.
 	HTTPClient *http.Client
@@ -63,7 +68,8 @@ func (c SandboxConfig) withDefaults() SandboxConfig {
 	c.WebhookRetryMax = cmp.Or(c.WebhookRetryMax, time.Minute)
 	c.WebhookPollInterval = cmp.Or(c.WebhookPollInterval, 100*time.Millisecond)
 	c.WebhookTimeout = cmp.Or(c.WebhookTimeout, 10*time.Second)
-	c.WebhookBatchSize = cmp.Or(c.WebhookBatchSize, 8)
+	c.WebhookBatchSize = cmp.Or(c.WebhookBatchSize, 64)
+	c.WebhookConcurrency = cmp.Or(c.WebhookConcurrency, 16)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,6 +107,9 @@ func (c SandboxConfig) Validate() error {
 	}
 	if c.WebhookBatchSize < 0 {
 		errs = append(errs, fmt.Errorf("payments: SandboxConfig.WebhookBatchSize must not be negative, got %d", c.WebhookBatchSize))
+	}
+	if c.WebhookConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("payments: SandboxConfig.WebhookConcurrency must not be negative, got %d", c.WebhookConcurrency))
 	}
 	return errors.Join(errs...)
 }

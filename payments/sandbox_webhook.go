@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -303,8 +304,9 @@ func (s *Sandbox) WebhookEvents(ctx context.Context, intentID string) ([]Sandbox
 // stripe-go's webhook.ConstructEvent accepts. A 2xx marks it delivered;
 // anything else (another status, a redirect, a timeout, no connection) is
 // retried after WebhookRetryMin, doubling up to WebhookRetryMax, with
-// jitter, until a 2xx. Events are sent oldest first, but a retried one is
-// overtaken by later ones.
+// jitter, until a 2xx. Up to WebhookConcurrency events are in flight at
+// once, each intent's oldest first; a retried one is overtaken by later
+// ones.
 //
 // Senders in several processes may run at once: each leases the events it
 // sends, and an event whose sender died is sent again once its lease
@@ -343,10 +345,15 @@ func (s *Sandbox) RunWebhookSender(ctx context.Context) error {
 }
 
 // sendDue claims the due events and attempts each once, returning how
-// many it claimed.
+// many it claimed. Up to WebhookConcurrency intents' events are in flight
+// at once; one intent's events go one after another, oldest first, so a
+// receiver sees an intent's history in order unless a delivery fails (a
+// retried event is overtaken by later ones, as with Stripe).
 func (s *Sandbox) sendDue(ctx context.Context) (int, error) {
-	// The lease must outlast sending the whole batch, one after another.
-	lease := s.cfg.WebhookTimeout*time.Duration(s.cfg.WebhookBatchSize) + 10*time.Second
+	// The lease must outlast sending the batch: at worst every slot sends
+	// its share one after another, and one intent may hold a few events.
+	perSlot := (s.cfg.WebhookBatchSize+s.cfg.WebhookConcurrency-1)/s.cfg.WebhookConcurrency + 4
+	lease := s.cfg.WebhookTimeout*time.Duration(perSlot) + 10*time.Second
 	claimCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	rows, err := s.q.SandboxWebhookClaim(claimCtx, s.pool, sqlcgen.SandboxWebhookClaimParams{
 		Lease: lease, MaxRows: int32(s.cfg.WebhookBatchSize),
@@ -356,9 +363,30 @@ func (s *Sandbox) sendDue(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("claim webhook deliveries: %w", err)
 	}
 	slices.SortFunc(rows, func(a, b sqlcgen.SandboxWebhookClaimRow) int { return cmp.Compare(a.Seq, b.Seq) })
+	// Group by intent, keeping the oldest intent's group first.
+	var groups [][]sqlcgen.SandboxWebhookClaimRow
+	index := make(map[string]int, len(rows))
 	for _, row := range rows {
-		s.attempt(ctx, row)
+		i, ok := index[row.PaymentIntentID]
+		if !ok {
+			i = len(groups)
+			index[row.PaymentIntentID] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], row)
 	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, s.cfg.WebhookConcurrency)
+	for _, group := range groups {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			for _, row := range group {
+				s.attempt(ctx, row)
+			}
+		})
+	}
+	wg.Wait()
 	return len(rows), nil
 }
 

@@ -85,7 +85,7 @@ VALUES (@event_id::text, @event_type::text, @payment_intent_id::text, @payload::
 -- now() + lease and counts the attempt. SKIP LOCKED keeps senders in
 -- several processes from waiting on each other; an event whose sender died
 -- is due again when its lease ends. RETURNING order is unspecified; sort
--- by seq.
+-- by seq (and keep one intent's events in that order).
 UPDATE sandbox_webhook_deliveries AS d
 SET next_attempt_at = now() + @lease::interval,
     attempts = d.attempts + 1,
@@ -99,7 +99,7 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) AS due
 WHERE d.event_id = due.event_id
-RETURNING d.event_id, d.seq::bigint AS seq, d.event_type, d.payload, d.attempts;
+RETURNING d.event_id, d.seq::bigint AS seq, d.event_type, d.payment_intent_id, d.payload, d.attempts;
 
 -- name: SandboxWebhookMarkDelivered :exec
 UPDATE sandbox_webhook_deliveries

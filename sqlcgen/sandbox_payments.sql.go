@@ -378,7 +378,7 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) AS due
 WHERE d.event_id = due.event_id
-RETURNING d.event_id, d.seq::bigint AS seq, d.event_type, d.payload, d.attempts
+RETURNING d.event_id, d.seq::bigint AS seq, d.event_type, d.payment_intent_id, d.payload, d.attempts
 `
 
 type SandboxWebhookClaimParams struct {
@@ -387,18 +387,19 @@ type SandboxWebhookClaimParams struct {
 }
 
 type SandboxWebhookClaimRow struct {
-	EventID   string
-	Seq       int64
-	EventType string
-	Payload   []byte
-	Attempts  int32
+	EventID         string
+	Seq             int64
+	EventType       string
+	PaymentIntentID string
+	Payload         []byte
+	Attempts        int32
 }
 
 // Leases up to max_rows due, undelivered events to the caller until
 // now() + lease and counts the attempt. SKIP LOCKED keeps senders in
 // several processes from waiting on each other; an event whose sender died
 // is due again when its lease ends. RETURNING order is unspecified; sort
-// by seq.
+// by seq (and keep one intent's events in that order).
 func (q *Queries) SandboxWebhookClaim(ctx context.Context, db DBTX, arg SandboxWebhookClaimParams) ([]SandboxWebhookClaimRow, error) {
 	rows, err := db.Query(ctx, sandboxWebhookClaim, arg.Lease, arg.MaxRows)
 	if err != nil {
@@ -412,6 +413,7 @@ func (q *Queries) SandboxWebhookClaim(ctx context.Context, db DBTX, arg SandboxW
 			&i.EventID,
 			&i.Seq,
 			&i.EventType,
+			&i.PaymentIntentID,
 			&i.Payload,
 			&i.Attempts,
 		); err != nil {

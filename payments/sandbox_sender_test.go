@@ -1,0 +1,116 @@
+package payments_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
+	"github.com/stripe/stripe-go/v79/webhook"
+
+	"boxoffice/dbtest"
+	"boxoffice/payments"
+)
+
+// overlapReceiver answers 200 to every webhook, but holds each request
+// until at least `gate` are in flight at once (or 2 s pass, so a serial
+// sender is not stuck), recording the most it ever saw at once and
+// whether two events about one intent were ever in flight together.
+type overlapReceiver struct {
+	secret string
+	gate   int
+
+	mu          sync.Mutex
+	inFlight    int
+	maxInFlight int
+	byIntent    map[string]int
+	overlapped  []string
+	order       map[string][]stripe.EventType
+}
+
+func (r *overlapReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	ev, err := webhook.ConstructEvent(body, req.Header.Get("Stripe-Signature"), r.secret)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	var pi stripe.PaymentIntent
+	if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	r.inFlight++
+	r.maxInFlight = max(r.maxInFlight, r.inFlight)
+	r.byIntent[pi.ID]++
+	if r.byIntent[pi.ID] > 1 {
+		r.overlapped = append(r.overlapped, pi.ID)
+	}
+	r.order[pi.ID] = append(r.order[pi.ID], ev.Type)
+	deadline := time.Now().Add(2 * time.Second)
+	for r.inFlight < r.gate && time.Now().Before(deadline) {
+		r.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		r.mu.Lock()
+	}
+	r.inFlight--
+	r.byIntent[pi.ID]--
+	r.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// TestWebhookSenderSendsIntentsInParallel: a slow receiver must not make
+// the sandbox's webhooks a queue of one (an onsale's authorizations would
+// wait behind each other until their holds expired), yet one intent's
+// events still arrive one at a time, oldest first.
+func TestWebhookSenderSendsIntentsInParallel(t *testing.T) {
+	t.Parallel()
+	const intents = 12
+	recv := &overlapReceiver{secret: webhookSecret, gate: 8, byIntent: map[string]int{}, order: map[string][]stripe.EventType{}}
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+
+	sb, err := payments.NewSandbox(dbtest.New(t), payments.SandboxConfig{
+		WebhookURL:          srv.URL + "/v1/webhooks/stripe",
+		WebhookSecret:       webhookSecret,
+		WebhookPollInterval: 20 * time.Millisecond,
+		WebhookConcurrency:  8,
+	})
+	require.NoError(t, err)
+
+	// Queue every event before the sender starts, so one claim takes them.
+	ctx := t.Context()
+	var ids []string
+	for range intents {
+		orderID, in := createAuthorized(t, sb)
+		_, err := sb.Capture(ctx, in.ID, "capture:"+orderID.String())
+		require.NoError(t, err)
+		ids = append(ids, in.ID)
+	}
+	startSender(t, sb)
+
+	require.Eventually(t, func() bool {
+		recv.mu.Lock()
+		defer recv.mu.Unlock()
+		for _, id := range ids {
+			if len(recv.order[id]) < 2 {
+				return false
+			}
+		}
+		return true
+	}, waitTimeout, 20*time.Millisecond)
+
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	require.GreaterOrEqual(t, recv.maxInFlight, recv.gate, "deliveries of different intents were not in flight together")
+	require.Empty(t, recv.overlapped, "two events about one intent were in flight at once")
+	for _, id := range ids {
+		require.Equal(t, []stripe.EventType{payments.EventAmountCapturableUpdated, payments.EventSucceeded}, recv.order[id], "events about %s", id)
+	}
+}
