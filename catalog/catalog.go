@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 
 	"boxoffice/db"
 	"boxoffice/sqlcgen"
@@ -64,10 +67,34 @@ type Event = sqlcgen.Event
 // Catalog reads and writes events and seats.
 type Catalog struct {
 	pool *pgxpool.Pool
+
+	// seatTTL > 0 caches seat maps (WithSeatMapCache).
+	seatTTL   time.Duration
+	seatLoads singleflight.Group
+	seatMu    sync.Mutex
+	seatMaps  map[uuid.UUID]seatMap
+	// seatReads counts seat maps read from the database, for tests.
+	seatReads atomic.Int64
+}
+
+type seatMap struct {
+	at    time.Time
+	seats []SeatStatus
 }
 
 // New returns a Catalog on pool.
 func New(pool *pgxpool.Pool) *Catalog { return &Catalog{pool: pool} }
+
+// WithSeatMapCache returns a Catalog on the same pool whose Seats serves
+// each event's seat map from memory for up to ttl, loading it once for
+// all the requests that want it meanwhile. In an onsale every admitted
+// buyer reads the seat map, often after each lost seat; without this,
+// thousands of identical reads of thousands of rows compete with the
+// holds for the database. The map was always a hint (only a hold
+// decides), now at most ttl older.
+func (c *Catalog) WithSeatMapCache(ttl time.Duration) *Catalog {
+	return &Catalog{pool: c.pool, seatTTL: ttl, seatMaps: map[uuid.UUID]seatMap{}}
+}
 
 // CreateEvent stores the event and all its seats in one transaction, the
 // seats with COPY, and creates the organizer on first use. It returns a
@@ -184,7 +211,44 @@ func (c *Catalog) Event(ctx context.Context, id uuid.UUID) (Event, error) {
 type SeatStatus = sqlcgen.SeatListByEventRow
 
 // Seats returns the seat map of an event in layout order, or ErrNotFound.
+//
+// With WithSeatMapCache the slice is shared: callers must not modify it.
 func (c *Catalog) Seats(ctx context.Context, eventID uuid.UUID) ([]SeatStatus, error) {
+	if c.seatTTL <= 0 {
+		return c.loadSeats(ctx, eventID)
+	}
+	c.seatMu.Lock()
+	m, ok := c.seatMaps[eventID]
+	c.seatMu.Unlock()
+	if ok && time.Since(m.at) < c.seatTTL {
+		return m.seats, nil
+	}
+	v, err, _ := c.seatLoads.Do(eventID.String(), func() (any, error) {
+		// Shared by every request waiting on it: it must not end when the
+		// request that started it goes away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		at := time.Now()
+		seats, err := c.loadSeats(ctx, eventID)
+		if err != nil {
+			return nil, err
+		}
+		c.seatMu.Lock()
+		if len(c.seatMaps) >= 10_000 {
+			clear(c.seatMaps)
+		}
+		c.seatMaps[eventID] = seatMap{at: at, seats: seats}
+		c.seatMu.Unlock()
+		return seats, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]SeatStatus), nil
+}
+
+func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) ([]SeatStatus, error) {
+	c.seatReads.Add(1)
 	if _, err := c.Event(ctx, eventID); err != nil {
 		return nil, err
 	}

@@ -205,7 +205,8 @@ func (r *Room) event(ctx context.Context, id uuid.UUID) (Event, error) {
 	})
 	if err != nil {
 		if c == nil || !c.found {
-			return Event{}, err
+			// Nothing cached to serve: the buyer retries after Retry-After.
+			return Event{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		// PostgreSQL did not answer: keep serving what is cached, so the
 		// waiting room outlives a database blip.
