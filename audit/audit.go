@@ -27,8 +27,12 @@ import (
 )
 
 // Thresholds are how long a subject may be in flight before it counts as
-// stuck. Zero values take the defaults.
+// stuck, and which cell's streams to read. Zero values take the defaults.
 type Thresholds struct {
+	// Bus is the namespace whose streams the audit reads: its dead letters
+	// and the consumers of its main stream. Defaults to the default
+	// namespace (TICKETING and TICKETING_DLQ).
+	Bus bus.Namespace
 	// OutboxAge: an outbox row unpublished for longer. Defaults to 1m.
 	OutboxAge time.Duration
 	// HoldGrace: an active hold this long past its expiry. Defaults to 1m.
@@ -66,6 +70,10 @@ func (c Check) OK() bool { return c.Count == 0 }
 
 // Stream is what the audit learned from JetStream.
 type Stream struct {
+	// Name and DLQName are the namespace's main and dead-letter streams
+	// (Thresholds.Bus), set whether or not they could be read.
+	Name    string
+	DLQName string
 	// Reachable is false when no JetStream was given or it did not answer;
 	// Error says why.
 	Reachable bool
@@ -102,7 +110,7 @@ func (r Report) OK() bool {
 }
 
 // Run runs every check against pool and, when js is not nil, reads the
-// stream's dead letters and consumer backlogs. An error means a check
+// dead letters and consumer backlogs of th.Bus's streams. An error means a check
 // could not run, not that one failed.
 func Run(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, th Thresholds) (Report, error) {
 	th = th.withDefaults()
@@ -142,7 +150,8 @@ func Run(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, th Thr
 	if err := errors.Join(errs...); err != nil {
 		return r, err
 	}
-	r.Stream = readStream(ctx, js)
+	r.Stream = readStream(ctx, js, th.Bus)
+	r.Stream.Name, r.Stream.DLQName = th.Bus.Stream(), th.Bus.DLQStream()
 	return r, nil
 }
 
@@ -163,27 +172,27 @@ func found[T ~auditRow](rows []T, err error) (Check, error) {
 	return c, err
 }
 
-// readStream reads the dead letters and the consumers' backlogs; a stream
+// readStream reads ns's dead letters and its consumers' backlogs; a stream
 // that cannot be read is reported, not an error.
-func readStream(ctx context.Context, js jetstream.JetStream) Stream {
+func readStream(ctx context.Context, js jetstream.JetStream, ns bus.Namespace) Stream {
 	if js == nil {
 		return Stream{Error: "no NATS_URL given"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var s Stream
-	dlq, err := js.Stream(ctx, bus.DLQStream)
+	dlq, err := js.Stream(ctx, ns.DLQStream())
 	if err != nil {
-		return Stream{Error: "read " + bus.DLQStream + ": " + err.Error()}
+		return Stream{Error: "read " + ns.DLQStream() + ": " + err.Error()}
 	}
 	info, err := dlq.Info(ctx)
 	if err != nil {
-		return Stream{Error: "read " + bus.DLQStream + ": " + err.Error()}
+		return Stream{Error: "read " + ns.DLQStream() + ": " + err.Error()}
 	}
 	s.DeadLetters = info.State.Msgs
-	main, err := js.Stream(ctx, bus.Stream)
+	main, err := js.Stream(ctx, ns.Stream())
 	if err != nil {
-		return Stream{Error: "read " + bus.Stream + ": " + err.Error()}
+		return Stream{Error: "read " + ns.Stream() + ": " + err.Error()}
 	}
 	lister := main.ListConsumers(ctx)
 	for ci := range lister.Info() {
@@ -220,7 +229,10 @@ func (r Report) Write(w io.Writer) error {
 	if !r.Stream.Reachable {
 		fmt.Fprintf(&b, "  stream: not checked (%s)\n", r.Stream.Error)
 	} else {
-		fmt.Fprintf(&b, "  stream: %d dead letter(s) in %s\n", r.Stream.DeadLetters, bus.DLQStream)
+		fmt.Fprintf(&b, "  stream: %d dead letter(s) in %s\n", r.Stream.DeadLetters, cmp.Or(r.Stream.DLQName, bus.DLQStream))
+		if len(r.Stream.Consumers) > 0 {
+			fmt.Fprintf(&b, "  consumers of %s:\n", cmp.Or(r.Stream.Name, bus.Stream))
+		}
 		for _, c := range r.Stream.Consumers {
 			fmt.Fprintf(&b, "    consumer %-20s %d pending, %d awaiting ack\n", c.Name, c.Pending, c.AckPending)
 		}

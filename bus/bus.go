@@ -2,6 +2,11 @@
 // how they are provisioned, and the connection every role uses. The relay is
 // the only publisher to the TICKETING stream; consumers read it through the
 // consumers package; poison and exhausted messages land in TICKETING_DLQ.
+//
+// Several purchase cells may share one JetStream cluster. Each cell has its
+// own Namespace: its own pair of streams and its own subject prefix, so no
+// cell sees another's events. The default namespace (the zero Namespace)
+// keeps the names above, which a single-cell deployment uses.
 package bus
 
 import (
@@ -10,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -30,8 +36,115 @@ const (
 	DLQSubjectPrefix = "dlq.ticketing."
 )
 
+// defaultCell is the name of the cell whose namespace is the zero Namespace.
+const defaultCell = "default"
+
+// Namespace is one purchase cell's share of the bus: a stream for its events,
+// a stream for its dead letters, and a subject prefix that no other
+// namespace's subjects overlap. The zero value is the default namespace,
+// whose names are the constants Stream, SubjectPrefix, DLQStream and
+// DLQSubjectPrefix. Namespaces are comparable.
+type Namespace struct {
+	// cell is "" for the default namespace, else a ValidCellName other
+	// than "default".
+	cell string
+}
+
+// ForCell returns the namespace of the named cell. "" and "default" are the
+// single-cell names used today and return the zero (default) Namespace.
+// ForCell panics when cell is not a ValidCellName: a cell name comes from
+// configuration, which must be validated with ValidCellName first.
+func ForCell(cell string) Namespace {
+	if cell == "" || cell == defaultCell {
+		return Namespace{}
+	}
+	if !ValidCellName(cell) {
+		panic(fmt.Sprintf("bus: invalid cell name %q", cell))
+	}
+	return Namespace{cell: cell}
+}
+
+// ValidCellName reports whether name can name a cell: 1–32 characters of
+// [a-z0-9_-], starting with a letter or digit. Such a name cannot break a
+// subject into extra tokens or add a wildcard, and stays within stream-name
+// limits. "dlq" and names starting with "dlq_" are refused too, because
+// their stream would take the name of a DLQ stream ("TICKETING_DLQ",
+// "TICKETING_DLQ_<CELL>"). "default" is valid and names the default
+// namespace.
+func ValidCellName(name string) bool {
+	if len(name) == 0 || len(name) > 32 {
+		return false
+	}
+	if name == "dlq" || strings.HasPrefix(name, "dlq_") {
+		return false
+	}
+	for i, c := range []byte(name) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Cell returns the name of n's cell: "default" for the zero value.
+func (n Namespace) Cell() string {
+	return cmp.Or(n.cell, defaultCell)
+}
+
+// Stream returns the name of n's event stream: Stream ("TICKETING") for the
+// default namespace, "TICKETING_" + the upper-cased cell name otherwise
+// (a "-" is kept: cell "eu-1" has "TICKETING_EU-1").
+func (n Namespace) Stream() string {
+	if n.cell == "" {
+		return Stream
+	}
+	return Stream + "_" + strings.ToUpper(n.cell)
+}
+
+// SubjectPrefix starts every subject of n's Stream: SubjectPrefix
+// ("ticketing.") for the default namespace, "cells.<cell>.ticketing."
+// otherwise.
+func (n Namespace) SubjectPrefix() string {
+	return n.Subject(SubjectPrefix)
+}
+
+// Subject maps s, a subject or filter in default terms (as outbox rows store
+// it, e.g. "ticketing.order.created", and as consumers.Config.FilterSubjects
+// are written), into n: the identity for the default namespace,
+// "cells.<cell>." + s otherwise. A subject outside the default streams maps
+// to one outside n's streams, so JetStream still refuses it.
+func (n Namespace) Subject(s string) string {
+	if n.cell == "" {
+		return s
+	}
+	return "cells." + n.cell + "." + s
+}
+
+// DLQStream returns the name of n's dead-letter stream: DLQStream
+// ("TICKETING_DLQ") for the default namespace, "TICKETING_DLQ_" + the
+// upper-cased cell name otherwise.
+func (n Namespace) DLQStream() string {
+	if n.cell == "" {
+		return DLQStream
+	}
+	return DLQStream + "_" + strings.ToUpper(n.cell)
+}
+
+// DLQSubjectPrefix starts every subject of n's DLQStream: DLQSubjectPrefix
+// ("dlq.ticketing.") for the default namespace,
+// "cells.<cell>.dlq.ticketing." otherwise.
+func (n Namespace) DLQSubjectPrefix() string {
+	return n.Subject(DLQSubjectPrefix)
+}
+
 // Config describes the streams. Provision applies it idempotently.
 type Config struct {
+	// Namespace whose two streams Provision creates or updates. Defaults
+	// to the default namespace (TICKETING and TICKETING_DLQ).
+	Namespace Namespace
 	// Replicas of each stream: 1 in development, 3 in production (a
 	// 3-node cluster). Defaults to 1.
 	Replicas int
@@ -54,23 +167,25 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Provision creates or updates both streams to match cfg. It is safe to
-// call from every process at start-up, concurrently.
+// Provision creates or updates both streams of cfg.Namespace to match cfg;
+// the streams of other namespaces are left alone. It is safe to call from
+// every process at start-up, concurrently.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg = cfg.withDefaults()
+	ns := cfg.Namespace
 	streams := []jetstream.StreamConfig{{
-		Name:        Stream,
-		Description: "Boxoffice domain events, published only by the outbox relay.",
-		Subjects:    []string{SubjectPrefix + ">"},
+		Name:        ns.Stream(),
+		Description: "Boxoffice domain events of cell " + ns.Cell() + ", published only by the outbox relay.",
+		Subjects:    []string{ns.SubjectPrefix() + ">"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      cfg.MaxAge,
 		Duplicates:  cfg.Duplicates,
 		Replicas:    cfg.Replicas,
 	}, {
-		Name:        DLQStream,
-		Description: "Dead letters: messages a consumer gave up on, with the reason.",
-		Subjects:    []string{DLQSubjectPrefix + ">"},
+		Name:        ns.DLQStream(),
+		Description: "Dead letters of cell " + ns.Cell() + ": messages a consumer gave up on, with the reason.",
+		Subjects:    []string{ns.DLQSubjectPrefix() + ">"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      cfg.DLQMaxAge,

@@ -21,8 +21,11 @@ type Config struct {
 	// deployed: a new name is a new consumer that replays the stream.
 	// Letters, digits, '-' and '_' only. Required.
 	Name string
-	// FilterSubjects are the subjects of bus.Stream this consumer reads.
-	// Defaults to every subject, bus.SubjectPrefix + ">".
+	// FilterSubjects are the subjects of the namespace's stream this
+	// consumer reads, written in default terms (starting with
+	// bus.SubjectPrefix, as outbox rows store them); they are mapped into
+	// Bus with Bus.Subject when the JetStream consumer is created. Defaults
+	// to every subject, bus.SubjectPrefix + ">".
 	FilterSubjects []string
 	// AckWait is how long JetStream waits for an ack before redelivering.
 	// While a handler runs, the runtime tells JetStream it is still working
@@ -64,6 +67,12 @@ type Config struct {
 	// Registerer share the metric vectors, one label value each. Defaults
 	// to none.
 	Registerer prometheus.Registerer
+	// Bus is the namespace the consumer reads: its durable consumer lives
+	// on Bus.Stream() (durable names are per stream, so Name need not
+	// change between namespaces) and its dead letters go to
+	// Bus.DLQSubjectPrefix()+Name on Bus.DLQStream(). Defaults to the
+	// default namespace (TICKETING and TICKETING_DLQ).
+	Bus bus.Namespace
 }
 
 func (c Config) withDefaults() Config {

@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/bus"
 	"boxoffice/db"
 	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
@@ -35,7 +34,8 @@ const (
 	HeaderNumDelivered = "Boxoffice-Num-Delivered"
 	// HeaderOriginalSubject is the subject the message was published on.
 	HeaderOriginalSubject = "Boxoffice-Original-Subject"
-	// HeaderOriginalSequence is the message's sequence in bus.Stream.
+	// HeaderOriginalSequence is the message's sequence in the namespace's
+	// stream (Config.Bus.Stream()).
 	HeaderOriginalSequence = "Boxoffice-Original-Sequence"
 	// HeaderEventID is the envelope's event_id, when the body decoded far
 	// enough to have one.
@@ -56,7 +56,8 @@ const (
 // then return promptly.
 type HandlerFunc func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error
 
-// Consumer runs one durable JetStream pull consumer of bus.Stream.
+// Consumer runs one durable JetStream pull consumer of the namespace's
+// stream (Config.Bus.Stream(); bus.Stream by default).
 type Consumer struct {
 	pool    *pgxpool.Pool
 	js      jetstream.JetStream
@@ -207,14 +208,18 @@ func (c *Consumer) provision(ctx context.Context) (jetstream.Consumer, error) {
 		MaxDeliver:    -1,
 		MaxAckPending: c.cfg.MaxAckPending,
 	}
-	if len(c.cfg.FilterSubjects) == 1 {
-		cc.FilterSubject = c.cfg.FilterSubjects[0]
+	filters := make([]string, len(c.cfg.FilterSubjects))
+	for i, s := range c.cfg.FilterSubjects {
+		filters[i] = c.cfg.Bus.Subject(s)
+	}
+	if len(filters) == 1 {
+		cc.FilterSubject = filters[0]
 	} else {
-		cc.FilterSubjects = c.cfg.FilterSubjects
+		cc.FilterSubjects = filters
 	}
 	ctx, cancel := context.WithTimeout(ctx, provisionTimeout)
 	defer cancel()
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, bus.Stream, cc)
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Bus.Stream(), cc)
 	if err != nil {
 		return nil, fmt.Errorf("provision consumer %s: %w", c.cfg.Name, err)
 	}
@@ -503,7 +508,7 @@ func (c *Consumer) deadLetter(ctx context.Context, msg jetstream.Msg, d *deliver
 	h.Set(HeaderReason, reason)
 	h.Set(HeaderNumDelivered, strconv.FormatUint(d.numDelivered, 10))
 	h.Set(HeaderOriginalSubject, msg.Subject())
-	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(bus.DLQStream)}
+	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(c.cfg.Bus.DLQStream())}
 	if d.streamSeq != 0 {
 		h.Set(HeaderOriginalSequence, strconv.FormatUint(d.streamSeq, 10))
 		opts = append(opts, jetstream.WithMsgID(c.cfg.Name+":"+strconv.FormatUint(d.streamSeq, 10)))
@@ -513,7 +518,7 @@ func (c *Consumer) deadLetter(ctx context.Context, msg jetstream.Msg, d *deliver
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadLetterTimeout)
 	defer cancel()
-	dl := &nats.Msg{Subject: bus.DLQSubjectPrefix + c.cfg.Name, Data: msg.Data(), Header: h}
+	dl := &nats.Msg{Subject: c.cfg.Bus.DLQSubjectPrefix() + c.cfg.Name, Data: msg.Data(), Header: h}
 	if _, err := c.js.PublishMsg(ctx, dl, opts...); err != nil {
 		return fmt.Errorf("publish dead letter: %w", err)
 	}
@@ -567,7 +572,7 @@ func (c *Consumer) refreshPending(ctx context.Context) {
 	defer t.Stop()
 	for {
 		ictx, cancel := context.WithTimeout(ctx, infoTimeout)
-		cons, err := c.js.Consumer(ictx, bus.Stream, c.cfg.Name)
+		cons, err := c.js.Consumer(ictx, c.cfg.Bus.Stream(), c.cfg.Name)
 		cancel()
 		switch {
 		case err == nil:

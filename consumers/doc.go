@@ -2,7 +2,8 @@
 // of Boxoffice runs on, and (one file each) the consumers themselves.
 //
 // A consumer is a name and a HandlerFunc. The runtime provisions the durable
-// consumer on bus.Stream, pulls messages, and for each one:
+// consumer on the namespace's stream (Config.Bus.Stream(); bus.Stream by
+// default), pulls messages, and for each one:
 //
 //  1. decodes and validates the outbox.Envelope; a message that is not a
 //     valid envelope is dead-lettered at once, since no retry can fix it;
@@ -55,8 +56,9 @@
 //     the handler's context is canceled, its transaction rolls back and the
 //     message is nakked for immediate redelivery elsewhere.
 //
-// A dead letter is the original body, published to
-// bus.DLQSubjectPrefix+<consumer> on bus.DLQStream with headers naming the
+// A dead letter is the original body, published to the namespace's
+// DLQSubjectPrefix+<consumer> on its DLQStream (bus.DLQSubjectPrefix and
+// bus.DLQStream by default) with headers naming the
 // consumer, the reason, the delivery count and the original subject and
 // sequence. The original is terminated only after the dead letter is
 // stored; when storing it fails, the original is nakked and tried again

@@ -6,8 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -143,6 +147,28 @@ const fencedState = "BXF01"
 // session's region epoch is no longer the current one: the process belongs
 // to a region that was failed over, and must not write anything.
 func IsFenced(err error) bool { return SQLState(err) == fencedState }
+
+// IsUnavailable says whether err is the database not answering rather than
+// refusing: it cannot be reached, the connection broke, or the server is
+// shutting down or starting up (SQLSTATE class 57P). For a purchase cell
+// this means the cell is down; the request may be retried later.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	return strings.HasPrefix(SQLState(err), "57P")
+}
 
 // SQLState returns the SQLSTATE code of a PostgreSQL error, or "".
 func SQLState(err error) string {

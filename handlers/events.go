@@ -112,12 +112,18 @@ func (h *Handlers) registerEvents(api huma.API) {
 
 func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*EventOutput, error) {
 	id := identity(ctx)
+	// An event lives in its organizer's cell, with the organizer's webhook
+	// endpoints, for its whole life.
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
 	p := catalog.EventParams{
 		OrganizerID: id.OrganizerID,
 		Name:        strings.TrimSpace(in.Body.Name),
 		StartsAt:    in.Body.StartsAt,
 		Currency:    in.Body.Currency,
-		Cell:        h.cfg.Cell,
+		Cell:        c.Name,
 	}
 	for _, s := range in.Body.Sections {
 		p.Sections = append(p.Sections, catalog.Section(s))
@@ -125,7 +131,7 @@ func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*Even
 	for _, s := range in.Body.Seats {
 		p.Seats = append(p.Seats, catalog.Seat(s))
 	}
-	ev, err := h.cfg.Catalog.CreateEvent(ctx, p)
+	ev, err := c.Catalog.CreateEvent(ctx, p)
 	var verr *catalog.ValidationError
 	switch {
 	case errors.As(err, &verr):
@@ -135,6 +141,7 @@ func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*Even
 	case err != nil:
 		return nil, h.internal(ctx, "create event", err)
 	}
+	h.cells.Remember(ev.ID, c)
 	return &EventOutput{Location: "/v1/events/" + ev.ID.String(), Body: eventBody(ev)}, nil
 }
 
@@ -143,7 +150,11 @@ func (h *Handlers) getEvent(ctx context.Context, in *EventPathInput) (*EventOutp
 	if err != nil {
 		return nil, err
 	}
-	ev, err := h.cfg.Catalog.Event(ctx, eventID)
+	c, err := h.eventCell(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := c.Catalog.Event(ctx, eventID)
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
@@ -158,7 +169,11 @@ func (h *Handlers) listSeats(ctx context.Context, in *EventPathInput) (*SeatsOut
 	if err != nil {
 		return nil, err
 	}
-	seats, err := h.cfg.Catalog.Seats(ctx, eventID)
+	c, err := h.eventCell(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	seats, err := c.Catalog.Seats(ctx, eventID)
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")

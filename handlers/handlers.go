@@ -21,6 +21,7 @@ import (
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/db"
 	"boxoffice/payments"
 	"boxoffice/purchase"
@@ -30,7 +31,12 @@ import (
 
 // Config holds what the handlers need.
 type Config struct {
-	// Cell is the purchase cell this process serves. Defaults to "default".
+	// Cells routes every event, order, payment intent and organizer to
+	// the purchase cell that holds it, whose services then serve the
+	// request. Defaults to one cell named Cell made of Catalog, Purchase,
+	// WaitingRoom, StripeIngress, Sandbox and Webhooks.
+	Cells *cells.Router
+	// Cell names the single cell when Cells is nil. Defaults to "default".
 	Cell string
 	// Logger logs one line per request and every internal error. Required.
 	Logger *slog.Logger
@@ -42,9 +48,9 @@ type Config struct {
 	// an in-process waiting room at a fixed rate, without organizer
 	// settings.
 	WaitingRoom *waitingroom.Room
-	// Catalog reads and writes events. Required.
+	// Catalog reads and writes events. Required without Cells.
 	Catalog *catalog.Catalog
-	// Purchase holds seats and reads orders. Required.
+	// Purchase holds seats and reads orders. Required without Cells.
 	Purchase *purchase.Service
 	// StripeIngress receives the payment provider's webhooks at
 	// /v1/webhooks/stripe. Defaults to none: the route answers 404.
@@ -73,21 +79,28 @@ type Handlers struct {
 	cfg     Config
 	logger  *slog.Logger
 	metrics *httpMetrics
-	room    *waitingroom.Room
+	cells   *cells.Router
 }
 
 // New returns Handlers for cfg.
 func New(cfg Config) *Handlers {
 	if cfg.Cell == "" {
-		cfg.Cell = "default"
+		cfg.Cell = cells.Default
 	}
-	room := cfg.WaitingRoom
-	if room == nil {
-		room = waitingroom.NewRoom(waitingroom.RoomConfig{
-			Store: waitingroom.NewMemoryStore(), Signer: cfg.Admission, Events: cfg.Catalog, Logger: cfg.Logger,
+	router := cfg.Cells
+	if router == nil {
+		room := cfg.WaitingRoom
+		if room == nil {
+			room = waitingroom.NewRoom(waitingroom.RoomConfig{
+				Store: waitingroom.NewMemoryStore(), Signer: cfg.Admission, Events: cfg.Catalog, Logger: cfg.Logger,
+			})
+		}
+		router = cells.Single(&cells.Cell{
+			Name: cfg.Cell, Catalog: cfg.Catalog, Purchase: cfg.Purchase, Room: room,
+			Webhooks: cfg.Webhooks, Ingress: cfg.StripeIngress, Sandbox: cfg.Sandbox,
 		})
 	}
-	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), room: room}
+	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: router}
 }
 
 // Version is the API version shown in the OpenAPI document.
@@ -207,6 +220,20 @@ func (h *Handlers) internal(ctx context.Context, msg string, err error, attrs ..
 		h.logger.WarnContext(ctx, msg+": refused, this process's region epoch is fenced", "correlation_id", CorrelationID(ctx))
 		return problem(http.StatusServiceUnavailable, TypeFenced,
 			"This region no longer serves writes: it was failed over to another region. Nothing was changed.")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Overloaded, not broken: a load this server bounds took too long.
+		h.logger.WarnContext(ctx, msg+": timed out", append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())...)
+		return huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
+			"The server is too busy to answer in time. Try again shortly; a retried hold with the same Idempotency-Key returns the original order."),
+			retryAfter(2*time.Second))
+	}
+	if db.IsUnavailable(err) {
+		attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
+		h.logger.WarnContext(ctx, msg+": database unavailable", attrs...)
+		return huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeCellUnavailable,
+			"The purchase cell that serves this is not answering; other events are not affected. Try again shortly."),
+			retryAfter(5*time.Second))
 	}
 	attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
 	h.logger.ErrorContext(ctx, msg, attrs...)

@@ -62,8 +62,15 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		return nil, p
 	}
 	user := identity(ctx).UserID
-	claims, err := h.cfg.Admission.Verify(in.AdmissionToken, user, eventID, h.cfg.Cell)
-	if err == nil && h.room.Revoked(claims.ID) {
+	// The token names the event's purchase cell, so a hold goes straight
+	// to that cell's database: no directory lookup, no other cell touched.
+	claims, err := h.cfg.Admission.VerifyForRouting(in.AdmissionToken, user, eventID)
+	c, served := h.cells.Cell(claims.Cell)
+	switch {
+	case err != nil:
+	case !served:
+		err = errors.New("issued for a cell this process does not serve")
+	case c.Room.Revoked(claims.ID):
 		err = errors.New("revoked")
 	}
 	if err != nil {
@@ -72,14 +79,18 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		return nil, problem(http.StatusForbidden, TypeAdmissionInvalid,
 			"The admission token is invalid, expired, revoked, or not for this buyer and event.")
 	}
-	defer func(start time.Time) { h.room.ObserveHold(time.Since(start)) }(time.Now())
-	switch err := h.room.CheckSeatLimit(ctx, user, eventID, in.Body.SeatIDs); {
+	defer func(start time.Time) { c.Room.ObserveHold(time.Since(start)) }(time.Now())
+	switch err := c.Room.CheckSeatLimit(ctx, user, eventID, in.Body.SeatIDs); {
 	case errors.Is(err, waitingroom.ErrSeatLimit):
 		return nil, problem(http.StatusConflict, TypeSeatLimit, "This hold would give you more seats of this event than its organizer allows per buyer.")
+	case errors.Is(err, waitingroom.ErrUnavailable):
+		h.logger.WarnContext(ctx, "seat limit unknown", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
+		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
+			"The onsale's settings cannot be read right now; nothing was held. Try again shortly."), retryAfter(2*time.Second))
 	case err != nil:
 		return nil, h.internal(ctx, "check seat limit", err, "event_id", eventID)
 	}
-	hold, err := h.cfg.Purchase.Hold(ctx, purchase.HoldParams{
+	hold, err := c.Purchase.Hold(ctx, purchase.HoldParams{
 		UserID:         user,
 		EventID:        eventID,
 		SeatIDs:        in.Body.SeatIDs,
@@ -104,8 +115,9 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 	case err != nil:
 		return nil, h.internal(ctx, "hold seats", err, "event_id", eventID)
 	}
+	h.cells.RememberOrder(hold.OrderID, c)
 	h.logger.InfoContext(ctx, "seats held", "correlation_id", CorrelationID(ctx), "causation_id", "",
-		"order_id", hold.OrderID, "hold_id", hold.HoldID, "event_id", eventID, "replayed", hold.Replayed)
+		"order_id", hold.OrderID, "hold_id", hold.HoldID, "event_id", eventID, "cell", c.Name, "replayed", hold.Replayed)
 	return &CreateHoldOutput{
 		Location: "/v1/orders/" + hold.OrderID.String(),
 		Body:     HoldBody{OrderID: hold.OrderID, HoldID: hold.HoldID, Status: hold.Status, ExpiresAt: hold.ExpiresAt},

@@ -97,7 +97,11 @@ func (h *Handlers) revokeAdmission(ctx context.Context, in *RevokeAdmissionInput
 		return nil, err
 	}
 	eventID, _ := uuid.Parse(in.EventID)
-	had, err := h.room.RevokeBuyer(ctx, eventID, in.Body.UserID)
+	c, err := h.eventCell(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	had, err := c.Room.RevokeBuyer(ctx, eventID, in.Body.UserID)
 	switch {
 	case errors.Is(err, waitingroom.ErrUnavailable):
 		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
@@ -117,12 +121,16 @@ func (h *Handlers) ownOnsale(ctx context.Context, raw string, change func(*waiti
 	if err != nil {
 		return nil, err
 	}
-	o, err := h.room.Onsale(ctx, eventID)
+	cell, err := h.eventCell(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := cell.Room.Onsale(ctx, eventID)
 	if err == nil && o.Event.OrganizerID != identity(ctx).OrganizerID {
 		err = waitingroom.ErrEventNotFound
 	}
 	if err == nil && change != nil {
-		o, err = h.room.UpdateOnsale(ctx, eventID, change)
+		o, err = cell.Room.UpdateOnsale(ctx, eventID, change)
 	}
 	switch {
 	case errors.Is(err, waitingroom.ErrEventNotFound), errors.Is(err, waitingroom.ErrNoSettings):

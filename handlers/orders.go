@@ -111,7 +111,11 @@ func (h *Handlers) getOrder(ctx context.Context, in *OrderPathInput) (*OrderOutp
 	if err != nil {
 		return nil, err
 	}
-	o, err := h.cfg.Purchase.Order(ctx, identity(ctx).UserID, orderID)
+	c, err := h.orderCell(ctx, orderID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := c.Purchase.Order(ctx, identity(ctx).UserID, orderID)
 	switch {
 	case errors.Is(err, purchase.ErrOrderNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
@@ -158,7 +162,11 @@ func (h *Handlers) cancelOrder(ctx context.Context, in *OrderPathInput) (*OrderO
 	if err != nil {
 		return nil, err
 	}
-	o, err := h.cfg.Purchase.Cancel(ctx, identity(ctx).UserID, orderID)
+	c, err := h.orderCell(ctx, orderID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := c.Purchase.Cancel(ctx, identity(ctx).UserID, orderID)
 	switch {
 	case errors.Is(err, purchase.ErrOrderNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
@@ -189,7 +197,11 @@ func (h *Handlers) refundOrder(ctx context.Context, in *OrderPathInput) (*OrderS
 	if err != nil {
 		return nil, err
 	}
-	st, err := h.cfg.Purchase.Refund(ctx, identity(ctx).OrganizerID, orderID)
+	c, err := h.orderCell(ctx, orderID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.Purchase.Refund(ctx, identity(ctx).OrganizerID, orderID)
 	switch {
 	case errors.Is(err, purchase.ErrOrderNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
@@ -230,7 +242,11 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderPathInput) (*
 		return nil, err
 	}
 	userID := identity(ctx).UserID
-	first, err := h.cfg.Purchase.OrderStateForOwner(ctx, userID, orderID)
+	c, err := h.orderCell(ctx, orderID)
+	if err != nil {
+		return nil, err
+	}
+	first, err := c.Purchase.OrderStateForOwner(ctx, userID, orderID)
 	switch {
 	case errors.Is(err, purchase.ErrOrderNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
@@ -246,14 +262,14 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderPathInput) (*
 		if !ok {
 			return
 		}
-		h.followOrder(hctx.Context(), w, userID, first)
+		h.followOrder(hctx.Context(), w, c.Purchase, userID, first)
 	}}, nil
 }
 
 // followOrder writes the status events of the order whose state is first
 // until the order reaches a final status, the stream's lifetime ends, the
 // client goes away or a write or read fails.
-func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, userID uuid.UUID, first purchase.OrderState) {
+func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, svc *purchase.Service, userID uuid.UUID, first purchase.OrderState) {
 	ctx, cancel := context.WithTimeout(ctx, orderEventsMaxLifetime)
 	defer cancel()
 	rc := http.NewResponseController(w)
@@ -289,7 +305,7 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, userI
 				return
 			}
 		case <-poll.C:
-			st, err := h.cfg.Purchase.OrderStateForOwner(ctx, userID, last.ID)
+			st, err := svc.OrderStateForOwner(ctx, userID, last.ID)
 			if err != nil {
 				if ctx.Err() == nil {
 					h.logger.ErrorContext(ctx, "poll order status", "order_id", last.ID,

@@ -29,6 +29,9 @@ const (
 	// epoch is no longer current); it writes nothing. Retry against the
 	// region now serving.
 	TypeFenced = "/problems/fenced"
+	// TypeCellUnavailable: the purchase cell that holds the event or order
+	// does not answer. Other events keep selling; retry after Retry-After.
+	TypeCellUnavailable = "/problems/cell-unavailable"
 )
 
 // Problem is an RFC 9457 problem. Every error response of the API is one,

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/auth"
+	"boxoffice/cells"
 	"boxoffice/payments"
 	"boxoffice/purchase"
 )
@@ -40,7 +41,7 @@ const sandboxOnly = "Stands in for the buyer confirming the payment in the brows
 // registerSandbox registers the sandbox's buyer actions, only when the
 // sandbox provider is configured.
 func (h *Handlers) registerSandbox(api huma.API) {
-	if h.cfg.Sandbox == nil {
+	if h.cells.Cells()[0].Sandbox == nil {
 		return
 	}
 	errs := []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}
@@ -65,23 +66,23 @@ func (h *Handlers) registerSandbox(api huma.API) {
 }
 
 func (h *Handlers) sandboxAuthorize(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
-	return h.sandboxAction(ctx, "authorize", in.IntentID, h.cfg.Sandbox.Authorize)
+	return h.sandboxAction(ctx, "authorize", in.IntentID, (*payments.Sandbox).Authorize)
 }
 
 func (h *Handlers) sandboxDecline(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
-	return h.sandboxAction(ctx, "decline", in.IntentID, h.cfg.Sandbox.Decline)
+	return h.sandboxAction(ctx, "decline", in.IntentID, (*payments.Sandbox).Decline)
 }
 
 // sandboxAction checks that the caller owns the intent's order, then has
 // the sandbox perform the buyer's action, which queues its webhook.
 func (h *Handlers) sandboxAction(ctx context.Context, action, intentID string,
-	act func(context.Context, string) (payments.Intent, error),
+	act func(*payments.Sandbox, context.Context, string) (payments.Intent, error),
 ) (*SandboxIntentOutput, error) {
-	orderID, err := h.sandboxIntentOrder(ctx, intentID)
+	c, orderID, err := h.sandboxIntentOrder(ctx, intentID)
 	if err != nil {
 		return nil, err
 	}
-	intent, err := act(ctx, intentID)
+	intent, err := act(c.Sandbox, ctx, intentID)
 	switch code := payments.ErrorCode(err); {
 	case err == nil:
 	case code == payments.CodeResourceMissing:
@@ -102,28 +103,36 @@ func (h *Handlers) sandboxAction(ctx context.Context, action, intentID string,
 // owns it, and a 404 problem otherwise: the intent names its order (the
 // "order_id" metadata CreateIntent always sets), the order must be the
 // caller's, and its payments row must name this intent.
-func (h *Handlers) sandboxIntentOrder(ctx context.Context, intentID string) (uuid.UUID, error) {
+func (h *Handlers) sandboxIntentOrder(ctx context.Context, intentID string) (*cells.Cell, uuid.UUID, error) {
 	notFound := problem(http.StatusNotFound, TypeNotFound, "No such payment intent.")
-	intent, err := h.cfg.Sandbox.Get(ctx, intentID)
+	// Each cell's payment worker creates intents in its own sandbox.
+	c, err := h.cells.ForIntent(ctx, intentID)
+	if err = h.cellProblem(ctx, err, "No such payment intent.", "payment_intent_id", intentID); err != nil {
+		return nil, uuid.Nil, err
+	}
+	if c.Sandbox == nil {
+		return nil, uuid.Nil, notFound
+	}
+	intent, err := c.Sandbox.Get(ctx, intentID)
 	switch {
 	case payments.ErrorCode(err) == payments.CodeResourceMissing:
-		return uuid.Nil, notFound
+		return nil, uuid.Nil, notFound
 	case err != nil:
-		return uuid.Nil, h.internal(ctx, "sandbox get intent", err, "payment_intent_id", intentID)
+		return nil, uuid.Nil, h.internal(ctx, "sandbox get intent", err, "payment_intent_id", intentID)
 	}
 	orderID, err := uuid.Parse(intent.Metadata["order_id"])
 	if err != nil {
-		return uuid.Nil, notFound
+		return nil, uuid.Nil, notFound
 	}
-	o, err := h.cfg.Purchase.Order(ctx, identity(ctx).UserID, orderID)
+	o, err := c.Purchase.Order(ctx, identity(ctx).UserID, orderID)
 	switch {
 	case errors.Is(err, purchase.ErrOrderNotFound):
-		return uuid.Nil, notFound
+		return nil, uuid.Nil, notFound
 	case err != nil:
-		return uuid.Nil, h.internal(ctx, "sandbox get order", err, "order_id", orderID, "payment_intent_id", intentID)
+		return nil, uuid.Nil, h.internal(ctx, "sandbox get order", err, "order_id", orderID, "payment_intent_id", intentID)
 	}
 	if o.Payment == nil || o.Payment.PaymentIntentID == nil || *o.Payment.PaymentIntentID != intentID {
-		return uuid.Nil, notFound
+		return nil, uuid.Nil, notFound
 	}
-	return orderID, nil
+	return c, orderID, nil
 }

@@ -2,11 +2,14 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
+	"boxoffice/cells"
 	"boxoffice/payments"
 )
 
@@ -38,10 +41,14 @@ func (h *Handlers) registerStripeWebhook(api huma.API) {
 }
 
 func (h *Handlers) receiveStripeWebhook(ctx context.Context, in *StripeWebhookInput) (*StripeWebhookOutput, error) {
-	if h.cfg.StripeIngress == nil {
+	c, err := h.stripeWebhookCell(ctx, in.RawBody)
+	if err != nil {
+		return nil, err
+	}
+	if c.Ingress == nil {
 		return nil, problem(http.StatusNotFound, TypeNotFound, "This deployment receives no Stripe webhooks (STRIPE_WEBHOOK_SECRET is not set).")
 	}
-	r, err := h.cfg.StripeIngress.Receive(ctx, in.RawBody, in.Signature)
+	r, err := c.Ingress.Receive(ctx, in.RawBody, in.Signature)
 	switch {
 	case errors.Is(err, payments.ErrBadSignature):
 		h.logger.WarnContext(ctx, "stripe webhook signature rejected", "correlation_id", CorrelationID(ctx))
@@ -54,4 +61,33 @@ func (h *Handlers) receiveStripeWebhook(ctx context.Context, in *StripeWebhookIn
 	out := &StripeWebhookOutput{}
 	out.Body.Received = true
 	return out, nil
+}
+
+// stripeWebhookCell returns the cell of the order a provider webhook is
+// about. Every intent, and the charge and refund of one, carries its
+// order's id in metadata["order_id"]. This only routes: the cell's ingress
+// verifies the signature before anything in the body is believed, and an
+// event that names no order goes to the first cell, which records and
+// ignores it.
+func (h *Handlers) stripeWebhookCell(ctx context.Context, body []byte) (*cells.Cell, error) {
+	first := h.cells.Cells()[0]
+	var ev struct {
+		Data struct {
+			Object struct {
+				Metadata map[string]string `json:"metadata"`
+			} `json:"object"`
+		} `json:"data"`
+	}
+	if len(h.cells.Cells()) == 1 || json.Unmarshal(body, &ev) != nil {
+		return first, nil
+	}
+	orderID, err := uuid.Parse(ev.Data.Object.Metadata["order_id"])
+	if err != nil {
+		return first, nil
+	}
+	c, err := h.cells.ForOrder(ctx, orderID)
+	if errors.Is(err, cells.ErrNotFound) {
+		return first, nil
+	}
+	return c, h.cellProblem(ctx, err, "", "order_id", orderID)
 }

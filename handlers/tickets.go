@@ -69,7 +69,11 @@ func (h *Handlers) listRevokedTickets(ctx context.Context, in *revokedTicketsInp
 	if err != nil {
 		return nil, err
 	}
-	revoked, err := h.cfg.Purchase.RevokedTickets(ctx, identity(ctx).OrganizerID, eventID)
+	c, err := h.eventCell(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	revoked, err := c.Purchase.RevokedTickets(ctx, identity(ctx).OrganizerID, eventID)
 	switch {
 	case errors.Is(err, purchase.ErrEventNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")

@@ -89,11 +89,15 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 	if err != nil {
 		return nil, err
 	}
+	c, err := h.eventCell(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
 	var v waitingroom.View
 	if join {
-		v, err = h.room.Join(ctx, identity(ctx).UserID, eventID, in.ip)
+		v, err = c.Room.Join(ctx, identity(ctx).UserID, eventID, in.ip)
 	} else {
-		v, err = h.room.Poll(ctx, identity(ctx).UserID, eventID, in.ip)
+		v, err = c.Room.Poll(ctx, identity(ctx).UserID, eventID, in.ip)
 	}
 	switch {
 	case errors.Is(err, waitingroom.ErrEventNotFound):

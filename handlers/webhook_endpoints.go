@@ -189,17 +189,21 @@ func (h *Handlers) webhookError(ctx context.Context, msg string, err error) erro
 	return h.internal(ctx, msg, err)
 }
 
-// webhooksService returns the service, or the 404 of a server that has no
-// webhooks configured.
-func (h *Handlers) webhooksService() (*webhooks.Service, error) {
-	if h.cfg.Webhooks == nil {
+// webhooksService returns the webhooks service of the calling organizer's
+// cell, or the 404 of a server that has no webhooks configured.
+func (h *Handlers) webhooksService(ctx context.Context) (*webhooks.Service, error) {
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.Webhooks == nil {
 		return nil, problem(http.StatusNotFound, TypeNotFound, "Webhooks are not available on this server.")
 	}
-	return h.cfg.Webhooks, nil
+	return c.Webhooks, nil
 }
 
 func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookEndpointInput) (*WebhookEndpointSecretOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +223,7 @@ func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookE
 }
 
 func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndpointsInput) (*ListWebhookEndpointsOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +256,7 @@ func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndp
 }
 
 func (h *Handlers) getWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +272,7 @@ func (h *Handlers) getWebhookEndpoint(ctx context.Context, in *WebhookEndpointPa
 }
 
 func (h *Handlers) updateWebhookEndpoint(ctx context.Context, in *UpdateWebhookEndpointInput) (*WebhookEndpointOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +298,7 @@ func (h *Handlers) updateWebhookEndpoint(ctx context.Context, in *UpdateWebhookE
 }
 
 func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*struct{}, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +313,7 @@ func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpoin
 }
 
 func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointSecretOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +332,7 @@ func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *WebhookEndpointP
 }
 
 func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhookEndpointInput) (*QueuedOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func validation(location, msg, value string) error {
 }
 
 func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessagesInput) (*ListWebhookMessagesOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func parseMessageID(s string) (uuid.UUID, error) {
 }
 
 func (h *Handlers) listWebhookAttempts(ctx context.Context, in *WebhookMessagePathInput) (*WebhookAttemptsOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (h *Handlers) listWebhookAttempts(ctx context.Context, in *WebhookMessagePa
 }
 
 func (h *Handlers) replayWebhookMessage(ctx context.Context, in *ReplayWebhookMessageInput) (*QueuedOutput, error) {
-	svc, err := h.webhooksService()
+	svc, err := h.webhooksService(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,6 @@
 // Package relay is the only publisher of domain events: it moves rows of the
-// transactional outbox to the JetStream stream bus.Stream.
+// transactional outbox to the JetStream stream of its namespace
+// (Config.Bus.Stream(); bus.Stream by default).
 //
 // Every state change writes its event to the outbox in the same transaction
 // (outbox.Insert), so an event exists exactly when its change committed. The
@@ -9,8 +10,9 @@
 //     transaction that reads them and writes one lease (outbox_leases) over
 //     their seq range — no row is updated; no transaction stays open while
 //     it talks to NATS;
-//  2. publishes each row asynchronously with Nats-Msg-Id = the event id and
-//     an expected stream of bus.Stream;
+//  2. publishes each row asynchronously, on its subject mapped into the
+//     namespace (Config.Bus.Subject), with Nats-Msg-Id = the event id and
+//     an expected stream of the namespace's stream;
 //  3. waits, at most Config.AckTimeout, for JetStream's acknowledgements;
 //  4. in one transaction, deletes the acknowledged rows (the outbox holds
 //     exactly the events not yet on the bus), gives rows that were not

@@ -91,6 +91,11 @@ type Config struct {
 	// share their collectors. Defaults to nil: no metrics, and no stats
 	// query.
 	Registerer prometheus.Registerer
+	// Bus is the namespace the relay publishes into: each row's subject
+	// (stored in default terms) is mapped with Bus.Subject, and JetStream
+	// must store it in Bus.Stream(). Defaults to the default namespace
+	// (stream TICKETING, subjects unchanged).
+	Bus bus.Namespace
 }
 
 func (c Config) withDefaults() Config {
@@ -240,7 +245,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer stop(nil)
 	r.logger.InfoContext(ctx, "relay started",
 		"batch_size", r.cfg.BatchSize, "max_in_flight", r.cfg.MaxInFlight,
-		"lease", r.cfg.Lease.String(), "ack_timeout", r.cfg.AckTimeout.String())
+		"lease", r.cfg.Lease.String(), "ack_timeout", r.cfg.AckTimeout.String(),
+		"stream", r.cfg.Bus.Stream())
 
 	// Three stages, so that claiming the next batch, publishing this one
 	// and marking the previous one overlap: claimLoop → publishLoop →
@@ -409,10 +415,10 @@ func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRowsRow,
 func (r *Relay) publish(b *batch) {
 	b.futures = make([]jetstream.PubAckFuture, len(b.rows))
 	for i, row := range b.rows {
-		msg := &nats.Msg{Subject: row.Subject, Data: row.Envelope, Header: make(nats.Header, 2)}
+		msg := &nats.Msg{Subject: r.cfg.Bus.Subject(row.Subject), Data: row.Envelope, Header: make(nats.Header, 2)}
 		f, err := r.js.PublishMsgAsync(msg,
 			jetstream.WithMsgID(row.ID.String()),
-			jetstream.WithExpectStream(bus.Stream),
+			jetstream.WithExpectStream(r.cfg.Bus.Stream()),
 			jetstream.WithStallWait(r.cfg.AckTimeout),
 		)
 		if err != nil {

@@ -22,7 +22,8 @@ import (
 const FanOutName = "webhooks_fanout"
 
 // FanOutSubjects are the subjects the fan-out reads: the domain events
-// that become public facts.
+// that become public facts. They are in default terms; the consumer
+// runtime maps them into cfg.Bus (consumers.Config.Bus).
 var FanOutSubjects = func() []string {
 	s := make([]string, len(sourceTypes))
 	for i, t := range sourceTypes {
@@ -34,7 +35,9 @@ var FanOutSubjects = func() []string {
 // NewFanOut returns the fan-out consumer on the consumer runtime.
 // cfg.Name and cfg.FilterSubjects are set here (FanOutName,
 // FanOutSubjects); MaxDeliver defaults to 50, since a payment failure
-// waits for the saga; the other fields are as for consumers.New.
+// waits for the saga; the other fields are as for consumers.New. In
+// particular cfg.Bus is passed through: the fan-out reads that namespace's
+// stream and dead-letters to its DLQ stream.
 func NewFanOut(pool *pgxpool.Pool, js jetstream.JetStream, cfg consumers.Config) (*consumers.Consumer, error) {
 	cfg.Name = FanOutName
 	cfg.FilterSubjects = FanOutSubjects

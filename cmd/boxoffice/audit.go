@@ -20,7 +20,8 @@ import (
 var errAuditFailed = errors.New("invariants broken (see the report)")
 
 // runAudit runs `boxoffice audit`: the invariant checks of package audit
-// against DATABASE_URL and, when NATS_URL is set and answers, the stream.
+// against DATABASE_URL and, when NATS_URL is set and answers, the stream
+// of its cell (BOXOFFICE_CELL); audit each cell on its own.
 // It prints the report to out and fails when an invariant is broken.
 func runAudit(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
@@ -54,6 +55,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, ou
 			fmt.Fprintf(out, "NATS at NATS_URL not reachable: %v\n", err)
 		}
 	}
+	th.Bus = cfg.Streams.Namespace // the cell of BOXOFFICE_CELL
 	r, err := audit.Run(ctx, pool, js, th)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,11 +27,19 @@ type config struct {
 	JWTSecret    []byte
 	AdmissionKey []byte
 	HoldTTL      time.Duration
-	Cell         string
-	LogLevel     slog.Level
-	NATSURL      string
-	Streams      bus.Config
-	OpsAddr      string
+	// Cell is the purchase cell a relay or worker process serves
+	// (BOXOFFICE_CELL, default "default"): DATABASE_URL is that cell's
+	// database, and its events are on the cell's bus namespace.
+	Cell string
+	// Cells are the purchase cells an API process serves: BOXOFFICE_CELLS
+	// lists their names, and BOXOFFICE_CELL_<NAME>_DATABASE_URL gives each
+	// its database (NAME upper-cased, "-" as "_"). Unset, the one cell is
+	// Cell on DATABASE_URL.
+	Cells    []cellConfig
+	LogLevel slog.Level
+	NATSURL  string
+	Streams  bus.Config
+	OpsAddr  string
 	// StripeWebhookSecret verifies provider webhooks (and signs the
 	// sandbox's); unset, the API's webhook route answers 404.
 	StripeWebhookSecret string
@@ -58,6 +67,41 @@ type config struct {
 	// WaitingRoomIPLimit is waiting-room requests per second per client
 	// address and event; -1 disables it (behind a proxy that limits).
 	WaitingRoomIPLimit int
+}
+
+// cellConfig is one purchase cell an API process serves.
+type cellConfig struct {
+	Name        string
+	DatabaseURL string
+}
+
+// cellURLVar is the variable that holds the named cell's database URL.
+func cellURLVar(name string) string {
+	return "BOXOFFICE_CELL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_DATABASE_URL"
+}
+
+// loadCells reads BOXOFFICE_CELLS and each listed cell's database URL.
+func loadCells(getenv func(string) string, c *config) error {
+	list := getenv("BOXOFFICE_CELLS")
+	if list == "" {
+		c.Cells = []cellConfig{{Name: c.Cell, DatabaseURL: c.DatabaseURL}}
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case !bus.ValidCellName(name):
+			return &configError{"BOXOFFICE_CELLS", fmt.Sprintf("%q is not a cell name (1–32 of a-z, 0-9, _ and -)", name)}
+		case seen[name]:
+			return &configError{"BOXOFFICE_CELLS", fmt.Sprintf("cell %q is listed twice", name)}
+		case getenv(cellURLVar(name)) == "":
+			return &configError{cellURLVar(name), "is required for cell " + name + " (BOXOFFICE_CELLS)"}
+		}
+		seen[name] = true
+		c.Cells = append(c.Cells, cellConfig{Name: name, DatabaseURL: getenv(cellURLVar(name))})
+	}
+	return nil
 }
 
 // webhookConfig is the outbound webhooks' part of the environment.
@@ -102,7 +146,22 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 		StripeAPIBase:       getenv("STRIPE_API_BASE"),
 		SandboxWebhookURL:   cmp.Or(getenv("BOXOFFICE_SANDBOX_WEBHOOK_URL"), "http://127.0.0.1:8080/v1/webhooks/stripe"),
 	}
+	if !bus.ValidCellName(c.Cell) {
+		return c, &configError{"BOXOFFICE_CELL", "must be 1–32 of a-z, 0-9, _ and -"}
+	}
+	if c.DatabaseURL == "" {
+		// A relay or worker of a cell may read its database from the
+		// variable the API reads it from.
+		c.DatabaseURL = getenv(cellURLVar(c.Cell))
+	}
+	c.Streams.Namespace = bus.ForCell(c.Cell)
+	if err := loadCells(getenv, &c); err != nil {
+		return c, err
+	}
 	for _, name := range required {
+		if name == "DATABASE_URL" && c.DatabaseURL != "" {
+			continue // BOXOFFICE_CELL_<CELL>_DATABASE_URL gave it
+		}
 		if getenv(name) == "" {
 			return c, &configError{name, "is required but not set"}
 		}

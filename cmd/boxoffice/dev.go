@@ -154,7 +154,7 @@ Stop with Ctrl-C.
 // runStack runs every role in this process — the API on ln, the relay,
 // every worker — until ctx is done: what dev and `bench purchases` run.
 func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, ln net.Listener, logger *slog.Logger, reg *prometheus.Registry) error {
-	r, err := relay.New(pool, nc, relay.Config{Logger: logger, Registerer: reg})
+	r, err := relay.New(pool, nc, relay.Config{Logger: logger, Registerer: reg, Bus: bus.ForCell(cfg.Cell)})
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 		return err
 	}
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc)}}
-	wr, err := newWaitingRoom(ctx, cfg, pool, logger, reg, waitingRoomOpts{pending: consumerPending(js)})
+	wr, err := newWaitingRoom(ctx, cfg, pool, logger, reg, waitingRoomOpts{pending: consumerPendingIn(js, bus.ForCell(cfg.Cell))})
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"flag"
 
+	"boxoffice/bus"
 	"boxoffice/relay"
 )
 
 // runRelay runs `boxoffice relay`: the only publisher of domain events,
 // plus /healthz, /readyz and /metrics on OPS_ADDR. Run several for
 // availability; their leases keep them from publishing the same row at once.
+// It serves one purchase cell (BOXOFFICE_CELL): that cell's database, into
+// that cell's bus namespace.
 func runRelay(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ExitOnError)
 	_ = fs.Parse(args)
@@ -18,7 +21,7 @@ func runRelay(ctx context.Context, args []string) error {
 		return err
 	}
 	defer role.Close()
-	r, err := relay.New(role.pool, role.nc, relay.Config{Logger: role.logger, Registerer: role.reg})
+	r, err := relay.New(role.pool, role.nc, relay.Config{Logger: role.logger, Registerer: role.reg, Bus: bus.ForCell(role.cfg.Cell)})
 	if err != nil {
 		return err
 	}

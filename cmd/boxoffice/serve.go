@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
@@ -21,7 +23,7 @@ import (
 	"boxoffice/auth"
 	"boxoffice/bus"
 	"boxoffice/catalog"
-	"boxoffice/db"
+	"boxoffice/cells"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
 	"boxoffice/payments"
@@ -33,61 +35,55 @@ import (
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	_ = fs.Parse(args)
-	cfg, err := loadConfig(os.Getenv, "DATABASE_URL", "BOXOFFICE_JWT_SECRET", "BOXOFFICE_ADMISSION_KEY")
+	required := []string{"BOXOFFICE_JWT_SECRET", "BOXOFFICE_ADMISSION_KEY"}
+	if os.Getenv("BOXOFFICE_CELLS") == "" {
+		required = append(required, "DATABASE_URL")
+	}
+	cfg, err := loadConfig(os.Getenv, required...)
 	if err != nil {
 		return err
 	}
 	logger := newLogger(cfg.LogLevel)
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	reg := newRegistry(pool)
-	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}}
-	var wopts waitingRoomOpts
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var checks []handlers.Check
+	var js jetstream.JetStream
 	if cfg.NATSURL != "" {
 		// The API never publishes (the relay does); NATS is only reported,
-		// and read for the release controller's consumer backlog.
-		nc, js, err := bus.Connect(cfg.NATSURL, "boxoffice-serve", logger)
+		// and read for the release controllers' consumer backlogs.
+		nc, j, err := bus.Connect(cfg.NATSURL, "boxoffice-serve", logger)
 		if err != nil {
 			return err
 		}
 		defer nc.Close()
+		js = j
 		checks = append(checks, handlers.Check{Name: "nats", Func: natsCheck(nc)})
-		wopts.pending = consumerPending(js)
 	}
-	wr, err := newWaitingRoom(ctx, cfg, pool, logger, reg, wopts)
+	served, err := openCells(ctx, cfg, logger, reg, js)
 	if err != nil {
 		return err
 	}
-	defer wr.close()
+	defer served.close()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String())
-	// The Stripe ingress re-reads intents from the provider when a webhook
-	// disagrees with an order, so receiving webhooks needs the provider.
-	var provider payments.Provider
-	var sandbox *payments.Sandbox
-	if cfg.StripeWebhookSecret != "" {
-		if provider, sandbox, err = newProvider(cfg, pool, logger); err != nil {
-			return err
-		}
-	}
+	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String(), "cells", served.names())
+	hc := baseHandlersConfig(cfg, logger, reg, append(served.checks, checks...))
+	hc.Cells = served.router
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return serveHTTP(gctx, ln, newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, wr.room).Handler(), logger)
-	})
-	g.Go(func() error { return wr.run(gctx) })
+	g.Go(func() error { return serveHTTP(gctx, ln, handlers.New(hc).Handler(), logger) })
+	for _, run := range served.runs {
+		g.Go(func() error { return run(gctx) })
+	}
 	return g.Wait()
 }
 
-// newHandlers wires the API's dependencies; serve, dev and bench share it.
-// reg, when not nil, receives the API's metrics and is served at /metrics;
-// provider is what the Stripe ingress consults when a webhook disagrees
-// with an order; sandbox, when not nil, adds the sandbox's buyer actions.
+// newHandlers wires the API's dependencies for one cell on pool; dev and
+// bench share it. reg, when not nil, receives the API's metrics and is
+// served at /metrics; provider is what the Stripe ingress consults when a
+// webhook disagrees with an order; sandbox, when not nil, adds the
+// sandbox's buyer actions.
 func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox) *handlers.Handlers {
 	return newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, nil)
 }
@@ -96,35 +92,58 @@ func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prome
 // handlers' default: in-process, at a fixed rate, with no admitter running
 // (enough for bench holds, which admits a few buyers at once).
 func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox, room *waitingroom.Room) *handlers.Handlers {
+	hc := baseHandlersConfig(cfg, logger, reg, checks)
+	var ireg prometheus.Registerer
+	if reg != nil {
+		ireg = reg
+	}
+	c := newCell(cfg, cfg.Cell, pool, logger, ireg, provider, sandbox)
+	hc.Catalog, hc.Purchase, hc.Webhooks, hc.StripeIngress, hc.Sandbox = c.Catalog, c.Purchase, c.Webhooks, c.Ingress, c.Sandbox
+	hc.WaitingRoom = room
+	return handlers.New(hc)
+}
+
+// baseHandlersConfig is the part of the handlers' configuration that does
+// not depend on the cells.
+func baseHandlersConfig(cfg config, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check) handlers.Config {
 	hc := handlers.Config{
 		Cell:      cfg.Cell,
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(cfg.JWTSecret),
 		Admission: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
-		Catalog:   catalog.New(pool),
-		Purchase:  purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
 		Checks:    checks,
-		Sandbox:   sandbox,
 	}
-	hc.Webhooks = webhooks.NewService(pool, webhooks.ServiceConfig{
-		Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: logger,
-	})
-	hc.WaitingRoom = room
 	if cfg.TicketSeed != nil {
 		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
+	}
+	if reg != nil {
+		hc.Registerer = reg
+		hc.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	}
+	return hc
+}
+
+// newCell builds the services of one cell on its pool, without its
+// waiting room. reg (nil for none) receives the Stripe ingress's metrics.
+func newCell(cfg config, name string, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer, provider payments.Provider, sandbox *payments.Sandbox) *cells.Cell {
+	c := &cells.Cell{
+		Name:     name,
+		Pool:     pool,
+		Catalog:  catalog.New(pool).WithSeatMapCache(time.Second),
+		Purchase: purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
+		Webhooks: webhooks.NewService(pool, webhooks.ServiceConfig{
+			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: logger,
+		}),
+		Sandbox: sandbox,
 	}
 	if cfg.StripeWebhookSecret != "" {
 		ic := payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: logger, Provider: provider}
 		if reg != nil {
 			ic.Registerer = reg
 		}
-		hc.StripeIngress = payments.NewIngress(pool, ic)
+		c.Ingress = payments.NewIngress(pool, ic)
 	}
-	if reg != nil {
-		hc.Registerer = reg
-		hc.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	}
-	return handlers.New(hc)
+	return c
 }
 
 // serveHTTP serves h on ln until ctx is done, then stops taking requests and

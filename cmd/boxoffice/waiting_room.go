@@ -102,13 +102,20 @@ func newWaitingRoom(ctx context.Context, cfg config, pool *pgxpool.Pool, logger 
 	return w, nil
 }
 
-// consumerPending returns the messages the durable consumers of the
-// purchase stream have not acked (undelivered plus unacked).
+// consumerPending is consumerPendingIn for the default namespace.
 func consumerPending(js jetstream.JetStream) func(context.Context) (int64, error) {
+	return consumerPendingIn(js, bus.Namespace{})
+}
+
+// consumerPendingIn returns the messages the durable consumers of ns's
+// stream (the cell's purchase stream) have not acked (undelivered plus
+// unacked); other cells' consumers do not count.
+func consumerPendingIn(js jetstream.JetStream, ns bus.Namespace) func(context.Context) (int64, error) {
+	stream := ns.Stream()
 	return func(ctx context.Context) (int64, error) {
-		s, err := js.Stream(ctx, bus.Stream)
+		s, err := js.Stream(ctx, stream)
 		if err != nil {
-			return 0, fmt.Errorf("stream %s: %w", bus.Stream, err)
+			return 0, fmt.Errorf("stream %s: %w", stream, err)
 		}
 		var n int64
 		l := s.ListConsumers(ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"boxoffice/bus"
 	"boxoffice/consumers"
 	"boxoffice/payments"
 	"boxoffice/purchase"
@@ -47,7 +48,9 @@ func components() []component {
 		}
 		return c.Run, nil
 	}
-	base := func(d workDeps) consumers.Config { return consumers.Config{Logger: d.logger, Registerer: d.reg} }
+	base := func(d workDeps) consumers.Config {
+		return consumers.Config{Logger: d.logger, Registerer: d.reg, Bus: bus.ForCell(d.cfg.Cell)}
+	}
 	return []component{
 		{consumers.PurchaseSagaName, func(d workDeps) (func(context.Context) error, error) {
 			saga := purchase.NewSaga(purchase.SagaConfig{Logger: d.logger})
@@ -61,7 +64,7 @@ func components() []component {
 				return nil, err
 			}
 			cfg := consumers.PaymentCommandsConsumerConfig()
-			cfg.Logger, cfg.Registerer = d.logger, d.reg
+			cfg.Logger, cfg.Registerer, cfg.Bus = d.logger, d.reg, bus.ForCell(d.cfg.Cell)
 			return consumer(consumers.NewExternal(d.pool, d.js, cfg, pc.External))
 		}},
 		{consumers.TicketsName, func(d workDeps) (func(context.Context) error, error) {
@@ -103,7 +106,9 @@ func components() []component {
 
 // runWork runs `boxoffice work [-only a,b]`: the durable consumers, the
 // expiry worker and (with the sandbox provider) its webhook sender, plus
-// /healthz, /readyz and /metrics on OPS_ADDR.
+// /healthz, /readyz and /metrics on OPS_ADDR. It serves one purchase cell
+// (BOXOFFICE_CELL): that cell's database and bus namespace; run workers
+// per cell, and a cell's workers never wait on another cell.
 func runWork(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("work", flag.ExitOnError)
 	only := fs.String("only", "", "comma-separated workers to run (default: all): "+strings.Join(componentNames(), ", "))

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/admission"
+	"boxoffice/auth"
+	"boxoffice/bus"
+	"boxoffice/db"
+	"boxoffice/dbtest"
+	"boxoffice/handlers"
+	"boxoffice/migrations"
+	"boxoffice/natstest"
+	"boxoffice/pgcluster"
+	"boxoffice/relay"
+)
+
+// cellStack is one purchase cell's back end as the test runs it: the
+// cell's own relay and workers on its own database and bus namespace,
+// each startable and stoppable on its own.
+type cellStack struct {
+	name string
+	pool *pgxpool.Pool
+	cfg  config
+
+	mu     sync.Mutex
+	cancel map[string]context.CancelFunc
+	done   map[string]chan error
+	count  map[string]int
+}
+
+// start runs the relay ("relay") or every worker ("work") of the cell.
+func (c *cellStack) start(t *testing.T, role string, nc *nats.Conn, js jetstream.JetStream, logger *slog.Logger) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var runs []func(context.Context) error
+	switch role {
+	case "relay":
+		r, err := relay.New(c.pool, nc, relay.Config{Logger: logger, Bus: bus.ForCell(c.name), Registerer: prometheus.NewRegistry()})
+		require.NoError(t, err)
+		runs = append(runs, r.Run)
+	case "work":
+		provider, sandbox, err := newProvider(c.cfg, c.pool, logger)
+		require.NoError(t, err)
+		runs, err = startWorkers(workDeps{
+			cfg: c.cfg, pool: c.pool, js: js, logger: logger, reg: prometheus.NewRegistry(),
+			provider: provider, sandbox: sandbox,
+		}, nil)
+		require.NoError(t, err)
+	}
+	done := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() { done <- run(ctx) }()
+	}
+	c.mu.Lock()
+	c.cancel[role], c.done[role], c.count[role] = cancel, done, len(runs)
+	c.mu.Unlock()
+	t.Cleanup(func() { c.stop(t, role) })
+}
+
+// stop stops the role and waits until every run of it returned.
+func (c *cellStack) stop(t *testing.T, role string) {
+	c.mu.Lock()
+	cancel, done, n := c.cancel[role], c.done[role], c.count[role]
+	delete(c.cancel, role)
+	c.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	for range n {
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("cell %s %s: %v", c.name, role, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("cell %s %s did not stop", c.name, role)
+			return
+		}
+	}
+}
+
+// TestTwoCells runs one API process over two purchase cells, each with its
+// own database (cell b on a private PostgreSQL server the test can stop),
+// relay, workers and bus namespace on one JetStream server:
+//   - a hold for an event of cell a writes only cell a's database, routed
+//     by the cell in the admission token;
+//   - each cell's relay and workers run independently: with cell b's
+//     relay stopped, cell a still sells to the ticket, and b catches up
+//     when its relay returns;
+//   - with cell b's database down, cell a still sells, and b's events
+//     answer 503 cell-unavailable instead of failing.
+func TestTwoCells(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	urlA := dbtest.NewURL(t)
+	dir := t.TempDir()
+	if os.Geteuid() == 0 { // PostgreSQL then runs as postgres, which must reach dir
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+	}
+	clusterB, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(dir, "cell-b"), Fast: true, Temporary: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = clusterB.Stop(context.Background()) })
+	urlB := clusterB.URL()
+	require.NoError(t, migrations.Up(ctx, urlB))
+
+	ns := natstest.New(t)
+	nc, js := ns.Connect(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	api := "http://" + ln.Addr().String()
+	env := map[string]string{
+		"BOXOFFICE_CELLS":               "a,b",
+		"BOXOFFICE_CELL_A_DATABASE_URL": urlA,
+		"BOXOFFICE_CELL_B_DATABASE_URL": urlB,
+		"BOXOFFICE_JWT_SECRET":          "cells-test-jwt-secret-0123456789abcdef",
+		"BOXOFFICE_ADMISSION_KEY":       "cells-test-admission-key-0123456789abcdef",
+		"STRIPE_WEBHOOK_SECRET":         "whsec_cells_test",
+		"BOXOFFICE_PAYMENTS":            "sandbox",
+		"BOXOFFICE_SANDBOX_WEBHOOK_URL": api + "/v1/webhooks/stripe",
+		"BOXOFFICE_TICKET_SIGNING_KEY":  base64.StdEncoding.EncodeToString(devTicketSeed()),
+		"DATABASE_MAX_CONNS":            "8",
+	}
+	getenv := func(k string) string { return env[k] }
+	cfg, err := loadConfig(getenv, "BOXOFFICE_JWT_SECRET")
+	require.NoError(t, err)
+	require.Equal(t, []cellConfig{{"a", urlA}, {"b", urlB}}, cfg.Cells)
+
+	// The API process: both cells.
+	served, err := openCells(ctx, cfg, logger, prometheus.NewRegistry(), js)
+	require.NoError(t, err)
+	t.Cleanup(served.close)
+	hc := baseHandlersConfig(cfg, logger, prometheus.NewRegistry(), served.checks)
+	hc.Cells = served.router
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	srvDone := make(chan error, 1+len(served.runs))
+	go func() { srvDone <- serveHTTP(srvCtx, ln, handlers.New(hc).Handler(), logger) }()
+	for _, run := range served.runs {
+		go func() { srvDone <- run(srvCtx) }()
+	}
+	t.Cleanup(func() {
+		stopSrv()
+		for range 1 + len(served.runs) {
+			<-srvDone
+		}
+	})
+
+	// Each cell's back end, as `BOXOFFICE_CELL=<name> boxoffice relay|work`.
+	stacks := map[string]*cellStack{}
+	for _, cc := range cfg.Cells {
+		ccfg, err := loadConfig(func(k string) string {
+			if k == "BOXOFFICE_CELL" {
+				return cc.Name
+			}
+			return env[k]
+		})
+		require.NoError(t, err)
+		require.Equal(t, cc.DatabaseURL, ccfg.DatabaseURL, "a worker reads its cell's database from BOXOFFICE_CELL_<NAME>_DATABASE_URL")
+		require.Equal(t, bus.ForCell(cc.Name), ccfg.Streams.Namespace)
+		require.NoError(t, bus.Provision(ctx, js, ccfg.Streams))
+		pool, err := db.NewPool(ctx, db.PoolConfig{URL: cc.DatabaseURL, MaxConns: 8})
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		s := &cellStack{name: cc.Name, pool: pool, cfg: ccfg, cancel: map[string]context.CancelFunc{}, done: map[string]chan error{}, count: map[string]int{}}
+		clog := logger.With("cell", cc.Name)
+		s.start(t, "relay", nc, js, clog)
+		s.start(t, "work", nil, js, clog)
+		stacks[cc.Name] = s
+	}
+	a, b := stacks["a"], stacks["b"]
+
+	// Organizers land in their home cell, and their events with them.
+	organizerIn := func(cell string) uuid.UUID {
+		for {
+			id := uuid.New()
+			if served.router.Home(id).Name == cell {
+				return id
+			}
+		}
+	}
+	c := &cellsClient{t: t, api: api, secret: []byte(env["BOXOFFICE_JWT_SECRET"])}
+	eventA := c.createEvent(organizerIn("a"))
+	eventB := c.createEvent(organizerIn("b"))
+	require.Equal(t, int64(1), dbtest.Count(t, a.pool, `SELECT count(*) FROM events WHERE id = $1 AND purchase_cell = 'a'`, eventA))
+	require.Equal(t, int64(0), dbtest.Count(t, b.pool, `SELECT count(*) FROM events WHERE id = $1`, eventA))
+	require.Equal(t, int64(1), dbtest.Count(t, b.pool, `SELECT count(*) FROM events WHERE id = $1 AND purchase_cell = 'b'`, eventB))
+
+	signer := admission.NewSigner(admission.SignerConfig{Key: []byte(env["BOXOFFICE_ADMISSION_KEY"])})
+	t.Run("HoldsForAnEventTouchOnlyItsCell", func(t *testing.T) {
+		buyer := uuid.New()
+		token := c.admit(buyer, eventA)
+		_, err := signer.Verify(token, buyer, eventA, "a")
+		require.NoError(t, err, "the admission token names cell a")
+		ordersB := dbtest.Count(t, b.pool, `SELECT count(*) FROM orders`)
+		orderID := c.hold(buyer, eventA, token, 0)
+		c.payAndWait(buyer, orderID)
+		require.Equal(t, int64(1), dbtest.Count(t, a.pool, `SELECT count(*) FROM orders WHERE id = $1 AND status = 'ticketed'`, orderID))
+		require.Equal(t, ordersB, dbtest.Count(t, b.pool, `SELECT count(*) FROM orders`), "cell b got an order")
+		for _, table := range []string{"orders WHERE id = $1", "holds WHERE order_id = $1", "payments WHERE order_id = $1", "tickets WHERE order_id = $1", "outbox WHERE aggregate_id = $1", "sandbox_payment_intents WHERE metadata->>'order_id' = $1::text"} {
+			require.Equal(t, int64(0), dbtest.Count(t, b.pool, `SELECT count(*) FROM `+table, orderID), "cell b has %s", table)
+		}
+		// The events went through cell a's namespace only.
+		requireStreamHas(t, js, bus.ForCell("a"), 1)
+		requireStreamHas(t, js, bus.ForCell("b"), 0)
+		requireStreamHas(t, js, bus.Namespace{}, 0)
+
+		// A token for cell a does not buy in cell b's event.
+		code, _ := c.do(http.MethodPost, "/v1/events/"+eventB.String()+"/holds", c.buyerToken(buyer), map[string]string{"X-Admission-Token": token, "Idempotency-Key": uuid.NewString()}, `{"seatIds":["`+c.seats(eventB)[0]+`"]}`, nil)
+		require.Equal(t, http.StatusForbidden, code)
+	})
+
+	t.Run("EachCellsRelayAndWorkersRunIndependently", func(t *testing.T) {
+		b.stop(t, "relay")
+		buyerB := uuid.New()
+		orderB := c.hold(buyerB, eventB, c.admit(buyerB, eventB), 1)
+
+		// Cell a sells to the ticket while cell b's relay is down.
+		buyerA := uuid.New()
+		orderA := c.hold(buyerA, eventA, c.admit(buyerA, eventA), 1)
+		c.payAndWait(buyerA, orderA)
+
+		// Nothing of cell b's moved: its hold is not even published.
+		require.Equal(t, int64(1), dbtest.Count(t, b.pool, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, orderB))
+		var o cellsOrder
+		_, _ = c.do(http.MethodGet, "/v1/orders/"+orderB.String(), c.buyerToken(buyerB), nil, "", &o)
+		require.Nil(t, o.Payment, "cell b's order moved without its relay")
+
+		b.start(t, "relay", nc, js, logger.With("cell", "b"))
+		c.payAndWait(buyerB, orderB)
+	})
+
+	t.Run("ACellThatIsDownDoesNotStopTheOther", func(t *testing.T) {
+		buyerB := uuid.New()
+		tokenB := c.admit(buyerB, eventB)
+		b.stop(t, "work")
+		b.stop(t, "relay")
+		require.NoError(t, clusterB.Stop(ctx))
+
+		buyerA := uuid.New()
+		orderA := c.hold(buyerA, eventA, c.admit(buyerA, eventA), 2)
+		c.payAndWait(buyerA, orderA)
+
+		// Cell b's event answers 503 cell-unavailable, with Retry-After.
+		for _, req := range []struct{ method, path, headers, body string }{
+			{http.MethodGet, "/v1/events/" + eventB.String() + "/seats", "", ""},
+			{http.MethodPost, "/v1/events/" + eventB.String() + "/holds", tokenB, `{"seatIds":["` + uuid.NewString() + `"]}`},
+			{http.MethodGet, "/v1/events/" + uuid.NewString(), "", ""}, // unknown: may be in b
+		} {
+			h := map[string]string{"Idempotency-Key": uuid.NewString()}
+			if req.headers != "" {
+				h["X-Admission-Token"] = req.headers
+			}
+			var p struct{ Type string }
+			code, hdr := c.do(req.method, req.path, c.buyerToken(buyerB), h, req.body, &p)
+			require.Equal(t, http.StatusServiceUnavailable, code, "%s %s", req.method, req.path)
+			require.Equal(t, handlers.TypeCellUnavailable, p.Type, "%s %s", req.method, req.path)
+			require.NotEmpty(t, hdr.Get("Retry-After"))
+		}
+	})
+	require.NotContains(t, logs.String(), env["STRIPE_WEBHOOK_SECRET"])
+}
+
+// requireStreamHas checks how many HoldCreated events ns's stream holds.
+func requireStreamHas(t *testing.T, js jetstream.JetStream, ns bus.Namespace, want uint64) {
+	t.Helper()
+	subject := ns.Subject("ticketing.order.HoldCreated")
+	require.Eventually(t, func() bool {
+		s, err := js.Stream(context.Background(), ns.Stream())
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+		return err == nil && info.State.Subjects[subject] == want
+	}, 10*time.Second, 50*time.Millisecond, "stream %s should hold %d HoldCreated", ns.Stream(), want)
+}
+
+type cellsOrder struct {
+	Status  string
+	Payment *struct{ PaymentIntentID string }
+}
+
+// cellsClient is a buyer's and an organizer's HTTP client of the API.
+type cellsClient struct {
+	t      *testing.T
+	api    string
+	secret []byte
+}
+
+func (c *cellsClient) token(id auth.Identity) string {
+	tok, err := auth.Mint(c.secret, id, time.Hour)
+	require.NoError(c.t, err)
+	return tok
+}
+
+func (c *cellsClient) buyerToken(id uuid.UUID) string {
+	return c.token(auth.Identity{UserID: id, Role: auth.RoleBuyer})
+}
+
+func (c *cellsClient) do(method, path, bearer string, headers map[string]string, body string, out any) (int, http.Header) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.api+path, strings.NewReader(body))
+	require.NoError(c.t, err)
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(c.t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(c.t, err)
+	if out != nil && len(raw) > 0 {
+		require.NoError(c.t, json.Unmarshal(raw, out), "%s %s: %s", method, path, raw)
+	}
+	return res.StatusCode, res.Header
+}
+
+func (c *cellsClient) createEvent(organizer uuid.UUID) uuid.UUID {
+	c.t.Helper()
+	var ev struct{ ID uuid.UUID }
+	code, _ := c.do(http.MethodPost, "/v1/events", c.token(auth.Identity{UserID: organizer, OrganizerID: organizer, Role: auth.RoleOrganizer}), nil,
+		`{"name":"cells","startsAt":"2030-01-01T20:00:00Z","currency":"eur","sections":[{"name":"A","rows":2,"seatsPerRow":5,"priceMinor":1000}]}`, &ev)
+	require.Equal(c.t, http.StatusCreated, code)
+	return ev.ID
+}
+
+func (c *cellsClient) seats(event uuid.UUID) []string {
+	c.t.Helper()
+	var m struct{ Seats []struct{ ID string } }
+	code, _ := c.do(http.MethodGet, "/v1/events/"+event.String()+"/seats", c.buyerToken(uuid.New()), nil, "", &m)
+	require.Equal(c.t, http.StatusOK, code)
+	var ids []string
+	for _, s := range m.Seats {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+// admit joins the waiting room and polls it until admitted.
+func (c *cellsClient) admit(buyer, event uuid.UUID) string {
+	c.t.Helper()
+	var v struct{ AdmissionToken string }
+	code, _ := c.do(http.MethodPost, "/v1/events/"+event.String()+"/waiting-room", c.buyerToken(buyer), nil, "", &v)
+	require.Contains(c.t, []int{http.StatusOK, http.StatusAccepted}, code)
+	require.Eventually(c.t, func() bool {
+		if v.AdmissionToken != "" {
+			return true
+		}
+		c.do(http.MethodGet, "/v1/events/"+event.String()+"/waiting-room", c.buyerToken(buyer), nil, "", &v)
+		return v.AdmissionToken != ""
+	}, 30*time.Second, 50*time.Millisecond, "never admitted")
+	return v.AdmissionToken
+}
+
+func (c *cellsClient) hold(buyer, event uuid.UUID, token string, seat int) uuid.UUID {
+	c.t.Helper()
+	var h struct{ OrderID uuid.UUID }
+	code, _ := c.do(http.MethodPost, "/v1/events/"+event.String()+"/holds", c.buyerToken(buyer),
+		map[string]string{"X-Admission-Token": token, "Idempotency-Key": uuid.NewString()},
+		`{"seatIds":["`+c.seats(event)[seat]+`"]}`, &h)
+	require.Equal(c.t, http.StatusAccepted, code)
+	return h.OrderID
+}
+
+// payAndWait authorizes the order's PaymentIntent in the sandbox once the
+// saga has created it, and waits until the order is ticketed.
+func (c *cellsClient) payAndWait(buyer, order uuid.UUID) {
+	c.t.Helper()
+	bearer := c.buyerToken(buyer)
+	var o cellsOrder
+	require.Eventually(c.t, func() bool {
+		o = cellsOrder{}
+		code, _ := c.do(http.MethodGet, "/v1/orders/"+order.String(), bearer, nil, "", &o)
+		return code == http.StatusOK && o.Payment != nil && o.Payment.PaymentIntentID != ""
+	}, 30*time.Second, 20*time.Millisecond, "order %s never got a PaymentIntent", order)
+	code, _ := c.do(http.MethodPost, "/v1/sandbox/payment-intents/"+o.Payment.PaymentIntentID+"/authorize", bearer, nil, "", nil)
+	require.Equal(c.t, http.StatusOK, code)
+	require.Eventually(c.t, func() bool {
+		o = cellsOrder{}
+		code, _ := c.do(http.MethodGet, "/v1/orders/"+order.String(), bearer, nil, "", &o)
+		return code == http.StatusOK && o.Status == "ticketed"
+	}, 30*time.Second, 20*time.Millisecond, "order %s never got ticketed (last %q)", order, &o.Status)
+}

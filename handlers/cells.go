@@ -1,0 +1,54 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/cells"
+)
+
+// The handlers reach every event, order, intent and organizer through the
+// cell that holds it (package cells); these map the Router's answers to
+// problems.
+
+// eventCell returns the cell of the event, or a 404 or 503 problem.
+func (h *Handlers) eventCell(ctx context.Context, eventID uuid.UUID) (*cells.Cell, error) {
+	c, err := h.cells.ForEvent(ctx, eventID)
+	return c, h.cellProblem(ctx, err, "No such event.", "event_id", eventID)
+}
+
+// orderCell returns the cell of the order, or a 404 or 503 problem.
+func (h *Handlers) orderCell(ctx context.Context, orderID uuid.UUID) (*cells.Cell, error) {
+	c, err := h.cells.ForOrder(ctx, orderID)
+	return c, h.cellProblem(ctx, err, "No such order.", "order_id", orderID)
+}
+
+// organizerCell returns the cell of the calling organizer, or a 503
+// problem when its cell may be down.
+func (h *Handlers) organizerCell(ctx context.Context) (*cells.Cell, error) {
+	id := identity(ctx).OrganizerID
+	c, err := h.cells.ForOrganizer(ctx, id)
+	return c, h.cellProblem(ctx, err, "", "organizer_id", id)
+}
+
+func (h *Handlers) cellProblem(ctx context.Context, err error, notFound string, attrs ...any) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, cells.ErrNotFound):
+		return problem(http.StatusNotFound, TypeNotFound, notFound)
+	case errors.Is(err, cells.ErrUnavailable):
+		attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
+		h.logger.WarnContext(ctx, "purchase cell unavailable", attrs...)
+		return huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeCellUnavailable,
+			"The purchase cell that serves this is not answering; other events are not affected. Try again shortly."),
+			retryAfter(5*time.Second))
+	default:
+		return h.internal(ctx, "find purchase cell", err, attrs...)
+	}
+}
