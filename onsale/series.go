@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -83,8 +84,32 @@ func (s *Sim) Live() Live {
 	}
 }
 
-// sample appends one Point per second until ctx is done.
+// sample appends one Point per second until ctx is done. The server's
+// signals and the seat map are read by a poller of their own, so a slow
+// server (the usual state of an onsale at its peak) delays readings
+// rather than losing them: each Point takes the latest reading that is at
+// most signalMaxAge old, and -1 when there is none.
 func (s *Sim) sample(ctx context.Context) {
+	var (
+		mu     sync.Mutex
+		latest Point // only the signal and seat fields
+		readAt time.Time
+	)
+	go func() {
+		for ctx.Err() == nil {
+			start := time.Now()
+			var r Point
+			s.readSignals(ctx, &r)
+			s.readSeats(ctx, &r)
+			mu.Lock()
+			latest, readAt = r, time.Now()
+			mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second - time.Since(start)):
+			}
+		}
+	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var prev Point
@@ -110,8 +135,17 @@ func (s *Sim) sample(ctx context.Context) {
 		p.TicketedRate = float64(p.Ticketed-prev.Ticketed) / dt
 		pc := percentilesOf(s.holdRequest.drain())
 		p.HoldP50, p.HoldP95, p.HoldP99 = pc.P50, pc.P95, pc.P99
-		s.readSignals(ctx, &p)
-		s.readSeats(ctx, &p)
+		mu.Lock()
+		r, age := latest, time.Since(readAt)
+		mu.Unlock()
+		if readAt.IsZero() || age > signalMaxAge {
+			r = Point{}
+			r.R, r.ControllerRate, r.ServerQueued, r.OutboxAge, r.ServerHoldP99, r.ActiveHolds, r.ConsumerPending = -1, -1, -1, -1, -1, -1, -1
+			r.SeatsAvailable, r.SeatsHeld, r.SeatsSold = -1, -1, -1
+		}
+		p.R, p.ControllerRate, p.RateReason, p.ServerQueued = r.R, r.ControllerRate, r.RateReason, r.ServerQueued
+		p.OutboxAge, p.ServerHoldP99, p.ActiveHolds, p.ConsumerPending = r.OutboxAge, r.ServerHoldP99, r.ActiveHolds, r.ConsumerPending
+		p.SeatsAvailable, p.SeatsHeld, p.SeatsSold = r.SeatsAvailable, r.SeatsHeld, r.SeatsSold
 		s.lastR.Store(math.Float64bits(p.R))
 		s.mu.Lock()
 		s.series = append(s.series, p)
@@ -119,6 +153,13 @@ func (s *Sim) sample(ctx context.Context) {
 		prev = p
 	}
 }
+
+// signalMaxAge is how old a reading of the server's signals may be and
+// still stand for the current second.
+const signalMaxAge = 10 * time.Second
+
+// signalTimeout bounds one read of the server's signals or seat map.
+const signalTimeout = 5 * time.Second
 
 // readSignals fills p from the organizer's onsale view of each API
 // process: R and the queue summed when each process admits on its own.
@@ -129,7 +170,7 @@ func (s *Sim) readSignals(ctx context.Context, p *Point) {
 		if i > 0 && s.cfg.SharedWaitingRoom {
 			break
 		}
-		rctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
+		rctx, cancel := context.WithTimeout(ctx, signalTimeout)
 		var v onsaleView
 		res, err := api.call(rctx, http.MethodGet, "/v1/events/"+s.eventID+"/onsale", s.orgToken, nil, nil, &v)
 		cancel()
@@ -158,7 +199,7 @@ func (s *Sim) readSignals(ctx context.Context, p *Point) {
 // readSeats counts the seat map; when every seat is sold it tells buyers
 // the event is sold out, as an event page would.
 func (s *Sim) readSeats(ctx context.Context, p *Point) {
-	rctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
+	rctx, cancel := context.WithTimeout(ctx, signalTimeout)
 	defer cancel()
 	m, err := s.seatMap(rctx, s.apis[0], s.orgToken)
 	if err != nil {
