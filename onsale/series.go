@@ -166,7 +166,7 @@ const signalTimeout = 5 * time.Second
 func (s *Sim) readSignals(ctx context.Context, p *Point) {
 	p.R, p.ControllerRate, p.ServerQueued, p.OutboxAge, p.ServerHoldP99, p.ActiveHolds, p.ConsumerPending = -1, -1, -1, -1, -1, -1, -1
 	ok := false
-	for i, api := range s.apis {
+	for i, api := range s.ops {
 		if i > 0 && s.cfg.SharedWaitingRoom {
 			break
 		}
@@ -201,7 +201,7 @@ func (s *Sim) readSignals(ctx context.Context, p *Point) {
 func (s *Sim) readSeats(ctx context.Context, p *Point) {
 	rctx, cancel := context.WithTimeout(ctx, signalTimeout)
 	defer cancel()
-	m, err := s.seatMap(rctx, s.apis[0], s.orgToken)
+	m, err := s.seatMap(rctx, s.ops[0], s.orgToken)
 	if err != nil {
 		p.SeatsAvailable, p.SeatsHeld, p.SeatsSold = -1, -1, -1
 		return

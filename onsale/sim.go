@@ -118,6 +118,10 @@ type Sim struct {
 	cfg      Config
 	apis     []*client
 	sses     []*client
+	// ops reads the server's signals and the seat map for the report on
+	// connections of its own, as an operator's dashboard would: never
+	// queued behind the buyers' requests in this process.
+	ops []*client
 	orgToken string
 	eventID  string
 	seatsN   int
@@ -160,6 +164,7 @@ func New(cfg Config) (*Sim, error) {
 		u = strings.TrimRight(u, "/")
 		s.apis = append(s.apis, &client{base: u, http: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}})
 		s.sses = append(s.sses, &client{base: u, http: &http.Client{Transport: tr}})
+		s.ops = append(s.ops, &client{base: u, http: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}, Timeout: cfg.RequestTimeout}})
 	}
 	return s, nil
 }
