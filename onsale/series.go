@@ -155,8 +155,9 @@ func (s *Sim) sample(ctx context.Context) {
 }
 
 // signalMaxAge is how old a reading of the server's signals may be and
-// still stand for the current second.
-const signalMaxAge = 10 * time.Second
+// still stand for the current second. At an onsale's peak on a small
+// machine the simulator itself is short of CPU and reads every 10–20 s.
+const signalMaxAge = 30 * time.Second
 
 // signalTimeout bounds one read of the server's signals or seat map.
 const signalTimeout = 5 * time.Second
