@@ -115,13 +115,13 @@ func (c Config) Validate() error {
 // Sim is one simulation run. Create it with New, watch it with Live while
 // Run runs.
 type Sim struct {
-	cfg      Config
-	apis     []*client
-	sses     []*client
+	cfg  Config
+	apis []*client
+	sses []*client
 	// ops reads the server's signals and the seat map for the report on
 	// connections of its own, as an operator's dashboard would: never
 	// queued behind the buyers' requests in this process.
-	ops []*client
+	ops      []*client
 	orgToken string
 	eventID  string
 	seatsN   int
