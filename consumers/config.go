@@ -61,6 +61,10 @@ type Config struct {
 	// transactions roll back and their messages are nakked for another
 	// process. Defaults to 20s.
 	ShutdownTimeout time.Duration
+	// ProvisionTimeout bounds one attempt to create or update the durable
+	// consumer; a failed attempt is retried with a growing delay. Defaults
+	// to 30s.
+	ProvisionTimeout time.Duration
 	// Logger receives the consumer's logs. Required.
 	Logger *slog.Logger
 	// Registerer receives the consumer's metrics. Consumers sharing a
@@ -86,6 +90,7 @@ func (c Config) withDefaults() Config {
 	c.MaxAckPending = cmp.Or(c.MaxAckPending, 1000)
 	c.Concurrency = cmp.Or(c.Concurrency, 8)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
+	c.ProvisionTimeout = cmp.Or(c.ProvisionTimeout, 30*time.Second)
 	return c
 }
 
@@ -122,6 +127,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("ShutdownTimeout must not be negative"))
+	}
+	if c.ProvisionTimeout < 0 {
+		errs = append(errs, errors.New("ProvisionTimeout must not be negative"))
 	}
 	if c.Logger == nil {
 		errs = append(errs, errors.New("Logger is required"))

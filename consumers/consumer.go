@@ -115,7 +115,6 @@ func (c *Consumer) Name() string { return c.cfg.Name }
 
 // Timeouts of single operations on the server.
 const (
-	provisionTimeout  = 30 * time.Second
 	deadLetterTimeout = 10 * time.Second
 	ackTimeout        = 10 * time.Second
 	flushTimeout      = 5 * time.Second
@@ -136,15 +135,24 @@ const (
 //
 // Run survives NATS outages: consuming resumes when the connection comes
 // back, and when consuming stops on its own (the durable consumer was
-// deleted, say) Run provisions it again. Returns an error only when the
-// first provisioning fails or the connection is closed for good.
+// deleted, say) Run provisions it again; the first provisioning is retried
+// the same way. Returns an error only when the connection is closed for
+// good.
 func (c *Consumer) Run(ctx context.Context) error {
 	cons, err := c.provision(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it started: nothing to drain
 		}
-		return err
+		// NATS is down or electing a leader: wait for it rather than take
+		// the whole worker process down with this consumer.
+		c.logger.WarnContext(ctx, "provision consumer; retrying", "error", err.Error())
+		if cons, err = c.reprovision(ctx, 0); err != nil {
+			return err
+		}
+		if cons == nil {
+			return nil // stopped before it started
+		}
 	}
 	var bg sync.WaitGroup
 	defer bg.Wait()
@@ -217,7 +225,7 @@ func (c *Consumer) provision(ctx context.Context) (jetstream.Consumer, error) {
 	} else {
 		cc.FilterSubjects = filters
 	}
-	ctx, cancel := context.WithTimeout(ctx, provisionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ProvisionTimeout)
 	defer cancel()
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Bus.Stream(), cc)
 	if err != nil {

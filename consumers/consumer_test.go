@@ -698,6 +698,33 @@ func TestConsumer(t *testing.T) {
 		require.Equal(t, int64(2), b.count(t, `SELECT count(*) FROM effects`))
 	})
 
+	t.Run("StartsWhileNATSIsDownAndWaitsForIt", func(t *testing.T) {
+		// A worker restarted during a NATS outage or leader election must
+		// wait for the bus, not exit (the stack test saw a worker die so).
+		t.Parallel()
+		b := setup(t)
+		b.nats.Stop()
+		var calls atomic.Int64
+		stop := run(t, b.newConsumer(t, Config{ProvisionTimeout: 500 * time.Millisecond}, effectHandler(&calls)))
+		time.Sleep(3 * time.Second) // the first attempts time out
+		b.nats.Start(t)
+		ev, raw := testEvent(t)
+		var seq uint64
+		require.Eventually(t, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: ev.Subject(), Data: raw}, jetstream.WithMsgID(ev.EventID.String()))
+			if err != nil {
+				return false
+			}
+			seq = ack.Sequence
+			return true
+		}, waitFor, 50*time.Millisecond)
+		b.waitSettled(t, "test", seq)
+		require.Equal(t, int64(1), calls.Load())
+		require.NoError(t, stop())
+	})
+
 	t.Run("ProvisionsTheConsumerAgainWhenDeleted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
