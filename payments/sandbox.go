@@ -47,7 +47,8 @@ type SandboxConfig struct {
 	// WebhookTimeout bounds each delivery attempt. Defaults to 10s.
 	WebhookTimeout time.Duration
 	// WebhookBatchSize is the most deliveries one claim leases. Defaults
-	// to 64.
+	// to WebhookConcurrency, so that every leased delivery is in flight at
+	// once and a sender that dies holds few of them.
 	WebhookBatchSize int
 	// WebhookConcurrency is how many deliveries of a batch are in flight
 	// at once. Events about one PaymentIntent are always sent one after
@@ -68,8 +69,8 @@ func (c SandboxConfig) withDefaults() SandboxConfig {
 	c.WebhookRetryMax = cmp.Or(c.WebhookRetryMax, time.Minute)
 	c.WebhookPollInterval = cmp.Or(c.WebhookPollInterval, 100*time.Millisecond)
 	c.WebhookTimeout = cmp.Or(c.WebhookTimeout, 10*time.Second)
-	c.WebhookBatchSize = cmp.Or(c.WebhookBatchSize, 64)
 	c.WebhookConcurrency = cmp.Or(c.WebhookConcurrency, 16)
+	c.WebhookBatchSize = cmp.Or(c.WebhookBatchSize, c.WebhookConcurrency)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

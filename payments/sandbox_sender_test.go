@@ -81,6 +81,7 @@ func TestWebhookSenderSendsIntentsInParallel(t *testing.T) {
 		WebhookSecret:       webhookSecret,
 		WebhookPollInterval: 20 * time.Millisecond,
 		WebhookConcurrency:  8,
+		WebhookBatchSize:    64,
 	})
 	require.NoError(t, err)
 

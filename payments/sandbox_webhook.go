@@ -350,9 +350,12 @@ func (s *Sandbox) RunWebhookSender(ctx context.Context) error {
 // receiver sees an intent's history in order unless a delivery fails (a
 // retried event is overtaken by later ones, as with Stripe).
 func (s *Sandbox) sendDue(ctx context.Context) (int, error) {
-	// The lease must outlast sending the batch: at worst every slot sends
-	// its share one after another, and one intent may hold a few events.
-	perSlot := (s.cfg.WebhookBatchSize+s.cfg.WebhookConcurrency-1)/s.cfg.WebhookConcurrency + 4
+	// The lease should outlast sending the batch: every slot sends its
+	// share one after another, and one intent may hold another event or
+	// two. It is also how long the events of a sender that died wait to be
+	// sent again, so it is not the worst case: a batch that outlives it is
+	// sent again by another sender, a duplicate the receiver dedupes.
+	perSlot := (s.cfg.WebhookBatchSize+s.cfg.WebhookConcurrency-1)/s.cfg.WebhookConcurrency + 2
 	lease := s.cfg.WebhookTimeout*time.Duration(perSlot) + 10*time.Second
 	claimCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	rows, err := s.q.SandboxWebhookClaim(claimCtx, s.pool, sqlcgen.SandboxWebhookClaimParams{
