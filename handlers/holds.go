@@ -80,7 +80,8 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 			"The admission token is invalid, expired, revoked, or not for this buyer and event.")
 	}
 	defer func(start time.Time) { c.Room.ObserveHold(time.Since(start)) }(time.Now())
-	switch err := c.Room.CheckSeatLimit(ctx, user, eventID, in.Body.SeatIDs); {
+	seatLimit, err := c.Room.CheckSeatLimit(ctx, user, eventID, in.Body.SeatIDs)
+	switch {
 	case errors.Is(err, waitingroom.ErrSeatLimit):
 		return nil, problem(http.StatusConflict, TypeSeatLimit, "This hold would give you more seats of this event than its organizer allows per buyer.")
 	case errors.Is(err, waitingroom.ErrUnavailable):
@@ -96,6 +97,7 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		SeatIDs:        in.Body.SeatIDs,
 		IdempotencyKey: in.IdempotencyKey,
 		CorrelationID:  CorrelationID(ctx),
+		SeatLimit:      seatLimit,
 	})
 	var unavailable *purchase.SeatUnavailableError
 	switch {
@@ -103,6 +105,8 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		p := problem(http.StatusConflict, TypeSeatUnavailable, "Some of the seats are held by someone else or sold.")
 		p.SeatIDs = unavailable.SeatIDs
 		return nil, p
+	case errors.Is(err, purchase.ErrSeatLimit):
+		return nil, problem(http.StatusConflict, TypeSeatLimit, "This hold would give you more seats of this event than its organizer allows per buyer.")
 	case errors.Is(err, purchase.ErrIdempotencyConflict):
 		return nil, problem(http.StatusConflict, TypeIdempotencyConflict,
 			"This Idempotency-Key was already used for a different request.")

@@ -30,6 +30,9 @@ var (
 	ErrEventNotFound = errors.New("event not found")
 	// ErrSeatsNotInEvent: one or more seat ids are not seats of the event.
 	ErrSeatsNotInEvent = errors.New("seats not in event")
+	// ErrSeatLimit: the hold would give the buyer more seats of the event
+	// than HoldParams.SeatLimit allows. Nothing was written.
+	ErrSeatLimit = errors.New("buyer's seat limit for the event exceeded")
 )
 
 // SeatUnavailableError is returned when some requested seats are held by
@@ -76,6 +79,12 @@ type HoldParams struct {
 	SeatIDs        []uuid.UUID // 1–8 distinct ids; validated at the HTTP edge
 	IdempotencyKey string
 	CorrelationID  string
+	// SeatLimit is how many seats of the event one buyer may hold or own
+	// at once (the organizer's onsale setting); 0 for no limit. It is
+	// checked inside the hold transaction, under a lock of the (event,
+	// buyer) pair, so concurrent holds of one buyer cannot together pass
+	// it. A retried request is answered from its key before the check.
+	SeatLimit int
 }
 
 // Hold is the result of a successful hold: a pending order owning its seats
@@ -101,7 +110,8 @@ type Hold struct {
 // event and seats — returns that request's hold (Replayed), even while both
 // run concurrently; the same key with a different request returns
 // ErrIdempotencyConflict. A key is bound only by a request that succeeded.
-// Other errors: *SeatUnavailableError, ErrEventNotFound, ErrSeatsNotInEvent.
+// Other errors: *SeatUnavailableError, ErrEventNotFound, ErrSeatsNotInEvent,
+// ErrSeatLimit.
 // Lock races (deadlock, serialization) are retried, never returned.
 func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 	if len(p.SeatIDs) == 0 {
@@ -153,6 +163,7 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 			KeyTtl:         s.cfg.KeyTTL,
 			CorrelationID:  p.CorrelationID,
 			OutboxID:       uuid.Must(uuid.NewV7()),
+			SeatLimit:      int32(max(p.SeatLimit, 0)),
 		})
 	})
 	if err != nil {
@@ -178,6 +189,8 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 		return Hold{}, &SeatUnavailableError{SeatIDs: row.Taken}
 	case "seats_not_in_event":
 		return Hold{}, ErrSeatsNotInEvent
+	case "seat_limit":
+		return Hold{}, ErrSeatLimit
 	}
 	return Hold{}, fmt.Errorf("reserve seats: unknown outcome %q", row.Outcome)
 }

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"boxoffice/catalog"
 	"boxoffice/dbtest"
@@ -110,3 +113,52 @@ func TestHoldReplayMatchesOriginal(t *testing.T) {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// TestHoldSeatLimitUnderConcurrentHolds: one buyer fires ten one-seat holds
+// at once at an event that allows two seats per buyer. The check inside
+// the hold transaction lets exactly two through; a check before it alone
+// would let them all pass together. A retry of a successful hold is still
+// answered from its key, and another buyer is not affected.
+func TestHoldSeatLimitUnderConcurrentHolds(t *testing.T) {
+	t.Parallel()
+	svc, b := setup(t)
+	ctx := context.Background()
+	buyer := uuid.New()
+	const limit, tries = 2, 10
+	var (
+		mu      sync.Mutex
+		held    []purchase.HoldParams
+		refused int
+	)
+	var g errgroup.Group
+	for i := range tries {
+		g.Go(func() error {
+			p := purchase.HoldParams{UserID: buyer, EventID: b.event.ID, SeatIDs: []uuid.UUID{b.seats[i]},
+				IdempotencyKey: uuid.NewString(), SeatLimit: limit}
+			_, err := svc.Hold(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				held = append(held, p)
+			case errors.Is(err, purchase.ErrSeatLimit):
+				refused++
+			default:
+				return err
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	require.Len(t, held, limit)
+	require.Equal(t, tries-limit, refused)
+	require.Equal(t, int64(limit), dbtest.Count(t, b.pool, `SELECT count(*) FROM orders WHERE user_id = $1`, buyer))
+
+	again, err := svc.Hold(ctx, held[0])
+	require.NoError(t, err, "a retried hold is answered from its key, whatever the limit")
+	require.True(t, again.Replayed)
+
+	_, err = svc.Hold(ctx, purchase.HoldParams{UserID: uuid.New(), EventID: b.event.ID, SeatIDs: []uuid.UUID{b.seats[tries]},
+		IdempotencyKey: uuid.NewString(), SeatLimit: limit})
+	require.NoError(t, err, "another buyer has a limit of their own")
+}

@@ -126,7 +126,7 @@ SELECT outcome::text AS outcome,
 FROM hold_reserve(
     $1::uuid, $2::uuid[], $3::uuid, $4::uuid, $5::uuid,
     $6::interval, $7::text, $8::bytea, $9::interval,
-    $10::text, $11::uuid)
+    $10::text, $11::uuid, $12::integer)
 `
 
 type HoldReserveParams struct {
@@ -141,6 +141,7 @@ type HoldReserveParams struct {
 	KeyTtl         time.Duration
 	CorrelationID  string
 	OutboxID       uuid.UUID
+	SeatLimit      int32
 }
 
 type HoldReserveRow struct {
@@ -154,7 +155,8 @@ type HoldReserveRow struct {
 }
 
 // The whole hold transaction in one statement; see hold_reserve in
-// migrations/00002_hold_reserve.sql for what it guarantees.
+// migrations/00002_hold_reserve.sql and 00014_hold_seat_limit.sql for what
+// it guarantees.
 // Columns an outcome does not use are zero values, not NULL.
 func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParams) (HoldReserveRow, error) {
 	row := db.QueryRow(ctx, holdReserve,
@@ -169,6 +171,7 @@ func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParam
 		arg.KeyTtl,
 		arg.CorrelationID,
 		arg.OutboxID,
+		arg.SeatLimit,
 	)
 	var i HoldReserveRow
 	err := row.Scan(

@@ -387,31 +387,33 @@ func (r *Room) ObserveHold(d time.Duration) {
 	}
 }
 
-// CheckSeatLimit returns ErrSeatLimit when holding seatIDs would give the
-// buyer more seats of the event than its organizer allows. Seats already
-// the buyer's are not counted twice, so a retried hold passes. The check
-// runs before the hold's transaction: two holds of one buyer racing each
-// other can both pass it. It bounds hoarding; it is not the guard against
-// overselling (the hold's transaction is).
-func (r *Room) CheckSeatLimit(ctx context.Context, userID, eventID uuid.UUID, seatIDs []uuid.UUID) error {
+// CheckSeatLimit returns the event's per-buyer seat limit (0: none), and
+// ErrSeatLimit when holding seatIDs would already give the buyer more
+// seats of the event than its organizer allows. Seats already the buyer's
+// are not counted twice, so a retried hold passes. This is the cheap early
+// refusal; the hold passes the limit to its transaction
+// (purchase.HoldParams.SeatLimit), which enforces it against concurrent
+// holds of the same buyer.
+func (r *Room) CheckSeatLimit(ctx context.Context, userID, eventID uuid.UUID, seatIDs []uuid.UUID) (int, error) {
 	ev, err := r.event(ctx, eventID)
 	if err != nil || ev.Settings.SeatLimit <= 0 || r.cfg.Onsales == nil {
 		if errors.Is(err, ErrEventNotFound) {
-			return nil // the hold itself answers 404
+			return 0, nil // the hold itself answers 404
 		}
-		return err
+		return 0, err
 	}
-	if len(seatIDs) > ev.Settings.SeatLimit {
-		return ErrSeatLimit
+	limit := ev.Settings.SeatLimit
+	if len(seatIDs) > limit {
+		return limit, ErrSeatLimit
 	}
 	n, err := r.cfg.Onsales.BuyerSeats(ctx, userID, eventID, seatIDs)
 	if err != nil {
-		return err
+		return limit, err
 	}
-	if n+int64(len(seatIDs)) > int64(ev.Settings.SeatLimit) {
-		return ErrSeatLimit
+	if n+int64(len(seatIDs)) > int64(limit) {
+		return limit, ErrSeatLimit
 	}
-	return nil
+	return limit, nil
 }
 
 // Onsale is an onsale's state as its organizer sees it.
