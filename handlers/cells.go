@@ -45,10 +45,16 @@ func (h *Handlers) cellProblem(ctx context.Context, err error, notFound string, 
 	case errors.Is(err, cells.ErrUnavailable):
 		attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
 		h.logger.WarnContext(ctx, "purchase cell unavailable", attrs...)
-		return huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeCellUnavailable,
-			"The purchase cell that serves this is not answering; other events are not affected. Try again shortly."),
-			retryAfter(5*time.Second))
+		return cellUnavailable()
 	default:
 		return h.internal(ctx, "find purchase cell", err, attrs...)
 	}
+}
+
+// cellUnavailable is the 503 of a request whose purchase cell does not
+// answer.
+func cellUnavailable() error {
+	return huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeCellUnavailable,
+		"The purchase cell that serves this is not answering; other events are not affected. Try again shortly."),
+		retryAfter(5*time.Second))
 }

@@ -231,9 +231,7 @@ func (h *Handlers) internal(ctx context.Context, msg string, err error, attrs ..
 	if db.IsUnavailable(err) {
 		attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
 		h.logger.WarnContext(ctx, msg+": database unavailable", attrs...)
-		return huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeCellUnavailable,
-			"The purchase cell that serves this is not answering; other events are not affected. Try again shortly."),
-			retryAfter(5*time.Second))
+		return cellUnavailable()
 	}
 	attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
 	h.logger.ErrorContext(ctx, msg, attrs...)

@@ -80,16 +80,14 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 			"The admission token is invalid, expired, revoked, or not for this buyer and event.")
 	}
 	defer func(start time.Time) { c.Room.ObserveHold(time.Since(start)) }(time.Now())
-	seatLimit, err := c.Room.CheckSeatLimit(ctx, user, eventID, in.Body.SeatIDs)
+	seatLimit, err := c.Room.SeatLimit(ctx, eventID)
 	switch {
-	case errors.Is(err, waitingroom.ErrSeatLimit):
-		return nil, problem(http.StatusConflict, TypeSeatLimit, "This hold would give you more seats of this event than its organizer allows per buyer.")
 	case errors.Is(err, waitingroom.ErrUnavailable):
 		h.logger.WarnContext(ctx, "seat limit unknown", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
 		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
 			"The onsale's settings cannot be read right now; nothing was held. Try again shortly."), retryAfter(2*time.Second))
 	case err != nil:
-		return nil, h.internal(ctx, "check seat limit", err, "event_id", eventID)
+		return nil, h.internal(ctx, "read seat limit", err, "event_id", eventID)
 	}
 	hold, err := c.Purchase.Hold(ctx, purchase.HoldParams{
 		UserID:         user,

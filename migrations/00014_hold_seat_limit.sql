@@ -55,8 +55,9 @@ BEGIN
     -- (event, buyer) pair: one buyer's holds for one event take turns here,
     -- so two at once cannot both fit under the limit. The count runs after
     -- the lock with a fresh snapshot, so it sees the holds committed by
-    -- whoever held the lock before. Seats of this very request do not
-    -- count, as in OnsaleBuyerSeatCount.
+    -- whoever held the lock before. A seat counts while the buyer holds it
+    -- (an unreleased seat of a live or confirmed hold) or owns it (a ticket
+    -- of a ticketed order); seats of this very request do not count.
     IF p_seat_limit > 0 THEN
         PERFORM pg_advisory_xact_lock(hashtextextended('seat_limit:' || p_event_id::text || ':' || p_user_id::text, 0));
         SELECT count(DISTINCT mine.seat_id) INTO v_mine

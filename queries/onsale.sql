@@ -20,28 +20,6 @@ SET opens_at = excluded.opens_at,
     updated_at = now()
 RETURNING *;
 
--- name: OnsaleBuyerSeatCount :one
--- Seats user_id holds (an unreleased seat of a live or confirmed hold) or
--- owns (a ticket of a ticketed order) in event_id, not counting the seats in
--- exclude: the seats of the hold being asked for, so that a retried hold
--- does not count against itself. Walks order_user_idx.
-SELECT count(DISTINCT seat_id)::bigint AS seats
-FROM (
-    SELECT hs.seat_id
-    FROM orders o
-    JOIN holds h ON h.order_id = o.id
-    JOIN hold_seats hs ON hs.hold_id = h.id
-    WHERE o.user_id = @user_id::uuid AND o.event_id = @event_id::uuid
-      AND hs.released_at IS NULL
-      AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
-    UNION ALL
-    SELECT t.seat_id
-    FROM orders o
-    JOIN tickets t ON t.order_id = o.id
-    WHERE o.user_id = @user_id::uuid AND o.event_id = @event_id::uuid AND o.status = 'ticketed'
-) AS mine
-WHERE NOT (seat_id = ANY(@exclude::uuid[]));
-
 -- name: OnsaleSignals :one
 -- What the release controller reads from the cell's database: the age of
 -- the oldest event not yet on the bus (walking outbox_seq_idx from its

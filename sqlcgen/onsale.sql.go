@@ -12,42 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const onsaleBuyerSeatCount = `-- name: OnsaleBuyerSeatCount :one
-SELECT count(DISTINCT seat_id)::bigint AS seats
-FROM (
-    SELECT hs.seat_id
-    FROM orders o
-    JOIN holds h ON h.order_id = o.id
-    JOIN hold_seats hs ON hs.hold_id = h.id
-    WHERE o.user_id = $1::uuid AND o.event_id = $2::uuid
-      AND hs.released_at IS NULL
-      AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
-    UNION ALL
-    SELECT t.seat_id
-    FROM orders o
-    JOIN tickets t ON t.order_id = o.id
-    WHERE o.user_id = $1::uuid AND o.event_id = $2::uuid AND o.status = 'ticketed'
-) AS mine
-WHERE NOT (seat_id = ANY($3::uuid[]))
-`
-
-type OnsaleBuyerSeatCountParams struct {
-	UserID  uuid.UUID
-	EventID uuid.UUID
-	Exclude []uuid.UUID
-}
-
-// Seats user_id holds (an unreleased seat of a live or confirmed hold) or
-// owns (a ticket of a ticketed order) in event_id, not counting the seats in
-// exclude: the seats of the hold being asked for, so that a retried hold
-// does not count against itself. Walks order_user_idx.
-func (q *Queries) OnsaleBuyerSeatCount(ctx context.Context, db DBTX, arg OnsaleBuyerSeatCountParams) (int64, error) {
-	row := db.QueryRow(ctx, onsaleBuyerSeatCount, arg.UserID, arg.EventID, arg.Exclude)
-	var seats int64
-	err := row.Scan(&seats)
-	return seats, err
-}
-
 const onsaleGet = `-- name: OnsaleGet :one
 SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at FROM onsales WHERE event_id = $1::uuid
 `

@@ -102,15 +102,3 @@ func (o *Onsales) Update(ctx context.Context, eventID uuid.UUID, change func(*Se
 		return fromRow(row), nil
 	})
 }
-
-// BuyerSeats returns how many seats userID holds or owns in eventID, not
-// counting exclude.
-func (o *Onsales) BuyerSeats(ctx context.Context, userID, eventID uuid.UUID, exclude []uuid.UUID) (int64, error) {
-	n, err := sqlcgen.New().OnsaleBuyerSeatCount(ctx, o.pool, sqlcgen.OnsaleBuyerSeatCountParams{
-		UserID: userID, EventID: eventID, Exclude: exclude,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("count buyer seats: %w", err)
-	}
-	return n, nil
-}

@@ -23,10 +23,6 @@ import (
 // ErrEventNotFound is returned for an event that does not exist.
 var ErrEventNotFound = errors.New("event not found")
 
-// ErrSeatLimit is returned by CheckSeatLimit when a hold would take the
-// buyer over the event's per-buyer seat limit.
-var ErrSeatLimit = errors.New("per-buyer seat limit reached")
-
 // ErrNoSettings is returned by the organizer operations of a Room built
 // without onsale settings storage.
 var ErrNoSettings = errors.New("onsale settings are not stored")
@@ -387,33 +383,22 @@ func (r *Room) ObserveHold(d time.Duration) {
 	}
 }
 
-// CheckSeatLimit returns the event's per-buyer seat limit (0: none), and
-// ErrSeatLimit when holding seatIDs would already give the buyer more
-// seats of the event than its organizer allows. Seats already the buyer's
-// are not counted twice, so a retried hold passes. This is the cheap early
-// refusal; the hold passes the limit to its transaction
-// (purchase.HoldParams.SeatLimit), which enforces it against concurrent
-// holds of the same buyer.
-func (r *Room) CheckSeatLimit(ctx context.Context, userID, eventID uuid.UUID, seatIDs []uuid.UUID) (int, error) {
+// SeatLimit returns the event's per-buyer seat limit from the cached
+// onsale settings, 0 for none (or an unknown event: the hold itself
+// answers 404). The hold passes it to its transaction
+// (purchase.HoldParams.SeatLimit), the one place that counts the buyer's
+// seats, under a lock that concurrent holds of the buyer share.
+func (r *Room) SeatLimit(ctx context.Context, eventID uuid.UUID) (int, error) {
 	ev, err := r.event(ctx, eventID)
-	if err != nil || ev.Settings.SeatLimit <= 0 || r.cfg.Onsales == nil {
-		if errors.Is(err, ErrEventNotFound) {
-			return 0, nil // the hold itself answers 404
-		}
+	switch {
+	case errors.Is(err, ErrEventNotFound):
+		return 0, nil
+	case err != nil:
 		return 0, err
+	case r.cfg.Onsales == nil:
+		return 0, nil
 	}
-	limit := ev.Settings.SeatLimit
-	if len(seatIDs) > limit {
-		return limit, ErrSeatLimit
-	}
-	n, err := r.cfg.Onsales.BuyerSeats(ctx, userID, eventID, seatIDs)
-	if err != nil {
-		return limit, err
-	}
-	if n+int64(len(seatIDs)) > int64(limit) {
-		return limit, ErrSeatLimit
-	}
-	return limit, nil
+	return max(ev.Settings.SeatLimit, 0), nil
 }
 
 // Onsale is an onsale's state as its organizer sees it.
