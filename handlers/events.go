@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -16,7 +15,7 @@ import (
 
 // SectionInput generates a rectangular block of seats.
 type SectionInput struct {
-	Name        string `json:"name" minLength:"1" maxLength:"100" example:"Floor" doc:"Section name."`
+	Name        string `json:"name" minLength:"1" maxLength:"100" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"Floor" doc:"Section name."`
 	Rows        int    `json:"rows" minimum:"1" maximum:"1000" example:"20" doc:"Rows, named A, B, … Z, AA, …"`
 	SeatsPerRow int    `json:"seatsPerRow" minimum:"1" maximum:"1000" example:"30" doc:"Seats per row, numbered from 1; labels look like A-12."`
 	PriceMinor  int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"8500" doc:"Price of each seat in minor units of the event currency."`
@@ -24,15 +23,15 @@ type SectionInput struct {
 
 // SeatInput is one explicitly listed seat.
 type SeatInput struct {
-	Section    string `json:"section" minLength:"1" maxLength:"100" example:"Balcony"`
-	Label      string `json:"label" minLength:"1" maxLength:"50" example:"B-7"`
+	Section    string `json:"section" minLength:"1" maxLength:"100" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"Balcony"`
+	Label      string `json:"label" minLength:"1" maxLength:"50" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"B-7"`
 	PriceMinor int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"4500"`
 }
 
 // CreateEventInput creates an event with its seats.
 type CreateEventInput struct {
 	Body struct {
-		Name     string         `json:"name" minLength:"1" maxLength:"200" example:"The Midnight Tour — Berlin"`
+		Name     string         `json:"name" minLength:"1" maxLength:"200" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"The Midnight Tour — Berlin"`
 		StartsAt time.Time      `json:"startsAt" example:"2027-06-01T19:30:00Z"`
 		Currency string         `json:"currency" pattern:"^[a-z]{3}$" example:"eur" doc:"ISO 4217 code, lower case."`
 		Sections []SectionInput `json:"sections,omitempty" maxItems:"1000" doc:"Seat generator. Give either sections or seats."`
@@ -59,7 +58,7 @@ type EventOutput struct {
 
 // EventPathInput names an event.
 type EventPathInput struct {
-	EventID string `path:"eventId" doc:"Event id (UUID)."`
+	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 }
 
 // SeatBody is one seat of the seat map.
@@ -86,7 +85,7 @@ func eventBody(ev catalog.Event) EventBody {
 }
 
 func (h *Handlers) registerEvents(api huma.API) {
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "create-event", Method: http.MethodPost, Path: "/v1/events",
 		Summary:     "Create an event with its seats",
 		Description: "Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.",
@@ -95,13 +94,13 @@ func (h *Handlers) registerEvents(api huma.API) {
 		Errors:       []int{http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
 	}, auth.RoleOrganizer), h.createEvent)
 
-	huma.Register(api, huma.Operation{
+	register(api, huma.Operation{
 		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{eventId}",
 		Summary: "Get an event", Tags: []string{"Events"},
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, h.getEvent)
 
-	huma.Register(api, huma.Operation{
+	register(api, huma.Operation{
 		OperationID: "list-seats", Method: http.MethodGet, Path: "/v1/events/{eventId}/seats",
 		Summary:     "Get the seat map",
 		Description: "Every seat with its status: available, held or sold. A hint that may be a second stale: only a hold decides.",
@@ -120,7 +119,7 @@ func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*Even
 	}
 	p := catalog.EventParams{
 		OrganizerID: id.OrganizerID,
-		Name:        strings.TrimSpace(in.Body.Name),
+		Name:        in.Body.Name,
 		StartsAt:    in.Body.StartsAt,
 		Currency:    in.Body.Currency,
 		Cell:        c.Name,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,10 +69,9 @@ type Config struct {
 	Webhooks *webhooks.Service
 	// Checks are the dependencies /readyz reports. Defaults to none.
 	Checks []Check
-	// Registerer receives the API's metrics. Defaults to none.
+	// Registerer receives the API's metrics. They are not served on the
+	// API's listener: serve exposes them on OPS_ADDR. Defaults to none.
 	Registerer prometheus.Registerer
-	// Metrics serves /metrics (Prometheus text format). Defaults to none.
-	Metrics http.Handler
 }
 
 // Handlers implements the API's operations.
@@ -124,14 +124,12 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 }
 
 // Handler returns the whole HTTP handler: the API plus correlation ids,
-// request logging and panic recovery.
+// request logging, panic recovery, and problems for unknown routes and
+// methods.
 func (h *Handlers) Handler() http.Handler {
 	mux := http.NewServeMux()
 	h.NewAPI(mux)
-	if h.cfg.Metrics != nil {
-		mux.Handle("GET /metrics", h.cfg.Metrics)
-	}
-	return h.middleware(mux)
+	return h.middleware(routed(mux))
 }
 
 // Register registers every operation on api.
@@ -170,8 +168,8 @@ func (h *Handlers) authenticate(api huma.API) func(huma.Context, func(huma.Conte
 			next(ctx)
 			return
 		}
-		token, found := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
-		if !found || token == "" {
+		token, found := bearerToken(ctx.Header("Authorization"))
+		if !found {
 			ctx.SetHeader("WWW-Authenticate", `Bearer`)
 			writeProblem(api, ctx, problem(http.StatusUnauthorized, TypeUnauthorized, "A bearer token is required."))
 			return
@@ -192,6 +190,17 @@ func (h *Handlers) authenticate(api huma.API) func(huma.Context, func(huma.Conte
 		}
 		writeProblem(api, ctx, problem(http.StatusForbidden, TypeForbidden, "This operation is not available to your role."))
 	}
+}
+
+// bearerToken is the token of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110 §11.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	token = strings.TrimLeft(token, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", false
+	}
+	return token, true
 }
 
 type identityKey struct{}
@@ -241,9 +250,7 @@ func (h *Handlers) internal(ctx context.Context, msg string, err error, attrs ..
 func parseUUID(s, location string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)
 	if err != nil {
-		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
-		p.Errors = []*huma.ErrorDetail{{Location: location, Message: "expected a UUID", Value: s}}
-		return uuid.Nil, p
+		return uuid.Nil, invalid(location, "expected a UUID")
 	}
 	return id, nil
 }
@@ -287,9 +294,7 @@ func (h *Handlers) middleware(next http.Handler) http.Handler {
 		defer func() {
 			if v := recover(); v != nil {
 				h.logger.ErrorContext(ctx, "panic in handler", "correlation_id", cid, "panic", v)
-				rec.Header().Set("Content-Type", "application/problem+json")
-				rec.WriteHeader(http.StatusInternalServerError)
-				_, _ = rec.Write([]byte(`{"type":"` + TypeInternal + `","title":"Internal Server Error","status":500,"detail":"The server could not complete the request."}`))
+				writeProblemTo(rec, problem(http.StatusInternalServerError, TypeInternal, "The server could not complete the request."))
 			}
 			level := slog.LevelInfo
 			if rec.status >= 500 {
@@ -299,6 +304,11 @@ func (h *Handlers) middleware(next http.Handler) http.Handler {
 				"correlation_id", cid, "method", r.Method, "path", r.URL.Path,
 				"status", rec.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 		}()
+		if headerLimit(r) {
+			writeProblemTo(rec, problem(http.StatusRequestHeaderFieldsTooLarge, TypeHeadersTooLarge,
+				"The request's headers are larger than "+strconv.Itoa(MaxHeaderBytes>>10)+" KiB."))
+			return
+		}
 		next.ServeHTTP(rec, r.WithContext(ctx))
 	})
 }

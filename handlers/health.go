@@ -31,7 +31,7 @@ type HealthOutput struct {
 }
 
 func (h *Handlers) registerHealth(api huma.API) {
-	huma.Register(api, huma.Operation{
+	register(api, huma.Operation{
 		OperationID: "get-healthz", Method: http.MethodGet, Path: "/healthz",
 		Summary: "Liveness: the process is up", Tags: []string{"Operations"},
 	}, func(ctx context.Context, _ *struct{}) (*HealthOutput, error) {
@@ -39,7 +39,7 @@ func (h *Handlers) registerHealth(api huma.API) {
 		out.Body.Status = "ok"
 		return out, nil
 	})
-	huma.Register(api, huma.Operation{
+	register(api, huma.Operation{
 		OperationID: "get-readyz", Method: http.MethodGet, Path: "/readyz",
 		Summary: "Readiness: the database answers (NATS is reported, not required)",
 		Tags:    []string{"Operations"},

@@ -16,11 +16,11 @@ import (
 
 // CreateHoldInput asks to hold seats.
 type CreateHoldInput struct {
-	EventID        string `path:"eventId" doc:"Event id (UUID)."`
+	EventID        string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	IdempotencyKey string `header:"Idempotency-Key" required:"true" minLength:"1" maxLength:"255" doc:"Retry with the same key to get the original order back; the same key with a different body is a 409."`
 	AdmissionToken string `header:"X-Admission-Token" required:"true" minLength:"1" maxLength:"4096" doc:"From the waiting room."`
 	Body           struct {
-		SeatIDs []uuid.UUID `json:"seatIds" minItems:"1" maxItems:"8" uniqueItems:"true" doc:"1 to 8 distinct seats of this event."`
+		SeatIDs []uuid.UUID `json:"seatIds" minItems:"1" maxItems:"8" unique:"true" doc:"1 to 8 distinct seats of this event."`
 	}
 }
 
@@ -39,7 +39,7 @@ type CreateHoldOutput struct {
 }
 
 func (h *Handlers) registerHolds(api huma.API) {
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "create-hold", Method: http.MethodPost, Path: "/v1/events/{eventId}/holds",
 		Summary: "Hold seats",
 		Description: "Buyers only, with an admission token. Holds all requested seats or none, " +

@@ -51,7 +51,7 @@ type OnsaleOutput struct {
 // PatchOnsaleInput changes an onsale's settings; absent fields keep their
 // value.
 type PatchOnsaleInput struct {
-	EventID string `path:"eventId" doc:"Event id (UUID)."`
+	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	Body    struct {
 		OpensAt   *time.Time `json:"opensAt,omitempty" doc:"Schedule the opening: buyers who join before it are shuffled at random when it opens. A past time opens at once."`
 		Paused    *bool      `json:"paused,omitempty" doc:"Pause (true) or resume (false) admissions."`
@@ -62,7 +62,7 @@ type PatchOnsaleInput struct {
 
 // RevokeAdmissionInput names the buyer whose admission to revoke.
 type RevokeAdmissionInput struct {
-	EventID string `path:"eventId" doc:"Event id (UUID)."`
+	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	Body    struct {
 		UserID uuid.UUID `json:"userId" doc:"The buyer (the sub of their bearer token)."`
 	}
@@ -70,19 +70,19 @@ type RevokeAdmissionInput struct {
 
 func (h *Handlers) registerOnsale(api huma.API) {
 	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity}
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "get-onsale", Method: http.MethodGet, Path: "/v1/events/{eventId}/onsale",
 		Summary:     "Get the onsale's settings and admission rate",
 		Description: "The event's organizer only (404 for anyone else). Shows R, the reason for its last change, and the release controller's signals.",
 		Tags:        []string{"Onsale"}, Errors: errs,
 	}, auth.RoleOrganizer), h.getOnsale)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "update-onsale", Method: http.MethodPatch, Path: "/v1/events/{eventId}/onsale",
 		Summary:     "Schedule, pause or resume the onsale, cap R, limit seats per buyer",
 		Description: "The event's organizer only. Changes reach every API process within a second.",
 		Tags:        []string{"Onsale"}, Errors: errs,
 	}, auth.RoleOrganizer), h.patchOnsale)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "revoke-admission", Method: http.MethodPost, Path: "/v1/events/{eventId}/onsale/revocations",
 		Summary: "Revoke a buyer's admission",
 		Description: "The event's organizer only. The buyer's admission token is refused on holds from now on " +

@@ -17,7 +17,7 @@ import (
 
 // OrderPathInput names an order.
 type OrderPathInput struct {
-	OrderID string `path:"orderId" doc:"Order id (UUID)."`
+	OrderID string `path:"orderId" format:"uuid" doc:"Order id (UUID)."`
 }
 
 // OrderHoldBody is the hold of an order.
@@ -63,13 +63,13 @@ type OrderOutput struct {
 }
 
 func (h *Handlers) registerOrders(api huma.API) {
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "get-order", Method: http.MethodGet, Path: "/v1/orders/{orderId}",
 		Summary: "Get one of your orders", Tags: []string{"Orders"},
 		Description: "Only the order's owner sees it; for anyone else it does not exist (404).",
 		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, auth.RoleBuyer, auth.RoleOrganizer), h.getOrder)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "cancel-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/cancel",
 		Summary: "Cancel one of your orders before payment", Tags: []string{"Orders"},
 		Description: "Gives the seats back while the order awaits payment, and cancels its payment authorization if " +
@@ -77,7 +77,7 @@ func (h *Handlers) registerOrders(api huma.API) {
 			"`" + TypeOrderNotCancelable + "`; an order that is not yours, 404.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, auth.RoleBuyer, auth.RoleOrganizer), h.cancelOrder)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "refund-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/refund",
 		Summary: "Refund a paid order of your event", Tags: []string{"Orders"}, DefaultStatus: http.StatusAccepted,
 		Description: "For the organizer of the order's event: the order becomes refunding and the refund is sent to the " +
@@ -86,7 +86,7 @@ func (h *Handlers) registerOrders(api huma.API) {
 			"an order of another organizer's event, 404.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.refundOrder)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "stream-order-events", Method: http.MethodGet, Path: "/v1/orders/{orderId}/events",
 		Summary: "Follow the status of one of your orders", Tags: []string{"Orders"},
 		Description: "Server-Sent Events: one `status` event with the current status at once, then one per status " +

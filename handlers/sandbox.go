@@ -16,7 +16,7 @@ import (
 
 // SandboxIntentInput names a PaymentIntent of the sandbox provider.
 type SandboxIntentInput struct {
-	IntentID string `path:"id" minLength:"1" maxLength:"255" doc:"PaymentIntent id (pi_…), as GET /v1/orders/{orderId} shows it." example:"pi_3MtwBwLkdIwHu7ix28a3tqPa"`
+	IntentID string `path:"id" minLength:"4" maxLength:"255" pattern:"^pi_[A-Za-z0-9_]+$" patternDescription:"a PaymentIntent id (pi_…)" doc:"PaymentIntent id (pi_…), as GET /v1/orders/{orderId} shows it." example:"pi_3MtwBwLkdIwHu7ix28a3tqPa"`
 }
 
 // SandboxIntentBody is a PaymentIntent after a buyer's action.
@@ -45,7 +45,7 @@ func (h *Handlers) registerSandbox(api huma.API) {
 		return
 	}
 	errs := []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "sandbox-authorize-payment-intent", Method: http.MethodPost,
 		Path:    "/v1/sandbox/payment-intents/{id}/authorize",
 		Summary: "Authorize a payment with an approved card (sandbox only)", Tags: []string{"Sandbox"},
@@ -54,7 +54,7 @@ func (h *Handlers) registerSandbox(api huma.API) {
 			"which authorizes the order's payment.",
 		Errors: errs,
 	}, auth.RoleBuyer), h.sandboxAuthorize)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "sandbox-decline-payment-intent", Method: http.MethodPost,
 		Path:    "/v1/sandbox/payment-intents/{id}/decline",
 		Summary: "Decline a payment's card (sandbox only)", Tags: []string{"Sandbox"},

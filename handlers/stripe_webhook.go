@@ -28,7 +28,7 @@ type StripeWebhookOutput struct {
 }
 
 func (h *Handlers) registerStripeWebhook(api huma.API) {
-	huma.Register(api, huma.Operation{
+	register(api, huma.Operation{
 		OperationID: "receive-stripe-webhook", Method: http.MethodPost, Path: "/v1/webhooks/stripe",
 		Summary: "Receive a Stripe webhook",
 		Description: "For Stripe. The signature is verified over the raw body before anything is parsed; " +

@@ -27,7 +27,7 @@ type TicketSigningKeyOutput struct {
 }
 
 func (h *Handlers) registerTickets(api huma.API) {
-	huma.Register(api, huma.Operation{
+	register(api, huma.Operation{
 		OperationID: "get-ticket-signing-key", Method: http.MethodGet, Path: "/v1/ticket-signing-key",
 		Summary: "Get the public key that signs tickets", Tags: []string{"Tickets"},
 		Description: "A ticket's QR code holds `BX1.<body>.<signature>`, both parts unpadded base64url: body is the " +
@@ -36,7 +36,7 @@ func (h *Handlers) registerTickets(api huma.API) {
 			"this key verifies tickets offline. Public; no authentication.",
 		Errors: []int{http.StatusNotFound},
 	}, h.getTicketSigningKey)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "list-revoked-tickets", Method: http.MethodGet, Path: "/v1/events/{eventId}/revoked-tickets",
 		Summary: "List the event's revoked tickets", Tags: []string{"Tickets"},
 		Description: "Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still " +
@@ -61,7 +61,7 @@ type RevokedTicketsOutput struct {
 
 // revokedTicketsInput names the event.
 type revokedTicketsInput struct {
-	EventID string `path:"eventId" doc:"The event's id (a UUID)."`
+	EventID string `path:"eventId" format:"uuid" doc:"The event's id (a UUID)."`
 }
 
 func (h *Handlers) listRevokedTickets(ctx context.Context, in *revokedTicketsInput) (*RevokedTicketsOutput, error) {

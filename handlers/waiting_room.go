@@ -18,7 +18,7 @@ import (
 // WaitingRoomInput names the event and captures the client's address for
 // the per-address rate limit.
 type WaitingRoomInput struct {
-	EventID string `path:"eventId" doc:"Event id (UUID)."`
+	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	ip      string
 }
 
@@ -54,7 +54,7 @@ type WaitingRoomOutput struct {
 
 func (h *Handlers) registerWaitingRoom(api huma.API) {
 	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests, http.StatusServiceUnavailable}
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "join-waiting-room", Method: http.MethodPost, Path: "/v1/events/{eventId}/waiting-room",
 		Summary: "Join the waiting room",
 		Description: "Buyers only. Idempotent: joining again returns your place. While the onsale is open, " +
@@ -63,7 +63,7 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 			"503 with Retry-After while the waiting room cannot admit anyone.",
 		Tags: []string{"Waiting room"}, Errors: errs,
 	}, auth.RoleBuyer), h.joinWaitingRoom)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "get-waiting-room", Method: http.MethodGet, Path: "/v1/events/{eventId}/waiting-room",
 		Summary:     "Get your place in the waiting room",
 		Description: "Buyers only. Your position and estimated wait, or your admission token once admitted (the same token on every poll). 404 if you have not joined or your admission expired.",

@@ -80,12 +80,12 @@ type WebhookEndpointOutput struct {
 
 // WebhookEndpointPathInput names an endpoint.
 type WebhookEndpointPathInput struct {
-	EndpointID string `path:"endpointId" doc:"Endpoint id (UUID)."`
+	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
 }
 
 // ListWebhookEndpointsInput pages through endpoints.
 type ListWebhookEndpointsInput struct {
-	Cursor string `query:"cursor" doc:"nextCursor of the previous page."`
+	Cursor string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
 	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
 }
 
@@ -99,7 +99,7 @@ type ListWebhookEndpointsOutput struct {
 
 // UpdateWebhookEndpointInput changes an endpoint; absent fields stay.
 type UpdateWebhookEndpointInput struct {
-	EndpointID string `path:"endpointId" doc:"Endpoint id (UUID)."`
+	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
 	Body       struct {
 		URL                *string   `json:"url,omitempty" minLength:"1" maxLength:"2048"`
 		Description        *string   `json:"description,omitempty" maxLength:"500"`
@@ -112,7 +112,7 @@ type UpdateWebhookEndpointInput struct {
 
 // RecoverWebhookEndpointInput re-sends what failed since a time.
 type RecoverWebhookEndpointInput struct {
-	EndpointID string `path:"endpointId" doc:"Endpoint id (UUID)."`
+	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
 	Body       struct {
 		Since time.Time `json:"since" doc:"Failed and dead deliveries of messages since then are sent again."`
 	}
@@ -130,37 +130,37 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	errs := func(codes ...int) []int {
 		return append([]int{http.StatusUnprocessableEntity, http.StatusNotFound}, codes...)
 	}
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "create-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints",
 		Summary: "Subscribe an endpoint to webhooks",
 		Description: "Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). " +
 			"The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only.",
 		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest),
 	}, auth.RoleOrganizer), h.createWebhookEndpoint)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-endpoints", Method: http.MethodGet, Path: "/v1/webhook-endpoints",
 		Summary: "List your webhook endpoints", Tags: tags, Errors: errs(),
 	}, auth.RoleOrganizer), h.listWebhookEndpoints)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "get-webhook-endpoint", Method: http.MethodGet, Path: "/v1/webhook-endpoints/{endpointId}",
 		Summary: "Get a webhook endpoint", Description: "Never returns the secret.", Tags: tags, Errors: errs(),
 	}, auth.RoleOrganizer), h.getWebhookEndpoint)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "update-webhook-endpoint", Method: http.MethodPatch, Path: "/v1/webhook-endpoints/{endpointId}",
 		Summary: "Change a webhook endpoint", Tags: tags, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest),
 	}, auth.RoleOrganizer), h.updateWebhookEndpoint)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "delete-webhook-endpoint", Method: http.MethodDelete, Path: "/v1/webhook-endpoints/{endpointId}",
 		Summary: "Delete a webhook endpoint", Description: "Deletes its pending and past deliveries; messages and their attempt history stay until retention.",
 		Tags: tags, DefaultStatus: http.StatusNoContent, Errors: errs(),
 	}, auth.RoleOrganizer), h.deleteWebhookEndpoint)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/rotate-secret",
 		Summary:     "Rotate an endpoint's signing secret",
 		Description: "Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.",
 		Tags:        tags, Errors: errs(),
 	}, auth.RoleOrganizer), h.rotateWebhookSecret)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "recover-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/recover",
 		Summary:     "Re-send what failed since a time",
 		Description: "Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.",

@@ -24,9 +24,9 @@ type WebhookMessageBody struct {
 
 // ListWebhookMessagesInput filters and pages messages.
 type ListWebhookMessagesInput struct {
-	Type   string `query:"type" doc:"Only messages of this event type."`
-	Since  string `query:"since" doc:"Only messages since this RFC 3339 time." example:"2026-01-01T00:00:00Z"`
-	Cursor string `query:"cursor" doc:"nextCursor of the previous page."`
+	Type   string `query:"type" maxLength:"100" doc:"Only messages of this event type."`
+	Since  string `query:"since" maxLength:"64" doc:"Only messages since this RFC 3339 time." example:"2026-01-01T00:00:00Z"`
+	Cursor string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
 	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
 }
 
@@ -40,7 +40,7 @@ type ListWebhookMessagesOutput struct {
 
 // WebhookMessagePathInput names a message.
 type WebhookMessagePathInput struct {
-	MessageID string `path:"messageId" doc:"Message id (UUID, or the msg_ webhook-id)."`
+	MessageID string `path:"messageId" pattern:"^(msg_)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" patternDescription:"a UUID or msg_<UUID>" doc:"Message id (UUID, or the msg_ webhook-id)."`
 }
 
 // WebhookAttemptBody is one try of a message to an endpoint.
@@ -70,32 +70,26 @@ type ReplayWebhookMessageBody struct {
 
 // ReplayWebhookMessageInput replays a message.
 type ReplayWebhookMessageInput struct {
-	MessageID string `path:"messageId" doc:"Message id (UUID, or the msg_ webhook-id)."`
+	MessageID string `path:"messageId" pattern:"^(msg_)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" patternDescription:"a UUID or msg_<UUID>" doc:"Message id (UUID, or the msg_ webhook-id)."`
 	Body      *ReplayWebhookMessageBody
 }
 
 func (h *Handlers) registerWebhookMessages(api huma.API, tags []string, errs func(...int) []int) {
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-messages", Method: http.MethodGet, Path: "/v1/webhook-messages",
 		Summary: "List the webhook messages of your events", Description: "Newest first; filter by type and time.",
 		Tags: tags, Errors: errs(),
 	}, auth.RoleOrganizer), h.listWebhookMessages)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-attempts", Method: http.MethodGet, Path: "/v1/webhook-messages/{messageId}/attempts",
 		Summary: "List every attempt to send a message", Tags: tags, Errors: errs(),
 	}, auth.RoleOrganizer), h.listWebhookAttempts)
-	huma.Register(api, secured(huma.Operation{
+	register(api, secured(huma.Operation{
 		OperationID: "replay-webhook-message", Method: http.MethodPost, Path: "/v1/webhook-messages/{messageId}/replay",
 		Summary:     "Send a message again",
 		Description: "Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.",
 		Tags:        tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.replayWebhookMessage)
-}
-
-func validation(location, msg, value string) error {
-	p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
-	p.Errors = []*huma.ErrorDetail{{Location: location, Message: msg, Value: value}}
-	return p
 }
 
 func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessagesInput) (*ListWebhookMessagesOutput, error) {
@@ -108,11 +102,11 @@ func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessa
 		f.Limit = 50
 	}
 	if in.Type != "" && !webhooks.IsEventType(in.Type) {
-		return nil, validation("query.type", "unknown event type", in.Type)
+		return nil, invalid("query.type", "unknown event type")
 	}
 	if in.Since != "" {
 		if f.Since, err = time.Parse(time.RFC3339Nano, in.Since); err != nil {
-			return nil, validation("query.since", "expected an RFC 3339 time", in.Since)
+			return nil, invalid("query.since", "expected an RFC 3339 time")
 		}
 	}
 	if in.Cursor != "" {
@@ -143,7 +137,7 @@ func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessa
 func parseMessageID(s string) (uuid.UUID, error) {
 	id, err := webhooks.ParseMessageID(s)
 	if err != nil {
-		return uuid.Nil, validation("path.messageId", "expected a UUID or msg_<UUID>", s)
+		return uuid.Nil, invalid("path.messageId", "expected a UUID or msg_<UUID>")
 	}
 	return id, nil
 }

@@ -231,7 +231,7 @@ func startStack(t *testing.T) *stack {
 	require.NoError(t, err, "boxoffice migrate: %s", msg)
 
 	for i, port := range apiPorts {
-		s.add(fmt.Sprintf("api-%d", i+1), s.bin, append(base, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port)), "serve")
+		s.add(fmt.Sprintf("api-%d", i+1), s.bin, append(base, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", freePort(t))), "serve")
 		s.apis = append(s.apis, fmt.Sprintf("http://127.0.0.1:%d", port))
 	}
 	var ops []string

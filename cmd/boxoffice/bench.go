@@ -226,7 +226,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 
 	stackCtx, stopStack := context.WithCancel(ctx)
 	stack := make(chan error, 1)
-	go func() { stack <- runStack(stackCtx, cfg, pool, nc, js, ln, logger, newRegistry(pool)) }()
+	go func() { stack <- runStack(stackCtx, cfg, pool, nc, js, ln, nil, logger, newRegistry(pool)) }()
 	defer func() { stopStack(); <-stack }()
 
 	client := bench.NewClient(base, cfg.JWTSecret, *concurrency*2)

@@ -54,6 +54,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 			"BOXOFFICE_ADMISSION_KEY": devAdmissionKey,
 			"STRIPE_WEBHOOK_SECRET":   devWebhookKey,
 			"HTTP_ADDR":               "127.0.0.1:8080",
+			"OPS_ADDR":                "127.0.0.1:9090",
 			// A local receiver is the point of webhooks in dev.
 			"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE": "true",
 		}
@@ -111,6 +112,11 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	opsLn, err := net.Listen("tcp", cfg.OpsAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on %s: %w", cfg.OpsAddr, err)
+	}
 	buyer, err := auth.Mint(cfg.JWTSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, 24*time.Hour)
 	if err != nil {
 		return err
@@ -132,7 +138,7 @@ Boxoffice is running (development mode; dev secrets are public, never use them i
   API            %[1]s
   Docs           %[1]s/docs
   OpenAPI        %[1]s/openapi.yaml
-  Metrics        %[1]s/metrics
+  Metrics        %[10]s/metrics
   PostgreSQL     %[2]s
   NATS           %[7]s%[8]s
   Demo event     %[3]s (%[4]d seats)
@@ -146,14 +152,15 @@ Try it:
   curl -s -X POST -H "Authorization: Bearer $BUYER" %[1]s/v1/events/%[3]s/waiting-room
 
 Stop with Ctrl-C.
-`, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote, paymentsNote(cfg))
+`, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote, paymentsNote(cfg), "http://"+opsLn.Addr().String())
 
-	return runStack(ctx, cfg, pool, nc, js, ln, logger, reg)
+	return runStack(ctx, cfg, pool, nc, js, ln, opsLn, logger, reg)
 }
 
 // runStack runs every role in this process — the API on ln, the relay,
-// every worker — until ctx is done: what dev and `bench purchases` run.
-func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, ln net.Listener, logger *slog.Logger, reg *prometheus.Registry) error {
+// every worker, and /metrics, /healthz and /readyz on ops when it is not
+// nil — until ctx is done: what dev and `bench purchases` run.
+func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, ln, ops net.Listener, logger *slog.Logger, reg *prometheus.Registry) error {
 	r, err := relay.New(pool, nc, relay.Config{Logger: logger, Registerer: reg, Bus: bus.ForCell(cfg.Cell)})
 	if err != nil {
 		return err
@@ -180,6 +187,9 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 	g.Go(func() error {
 		return serveHTTP(gctx, ln, newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, wr.room).Handler(), logger)
 	})
+	if ops != nil {
+		g.Go(func() error { return serveHTTP(gctx, ops, opsHandler(reg, checks), logger) })
+	}
 	g.Go(func() error { return wr.run(gctx) })
 	g.Go(func() error { return r.Run(gctx) })
 	for _, run := range runs {

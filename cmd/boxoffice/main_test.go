@@ -46,8 +46,9 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewURL(t)
 	env := func(name string) string {
-		return map[string]string{"DATABASE_URL": url, "HTTP_ADDR": "127.0.0.1:0", "BOXOFFICE_LOG_LEVEL": "warn"}[name]
+		return map[string]string{"DATABASE_URL": url, "HTTP_ADDR": "127.0.0.1:0", "OPS_ADDR": "127.0.0.1:0", "BOXOFFICE_LOG_LEVEL": "warn"}[name]
 	}
+	var metricsURL string
 	run := func() (api, natsURL, event, buyer string) {
 		ctx, cancel := context.WithCancel(context.Background())
 		out := &lockedBuffer{}
@@ -57,10 +58,11 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 			cancel()
 			require.NoError(t, <-done)
 		})
-		re := regexp.MustCompile(`(?s)API\s+(\S+).*NATS\s+(\S+).*Demo event\s+(\S+).*Buyer token\s+(\S+)`)
+		re := regexp.MustCompile(`(?s)API\s+(\S+).*Metrics\s+(\S+).*NATS\s+(\S+).*Demo event\s+(\S+).*Buyer token\s+(\S+)`)
 		require.Eventually(t, func() bool { return re.MatchString(out.String()) }, 60*time.Second, 50*time.Millisecond, "dev printed: %s", out)
 		m := re.FindStringSubmatch(out.String())
-		return m[1], m[2], m[3], m[4]
+		metricsURL = m[2]
+		return m[1], m[3], m[4], m[5]
 	}
 
 	api, natsURL, event, buyer := run()
@@ -130,7 +132,13 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 		return err == nil && st.State.Subjects["ticketing.order.HoldCreated"] == 1
 	}, 30*time.Second, 50*time.Millisecond)
 
+	// /metrics is on the ops listener, not on the public API.
 	res, err := http.Get(api + "/metrics")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	require.NotEqual(t, api+"/metrics", metricsURL)
+	res, err = http.Get(metricsURL)
 	require.NoError(t, err)
 	metrics, err := io.ReadAll(res.Body)
 	res.Body.Close()

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"boxoffice/admission"
@@ -68,11 +67,19 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String(), "cells", served.names())
+	// /metrics is for the operator's Prometheus, not for the public: it
+	// is served on OPS_ADDR only, beside health checks.
+	opsLn, err := net.Listen("tcp", cfg.OpsAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on %s: %w", cfg.OpsAddr, err)
+	}
+	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String(), "ops_addr", opsLn.Addr().String(), "cells", served.names())
 	hc := baseHandlersConfig(cfg, logger, reg, append(served.checks, checks...))
 	hc.Cells = served.router
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveHTTP(gctx, ln, handlers.New(hc).Handler(), logger) })
+	g.Go(func() error { return serveHTTP(gctx, opsLn, opsHandler(reg, hc.Checks), logger) })
 	for _, run := range served.runs {
 		g.Go(func() error { return run(gctx) })
 	}
@@ -80,8 +87,7 @@ func runServe(ctx context.Context, args []string) error {
 }
 
 // newHandlers wires the API's dependencies for one cell on pool; dev and
-// bench share it. reg, when not nil, receives the API's metrics and is
-// served at /metrics; provider is what the Stripe ingress consults when a
+// bench share it. reg, when not nil, receives the API's metrics; provider is what the Stripe ingress consults when a
 // webhook disagrees with an order; sandbox, when not nil, adds the
 // sandbox's buyer actions.
 func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox) *handlers.Handlers {
@@ -118,7 +124,6 @@ func baseHandlersConfig(cfg config, logger *slog.Logger, reg *prometheus.Registr
 	}
 	if reg != nil {
 		hc.Registerer = reg
-		hc.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	}
 	return hc
 }
@@ -151,13 +156,14 @@ func newCell(cfg config, name string, pool *pgxpool.Pool, logger *slog.Logger, r
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           h,
+		MaxHeaderBytes:    handlers.MaxHeaderBytes,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(handlers.ProblemListener(ln)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)
