@@ -101,6 +101,8 @@ type Handlers struct {
 	metrics *httpMetrics
 	cells   *cells.Router
 	limits  *limits
+	// seatMaps are the encoded seat maps (representation.go).
+	seatMaps *seatMapCache
 }
 
 // New returns Handlers for cfg.
@@ -122,7 +124,7 @@ func New(cfg Config) *Handlers {
 		})
 	}
 	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: router,
-		limits: newLimits(cfg)}
+		limits: newLimits(cfg), seatMaps: newSeatMapCache()}
 }
 
 // Version is the API version shown in the OpenAPI document.
