@@ -72,18 +72,54 @@ type Catalog struct {
 	seatTTL   time.Duration
 	seatLoads singleflight.Group
 	seatMu    sync.Mutex
-	seatMaps  map[uuid.UUID]seatMap
+	seatMaps  map[uuid.UUID]SeatMap
 	// seatReads counts seat maps read from the database, for tests.
 	seatReads atomic.Int64
+	// versions numbers the seat maps read from the database.
+	versions atomic.Uint64
+
+	// eventTTL > 0 caches events, notFoundTTL > 0 the ids of events that
+	// do not exist (WithEventCache).
+	eventTTL, notFoundTTL time.Duration
+	eventLoads            singleflight.Group
+	eventMu               sync.Mutex
+	events                map[uuid.UUID]cachedEvent
+	// eventReads counts events read from the database, for tests.
+	eventReads atomic.Int64
 }
 
-type seatMap struct {
-	at    time.Time
-	seats []SeatStatus
+// SeatMap is an event's seat map as read at one moment.
+type SeatMap struct {
+	// Seats are in layout order. Shared when cached: callers must not
+	// modify it.
+	Seats []SeatStatus
+	// Version is new for every read of the map from the database: a
+	// caller may keep what it derived from Seats for as long as Version
+	// stays the same.
+	Version uint64
+	at      time.Time
 }
+
+type cachedEvent struct {
+	at    time.Time
+	event Event
+	found bool
+}
+
+// maxCached bounds each cache's entries; it holds the events read within
+// one TTL.
+const maxCached = 10_000
 
 // New returns a Catalog on pool.
 func New(pool *pgxpool.Pool) *Catalog { return &Catalog{pool: pool} }
+
+// clone is a Catalog with c's settings and empty caches.
+func (c *Catalog) clone() *Catalog {
+	return &Catalog{
+		pool: c.pool, seatTTL: c.seatTTL, eventTTL: c.eventTTL, notFoundTTL: c.notFoundTTL,
+		seatMaps: map[uuid.UUID]SeatMap{}, events: map[uuid.UUID]cachedEvent{},
+	}
+}
 
 // WithSeatMapCache returns a Catalog on the same pool whose Seats serves
 // each event's seat map from memory for up to ttl, loading it once for
@@ -93,7 +129,21 @@ func New(pool *pgxpool.Pool) *Catalog { return &Catalog{pool: pool} }
 // holds for the database. The map was always a hint (only a hold
 // decides), now at most ttl older.
 func (c *Catalog) WithSeatMapCache(ttl time.Duration) *Catalog {
-	return &Catalog{pool: c.pool, seatTTL: ttl, seatMaps: map[uuid.UUID]seatMap{}}
+	n := c.clone()
+	n.seatTTL = ttl
+	return n
+}
+
+// WithEventCache returns a Catalog on the same pool whose Event serves an
+// event from memory for up to ttl (events do not change once created),
+// and the answer that an event does not exist for up to notFoundTTL, so
+// that requests for ids that name nothing do not each reach the database.
+// Each read is made once for all the requests that want it meanwhile;
+// each cache holds at most 10,000 entries.
+func (c *Catalog) WithEventCache(ttl, notFoundTTL time.Duration) *Catalog {
+	n := c.clone()
+	n.eventTTL, n.notFoundTTL = ttl, notFoundTTL
+	return n
 }
 
 // CreateEvent stores the event and all its seats in one transaction, the
@@ -106,7 +156,7 @@ func (c *Catalog) CreateEvent(ctx context.Context, p EventParams) (Event, error)
 	if err != nil {
 		return Event{}, err
 	}
-	return db.WithTxV(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) (Event, error) {
+	ev, err := db.WithTxV(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) (Event, error) {
 		q := sqlcgen.New()
 		if err := q.OrganizerEnsure(ctx, tx, p.OrganizerID); err != nil {
 			return Event{}, fmt.Errorf("ensure organizer: %w", err)
@@ -128,6 +178,12 @@ func (c *Catalog) CreateEvent(ctx context.Context, p EventParams) (Event, error)
 		}
 		return ev, nil
 	})
+	if err == nil && c.events != nil {
+		c.eventMu.Lock()
+		delete(c.events, eventID) // in case anyone asked for the id before it existed
+		c.eventMu.Unlock()
+	}
+	return ev, err
 }
 
 func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, error) {
@@ -197,6 +253,66 @@ func RowName(r int) string {
 
 // Event returns the event with id, or ErrNotFound.
 func (c *Catalog) Event(ctx context.Context, id uuid.UUID) (Event, error) {
+	if c.eventTTL <= 0 && c.notFoundTTL <= 0 {
+		return c.loadEvent(ctx, id)
+	}
+	now := time.Now()
+	c.eventMu.Lock()
+	e, ok := c.events[id]
+	c.eventMu.Unlock()
+	switch {
+	case ok && e.found && now.Sub(e.at) < c.eventTTL:
+		return e.event, nil
+	case ok && !e.found && now.Sub(e.at) < c.notFoundTTL:
+		return Event{}, ErrNotFound
+	}
+	v, err, _ := c.eventLoads.Do(id.String(), func() (any, error) {
+		// Shared by every request waiting on it: it must not end when the
+		// request that started it goes away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		at := time.Now()
+		ev, err := c.loadEvent(ctx, id)
+		found := err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err // not an answer: nothing to cache
+		}
+		if (found && c.eventTTL > 0) || (!found && c.notFoundTTL > 0) {
+			c.eventMu.Lock()
+			c.evictEvents(at)
+			c.events[id] = cachedEvent{at: at, event: ev, found: found}
+			c.eventMu.Unlock()
+		}
+		return ev, err
+	})
+	if err != nil {
+		return Event{}, err
+	}
+	return v.(Event), nil
+}
+
+// evictEvents makes room for entries when the cache is full, dropping the
+// expired ones and then any until a tenth is free, so that a flood of
+// unknown ids costs one sweep per thousand of them; with c.eventMu held.
+func (c *Catalog) evictEvents(now time.Time) {
+	if len(c.events) < maxCached {
+		return
+	}
+	for id, e := range c.events {
+		if (e.found && now.Sub(e.at) >= c.eventTTL) || (!e.found && now.Sub(e.at) >= c.notFoundTTL) {
+			delete(c.events, id)
+		}
+	}
+	for id := range c.events {
+		if len(c.events) < maxCached*9/10 {
+			break
+		}
+		delete(c.events, id)
+	}
+}
+
+func (c *Catalog) loadEvent(ctx context.Context, id uuid.UUID) (Event, error) {
+	c.eventReads.Add(1)
 	ev, err := sqlcgen.New().EventGetByID(ctx, c.pool, id)
 	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
 		return Event{}, ErrNotFound
@@ -214,6 +330,14 @@ type SeatStatus = sqlcgen.SeatListByEventRow
 //
 // With WithSeatMapCache the slice is shared: callers must not modify it.
 func (c *Catalog) Seats(ctx context.Context, eventID uuid.UUID) ([]SeatStatus, error) {
+	m, err := c.SeatMap(ctx, eventID)
+	return m.Seats, err
+}
+
+// SeatMap returns the seat map of an event with its version, or
+// ErrNotFound; with WithSeatMapCache, from memory while at most its ttl
+// old.
+func (c *Catalog) SeatMap(ctx context.Context, eventID uuid.UUID) (SeatMap, error) {
 	if c.seatTTL <= 0 {
 		return c.loadSeats(ctx, eventID)
 	}
@@ -221,42 +345,42 @@ func (c *Catalog) Seats(ctx context.Context, eventID uuid.UUID) ([]SeatStatus, e
 	m, ok := c.seatMaps[eventID]
 	c.seatMu.Unlock()
 	if ok && time.Since(m.at) < c.seatTTL {
-		return m.seats, nil
+		return m, nil
 	}
 	v, err, _ := c.seatLoads.Do(eventID.String(), func() (any, error) {
 		// Shared by every request waiting on it: it must not end when the
 		// request that started it goes away.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		at := time.Now()
-		seats, err := c.loadSeats(ctx, eventID)
+		m, err := c.loadSeats(ctx, eventID)
 		if err != nil {
 			return nil, err
 		}
 		c.seatMu.Lock()
-		if len(c.seatMaps) >= 10_000 {
+		if len(c.seatMaps) >= maxCached {
 			clear(c.seatMaps)
 		}
-		c.seatMaps[eventID] = seatMap{at: at, seats: seats}
+		c.seatMaps[eventID] = m
 		c.seatMu.Unlock()
-		return seats, nil
+		return m, nil
 	})
 	if err != nil {
-		return nil, err
+		return SeatMap{}, err
 	}
-	return v.([]SeatStatus), nil
+	return v.(SeatMap), nil
 }
 
-func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) ([]SeatStatus, error) {
+func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) (SeatMap, error) {
 	c.seatReads.Add(1)
+	at := time.Now()
 	if _, err := c.Event(ctx, eventID); err != nil {
-		return nil, err
+		return SeatMap{}, err
 	}
 	seats, err := sqlcgen.New().SeatListByEvent(ctx, c.pool, eventID)
 	if err != nil {
-		return nil, fmt.Errorf("list seats: %w", err)
+		return SeatMap{}, fmt.Errorf("list seats: %w", err)
 	}
-	return seats, nil
+	return SeatMap{Seats: seats, Version: c.versions.Add(1), at: at}, nil
 }
 
 // EventsByOrganizer returns the organizer's events, oldest first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -70,12 +71,35 @@ type SeatBody struct {
 	Status     string    `json:"status" enum:"available,held,sold"`
 }
 
-// SeatsOutput is the seat map.
-type SeatsOutput struct {
-	Body struct {
-		Seats []SeatBody `json:"seats"`
-	}
+// SeatsOutputBody is the seat map.
+type SeatsOutputBody struct {
+	Seats []SeatBody `json:"seats"`
 }
+
+// EventReadInput names an event for a public read, which is conditional
+// (If-None-Match), compressed when the client accepts gzip, and rate
+// limited per client address.
+type EventReadInput struct {
+	EventPathInput
+	IfNoneMatch string `header:"If-None-Match" maxLength:"1024" doc:"The ETag of the copy you have: 304 with no body while it is current."`
+	conditions  readConditions
+	addr        string
+}
+
+// Resolve records the encodings the client accepts and its address.
+func (in *EventReadInput) Resolve(ctx huma.Context) []error {
+	in.conditions = readConditions{ifNoneMatch: in.IfNoneMatch, gzip: acceptsGzip(ctx.Header("Accept-Encoding"))}
+	in.addr = clientAddress(ctx.RemoteAddr())
+	return nil
+}
+
+// Cache-Control of the public reads: the seat map is as fresh as the
+// catalog's one-second cache of it; an event does not change once
+// created.
+const (
+	seatMapCacheControl = "public, max-age=1"
+	eventCacheControl   = "public, max-age=60"
+)
 
 func eventBody(ev catalog.Event) EventBody {
 	return EventBody{
@@ -94,19 +118,41 @@ func (h *Handlers) registerEvents(api huma.API) {
 		Errors:       []int{http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
 	}, auth.RoleOrganizer), h.createEvent)
 
+	readResponses := func(body reflect.Type) map[string]*huma.Response {
+		return map[string]*huma.Response{
+			"200": {Description: "OK", Content: map[string]*huma.MediaType{"application/json": {
+				Schema: api.OpenAPI().Components.Schemas.Schema(body, true, ""),
+			}}},
+			"304": {Description: "Not Modified: the ETag sent as If-None-Match is current. No body."},
+		}
+	}
+	const cached = " Compressed with gzip when Accept-Encoding allows; a strong ETag, and 304 for a current If-None-Match. " +
+		"Rate limited per client address (429 with Retry-After)."
 	register(api, huma.Operation{
 		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{eventId}",
 		Summary: "Get an event", Tags: []string{"Events"},
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+		Description: "An event does not change once created." + cached,
+		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+		Responses:   readResponses(reflect.TypeFor[EventBody]()),
 	}, h.getEvent)
 
 	register(api, huma.Operation{
 		OperationID: "list-seats", Method: http.MethodGet, Path: "/v1/events/{eventId}/seats",
 		Summary:     "Get the seat map",
-		Description: "Every seat with its status: available, held or sold. A hint that may be a second stale: only a hold decides.",
+		Description: "Every seat with its status: available, held or sold. A hint that may be a second stale: only a hold decides." + cached,
 		Tags:        []string{"Events"},
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+		Responses:   readResponses(reflect.TypeFor[SeatsOutputBody]()),
 	}, h.listSeats)
+}
+
+// allowRead takes one of the client address's reads, or returns the 429
+// problem.
+func (h *Handlers) allowRead(addr string) error {
+	if wait, ok := h.limits.reads.allow(addr, time.Now()); !ok {
+		return rateLimited("Too many event reads from your address; slow down.", wait)
+	}
+	return nil
 }
 
 func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*EventOutput, error) {
@@ -144,7 +190,10 @@ func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*Even
 	return &EventOutput{Location: "/v1/events/" + ev.ID.String(), Body: eventBody(ev)}, nil
 }
 
-func (h *Handlers) getEvent(ctx context.Context, in *EventPathInput) (*EventOutput, error) {
+func (h *Handlers) getEvent(ctx context.Context, in *EventReadInput) (*ReadOutput, error) {
+	if err := h.allowRead(in.addr); err != nil {
+		return nil, err
+	}
 	eventID, err := parseUUID(in.EventID, "path.eventId")
 	if err != nil {
 		return nil, err
@@ -160,10 +209,17 @@ func (h *Handlers) getEvent(ctx context.Context, in *EventPathInput) (*EventOutp
 	case err != nil:
 		return nil, h.internal(ctx, "get event", err)
 	}
-	return &EventOutput{Body: eventBody(ev)}, nil
+	rep, err := newRepresentation(eventBody(ev)) // a few hundred bytes: not worth keeping
+	if err != nil {
+		return nil, h.internal(ctx, "encode event", err, "event_id", eventID)
+	}
+	return rep.answer(in.conditions, eventCacheControl), nil
 }
 
-func (h *Handlers) listSeats(ctx context.Context, in *EventPathInput) (*SeatsOutput, error) {
+func (h *Handlers) listSeats(ctx context.Context, in *EventReadInput) (*ReadOutput, error) {
+	if err := h.allowRead(in.addr); err != nil {
+		return nil, err
+	}
 	eventID, err := parseUUID(in.EventID, "path.eventId")
 	if err != nil {
 		return nil, err
@@ -172,17 +228,24 @@ func (h *Handlers) listSeats(ctx context.Context, in *EventPathInput) (*SeatsOut
 	if err != nil {
 		return nil, err
 	}
-	seats, err := c.Catalog.Seats(ctx, eventID)
+	m, err := c.Catalog.SeatMap(ctx, eventID)
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
 		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
 	case err != nil:
 		return nil, h.internal(ctx, "list seats", err)
 	}
-	out := &SeatsOutput{}
-	out.Body.Seats = make([]SeatBody, len(seats))
-	for i, s := range seats {
-		out.Body.Seats[i] = SeatBody{ID: s.ID, Label: s.Label, Section: s.Section, PriceMinor: s.PriceMinor, Status: s.Status}
+	rep, err := h.seatMaps.get(eventID, m, encodeSeatMap)
+	if err != nil {
+		return nil, h.internal(ctx, "encode seat map", err, "event_id", eventID)
 	}
-	return out, nil
+	return rep.answer(in.conditions, seatMapCacheControl), nil
+}
+
+func encodeSeatMap(seats []catalog.SeatStatus) (*representation, error) {
+	body := SeatsOutputBody{Seats: make([]SeatBody, len(seats))}
+	for i, s := range seats {
+		body.Seats[i] = SeatBody{ID: s.ID, Label: s.Label, Section: s.Section, PriceMinor: s.PriceMinor, Status: s.Status}
+	}
+	return newRepresentation(body)
 }

@@ -72,6 +72,26 @@ type Config struct {
 	// Registerer receives the API's metrics. They are not served on the
 	// API's listener: serve exposes them on OPS_ADDR. Defaults to none.
 	Registerer prometheus.Registerer
+	// OrderStreamsPerOrder caps the order event streams open at once on
+	// one order in this process; beyond it a stream is refused with a 429
+	// problem before it starts. Negative: no cap. Defaults to 4.
+	OrderStreamsPerOrder int
+	// OrderStreamsPerUser caps the order event streams one user has open
+	// at once in this process, like OrderStreamsPerOrder. Defaults to 16.
+	OrderStreamsPerUser int
+	// HoldsPerSecond is the holds one buyer may ask for per second in this
+	// process (a token bucket of HoldBurst); beyond it a hold is refused
+	// with a 429 problem and writes nothing. Negative: no limit. Defaults
+	// to 5.
+	HoldsPerSecond int
+	// HoldBurst is how many holds one buyer may ask for at once. Defaults
+	// to twice HoldsPerSecond.
+	HoldBurst int
+	// EventReadsPerSecond is the event and seat-map reads one client
+	// address (an IPv6 /64) may make per second in this process; beyond it
+	// a read is refused with a 429 problem. Negative: no limit (behind a
+	// proxy that limits). Defaults to 200.
+	EventReadsPerSecond int
 }
 
 // Handlers implements the API's operations.
@@ -80,6 +100,9 @@ type Handlers struct {
 	logger  *slog.Logger
 	metrics *httpMetrics
 	cells   *cells.Router
+	limits  *limits
+	// seatMaps are the encoded seat maps (representation.go).
+	seatMaps *seatMapCache
 }
 
 // New returns Handlers for cfg.
@@ -100,7 +123,8 @@ func New(cfg Config) *Handlers {
 			Webhooks: cfg.Webhooks, Ingress: cfg.StripeIngress, Sandbox: cfg.Sandbox,
 		})
 	}
-	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: router}
+	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: router,
+		limits: newLimits(cfg), seatMaps: newSeatMapCache()}
 }
 
 // Version is the API version shown in the OpenAPI document.

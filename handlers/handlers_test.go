@@ -69,13 +69,15 @@ func setup(t *testing.T) *testBundle {
 	return setupPool(t, dbtest.New(t))
 }
 
-// setupPool is setup on a pool of the test's choosing.
-func setupPool(t *testing.T, pool *pgxpool.Pool) *testBundle {
+// setupPool is setup on a pool of the test's choosing, its handlers'
+// configuration changed by opts. The per-buyer hold limit is off unless
+// an opt sets it: tests of the hold path hold many times per second.
+func setupPool(t *testing.T, pool *pgxpool.Pool, opts ...func(*handlers.Config)) *testBundle {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
-	h := handlers.New(handlers.Config{
+	cfg := handlers.Config{
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(jwtSecret),
 		Admission: signer,
@@ -84,8 +86,12 @@ func setupPool(t *testing.T, pool *pgxpool.Pool) *testBundle {
 		StripeIngress: payments.NewIngress(pool, payments.IngressConfig{
 			WebhookSecret: webhookSecret, Logger: logger,
 		}),
-	})
-	srv := httptest.NewServer(h.Handler())
+		HoldsPerSecond: -1,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv := httptest.NewServer(handlers.New(cfg).Handler())
 	t.Cleanup(srv.Close)
 	b := &testBundle{pool: pool, srv: srv, logs: logs, signer: signer}
 	b.remember(webhookSecret)

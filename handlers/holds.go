@@ -43,11 +43,12 @@ func (h *Handlers) registerHolds(api huma.API) {
 		OperationID: "create-hold", Method: http.MethodPost, Path: "/v1/events/{eventId}/holds",
 		Summary: "Hold seats",
 		Description: "Buyers only, with an admission token. Holds all requested seats or none, " +
-			"creating an order pending payment. Idempotent per user and Idempotency-Key.",
+			"creating an order pending payment. Idempotent per user and Idempotency-Key. " +
+			"Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.",
 		Tags: []string{"Holds"}, DefaultStatus: http.StatusAccepted,
 		MaxBodyBytes: 4 << 10,
 		Errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
-			http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity},
+			http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
 	}, auth.RoleBuyer), h.createHold)
 }
 
@@ -62,6 +63,12 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		return nil, p
 	}
 	user := identity(ctx).UserID
+	// Every hold the buyer asks for counts, a retry with an Idempotency-Key
+	// that already succeeded too: the limit is decided before anything is
+	// verified or read, so a refused hold costs no database work at all.
+	if wait, ok := h.limits.holds.allow(user, time.Now()); !ok {
+		return nil, rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait)
+	}
 	// The token names the event's purchase cell, so a hold goes straight
 	// to that cell's database: no directory lookup, no other cell touched.
 	claims, err := h.cfg.Admission.VerifyForRouting(in.AdmissionToken, user, eventID)

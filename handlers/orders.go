@@ -91,8 +91,10 @@ func (h *Handlers) registerOrders(api huma.API) {
 		Summary: "Follow the status of one of your orders", Tags: []string{"Orders"},
 		Description: "Server-Sent Events: one `status` event with the current status at once, then one per status " +
 			"change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after " +
-			"10 minutes at most; reconnect to go on following. Comment lines keep idle connections open.",
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+			"10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. " +
+			"A buyer may have a few streams open on one order and a few more across orders (4 and 16 by " +
+			"default, per API process); beyond them the stream is refused with 429 and Retry-After.",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
 		Responses: map[string]*huma.Response{"200": {
 			Description: "A text/event-stream of `status` events.",
 			Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
@@ -242,6 +244,20 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderPathInput) (*
 		return nil, err
 	}
 	userID := identity(ctx).UserID
+	// The buyer's slot is taken before anything reaches the database, the
+	// order's once the order is known to be the buyer's, so that nobody
+	// else's requests count against it; both are given back when the
+	// stream ends, whatever ends it, or when it never starts.
+	releaseUser, ok := h.limits.streams.acquireUser(userID)
+	if !ok {
+		return nil, rateLimited("You have too many order event streams open; close one first.", streamRetryAfter)
+	}
+	started := false
+	defer func() {
+		if !started {
+			releaseUser()
+		}
+	}()
 	c, err := h.orderCell(ctx, orderID)
 	if err != nil {
 		return nil, err
@@ -253,7 +269,17 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderPathInput) (*
 	case err != nil:
 		return nil, h.internal(ctx, "get order status", err, "order_id", orderID)
 	}
+	releaseOrder, ok := h.limits.streams.acquireOrder(orderID)
+	if !ok {
+		return nil, rateLimited("This order has too many event streams open; close one first.", streamRetryAfter)
+	}
+	started = true
+	// huma calls Body once the handler returns; should it never (a write
+	// error before), the request's end gives the slots back.
+	release := func() { releaseOrder(); releaseUser() }
+	stop := context.AfterFunc(ctx, release)
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		defer func() { stop(); release() }()
 		hctx.SetHeader("Content-Type", "text/event-stream")
 		hctx.SetHeader("Cache-Control", "no-store")
 		hctx.SetHeader("X-Accel-Buffering", "no") // no proxy buffering

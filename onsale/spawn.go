@@ -248,6 +248,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		"BOXOFFICE_TICKET_SIGNING_KEY=" + base64.StdEncoding.EncodeToString(ticketSeed),
 		"BOXOFFICE_HOLD_TTL=" + cfg.HoldTTL.String(),
 		"BOXOFFICE_WAITINGROOM_IP_LIMIT=-1", // every simulated buyer comes from 127.0.0.1
+		"BOXOFFICE_EVENT_READ_IP_LIMIT=-1",  // and reads the seat map from there
 	}
 	if cfg.RedisURL != "" {
 		base = append(base, "REDIS_URL="+cfg.RedisURL)

@@ -69,6 +69,7 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cleanup()
+	cfg.HoldRateLimit = -1 // each client holds as fast as it can: the point of the benchmark
 	// The server under test logs only warnings: a benchmark of the hold
 	// path, not of log shipping.
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))

@@ -67,6 +67,13 @@ type config struct {
 	// WaitingRoomIPLimit is waiting-room requests per second per client
 	// address and event; -1 disables it (behind a proxy that limits).
 	WaitingRoomIPLimit int
+	// HoldRateLimit is holds per second per buyer, in bursts of twice as
+	// many (BOXOFFICE_HOLD_RATE_LIMIT, default 5); -1 disables it.
+	HoldRateLimit int
+	// EventReadIPLimit is event and seat-map reads per second per client
+	// address (BOXOFFICE_EVENT_READ_IP_LIMIT, default 200); -1 disables it
+	// (behind a proxy that limits).
+	EventReadIPLimit int
 }
 
 // cellConfig is one purchase cell an API process serves.
@@ -213,6 +220,12 @@ func loadConfig(getenv func(string) string, required ...string) (config, error) 
 	}
 	if c.WaitingRoomIPLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_WAITINGROOM_IP_LIMIT"), "200")); err != nil || c.WaitingRoomIPLimit < -1 || c.WaitingRoomIPLimit == 0 {
 		return c, &configError{"BOXOFFICE_WAITINGROOM_IP_LIMIT", "must be a positive number of requests per second, or -1 for none"}
+	}
+	if c.HoldRateLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_HOLD_RATE_LIMIT"), "5")); err != nil || c.HoldRateLimit < -1 || c.HoldRateLimit == 0 {
+		return c, &configError{"BOXOFFICE_HOLD_RATE_LIMIT", "must be a positive number of holds per second per buyer, or -1 for none"}
+	}
+	if c.EventReadIPLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_EVENT_READ_IP_LIMIT"), "200")); err != nil || c.EventReadIPLimit < -1 || c.EventReadIPLimit == 0 {
+		return c, &configError{"BOXOFFICE_EVENT_READ_IP_LIMIT", "must be a positive number of requests per second, or -1 for none"}
 	}
 	if c.Webhooks, err = loadWebhookConfig(getenv); err != nil {
 		return c, err

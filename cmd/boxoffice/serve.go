@@ -118,6 +118,9 @@ func baseHandlersConfig(cfg config, logger *slog.Logger, reg *prometheus.Registr
 		Bearer:    auth.NewVerifier(cfg.JWTSecret),
 		Admission: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
 		Checks:    checks,
+
+		HoldsPerSecond:      cfg.HoldRateLimit,
+		EventReadsPerSecond: cfg.EventReadIPLimit,
 	}
 	if cfg.TicketSeed != nil {
 		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
@@ -134,7 +137,7 @@ func newCell(cfg config, name string, pool *pgxpool.Pool, logger *slog.Logger, r
 	c := &cells.Cell{
 		Name:     name,
 		Pool:     pool,
-		Catalog:  catalog.New(pool).WithSeatMapCache(time.Second),
+		Catalog:  catalog.New(pool).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second),
 		Purchase: purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
 		Webhooks: webhooks.NewService(pool, webhooks.ServiceConfig{
 			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: logger,
