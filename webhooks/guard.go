@@ -93,6 +93,35 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	return u, nil
 }
 
+// URLKey is the form of a URL CheckURL accepted in which two spellings of
+// one receiver compare equal: scheme and host in lower case, the host
+// without a trailing dot, an IP literal in its canonical form (an
+// IPv4-mapped address as the IPv4 one), no default port (443 for https, 80
+// for http), "/" for an empty path; the path (case-sensitive) and query as
+// they were. An organizer has at most one endpoint per key.
+func URLKey(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port := u.Port(); port != "" && !(scheme == "https" && port == "443") && !(scheme == "http" && port == "80") {
+		host += ":" + port
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	key := scheme + "://" + host + path
+	if u.RawQuery != "" || u.ForceQuery {
+		key += "?" + u.RawQuery
+	}
+	return key
+}
+
 // resolve returns the addresses of host, all vetted: an address literal
 // is vetted as it is, a name is resolved and refused when any of its
 // addresses is refused (a name that mixes public and private addresses is
