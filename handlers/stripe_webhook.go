@@ -32,7 +32,9 @@ func (h *Handlers) registerStripeWebhook(api huma.API) {
 		OperationID: "receive-stripe-webhook", Method: http.MethodPost, Path: "/v1/webhooks/stripe",
 		Summary: "Receive a Stripe webhook",
 		Description: "For Stripe. The signature is verified over the raw body before anything is parsed; " +
-			"the event is stored with its effect before the 200, so anything not stored is retried by Stripe.",
+			"the event is stored with its effect before the 200, so anything not stored is retried by Stripe. " +
+			"400 when the signature does not verify or its timestamp is more than the tolerance (5 minutes) in the past or the future, " +
+			"and when a signed event's ids are not Stripe ids; nothing is stored then.",
 		Tags: []string{"Payments"}, MaxBodyBytes: 256 << 10,
 		// The bytes are the signed message: nothing may look at them first.
 		SkipValidateBody: true,
@@ -52,7 +54,10 @@ func (h *Handlers) receiveStripeWebhook(ctx context.Context, in *StripeWebhookIn
 	switch {
 	case errors.Is(err, payments.ErrBadSignature):
 		h.logger.WarnContext(ctx, "stripe webhook signature rejected", "correlation_id", CorrelationID(ctx))
-		return nil, problem(http.StatusBadRequest, TypeMalformed, "The Stripe-Signature does not verify.")
+		return nil, problem(http.StatusBadRequest, TypeMalformed, "The Stripe-Signature does not verify, or is not dated within the tolerance.")
+	case errors.Is(err, payments.ErrInvalidEvent):
+		h.logger.WarnContext(ctx, "signed stripe webhook refused: malformed ids", "correlation_id", CorrelationID(ctx), "error", err.Error())
+		return nil, problem(http.StatusBadRequest, TypeMalformed, "The event carries an id, type or code that is not Stripe's.")
 	case err != nil:
 		return nil, h.internal(ctx, "receive stripe webhook", err)
 	}

@@ -34,7 +34,7 @@ func (in *WaitingRoomInput) Resolve(ctx huma.Context) []error {
 
 // WaitingRoomBody is a buyer's place in the waiting room.
 type WaitingRoomBody struct {
-	Status string `json:"status" enum:"queued,admitted" doc:"queued: poll GET until admitted. admitted: hold seats with admissionToken until expiresAt."`
+	Status string `json:"status" enum:"queued,admitted,revoked" doc:"queued: poll GET until admitted. admitted: hold seats with admissionToken until expiresAt. revoked: the organizer revoked your admission; no token, holds are refused, and you may join again after expiresAt."`
 	Phase  string `json:"phase" enum:"scheduled,open,paused" doc:"scheduled: the onsale has not opened; the pre-queue is shuffled at random when it does. paused: nobody is admitted until the organizer resumes."`
 	// Position is 1 for the next buyer to be admitted.
 	Position             int64      `json:"position,omitempty" doc:"Queued only: 1 is next. Before a scheduled opening the pre-queue is in random order and later joiners may be placed ahead."`
@@ -42,11 +42,11 @@ type WaitingRoomBody struct {
 	PollAfterSeconds     int64      `json:"pollAfterSeconds,omitempty" doc:"Queued only: poll again after this many seconds."`
 	OpensAt              *time.Time `json:"opensAt,omitempty" doc:"When a scheduled onsale opens."`
 	AdmissionToken       string     `json:"admissionToken,omitempty" doc:"Admitted only. Send as X-Admission-Token on holds. Bound to you, this event and its purchase cell."`
-	ExpiresAt            *time.Time `json:"expiresAt,omitempty" doc:"Admitted only: when the admission token expires."`
+	ExpiresAt            *time.Time `json:"expiresAt,omitempty" doc:"Admitted: when the admission token expires. Revoked: when the revoked admission would have expired; join again after it."`
 }
 
 // WaitingRoomOutput is a buyer's place in the waiting room: 200 once
-// admitted, 202 while queued.
+// admitted (or revoked), 202 while queued.
 type WaitingRoomOutput struct {
 	Status int
 	Body   WaitingRoomBody
@@ -59,15 +59,16 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 		Summary: "Join the waiting room",
 		Description: "Buyers only. Idempotent: joining again returns your place. While the onsale is open, " +
 			"nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); " +
-			"otherwise you are queued (202) and poll GET until admitted. Rate limited per buyer and per client address (429 with Retry-After); " +
+			"otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); " +
 			"503 with Retry-After while the waiting room cannot admit anyone.",
 		Tags: []string{"Waiting room"}, Errors: errs,
 	}, auth.RoleBuyer), h.joinWaitingRoom)
 	register(api, secured(huma.Operation{
 		OperationID: "get-waiting-room", Method: http.MethodGet, Path: "/v1/events/{eventId}/waiting-room",
-		Summary:     "Get your place in the waiting room",
-		Description: "Buyers only. Your position and estimated wait, or your admission token once admitted (the same token on every poll). 404 if you have not joined or your admission expired.",
-		Tags:        []string{"Waiting room"}, Errors: errs,
+		Summary: "Get your place in the waiting room",
+		Description: "Buyers only. Your position and estimated wait, or your admission token once admitted (the same token on every poll). " +
+			"Status revoked, without a token, when the organizer revoked your admission. 404 if you have not joined or your admission expired.",
+		Tags: []string{"Waiting room"}, Errors: errs,
 	}, auth.RoleBuyer), h.pollWaitingRoom)
 }
 
@@ -123,6 +124,11 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 		out.Status = http.StatusOK
 		out.Body.Status = "admitted"
 		out.Body.AdmissionToken = v.Token
+		exp := v.ExpiresAt.UTC()
+		out.Body.ExpiresAt = &exp
+	case waitingroom.StatusRevoked:
+		out.Status = http.StatusOK
+		out.Body.Status = "revoked"
 		exp := v.ExpiresAt.UTC()
 		out.Body.ExpiresAt = &exp
 	case waitingroom.StatusQueued:

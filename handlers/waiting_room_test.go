@@ -258,3 +258,34 @@ func TestWaitingRoomRedisLost(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status, "the admission survived the restart: %s", res.body)
 	require.Equal(t, adm, res.json(t)["admissionToken"])
 }
+
+// A buyer whose admission the organizer revoked is told "revoked" when
+// polling or joining again, without a token, as holds refuse it; another
+// buyer stays admitted.
+func TestWaitingRoomReportsARevokedAdmission(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	org := b.organizerWithID(t)
+	ev := b.createEvent(t, org)
+	userID, tok := b.buyer(t)
+	adm := b.admit(t, tok, ev.ID)
+	_, otherTok := b.buyer(t)
+	b.admit(t, otherTok, ev.ID)
+	res := b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/onsale/revocations", bearer(org), map[string]any{"userId": userID})
+	require.Equal(t, http.StatusNoContent, res.status, "%s", res.body)
+
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		res := b.do(t, method, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+		require.Equal(t, http.StatusOK, res.status, "%s: %s", method, res.body)
+		m := res.json(t)
+		require.Equal(t, "revoked", m["status"], method)
+		require.NotContains(t, m, "admissionToken", method)
+		require.NotContains(t, string(res.body), adm, method)
+		require.Contains(t, m, "expiresAt", "%s: when the buyer may join again", method)
+	}
+	require.Equal(t, http.StatusForbidden, b.hold(t, tok, adm, ev.ID, "k", ev.Seats[0]).status, "the hold agrees")
+
+	res = b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(otherTok), nil)
+	require.Equal(t, http.StatusOK, res.status)
+	require.Equal(t, "admitted", res.json(t)["status"])
+}

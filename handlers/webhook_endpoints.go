@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -11,6 +12,20 @@ import (
 
 	"boxoffice/auth"
 	"boxoffice/webhooks"
+)
+
+// Problem types of webhook endpoints. Each is stable: clients may switch
+// on it.
+const (
+	// TypeEndpointLimit: the organizer has the most webhook endpoints
+	// allowed (20 unless configured), enabled or disabled; delete one
+	// first.
+	TypeEndpointLimit = "/problems/endpoint-limit"
+	// TypeEndpointURLInUse: another of the organizer's endpoints, enabled
+	// or disabled, has this URL (compared with scheme and host in lower
+	// case, without a default port or a trailing dot on the host); change
+	// that one instead.
+	TypeEndpointURLInUse = "/problems/endpoint-url-in-use"
 )
 
 // WebhookEndpointBody is an endpoint as reads return it: never its
@@ -134,8 +149,10 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 		OperationID: "create-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints",
 		Summary: "Subscribe an endpoint to webhooks",
 		Description: "Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). " +
-			"The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only.",
-		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest),
+			"The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. " +
+			"An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 " + TypeEndpointLimit + "), " +
+			"and one endpoint per URL, however its scheme, host or default port are spelled (409 " + TypeEndpointURLInUse + ").",
+		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.createWebhookEndpoint)
 	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-endpoints", Method: http.MethodGet, Path: "/v1/webhook-endpoints",
@@ -147,7 +164,9 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	}, auth.RoleOrganizer), h.getWebhookEndpoint)
 	register(api, secured(huma.Operation{
 		OperationID: "update-webhook-endpoint", Method: http.MethodPatch, Path: "/v1/webhook-endpoints/{endpointId}",
-		Summary: "Change a webhook endpoint", Tags: tags, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest),
+		Summary:     "Change a webhook endpoint",
+		Description: "409 " + TypeEndpointURLInUse + " when another of your endpoints has the new URL.",
+		Tags:        tags, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.updateWebhookEndpoint)
 	register(api, secured(huma.Operation{
 		OperationID: "delete-webhook-endpoint", Method: http.MethodDelete, Path: "/v1/webhook-endpoints/{endpointId}",
@@ -179,6 +198,10 @@ func (h *Handlers) webhookError(ctx context.Context, msg string, err error) erro
 		return p
 	case errors.Is(err, webhooks.ErrNotFound):
 		return problem(http.StatusNotFound, TypeNotFound, "No such webhook resource.")
+	case errors.Is(err, webhooks.ErrEndpointLimit):
+		return problem(http.StatusConflict, TypeEndpointLimit, "You have the most webhook endpoints allowed; delete one first.")
+	case errors.Is(err, webhooks.ErrDuplicateURL):
+		return problem(http.StatusConflict, TypeEndpointURLInUse, "Another of your webhook endpoints has this URL; change that one instead.")
 	case errors.Is(err, webhooks.ErrEndpointDisabled):
 		return problem(http.StatusConflict, TypeConflict, "The endpoint is disabled; enable it first.")
 	case errors.Is(err, webhooks.ErrBadCursor):
@@ -213,7 +236,11 @@ func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookE
 		Disabled: in.Body.Enabled != nil && !*in.Body.Enabled,
 	}
 	e, err := svc.Create(ctx, identity(ctx).OrganizerID, p)
-	if err != nil {
+	switch {
+	case errors.Is(err, webhooks.ErrEndpointLimit):
+		return nil, problem(http.StatusConflict, TypeEndpointLimit,
+			fmt.Sprintf("You have %d webhook endpoints, the most allowed; delete one first.", svc.MaxEndpoints()))
+	case err != nil:
 		return nil, h.webhookError(ctx, "create webhook endpoint", err)
 	}
 	return &WebhookEndpointSecretOutput{

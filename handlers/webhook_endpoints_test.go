@@ -313,3 +313,38 @@ func TestWebhookEndpoints(t *testing.T) {
 		require.Equal(t, http.StatusConflict, rep.status, "%s", rep.body)
 	})
 }
+
+// An organizer has at most 20 endpoints, and one per URL: beyond the
+// limit, a second endpoint for a URL (however spelled), or a change to
+// another endpoint's URL is a 409 problem with a stable type, and writes
+// nothing.
+func TestWebhookEndpointBounds(t *testing.T) {
+	t.Parallel()
+	b := setupWebhooks(t, true)
+	tok, org := b.organizerOf(t)
+	first := b.createEndpoint(t, tok, map[string]any{"url": "http://127.0.0.1:9/hook"})
+
+	for _, u := range []string{"http://127.0.0.1:9/hook", "HTTP://127.0.0.1:9/hook"} {
+		res := b.do(t, http.MethodPost, "/v1/webhook-endpoints", bearer(tok), map[string]any{"url": u})
+		require.Equal(t, http.StatusConflict, res.status, "%s: %s", u, res.body)
+		require.Equal(t, handlers.TypeEndpointURLInUse, problemType(t, res))
+	}
+	second := b.createEndpoint(t, tok, map[string]any{"url": "http://127.0.0.1:9/other"})
+	res := b.do(t, http.MethodPatch, "/v1/webhook-endpoints/"+second["id"].(string), bearer(tok), map[string]any{"url": "http://127.0.0.1:9/hook"})
+	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+	require.Equal(t, handlers.TypeEndpointURLInUse, problemType(t, res))
+	res = b.do(t, http.MethodPatch, "/v1/webhook-endpoints/"+first["id"].(string), bearer(tok), map[string]any{"url": "http://127.0.0.1:9/hook", "description": "same URL"})
+	require.Equal(t, http.StatusOK, res.status, "an endpoint keeps its own URL: %s", res.body)
+
+	for i := 2; i < webhooks.DefaultMaxEndpoints; i++ {
+		b.createEndpoint(t, tok, map[string]any{"url": fmt.Sprintf("http://127.0.0.1:9/hook-%d", i), "enabled": i%2 == 0})
+	}
+	res = b.do(t, http.MethodPost, "/v1/webhook-endpoints", bearer(tok), map[string]any{"url": "http://127.0.0.1:9/one-too-many"})
+	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+	require.Equal(t, handlers.TypeEndpointLimit, problemType(t, res))
+	require.Contains(t, res.json(t)["detail"], "20")
+	require.Equal(t, int64(webhooks.DefaultMaxEndpoints), dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_endpoints WHERE organizer_id = $1", org))
+
+	other, _ := b.organizerOf(t)
+	b.createEndpoint(t, other, map[string]any{"url": "http://127.0.0.1:9/hook"})
+}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,15 +26,23 @@ import (
 )
 
 // ErrBadSignature is returned by Ingress.Receive for a payload whose
-// signature does not verify (or is too old): nothing was read from it.
+// signature does not verify, or is dated outside the tolerance (too old or
+// too far ahead): nothing was read from it.
 var ErrBadSignature = errors.New("webhook signature does not verify")
+
+// ErrInvalidEvent is returned by Ingress.Receive for a validly signed
+// event that carries an id, type or code Stripe never sends (a NUL or any
+// other character outside [A-Za-z0-9_], a missing prefix, or more than 255
+// bytes): nothing was written.
+var ErrInvalidEvent = errors.New("webhook event is malformed")
 
 // IngressConfig configures NewIngress.
 type IngressConfig struct {
 	// WebhookSecret is the endpoint's signing secret (whsec_…). Required.
 	WebhookSecret string
-	// Tolerance is how old a signature may be, against replays. Defaults
-	// to 5m, Stripe's default.
+	// Tolerance is how far a signature's timestamp may be from now, in the
+	// past (against replays) and in the future (against events signed
+	// ahead to be replayed later). Defaults to 5m, Stripe's default.
 	Tolerance time.Duration
 	// Logger receives the ingress's logs; bodies are never logged. Required.
 	Logger *slog.Logger
@@ -91,13 +101,23 @@ type Received struct {
 //
 // An event id seen before has no second effect (invariant 4); other types
 // are recorded and ignored. It returns nil only after the commit, so the
-// provider retries whatever was not stored. A bad signature is
-// ErrBadSignature, and nothing is written.
+// provider retries whatever was not stored. A bad signature, or one dated
+// more than Tolerance from now either way, is ErrBadSignature; an event
+// whose ids are not Stripe ids is ErrInvalidEvent; in both cases nothing is
+// written.
 func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string) (Received, error) {
 	ev, err := webhook.ConstructEventWithOptions(payload, signature, in.cfg.WebhookSecret,
 		webhook.ConstructEventOptions{Tolerance: in.cfg.Tolerance, IgnoreAPIVersionMismatch: true})
 	if err != nil {
 		return Received{}, fmt.Errorf("%w: %w", ErrBadSignature, err)
+	}
+	// stripe-go bounds only the past: a signature dated ahead would stay
+	// replayable until then.
+	if at, ok := signatureTime(signature); !ok || time.Until(at) > in.cfg.Tolerance {
+		return Received{}, fmt.Errorf("%w: timestamp is in the future", ErrBadSignature)
+	}
+	if err := errors.Join(checkID("event id", ev.ID, "evt_"), checkType(string(ev.Type))); err != nil {
+		return Received{}, err
 	}
 	r := Received{EventType: string(ev.Type)}
 	m, err := in.mapEvent(ctx, ev)
@@ -242,6 +262,16 @@ func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error
 		if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil {
 			return mapped{}, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
 		}
+		if err := checkID("payment intent id", pi.ID, "pi_"); err != nil {
+			return mapped{}, err
+		}
+		if pi.LastPaymentError != nil {
+			err := errors.Join(checkCode("error code", string(pi.LastPaymentError.Code)),
+				checkCode("decline code", string(pi.LastPaymentError.DeclineCode)))
+			if err != nil {
+				return mapped{}, err
+			}
+		}
 		orderID, ok, err := in.orderOf(ctx, pi.ID, pi.Metadata)
 		if err != nil || !ok {
 			return mapped{}, err
@@ -272,6 +302,9 @@ func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error
 		if ch.PaymentIntent == nil {
 			return mapped{}, nil
 		}
+		if err := checkID("payment intent id", ch.PaymentIntent.ID, "pi_"); err != nil {
+			return mapped{}, err
+		}
 		orderID, ok, err := in.orderOf(ctx, ch.PaymentIntent.ID, ch.Metadata)
 		if err != nil || !ok {
 			return mapped{}, err
@@ -285,6 +318,9 @@ func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error
 		}
 		if rf.PaymentIntent == nil || rf.Status != stripe.RefundStatusSucceeded {
 			return mapped{}, nil
+		}
+		if err := checkID("payment intent id", rf.PaymentIntent.ID, "pi_"); err != nil {
+			return mapped{}, err
 		}
 		orderID, ok, err := in.orderOf(ctx, rf.PaymentIntent.ID, rf.Metadata)
 		if err != nil || !ok {
@@ -312,4 +348,69 @@ func (in *Ingress) orderOf(ctx context.Context, intentID string, metadata map[st
 	default:
 		return uuid.Nil, false, fmt.Errorf("find order of payment intent: %w", err)
 	}
+}
+
+// signatureTime returns the t= of a Stripe-Signature header, read as
+// stripe-go reads it (the last t= wins), and whether there was one.
+func signatureTime(header string) (time.Time, bool) {
+	var at time.Time
+	ok := false
+	for pair := range strings.SplitSeq(header, ",") {
+		k, v, found := strings.Cut(pair, "=")
+		if !found || k != "t" {
+			continue
+		}
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return time.Time{}, false
+		}
+		at, ok = time.Unix(sec, 0), true
+	}
+	return at, ok
+}
+
+// maxIDLength bounds every id, type and code of a provider event.
+const maxIDLength = 255
+
+// isToken reports whether s is 1 to maxIDLength bytes of [A-Za-z0-9_],
+// plus the bytes in extra: the alphabet of Stripe's ids and codes. Nothing
+// else (a NUL, which PostgreSQL refuses in text, a space, non-ASCII) ever
+// comes from Stripe.
+func isToken(s, extra string) bool {
+	if len(s) == 0 || len(s) > maxIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkID returns ErrInvalidEvent unless id is a Stripe id with prefix.
+func checkID(what, id, prefix string) error {
+	if !strings.HasPrefix(id, prefix) || len(id) == len(prefix) || !isToken(id, "") {
+		return fmt.Errorf("%w: %s is not a Stripe id", ErrInvalidEvent, what)
+	}
+	return nil
+}
+
+// checkType returns ErrInvalidEvent unless typ looks like a Stripe event
+// type (payment_intent.succeeded).
+func checkType(typ string) error {
+	if !isToken(typ, ".") {
+		return fmt.Errorf("%w: event type is not a Stripe event type", ErrInvalidEvent)
+	}
+	return nil
+}
+
+// checkCode returns ErrInvalidEvent unless code is empty or a Stripe code
+// (card_declined, insufficient_funds).
+func checkCode(what, code string) error {
+	if code != "" && !isToken(code, "") {
+		return fmt.Errorf("%w: %s is not a Stripe code", ErrInvalidEvent, what)
+	}
+	return nil
 }

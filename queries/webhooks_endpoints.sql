@@ -1,8 +1,18 @@
+-- name: WebhookEndpointLockOrganizer :exec
+-- Serialises the creates of one organizer's endpoints until the
+-- transaction ends, so that counting them and inserting one is atomic.
+SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || (@organizer_id::uuid)::text, 0));
+
+-- name: WebhookEndpointCountByOrganizer :one
+-- Counts an organizer's endpoints, enabled or not.
+SELECT count(*)::int AS endpoints FROM webhook_endpoints WHERE organizer_id = @organizer_id::uuid;
+
 -- name: WebhookEndpointInsert :one
--- Creates an endpoint for an organizer.
-INSERT INTO webhook_endpoints (id, organizer_id, url, description, event_types, enabled, disabled_reason,
+-- Creates an endpoint for an organizer. A url_key another endpoint of the
+-- organizer has is a unique violation.
+INSERT INTO webhook_endpoints (id, organizer_id, url, url_key, description, event_types, enabled, disabled_reason,
                                rate_limit_per_second, max_concurrency, secret)
-VALUES (@id::uuid, @organizer_id::uuid, @url::text, @description::text, @event_types::text[], @enabled::boolean,
+VALUES (@id::uuid, @organizer_id::uuid, @url::text, @url_key::text, @description::text, @event_types::text[], @enabled::boolean,
         CASE WHEN @enabled::boolean THEN NULL ELSE 'user' END,
         sqlc.narg('rate_limit_per_second')::int, @max_concurrency::int, @secret::text)
 RETURNING *;
@@ -22,12 +32,14 @@ LIMIT @max_rows::int;
 SELECT * FROM webhook_endpoints WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid;
 
 -- name: WebhookEndpointUpdate :one
--- Changes the given fields of an organizer's endpoint (NULL: unchanged).
--- Enabling clears the disabled reason, the failure count and the circuit;
+-- Changes the given fields of an organizer's endpoint (NULL: unchanged);
+-- url and url_key change together, and a url_key another endpoint of the
+-- organizer has is a unique violation. Enabling clears the disabled reason, the failure count and the circuit;
 -- disabling records the reason 'user'. set_rate_limit distinguishes "set
 -- to unlimited" (true with a NULL rate) from "unchanged".
 UPDATE webhook_endpoints SET
     url = coalesce(sqlc.narg('url')::text, url),
+    url_key = CASE WHEN sqlc.narg('url')::text IS NULL THEN url_key ELSE sqlc.narg('url_key')::text END,
     description = coalesce(sqlc.narg('description')::text, description),
     event_types = coalesce(sqlc.narg('event_types')::text[], event_types),
     max_concurrency = coalesce(sqlc.narg('max_concurrency')::int, max_concurrency),

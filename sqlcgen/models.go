@@ -254,6 +254,7 @@ type WebhookEndpoint struct {
 	FailingSince            *time.Time
 	CreatedAt               time.Time
 	UpdatedAt               time.Time
+	UrlKey                  *string
 }
 
 type WebhookMessage struct {

@@ -41,6 +41,18 @@ func (q *Queries) WebhookEndpointCircuitCounts(ctx context.Context, db DBTX) (We
 	return i, err
 }
 
+const webhookEndpointCountByOrganizer = `-- name: WebhookEndpointCountByOrganizer :one
+SELECT count(*)::int AS endpoints FROM webhook_endpoints WHERE organizer_id = $1::uuid
+`
+
+// Counts an organizer's endpoints, enabled or not.
+func (q *Queries) WebhookEndpointCountByOrganizer(ctx context.Context, db DBTX, organizerID uuid.UUID) (int32, error) {
+	row := db.QueryRow(ctx, webhookEndpointCountByOrganizer, organizerID)
+	var endpoints int32
+	err := row.Scan(&endpoints)
+	return endpoints, err
+}
+
 const webhookEndpointDelete = `-- name: WebhookEndpointDelete :execrows
 DELETE FROM webhook_endpoints WHERE id = $1::uuid AND organizer_id = $2::uuid
 `
@@ -81,7 +93,7 @@ func (q *Queries) WebhookEndpointDisable(ctx context.Context, db DBTX, arg Webho
 }
 
 const webhookEndpointGet = `-- name: WebhookEndpointGet :one
-SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at FROM webhook_endpoints WHERE id = $1::uuid AND organizer_id = $2::uuid
+SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key FROM webhook_endpoints WHERE id = $1::uuid AND organizer_id = $2::uuid
 `
 
 type WebhookEndpointGetParams struct {
@@ -113,23 +125,25 @@ func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, arg WebhookEn
 		&i.FailingSince,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.UrlKey,
 	)
 	return i, err
 }
 
 const webhookEndpointInsert = `-- name: WebhookEndpointInsert :one
-INSERT INTO webhook_endpoints (id, organizer_id, url, description, event_types, enabled, disabled_reason,
+INSERT INTO webhook_endpoints (id, organizer_id, url, url_key, description, event_types, enabled, disabled_reason,
                                rate_limit_per_second, max_concurrency, secret)
-VALUES ($1::uuid, $2::uuid, $3::text, $4::text, $5::text[], $6::boolean,
-        CASE WHEN $6::boolean THEN NULL ELSE 'user' END,
-        $7::int, $8::int, $9::text)
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at
+VALUES ($1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::text[], $7::boolean,
+        CASE WHEN $7::boolean THEN NULL ELSE 'user' END,
+        $8::int, $9::int, $10::text)
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key
 `
 
 type WebhookEndpointInsertParams struct {
 	ID                 uuid.UUID
 	OrganizerID        uuid.UUID
 	Url                string
+	UrlKey             string
 	Description        string
 	EventTypes         []string
 	Enabled            bool
@@ -138,12 +152,14 @@ type WebhookEndpointInsertParams struct {
 	Secret             string
 }
 
-// Creates an endpoint for an organizer.
+// Creates an endpoint for an organizer. A url_key another endpoint of the
+// organizer has is a unique violation.
 func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg WebhookEndpointInsertParams) (WebhookEndpoint, error) {
 	row := db.QueryRow(ctx, webhookEndpointInsert,
 		arg.ID,
 		arg.OrganizerID,
 		arg.Url,
+		arg.UrlKey,
 		arg.Description,
 		arg.EventTypes,
 		arg.Enabled,
@@ -172,12 +188,13 @@ func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg Webhoo
 		&i.FailingSince,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.UrlKey,
 	)
 	return i, err
 }
 
 const webhookEndpointList = `-- name: WebhookEndpointList :many
-SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at FROM webhook_endpoints
+SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key FROM webhook_endpoints
 WHERE organizer_id = $1::uuid
   AND ($2::timestamptz IS NULL
        OR (created_at, id) > ($2::timestamptz, $3::uuid))
@@ -228,6 +245,7 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, arg WebhookE
 			&i.FailingSince,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.UrlKey,
 		); err != nil {
 			return nil, err
 		}
@@ -237,6 +255,17 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, arg WebhookE
 		return nil, err
 	}
 	return items, nil
+}
+
+const webhookEndpointLockOrganizer = `-- name: WebhookEndpointLockOrganizer :exec
+SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || ($1::uuid)::text, 0))
+`
+
+// Serialises the creates of one organizer's endpoints until the
+// transaction ends, so that counting them and inserting one is atomic.
+func (q *Queries) WebhookEndpointLockOrganizer(ctx context.Context, db DBTX, organizerID uuid.UUID) error {
+	_, err := db.Exec(ctx, webhookEndpointLockOrganizer, organizerID)
+	return err
 }
 
 const webhookEndpointRecordFailures = `-- name: WebhookEndpointRecordFailures :one
@@ -307,7 +336,7 @@ UPDATE webhook_endpoints SET
     secret = $2::text,
     updated_at = now()
 WHERE id = $3::uuid AND organizer_id = $4::uuid
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key
 `
 
 type WebhookEndpointRotateSecretParams struct {
@@ -347,6 +376,7 @@ func (q *Queries) WebhookEndpointRotateSecret(ctx context.Context, db DBTX, arg 
 		&i.FailingSince,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.UrlKey,
 	)
 	return i, err
 }
@@ -354,28 +384,30 @@ func (q *Queries) WebhookEndpointRotateSecret(ctx context.Context, db DBTX, arg 
 const webhookEndpointUpdate = `-- name: WebhookEndpointUpdate :one
 UPDATE webhook_endpoints SET
     url = coalesce($1::text, url),
-    description = coalesce($2::text, description),
-    event_types = coalesce($3::text[], event_types),
-    max_concurrency = coalesce($4::int, max_concurrency),
-    rate_limit_per_second = CASE WHEN $5::boolean THEN $6::int
+    url_key = CASE WHEN $1::text IS NULL THEN url_key ELSE $2::text END,
+    description = coalesce($3::text, description),
+    event_types = coalesce($4::text[], event_types),
+    max_concurrency = coalesce($5::int, max_concurrency),
+    rate_limit_per_second = CASE WHEN $6::boolean THEN $7::int
                                  ELSE rate_limit_per_second END,
-    enabled = coalesce($7::boolean, enabled),
+    enabled = coalesce($8::boolean, enabled),
     disabled_reason = CASE
-        WHEN $7::boolean IS NULL THEN disabled_reason
-        WHEN $7::boolean THEN NULL
+        WHEN $8::boolean IS NULL THEN disabled_reason
+        WHEN $8::boolean THEN NULL
         WHEN enabled THEN 'user'
         ELSE disabled_reason END,
-    consecutive_failures = CASE WHEN $7::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
-    failing_since = CASE WHEN $7::boolean AND NOT enabled THEN NULL ELSE failing_since END,
-    circuit_state = CASE WHEN $7::boolean AND NOT enabled THEN 'closed' ELSE circuit_state END,
-    circuit_open_until = CASE WHEN $7::boolean AND NOT enabled THEN NULL ELSE circuit_open_until END,
+    consecutive_failures = CASE WHEN $8::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
+    failing_since = CASE WHEN $8::boolean AND NOT enabled THEN NULL ELSE failing_since END,
+    circuit_state = CASE WHEN $8::boolean AND NOT enabled THEN 'closed' ELSE circuit_state END,
+    circuit_open_until = CASE WHEN $8::boolean AND NOT enabled THEN NULL ELSE circuit_open_until END,
     updated_at = now()
-WHERE id = $8::uuid AND organizer_id = $9::uuid
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at
+WHERE id = $9::uuid AND organizer_id = $10::uuid
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key
 `
 
 type WebhookEndpointUpdateParams struct {
 	Url                *string
+	UrlKey             *string
 	Description        *string
 	EventTypes         []string
 	MaxConcurrency     *int32
@@ -386,13 +418,15 @@ type WebhookEndpointUpdateParams struct {
 	OrganizerID        uuid.UUID
 }
 
-// Changes the given fields of an organizer's endpoint (NULL: unchanged).
-// Enabling clears the disabled reason, the failure count and the circuit;
+// Changes the given fields of an organizer's endpoint (NULL: unchanged);
+// url and url_key change together, and a url_key another endpoint of the
+// organizer has is a unique violation. Enabling clears the disabled reason, the failure count and the circuit;
 // disabling records the reason 'user'. set_rate_limit distinguishes "set
 // to unlimited" (true with a NULL rate) from "unchanged".
 func (q *Queries) WebhookEndpointUpdate(ctx context.Context, db DBTX, arg WebhookEndpointUpdateParams) (WebhookEndpoint, error) {
 	row := db.QueryRow(ctx, webhookEndpointUpdate,
 		arg.Url,
+		arg.UrlKey,
 		arg.Description,
 		arg.EventTypes,
 		arg.MaxConcurrency,
@@ -423,6 +457,7 @@ func (q *Queries) WebhookEndpointUpdate(ctx context.Context, db DBTX, arg Webhoo
 		&i.FailingSince,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.UrlKey,
 	)
 	return i, err
 }

@@ -141,7 +141,7 @@ func NewRoom(cfg RoomConfig) *Room {
 		})),
 		requests: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "boxoffice_waitingroom_requests_total",
-			Help: "Waiting-room joins and polls by outcome: queued, admitted, none, rate_limited, unavailable.",
+			Help: "Waiting-room joins and polls by outcome: queued, admitted, revoked, none, rate_limited, unavailable.",
 		}, []string{"outcome"})),
 	}
 }
@@ -247,7 +247,8 @@ type View struct {
 	Position int64
 	// EstimatedWait is Position at the current R (queued, open only).
 	EstimatedWait time.Duration
-	// Token and ExpiresAt are set once admitted.
+	// Token is set once admitted; ExpiresAt is when the admission expires
+	// (admitted, or revoked: the buyer may join afresh after it).
 	Token     string
 	ExpiresAt time.Time
 	// RetryAfter is set when rate limited.
@@ -256,14 +257,16 @@ type View struct {
 }
 
 // Join enters the buyer in the event's waiting room, or returns where they
-// already are. Returns ErrEventNotFound, or an error wrapping
+// already are (StatusRevoked, without a token, while a revoked admission
+// lasts). Returns ErrEventNotFound, or an error wrapping
 // ErrUnavailable while the store is unreachable (nobody is admitted).
 func (r *Room) Join(ctx context.Context, userID, eventID uuid.UUID, ip string) (View, error) {
 	return r.enter(ctx, userID, eventID, ip, true)
 }
 
 // Poll returns where the buyer is (StatusNone when they never joined or
-// their admission expired). Errors as Join.
+// their admission expired, StatusRevoked without a token when it was
+// revoked, as Revoked sees it). Errors as Join.
 func (r *Room) Poll(ctx context.Context, userID, eventID uuid.UUID, ip string) (View, error) {
 	return r.enter(ctx, userID, eventID, ip, false)
 }
@@ -294,9 +297,15 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		}
 		return View{}, err
 	}
+	if e.Status == StatusAdmitted && r.Revoked(e.Admission.JTI) {
+		// The answer holds give: the token would be refused.
+		e.Status = StatusRevoked
+	}
 	r.requests.WithLabelValues(string(e.Status)).Inc()
 	v := View{Status: e.Status, Phase: phase, OpensAt: ev.Settings.OpensAt, RetryAfter: e.RetryAfter}
 	switch e.Status {
+	case StatusRevoked:
+		v.ExpiresAt = e.Admission.ExpiresAt.Truncate(time.Second)
 	case StatusQueued:
 		v.Position = e.Ahead + 1
 		if phase == PhaseOpen && rate > 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -254,4 +255,50 @@ func TestSharedLoadOutlivesItsCaller(t *testing.T) {
 	got, err := room.event(gone, ev.ID)
 	require.NoError(t, err, "the load ran to completion for everyone waiting on it")
 	require.Equal(t, ev.ID, got.ID)
+}
+
+// A buyer whose admission was revoked is told so when polling or joining
+// again: no token, the same answer holds give (they refuse it). Another
+// process sharing the store learns it with the revocations.
+func TestRevokedBuyerIsReportedRevoked(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ev := createEvent(t, pool, 10)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		newRoom := func() *Room {
+			return NewRoom(RoomConfig{
+				Store:  s,
+				Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+				Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			})
+		}
+		room, peer := newRoom(), newRoom()
+		ctx := t.Context()
+		user, other := uuid.New(), uuid.New()
+		for _, u := range []uuid.UUID{user, other} {
+			v, err := room.Join(ctx, u, ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusAdmitted, v.Status)
+		}
+		ok, err := room.RevokeBuyer(ctx, ev.ID, user)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		for name, f := range map[string]func(context.Context, uuid.UUID, uuid.UUID, string) (View, error){"Poll": room.Poll, "Join": room.Join} {
+			v, err := f(ctx, user, ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusRevoked, v.Status, name)
+			require.Empty(t, v.Token, "%s: no token for a revoked admission", name)
+		}
+		v, err := room.Poll(ctx, other, ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusAdmitted, v.Status, "another buyer keeps their admission")
+		require.NotEmpty(t, v.Token)
+
+		require.NoError(t, peer.RefreshRevocations(ctx))
+		v, err = peer.Poll(ctx, user, ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusRevoked, v.Status, "another process sharing the store")
+		require.Empty(t, v.Token)
+	})
 }

@@ -40,6 +40,10 @@ const (
 	StatusAdmitted Status = "admitted"
 	// StatusLimited: the request was over a rate limit and did nothing.
 	StatusLimited Status = "rate_limited"
+	// StatusRevoked: the buyer was admitted, and the organizer revoked the
+	// admission; holds refuse it until it would have expired. Only the
+	// Room reports it (a Store answers StatusAdmitted).
+	StatusRevoked Status = "revoked"
 )
 
 // Admission is a recorded admission: what the token binds besides the

@@ -36,8 +36,11 @@ type Resolver interface {
 // Refused unless AllowPrivate: loopback, private (10/8, 172.16/12,
 // 192.168/16, fc00::/7), link-local (169.254/16 including the cloud
 // metadata address 169.254.169.254, fe80::/10), CGNAT (100.64/10),
-// unspecified, multicast, broadcast and reserved ranges, IPv4-mapped and
-// NAT64 forms of those, and fd00:ec2::254.
+// unspecified, multicast, broadcast and reserved ranges, and fd00:ec2::254;
+// and every IPv6 form that embeds or translates one of those IPv4
+// addresses (IPv4-mapped, IPv4-compatible, IPv4-translated, 6to4, Teredo
+// server or client, NAT64 64:ff9b::/96), judged by the IPv4 address inside,
+// plus the whole NAT64 local-use prefix 64:ff9b:1::/48.
 type Guard struct {
 	// AllowPrivate lets webhooks reach every address and use plain http:
 	// for development and tests (BOXOFFICE_WEBHOOK_ALLOW_PRIVATE).
@@ -90,6 +93,35 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	return u, nil
 }
 
+// URLKey is the form of a URL CheckURL accepted in which two spellings of
+// one receiver compare equal: scheme and host in lower case, the host
+// without a trailing dot, an IP literal in its canonical form (an
+// IPv4-mapped address as the IPv4 one), no default port (443 for https, 80
+// for http), "/" for an empty path; the path (case-sensitive) and query as
+// they were. An organizer has at most one endpoint per key.
+func URLKey(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port := u.Port(); port != "" && !(scheme == "https" && port == "443") && !(scheme == "http" && port == "80") {
+		host += ":" + port
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	key := scheme + "://" + host + path
+	if u.RawQuery != "" || u.ForceQuery {
+		key += "?" + u.RawQuery
+	}
+	return key
+}
+
 // resolve returns the addresses of host, all vetted: an address literal
 // is vetted as it is, a name is resolved and refused when any of its
 // addresses is refused (a name that mixes public and private addresses is
@@ -134,8 +166,28 @@ var blocked = []netip.Prefix{
 	netip.MustParsePrefix("100::/64"),          // discard-only
 }
 
-// nat64 is the well-known NAT64 prefix: its addresses embed an IPv4 one.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// Prefixes of IPv6 forms that embed or translate an IPv4 address (see
+// embeddedIPv4).
+var (
+	// ipv4Compatible is ::a.b.c.d (RFC 4291 §2.5.5.1, deprecated but still
+	// routed by some stacks); ipv4Translated is ::ffff:0:a.b.c.d (RFC 2765
+	// SIIT). Both carry the IPv4 address in the last 32 bits.
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+	ipv4Translated = netip.MustParsePrefix("::ffff:0:0:0/96")
+	// sixToFour is 2002::/16 (RFC 3056): the relay's IPv4 in bits 16-48.
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	// teredo is 2001:0::/32 (RFC 4380): the server's IPv4 in bits 32-64,
+	// the client's, inverted, in the last 32 bits.
+	teredo = netip.MustParsePrefix("2001::/32")
+	// nat64 is the well-known NAT64 prefix 64:ff9b::/96 (RFC 6052): the
+	// IPv4 address in the last 32 bits.
+	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// nat64LocalUse is RFC 8215's local-use prefix 64:ff9b:1::/48, inside
+	// which an operator may place a translator at any RFC 6052 prefix
+	// length: where the IPv4 address sits cannot be known, so it is
+	// refused whole.
+	nat64LocalUse = netip.MustParsePrefix("64:ff9b:1::/48")
+)
 
 // vet refuses an address webhooks must not reach, unless AllowPrivate.
 func (g *Guard) vet(ip netip.Addr) error {
@@ -148,16 +200,54 @@ func (g *Guard) vet(ip netip.Addr) error {
 	return nil
 }
 
-// forbidden says why ip is not a public unicast address, or "".
+// forbidden says why ip is not a public unicast address, or "". An IPv6
+// address that embeds or translates an IPv4 one is judged by that IPv4
+// address too (a packet to it may be delivered there), every one of them
+// when the form carries two (Teredo).
 func forbidden(ip netip.Addr) string {
-	ip = ip.WithZone("")
-	if ip.Is4In6() {
-		ip = ip.Unmap()
+	ip = ip.WithZone("").Unmap() // IPv4-mapped ::ffff:a.b.c.d is the IPv4 address
+	if reason := forbiddenAlone(ip); reason != "" {
+		return reason
 	}
-	if ip.Is6() && nat64.Contains(ip) {
-		b := ip.As16()
-		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	if nat64LocalUse.Contains(ip) {
+		return "NAT64 local-use prefix " + nat64LocalUse.String()
 	}
+	form, embedded := embeddedIPv4(ip)
+	for _, v4 := range embedded {
+		if reason := forbiddenAlone(v4); reason != "" {
+			return reason + " " + v4.String() + " embedded in a " + form + " address"
+		}
+	}
+	return ""
+}
+
+// embeddedIPv4 returns the IPv4 addresses an IPv6 address embeds, and the
+// name of the form, or none.
+func embeddedIPv4(ip netip.Addr) (string, []netip.Addr) {
+	if !ip.Is6() {
+		return "", nil
+	}
+	b := ip.As16()
+	v4 := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{b[i], b[i+1], b[i+2], b[i+3]}) }
+	switch {
+	case ipv4Compatible.Contains(ip):
+		return "IPv4-compatible", []netip.Addr{v4(12)}
+	case ipv4Translated.Contains(ip):
+		return "IPv4-translated", []netip.Addr{v4(12)}
+	case nat64.Contains(ip):
+		return "NAT64", []netip.Addr{v4(12)}
+	case sixToFour.Contains(ip):
+		return "6to4", []netip.Addr{v4(2)}
+	case teredo.Contains(ip):
+		client := [4]byte{^b[12], ^b[13], ^b[14], ^b[15]}
+		return "Teredo", []netip.Addr{v4(4), netip.AddrFrom4(client)}
+	}
+	return "", nil
+}
+
+// forbiddenAlone says why ip itself, whatever it embeds, is not a public
+// unicast address, or "".
+func forbiddenAlone(ip netip.Addr) string {
 	switch {
 	case !ip.IsValid():
 		return "invalid address"

@@ -231,3 +231,70 @@ func TestDispatcherSSRF(t *testing.T) {
 		require.Equal(t, ClassPayloadTooLarge, b.attempts(t, org, msg)[0].ErrorClass)
 	})
 }
+
+// Every IPv6 form that embeds or translates an IPv4 address is judged by
+// the IPv4 address inside it, wherever the guard looks: the URL when an
+// endpoint is saved, a name's DNS answer, and the socket address at dial
+// time. The public counterpart of each form stays allowed, except the
+// NAT64 local-use prefix, which is refused whole.
+func TestGuardEmbeddedIPv4(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		addr    string
+		refused bool
+	}{
+		{"MappedLoopback", "::ffff:127.0.0.1", true},
+		{"MappedMetadata", "::ffff:169.254.169.254", true},
+		{"MappedPublic", "::ffff:93.184.216.34", false},
+		{"CompatibleLoopbackDotted", "::127.0.0.1", true},
+		{"CompatibleLoopbackHex", "::7f00:1", true},
+		{"CompatiblePrivate", "::10.0.0.1", true},
+		{"CompatibleMetadata", "::a9fe:a9fe", true},
+		{"CompatibleCGNAT", "::100.64.0.1", true},
+		{"CompatiblePublic", "::93.184.216.34", false},
+		{"TranslatedLoopback", "::ffff:0:127.0.0.1", true},
+		{"TranslatedPrivate", "::ffff:0:192.168.1.1", true},
+		{"TranslatedPublic", "::ffff:0:93.184.216.34", false},
+		{"SixToFourLoopback", "2002:7f00:1::", true},
+		{"SixToFourPrivate", "2002:c0a8:101::1", true},
+		{"SixToFourMetadata", "2002:a9fe:a9fe::1", true},
+		{"SixToFourPublic", "2002:5db8:d822::1", false},
+		// Teredo: 2001:0::/32, the server's IPv4 in bits 32-64, the
+		// client's inverted in the last 32 bits.
+		{"TeredoClientLoopback", "2001:0:4136:e378:8000:63bf:80ff:fffe", true},
+		{"TeredoClientPrivate", "2001:0:4136:e378:8000:63bf:f5ff:fffe", true},
+		{"TeredoServerPrivate", "2001:0:a00:1:8000:63bf:a247:27dd", true},
+		{"TeredoServerLoopback", "2001:0:7f00:1:8000:63bf:a247:27dd", true},
+		{"TeredoPublic", "2001:0:4136:e378:8000:63bf:a247:27dd", false},
+		{"NAT64Loopback", "64:ff9b::7f00:1", true},
+		{"NAT64Private", "64:ff9b::10.0.0.1", true},
+		{"NAT64Metadata", "64:ff9b::169.254.169.254", true},
+		{"NAT64Public", "64:ff9b::93.184.216.34", false},
+		{"NAT64LocalUseLoopback", "64:ff9b:1::7f00:1", true},
+		{"NAT64LocalUse48Layout", "64:ff9b:1:7f00:0:100::", true},
+		{"NAT64LocalUsePublicIsRefusedToo", "64:ff9b:1::5db8:d822", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			strict := &Guard{Resolver: newFakeResolver(map[string][][]netip.Addr{"aaaa.example": {addrs(tc.addr)}})}
+			check := func(err error, where string) {
+				t.Helper()
+				if tc.refused {
+					require.ErrorIs(t, err, ErrRefusedURL, "%s: %s", where, tc.addr)
+				} else {
+					require.NoError(t, err, "%s: %s", where, tc.addr)
+				}
+			}
+			_, err := strict.CheckURL(t.Context(), "https://["+tc.addr+"]/hook")
+			check(err, "address in the URL")
+			_, err = strict.CheckURL(t.Context(), "https://aaaa.example/hook")
+			check(err, "name whose AAAA answer it is")
+			check(strict.control("tcp6", netip.AddrPortFrom(netip.MustParseAddr(tc.addr), 443).String(), nil), "socket address at dial time")
+			if tc.refused {
+				_, err = strict.DialContext(t.Context(), "tcp", "aaaa.example:443")
+				check(err, "dial of the name")
+			}
+		})
+	}
+}

@@ -24,6 +24,16 @@ var ErrNotFound = errors.New("not found")
 // endpoint (recover, replay to one endpoint).
 var ErrEndpointDisabled = errors.New("endpoint is disabled")
 
+// ErrEndpointLimit is returned by Create when the organizer already has
+// the most endpoints allowed (ServiceConfig.MaxEndpoints), enabled or not.
+// Nothing was written.
+var ErrEndpointLimit = errors.New("webhook endpoint limit reached")
+
+// ErrDuplicateURL is returned by Create and Update when another endpoint
+// of the organizer, enabled or not, already has the URL (compared in the
+// form URLKey gives). Nothing was written.
+var ErrDuplicateURL = errors.New("another endpoint has this url")
+
 // ValidationError says which input is wrong and how. Nothing was written.
 type ValidationError struct {
 	// Location names the input, such as body.url.
@@ -42,6 +52,9 @@ const (
 	MaxRateLimit        = 10000
 	// DefaultMaxConcurrency is an endpoint's concurrency unless set.
 	DefaultMaxConcurrency = 10
+	// DefaultMaxEndpoints is how many endpoints an organizer may have
+	// unless ServiceConfig.MaxEndpoints says otherwise.
+	DefaultMaxEndpoints = 20
 )
 
 // Service is what the organizer API does with endpoints and messages.
@@ -49,10 +62,11 @@ const (
 // are ErrNotFound. Secrets appear only in what Create and RotateSecret
 // return; Service never logs them.
 type Service struct {
-	pool   *pgxpool.Pool
-	guard  *Guard
-	logger *slog.Logger
-	q      *sqlcgen.Queries
+	pool         *pgxpool.Pool
+	guard        *Guard
+	maxEndpoints int
+	logger       *slog.Logger
+	q            *sqlcgen.Queries
 }
 
 // ServiceConfig configures a Service.
@@ -60,6 +74,11 @@ type ServiceConfig struct {
 	// Guard vets endpoint URLs (SSRF). Defaults to a Guard that allows
 	// public https URLs only.
 	Guard *Guard
+	// MaxEndpoints caps one organizer's endpoints, enabled and disabled
+	// alike (a disabled one can be enabled again): every endpoint
+	// multiplies each of the organizer's events into one more delivery.
+	// Zero or less means the default. Defaults to 20.
+	MaxEndpoints int
 	// Logger logs changes to endpoints. Required.
 	Logger *slog.Logger
 }
@@ -69,8 +88,17 @@ func NewService(pool *pgxpool.Pool, cfg ServiceConfig) *Service {
 	if cfg.Guard == nil {
 		cfg.Guard = &Guard{}
 	}
-	return &Service{pool: pool, guard: cfg.Guard, logger: cfg.Logger.With("component", "webhooks"), q: sqlcgen.New()}
+	if cfg.MaxEndpoints <= 0 {
+		cfg.MaxEndpoints = DefaultMaxEndpoints
+	}
+	return &Service{
+		pool: pool, guard: cfg.Guard, maxEndpoints: cfg.MaxEndpoints,
+		logger: cfg.Logger.With("component", "webhooks"), q: sqlcgen.New(),
+	}
 }
+
+// MaxEndpoints is how many endpoints one organizer may have.
+func (s *Service) MaxEndpoints() int { return s.maxEndpoints }
 
 // Endpoint is an endpoint as the organizer sees it. Secret is set only in
 // what Create and RotateSecret return.
@@ -145,14 +173,16 @@ type EndpointUpdate struct {
 	RateLimitPerSecond *int32
 }
 
-func (s *Service) checkURL(ctx context.Context, raw string) error {
-	if _, err := s.guard.CheckURL(ctx, raw); err != nil {
+// checkURL vets raw and returns its URLKey.
+func (s *Service) checkURL(ctx context.Context, raw string) (string, error) {
+	u, err := s.guard.CheckURL(ctx, raw)
+	if err != nil {
 		if errors.Is(err, ErrRefusedURL) {
-			return &ValidationError{"body.url", err.Error()}
+			return "", &ValidationError{"body.url", err.Error()}
 		}
-		return &ValidationError{"body.url", "the host could not be resolved"}
+		return "", &ValidationError{"body.url", "the host could not be resolved"}
 	}
-	return nil
+	return URLKey(u), nil
 }
 
 func checkEventTypes(types []string) error {
@@ -184,8 +214,11 @@ func dedupe(types []string) []string {
 }
 
 // Create validates p, vets its URL, and creates the endpoint with a fresh
-// secret, returned once in Endpoint.Secret. Returns a *ValidationError
-// (nothing written) for bad input or a refused URL.
+// secret, returned once in Endpoint.Secret. Returns a *ValidationError for
+// bad input or a refused URL, ErrEndpointLimit when the organizer has
+// MaxEndpoints already, ErrDuplicateURL when another of its endpoints has
+// the URL; nothing is written then. Concurrent creates of one organizer
+// are serialised, so the limit holds among them too.
 func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointParams) (Endpoint, error) {
 	if p.MaxConcurrency == 0 {
 		p.MaxConcurrency = DefaultMaxConcurrency
@@ -196,19 +229,37 @@ func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointP
 	if err := errors.Join(checkEventTypes(p.EventTypes), checkLimits(p.RateLimitPerSecond, &p.MaxConcurrency)); err != nil {
 		return Endpoint{}, firstValidation(err)
 	}
-	if err := s.checkURL(ctx, p.URL); err != nil {
+	key, err := s.checkURL(ctx, p.URL)
+	if err != nil {
 		return Endpoint{}, err
 	}
 	secret, err := NewSecret()
 	if err != nil {
 		return Endpoint{}, err
 	}
-	row, err := s.q.WebhookEndpointInsert(ctx, s.pool, sqlcgen.WebhookEndpointInsertParams{
-		ID: uuid.Must(uuid.NewV7()), OrganizerID: organizerID, Url: p.URL, Description: p.Description,
-		EventTypes: nonNilStrings(dedupe(p.EventTypes)), Enabled: !p.Disabled,
-		RateLimitPerSecond: p.RateLimitPerSecond, MaxConcurrency: p.MaxConcurrency, Secret: secret,
+	row, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
+		if err := s.q.WebhookEndpointLockOrganizer(ctx, tx, organizerID); err != nil {
+			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("lock organizer's endpoints: %w", err)
+		}
+		n, err := s.q.WebhookEndpointCountByOrganizer(ctx, tx, organizerID)
+		if err != nil {
+			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("count webhook endpoints: %w", err)
+		}
+		if int(n) >= s.maxEndpoints {
+			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("%w: at most %d", ErrEndpointLimit, s.maxEndpoints)
+		}
+		return s.q.WebhookEndpointInsert(ctx, tx, sqlcgen.WebhookEndpointInsertParams{
+			ID: uuid.Must(uuid.NewV7()), OrganizerID: organizerID, Url: p.URL, UrlKey: key, Description: p.Description,
+			EventTypes: nonNilStrings(dedupe(p.EventTypes)), Enabled: !p.Disabled,
+			RateLimitPerSecond: p.RateLimitPerSecond, MaxConcurrency: p.MaxConcurrency, Secret: secret,
+		})
 	})
-	if err != nil {
+	switch err = db.Interpret(err); {
+	case errors.Is(err, ErrEndpointLimit):
+		return Endpoint{}, err
+	case errors.Is(err, db.ErrConflict): // the only unique key besides a fresh id
+		return Endpoint{}, ErrDuplicateURL
+	case err != nil:
 		return Endpoint{}, fmt.Errorf("insert webhook endpoint: %w", err)
 	}
 	s.logger.InfoContext(ctx, "webhook endpoint created", "endpoint_id", row.ID.String(), "organizer_id", organizerID.String())
@@ -257,8 +308,9 @@ func (s *Service) Get(ctx context.Context, organizerID, id uuid.UUID) (Endpoint,
 
 // Update applies u to one of the organizer's endpoints. Disabling stops
 // its pending deliveries (kept as failed, for recover); enabling clears
-// its failure record and circuit. Returns ErrNotFound, or a
-// *ValidationError with nothing written.
+// its failure record and circuit. Returns ErrNotFound, or with nothing
+// written a *ValidationError, or ErrDuplicateURL when another endpoint of
+// the organizer has the new URL.
 func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u EndpointUpdate) (Endpoint, error) {
 	if u.Description != nil && len(*u.Description) > MaxDescription {
 		return Endpoint{}, &ValidationError{"body.description", "at most 500 bytes"}
@@ -274,13 +326,16 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 	if err := errors.Join(checkEventTypes(types), checkLimits(rate, u.MaxConcurrency)); err != nil {
 		return Endpoint{}, firstValidation(err)
 	}
+	var key *string
 	if u.URL != nil {
-		if err := s.checkURL(ctx, *u.URL); err != nil {
+		k, err := s.checkURL(ctx, *u.URL)
+		if err != nil {
 			return Endpoint{}, err
 		}
+		key = &k
 	}
 	p := sqlcgen.WebhookEndpointUpdateParams{
-		ID: id, OrganizerID: organizerID, Url: u.URL, Description: u.Description, MaxConcurrency: u.MaxConcurrency,
+		ID: id, OrganizerID: organizerID, Url: u.URL, UrlKey: key, Description: u.Description, MaxConcurrency: u.MaxConcurrency,
 		SetRateLimit: u.SetRateLimit, RateLimitPerSecond: u.RateLimitPerSecond, Enabled: u.Enabled,
 	}
 	if u.EventTypes != nil {
@@ -301,6 +356,8 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 	switch err = db.Interpret(err); {
 	case errors.Is(err, db.ErrNotFound):
 		return Endpoint{}, ErrNotFound
+	case errors.Is(err, db.ErrConflict):
+		return Endpoint{}, ErrDuplicateURL
 	case err != nil:
 		return Endpoint{}, fmt.Errorf("update webhook endpoint: %w", err)
 	}
