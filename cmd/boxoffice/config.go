@@ -117,6 +117,9 @@ type webhookConfig struct {
 	// loopback and link-local addresses (BOXOFFICE_WEBHOOK_ALLOW_PRIVATE,
 	// true or false). Defaults to false; dev sets true.
 	AllowPrivate bool
+	// MaxEndpoints is how many endpoints one organizer may have
+	// (BOXOFFICE_WEBHOOK_MAX_ENDPOINTS). Defaults to 20.
+	MaxEndpoints int
 	// RetrySchedule is the delay before each attempt
 	// (BOXOFFICE_WEBHOOK_RETRY_SCHEDULE, comma-separated durations).
 	// Defaults to 0s,5s,5m,30m,2h,5h,10h,10h.
@@ -245,6 +248,9 @@ func loadWebhookConfig(getenv func(string) string) (webhookConfig, error) {
 	var err error
 	if w.AllowPrivate, err = strconv.ParseBool(cmp.Or(getenv("BOXOFFICE_WEBHOOK_ALLOW_PRIVATE"), "false")); err != nil {
 		return w, &configError{"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE", "must be true or false"}
+	}
+	if w.MaxEndpoints, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_WEBHOOK_MAX_ENDPOINTS"), strconv.Itoa(webhooks.DefaultMaxEndpoints))); err != nil || w.MaxEndpoints < 1 {
+		return w, &configError{"BOXOFFICE_WEBHOOK_MAX_ENDPOINTS", "must be a positive number"}
 	}
 	if v := getenv("BOXOFFICE_WEBHOOK_RETRY_SCHEDULE"); v != "" {
 		if w.RetrySchedule, err = webhooks.ParseRetrySchedule(v); err != nil {

@@ -140,7 +140,7 @@ func newCell(cfg config, name string, pool *pgxpool.Pool, logger *slog.Logger, r
 		Catalog:  catalog.New(pool).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second),
 		Purchase: purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
 		Webhooks: webhooks.NewService(pool, webhooks.ServiceConfig{
-			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: logger,
+			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: logger, MaxEndpoints: cfg.Webhooks.MaxEndpoints,
 		}),
 		Sandbox: sandbox,
 	}
