@@ -802,43 +802,54 @@ func (e *fuzzEnv) run(t *testing.T, in fuzzInput) {
 	if err != nil {
 		t.Skipf("not a request: %v", err) // the client cannot send it
 	}
+	what := fmt.Sprintf("%s %s (operation %q)", req.Method, truncate(req.URL.RequestURI(), 300), op.id)
 	before := e.writes(t)
 	a, err := e.do(req, cancel)
 	if err != nil && !a.stream {
-		t.Fatalf("%s %s: no answer within %s: %v", req.Method, req.URL.RequestURI(), fuzzTimeout, err)
+		t.Fatalf("%s: no answer within %s: %v", what, fuzzTimeout, err)
 	}
-	what := fmt.Sprintf("%s %s (operation %q)", req.Method, truncate(req.URL.RequestURI(), 300), op.id)
 	if fuzzVerbose {
 		t.Logf("%s: %s", what, a)
 	}
-	if a.status >= 500 {
-		t.Fatalf("%s: a 5xx: %s", what, a)
-	}
-	if len(a.body) > maxBody {
-		t.Fatalf("%s: the answer is over %d bytes", what, maxBody)
-	}
-	if a.status >= 400 {
-		e.checkProblem(t, what, req.Method, a, inputs)
-		if after := e.writes(t); !maps(before, after) {
-			t.Fatalf("%s: rejected with %d but wrote %s: %s", what, a.status, diff(before, after), a)
-		}
+	if finding := e.check(t, req.Method, a, inputs, before); finding != "" {
+		t.Fatalf("%s: %s", what, finding)
 	}
 	if a.status >= 200 && a.status < 300 {
 		e.replaceConsumed(t, op, in)
 	}
 }
 
-func (e *fuzzEnv) checkProblem(t *testing.T, what, method string, a fuzzAnswer, inputs []string) {
-	t.Helper()
+// check returns what in the answer a breaks invariant 7, or "".
+func (e *fuzzEnv) check(t *testing.T, method string, a fuzzAnswer, inputs []string, before map[string]tableState) string {
+	switch {
+	case a.status >= 500:
+		return fmt.Sprintf("a 5xx: %s", a)
+	case len(a.body) > maxBody:
+		return fmt.Sprintf("the answer is over %d bytes", maxBody)
+	case a.status < 400:
+		return ""
+	}
+	if finding := problemFinding(method, a, inputs); finding != "" {
+		return finding
+	}
+	if after := e.writes(t); !maps(before, after) {
+		return fmt.Sprintf("rejected with %d but wrote %s: %s", a.status, diff(before, after), a)
+	}
+	return ""
+}
+
+// problemFinding returns what makes the error answer a not a bounded
+// problem without internals, or "".
+func problemFinding(method string, a fuzzAnswer, inputs []string) string {
 	ct, _, err := mime.ParseMediaType(a.header.Get("Content-Type"))
 	if err != nil || ct != "application/problem+json" {
-		t.Fatalf("%s: error %d is not application/problem+json: %s", what, a.status, a)
+		return fmt.Sprintf("error %d is not application/problem+json: %s", a.status, a)
 	}
 	if len(a.body) > maxErrorBody {
-		t.Fatalf("%s: error %d of %d bytes (more than %d): %s", what, a.status, len(a.body), maxErrorBody, a)
+		return fmt.Sprintf("error %d of %d bytes (more than %d): %s", a.status, len(a.body), maxErrorBody, a)
 	}
 	if method == http.MethodHead {
-		return
+		return ""
 	}
 	var p struct {
 		Type   *string  `json:"type"`
@@ -846,26 +857,26 @@ func (e *fuzzEnv) checkProblem(t *testing.T, what, method string, a fuzzAnswer, 
 		Status *float64 `json:"status"`
 	}
 	if err := json.Unmarshal(a.body, &p); err != nil {
-		t.Fatalf("%s: error %d is not a JSON problem (%v): %s", what, a.status, err, a)
+		return fmt.Sprintf("error %d is not a JSON problem (%v): %s", a.status, err, a)
 	}
 	if p.Type == nil || *p.Type == "" || p.Title == nil || *p.Title == "" || p.Status == nil {
-		t.Fatalf("%s: problem %d lacks type, title or status: %s", what, a.status, a)
+		return fmt.Sprintf("problem %d lacks type, title or status: %s", a.status, a)
 	}
 	if int(*p.Status) != a.status {
-		t.Fatalf("%s: problem status %v is not the HTTP status %d: %s", what, *p.Status, a.status, a)
+		return fmt.Sprintf("problem status %v is not the HTTP status %d: %s", *p.Status, a.status, a)
 	}
 	for _, s := range internals {
 		if bytes.Contains(a.body, []byte(s)) && !slices.ContainsFunc(inputs, func(in string) bool { return strings.Contains(in, s) }) {
-			t.Fatalf("%s: problem %d shows internal text %q: %s", what, a.status, s, a)
+			return fmt.Sprintf("problem %d shows internal text %q: %s", a.status, s, a)
 		}
 	}
-	body := inputs[len(inputs)-1]
-	if len(body) >= 64 {
+	if body := inputs[len(inputs)-1]; len(body) >= 64 {
 		esc, _ := json.Marshal(body)
 		if bytes.Contains(a.body, []byte(body)) || bytes.Contains(a.body, esc[1:len(esc)-1]) {
-			t.Fatalf("%s: problem %d echoes the request body: %s", what, a.status, a)
+			return fmt.Sprintf("problem %d echoes the request body: %s", a.status, a)
 		}
 	}
+	return ""
 }
 
 // replaceConsumed replaces a fixture a successful request used up, so
