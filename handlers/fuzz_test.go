@@ -412,7 +412,6 @@ func (stubResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr
 // of a request see only that request's writes (nothing runs in the
 // background: no sandbox webhook sender, no admitter, no delivery worker).
 type fuzzEnv struct {
-	tb        testing.TB
 	pool      *pgxpool.Pool
 	srv       *httptest.Server
 	client    *http.Client
@@ -425,18 +424,17 @@ type fuzzEnv struct {
 	webhooks  *webhooks.Service
 	writesSQL string
 
-	orgID       uuid.UUID
-	orgToken    string
-	buyerID     uuid.UUID
-	buyerToken  string
-	eventID     uuid.UUID
-	seats       []uuid.UUID
-	nextSeat    int
-	orderID     uuid.UUID
-	intentID    string
-	endpointID  uuid.UUID
-	messageID   uuid.UUID
-	fixtureSeen int
+	orgID      uuid.UUID
+	orgToken   string
+	buyerID    uuid.UUID
+	buyerToken string
+	eventID    uuid.UUID
+	seats      []uuid.UUID
+	nextSeat   int
+	orderID    uuid.UUID
+	intentID   string
+	endpointID uuid.UUID
+	messageID  uuid.UUID
 }
 
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
@@ -471,7 +469,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	srv := httptest.NewServer(handlers.New(cfg).Handler())
 	tb.Cleanup(srv.Close)
 	e := &fuzzEnv{
-		tb: tb, pool: pool, srv: srv, signer: signer, catalog: cat, purchase: pur, sandbox: sb, webhooks: wh,
+		pool: pool, srv: srv, signer: signer, catalog: cat, purchase: pur, sandbox: sb, webhooks: wh,
 		client: &http.Client{
 			// A redirect is an answer: look at it, do not follow it.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
