@@ -28,7 +28,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
@@ -464,7 +463,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 		}),
 		Sandbox: sb, TicketPublicKey: pub, Webhooks: wh,
 		Checks:     []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}},
-		Registerer: reg, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Registerer: reg,
 	}
 	srv := httptest.NewServer(handlers.New(cfg).Handler())
 	tb.Cleanup(srv.Close)
