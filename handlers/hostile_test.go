@@ -225,6 +225,7 @@ func TestProtocolErrorsAreProblems(t *testing.T) {
 	b := setup(t)
 	srv := httptest.NewUnstartedServer(b.srv.Config.Handler)
 	srv.Config.MaxHeaderBytes = handlers.MaxHeaderBytes
+	srv.Config.ReadTimeout = 500 * time.Millisecond
 	srv.Listener = handlers.ProblemListener(srv.Listener)
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -253,6 +254,15 @@ func TestProtocolErrorsAreProblems(t *testing.T) {
 
 	res, body = raw(t, "GET /v1/events HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
 	check(t, res, body, http.StatusBadRequest, handlers.TypeMalformed)
+
+	// A body framed wrongly (a chunk size that is not hex) and a body that
+	// stops arriving (the server's ReadTimeout) are problems too.
+	org := b.organizer(t)
+	post := "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + org + "\r\nContent-Type: application/json\r\n"
+	res, body = raw(t, post+"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+	check(t, res, body, http.StatusBadRequest, handlers.TypeMalformed)
+	res, body = raw(t, post+"Content-Length: 100\r\n\r\n{\"name\":")
+	check(t, res, body, http.StatusRequestTimeout, handlers.TypeRequestTimeout)
 
 	// A normal answer passes through the listener untouched.
 	res, body = raw(t, fmt.Sprintf("GET /v1/events/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", uuid.NewString()))

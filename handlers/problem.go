@@ -109,6 +109,11 @@ func typeForStatus(status int) string {
 // is a location and a short message, and the whole problem is bounded in
 // size whatever the request was (see detailOf).
 func newError(status int, msg string, errs ...error) huma.StatusError {
+	if status == http.StatusInternalServerError && msg == "cannot read request body" {
+		// huma's word for a body the client broke off or framed wrongly
+		// (a bad chunk): the client's error, not the server's.
+		return problem(http.StatusBadRequest, TypeMalformed, "The request body could not be read.")
+	}
 	if status >= 500 {
 		return problem(status, typeForStatus(status), "The server could not complete the request.")
 	}
