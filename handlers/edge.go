@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"regexp"
 	"strconv"
 )
 
@@ -100,18 +99,44 @@ func (l problemListener) Accept() (net.Conn, error) {
 
 type problemConn struct{ net.Conn }
 
-// protocolError is the shape of net/http's connection-level error answer.
-var protocolError = regexp.MustCompile(`\AHTTP/1\.[01] ([45][0-9]{2}) [^\r\n]*\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n[^\r]*\z`)
+// CloseWrite lets net/http half-close the connection after an error
+// answer, as it does on a bare TCP connection, so the client reads the
+// answer before the connection closes.
+func (c *problemConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// protocolErrorHeaders is what follows the status line of net/http's
+// connection-level error answer, and of no handler's response.
+const protocolErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// protocolStatus is the status of p when p is net/http's connection-level
+// error answer, else 0. It looks at the status line and the headers that
+// follow it only, so a response costs a few byte compares.
+func protocolStatus(p []byte) int {
+	// "HTTP/1.x NNN reason" + protocolErrorHeaders + text
+	if len(p) < 13 || !bytes.HasPrefix(p, []byte("HTTP/1.")) || (p[9] != '4' && p[9] != '5') {
+		return 0
+	}
+	end := bytes.IndexByte(p[:min(len(p), 128)], '\r')
+	if end < 0 || !bytes.HasPrefix(p[end:], []byte(protocolErrorHeaders)) {
+		return 0
+	}
+	status, err := strconv.Atoi(string(p[9:12]))
+	if err != nil {
+		return 0
+	}
+	return status
+}
 
 func (c *problemConn) Write(p []byte) (int, error) {
-	if !bytes.HasPrefix(p, []byte("HTTP/1.")) || !bytes.Contains(p, []byte("\r\nConnection: close\r\n\r\n")) {
+	status := protocolStatus(p)
+	if status == 0 {
 		return c.Conn.Write(p)
 	}
-	m := protocolError.FindSubmatch(p)
-	if m == nil {
-		return c.Conn.Write(p)
-	}
-	status, _ := strconv.Atoi(string(m[1]))
 	detail := "The request could not be read."
 	if status == http.StatusRequestHeaderFieldsTooLarge {
 		detail = "The request's headers are larger than " + strconv.Itoa(MaxHeaderBytes>>10) + " KiB."
