@@ -215,6 +215,16 @@ func Connect(url, name string, logger *slog.Logger) (*nats.Conn, jetstream.JetSt
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { logger.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		// Without a handler, nats.go writes asynchronous errors (a write
+		// to a server that was killed, say) to stderr as plain text, which
+		// breaks the process's JSON log.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			attrs := []any{"error", err.Error()}
+			if sub != nil {
+				attrs = append(attrs, "subject", sub.Subject)
+			}
+			logger.Warn("nats asynchronous error", attrs...)
+		}),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to nats: %w", err)
