@@ -215,6 +215,9 @@ type PoolConfig struct {
 	// it, every write through the pool fails with IsFenced true. Zero
 	// declares none, as an operator's session does: unfenced.
 	RegionEpoch int64
+	// Tracer sees every query of the pool's connections (a CostTracer,
+	// say). Defaults to none.
+	Tracer pgx.QueryTracer
 }
 
 // NewPool opens a pool and checks that the server answers.
@@ -230,6 +233,9 @@ func NewPool(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 		pc.ConnConfig.RuntimeParams[regionEpochParam] = strconv.FormatInt(cfg.RegionEpoch, 10)
 	}
 	Configure(pc)
+	if cfg.Tracer != nil {
+		pc.ConnConfig.Tracer = cfg.Tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)

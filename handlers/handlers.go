@@ -142,7 +142,7 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 	}
 	cfg.CreateHooks = nil // no $schema links in response bodies
 	api := humago.New(mux, cfg)
-	api.UseMiddleware(h.metrics.middleware, h.authenticate(api))
+	api.UseMiddleware(h.metrics.middleware, labelRole, h.authenticate(api))
 	h.Register(api)
 	return api
 }
@@ -181,6 +181,13 @@ func secured(op huma.Operation, roles ...auth.Role) huma.Operation {
 	op.Metadata[roleKey] = roles
 	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
 	return op
+}
+
+// labelRole names the operation as the database work's role
+// (db.WithRole), so that a cost tracer can tell what each operation
+// spends.
+func labelRole(ctx huma.Context, next func(huma.Context)) {
+	next(huma.WithContext(ctx, db.WithRole(ctx.Context(), "api "+ctx.Operation().OperationID)))
 }
 
 // authenticate verifies the bearer token of every secured operation before

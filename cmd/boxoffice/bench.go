@@ -185,6 +185,8 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 20*time.Second, "length of each measured phase")
 	concurrency := fs.Int("concurrency", 64, "buyers purchasing at once in the throughput phase")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	scriptDir := fs.String("pgbench-dir", "../shared/bench", "directory of pgbench-purchase.sql and its schema; empty skips the baseline")
+	pgClients := fs.Int("pgbench-clients", 16, "clients of the pgbench purchase baseline")
 	_ = fs.Parse(args)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -198,12 +200,19 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	cfg, pool, cleanup, err := benchSetup(ctx)
+	costs := db.NewCostTracer()
+	cfg, pool, cleanup, err := benchSetup(ctx, costs)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	pg := bench.PGBench{ScriptDir: *scriptDir, AdminURL: cfg.DatabaseURL, Script: "purchase"}
+	if *scriptDir != "" {
+		if err := pg.Prepare(ctx); err != nil {
+			return fmt.Errorf("prepare pgbench purchase baseline: %w", err)
+		}
+	}
 	storeDir, err := os.MkdirTemp("", "boxoffice-bench-nats-")
 	if err != nil {
 		return err
@@ -243,6 +252,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	costs.Reset()
 	sat, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Concurrency: *concurrency, Duration: *duration})
 	if err != nil {
 		return err
@@ -257,6 +267,14 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	if sat.Ticketed > 0 {
 		fmt.Printf("  %.1f PostgreSQL transactions per ticketed order (%.0f/s; every role and the buyers' polls included)\n",
 			float64(commitsAfter-commitsBefore)/float64(sat.Ticketed), float64(commitsAfter-commitsBefore)/sat.Elapsed.Seconds())
+		printCosts(costs.Costs(), sat.Ticketed)
+	}
+	var pgTPS float64
+	if *scriptDir != "" {
+		if pgTPS, err = pg.Run(ctx, *pgClients, *duration); err != nil {
+			return err
+		}
+		fmt.Printf("%-44s %12.0f\n", fmt.Sprintf("pgbench purchase (8 tx/order), %d clients", *pgClients), pgTPS)
 	}
 	rate := sat.TicketedPerSec() / 2
 	ev, err = client.CreateEvent(ctx, 200, 500)
@@ -269,7 +287,31 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("latency: %.0f purchases/s started (half)", rate),
 		lat.TicketedPerSec(), lat.P50.Round(time.Millisecond), lat.P99.Round(time.Millisecond), lat.Failed)
+	if pgTPS > 0 {
+		fmt.Printf("\nticketed/s ÷ pgbench purchase orders/s = %.2f\n", sat.TicketedPerSec()/pgTPS)
+	}
 	return nil
+}
+
+// printCosts prints what one ticketed order cost each role, from the
+// throughput phase: transactions (writing ones), statements and rows
+// written, per ticketed order. A transaction writes when one of its
+// statements' command tags says so: a function that writes called with
+// SELECT (hold_reserve) counts as a read.
+func printCosts(costs []db.RoleCost, ticketed int) {
+	n := float64(ticketed)
+	fmt.Printf("\n  %-44s %9s %9s %9s %9s\n", "per ticketed order, by role", "tx", "write tx", "stmts", "rows")
+	var total db.Cost
+	for _, c := range costs {
+		fmt.Printf("  %-44s %9.2f %9.2f %9.2f %9.2f\n", c.Role,
+			float64(c.Transactions)/n, float64(c.WriteTransactions)/n, float64(c.Statements)/n, float64(c.RowsWritten)/n)
+		total.Transactions += c.Transactions
+		total.WriteTransactions += c.WriteTransactions
+		total.Statements += c.Statements
+		total.RowsWritten += c.RowsWritten
+	}
+	fmt.Printf("  %-44s %9.2f %9.2f %9.2f %9.2f\n\n", "all roles", float64(total.Transactions)/n,
+		float64(total.WriteTransactions)/n, float64(total.Statements)/n, float64(total.RowsWritten)/n)
 }
 
 // commits is how many transactions the bench database has committed.
@@ -285,7 +327,7 @@ func commits(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 // benchSetup reads the configuration (DATABASE_URL names the server; the
 // secrets are dev's, payments the sandbox's) and creates a fresh, migrated
 // database on that server, which cleanup drops.
-func benchSetup(ctx context.Context) (config, *pgxpool.Pool, func(), error) {
+func benchSetup(ctx context.Context, tracer ...pgx.QueryTracer) (config, *pgxpool.Pool, func(), error) {
 	cfg, err := loadConfig(func(name string) string {
 		switch name {
 		case "BOXOFFICE_JWT_SECRET":
@@ -313,7 +355,11 @@ func benchSetup(ctx context.Context) (config, *pgxpool.Pool, func(), error) {
 		drop()
 		return cfg, nil, nil, err
 	}
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: cfg.DBMaxConns})
+	pc := db.PoolConfig{URL: url, MaxConns: cfg.DBMaxConns}
+	if len(tracer) > 0 {
+		pc.Tracer = tracer[0]
+	}
+	pool, err := db.NewPool(ctx, pc)
 	if err != nil {
 		drop()
 		return cfg, nil, nil, err

@@ -190,8 +190,8 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 	if ops != nil {
 		g.Go(func() error { return serveHTTP(gctx, ops, opsHandler(reg, checks), logger) })
 	}
-	g.Go(func() error { return wr.run(gctx) })
-	g.Go(func() error { return r.Run(gctx) })
+	g.Go(func() error { return wr.run(db.WithRole(gctx, "waiting room")) })
+	g.Go(func() error { return r.Run(db.WithRole(gctx, "relay")) })
 	for _, run := range runs {
 		g.Go(func() error { return run(gctx) })
 	}

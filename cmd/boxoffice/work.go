@@ -16,6 +16,7 @@ import (
 
 	"boxoffice/bus"
 	"boxoffice/consumers"
+	"boxoffice/db"
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/tickets"
@@ -161,7 +162,8 @@ func startWorkers(d workDeps, names []string) ([]func(context.Context) error, er
 			return nil, fmt.Errorf("worker %s: %w", c.name, err)
 		}
 		if run != nil {
-			runs = append(runs, run)
+			name := c.name
+			runs = append(runs, func(ctx context.Context) error { return run(db.WithRole(ctx, name)) })
 		}
 	}
 	return runs, nil

@@ -1,0 +1,167 @@
+package db
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// This file attributes the database work of a process to the roles that
+// did it (the relay, each consumer, the API's operations), so that a
+// benchmark can say what one ticketed order costs and who spends it. A
+// role is a context value: WithRole where a role's work starts, and every
+// context derived from it (WithoutCancel included) carries it.
+
+type roleKey struct{}
+
+// WithRole returns ctx labelled with role, for CostTracer. An inner label
+// replaces an outer one.
+func WithRole(ctx context.Context, role string) context.Context {
+	return context.WithValue(ctx, roleKey{}, role)
+}
+
+// Role is ctx's role, or "" when none was set.
+func Role(ctx context.Context) string {
+	role, _ := ctx.Value(roleKey{}).(string)
+	return role
+}
+
+// Cost is the database work of one role.
+type Cost struct {
+	// Transactions are the transactions committed: explicit ones and
+	// statements run outside of one (each its own transaction).
+	Transactions int64
+	// WriteTransactions are the Transactions that inserted, updated or
+	// deleted a row.
+	WriteTransactions int64
+	// Statements are every statement run, BEGIN and COMMIT excluded.
+	Statements int64
+	// RowsWritten are the rows inserted, updated or deleted.
+	RowsWritten int64
+}
+
+// CostTracer is a pgx.QueryTracer that counts each role's Cost. Set it as
+// the pool's ConnConfig.Tracer (PoolConfig.Tracer). It counts what pgx
+// sends through Exec and Query: COPY and batches are not seen.
+type CostTracer struct {
+	mu    sync.Mutex
+	costs map[string]*Cost
+	conns map[*pgx.Conn]*openTx
+}
+
+// openTx is what a connection's open transaction has done so far.
+type openTx struct {
+	role  string
+	wrote bool
+}
+
+// NewCostTracer returns a tracer with nothing counted.
+func NewCostTracer() *CostTracer {
+	return &CostTracer{costs: map[string]*Cost{}, conns: map[*pgx.Conn]*openTx{}}
+}
+
+type traceKey struct{}
+
+type traced struct {
+	role string
+	sql  string
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (t *CostTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	role := Role(ctx)
+	if role == "" {
+		role = "other"
+	}
+	return context.WithValue(ctx, traceKey{}, traced{role: role, sql: data.SQL})
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (t *CostTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	q, ok := ctx.Value(traceKey{}).(traced)
+	if !ok {
+		return
+	}
+	verb := strings.ToLower(strings.TrimSpace(q.sql))
+	if i := strings.IndexAny(verb, " ;\n\t"); i >= 0 {
+		verb = verb[:i]
+	}
+	tag := data.CommandTag
+	wrote := tag.Insert() || tag.Update() || tag.Delete()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.costs[q.role]
+	if c == nil {
+		c = &Cost{}
+		t.costs[q.role] = c
+	}
+	tx := t.conns[conn]
+	switch {
+	case verb == "begin":
+		if data.Err == nil {
+			t.conns[conn] = &openTx{role: q.role}
+		}
+		return
+	case verb == "commit" || verb == "rollback":
+		delete(t.conns, conn)
+		if tx == nil || data.Err != nil || verb == "rollback" {
+			return
+		}
+		owner := t.costs[tx.role]
+		if owner == nil {
+			owner = &Cost{}
+			t.costs[tx.role] = owner
+		}
+		owner.Transactions++
+		if tx.wrote {
+			owner.WriteTransactions++
+		}
+		return
+	}
+	c.Statements++
+	if wrote {
+		c.RowsWritten += tag.RowsAffected()
+	}
+	switch {
+	case tx != nil:
+		tx.wrote = tx.wrote || wrote
+	case data.Err == nil:
+		c.Transactions++
+		if wrote {
+			c.WriteTransactions++
+		}
+	}
+}
+
+// RoleCost is one role's Cost.
+type RoleCost struct {
+	Role string
+	Cost
+}
+
+// Costs returns every role's cost so far, the largest first.
+func (t *CostTracer) Costs() []RoleCost {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]RoleCost, 0, len(t.costs))
+	for role, c := range t.costs {
+		out = append(out, RoleCost{Role: role, Cost: *c})
+	}
+	slices.SortFunc(out, func(a, b RoleCost) int {
+		if a.Transactions != b.Transactions {
+			return int(b.Transactions - a.Transactions)
+		}
+		return strings.Compare(a.Role, b.Role)
+	})
+	return out
+}
+
+// Reset forgets what was counted.
+func (t *CostTracer) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.costs = map[string]*Cost{}
+}
