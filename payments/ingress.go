@@ -33,7 +33,7 @@ var ErrBadSignature = errors.New("webhook signature does not verify")
 // ErrInvalidEvent is returned by Ingress.Receive for a validly signed
 // event that carries an id, type or code Stripe never sends (a NUL or any
 // other character outside [A-Za-z0-9_], a missing prefix, or more than 255
-// bytes): nothing was written.
+// bytes), or without an object of its type's shape: nothing was written.
 var ErrInvalidEvent = errors.New("webhook event is malformed")
 
 // IngressConfig configures NewIngress.
@@ -254,12 +254,25 @@ func fromIntent(orderID uuid.UUID, in Intent, providerEventID string) mapped {
 
 // mapEvent returns the domain event a provider event becomes, or "" for
 // none.
+// decodeObject decodes the object of ev into v. A signed event without
+// an object, or whose object is not of its type's shape, is malformed
+// (ErrInvalidEvent): nothing Stripe sends.
+func decodeObject(ev stripe.Event, v any) error {
+	if ev.Data == nil || len(ev.Data.Raw) == 0 {
+		return fmt.Errorf("%w: no data.object", ErrInvalidEvent)
+	}
+	if err := json.Unmarshal(ev.Data.Raw, v); err != nil {
+		return fmt.Errorf("%w: data.object: %w", ErrInvalidEvent, err)
+	}
+	return nil
+}
+
 func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error) {
 	switch ev.Type {
 	case "payment_intent.amount_capturable_updated", "payment_intent.succeeded",
 		"payment_intent.payment_failed", "payment_intent.canceled":
 		var pi stripe.PaymentIntent
-		if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil {
+		if err := decodeObject(ev, &pi); err != nil {
 			return mapped{}, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
 		}
 		if err := checkID("payment intent id", pi.ID, "pi_"); err != nil {
@@ -296,7 +309,7 @@ func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error
 		}
 	case "charge.refunded":
 		var ch stripe.Charge
-		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {
+		if err := decodeObject(ev, &ch); err != nil {
 			return mapped{}, fmt.Errorf("decode charge of %s: %w", ev.ID, err)
 		}
 		if ch.PaymentIntent == nil {
@@ -313,7 +326,7 @@ func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error
 			OrderID: orderID, PaymentIntentID: ch.PaymentIntent.ID, AmountRefunded: ch.AmountRefunded, ProviderEventID: ev.ID}}, nil
 	case "refund.updated":
 		var rf stripe.Refund
-		if err := json.Unmarshal(ev.Data.Raw, &rf); err != nil {
+		if err := decodeObject(ev, &rf); err != nil {
 			return mapped{}, fmt.Errorf("decode refund of %s: %w", ev.ID, err)
 		}
 		if rf.PaymentIntent == nil || rf.Status != stripe.RefundStatusSucceeded {
