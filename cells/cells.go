@@ -34,6 +34,7 @@ import (
 
 	"boxoffice/bus"
 	"boxoffice/catalog"
+	"boxoffice/orderfeed"
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
@@ -75,6 +76,10 @@ type Cell struct {
 	Ingress *payments.Ingress
 	// Sandbox is the cell's sandbox payment provider (nil with Stripe).
 	Sandbox *payments.Sandbox
+	// Orders wakes this process's order event streams when one of the
+	// cell's orders changes (nil: the streams read their order on a
+	// schedule).
+	Orders *orderfeed.Feed
 }
 
 // Bus is the cell's namespace on the bus.

@@ -24,6 +24,7 @@ import (
 	"boxoffice/catalog"
 	"boxoffice/cells"
 	"boxoffice/db"
+	"boxoffice/orderfeed"
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/waitingroom"
@@ -64,6 +65,10 @@ type Config struct {
 	// (tickets.Signer.PublicKey), served at /v1/ticket-signing-key; the API
 	// never needs the private key. Defaults to none: the route answers 404.
 	TicketPublicKey ed25519.PublicKey
+	// Orders wakes the order event streams when an order changes (the
+	// cell's order feed) without Cells. Defaults to none: the streams
+	// read their order every 250 ms.
+	Orders *orderfeed.Feed
 	// Webhooks backs the organizer's webhook endpoints and messages.
 	// Defaults to none: those routes answer 404.
 	Webhooks *webhooks.Service
@@ -79,6 +84,14 @@ type Config struct {
 	// OrderStreamsPerUser caps the order event streams one user has open
 	// at once in this process, like OrderStreamsPerOrder. Defaults to 16.
 	OrderStreamsPerUser int
+	// OrderStreamPoll is how often an order event stream reads its order
+	// while nothing can wake it (no order feed, or one that cannot follow
+	// the bus). Defaults to 250ms.
+	OrderStreamPoll time.Duration
+	// OrderStreamSafetyRead is how often an order event stream reads its
+	// order while the cell's order feed is healthy and nothing woke it: a
+	// bound on the wait should an event ever be missed. Defaults to 1m.
+	OrderStreamSafetyRead time.Duration
 	// HoldsPerSecond is the holds one buyer may ask for per second in this
 	// process (a token bucket of HoldBurst); beyond it a hold is refused
 	// with a 429 problem and writes nothing. Negative: no limit. Defaults
@@ -120,7 +133,7 @@ func New(cfg Config) *Handlers {
 		}
 		router = cells.Single(&cells.Cell{
 			Name: cfg.Cell, Catalog: cfg.Catalog, Purchase: cfg.Purchase, Room: room,
-			Webhooks: cfg.Webhooks, Ingress: cfg.StripeIngress, Sandbox: cfg.Sandbox,
+			Webhooks: cfg.Webhooks, Ingress: cfg.StripeIngress, Sandbox: cfg.Sandbox, Orders: cfg.Orders,
 		})
 	}
 	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: router,

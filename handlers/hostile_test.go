@@ -279,6 +279,9 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		res := b.do(t, http.MethodGet, path, map[string]string{"Authorization": scheme + " " + tok}, nil)
 		requireProblem(t, res, http.StatusNotFound, handlers.TypeNotFound) // authenticated: the order is not there
 	}
+	// A parameter of an embedded input struct is checked like the others.
+	res := b.do(t, http.MethodGet, path+"/events", map[string]string{"Authorization": "Bearer " + tok, "Last-Event-ID": "\xff"}, nil)
+	requireProblem(t, res, http.StatusBadRequest, handlers.TypeMalformed)
 	for _, header := range []string{"Bearer", "Bearer ", "Basic " + tok, "Bearertoken"} {
 		res := b.do(t, http.MethodGet, path, map[string]string{"Authorization": header}, nil)
 		requireProblem(t, res, http.StatusUnauthorized, handlers.TypeUnauthorized)

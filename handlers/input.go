@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,8 +67,21 @@ func inputPlanFor(t reflect.Type) *inputPlan {
 		return p.(*inputPlan)
 	}
 	p := &inputPlan{}
+	p.add(t, nil)
+	inputPlans.Store(t, p)
+	return p
+}
+
+// add plans the parameters and body of the input struct t, found at index
+// (an embedded struct's fields are the input's own, as for huma).
+func (p *inputPlan) add(t reflect.Type, index []int) {
 	for i := range t.NumField() {
 		f := t.Field(i)
+		at := append(slices.Clone(index), i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			p.add(f.Type, at)
+			continue
+		}
 		if !f.IsExported() {
 			continue
 		}
@@ -84,10 +98,8 @@ func inputPlanFor(t reflect.Type) *inputPlan {
 		default:
 			continue
 		}
-		p.fields = append(p.fields, planField{index: f.Index, loc: loc, trim: f.Tag.Get("trim") == "true", unique: f.Tag.Get("unique") == "true"})
+		p.fields = append(p.fields, planField{index: at, loc: loc, trim: f.Tag.Get("trim") == "true", unique: f.Tag.Get("unique") == "true"})
 	}
-	inputPlans.Store(t, p)
-	return p
 }
 
 func (p *inputPlan) check(in reflect.Value) []error {

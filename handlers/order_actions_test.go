@@ -242,6 +242,7 @@ func TestRefundOrder(t *testing.T) {
 }
 
 type sseEvent struct {
+	id   string
 	name string
 	data map[string]any
 }
@@ -261,6 +262,8 @@ func nextSSE(t *testing.T, r *bufio.Reader) (sseEvent, error) {
 		case line == "" && ev.name != "":
 			return ev, nil
 		case strings.HasPrefix(line, ":"), line == "":
+		case strings.HasPrefix(line, "id: "):
+			ev.id = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "event: "):
 			ev.name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
@@ -302,6 +305,7 @@ func TestOrderEvents(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "status", ev.name)
 			require.Equal(t, o.id, ev.data["orderId"])
+			require.True(t, strings.HasPrefix(ev.id, ev.data["status"].(string)+"."), "the event's id names its status: %q", ev.id)
 			at, err := time.Parse(time.RFC3339Nano, ev.data["at"].(string))
 			require.NoError(t, err)
 			require.False(t, at.Before(last))

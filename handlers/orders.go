@@ -6,12 +6,14 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"boxoffice/auth"
+	"boxoffice/cells"
 	"boxoffice/purchase"
 )
 
@@ -223,22 +225,38 @@ type OrderStatusEvent struct {
 	At      time.Time `json:"at" doc:"When the order took this status, as recorded on the order; when the writer recorded no time, when the stream saw the change."`
 }
 
-// The order event stream polls the order row instead of listening to the
-// bus or to PostgreSQL notifications: the status is changed by workers in
-// other processes, and the row is the one place every change lands, so a
-// poll is right whichever process made it and needs no subscription that
-// could miss one. One primary-key read per stream every
-// orderEventsPollInterval is cheap next to the hold path; a status held
-// for less than one interval may be skipped, which is why the events carry
-// the status, not a transition.
+// The order event stream reads the order row, the one place every change
+// lands, whichever process made it: when the cell's order feed says the
+// order may have changed (an order event was published), or, while the
+// feed cannot follow the bus or when there is none, every
+// orderEventsPollInterval. A slow safety read every orderEventsSafetyRead
+// bounds the wait should an event ever be missed. A status held for less
+// than the time between two reads may be skipped, which is why the events
+// carry the status, not a transition.
+//
+// Each event's id names the status it reports (orderEventID); a client
+// that reconnects with Last-Event-ID is sent the current status only if
+// it is not the one it last received.
 const (
 	orderEventsPollInterval = 250 * time.Millisecond
+	orderEventsSafetyRead   = time.Minute
 	orderEventsMaxLifetime  = 10 * time.Minute
 	orderEventsHeartbeat    = 15 * time.Second
 	orderEventsWriteTimeout = 10 * time.Second
 )
 
-func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderPathInput) (*huma.StreamResponse, error) {
+// OrderStreamInput opens an order's event stream.
+type OrderStreamInput struct {
+	OrderPathInput
+	LastEventID string `header:"Last-Event-ID" maxLength:"100" doc:"The id of the last event received, when reconnecting: the current status is sent only if it is another one."`
+}
+
+// orderEventID names the status of st: its status and when it took it.
+func orderEventID(st purchase.OrderState, at time.Time) string {
+	return st.Status + "." + strconv.FormatInt(at.UnixMicro(), 10)
+}
+
+func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) (*huma.StreamResponse, error) {
 	orderID, err := parseUUID(in.OrderID, "path.orderId")
 	if err != nil {
 		return nil, err
@@ -288,14 +306,15 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderPathInput) (*
 		if !ok {
 			return
 		}
-		h.followOrder(hctx.Context(), w, c.Purchase, userID, first)
+		h.followOrder(hctx.Context(), w, c, userID, first, in.LastEventID)
 	}}, nil
 }
 
 // followOrder writes the status events of the order whose state is first
 // until the order reaches a final status, the stream's lifetime ends, the
-// client goes away or a write or read fails.
-func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, svc *purchase.Service, userID uuid.UUID, first purchase.OrderState) {
+// client goes away or a write or read fails. lastEventID is the client's
+// Last-Event-ID: the first status is not sent again when it names it.
+func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *cells.Cell, userID uuid.UUID, first purchase.OrderState, lastEventID string) {
 	ctx, cancel := context.WithTimeout(ctx, orderEventsMaxLifetime)
 	defer cancel()
 	rc := http.NewResponseController(w)
@@ -311,15 +330,31 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, svc *
 		if err != nil {
 			return false
 		}
-		return write(append(append([]byte("event: status\ndata: "), data...), "\n\n"...))
+		chunk := append([]byte("id: "+orderEventID(st, at)+"\nevent: status\ndata: "), data...)
+		return write(append(chunk, "\n\n"...))
 	}
 
+	// Watch before the first read has been answered to the client, so that
+	// a change after it wakes this stream.
+	var wake <-chan struct{}
+	if c.Orders != nil {
+		var stop func()
+		wake, stop = c.Orders.Watch(first.ID)
+		defer stop()
+	}
 	last, lastAt := first, first.UpdatedAt
-	if !send(last, lastAt) || purchase.FinalStatus(last.Status) {
+	if lastEventID != orderEventID(last, lastAt) {
+		if !send(last, lastAt) {
+			return
+		}
+	} else if !write([]byte(": resumed\n\n")) {
 		return
 	}
-	poll := time.NewTicker(orderEventsPollInterval)
-	defer poll.Stop()
+	if purchase.FinalStatus(last.Status) {
+		return
+	}
+	read := time.NewTimer(h.readAfter(c))
+	defer read.Stop()
 	heartbeat := time.NewTicker(orderEventsHeartbeat)
 	defer heartbeat.Stop()
 	for {
@@ -330,26 +365,52 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, svc *
 			if !write([]byte(": keep-alive\n\n")) {
 				return
 			}
-		case <-poll.C:
-			st, err := svc.OrderStateForOwner(ctx, userID, last.ID)
-			if err != nil {
-				if ctx.Err() == nil {
-					h.logger.ErrorContext(ctx, "poll order status", "order_id", last.ID,
-						"correlation_id", CorrelationID(ctx), "error", err.Error())
-				}
-				return // the client reconnects and gets the current status first
+			continue
+		case <-wake:
+		case <-read.C:
+		}
+		read.Reset(h.readAfter(c))
+		st, err := c.Purchase.OrderStateForOwner(ctx, userID, last.ID)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.logger.ErrorContext(ctx, "read order status", "order_id", last.ID,
+					"correlation_id", CorrelationID(ctx), "error", err.Error())
 			}
-			if st.Status == last.Status {
-				continue
-			}
-			at := st.UpdatedAt
-			if !at.After(lastAt) {
-				at = time.Now() // the writer did not touch updated_at
-			}
-			last, lastAt = st, at
-			if !send(st, at) || purchase.FinalStatus(st.Status) {
-				return
-			}
+			return // the client reconnects and gets the current status first
+		}
+		if st.Status == last.Status {
+			continue
+		}
+		at := st.UpdatedAt
+		if !at.After(lastAt) {
+			at = time.Now() // the writer did not touch updated_at
+		}
+		last, lastAt = st, at
+		if !send(st, at) || purchase.FinalStatus(st.Status) {
+			return
 		}
 	}
+}
+
+func (c Config) orderStreamSafetyRead() time.Duration {
+	if c.OrderStreamSafetyRead > 0 {
+		return c.OrderStreamSafetyRead
+	}
+	return orderEventsSafetyRead
+}
+
+// readAfter is when a stream of c reads its order if nothing wakes it:
+// soon while c's feed cannot tell it of changes, rarely while it can.
+func (h *Handlers) readAfter(c *cells.Cell) time.Duration {
+	if c.Orders != nil && c.Orders.Healthy() {
+		return h.cfg.orderStreamSafetyRead()
+	}
+	return h.cfg.orderStreamPoll()
+}
+
+func (c Config) orderStreamPoll() time.Duration {
+	if c.OrderStreamPoll > 0 {
+		return c.OrderStreamPoll
+	}
+	return orderEventsPollInterval
 }

@@ -87,7 +87,7 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 	serverCtx, stop := context.WithCancel(gctx)
 	defer func() { stop(); _ = g.Wait() }()
 	g.Go(func() error {
-		return serveHTTP(serverCtx, ln, newHandlersWithRoom(cfg, pool, logger, nil, nil, nil, nil, wr.room).Handler(), logger)
+		return serveHTTP(serverCtx, ln, newHandlersWithRoom(cfg, pool, logger, nil, nil, nil, nil, wr.room, nil).Handler(), logger)
 	})
 	g.Go(func() error { return wr.run(serverCtx) })
 	base := "http://" + ln.Addr().String()

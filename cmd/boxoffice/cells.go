@@ -11,6 +11,7 @@ import (
 	"boxoffice/cells"
 	"boxoffice/db"
 	"boxoffice/handlers"
+	"boxoffice/orderfeed"
 	"boxoffice/payments"
 )
 
@@ -98,6 +99,12 @@ func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *promet
 		s.runs = append(s.runs, wr.run)
 		c := newCell(ccfg, cc.Name, pool, clog, creg, provider, sandbox)
 		c.Room = wr.room
+		if js != nil {
+			// Order event streams are woken by the cell's order events;
+			// without NATS they read their orders on a schedule.
+			c.Orders = orderfeed.New(orderfeed.Config{JetStream: js, Bus: bus.ForCell(cc.Name), Logger: clog})
+			s.runs = append(s.runs, c.Orders.Run)
+		}
 		list = append(list, c)
 	}
 	router, err := cells.NewRouter(list...)

@@ -26,6 +26,7 @@ import (
 	"boxoffice/db"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
+	"boxoffice/orderfeed"
 	"boxoffice/pgcluster"
 	"boxoffice/relay"
 )
@@ -183,10 +184,12 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 		return err
 	}
 	defer wr.close()
+	orders := orderfeed.New(orderfeed.Config{JetStream: js, Bus: bus.ForCell(cfg.Cell), Logger: logger})
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, ln, newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, wr.room).Handler(), logger)
+		return serveHTTP(gctx, ln, newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, wr.room, orders).Handler(), logger)
 	})
+	g.Go(func() error { return orders.Run(gctx) })
 	if ops != nil {
 		g.Go(func() error { return serveHTTP(gctx, ops, opsHandler(reg, checks), logger) })
 	}

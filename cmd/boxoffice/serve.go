@@ -25,6 +25,7 @@ import (
 	"boxoffice/cells"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
+	"boxoffice/orderfeed"
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/waitingroom"
@@ -91,13 +92,14 @@ func runServe(ctx context.Context, args []string) error {
 // webhook disagrees with an order; sandbox, when not nil, adds the
 // sandbox's buyer actions.
 func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox) *handlers.Handlers {
-	return newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, nil)
+	return newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, nil, nil)
 }
 
 // newHandlersWithRoom is newHandlers with the waiting room; nil gives the
 // handlers' default: in-process, at a fixed rate, with no admitter running
-// (enough for bench holds, which admits a few buyers at once).
-func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox, room *waitingroom.Room) *handlers.Handlers {
+// (enough for bench holds, which admits a few buyers at once). orders,
+// when not nil, wakes the order event streams.
+func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox, room *waitingroom.Room, orders *orderfeed.Feed) *handlers.Handlers {
 	hc := baseHandlersConfig(cfg, logger, reg, checks)
 	var ireg prometheus.Registerer
 	if reg != nil {
@@ -105,7 +107,7 @@ func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, re
 	}
 	c := newCell(cfg, cfg.Cell, pool, logger, ireg, provider, sandbox)
 	hc.Catalog, hc.Purchase, hc.Webhooks, hc.StripeIngress, hc.Sandbox = c.Catalog, c.Purchase, c.Webhooks, c.Ingress, c.Sandbox
-	hc.WaitingRoom = room
+	hc.WaitingRoom, hc.Orders = room, orders
 	return handlers.New(hc)
 }
 

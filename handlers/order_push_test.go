@@ -1,0 +1,189 @@
+package handlers_test
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/admission"
+	"boxoffice/auth"
+	"boxoffice/catalog"
+	"boxoffice/dbtest"
+	"boxoffice/handlers"
+	"boxoffice/natstest"
+	"boxoffice/orderfeed"
+	"boxoffice/purchase"
+	"boxoffice/relay"
+)
+
+// pushedEvent is one event of a text/event-stream.
+type pushedEvent struct{ id, event, data string }
+
+// openStream opens an order's event stream on srv and returns its events
+// as they arrive, and a function that closes it.
+func openPushStream(t *testing.T, srv, tok, orderID, lastEventID string) (<-chan pushedEvent, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv+"/v1/orders/"+orderID+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	events := make(chan pushedEvent, 16)
+	go func() {
+		defer close(events)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		var ev pushedEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.event != "" || ev.id != "" {
+					events <- ev
+				}
+				ev = pushedEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				ev.event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case strings.HasPrefix(line, ": resumed"):
+				events <- pushedEvent{event: "resumed"}
+			}
+		}
+	}()
+	return events, cancel
+}
+
+func nextPushed(t *testing.T, events <-chan pushedEvent, within time.Duration) pushedEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		require.True(t, ok, "the stream ended")
+		return ev
+	case <-time.After(within):
+		t.Fatalf("no event within %s", within)
+		return pushedEvent{}
+	}
+}
+
+// Order event streams are pushed: a change made through one API process
+// reaches a stream opened on another through the cell's order feed, with
+// no periodic read in between (the safety read is an hour); a client that
+// reconnects with Last-Event-ID is sent only what it has not seen; and
+// with NATS down the streams still report changes, by reading, and go
+// back to push when it returns.
+func TestOrderStreamsArePushed(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ns := natstest.New(t)
+	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+
+	nc, js := ns.Connect(t)
+	r, err := relay.New(pool, nc, relay.Config{Logger: logger})
+	require.NoError(t, err)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- r.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-relayDone })
+
+	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
+	api := func(poll time.Duration) (string, *orderfeed.Feed) {
+		_, fjs := ns.Connect(t)
+		feed := orderfeed.New(orderfeed.Config{JetStream: fjs, Logger: logger, CheckInterval: 50 * time.Millisecond})
+		done := make(chan error, 1)
+		go func() { done <- feed.Run(ctx) }()
+		t.Cleanup(func() { stop(); <-done })
+		h := handlers.New(handlers.Config{
+			Logger: logger, Bearer: auth.NewVerifier(jwtSecret), Admission: signer,
+			Catalog: catalog.New(pool), Purchase: purchase.NewService(pool, logger, purchase.Config{}),
+			Orders: feed, OrderStreamPoll: poll, OrderStreamSafetyRead: time.Hour, HoldsPerSecond: -1,
+		})
+		srv := httptest.NewServer(h.Handler())
+		t.Cleanup(srv.Close)
+		return srv.URL, feed
+	}
+	// A serves the buyers' writes. B's streams read only when woken (its
+	// reads on a schedule are an hour apart); C's read every 100 ms while
+	// its feed cannot follow the bus.
+	urlA, _ := api(time.Hour)
+	urlB, feedB := api(time.Hour)
+	urlC, feedC := api(100 * time.Millisecond)
+	_ = js
+	for _, f := range []*orderfeed.Feed{feedB, feedC} {
+		require.Eventually(t, f.Healthy, 10*time.Second, 10*time.Millisecond, "the feed follows the bus")
+	}
+
+	b := &testBundle{pool: pool, srv: &httptest.Server{URL: urlA}, logs: &syncBuffer{}, signer: signer}
+	ev := b.createEvent(t, b.organizer(t))
+	order := func(seat string) (string, string) {
+		_, tok := b.buyer(t)
+		res := b.hold(t, tok, b.admit(t, tok, ev.ID), ev.ID, uuid.NewString(), seat)
+		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+		return tok, res.json(t)["orderId"].(string)
+	}
+	cancelOrder := func(tok, orderID string) {
+		res := b.do(t, http.MethodPost, "/v1/orders/"+orderID+"/cancel", bearer(tok), nil)
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	}
+
+	t.Run("AChangeOnOneProcessReachesAStreamOnAnother", func(t *testing.T) {
+		tok, orderID := order(ev.Seats[0])
+		events, closeStream := openPushStream(t, urlB, tok, orderID, "")
+		defer closeStream()
+		first := nextPushed(t, events, 5*time.Second)
+		require.Contains(t, first.data, `"status":"pending_payment"`)
+		require.NotEmpty(t, first.id)
+		start := time.Now()
+		cancelOrder(tok, orderID)
+		got := nextPushed(t, events, 10*time.Second)
+		require.Contains(t, got.data, `"status":"canceled"`)
+		t.Logf("canceled on A → stream on B in %s", time.Since(start))
+
+		// Reconnecting with the last id received: nothing is sent again.
+		again, closeAgain := openPushStream(t, urlB, tok, orderID, got.id)
+		defer closeAgain()
+		require.Equal(t, "resumed", nextPushed(t, again, 5*time.Second).event)
+		// Reconnecting with an earlier id: the status missed is sent.
+		missed, closeMissed := openPushStream(t, urlB, tok, orderID, first.id)
+		defer closeMissed()
+		require.Contains(t, nextPushed(t, missed, 5*time.Second).data, `"status":"canceled"`)
+	})
+
+	t.Run("WithNATSDownStreamsReadAndRecover", func(t *testing.T) {
+		tok, orderID := order(ev.Seats[1])
+		events, closeStream := openPushStream(t, urlC, tok, orderID, "")
+		defer closeStream()
+		require.Contains(t, nextPushed(t, events, 5*time.Second).data, `"status":"pending_payment"`)
+
+		ns.Stop()
+		require.Eventually(t, func() bool { return !feedC.Healthy() }, 10*time.Second, 10*time.Millisecond, "the feed says it cannot follow the bus")
+		cancelOrder(tok, orderID) // committed; the relay cannot publish it
+		require.Contains(t, nextPushed(t, events, 10*time.Second).data, `"status":"canceled"`, "a stream reads while the feed is down")
+
+		ns.Start(t)
+		require.Eventually(t, feedB.Healthy, 20*time.Second, 10*time.Millisecond, "the feed follows the bus again")
+		require.Eventually(t, feedC.Healthy, 20*time.Second, 10*time.Millisecond, "the feed follows the bus again")
+		tok2, orderID2 := order(ev.Seats[2])
+		pushed, closePushed := openPushStream(t, urlB, tok2, orderID2, "")
+		defer closePushed()
+		require.Contains(t, nextPushed(t, pushed, 5*time.Second).data, `"status":"pending_payment"`)
+		cancelOrder(tok2, orderID2)
+		require.Contains(t, nextPushed(t, pushed, 10*time.Second).data, `"status":"canceled"`, "pushed again once NATS is back")
+	})
+}
