@@ -25,6 +25,8 @@ type Client struct {
 	BaseURL   string
 	JWTSecret []byte
 	HTTP      *http.Client
+	// Stream opens order event streams.
+	Stream *http.Client
 }
 
 // NewClient returns a Client whose connection pool fits conns concurrent
@@ -33,7 +35,12 @@ func NewClient(baseURL string, jwtSecret []byte, conns int) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = conns * 2
 	tr.MaxIdleConnsPerHost = conns * 2
-	return &Client{BaseURL: baseURL, JWTSecret: jwtSecret, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	// Streams stay open for a whole purchase: they get a client of their
+	// own, without the requests' timeout.
+	str := http.DefaultTransport.(*http.Transport).Clone()
+	str.MaxIdleConns, str.MaxIdleConnsPerHost = conns, conns
+	return &Client{BaseURL: baseURL, JWTSecret: jwtSecret,
+		HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}, Stream: &http.Client{Transport: str}}
 }
 
 func (c *Client) do(ctx context.Context, method, path string, headers map[string]string, body any, out any) (int, error) {
@@ -118,7 +125,18 @@ func (c *Client) newBuyer(ctx context.Context, eventID string) (buyer, error) {
 		return buyer{}, err
 	}
 	var adm struct{ AdmissionToken string }
-	status, err := c.do(ctx, http.MethodPost, "/v1/events/"+eventID+"/waiting-room", map[string]string{"Authorization": "Bearer " + tok}, nil, &adm)
+	path := "/v1/events/" + eventID + "/waiting-room"
+	headers := map[string]string{"Authorization": "Bearer " + tok}
+	status, err := c.do(ctx, http.MethodPost, path, headers, nil, &adm)
+	// Queued (the release controller admits fewer than arrive): wait in
+	// line as a buyer does, polling.
+	for deadline := time.Now().Add(time.Minute); err == nil && status == http.StatusAccepted && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		status, err = c.do(ctx, http.MethodGet, path, headers, nil, &adm)
+		if status == http.StatusOK && adm.AdmissionToken == "" {
+			status = http.StatusAccepted // still queued
+		}
+	}
 	if err != nil || status != http.StatusOK {
 		return buyer{}, fmt.Errorf("join waiting room: status %d: %v", status, err)
 	}

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +22,7 @@ type PurchaseResult struct {
 	Ticketed int
 	Failed   int // ended in another final state, or an HTTP error
 	// P50, P99 are the times from sending the hold to seeing the order
-	// ticketed, buyer's side, polling included.
+	// ticketed on its event stream, buyer's side.
 	P50, P99 time.Duration
 }
 
@@ -94,13 +97,10 @@ func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (P
 	return res, ctx.Err()
 }
 
-type orderView struct {
-	Status  string
-	Payment *struct{ PaymentIntentID string }
-}
-
 // purchase takes one buyer from admission to tickets; false when the order
-// did not end ticketed.
+// did not end ticketed. The buyer follows the order by its event stream,
+// as a buyer's app does: the `payment` event says the PaymentIntent is
+// ready to confirm, the `status` events bring it to a final status.
 func (c *Client) purchase(ctx context.Context, ev Event, seat string) bool {
 	b, err := c.newBuyer(ctx, ev.ID)
 	if err != nil {
@@ -114,33 +114,49 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) bool {
 	if err != nil || status != http.StatusAccepted {
 		return false
 	}
-	path := "/v1/orders/" + held.OrderID
-	o, ok := c.await(ctx, path, auth, func(o orderView) bool { return o.Payment != nil && o.Payment.PaymentIntentID != "" })
-	if !ok {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/v1/orders/"+held.OrderID+"/events", nil)
+	if err != nil {
 		return false
 	}
-	status, err = c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/sandbox/payment-intents/%s/authorize", o.Payment.PaymentIntentID), auth, nil, nil)
-	if err != nil || status != http.StatusOK {
+	req.Header.Set("Authorization", "Bearer "+b.bearer)
+	res, err := c.Stream.Do(req)
+	if err != nil {
 		return false
 	}
-	o, ok = c.await(ctx, path, auth, func(o orderView) bool {
-		return o.Status != "pending_payment" && o.Status != "capture_pending" && o.Status != "paid"
-	})
-	return ok && o.Status == "ticketed"
-}
-
-// await polls the order every 50 ms until done says so or a minute has
-// passed. A buyer's app polls (or follows the SSE stream); the interval
-// bounds how much the measurement adds to each step, and keeps the polling
-// itself from being what the benchmark measures.
-func (c *Client) await(ctx context.Context, path string, auth map[string]string, done func(orderView) bool) (orderView, bool) {
-	deadline := time.Now().Add(time.Minute)
-	for wait := 50 * time.Millisecond; time.Now().Before(deadline) && ctx.Err() == nil; {
-		var o orderView
-		if status, err := c.do(ctx, http.MethodGet, path, auth, nil, &o); err == nil && status == http.StatusOK && done(o) {
-			return o, true
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return false
+	}
+	sc := bufio.NewScanner(res.Body)
+	var event string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "payment":
+			var p struct{ PaymentIntentID string }
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &p) != nil || p.PaymentIntentID == "" {
+				return false
+			}
+			status, err = c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/sandbox/payment-intents/%s/authorize", p.PaymentIntentID), auth, nil, nil)
+			if err != nil || status != http.StatusOK {
+				return false
+			}
+		case strings.HasPrefix(line, "data: ") && event == "status":
+			var st struct{ Status string }
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &st) != nil {
+				return false
+			}
+			switch st.Status {
+			case "ticketed":
+				return true
+			case "failed", "canceled", "refunded":
+				return false
+			}
 		}
-		time.Sleep(wait)
 	}
-	return orderView{}, false
+	return false
 }

@@ -11,17 +11,21 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/db"
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
 	"boxoffice/natstest"
 	"boxoffice/orderfeed"
+	"boxoffice/outbox"
 	"boxoffice/purchase"
 	"boxoffice/relay"
+	"boxoffice/sqlcgen"
 )
 
 // pushedEvent is one event of a text/event-stream.
@@ -163,6 +167,36 @@ func TestOrderStreamsArePushed(t *testing.T) {
 		missed, closeMissed := openPushStream(t, urlB, tok, orderID, first.id)
 		defer closeMissed()
 		require.Contains(t, nextPushed(t, missed, 5*time.Second).data, `"status":"canceled"`)
+	})
+
+	t.Run("APaymentIntentIsAnnouncedOnce", func(t *testing.T) {
+		tok, orderID := order(ev.Seats[3])
+		events, closeStream := openPushStream(t, urlB, tok, orderID, "")
+		defer closeStream()
+		require.Contains(t, nextPushed(t, events, 5*time.Second).data, `"status":"pending_payment"`)
+		// What the payments worker commits once the provider made the
+		// intent: the payment row and PaymentIntentCreated.
+		oid := uuid.MustParse(orderID)
+		require.NoError(t, db.WithTx(context.Background(), pool, func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := sqlcgen.New().PaymentUpsertIntent(ctx, tx, sqlcgen.PaymentUpsertIntentParams{
+				OrderID: oid, Provider: "sandbox", PaymentIntentID: "pi_push_test", ClientSecret: "pi_push_test_secret_x",
+				Status: "requires_payment_method", AmountMinor: 5000, Currency: "eur",
+			}); err != nil {
+				return err
+			}
+			env, raw, err := outbox.NewOrderEvent(outbox.TypePaymentIntentCreated, oid, time.Now(), "", "",
+				outbox.PaymentIntentCreated{OrderID: oid, PaymentIntentID: "pi_push_test", Status: "requires_payment_method"})
+			if err != nil {
+				return err
+			}
+			return outbox.Insert(ctx, tx, env, raw)
+		}))
+		got := nextPushed(t, events, 10*time.Second)
+		require.Equal(t, "payment", got.event)
+		require.JSONEq(t, `{"orderId":"`+orderID+`","paymentIntentId":"pi_push_test"}`, got.data)
+		require.NotContains(t, got.data, "secret")
+		cancelOrder(tok, orderID)
+		require.Contains(t, nextPushed(t, events, 10*time.Second).data, `"status":"canceled"`, "the payment event is sent once")
 	})
 
 	t.Run("WithNATSDownStreamsReadAndRecover", func(t *testing.T) {

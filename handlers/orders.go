@@ -98,12 +98,15 @@ func (h *Handlers) registerOrders(api huma.API) {
 			"default, per API process); beyond them the stream is refused with 429 and Retry-After.",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
 		Responses: map[string]*huma.Response{"200": {
-			Description: "A text/event-stream of `status` events.",
+			Description: "A text/event-stream of `status` events, and one `payment` event once the order's PaymentIntent exists.",
 			Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
-				Type:        huma.TypeString,
-				Description: "Events `event: status` whose `data` is an OrderStatusEvent as JSON.",
+				Type: huma.TypeString,
+				Description: "Events `event: status` whose `data` is an OrderStatusEvent as JSON (with an `id` naming the status, for Last-Event-ID), " +
+					"and `event: payment` whose `data` is an OrderPaymentEvent: the PaymentIntent is ready to confirm " +
+					"(read its client secret from GET /v1/orders/{orderId}).",
 				Extensions: map[string]any{
-					"x-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderStatusEvent](), true, ""),
+					"x-event-data":         api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderStatusEvent](), true, ""),
+					"x-payment-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderPaymentEvent](), true, ""),
 				},
 			}}},
 		}},
@@ -225,6 +228,14 @@ type OrderStatusEvent struct {
 	At      time.Time `json:"at" doc:"When the order took this status, as recorded on the order; when the writer recorded no time, when the stream saw the change."`
 }
 
+// OrderPaymentEvent is the data of the `payment` event of an order's event
+// stream: the order's PaymentIntent exists and can be confirmed. It never
+// carries the client secret.
+type OrderPaymentEvent struct {
+	OrderID         uuid.UUID `json:"orderId"`
+	PaymentIntentID string    `json:"paymentIntentId"`
+}
+
 // The order event stream reads the order row, the one place every change
 // lands, whichever process made it: when the cell's order feed says the
 // order may have changed (an order event was published), or, while the
@@ -333,14 +344,36 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 		chunk := append([]byte("id: "+orderEventID(st, at)+"\nevent: status\ndata: "), data...)
 		return write(append(chunk, "\n\n"...))
 	}
+	// The payment event is sent once, when the stream first sees the
+	// order's PaymentIntent, while the order awaits payment.
+	paymentSent := false
+	sendPayment := func(st purchase.OrderState) bool {
+		if paymentSent || st.PaymentIntentID == "" || st.Status != "pending_payment" {
+			return true
+		}
+		paymentSent = true
+		data, err := json.Marshal(OrderPaymentEvent{OrderID: st.ID, PaymentIntentID: st.PaymentIntentID})
+		if err != nil {
+			return false
+		}
+		return write(append(append([]byte("event: payment\ndata: "), data...), "\n\n"...))
+	}
 
-	// Watch before the first read has been answered to the client, so that
-	// a change after it wakes this stream.
+	// Watch, then read: a change after the read wakes this stream, one
+	// before it is in what it read. (first was read before the watch, to
+	// answer 404 before the stream started.)
 	var wake <-chan struct{}
 	if c.Orders != nil {
 		var stop func()
 		wake, stop = c.Orders.Watch(first.ID)
 		defer stop()
+		st, err := c.Purchase.OrderStateForOwner(ctx, userID, first.ID)
+		if err != nil {
+			return // the client reconnects and gets the current status first
+		}
+		if st.Status != first.Status || st.PaymentIntentID != first.PaymentIntentID {
+			first = st
+		}
 	}
 	last, lastAt := first, first.UpdatedAt
 	if lastEventID != orderEventID(last, lastAt) {
@@ -350,7 +383,7 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 	} else if !write([]byte(": resumed\n\n")) {
 		return
 	}
-	if purchase.FinalStatus(last.Status) {
+	if purchase.FinalStatus(last.Status) || !sendPayment(last) {
 		return
 	}
 	read := time.NewTimer(h.readAfter(c))
@@ -377,6 +410,9 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 					"correlation_id", CorrelationID(ctx), "error", err.Error())
 			}
 			return // the client reconnects and gets the current status first
+		}
+		if !sendPayment(st) {
+			return
 		}
 		if st.Status == last.Status {
 			continue

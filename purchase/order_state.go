@@ -22,6 +22,9 @@ type OrderState struct {
 	// UpdatedAt is when the order row last changed, as far as its writers
 	// said so.
 	UpdatedAt time.Time
+	// PaymentIntentID is the order's PaymentIntent, "" until the payments
+	// worker created it (OrderStateForOwner only).
+	PaymentIntentID string
 }
 
 // FinalStatus reports whether status ends a purchase: ticketed, failed,
@@ -35,9 +38,9 @@ func FinalStatus(status string) bool {
 	return false
 }
 
-// OrderStateForOwner returns the status of the order with id if userID
-// owns it, else ErrOrderNotFound. It is one primary-key read, cheap enough
-// to poll.
+// OrderStateForOwner returns the status of the order with id, and its
+// PaymentIntent, if userID owns it, else ErrOrderNotFound. It is one
+// primary-key read of the order and one of its payment.
 func (s *Service) OrderStateForOwner(ctx context.Context, userID, id uuid.UUID) (OrderState, error) {
 	row, err := sqlcgen.New().OrderStatusGetForUser(ctx, s.pool, sqlcgen.OrderStatusGetForUserParams{ID: id, UserID: userID})
 	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
@@ -45,5 +48,5 @@ func (s *Service) OrderStateForOwner(ctx context.Context, userID, id uuid.UUID) 
 	} else if err != nil {
 		return OrderState{}, fmt.Errorf("get order status: %w", err)
 	}
-	return OrderState{ID: row.ID, EventID: row.EventID, Status: row.Status, UpdatedAt: row.UpdatedAt}, nil
+	return OrderState{ID: row.ID, EventID: row.EventID, Status: row.Status, UpdatedAt: row.UpdatedAt, PaymentIntentID: row.PaymentIntentID}, nil
 }

@@ -22,8 +22,11 @@ WHERE o.id = @id::uuid AND e.organizer_id = @organizer_id::uuid
 FOR UPDATE OF o;
 
 -- name: OrderStatusGetForUser :one
--- The order's status for its owner only, polled by the order event stream.
-SELECT id, event_id, status, updated_at FROM orders WHERE id = @id::uuid AND user_id = @user_id::uuid;
+-- The order's status for its owner only, and its PaymentIntent once there
+-- is one, read by the order event stream.
+SELECT o.id, o.event_id, o.status, o.updated_at,
+       coalesce((SELECT p.payment_intent_id FROM payments p WHERE p.order_id = o.id), '')::text AS payment_intent_id
+FROM orders o WHERE o.id = @id::uuid AND o.user_id = @user_id::uuid;
 
 -- name: OrderGetForUpdate :one
 -- Locks the order row for the rest of the transaction: every saga step and

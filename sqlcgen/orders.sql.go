@@ -268,7 +268,9 @@ func (q *Queries) OrderStatusGet(ctx context.Context, db DBTX, id uuid.UUID) (Or
 }
 
 const orderStatusGetForUser = `-- name: OrderStatusGetForUser :one
-SELECT id, event_id, status, updated_at FROM orders WHERE id = $1::uuid AND user_id = $2::uuid
+SELECT o.id, o.event_id, o.status, o.updated_at,
+       coalesce((SELECT p.payment_intent_id FROM payments p WHERE p.order_id = o.id), '')::text AS payment_intent_id
+FROM orders o WHERE o.id = $1::uuid AND o.user_id = $2::uuid
 `
 
 type OrderStatusGetForUserParams struct {
@@ -277,13 +279,15 @@ type OrderStatusGetForUserParams struct {
 }
 
 type OrderStatusGetForUserRow struct {
-	ID        uuid.UUID
-	EventID   uuid.UUID
-	Status    string
-	UpdatedAt time.Time
+	ID              uuid.UUID
+	EventID         uuid.UUID
+	Status          string
+	UpdatedAt       time.Time
+	PaymentIntentID string
 }
 
-// The order's status for its owner only, polled by the order event stream.
+// The order's status for its owner only, and its PaymentIntent once there
+// is one, read by the order event stream.
 func (q *Queries) OrderStatusGetForUser(ctx context.Context, db DBTX, arg OrderStatusGetForUserParams) (OrderStatusGetForUserRow, error) {
 	row := db.QueryRow(ctx, orderStatusGetForUser, arg.ID, arg.UserID)
 	var i OrderStatusGetForUserRow
@@ -292,6 +296,7 @@ func (q *Queries) OrderStatusGetForUser(ctx context.Context, db DBTX, arg OrderS
 		&i.EventID,
 		&i.Status,
 		&i.UpdatedAt,
+		&i.PaymentIntentID,
 	)
 	return i, err
 }
