@@ -160,15 +160,20 @@ func (f *Feed) Run(ctx context.Context) error {
 		}
 	}()
 	failed := make(chan struct{}, 1)
+	warned := false // one warning per outage, not one a second
 	for {
 		connected := f.cfg.JetStream.Conn().Status() == nats.CONNECTED
 		if cc == nil && connected {
 			var err error
 			if cc, err = f.consume(ctx, failed); err != nil {
-				if ctx.Err() == nil {
+				if ctx.Err() == nil && !warned {
 					f.logger.WarnContext(ctx, "order feed cannot follow the bus; streams read on their own", "error", err.Error())
+					warned = true
 				}
 				cc = nil
+			} else if warned {
+				f.logger.InfoContext(ctx, "order feed follows the bus again")
+				warned = false
 			}
 		}
 		f.setHealthy(cc != nil && connected)
