@@ -199,6 +199,37 @@ func TestOrderStreamsArePushed(t *testing.T) {
 		require.Contains(t, nextPushed(t, events, 10*time.Second).data, `"status":"canceled"`, "the payment event is sent once")
 	})
 
+	t.Run("ATransitionWithoutAnEventOfItsOwnFollowsTheEventBeforeIt", func(t *testing.T) {
+		// refunding → refunded is written by the saga on PaymentRefunded
+		// and publishes nothing: the stream, woken by PaymentRefunded,
+		// keeps reading every second for a while and sees it.
+		tok, orderID := order(ev.Seats[4])
+		events, closeStream := openPushStream(t, urlB, tok, orderID, "")
+		defer closeStream()
+		require.Contains(t, nextPushed(t, events, 5*time.Second).data, `"status":"pending_payment"`)
+		oid := uuid.MustParse(orderID)
+		require.NoError(t, db.WithTx(context.Background(), pool, func(ctx context.Context, tx pgx.Tx) error {
+			env, raw, err := outbox.NewOrderEvent(outbox.TypePaymentRefunded, oid, time.Now(), "", "",
+				outbox.PaymentRefunded{OrderID: oid, PaymentIntentID: "pi_push_test_refund"})
+			if err != nil {
+				return err
+			}
+			return outbox.Insert(ctx, tx, env, raw)
+		}))
+		// Once the relay has published the event the stream is woken and
+		// reads; the consumer's transition comes a moment later, with no
+		// event of its own. (Were it to come before that read, the read
+		// would see it: the test would pass without the settle reads, but
+		// not fail wrongly. With them switched off it fails, checked.)
+		require.Eventually(t, func() bool {
+			return dbtest.Count(t, pool, "SELECT count(*) FROM outbox WHERE aggregate_id = $1", oid) == 0
+		}, 10*time.Second, 10*time.Millisecond, "the relay publishes the event")
+		time.Sleep(200 * time.Millisecond)
+		_, err := pool.Exec(context.Background(), "UPDATE orders SET status = 'failed', updated_at = now() WHERE id = $1", oid)
+		require.NoError(t, err)
+		require.Contains(t, nextPushed(t, events, 5*time.Second).data, `"status":"failed"`)
+	})
+
 	t.Run("WithNATSDownStreamsReadAndRecover", func(t *testing.T) {
 		tok, orderID := order(ev.Seats[1])
 		events, closeStream := openPushStream(t, urlC, tok, orderID, "")

@@ -241,7 +241,9 @@ type OrderPaymentEvent struct {
 // order may have changed (an order event was published), or, while the
 // feed cannot follow the bus or when there is none, every
 // orderEventsPollInterval. A slow safety read every orderEventsSafetyRead
-// bounds the wait should an event ever be missed. A status held for less
+// bounds the wait should an event ever be missed, and for a few seconds
+// after an event the stream reads every second, for the transitions that
+// publish no event of their own. A status held for less
 // than the time between two reads may be skipped, which is why the events
 // carry the status, not a transition.
 //
@@ -251,6 +253,11 @@ type OrderPaymentEvent struct {
 const (
 	orderEventsPollInterval = 250 * time.Millisecond
 	orderEventsSafetyRead   = time.Minute
+	// For orderEventsSettleWindow after an event woke a stream, it reads
+	// every orderEventsSettleRead: what consumers do with the event may
+	// change the order without an event of its own.
+	orderEventsSettleWindow = 10 * time.Second
+	orderEventsSettleRead   = time.Second
 	orderEventsMaxLifetime  = 10 * time.Minute
 	orderEventsHeartbeat    = 15 * time.Second
 	orderEventsWriteTimeout = 10 * time.Second
@@ -386,7 +393,8 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 	if purchase.FinalStatus(last.Status) || !sendPayment(last) {
 		return
 	}
-	read := time.NewTimer(h.readAfter(c))
+	var lastWake time.Time
+	read := time.NewTimer(h.readAfter(c, lastWake))
 	defer read.Stop()
 	heartbeat := time.NewTicker(orderEventsHeartbeat)
 	defer heartbeat.Stop()
@@ -400,9 +408,10 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 			}
 			continue
 		case <-wake:
+			lastWake = time.Now()
 		case <-read.C:
 		}
-		read.Reset(h.readAfter(c))
+		read.Reset(h.readAfter(c, lastWake))
 		st, err := c.Purchase.OrderStateForOwner(ctx, userID, last.ID)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -436,12 +445,18 @@ func (c Config) orderStreamSafetyRead() time.Duration {
 }
 
 // readAfter is when a stream of c reads its order if nothing wakes it:
-// soon while c's feed cannot tell it of changes, rarely while it can.
-func (h *Handlers) readAfter(c *cells.Cell) time.Duration {
-	if c.Orders != nil && c.Orders.Healthy() {
-		return h.cfg.orderStreamSafetyRead()
+// soon while c's feed cannot tell it of changes; within a second for a
+// while after an event about the order woke it, because a consumer applies
+// that event next and not every transition publishes an event of its own
+// (refunding → refunded does not); else rarely.
+func (h *Handlers) readAfter(c *cells.Cell, lastWake time.Time) time.Duration {
+	switch {
+	case c.Orders == nil || !c.Orders.Healthy():
+		return h.cfg.orderStreamPoll()
+	case time.Since(lastWake) < orderEventsSettleWindow:
+		return min(orderEventsSettleRead, h.cfg.orderStreamSafetyRead())
 	}
-	return h.cfg.orderStreamPoll()
+	return h.cfg.orderStreamSafetyRead()
 }
 
 func (c Config) orderStreamPoll() time.Duration {
