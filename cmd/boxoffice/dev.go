@@ -114,6 +114,12 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	opsLn, err := net.Listen("tcp", cfg.OpsAddr)
+	if err != nil && env("OPS_ADDR") == "" {
+		// 9090 is often taken on a developer's machine (a Prometheus of
+		// their own): the ops listener is not worth failing dev for, and
+		// dev prints where it is.
+		opsLn, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.OpsAddr, err)
