@@ -8,9 +8,10 @@ import (
 	"strconv"
 )
 
-// This file makes the answers that no operation writes problems too: an
-// unknown route, a method a route does not have, headers over the limit,
-// and the protocol errors net/http answers on the connection itself.
+// This file makes the answers that no operation writes problems too:
+// headers over the limit, and the protocol errors net/http answers on the
+// connection itself. (An unknown route or a method a route does not have:
+// statusRecorder.)
 
 // MaxHeaderBytes bounds a request's header block. Over it the answer is a
 // 431 problem: from the middleware (headerLimit) up to the server's own
@@ -26,44 +27,6 @@ func writeProblemTo(w http.ResponseWriter, p *Problem) {
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
 }
-
-// routed answers a request no operation matches with a problem: 404 for an
-// unknown path, 405 with the Allow header the mux computed for a known path
-// asked with another method. Anything the mux does itself that is not an
-// error (a redirect to the clean path) passes through unchanged.
-func routed(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		rec := &headerOnly{header: http.Header{}}
-		mux.ServeHTTP(rec, r)
-		switch rec.status {
-		case http.StatusNotFound:
-			writeProblemTo(w, problem(http.StatusNotFound, TypeNotFound, "No such resource."))
-		case http.StatusMethodNotAllowed:
-			w.Header().Set("Allow", rec.header.Get("Allow"))
-			writeProblemTo(w, problem(http.StatusMethodNotAllowed, TypeMethodNotAllowed, "This resource does not support the method "+strconv.Quote(r.Method)+"; Allow lists those it does."))
-		default:
-			for k, v := range rec.header {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(rec.status)
-		}
-	})
-}
-
-// headerOnly records the status and headers of the mux's own answers,
-// dropping their text/plain bodies.
-type headerOnly struct {
-	header http.Header
-	status int
-}
-
-func (h *headerOnly) Header() http.Header         { return h.header }
-func (h *headerOnly) Write(p []byte) (int, error) { return len(p), nil }
-func (h *headerOnly) WriteHeader(status int)      { h.status = status }
 
 // headerLimit answers 431 when the request's header block is larger than
 // MaxHeaderBytes, counted as net/http counts it (names, values and

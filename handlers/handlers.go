@@ -162,11 +162,11 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 
 // Handler returns the whole HTTP handler: the API plus correlation ids,
 // request logging, panic recovery, and problems for unknown routes and
-// methods.
+// methods (statusRecorder).
 func (h *Handlers) Handler() http.Handler {
 	mux := http.NewServeMux()
 	h.NewAPI(mux)
-	return h.middleware(routed(mux))
+	return h.middleware(mux)
 }
 
 // Register registers every operation on api.
@@ -310,14 +310,42 @@ func CorrelationID(ctx context.Context) string {
 	return id
 }
 
+// statusRecorder records the status for the request log, and turns the
+// mux's own error answers into problems (see WriteHeader).
 type statusRecorder struct {
 	http.ResponseWriter
+	method string
 	status int
+	// swallow drops the body of an answer WriteHeader replaced.
+	swallow bool
 }
 
+// WriteHeader writes the header of status. The only text/plain 404 and 405
+// answers are the ServeMux's own (http.Error) for a request no operation
+// matches: they are replaced here, once, by a problem (405 keeps the
+// Allow header the mux computed), so that matching a route is done once
+// per request.
 func (r *statusRecorder) WriteHeader(status int) {
 	r.status = status
+	if (status == http.StatusNotFound || status == http.StatusMethodNotAllowed) &&
+		strings.HasPrefix(r.Header().Get("Content-Type"), "text/plain") {
+		r.Header().Del("X-Content-Type-Options")
+		p := problem(http.StatusNotFound, TypeNotFound, "No such resource.")
+		if status == http.StatusMethodNotAllowed {
+			p = problem(status, TypeMethodNotAllowed, "This resource does not support the method "+strconv.Quote(r.method)+"; Allow lists those it does.")
+		}
+		writeProblemTo(r.ResponseWriter, p)
+		r.swallow = true
+		return
+	}
 	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	if r.swallow {
+		return len(p), nil
+	}
+	return r.ResponseWriter.Write(p)
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
@@ -334,7 +362,7 @@ func (h *Handlers) middleware(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Correlation-Id", cid)
 		ctx := context.WithValue(r.Context(), correlationKey{}, cid)
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &statusRecorder{ResponseWriter: w, method: r.Method, status: http.StatusOK}
 		defer func() {
 			if v := recover(); v != nil {
 				h.logger.ErrorContext(ctx, "panic in handler", "correlation_id", cid, "panic", v)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/admission"
@@ -83,6 +84,24 @@ func nextPushed(t *testing.T, events <-chan pushedEvent, within time.Duration) p
 		t.Fatalf("no event within %s", within)
 		return pushedEvent{}
 	}
+}
+
+// commitOrderEvent commits, as a worker does, the event typ about order
+// with payload, after also, in one transaction.
+func commitOrderEvent(t *testing.T, pool *pgxpool.Pool, typ string, order uuid.UUID, payload any, also func(context.Context, pgx.Tx) error) {
+	t.Helper()
+	require.NoError(t, db.WithTx(context.Background(), pool, func(ctx context.Context, tx pgx.Tx) error {
+		if also != nil {
+			if err := also(ctx, tx); err != nil {
+				return err
+			}
+		}
+		env, raw, err := outbox.NewOrderEvent(typ, order, time.Now(), "", "", payload)
+		if err != nil {
+			return err
+		}
+		return outbox.Insert(ctx, tx, env, raw)
+	}))
 }
 
 // Order event streams are pushed: a change made through one API process
@@ -177,20 +196,15 @@ func TestOrderStreamsArePushed(t *testing.T) {
 		// What the payments worker commits once the provider made the
 		// intent: the payment row and PaymentIntentCreated.
 		oid := uuid.MustParse(orderID)
-		require.NoError(t, db.WithTx(context.Background(), pool, func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := sqlcgen.New().PaymentUpsertIntent(ctx, tx, sqlcgen.PaymentUpsertIntentParams{
-				OrderID: oid, Provider: "sandbox", PaymentIntentID: "pi_push_test", ClientSecret: "pi_push_test_secret_x",
-				Status: "requires_payment_method", AmountMinor: 5000, Currency: "eur",
-			}); err != nil {
+		commitOrderEvent(t, pool, outbox.TypePaymentIntentCreated, oid,
+			outbox.PaymentIntentCreated{OrderID: oid, PaymentIntentID: "pi_push_test", Status: "requires_payment_method"},
+			func(ctx context.Context, tx pgx.Tx) error {
+				_, err := sqlcgen.New().PaymentUpsertIntent(ctx, tx, sqlcgen.PaymentUpsertIntentParams{
+					OrderID: oid, Provider: "sandbox", PaymentIntentID: "pi_push_test", ClientSecret: "pi_push_test_secret_x",
+					Status: "requires_payment_method", AmountMinor: 5000, Currency: "eur",
+				})
 				return err
-			}
-			env, raw, err := outbox.NewOrderEvent(outbox.TypePaymentIntentCreated, oid, time.Now(), "", "",
-				outbox.PaymentIntentCreated{OrderID: oid, PaymentIntentID: "pi_push_test", Status: "requires_payment_method"})
-			if err != nil {
-				return err
-			}
-			return outbox.Insert(ctx, tx, env, raw)
-		}))
+			})
 		got := nextPushed(t, events, 10*time.Second)
 		require.Equal(t, "payment", got.event)
 		require.JSONEq(t, `{"orderId":"`+orderID+`","paymentIntentId":"pi_push_test"}`, got.data)
@@ -208,14 +222,8 @@ func TestOrderStreamsArePushed(t *testing.T) {
 		defer closeStream()
 		require.Contains(t, nextPushed(t, events, 5*time.Second).data, `"status":"pending_payment"`)
 		oid := uuid.MustParse(orderID)
-		require.NoError(t, db.WithTx(context.Background(), pool, func(ctx context.Context, tx pgx.Tx) error {
-			env, raw, err := outbox.NewOrderEvent(outbox.TypePaymentRefunded, oid, time.Now(), "", "",
-				outbox.PaymentRefunded{OrderID: oid, PaymentIntentID: "pi_push_test_refund"})
-			if err != nil {
-				return err
-			}
-			return outbox.Insert(ctx, tx, env, raw)
-		}))
+		commitOrderEvent(t, pool, outbox.TypePaymentRefunded, oid,
+			outbox.PaymentRefunded{OrderID: oid, PaymentIntentID: "pi_push_test_refund"}, nil)
 		// Once the relay has published the event the stream is woken and
 		// reads; the consumer's transition comes a moment later, with no
 		// event of its own. (Were it to come before that read, the read

@@ -126,9 +126,7 @@ func (f *Feed) setHealthy(healthy bool) {
 		return
 	}
 	f.healthy = healthy
-	for w := range f.all {
-		notify(w)
-	}
+	f.wakeAllLocked()
 }
 
 func notify(w *watcher) {
@@ -237,6 +235,11 @@ func isFatal(err error) bool {
 func (f *Feed) wakeAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.wakeAllLocked()
+}
+
+// wakeAllLocked wakes every watcher; with f.mu held.
+func (f *Feed) wakeAllLocked() {
 	for w := range f.all {
 		notify(w)
 	}
