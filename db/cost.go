@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -34,12 +35,16 @@ type Cost struct {
 	// Transactions are the transactions committed: explicit ones and
 	// statements run outside of one (each its own transaction).
 	Transactions int64
-	// WriteTransactions are the Transactions that inserted, updated or
-	// deleted a row.
+	// WriteTransactions are the Transactions that ran a statement that
+	// writes: one whose command tag says it inserted, updated or deleted,
+	// or whose text holds INSERT, UPDATE, DELETE or MERGE (a writing CTE
+	// under a SELECT) or calls a function that writes (hold_reserve).
 	WriteTransactions int64
 	// Statements are every statement run, BEGIN and COMMIT excluded.
 	Statements int64
-	// RowsWritten are the rows inserted, updated or deleted.
+	// RowsWritten are the rows inserted, updated or deleted by statements
+	// whose command tag says so (rows a writing CTE or a function wrote
+	// are not seen).
 	RowsWritten int64
 }
 
@@ -47,9 +52,32 @@ type Cost struct {
 // the pool's ConnConfig.Tracer (PoolConfig.Tracer). It counts what pgx
 // sends through Exec and Query: COPY and batches are not seen.
 type CostTracer struct {
-	mu    sync.Mutex
-	costs map[string]*Cost
-	conns map[*pgx.Conn]*openTx
+	mu     sync.Mutex
+	costs  map[string]*Cost
+	conns  map[*pgx.Conn]*openTx
+	writes map[string]bool // by statement text: may it write?
+}
+
+// writingSQL finds the statements that write whatever their command tag
+// says: a data-modifying CTE under a SELECT, or a function that writes.
+var writingSQL = regexp.MustCompile(`(?i)\b(insert|update|delete|merge)\b|\bhold_reserve\s*\(`)
+
+// mayWrite reports whether sql may write, ignoring its comments.
+func (t *CostTracer) mayWrite(sql string) bool {
+	w, ok := t.writes[sql]
+	if !ok {
+		var b strings.Builder
+		for line := range strings.SplitSeq(sql, "\n") {
+			if i := strings.Index(line, "--"); i >= 0 {
+				line = line[:i]
+			}
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+		w = writingSQL.MatchString(b.String())
+		t.writes[sql] = w
+	}
+	return w
 }
 
 // openTx is what a connection's open transaction has done so far.
@@ -60,7 +88,7 @@ type openTx struct {
 
 // NewCostTracer returns a tracer with nothing counted.
 func NewCostTracer() *CostTracer {
-	return &CostTracer{costs: map[string]*Cost{}, conns: map[*pgx.Conn]*openTx{}}
+	return &CostTracer{costs: map[string]*Cost{}, conns: map[*pgx.Conn]*openTx{}, writes: map[string]bool{}}
 }
 
 type traceKey struct{}
@@ -90,9 +118,10 @@ func (t *CostTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx
 		verb = verb[:i]
 	}
 	tag := data.CommandTag
-	wrote := tag.Insert() || tag.Update() || tag.Delete()
+	tagWrote := tag.Insert() || tag.Update() || tag.Delete()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	wrote := tagWrote || (data.Err == nil && t.mayWrite(q.sql))
 	c := t.costs[q.role]
 	if c == nil {
 		c = &Cost{}
@@ -122,7 +151,7 @@ func (t *CostTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx
 		return
 	}
 	c.Statements++
-	if wrote {
+	if tagWrote {
 		c.RowsWritten += tag.RowsAffected()
 	}
 	switch {

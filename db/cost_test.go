@@ -48,6 +48,13 @@ func TestCostTracerAttributesWorkToRoles(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = pool.Exec(ctx, "UPDATE cost_probe SET n = n + 1 WHERE n = 1")
 	require.NoError(t, err)
+	// A writing CTE under a SELECT (the inbox insert's shape) writes, though
+	// its command tag says SELECT; a comment that names a write does not.
+	inbox := db.WithRole(ctx, "inbox")
+	_, err = pool.Exec(inbox, "-- name: Probe :one\n-- insert or update, says the comment\nWITH ins AS (INSERT INTO cost_probe VALUES (7) RETURNING 1) SELECT count(*) FROM ins")
+	require.NoError(t, err)
+	_, err = pool.Exec(inbox, "-- delete nothing\nSELECT 1")
+	require.NoError(t, err)
 
 	got := map[string]db.Cost{}
 	for _, c := range costs.Costs() {
@@ -57,5 +64,6 @@ func TestCostTracerAttributesWorkToRoles(t *testing.T) {
 		"relay":         {Transactions: 1, WriteTransactions: 1, Statements: 2, RowsWritten: 3},
 		"api get-order": {Transactions: 1, WriteTransactions: 0, Statements: 2, RowsWritten: 3},
 		"other":         {Transactions: 1, WriteTransactions: 1, Statements: 1, RowsWritten: 1},
+		"inbox":         {Transactions: 2, WriteTransactions: 1, Statements: 2, RowsWritten: 0},
 	}, got)
 }
