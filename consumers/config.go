@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,13 +47,23 @@ type Config struct {
 	// MaxAckPending bounds the messages delivered and not yet acked, across
 	// every process running this consumer. Defaults to 1000.
 	MaxAckPending int
-	// Concurrency is how many messages this process handles at once, each
-	// in its own transaction; it also bounds how many it buffers. Buffered
-	// messages get no progress acks, so a handler that takes longer than
-	// AckWait/2 wants a larger AckWait (a redelivery that races the first
-	// delivery is still applied once: the inbox row serializes them).
-	// Defaults to 8.
+	// Concurrency is how many batches this process handles at once, each
+	// in its own transaction; with BatchSize it bounds how many messages it
+	// buffers (Concurrency·BatchSize). Buffered messages get no progress
+	// acks, so a batch that takes longer than AckWait/2 wants a larger
+	// AckWait (a redelivery that races the first delivery is still applied
+	// once: the inbox row serializes them). Defaults to 8.
 	Concurrency int
+	// BatchSize is the most messages one transaction applies. A worker
+	// takes the message it waited for and whatever else is buffered, up to
+	// BatchSize, without waiting for more: at low load a batch is one
+	// message and nothing waits for a batch to fill; under load one
+	// transaction, one inbox insert and one commit serve many messages.
+	// A failing message never takes its batch down (see the package doc).
+	// Defaults to the environment's BOXOFFICE_CONSUMER_BATCH_SIZE when set
+	// (so an operator, or a test run, can change it for every consumer),
+	// else DefaultBatchSize.
+	BatchSize int
 	// DoubleAck makes every ack wait for the server's confirmation
 	// (jetstream.Msg.DoubleAck), for money-moving consumers that want to
 	// know the ack landed. Defaults to false.
@@ -79,6 +91,29 @@ type Config struct {
 	Bus bus.Namespace
 }
 
+// DefaultBatchSize is Config.BatchSize's default, chosen by measurement
+// (docs/performance.md): beyond it, batches in the purchase benchmark
+// rarely fill and a longer transaction only holds its locks longer.
+const DefaultBatchSize = 16
+
+// BatchSizeEnv names the environment variable that, when set, overrides
+// DefaultBatchSize for every consumer whose Config leaves BatchSize zero.
+const BatchSizeEnv = "BOXOFFICE_CONSUMER_BATCH_SIZE"
+
+// envBatchSize is BatchSizeEnv's value, DefaultBatchSize when it is unset,
+// or -1 (refused by Validate) when it is not a positive integer.
+func envBatchSize() int {
+	v, ok := os.LookupEnv(BatchSizeEnv)
+	if !ok || v == "" {
+		return DefaultBatchSize
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return -1
+	}
+	return n
+}
+
 func (c Config) withDefaults() Config {
 	if len(c.FilterSubjects) == 0 {
 		c.FilterSubjects = []string{bus.SubjectPrefix + ">"}
@@ -89,6 +124,7 @@ func (c Config) withDefaults() Config {
 	c.BackoffMax = cmp.Or(c.BackoffMax, 10*time.Minute)
 	c.MaxAckPending = cmp.Or(c.MaxAckPending, 1000)
 	c.Concurrency = cmp.Or(c.Concurrency, 8)
+	c.BatchSize = cmp.Or(c.BatchSize, envBatchSize())
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
 	c.ProvisionTimeout = cmp.Or(c.ProvisionTimeout, 30*time.Second)
 	return c
@@ -121,6 +157,9 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, errors.New("Concurrency must be at least 1"))
+	}
+	if c.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("BatchSize must be at least 1 (%s=%q)", BatchSizeEnv, os.Getenv(BatchSizeEnv)))
 	}
 	if c.MaxAckPending < c.Concurrency {
 		errs = append(errs, errors.New("MaxAckPending must be at least Concurrency"))

@@ -18,9 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/db"
 	"boxoffice/outbox"
-	"boxoffice/sqlcgen"
 )
 
 // Headers of a dead letter, besides the original message's own headers
@@ -164,14 +162,24 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// finish; drain cancels it only when they overstay.
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
-	inflight := newTracker(c.cfg.Concurrency)
+	inflight := newTracker()
 	var returned atomic.Bool
 	defer returned.Store(true)
 
+	queue := make(chan jetstream.Msg, c.cfg.Concurrency*c.cfg.BatchSize)
+	stopWorkers := make(chan struct{})
+	var workers sync.WaitGroup
+	for range c.cfg.Concurrency {
+		workers.Go(func() { c.work(handlerCtx, inflight, queue, stopWorkers) })
+	}
+	// Runs before cancelHandlers: drain has seen every message settled.
+	defer workers.Wait()
+	defer close(stopWorkers)
+
 	for restarts := 0; ; restarts++ {
 		cc, err := cons.Consume(
-			func(msg jetstream.Msg) { c.receive(handlerCtx, inflight, msg) },
-			jetstream.PullMaxMessages(c.cfg.Concurrency),
+			func(msg jetstream.Msg) { c.receive(handlerCtx, inflight, queue, msg) },
+			jetstream.PullMaxMessages(c.cfg.Concurrency*c.cfg.BatchSize),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				if !returned.Load() {
 					c.logConsumeError(ctx, err)
@@ -304,9 +312,9 @@ func (c *Consumer) drain(ctx context.Context, cc jetstream.ConsumeContext, infli
 }
 
 // receive is the Consume callback. Callbacks of one ConsumeContext run one
-// after another, so it only waits for a free worker and hands the message
-// over: a slow or failing message never holds up the ones behind it.
-func (c *Consumer) receive(ctx context.Context, inflight *tracker, msg jetstream.Msg) {
+// after another, so it only hands the message to the workers' queue: a
+// slow or failing message never holds up the ones behind it.
+func (c *Consumer) receive(ctx context.Context, inflight *tracker, queue chan<- jetstream.Msg, msg jetstream.Msg) {
 	if !inflight.enter() {
 		// Shutdown gave up waiting: release the message to another process.
 		d := c.newDelivery(ctx, msg)
@@ -314,18 +322,40 @@ func (c *Consumer) receive(ctx context.Context, inflight *tracker, msg jetstream
 		return
 	}
 	select {
-	case inflight.slots <- struct{}{}:
+	case queue <- msg:
 	case <-ctx.Done():
 		d := c.newDelivery(ctx, msg)
 		c.settle(ctx, msg, d, outcome{kind: outcomeInterrupted, err: ctx.Err(), numDelivered: d.numDelivered})
 		inflight.leave()
-		return
 	}
-	go func() {
-		defer inflight.leave()
-		defer func() { <-inflight.slots }()
-		c.handle(ctx, msg)
-	}()
+}
+
+// work is one of Config.Concurrency workers: it takes the next message
+// and whatever else is queued, up to Config.BatchSize, and handles them as
+// one batch, until stop is closed.
+func (c *Consumer) work(ctx context.Context, inflight *tracker, queue <-chan jetstream.Msg, stop <-chan struct{}) {
+	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
+	for {
+		select {
+		case msg := <-queue:
+			batch = append(batch[:0], msg)
+		case <-stop:
+			return
+		}
+	fill:
+		for len(batch) < c.cfg.BatchSize {
+			select {
+			case msg := <-queue:
+				batch = append(batch, msg)
+			default:
+				break fill
+			}
+		}
+		c.handleBatch(ctx, batch)
+		for range batch {
+			inflight.leave()
+		}
+	}
 }
 
 // delivery is what is known about one delivery of a message.
@@ -356,93 +386,11 @@ func (c *Consumer) newDelivery(ctx context.Context, msg jetstream.Msg) *delivery
 	return d
 }
 
-// handle takes one delivery from the body to its ack.
-func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {
-	d := c.newDelivery(ctx, msg)
-	ev, err := decodeEnvelope(msg.Data())
-	if ev.EventID != uuid.Nil {
-		d.eventID = ev.EventID
-		d.logger = d.logger.With("event_id", ev.EventID, "event_type", ev.EventType,
-			"order_id", ev.AggregateID, "correlation_id", ev.CorrelationID, "causation_id", ev.CausationID)
-	}
-	if err != nil {
-		c.settle(ctx, msg, d, outcome{kind: outcomeInvalid, err: err, numDelivered: d.numDelivered})
-		return
-	}
-	stop := c.keepAlive(ctx, msg, d)
-	o := c.apply(ctx, d, ev)
-	stop()
-	if o.kind == outcomeApplied && c.afterCommitFunc != nil && c.afterCommitFunc(ev, d.numDelivered) {
-		return
-	}
-	c.settle(ctx, msg, d, o)
-}
-
-// apply runs the external call, if the consumer has one, then the inbox
-// insert and the handler in one transaction, and reports what happened.
-func (c *Consumer) apply(ctx context.Context, d *delivery, ev outbox.Envelope) outcome {
-	start := time.Now()
-	handler := c.handler
-	var duplicate bool
-	var err error
-	if c.external != nil {
-		handler, duplicate, err = c.callExternal(ctx, d, ev)
-	}
-	if err == nil && !duplicate {
-		err = db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
-			first, err := sqlcgen.New().InboxInsert(ctx, tx, sqlcgen.InboxInsertParams{Consumer: c.cfg.Name, EventID: ev.EventID})
-			if err != nil {
-				return fmt.Errorf("insert inbox row: %w", err)
-			}
-			if duplicate = !first; duplicate {
-				return nil
-			}
-			if d.numDelivered > c.policy.maxDeliver {
-				return errExhausted
-			}
-			return c.callHandler(ctx, tx, handler, ev)
-		})
-	}
-	c.metrics.handler.Observe(time.Since(start).Seconds())
-	o := outcome{err: err, numDelivered: d.numDelivered}
-	switch {
-	case err == nil && duplicate:
-		o.kind = outcomeDuplicate
-	case err == nil:
-		o.kind = outcomeApplied
-	case errors.Is(err, errExhausted):
-		o.kind = outcomeExhausted
-	case ctx.Err() != nil:
-		// Shutdown canceled the handler: whatever it returned, it did not
-		// get to finish.
-		o.kind = outcomeInterrupted
-	case errors.Is(err, ErrPermanent):
-		o.kind = outcomePermanent
-	default:
-		o.kind = outcomeTransient
-	}
-	return o
-}
-
-// callHandler runs the handler, turning a panic into a transient error so
-// the transaction rolls back and the message is retried.
-func (c *Consumer) callHandler(ctx context.Context, tx pgx.Tx, h HandlerFunc, ev outbox.Envelope) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = newPanicError(v)
-		}
-	}()
-	if h == nil { // an ExternalFunc with nothing to apply
-		return nil
-	}
-	return h(ctx, tx, ev)
-}
-
-// keepAlive tells the server the message is still being worked on every
-// AckWait/3 until stop is called, so a long handler does not get its
-// message redelivered to another process. stop returns once no more
+// keepAlive tells the server the batch's messages are still being worked
+// on every AckWait/3 until stop is called, so a long batch does not get its
+// messages redelivered to another process. stop returns once no more
 // progress acks can be sent.
-func (c *Consumer) keepAlive(ctx context.Context, msg jetstream.Msg, d *delivery) (stop func()) {
+func (c *Consumer) keepAlive(ctx context.Context, items []*item) (stop func()) {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -453,8 +401,10 @@ func (c *Consumer) keepAlive(ctx context.Context, msg jetstream.Msg, d *delivery
 			case <-done:
 				return
 			case <-t.C:
-				if err := msg.InProgress(); err != nil {
-					d.logger.WarnContext(ctx, "extend ack deadline", "error", err.Error())
+				for _, it := range items {
+					if err := it.msg.InProgress(); err != nil {
+						it.d.logger.WarnContext(ctx, "extend ack deadline", "error", err.Error())
+					}
 				}
 			}
 		}
@@ -597,18 +547,17 @@ func (c *Consumer) refreshPending(ctx context.Context) {
 	}
 }
 
-// tracker counts the messages handed to workers, bounds them with slots,
-// and tells when the last one is done after close.
+// tracker counts the messages handed to workers and tells when the last
+// one is done after close.
 type tracker struct {
-	slots  chan struct{}
 	mu     sync.Mutex
 	active int
 	closed bool
 	idle   chan struct{}
 }
 
-func newTracker(concurrency int) *tracker {
-	return &tracker{slots: make(chan struct{}, concurrency), idle: make(chan struct{})}
+func newTracker() *tracker {
+	return &tracker{idle: make(chan struct{})}
 }
 
 // enter counts one more message, or returns false after close.

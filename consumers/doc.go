@@ -3,25 +3,36 @@
 //
 // A consumer is a name and a HandlerFunc. The runtime provisions the durable
 // consumer on the namespace's stream (Config.Bus.Stream(); bus.Stream by
-// default), pulls messages, and for each one:
+// default), pulls messages, and handles them in batches: each of
+// Config.Concurrency workers takes the next message and whatever else is
+// buffered, up to Config.BatchSize (at low load, one message; nothing
+// waits for a batch to fill), and for the batch:
 //
-//  1. decodes and validates the outbox.Envelope; a message that is not a
+//  1. decodes and validates each outbox.Envelope; a message that is not a
 //     valid envelope is dead-lettered at once, since no retry can fix it;
-//  2. opens a transaction (db.WithTx) and inserts the inbox row
-//     (consumer, event_id); when the row is already there the event was
-//     applied before, the handler is skipped and the message acked;
-//  3. runs the handler in that same transaction and commits;
-//  4. acks (or double-acks, see Config.DoubleAck).
+//  2. opens one transaction (db.WithTx) and inserts the inbox rows
+//     (consumer, event_id) of every event in one statement, which tells
+//     the events recorded before: their handlers are skipped and their
+//     messages acked;
+//  3. runs the handlers of the others in that same transaction, in stream
+//     order within an order, and commits once;
+//  4. acks (or double-acks, see Config.DoubleAck) each message.
+//
+// A failing handler never takes its batch down: the transaction rolls
+// back, the failing message alone goes through the failure policy below,
+// and the rest of the batch runs again without it and commits once.
 //
 // One function, decide, turns what happened into what is done with the
 // message: ack, nak with a delay, or dead letter.
 //
 // A consumer that must call another system (the payment provider) is built
 // with NewExternal from an ExternalFunc instead: between steps 1 and 2 the
-// runtime reads the inbox (an event already applied is acked without the
-// call), makes the call outside any transaction, and then runs the
-// HandlerFunc the call returned as step 3. The call is repeated whenever
-// the transaction does not commit, so it must be idempotent (the provider's
+// runtime reads the batch's inbox rows in one statement (an event already
+// applied is acked without the call), makes the calls of the others
+// concurrently, outside any transaction, and then runs the HandlerFuncs
+// the calls returned as step 3; a failed call settles its own message.
+// A message whose transaction does not commit is delivered again and its
+// call repeated, so the call must be idempotent (the provider's
 // idempotency keys make it so); its errors go through decide like a
 // handler's.
 //
@@ -29,7 +40,8 @@
 //
 // Delivery is at least once, never exactly once: a message is acked only
 // after the transaction holding its effect has committed, so a crash or a
-// lost ack between the commit and the ack makes JetStream deliver it again.
+// lost ack between the commit and the ack makes JetStream deliver it (and
+// the rest of its batch) again.
 // The inbox row, written in the effect's transaction, turns that redelivery
 // into a no-op, so each consumer applies the effect of each event id at most
 // once, and at least once unless the event is dead-lettered. Two stream
@@ -43,9 +55,10 @@
 // # Failures
 //
 //   - A handler error wrapping ErrPermanent (see Permanent) rolls the
-//     transaction back and dead-letters the message at once.
+//     transaction back and dead-letters the message at once; the rest of
+//     its batch commits without it.
 //   - Any other error, or a panic, rolls the transaction back and naks the
-//     message with a delay of BackoffBase·attempt⁴ ±10%, capped at
+//     message (the rest of its batch commits without it) with a delay of BackoffBase·attempt⁴ ±10%, capped at
 //     BackoffMax (river's retry schedule). The failing message never holds
 //     up the messages behind it.
 //   - A failure on delivery MaxDeliver dead-letters the message instead.

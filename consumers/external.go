@@ -3,13 +3,11 @@ package consumers
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"boxoffice/outbox"
-	"boxoffice/sqlcgen"
 )
 
 // ExternalFunc is the handler of a consumer that must call another system
@@ -43,26 +41,4 @@ func NewExternal(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, f Exter
 		return nil, errors.New("consumers.NewExternal: pool, js and external func are required")
 	}
 	return newConsumer(pool, js, cfg, nil, f)
-}
-
-// callExternal runs the consumer's ExternalFunc for a delivery, unless the
-// inbox already holds the event (duplicate) or the message is past its
-// last delivery (errExhausted). A panic becomes a transient error.
-func (c *Consumer) callExternal(ctx context.Context, d *delivery, ev outbox.Envelope) (h HandlerFunc, duplicate bool, err error) {
-	applied, err := sqlcgen.New().InboxExists(ctx, c.pool, sqlcgen.InboxExistsParams{Consumer: c.cfg.Name, EventID: ev.EventID})
-	switch {
-	case err != nil:
-		return nil, false, fmt.Errorf("read inbox row: %w", err)
-	case applied:
-		return nil, true, nil
-	case d.numDelivered > c.policy.maxDeliver:
-		return nil, false, errExhausted
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			h, err = nil, newPanicError(v)
-		}
-	}()
-	h, err = c.external(ctx, ev)
-	return h, false, err
 }

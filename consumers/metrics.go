@@ -13,6 +13,8 @@ type metrics struct {
 	acked        prometheus.Counter
 	redelivered  prometheus.Counter
 	deadLettered prometheus.Counter
+	duplicates   prometheus.Counter
+	batch        prometheus.Observer
 	pending      prometheus.Gauge
 	handler      prometheus.Observer
 }
@@ -30,13 +32,19 @@ func newMetrics(reg prometheus.Registerer, name string) *metrics {
 		acked:        counter("boxoffice_consumer_acked_total", "Messages acked after their effect committed, or was found committed."),
 		redelivered:  counter("boxoffice_consumer_redelivered_total", "Deliveries of a message that had been delivered before."),
 		deadLettered: counter("boxoffice_consumer_dead_lettered_total", "Messages stored on the dead-letter stream and terminated."),
+		duplicates:   counter("boxoffice_consumer_duplicates_total", "Deliveries of an event the inbox showed applied already: acked without running the handler."),
+		batch: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "boxoffice_consumer_batch_size",
+			Help:    "Valid deliveries handled together in one batch (one transaction).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}, label)).WithLabelValues(name),
 		pending: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "boxoffice_consumer_pending",
 			Help: "Messages not yet delivered plus delivered and not yet acked, refreshed every few seconds.",
 		}, label)).WithLabelValues(name),
 		handler: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "boxoffice_consumer_handler_seconds",
-			Help:    "Time to handle one delivery: inbox insert, handler and commit.",
+			Help:    "Time to handle the batch of a delivery: external calls, inbox insert, handlers and commit; observed once per delivery.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, label)).WithLabelValues(name),
 	}

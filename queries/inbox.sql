@@ -1,18 +1,25 @@
+-- name: InboxInsertMany :many
+-- Records that consumer applied each of event_ids and returns the ids that
+-- were not recorded before: the caller applies the effects of those, and
+-- only those, in the same transaction. An id given twice is returned once.
+INSERT INTO inbox (consumer, event_id)
+SELECT @consumer::text, id FROM unnest(@event_ids::uuid[]) AS id
+ON CONFLICT (consumer, event_id) DO NOTHING
+RETURNING event_id;
+
+-- name: InboxAppliedMany :many
+-- Returns which of event_ids consumer has applied already. A consumer that
+-- calls out before its transaction reads it first, to skip the call for a
+-- redelivery; InboxInsertMany in the transaction stays the guard.
+SELECT event_id FROM inbox
+WHERE consumer = @consumer::text AND event_id = ANY (@event_ids::uuid[]);
+
 -- name: InboxInsert :one
--- Records that consumer applied event_id. Returns false when it already
--- had: the caller must then skip the effect. Call it in the transaction of
--- the consumer's effect.
+-- Records that consumer applied event_id, as InboxInsertMany does for one
+-- id. Returns false when it already had.
 WITH inserted AS (
     INSERT INTO inbox (consumer, event_id) VALUES (@consumer::text, @event_id::uuid)
     ON CONFLICT (consumer, event_id) DO NOTHING
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM inserted) AS first_time;
-
--- name: InboxExists :one
--- Reports whether consumer has applied event_id already. A consumer that
--- calls out before its transaction reads it first, to skip the call for a
--- redelivery; InboxInsert in the transaction stays the guard.
-SELECT EXISTS (
-    SELECT 1 FROM inbox WHERE consumer = @consumer::text AND event_id = @event_id::uuid
-) AS applied;

@@ -11,25 +11,37 @@ import (
 	"github.com/google/uuid"
 )
 
-const inboxExists = `-- name: InboxExists :one
-SELECT EXISTS (
-    SELECT 1 FROM inbox WHERE consumer = $1::text AND event_id = $2::uuid
-) AS applied
+const inboxAppliedMany = `-- name: InboxAppliedMany :many
+SELECT event_id FROM inbox
+WHERE consumer = $1::text AND event_id = ANY ($2::uuid[])
 `
 
-type InboxExistsParams struct {
+type InboxAppliedManyParams struct {
 	Consumer string
-	EventID  uuid.UUID
+	EventIds []uuid.UUID
 }
 
-// Reports whether consumer has applied event_id already. A consumer that
+// Returns which of event_ids consumer has applied already. A consumer that
 // calls out before its transaction reads it first, to skip the call for a
-// redelivery; InboxInsert in the transaction stays the guard.
-func (q *Queries) InboxExists(ctx context.Context, db DBTX, arg InboxExistsParams) (bool, error) {
-	row := db.QueryRow(ctx, inboxExists, arg.Consumer, arg.EventID)
-	var applied bool
-	err := row.Scan(&applied)
-	return applied, err
+// redelivery; InboxInsertMany in the transaction stays the guard.
+func (q *Queries) InboxAppliedMany(ctx context.Context, db DBTX, arg InboxAppliedManyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, inboxAppliedMany, arg.Consumer, arg.EventIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var event_id uuid.UUID
+		if err := rows.Scan(&event_id); err != nil {
+			return nil, err
+		}
+		items = append(items, event_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const inboxInsert = `-- name: InboxInsert :one
@@ -46,12 +58,46 @@ type InboxInsertParams struct {
 	EventID  uuid.UUID
 }
 
-// Records that consumer applied event_id. Returns false when it already
-// had: the caller must then skip the effect. Call it in the transaction of
-// the consumer's effect.
+// Records that consumer applied event_id, as InboxInsertMany does for one
+// id. Returns false when it already had.
 func (q *Queries) InboxInsert(ctx context.Context, db DBTX, arg InboxInsertParams) (bool, error) {
 	row := db.QueryRow(ctx, inboxInsert, arg.Consumer, arg.EventID)
 	var first_time bool
 	err := row.Scan(&first_time)
 	return first_time, err
+}
+
+const inboxInsertMany = `-- name: InboxInsertMany :many
+INSERT INTO inbox (consumer, event_id)
+SELECT $1::text, id FROM unnest($2::uuid[]) AS id
+ON CONFLICT (consumer, event_id) DO NOTHING
+RETURNING event_id
+`
+
+type InboxInsertManyParams struct {
+	Consumer string
+	EventIds []uuid.UUID
+}
+
+// Records that consumer applied each of event_ids and returns the ids that
+// were not recorded before: the caller applies the effects of those, and
+// only those, in the same transaction. An id given twice is returned once.
+func (q *Queries) InboxInsertMany(ctx context.Context, db DBTX, arg InboxInsertManyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, inboxInsertMany, arg.Consumer, arg.EventIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var event_id uuid.UUID
+		if err := rows.Scan(&event_id); err != nil {
+			return nil, err
+		}
+		items = append(items, event_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -1,0 +1,256 @@
+package consumers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"boxoffice/db"
+	"boxoffice/outbox"
+	"boxoffice/sqlcgen"
+)
+
+// item is one delivery of a batch, from its body to its outcome.
+type item struct {
+	msg jetstream.Msg
+	d   *delivery
+	ev  outbox.Envelope
+	// handler applies the event: the consumer's HandlerFunc, or what its
+	// ExternalFunc returned.
+	handler HandlerFunc
+	// o is the delivery's outcome once decided; settled items are not
+	// handled further.
+	o       outcome
+	decided bool
+}
+
+func (it *item) decide(kind outcomeKind, err error) {
+	it.o = outcome{kind: kind, err: err, numDelivered: it.d.numDelivered}
+	it.decided = true
+}
+
+// handleBatch takes the deliveries of one batch from their bodies to their
+// acks:
+//
+//  1. a body that is not a valid envelope is dead-lettered on its own;
+//  2. for a consumer with an ExternalFunc, one read of the inbox finds the
+//     events applied before (acked without a call), and the calls for the
+//     others run concurrently, outside any transaction; a failed call
+//     settles its own message;
+//  3. one transaction inserts every remaining event's inbox row in one
+//     statement, which returns the events not applied before, runs their
+//     handlers in stream order (by order id first, so that concurrent
+//     batches lock order rows in one order) and commits;
+//  4. every message is settled by the one policy, decide.
+//
+// When a handler fails, the transaction rolls back, the failing message is
+// settled alone with its error, and the others run again in a new
+// transaction without it: they commit once, as if it had never been in
+// the batch. Handlers must allow this anyway (a transaction that rolled
+// back may be run again), so it needs no savepoints on the way that
+// succeeds.
+func (c *Consumer) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
+	items := make([]*item, 0, len(msgs))
+	for _, msg := range msgs {
+		d := c.newDelivery(ctx, msg)
+		ev, err := decodeEnvelope(msg.Data())
+		if ev.EventID != uuid.Nil {
+			d.eventID = ev.EventID
+			d.logger = d.logger.With("event_id", ev.EventID, "event_type", ev.EventType,
+				"order_id", ev.AggregateID, "correlation_id", ev.CorrelationID, "causation_id", ev.CausationID)
+		}
+		if err != nil {
+			c.settle(ctx, msg, d, outcome{kind: outcomeInvalid, err: err, numDelivered: d.numDelivered})
+			continue
+		}
+		items = append(items, &item{msg: msg, d: d, ev: ev, handler: c.handler})
+	}
+	if len(items) == 0 {
+		return
+	}
+	c.metrics.batch.Observe(float64(len(items)))
+	start := time.Now()
+	stop := c.keepAlive(ctx, items)
+	if c.external != nil {
+		c.callExternals(ctx, items)
+	}
+	c.commit(ctx, items)
+	stop()
+	elapsed := time.Since(start).Seconds()
+	for _, it := range items {
+		c.metrics.handler.Observe(elapsed)
+		if it.o.kind == outcomeApplied && c.afterCommitFunc != nil && c.afterCommitFunc(it.ev, it.d.numDelivered) {
+			continue
+		}
+		if it.o.kind == outcomeDuplicate {
+			c.metrics.duplicates.Inc()
+		}
+		c.settle(ctx, it.msg, it.d, it.o)
+	}
+}
+
+// callExternals reads which of the batch's events the inbox holds already
+// (those are duplicates) and makes the external call of every other one
+// that is not past its last delivery, all at once. An item whose call
+// failed is decided; the others get the HandlerFunc their call returned.
+func (c *Consumer) callExternals(ctx context.Context, items []*item) {
+	applied, err := sqlcgen.New().InboxAppliedMany(ctx, c.pool, sqlcgen.InboxAppliedManyParams{
+		Consumer: c.cfg.Name, EventIds: eventIDs(items),
+	})
+	if err != nil {
+		err = fmt.Errorf("read inbox rows: %w", err)
+		for _, it := range items {
+			it.decide(c.classify(ctx, err), err)
+		}
+		return
+	}
+	var calls sync.WaitGroup
+	for _, it := range items {
+		switch {
+		case slices.Contains(applied, it.ev.EventID):
+			it.decide(outcomeDuplicate, nil)
+		case it.d.numDelivered > c.policy.maxDeliver:
+			it.decide(outcomeExhausted, errExhausted)
+		default:
+			calls.Go(func() {
+				h, err := c.callExternal(ctx, it.ev)
+				if err != nil {
+					it.decide(c.classify(ctx, err), err)
+					return
+				}
+				it.handler = h
+			})
+		}
+	}
+	calls.Wait()
+}
+
+// callExternal runs the consumer's ExternalFunc; a panic becomes a
+// transient error.
+func (c *Consumer) callExternal(ctx context.Context, ev outbox.Envelope) (h HandlerFunc, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			h, err = nil, newPanicError(v)
+		}
+	}()
+	h, err = c.external(ctx, ev)
+	if h == nil && err == nil {
+		h = func(context.Context, pgx.Tx, outbox.Envelope) error { return nil } // only the inbox row
+	}
+	return h, err
+}
+
+// commit applies the undecided items in one transaction, and decides
+// each: applied, duplicate (the inbox had it), or the failure of its own
+// handler. A failure of the transaction itself (the inbox insert, the
+// commit, a shutdown) decides every item still in it.
+func (c *Consumer) commit(ctx context.Context, items []*item) {
+	pending := make([]*item, 0, len(items))
+	for _, it := range items {
+		if !it.decided {
+			pending = append(pending, it)
+		}
+	}
+	// Stream order within an order; order ids ascending across orders.
+	slices.SortStableFunc(pending, func(a, b *item) int { return bytes.Compare(a.ev.AggregateID[:], b.ev.AggregateID[:]) })
+	q := sqlcgen.New()
+	for len(pending) > 0 {
+		var failed *item
+		var fresh map[uuid.UUID]bool
+		err := db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
+			failed = nil
+			inserted, err := q.InboxInsertMany(ctx, tx, sqlcgen.InboxInsertManyParams{Consumer: c.cfg.Name, EventIds: eventIDs(pending)})
+			if err != nil {
+				return fmt.Errorf("insert inbox rows: %w", err)
+			}
+			fresh = make(map[uuid.UUID]bool, len(inserted))
+			for _, id := range inserted {
+				fresh[id] = true
+			}
+			run := make(map[uuid.UUID]bool, len(inserted))
+			for _, it := range pending {
+				id := it.ev.EventID
+				if !fresh[id] || run[id] { // applied before, or twice in this batch
+					continue
+				}
+				run[id] = true
+				err := errExhausted
+				if it.d.numDelivered <= c.policy.maxDeliver {
+					err = c.callHandler(ctx, tx, it.handler, it.ev)
+				}
+				if err != nil {
+					failed = it
+					return err
+				}
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			run := make(map[uuid.UUID]bool, len(fresh))
+			for _, it := range pending {
+				if id := it.ev.EventID; fresh[id] && !run[id] {
+					run[id] = true
+					it.decide(outcomeApplied, nil)
+				} else {
+					it.decide(outcomeDuplicate, nil)
+				}
+			}
+			return
+		case failed == nil || ctx.Err() != nil:
+			for _, it := range pending {
+				it.decide(c.classify(ctx, err), err)
+			}
+			return
+		default:
+			failed.decide(c.classify(ctx, err), err)
+			pending = slices.DeleteFunc(pending, func(it *item) bool { return it == failed })
+		}
+	}
+}
+
+// callHandler runs the handler, turning a panic into a transient error so
+// the transaction rolls back and the message is retried.
+func (c *Consumer) callHandler(ctx context.Context, tx pgx.Tx, h HandlerFunc, ev outbox.Envelope) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError(v)
+		}
+	}()
+	if h == nil {
+		return nil
+	}
+	return h(ctx, tx, ev)
+}
+
+// classify names the outcome of a failed delivery by its error.
+func (c *Consumer) classify(ctx context.Context, err error) outcomeKind {
+	switch {
+	case errors.Is(err, errExhausted):
+		return outcomeExhausted
+	case ctx.Err() != nil:
+		// Shutdown canceled the handler: whatever it returned, it did not
+		// get to finish.
+		return outcomeInterrupted
+	case errors.Is(err, ErrPermanent):
+		return outcomePermanent
+	default:
+		return outcomeTransient
+	}
+}
+
+func eventIDs(items []*item) []uuid.UUID {
+	ids := make([]uuid.UUID, len(items))
+	for i, it := range items {
+		ids[i] = it.ev.EventID
+	}
+	return ids
+}
