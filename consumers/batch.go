@@ -97,20 +97,36 @@ func (c *Consumer) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 	}
 }
 
-// callExternals reads which of the batch's events the inbox holds already
-// (those are duplicates) and makes the external call of every other one
-// that is not past its last delivery, all at once. An item whose call
-// failed is decided; the others get the HandlerFunc their call returned.
+// callExternals finds which of the batch's redelivered events the inbox
+// holds already (those are duplicates, acked without a call) and makes the
+// external call of every other one that is not past its last delivery,
+// all at once. An item whose call failed is decided; the others get the
+// HandlerFunc their call returned.
+//
+// A first delivery skips the inbox read: it can be applied already only
+// when the same event id came twice as two stream messages, and then the
+// call is repeated (it is idempotent) and the inbox insert in the
+// transaction still makes the second one a duplicate.
 func (c *Consumer) callExternals(ctx context.Context, items []*item) {
-	applied, err := sqlcgen.New().InboxAppliedMany(ctx, c.pool, sqlcgen.InboxAppliedManyParams{
-		Consumer: c.cfg.Name, EventIds: eventIDs(items),
-	})
-	if err != nil {
-		err = fmt.Errorf("read inbox rows: %w", err)
-		for _, it := range items {
-			it.decide(c.classify(ctx, err), err)
+	var redelivered []*item
+	for _, it := range items {
+		if it.d.numDelivered > 1 {
+			redelivered = append(redelivered, it)
 		}
-		return
+	}
+	var applied []uuid.UUID
+	if len(redelivered) > 0 {
+		var err error
+		applied, err = sqlcgen.New().InboxAppliedMany(ctx, c.pool, sqlcgen.InboxAppliedManyParams{
+			Consumer: c.cfg.Name, EventIds: eventIDs(redelivered),
+		})
+		if err != nil {
+			err = fmt.Errorf("read inbox rows: %w", err)
+			for _, it := range items {
+				it.decide(c.classify(ctx, err), err)
+			}
+			return
+		}
 	}
 	var calls sync.WaitGroup
 	for _, it := range items {

@@ -52,7 +52,10 @@ type Config struct {
 	// buffers (Concurrency·BatchSize). Buffered messages get no progress
 	// acks, so a batch that takes longer than AckWait/2 wants a larger
 	// AckWait (a redelivery that races the first delivery is still applied
-	// once: the inbox row serializes them). Defaults to 8.
+	// once: the inbox row serializes them). Defaults to 2: under load,
+	// batches rather than parallel transactions carry the work (fewer,
+	// fuller transactions; docs/performance.md), and at low load one free
+	// worker is all a message needs.
 	Concurrency int
 	// BatchSize is the most messages one transaction applies. A worker
 	// takes the message it waited for and whatever else is buffered, up to
@@ -123,7 +126,7 @@ func (c Config) withDefaults() Config {
 	c.BackoffBase = cmp.Or(c.BackoffBase, time.Second)
 	c.BackoffMax = cmp.Or(c.BackoffMax, 10*time.Minute)
 	c.MaxAckPending = cmp.Or(c.MaxAckPending, 1000)
-	c.Concurrency = cmp.Or(c.Concurrency, 8)
+	c.Concurrency = cmp.Or(c.Concurrency, 2)
 	c.BatchSize = cmp.Or(c.BatchSize, envBatchSize())
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
 	c.ProvisionTimeout = cmp.Or(c.ProvisionTimeout, 30*time.Second)

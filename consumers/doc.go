@@ -27,8 +27,8 @@
 //
 // A consumer that must call another system (the payment provider) is built
 // with NewExternal from an ExternalFunc instead: between steps 1 and 2 the
-// runtime reads the batch's inbox rows in one statement (an event already
-// applied is acked without the call), makes the calls of the others
+// runtime reads the inbox rows of the batch's redelivered messages in one
+// statement (an event already applied is acked without the call), makes the calls of the others
 // concurrently, outside any transaction, and then runs the HandlerFuncs
 // the calls returned as step 3; a failed call settles its own message.
 // A message whose transaction does not commit is delivered again and its

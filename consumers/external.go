@@ -20,8 +20,8 @@ import (
 // The call happens before the transaction, so it is repeated whenever the
 // transaction does not commit (a failure, a crash, a redelivery racing the
 // first delivery): it must be idempotent, e.g. by an idempotency key
-// derived from the event. It is skipped for an event the inbox already
-// holds, and for a message past Config.MaxDeliver.
+// derived from the event. It is skipped for a redelivered event the inbox
+// already holds, and for a message past Config.MaxDeliver.
 //
 // Errors follow HandlerFunc's contract and the one policy of decide: an
 // error wrapping ErrPermanent dead-letters the message, any other error or
