@@ -124,41 +124,60 @@ func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string
 	if err != nil {
 		return Received{}, err
 	}
-	if m.intentID != "" && in.cfg.Provider != nil {
-		// Outside any transaction: nobody calls the provider holding locks.
-		if m, err = in.reconcile(ctx, ev, m); err != nil {
+	// An event that agrees with its order's state is recorded in one
+	// transaction. One that disagrees rolls that transaction back, the
+	// intent is re-read from the provider outside any transaction (nobody
+	// calls the provider holding locks), and what it says now is recorded.
+	checked := m.intentID == "" || in.cfg.Provider == nil
+	for {
+		err = db.WithTx(ctx, in.pool, func(ctx context.Context, tx pgx.Tx) error {
+			r.Duplicate, r.DomainEvent = false, ""
+			q := sqlcgen.New()
+			first, err := q.StripeEventInsert(ctx, tx, sqlcgen.StripeEventInsertParams{ID: ev.ID, Type: string(ev.Type)})
+			if err != nil {
+				return fmt.Errorf("record provider event: %w", err)
+			}
+			if r.Duplicate = !first; r.Duplicate || m.typ == "" {
+				return nil
+			}
+			order, err := q.OrderStatusGet(ctx, tx, m.orderID)
+			if errors.Is(db.Interpret(err), db.ErrNotFound) {
+				in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
+					"provider_event_id", ev.ID, "event_type", ev.Type, "metadata_order_id", m.orderID)
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("read order: %w", err)
+			}
+			if !checked && disagrees(m.typ, order.Status) {
+				return &disagreement{order: order}
+			}
+			env, raw, err := outbox.NewOrderEvent(m.typ, m.orderID, time.Now(), order.CorrelationID, "stripe:"+ev.ID, m.payload)
+			if err != nil {
+				return err
+			}
+			r.DomainEvent = m.typ
+			return outbox.Insert(ctx, tx, env, raw)
+		})
+		var dis *disagreement
+		if !errors.As(err, &dis) {
+			break
+		}
+		checked = true
+		if m, err = in.reconcile(ctx, ev, m, dis.order); err != nil {
 			return Received{}, err
 		}
 	}
-	err = db.WithTx(ctx, in.pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := sqlcgen.New()
-		first, err := q.StripeEventInsert(ctx, tx, sqlcgen.StripeEventInsertParams{ID: ev.ID, Type: string(ev.Type)})
-		if err != nil {
-			return fmt.Errorf("record provider event: %w", err)
-		}
-		if r.Duplicate = !first; r.Duplicate || m.typ == "" {
-			return nil
-		}
-		correlation, err := q.OrderCorrelation(ctx, tx, m.orderID)
-		if errors.Is(db.Interpret(err), db.ErrNotFound) {
-			in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
-				"provider_event_id", ev.ID, "event_type", ev.Type, "metadata_order_id", m.orderID)
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("read order: %w", err)
-		}
-		env, raw, err := outbox.NewOrderEvent(m.typ, m.orderID, time.Now(), correlation, "stripe:"+ev.ID, m.payload)
-		if err != nil {
-			return err
-		}
-		r.DomainEvent = m.typ
-		return outbox.Insert(ctx, tx, env, raw)
-	})
 	if err != nil {
 		return Received{}, err
 	}
 	return r, nil
 }
+
+// disagreement stops Receive's transaction when the event contradicts its
+// order's state, for the intent to be re-read.
+type disagreement struct{ order sqlcgen.OrderStatusGetRow }
+
+func (d *disagreement) Error() string { return "provider event disagrees with the order's state" }
 
 // mapped is the domain event a provider event becomes: typ is empty for
 // none; intentID is set for PaymentIntent events, which reconcile may
@@ -170,22 +189,14 @@ type mapped struct {
 	intentID string
 }
 
-// reconcile re-reads the intent from the provider when the event
-// disagrees with the order's local state, and then acts on what the
-// provider says now rather than on the event: webhooks arrive late and out
-// of order (a decline of an earlier attempt can land after the
+// reconcile re-reads the intent from the provider for an event that
+// disagrees with the order's local state, and returns what to act on: what
+// the provider says now rather than the event. Webhooks arrive late and
+// out of order (a decline of an earlier attempt can land after the
 // authorization of a later one), and a stale event must not fail a paid
-// order. An event that agrees is taken as it is, without a provider call.
-func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped) (mapped, error) {
-	order, err := sqlcgen.New().OrderStatusGet(ctx, in.pool, m.orderID)
-	if errors.Is(db.Interpret(err), db.ErrNotFound) {
-		return m, nil // not ours: Receive records and ignores it
-	} else if err != nil {
-		return m, fmt.Errorf("read order status: %w", err)
-	}
-	if !disagrees(m.typ, order.Status) {
-		return m, nil
-	}
+// order. An event that agrees is taken as it is, without a provider call
+// (Receive only calls reconcile for one that does not).
+func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped, order sqlcgen.OrderStatusGetRow) (mapped, error) {
 	log := in.logger.With("provider_event_id", ev.ID, "event_type", ev.Type, "order_id", m.orderID,
 		"correlation_id", order.CorrelationID, "causation_id", "stripe:"+ev.ID,
 		"order_status", order.Status, "payment_intent_id", m.intentID)

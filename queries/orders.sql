@@ -5,9 +5,6 @@ FROM orders o
 JOIN holds h ON h.order_id = o.id
 WHERE o.id = @id::uuid AND o.user_id = @user_id::uuid;
 
--- name: OrderCorrelation :one
-SELECT correlation_id FROM orders WHERE id = @id::uuid;
-
 -- name: OrderLockForOwner :one
 -- Locks the order if user_id owns it; anyone else gets no rows.
 SELECT * FROM orders WHERE id = @id::uuid AND user_id = @user_id::uuid FOR UPDATE;
@@ -70,7 +67,7 @@ WHERE o.id = ANY(@ids::uuid[])
 RETURNING o.id, p.payment_intent_id::text AS payment_intent_id;
 
 -- name: OrderStatusGet :one
--- The order's status (and its journey's correlation id, for the logs),
--- unlocked: what the payment ingress compares a provider event with
--- before deciding whether to re-read the intent.
+-- The order's status and its journey's correlation id, unlocked: what the
+-- payment ingress compares a provider event with, in the transaction that
+-- records the event, before deciding whether to re-read the intent.
 SELECT status, correlation_id FROM orders WHERE id = @id::uuid;

@@ -12,17 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const orderCorrelation = `-- name: OrderCorrelation :one
-SELECT correlation_id FROM orders WHERE id = $1::uuid
-`
-
-func (q *Queries) OrderCorrelation(ctx context.Context, db DBTX, id uuid.UUID) (string, error) {
-	row := db.QueryRow(ctx, orderCorrelation, id)
-	var correlation_id string
-	err := row.Scan(&correlation_id)
-	return correlation_id, err
-}
-
 const orderFailExpired = `-- name: OrderFailExpired :many
 UPDATE orders
 SET status = 'failed', version = version + 1, updated_at = now()
@@ -257,9 +246,9 @@ type OrderStatusGetRow struct {
 	CorrelationID string
 }
 
-// The order's status (and its journey's correlation id, for the logs),
-// unlocked: what the payment ingress compares a provider event with
-// before deciding whether to re-read the intent.
+// The order's status and its journey's correlation id, unlocked: what the
+// payment ingress compares a provider event with, in the transaction that
+// records the event, before deciding whether to re-read the intent.
 func (q *Queries) OrderStatusGet(ctx context.Context, db DBTX, id uuid.UUID) (OrderStatusGetRow, error) {
 	row := db.QueryRow(ctx, orderStatusGet, id)
 	var i OrderStatusGetRow
