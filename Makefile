@@ -3,7 +3,7 @@ GO ?= go
 # Only `make bench` needs a server given by URL; tests find or start their own.
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: run test test-stack generate check-generated vet bench build
+.PHONY: run test test-batch1 test-stack generate check-generated vet bench build
 
 ## run: everything on this machine (API + PostgreSQL, demo event, tokens)
 run:
@@ -12,6 +12,11 @@ run:
 ## test: all tests, with the race detector, against real PostgreSQL
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+## test-batch1: every package that runs consumers, again with one message
+## per consumer transaction (make test runs them at the default batch size)
+test-batch1:
+	BOXOFFICE_CONSUMER_BATCH_SIZE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list -f '{{.ImportPath}} {{join .Deps " "}}' ./... | awk '$$1 == "boxoffice/consumers" || / boxoffice\/consumers( |$$)/ { print $$1 }')
 
 ## test-stack: api x2, relay x2, worker x2 as processes on a 3-node NATS
 ## cluster; kills a NATS node, a worker and a relay mid-run; then audits

@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// Part is one part of a process a CPU profile is split into: a sample
+// belongs to the first part (in the order given) one of whose prefixes
+// begins the function name of the outermost frame that matches any part.
+// So a request's work belongs to the API even where it calls into pgx,
+// and a consumer's to the consumer even where it calls the provider.
+type Part struct {
+	Name     string
+	Prefixes []string
+}
+
+// CPUShare is the CPU time a profile's samples spent in one Part.
+type CPUShare struct {
+	Part    string
+	Seconds float64
+}
+
+// SplitProfile reads a CPU profile (as runtime/pprof writes it) and
+// returns the CPU time spent in each of parts, largest first, then
+// "other" for the samples of no part. total is the profile's whole CPU
+// time.
+func SplitProfile(raw []byte, parts []Part) (shares []CPUShare, total float64, err error) {
+	p, err := profile.Parse(bytes.NewReader(raw))
+	if err != nil {
+		return nil, 0, fmt.Errorf("parse CPU profile: %w", err)
+	}
+	value := slices.IndexFunc(p.SampleType, func(st *profile.ValueType) bool { return st.Type == "cpu" })
+	if value < 0 {
+		return nil, 0, fmt.Errorf("profile has no cpu samples")
+	}
+	byPart := make([]float64, len(parts)+1)
+	for _, s := range p.Sample {
+		seconds := float64(s.Value[value]) / 1e9
+		total += seconds
+		byPart[partOf(s, parts)] += seconds
+	}
+	for i, sec := range byPart {
+		name := "other"
+		if i < len(parts) {
+			name = parts[i].Name
+		}
+		if sec > 0 {
+			shares = append(shares, CPUShare{Part: name, Seconds: sec})
+		}
+	}
+	slices.SortStableFunc(shares, func(a, b CPUShare) int {
+		switch {
+		case a.Part == "other":
+			return 1
+		case b.Part == "other":
+			return -1
+		}
+		return -cmpFloat(a.Seconds, b.Seconds)
+	})
+	return shares, total, nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// partOf is the index of the part a sample belongs to, len(parts) for
+// none. Locations run from the leaf to the root.
+func partOf(s *profile.Sample, parts []Part) int {
+	for i := len(s.Location) - 1; i >= 0; i-- {
+		lines := s.Location[i].Line
+		for j := len(lines) - 1; j >= 0; j-- {
+			if lines[j].Function == nil {
+				continue
+			}
+			name := lines[j].Function.Name
+			for k, part := range parts {
+				for _, prefix := range part.Prefixes {
+					if strings.HasPrefix(name, prefix) {
+						return k
+					}
+				}
+			}
+		}
+	}
+	return len(parts)
+}
+
+// ProcessCPU is the CPU time (user and system) this process has used.
+func ProcessCPU() time.Duration {
+	t, _ := cpuOfPIDs([]string{"self"})
+	return t
+}
+
+// PostgresCPU is the CPU time used so far by the processes on this machine
+// named postgres (the server and its backends, live ones only), and false
+// when none can be read: the database runs elsewhere, or /proc is absent.
+// The difference of two readings is what the server spent meanwhile,
+// short of the backends that exited in between.
+func PostgresCPU() (time.Duration, bool) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []string
+	for _, d := range dirs {
+		comm, err := os.ReadFile(filepath.Join(d, "comm"))
+		if err == nil && strings.TrimSpace(string(comm)) == "postgres" {
+			pids = append(pids, filepath.Base(d))
+		}
+	}
+	if len(pids) == 0 {
+		return 0, false
+	}
+	return cpuOfPIDs(pids)
+}
+
+// clockTicks is the kernel's USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// cpuOfPIDs sums utime and stime of /proc/<pid>/stat over pids.
+func cpuOfPIDs(pids []string) (time.Duration, bool) {
+	var ticks int64
+	ok := false
+	for _, pid := range pids {
+		raw, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		if err != nil {
+			continue
+		}
+		// The command may hold spaces; the fields after it do not.
+		rest := string(raw[bytes.LastIndexByte(raw, ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			continue
+		}
+		utime, err1 := strconv.ParseInt(f[11], 10, 64)
+		stime, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		ticks += utime + stime
+		ok = true
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, ok
+}
