@@ -243,8 +243,9 @@ func TestTwoCells(t *testing.T) {
 		orderA := c.hold(buyerA, eventA, c.admit(buyerA, eventA), 1)
 		c.payAndWait(buyerA, orderA)
 
-		// Nothing of cell b's moved: its hold is not even published.
-		require.Equal(t, int64(1), dbtest.Count(t, b.pool, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, orderB))
+		// Nothing of cell b's moved: its hold's two events (HoldCreated,
+		// PaymentAuthorizationRequested) are not even published.
+		require.Equal(t, int64(2), dbtest.Count(t, b.pool, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, orderB))
 		var o cellsOrder
 		_, _ = c.do(http.MethodGet, "/v1/orders/"+orderB.String(), c.buyerToken(buyerB), nil, "", &o)
 		require.Nil(t, o.Payment, "cell b's order moved without its relay")
