@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"boxoffice/db"
+	"boxoffice/payments"
 )
 
 // PurchaseResult is what a run of whole purchases measured.
@@ -159,4 +163,58 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) bool {
 		}
 	}
 	return false
+}
+
+// SandboxRole reports whether a cost role (db.WithRole) is the sandbox
+// payment provider's rather than Boxoffice's: work a remote Stripe would
+// do on its own servers. They are its provider calls
+// (payments.SandboxProviderRole), its webhook sender (the
+// "sandbox_webhooks" worker) and the API's sandbox-only pages, which stand
+// in for Stripe.js ("api sandbox-…" operations).
+func SandboxRole(role string) bool {
+	return role == payments.SandboxProviderRole || role == "sandbox_webhooks" || strings.HasPrefix(role, "api sandbox-")
+}
+
+// PrintCosts writes what one ticketed order cost each role, from a run
+// that ticketed that many orders: transactions (writing ones), statements
+// and rows written, per ticketed order. Boxoffice's roles come first with
+// their total, "Boxoffice (all product roles)", the figure that is
+// Boxoffice's own; then the sandbox's (SandboxRole) with theirs, "sandbox
+// (stand-in for Stripe)"; then both together. A transaction writes when
+// one of its statements' command tags says so: a function that writes
+// called with SELECT (hold_reserve) counts as a read.
+func PrintCosts(w io.Writer, costs []db.RoleCost, ticketed int) {
+	n := float64(ticketed)
+	line := func(name string, c db.Cost) {
+		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f %9.2f\n", name,
+			float64(c.Transactions)/n, float64(c.WriteTransactions)/n, float64(c.Statements)/n, float64(c.RowsWritten)/n)
+	}
+	add := func(total *db.Cost, c db.Cost) {
+		total.Transactions += c.Transactions
+		total.WriteTransactions += c.WriteTransactions
+		total.Statements += c.Statements
+		total.RowsWritten += c.RowsWritten
+	}
+	fmt.Fprintf(w, "\n  %-44s %9s %9s %9s %9s\n", "per ticketed order, by role", "tx", "write tx", "stmts", "rows")
+	var product, sandbox db.Cost
+	for _, c := range costs {
+		if !SandboxRole(c.Role) {
+			line(c.Role, c.Cost)
+			add(&product, c.Cost)
+		}
+	}
+	line("Boxoffice (all product roles)", product)
+	fmt.Fprintln(w)
+	for _, c := range costs {
+		if SandboxRole(c.Role) {
+			line(c.Role, c.Cost)
+			add(&sandbox, c.Cost)
+		}
+	}
+	line("sandbox (stand-in for Stripe)", sandbox)
+	fmt.Fprintln(w)
+	all := product
+	add(&all, sandbox)
+	line("all roles", all)
+	fmt.Fprintln(w)
 }

@@ -17,9 +17,10 @@ import (
 const PurchaseSagaName = "purchase_saga"
 
 // purchaseSagaTypes are the event types the saga reacts to (docs/saga.md,
-// the purchase_saga rows).
+// the purchase_saga rows). HoldCreated is not one: the hold transaction
+// writes its PaymentAuthorizationRequested itself, and a saga reading
+// HoldCreated too would request a second PaymentIntent.
 var purchaseSagaTypes = []string{
-	outbox.TypeHoldCreated,
 	outbox.TypePaymentIntentCreated,
 	outbox.TypePaymentAuthorized,
 	outbox.TypePaymentCaptured,
@@ -65,7 +66,6 @@ func NewPurchaseSaga(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, sag
 // the saga does not handle are acked without effect.
 func PurchaseSagaHandler(saga *purchase.Saga) HandlerFunc {
 	steps := map[string]HandlerFunc{
-		outbox.TypeHoldCreated:           saga.HoldCreated,
 		outbox.TypePaymentIntentCreated:  saga.PaymentIntentCreated,
 		outbox.TypePaymentAuthorized:     saga.PaymentAuthorized,
 		outbox.TypePaymentCaptured:       saga.PaymentCaptured,

@@ -216,7 +216,7 @@ func TestPurchaseSagaEndToEnd(t *testing.T) {
 			UserID: uuid.New(), EventID: b.eventID, SeatIDs: b.seats[:2], IdempotencyKey: "k", CorrelationID: "corr-e2e",
 		})
 		require.NoError(t, err)
-		// HoldCreated → relay → saga → PaymentAuthorizationRequested → relay.
+		// The hold's PaymentAuthorizationRequested → relay.
 		require.Eventually(t, func() bool { return b.subjects(t)[outbox.TypePaymentAuthorizationRequested] == 1 }, sagaWait, 10*time.Millisecond)
 		intent := b.pay(t, h.OrderID)
 
@@ -251,6 +251,10 @@ func TestPurchaseSagaEndToEnd(t *testing.T) {
 		require.Equal(t, uint64(1), got[outbox.TypeOrderConfirmed])
 		require.Equal(t, uint64(1), got[outbox.TypeCaptureRequested])
 		require.Equal(t, uint64(1), got[outbox.TypeTicketIssueRequested])
+		// One HoldCreated, one authorization request: the hold's own; the
+		// saga, which saw every event, turned HoldCreated into no second.
+		require.Equal(t, uint64(1), got[outbox.TypeHoldCreated])
+		require.Equal(t, uint64(1), got[outbox.TypePaymentAuthorizationRequested])
 		require.Zero(t, got[outbox.TypeAuthorizationCancelRequested])
 		require.Zero(t, got[outbox.TypeRefundRequested])
 		require.Equal(t, int64(1), dbtest.Count(t, b.pool, "SELECT count(*) FROM inbox WHERE consumer = $1 AND event_id = $2", consumers.PurchaseSagaName, capture.EventID))
@@ -300,7 +304,10 @@ func TestPurchaseSagaHandler(t *testing.T) {
 		require.NoError(t, cfg.Validate())
 		require.Equal(t, consumers.PurchaseSagaName, cfg.Name)
 		require.Contains(t, cfg.FilterSubjects, "ticketing.order.PaymentAuthorized")
-		require.Len(t, cfg.FilterSubjects, 7)
+		// The hold transaction requests the authorization itself; a saga
+		// reading HoldCreated would request a second one.
+		require.NotContains(t, cfg.FilterSubjects, "ticketing.order.HoldCreated")
+		require.Len(t, cfg.FilterSubjects, 6)
 	})
 
 	t.Run("MapsPermanentAndIgnoresOtherTypes", func(t *testing.T) {
@@ -319,5 +326,12 @@ func TestPurchaseSagaHandler(t *testing.T) {
 		other, _, err := outbox.NewOrderEvent(outbox.TypeTicketIssued, uuid.New(), time.Now(), "c", "", outbox.TicketIssued{})
 		require.NoError(t, err)
 		require.NoError(t, run(other))
+
+		// A HoldCreated (one from before the upgrade, say) is not a step:
+		// acked without effect, whatever its order.
+		created, _, err := outbox.NewOrderEvent(outbox.TypeHoldCreated, uuid.New(), time.Now(), "c", "", outbox.HoldCreated{})
+		require.NoError(t, err)
+		require.NoError(t, run(created))
+		require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM outbox"))
 	})
 }

@@ -332,7 +332,8 @@ func TestHoldIdempotency(t *testing.T) {
 			require.Equal(t, res[0].header.Get("Location"), res[i].header.Get("Location"))
 		}
 		require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM orders"))
-		require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox"))
+		// One hold's events: HoldCreated and PaymentAuthorizationRequested.
+		require.EqualValues(t, 2, dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox"))
 	})
 
 	t.Run("ConcurrentDuplicatesWithSeatsInAnotherOrderGetOneOrder", func(t *testing.T) {

@@ -100,9 +100,10 @@ func (h *Handlers) sandboxAction(ctx context.Context, action, intentID string,
 }
 
 // sandboxIntentOrder returns the order the intent pays for when the caller
-// owns it, and a 404 problem otherwise: the intent names its order (the
-// "order_id" metadata CreateIntent always sets), the order must be the
-// caller's, and its payments row must name this intent.
+// owns it, and a 404 problem otherwise: the order's payments row must name
+// the intent, and the order must be the caller's. One statement; an
+// intent the sandbox does not have is refused by the action itself
+// (CodeResourceMissing, a 404 too).
 func (h *Handlers) sandboxIntentOrder(ctx context.Context, intentID string) (*cells.Cell, uuid.UUID, error) {
 	notFound := problem(http.StatusNotFound, TypeNotFound, "No such payment intent.")
 	// Each cell's payment worker creates intents in its own sandbox.
@@ -113,26 +114,12 @@ func (h *Handlers) sandboxIntentOrder(ctx context.Context, intentID string) (*ce
 	if c.Sandbox == nil {
 		return nil, uuid.Nil, notFound
 	}
-	intent, err := c.Sandbox.Get(ctx, intentID)
-	switch {
-	case payments.ErrorCode(err) == payments.CodeResourceMissing:
-		return nil, uuid.Nil, notFound
-	case err != nil:
-		return nil, uuid.Nil, h.internal(ctx, "sandbox get intent", err, "payment_intent_id", intentID)
-	}
-	orderID, err := uuid.Parse(intent.Metadata["order_id"])
-	if err != nil {
-		return nil, uuid.Nil, notFound
-	}
-	o, err := c.Purchase.Order(ctx, identity(ctx).UserID, orderID)
+	orderID, err := c.Purchase.IntentOrder(ctx, identity(ctx).UserID, intentID)
 	switch {
 	case errors.Is(err, purchase.ErrOrderNotFound):
 		return nil, uuid.Nil, notFound
 	case err != nil:
-		return nil, uuid.Nil, h.internal(ctx, "sandbox get order", err, "order_id", orderID, "payment_intent_id", intentID)
-	}
-	if o.Payment == nil || o.Payment.PaymentIntentID == nil || *o.Payment.PaymentIntentID != intentID {
-		return nil, uuid.Nil, notFound
+		return nil, uuid.Nil, h.internal(ctx, "sandbox get order", err, "payment_intent_id", intentID)
 	}
 	return c, orderID, nil
 }

@@ -115,6 +115,12 @@ func (c SandboxConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// SandboxProviderRole is the cost role (db.WithRole) of the sandbox's own
+// database work when Boxoffice calls it as its Provider (CreateIntent,
+// Capture, Cancel, Refund, Get, List), whoever the caller: what a remote
+// Stripe would spend on its servers, kept apart from the caller's role.
+const SandboxProviderRole = "sandbox provider calls"
+
 // SandboxOperation names a kind of request in the sandbox's request log.
 type SandboxOperation string
 
@@ -217,6 +223,7 @@ func (s *Sandbox) RequestCount(ctx context.Context, intentID string, op SandboxO
 // requires_payment_method, waiting for the buyer (Authorize or Decline).
 func (s *Sandbox) CreateIntent(ctx context.Context, p CreateIntentParams) (Intent, error) {
 	const op = "create intent"
+	ctx = db.WithRole(ctx, SandboxProviderRole)
 	currency, metadata, err := validateCreate(p)
 	if err != nil {
 		return Intent{}, err
@@ -254,6 +261,7 @@ func (s *Sandbox) CreateIntent(ctx context.Context, p CreateIntentParams) (Inten
 // Capture implements Provider.
 func (s *Sandbox) Capture(ctx context.Context, intentID, idempotencyKey string) (Intent, error) {
 	const op = "capture"
+	ctx = db.WithRole(ctx, SandboxProviderRole)
 	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
 		return Intent{}, err
 	}
@@ -296,6 +304,7 @@ var cancelable = map[IntentStatus]bool{
 // Cancel implements Provider.
 func (s *Sandbox) Cancel(ctx context.Context, intentID, idempotencyKey string) (Intent, error) {
 	const op = "cancel"
+	ctx = db.WithRole(ctx, SandboxProviderRole)
 	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
 		return Intent{}, err
 	}
@@ -331,6 +340,7 @@ func (s *Sandbox) Cancel(ctx context.Context, intentID, idempotencyKey string) (
 // Refund implements Provider.
 func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (Refund, error) {
 	const op = "refund"
+	ctx = db.WithRole(ctx, SandboxProviderRole)
 	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
 		return Refund{}, err
 	}
@@ -381,6 +391,7 @@ func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (
 // Get implements Provider.
 func (s *Sandbox) Get(ctx context.Context, intentID string) (Intent, error) {
 	const op = "get intent"
+	ctx = db.WithRole(ctx, SandboxProviderRole)
 	row, err := s.q.SandboxIntentGet(ctx, s.pool, intentID)
 	if err != nil {
 		return Intent{}, s.dbError(op, intentID, err)
@@ -395,6 +406,7 @@ func (s *Sandbox) Get(ctx context.Context, intentID string) (Intent, error) {
 // List implements Provider.
 func (s *Sandbox) List(ctx context.Context, createdFrom, createdTo time.Time) ([]Intent, error) {
 	const op = "list intents"
+	ctx = db.WithRole(ctx, SandboxProviderRole)
 	rows, err := s.q.SandboxIntentList(ctx, s.pool, sqlcgen.SandboxIntentListParams{
 		CreatedFrom: time.Unix(createdFrom.Unix(), 0),
 		CreatedTo:   time.Unix(createdTo.Unix(), 0),

@@ -1,6 +1,7 @@
 package payments_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/webhook"
 
+	"boxoffice/db"
 	"boxoffice/dbtest"
 	"boxoffice/payments"
 )
@@ -114,4 +116,90 @@ func TestWebhookSenderSendsIntentsInParallel(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, []stripe.EventType{payments.EventAmountCapturableUpdated, payments.EventSucceeded}, recv.order[id], "events about %s", id)
 	}
+}
+
+// TestWebhookSenderSettlesABatchInOneTransaction: however many events a
+// claim leases, the sender spends one transaction claiming them and one
+// recording how every attempt went — delivered, or due again after its
+// backoff with its error — not one per event.
+func TestWebhookSenderSettlesABatchInOneTransaction(t *testing.T) {
+	t.Parallel()
+	const intents, failing = 6, 2
+	ctx := t.Context()
+	costs := db.NewCostTracer()
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	// Events are queued by another Sandbox on the same database, so the
+	// sender's own is not woken: its first claim takes them all, and it
+	// claims nothing more within the test.
+	queue, err := payments.NewSandbox(pool, payments.SandboxConfig{})
+	require.NoError(t, err)
+	refused := map[string]bool{}
+	for i := range intents {
+		_, in := createAuthorized(t, queue)
+		if i < failing {
+			refused[in.ID] = true
+		}
+	}
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		ev, err := webhook.ConstructEvent(body, req.Header.Get("Stripe-Signature"), webhookSecret)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		var pi stripe.PaymentIntent
+		if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil || refused[pi.ID] {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	sb, err := payments.NewSandbox(pool, payments.SandboxConfig{
+		WebhookURL:          srv.URL + "/v1/webhooks/stripe",
+		WebhookSecret:       webhookSecret,
+		WebhookPollInterval: time.Hour,
+		WebhookRetryMin:     time.Hour,
+		WebhookRetryMax:     time.Hour,
+		WebhookBatchSize:    64,
+	})
+	require.NoError(t, err)
+	attempted := make(chan bool, intents)
+	payments.SetAttemptedFunc(sb, func(_ string, delivered bool) { attempted <- delivered })
+
+	senderCtx, stop := context.WithCancel(db.WithRole(context.Background(), "sandbox_webhooks"))
+	done := make(chan error, 1)
+	go func() { done <- sb.RunWebhookSender(senderCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	delivered := 0
+	for range intents {
+		select {
+		case ok := <-attempted:
+			if ok {
+				delivered++
+			}
+		case <-time.After(waitTimeout):
+			t.Fatal("the sender did not attempt every event")
+		}
+	}
+	require.Equal(t, intents-failing, delivered)
+
+	var sender db.Cost
+	for _, c := range costs.Costs() {
+		if c.Role == "sandbox_webhooks" {
+			sender = c.Cost
+		}
+	}
+	require.Equal(t, db.Cost{Transactions: 2, WriteTransactions: 2, Statements: 3, RowsWritten: 2 * intents}, sender,
+		"one claim, one settle of %d events", intents)
+	require.EqualValues(t, intents-failing, dbtest.Count(t, pool,
+		"SELECT count(*) FROM sandbox_webhook_deliveries WHERE delivered_at IS NOT NULL AND last_error IS NULL"))
+	require.EqualValues(t, failing, dbtest.Count(t, pool,
+		`SELECT count(*) FROM sandbox_webhook_deliveries
+		 WHERE delivered_at IS NULL AND last_error = 'status 500' AND next_attempt_at > now() + interval '30 minutes'`))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/webhook"
 
+	"boxoffice/db"
 	"boxoffice/sqlcgen"
 )
 
@@ -345,7 +346,8 @@ func (s *Sandbox) RunWebhookSender(ctx context.Context) error {
 }
 
 // sendDue claims the due events and attempts each once, returning how
-// many it claimed. Up to WebhookConcurrency intents' events are in flight
+// many it claimed: one transaction claims the batch, one records how every
+// attempt of it went (settle), however many events it holds. Up to WebhookConcurrency intents' events are in flight
 // at once; one intent's events go one after another, oldest first, so a
 // receiver sees an intent's history in order unless a delivery fails (a
 // retried event is overtaken by later ones, as with Stripe).
@@ -378,53 +380,98 @@ func (s *Sandbox) sendDue(ctx context.Context) (int, error) {
 		}
 		groups[i] = append(groups[i], row)
 	}
-	var wg sync.WaitGroup
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		outcomes = make([]attemptOutcome, 0, len(rows))
+	)
 	slots := make(chan struct{}, s.cfg.WebhookConcurrency)
 	for _, group := range groups {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			for _, row := range group {
-				s.attempt(ctx, row)
+				o := attemptOutcome{row: row, failure: s.post(ctx, row.Payload)}
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
+	s.settle(ctx, outcomes)
 	return len(rows), nil
 }
 
-// attempt POSTs one event once and records the outcome.
-func (s *Sandbox) attempt(ctx context.Context, row sqlcgen.SandboxWebhookClaimRow) {
-	failure := s.post(ctx, row.Payload)
-	if s.attemptedFunc != nil {
-		defer func() { s.attemptedFunc(row.EventID, failure == "") }()
+// attemptOutcome is how one attempt of a batch went: failure is "" for a
+// 2xx, else why it failed.
+type attemptOutcome struct {
+	row     sqlcgen.SandboxWebhookClaimRow
+	failure string
+}
+
+// settle records the outcomes of one batch's attempts in one transaction:
+// the delivered events, and for the others their error and when they are
+// due again. Until then the batch's lease keeps every one of them from
+// being claimed. Should settling fail, the lease runs out and the batch is
+// sent again: duplicates, which the receiver dedupes by event id.
+func (s *Sandbox) settle(ctx context.Context, outcomes []attemptOutcome) {
+	if len(outcomes) == 0 {
+		return
 	}
-	// Record the outcome even when ctx ended during the POST.
+	var (
+		delivered []string
+		retries   sqlcgen.SandboxWebhookSettleRetriesParams
+		backoffs  = make(map[string]time.Duration)
+	)
+	stopping := ctx.Err() != nil
+	for i, o := range outcomes {
+		if o.failure == "" {
+			delivered = append(delivered, o.row.EventID)
+			continue
+		}
+		backoff := s.backoff(int(o.row.Attempts))
+		if stopping {
+			// Stopping: hand the event to the next sender at once.
+			backoff, outcomes[i].failure = 0, "sender stopped"
+		}
+		backoffs[o.row.EventID] = backoff
+		retries.EventIds = append(retries.EventIds, o.row.EventID)
+		retries.BackoffMs = append(retries.BackoffMs, backoff.Milliseconds())
+		retries.LastErrors = append(retries.LastErrors, outcomes[i].failure)
+	}
+	// Record the outcomes even when ctx ended during the POSTs.
 	dbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	logger := s.logger.With("event_id", row.EventID, "event_type", row.EventType, "attempt", row.Attempts)
-	if failure == "" {
-		if err := s.q.SandboxWebhookMarkDelivered(dbCtx, s.pool, row.EventID); err != nil {
-			// The lease runs out and the event is sent again: a duplicate.
-			logger.WarnContext(ctx, "sandbox webhook delivered but not marked", "error", err)
-			return
+	err := db.WithTx(dbCtx, s.pool, func(ctx context.Context, tx pgx.Tx) error {
+		if len(delivered) > 0 {
+			if err := s.q.SandboxWebhookSettleDelivered(ctx, tx, delivered); err != nil {
+				return fmt.Errorf("mark delivered: %w", err)
+			}
 		}
-		logger.DebugContext(ctx, "sandbox webhook delivered")
-		return
+		if len(retries.EventIds) > 0 {
+			if err := s.q.SandboxWebhookSettleRetries(ctx, tx, retries); err != nil {
+				return fmt.Errorf("schedule retries: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// The lease runs out and the batch is sent again.
+		s.logger.WarnContext(ctx, "sandbox webhook outcomes not recorded", "events", len(outcomes), "error", err)
 	}
-	backoff := s.backoff(int(row.Attempts))
-	if ctx.Err() != nil {
-		// Stopping: hand the event to the next sender at once.
-		backoff, failure = 0, "sender stopped"
-	}
-	if err := s.q.SandboxWebhookRetryLater(dbCtx, s.pool, sqlcgen.SandboxWebhookRetryLaterParams{
-		EventID: row.EventID, Backoff: backoff, LastError: failure,
-	}); err != nil {
-		logger.WarnContext(ctx, "sandbox webhook retry not scheduled", "error", err)
-		return
-	}
-	if ctx.Err() == nil {
-		logger.WarnContext(ctx, "sandbox webhook delivery failed", "reason", failure, "retry_in", backoff)
+	for _, o := range outcomes {
+		logger := s.logger.With("event_id", o.row.EventID, "event_type", o.row.EventType, "attempt", o.row.Attempts)
+		switch {
+		case err != nil:
+		case o.failure == "":
+			logger.DebugContext(ctx, "sandbox webhook delivered")
+		case !stopping:
+			logger.WarnContext(ctx, "sandbox webhook delivery failed", "reason", o.failure, "retry_in", backoffs[o.row.EventID])
+		}
+		if s.attemptedFunc != nil {
+			s.attemptedFunc(o.row.EventID, o.failure == "")
+		}
 	}
 }
 

@@ -104,7 +104,11 @@ type Hold struct {
 // In one transaction it locks the seats in id order, releases seats of
 // expired unconfirmed holds, checks that no live hold or ticket owns them,
 // and writes the order, the hold, its seats, the idempotency key with the
-// response and the HoldCreated outbox row together.
+// response and two outbox rows together: HoldCreated and, caused by it,
+// PaymentAuthorizationRequested, which asks the payments consumer for the
+// order's PaymentIntent (no saga step stands between the two: the order
+// awaits payment with its hold active in the transaction that creates
+// them).
 //
 // A request repeating an earlier one — same user, same Idempotency-Key, same
 // event and seats — returns that request's hold (Replayed), even while both
@@ -152,18 +156,19 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 	h := Hold{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), Status: "pending_payment"}
 	row, err := db.Retry(ctx, func(ctx context.Context) (sqlcgen.HoldReserveRow, error) {
 		return sqlcgen.New().HoldReserve(ctx, s.pool, sqlcgen.HoldReserveParams{
-			EventID:        p.EventID,
-			SeatIds:        seatIDs,
-			UserID:         p.UserID,
-			OrderID:        h.OrderID,
-			HoldID:         h.HoldID,
-			HoldTtl:        s.cfg.HoldTTL,
-			IdempotencyKey: p.IdempotencyKey,
-			RequestHash:    hash,
-			KeyTtl:         s.cfg.KeyTTL,
-			CorrelationID:  p.CorrelationID,
-			OutboxID:       uuid.Must(uuid.NewV7()),
-			SeatLimit:      int32(max(p.SeatLimit, 0)),
+			EventID:         p.EventID,
+			SeatIds:         seatIDs,
+			UserID:          p.UserID,
+			OrderID:         h.OrderID,
+			HoldID:          h.HoldID,
+			HoldTtl:         s.cfg.HoldTTL,
+			IdempotencyKey:  p.IdempotencyKey,
+			RequestHash:     hash,
+			KeyTtl:          s.cfg.KeyTTL,
+			CorrelationID:   p.CorrelationID,
+			OutboxID:        uuid.Must(uuid.NewV7()),
+			SeatLimit:       int32(max(p.SeatLimit, 0)),
+			AuthorizationID: uuid.Must(uuid.NewV7()),
 		})
 	})
 	if err != nil {

@@ -64,7 +64,7 @@ func TestHoldWritesHoldCreatedEnvelope(t *testing.T) {
 	var subject, eventType string
 	var aggregate uuid.UUID
 	var raw []byte
-	require.NoError(t, b.pool.QueryRow(ctx, "SELECT id, subject, event_type, aggregate_id, envelope FROM outbox").
+	require.NoError(t, b.pool.QueryRow(ctx, "SELECT id, subject, event_type, aggregate_id, envelope FROM outbox WHERE event_type = 'HoldCreated'").
 		Scan(&id, &subject, &eventType, &aggregate, &raw))
 	var env outbox.Envelope
 	require.NoError(t, json.Unmarshal(raw, &env))
@@ -92,6 +92,86 @@ func TestHoldWritesHoldCreatedEnvelope(t *testing.T) {
 		SeatIDs: []uuid.UUID{lo, hi}, AmountMinor: 5000, Currency: "usd", ExpiresAt: payload.ExpiresAt,
 	}, payload)
 	require.True(t, h.ExpiresAt.Equal(payload.ExpiresAt))
+}
+
+// The hold transaction asks for the order's PaymentIntent itself: its
+// PaymentAuthorizationRequested row is written by SQL (hold_reserve) and
+// read by the payments consumer, so the two must agree on every field, and
+// the envelope is the one the saga's emit wrote when a saga step turned
+// HoldCreated into it: the HoldCreated's correlation, caused by it. A
+// replayed hold writes neither row again.
+func TestHoldWritesPaymentAuthorizationRequestedEnvelope(t *testing.T) {
+	t.Parallel()
+	svc, b := setup(t)
+	ctx := context.Background()
+	p := purchase.HoldParams{
+		UserID: uuid.New(), EventID: b.event.ID, SeatIDs: []uuid.UUID{b.seats[3], b.seats[1]},
+		IdempotencyKey: "k", CorrelationID: "corr-2",
+	}
+	h, err := svc.Hold(ctx, p)
+	require.NoError(t, err)
+
+	type row struct {
+		id, aggregate      uuid.UUID
+		subject, eventType string
+		env                outbox.Envelope
+	}
+	rows, err := b.pool.Query(ctx, "SELECT id, subject, event_type, aggregate_id, envelope FROM outbox ORDER BY seq")
+	require.NoError(t, err)
+	var got []row
+	for rows.Next() {
+		var r row
+		var raw []byte
+		require.NoError(t, rows.Scan(&r.id, &r.subject, &r.eventType, &r.aggregate, &raw))
+		dec := json.NewDecoder(bytesReader(raw))
+		dec.DisallowUnknownFields()
+		require.NoError(t, dec.Decode(&r.env))
+		got = append(got, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, 2, "HoldCreated, then PaymentAuthorizationRequested")
+	created, req := got[0], got[1]
+	require.Equal(t, outbox.TypeHoldCreated, created.eventType)
+
+	env := req.env
+	require.Equal(t, req.id, env.EventID)
+	require.NotEqual(t, created.id, env.EventID)
+	require.Equal(t, outbox.TypePaymentAuthorizationRequested, env.EventType)
+	require.Equal(t, req.eventType, env.EventType)
+	require.Equal(t, req.subject, env.Subject())
+	require.Equal(t, outbox.SchemaVersion, env.SchemaVersion)
+	require.Equal(t, outbox.AggregateOrder, env.AggregateType)
+	require.Equal(t, h.OrderID, env.AggregateID)
+	require.Equal(t, req.aggregate, env.AggregateID)
+	require.Equal(t, "corr-2", env.CorrelationID)
+	require.Equal(t, created.env.CorrelationID, env.CorrelationID)
+	require.Equal(t, created.id.String(), env.CausationID)
+	require.WithinDuration(t, time.Now(), env.OccurredAt, 10*time.Second)
+
+	var payload outbox.PaymentAuthorizationRequested
+	dec := json.NewDecoder(bytesReader(env.Payload))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&payload))
+	require.Equal(t, outbox.PaymentAuthorizationRequested{
+		OrderID: h.OrderID, HoldID: h.HoldID, AmountMinor: 5000, Currency: "usd",
+	}, payload)
+
+	// The Go form of the same event, as outbox.NewOrderEvent builds it,
+	// has the same fields.
+	goEnv, _, err := outbox.NewOrderEvent(outbox.TypePaymentAuthorizationRequested, h.OrderID, env.OccurredAt,
+		created.env.CorrelationID, created.id.String(), payload)
+	require.NoError(t, err)
+	goEnv.EventID = env.EventID
+	goEnv.OccurredAt = env.OccurredAt.UTC()
+	env.OccurredAt = env.OccurredAt.UTC()
+	require.JSONEq(t, string(goEnv.Payload), string(env.Payload))
+	goEnv.Payload, env.Payload = nil, nil
+	require.Equal(t, goEnv, env)
+
+	again, err := svc.Hold(ctx, p)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.EqualValues(t, 2, dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox"))
 }
 
 func TestHoldReplayMatchesOriginal(t *testing.T) {

@@ -32,6 +32,21 @@ type Order struct {
 	Tickets       []sqlcgen.Ticket
 }
 
+// IntentOrder returns the order whose payment is the PaymentIntent
+// intentID, if userID owns that order, else ErrOrderNotFound: the check a
+// buyer's page makes before confirming the intent. One statement.
+func (s *Service) IntentOrder(ctx context.Context, userID uuid.UUID, intentID string) (uuid.UUID, error) {
+	id, err := sqlcgen.New().PaymentOrderByIntentForUser(ctx, s.pool, sqlcgen.PaymentOrderByIntentForUserParams{
+		PaymentIntentID: intentID, UserID: userID,
+	})
+	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+		return uuid.Nil, ErrOrderNotFound
+	} else if err != nil {
+		return uuid.Nil, fmt.Errorf("get order of payment intent: %w", err)
+	}
+	return id, nil
+}
+
 // Order returns the order with id if userID owns it, else ErrOrderNotFound.
 func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error) {
 	q := sqlcgen.New()

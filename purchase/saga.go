@@ -117,33 +117,6 @@ func NewSaga(cfg SagaConfig) *Saga {
 	}
 }
 
-// HoldCreated asks for the order's PaymentIntent while the order still
-// awaits payment with its hold active: it writes
-// PaymentAuthorizationRequested. For an order that moved on (expired,
-// canceled) it does nothing.
-func (s *Saga) HoldCreated(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	p, err := decode[outbox.HoldCreated](ev)
-	if err != nil {
-		return err
-	}
-	st, err := s.begin(ctx, tx, ev, p.OrderID)
-	if err != nil {
-		return err
-	}
-	if st.order.Status != orderPendingPayment || st.hold.Status != holdActive || st.hold.ID != p.HoldID {
-		st.log.InfoContext(ctx, "order no longer awaits payment; no authorization requested",
-			"order_status", st.order.Status, "hold_status", st.hold.Status)
-		return nil
-	}
-	if err := st.emit(ctx, outbox.TypePaymentAuthorizationRequested, outbox.PaymentAuthorizationRequested{
-		OrderID: st.order.ID, HoldID: st.hold.ID, AmountMinor: st.order.AmountMinor, Currency: st.order.Currency,
-	}); err != nil {
-		return err
-	}
-	st.log.InfoContext(ctx, "payment authorization requested")
-	return nil
-}
-
 // PaymentIntentCreated compensates an intent created for an order that was
 // released meanwhile (failed or canceled): it writes
 // AuthorizationCancelRequested, unless one was written for the order

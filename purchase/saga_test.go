@@ -231,42 +231,6 @@ func payload[T any](t *testing.T, env outbox.Envelope) T {
 	return p
 }
 
-func TestSagaHoldCreated(t *testing.T) {
-	t.Parallel()
-
-	t.Run("RequestsAuthorizationInTheCorrelation", func(t *testing.T) {
-		t.Parallel()
-		b := newSagaBundle(t, 1, 4)
-		h := b.hold(t)
-		created := b.events(t, h.OrderID, outbox.TypeHoldCreated)
-		require.Len(t, created, 1)
-
-		require.NoError(t, b.apply(t, b.saga.HoldCreated, created[0]))
-		require.NoError(t, b.apply(t, b.saga.HoldCreated, created[0])) // redelivery
-
-		reqs := b.events(t, h.OrderID, outbox.TypePaymentAuthorizationRequested)
-		require.Len(t, reqs, 1)
-		require.Equal(t, created[0].CorrelationID, reqs[0].CorrelationID)
-		require.Equal(t, created[0].EventID.String(), reqs[0].CausationID)
-		require.Equal(t, outbox.PaymentAuthorizationRequested{OrderID: h.OrderID, HoldID: h.HoldID, AmountMinor: 2500, Currency: "usd"},
-			payload[outbox.PaymentAuthorizationRequested](t, reqs[0]))
-		require.Equal(t, state{order: "pending_payment", hold: "active", owned: 1}, b.state(t, h.OrderID))
-	})
-
-	t.Run("NothingForAnExpiredOrder", func(t *testing.T) {
-		t.Parallel()
-		b := newSagaBundle(t, 1, 4)
-		h := b.hold(t)
-		b.expire(t, h.OrderID)
-		n, err := b.expirer.ExpireBatch(context.Background())
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
-
-		require.NoError(t, b.apply(t, b.saga.HoldCreated, b.events(t, h.OrderID, outbox.TypeHoldCreated)[0]))
-		require.Zero(t, b.count(t, h.OrderID, outbox.TypePaymentAuthorizationRequested))
-	})
-}
-
 func TestSagaPaymentAuthorized(t *testing.T) {
 	t.Parallel()
 
@@ -674,7 +638,6 @@ func TestSagaRejectsUnusableEvents(t *testing.T) {
 	b := newSagaBundle(t, 1, 4)
 	h := b.hold(t)
 	steps := map[string]stepFunc{
-		outbox.TypeHoldCreated:           b.saga.HoldCreated,
 		outbox.TypePaymentIntentCreated:  b.saga.PaymentIntentCreated,
 		outbox.TypePaymentAuthorized:     b.saga.PaymentAuthorized,
 		outbox.TypePaymentCaptured:       b.saga.PaymentCaptured,
@@ -707,7 +670,6 @@ func TestSagaLogsCarryTracingFields(t *testing.T) {
 	b := newSagaBundle(t, 1, 4)
 	h := b.hold(t)
 	intent := b.pay(t, h.OrderID)
-	require.NoError(t, b.apply(t, b.saga.HoldCreated, b.events(t, h.OrderID, outbox.TypeHoldCreated)[0]))
 	require.NoError(t, b.apply(t, b.saga.PaymentAuthorized, b.authorized(t, h.OrderID, intent)))
 	require.NoError(t, b.apply(t, b.saga.PaymentCaptured, b.captured(t, h.OrderID, intent)))
 	n := 0
@@ -734,7 +696,6 @@ func TestSagaNeverLeaksClientSecrets(t *testing.T) {
 	// Paid.
 	paid := b.hold(t)
 	intent := b.pay(t, paid.OrderID)
-	require.NoError(t, b.apply(t, b.saga.HoldCreated, b.events(t, paid.OrderID, outbox.TypeHoldCreated)[0]))
 	require.NoError(t, b.apply(t, b.saga.PaymentIntentCreated, b.event(t, outbox.TypePaymentIntentCreated, paid.OrderID,
 		outbox.PaymentIntentCreated{OrderID: paid.OrderID, PaymentIntentID: intent})))
 	require.NoError(t, b.apply(t, b.saga.PaymentAuthorized, b.authorized(t, paid.OrderID, intent)))

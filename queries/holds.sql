@@ -1,7 +1,7 @@
 -- name: HoldReserve :one
 -- The whole hold transaction in one statement; see hold_reserve in
--- migrations/00002_hold_reserve.sql and 00014_hold_seat_limit.sql for what
--- it guarantees.
+-- migrations/00002_hold_reserve.sql, 00014_hold_seat_limit.sql and
+-- 00016_hold_requests_authorization.sql for what it guarantees.
 -- Columns an outcome does not use are zero values, not NULL.
 SELECT outcome::text AS outcome,
        coalesce(taken, '{}')::uuid[] AS taken,
@@ -13,7 +13,7 @@ SELECT outcome::text AS outcome,
 FROM hold_reserve(
     @event_id::uuid, @seat_ids::uuid[], @user_id::uuid, @order_id::uuid, @hold_id::uuid,
     @hold_ttl::interval, @idempotency_key::text, @request_hash::bytea, @key_ttl::interval,
-    @correlation_id::text, @outbox_id::uuid, @seat_limit::integer);
+    @correlation_id::text, @outbox_id::uuid, @seat_limit::integer, @authorization_id::uuid);
 
 -- name: HoldGetByOrderForUpdate :one
 -- Locks the order's hold; take the order's lock first.

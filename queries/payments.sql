@@ -4,6 +4,13 @@ SELECT * FROM payments WHERE order_id = @order_id::uuid;
 -- name: PaymentOrderByIntent :one
 SELECT order_id FROM payments WHERE payment_intent_id = @payment_intent_id::text;
 
+-- name: PaymentOrderByIntentForUser :one
+-- The order whose payments row names the intent, if user_id owns it.
+SELECT p.order_id
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.payment_intent_id = @payment_intent_id::text AND o.user_id = @user_id::uuid;
+
 -- name: PaymentUpsertIntent :execrows
 -- Records the PaymentIntent created for an order, with its client secret.
 -- A row that already names another intent is left alone and 0 returned:

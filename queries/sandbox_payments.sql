@@ -101,16 +101,20 @@ FROM (
 WHERE d.event_id = due.event_id
 RETURNING d.event_id, d.seq::bigint AS seq, d.event_type, d.payment_intent_id, d.payload, d.attempts;
 
--- name: SandboxWebhookMarkDelivered :exec
+-- name: SandboxWebhookSettleDelivered :exec
+-- Records the events of one batch the receiver answered 2xx to.
 UPDATE sandbox_webhook_deliveries
 SET delivered_at = coalesce(delivered_at, now()), last_error = NULL
-WHERE event_id = @event_id::text;
+WHERE event_id = ANY(@event_ids::text[]);
 
--- name: SandboxWebhookRetryLater :exec
--- Records a failed attempt and when the event is due again.
-UPDATE sandbox_webhook_deliveries
-SET next_attempt_at = now() + @backoff::interval, last_error = @last_error::text
-WHERE event_id = @event_id::text AND delivered_at IS NULL;
+-- name: SandboxWebhookSettleRetries :exec
+-- Records the failed attempts of one batch, each with its last error and
+-- its backoff in milliseconds, after which the event is due again.
+UPDATE sandbox_webhook_deliveries AS d
+SET next_attempt_at = now() + f.backoff_ms * interval '1 millisecond', last_error = f.last_error
+FROM (SELECT unnest(@event_ids::text[]) AS event_id, unnest(@backoff_ms::bigint[]) AS backoff_ms,
+             unnest(@last_errors::text[]) AS last_error) AS f
+WHERE d.event_id = f.event_id AND d.delivered_at IS NULL;
 
 -- name: SandboxWebhookListByIntent :many
 -- The events queued for one intent, oldest first.

@@ -99,7 +99,7 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 
 	outboxCount := func() int64 { return dbtest.Count(t, pool, "SELECT count(*) FROM outbox") }
 	types := func(orderID uuid.UUID) []string {
-		rows, err := pool.Query(ctx, "SELECT event_type FROM outbox WHERE aggregate_id = $1 AND event_type <> 'HoldCreated' ORDER BY seq", orderID)
+		rows, err := pool.Query(ctx, "SELECT event_type FROM outbox WHERE aggregate_id = $1 AND event_type NOT IN ('HoldCreated', 'PaymentAuthorizationRequested') ORDER BY seq", orderID)
 		require.NoError(t, err)
 		defer rows.Close()
 		var out []string

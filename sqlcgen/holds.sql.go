@@ -126,22 +126,23 @@ SELECT outcome::text AS outcome,
 FROM hold_reserve(
     $1::uuid, $2::uuid[], $3::uuid, $4::uuid, $5::uuid,
     $6::interval, $7::text, $8::bytea, $9::interval,
-    $10::text, $11::uuid, $12::integer)
+    $10::text, $11::uuid, $12::integer, $13::uuid)
 `
 
 type HoldReserveParams struct {
-	EventID        uuid.UUID
-	SeatIds        []uuid.UUID
-	UserID         uuid.UUID
-	OrderID        uuid.UUID
-	HoldID         uuid.UUID
-	HoldTtl        time.Duration
-	IdempotencyKey string
-	RequestHash    []byte
-	KeyTtl         time.Duration
-	CorrelationID  string
-	OutboxID       uuid.UUID
-	SeatLimit      int32
+	EventID         uuid.UUID
+	SeatIds         []uuid.UUID
+	UserID          uuid.UUID
+	OrderID         uuid.UUID
+	HoldID          uuid.UUID
+	HoldTtl         time.Duration
+	IdempotencyKey  string
+	RequestHash     []byte
+	KeyTtl          time.Duration
+	CorrelationID   string
+	OutboxID        uuid.UUID
+	SeatLimit       int32
+	AuthorizationID uuid.UUID
 }
 
 type HoldReserveRow struct {
@@ -155,8 +156,8 @@ type HoldReserveRow struct {
 }
 
 // The whole hold transaction in one statement; see hold_reserve in
-// migrations/00002_hold_reserve.sql and 00014_hold_seat_limit.sql for what
-// it guarantees.
+// migrations/00002_hold_reserve.sql, 00014_hold_seat_limit.sql and
+// 00016_hold_requests_authorization.sql for what it guarantees.
 // Columns an outcome does not use are zero values, not NULL.
 func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParams) (HoldReserveRow, error) {
 	row := db.QueryRow(ctx, holdReserve,
@@ -172,6 +173,7 @@ func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParam
 		arg.CorrelationID,
 		arg.OutboxID,
 		arg.SeatLimit,
+		arg.AuthorizationID,
 	)
 	var i HoldReserveRow
 	err := row.Scan(

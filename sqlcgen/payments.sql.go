@@ -60,6 +60,26 @@ func (q *Queries) PaymentOrderByIntent(ctx context.Context, db DBTX, paymentInte
 	return order_id, err
 }
 
+const paymentOrderByIntentForUser = `-- name: PaymentOrderByIntentForUser :one
+SELECT p.order_id
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.payment_intent_id = $1::text AND o.user_id = $2::uuid
+`
+
+type PaymentOrderByIntentForUserParams struct {
+	PaymentIntentID string
+	UserID          uuid.UUID
+}
+
+// The order whose payments row names the intent, if user_id owns it.
+func (q *Queries) PaymentOrderByIntentForUser(ctx context.Context, db DBTX, arg PaymentOrderByIntentForUserParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, paymentOrderByIntentForUser, arg.PaymentIntentID, arg.UserID)
+	var order_id uuid.UUID
+	err := row.Scan(&order_id)
+	return order_id, err
+}
+
 const paymentSetStatus = `-- name: PaymentSetStatus :execrows
 UPDATE payments
 SET status = $1::text, updated_at = now()

@@ -491,31 +491,35 @@ func (q *Queries) SandboxWebhookListByIntent(ctx context.Context, db DBTX, payme
 	return items, nil
 }
 
-const sandboxWebhookMarkDelivered = `-- name: SandboxWebhookMarkDelivered :exec
+const sandboxWebhookSettleDelivered = `-- name: SandboxWebhookSettleDelivered :exec
 UPDATE sandbox_webhook_deliveries
 SET delivered_at = coalesce(delivered_at, now()), last_error = NULL
-WHERE event_id = $1::text
+WHERE event_id = ANY($1::text[])
 `
 
-func (q *Queries) SandboxWebhookMarkDelivered(ctx context.Context, db DBTX, eventID string) error {
-	_, err := db.Exec(ctx, sandboxWebhookMarkDelivered, eventID)
+// Records the events of one batch the receiver answered 2xx to.
+func (q *Queries) SandboxWebhookSettleDelivered(ctx context.Context, db DBTX, eventIds []string) error {
+	_, err := db.Exec(ctx, sandboxWebhookSettleDelivered, eventIds)
 	return err
 }
 
-const sandboxWebhookRetryLater = `-- name: SandboxWebhookRetryLater :exec
-UPDATE sandbox_webhook_deliveries
-SET next_attempt_at = now() + $1::interval, last_error = $2::text
-WHERE event_id = $3::text AND delivered_at IS NULL
+const sandboxWebhookSettleRetries = `-- name: SandboxWebhookSettleRetries :exec
+UPDATE sandbox_webhook_deliveries AS d
+SET next_attempt_at = now() + f.backoff_ms * interval '1 millisecond', last_error = f.last_error
+FROM (SELECT unnest($1::text[]) AS event_id, unnest($2::bigint[]) AS backoff_ms,
+             unnest($3::text[]) AS last_error) AS f
+WHERE d.event_id = f.event_id AND d.delivered_at IS NULL
 `
 
-type SandboxWebhookRetryLaterParams struct {
-	Backoff   time.Duration
-	LastError string
-	EventID   string
+type SandboxWebhookSettleRetriesParams struct {
+	EventIds   []string
+	BackoffMs  []int64
+	LastErrors []string
 }
 
-// Records a failed attempt and when the event is due again.
-func (q *Queries) SandboxWebhookRetryLater(ctx context.Context, db DBTX, arg SandboxWebhookRetryLaterParams) error {
-	_, err := db.Exec(ctx, sandboxWebhookRetryLater, arg.Backoff, arg.LastError, arg.EventID)
+// Records the failed attempts of one batch, each with its last error and
+// its backoff in milliseconds, after which the event is due again.
+func (q *Queries) SandboxWebhookSettleRetries(ctx context.Context, db DBTX, arg SandboxWebhookSettleRetriesParams) error {
+	_, err := db.Exec(ctx, sandboxWebhookSettleRetries, arg.EventIds, arg.BackoffMs, arg.LastErrors)
 	return err
 }

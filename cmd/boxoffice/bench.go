@@ -269,7 +269,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	if sat.Ticketed > 0 {
 		fmt.Printf("  %.1f PostgreSQL transactions per ticketed order (%.0f/s; every role and the buyers' polls included)\n",
 			float64(commitsAfter-commitsBefore)/float64(sat.Ticketed), float64(commitsAfter-commitsBefore)/sat.Elapsed.Seconds())
-		printCosts(costs.Costs(), sat.Ticketed)
+		bench.PrintCosts(os.Stdout, costs.Costs(), sat.Ticketed)
 	}
 	var pgTPS float64
 	if *scriptDir != "" {
@@ -293,27 +293,6 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		fmt.Printf("\nticketed/s ÷ pgbench purchase orders/s = %.2f\n", sat.TicketedPerSec()/pgTPS)
 	}
 	return nil
-}
-
-// printCosts prints what one ticketed order cost each role, from the
-// throughput phase: transactions (writing ones), statements and rows
-// written, per ticketed order. A transaction writes when one of its
-// statements' command tags says so: a function that writes called with
-// SELECT (hold_reserve) counts as a read.
-func printCosts(costs []db.RoleCost, ticketed int) {
-	n := float64(ticketed)
-	fmt.Printf("\n  %-44s %9s %9s %9s %9s\n", "per ticketed order, by role", "tx", "write tx", "stmts", "rows")
-	var total db.Cost
-	for _, c := range costs {
-		fmt.Printf("  %-44s %9.2f %9.2f %9.2f %9.2f\n", c.Role,
-			float64(c.Transactions)/n, float64(c.WriteTransactions)/n, float64(c.Statements)/n, float64(c.RowsWritten)/n)
-		total.Transactions += c.Transactions
-		total.WriteTransactions += c.WriteTransactions
-		total.Statements += c.Statements
-		total.RowsWritten += c.RowsWritten
-	}
-	fmt.Printf("  %-44s %9.2f %9.2f %9.2f %9.2f\n\n", "all roles", float64(total.Transactions)/n,
-		float64(total.WriteTransactions)/n, float64(total.Statements)/n, float64(total.RowsWritten)/n)
 }
 
 // commits is how many transactions the bench database has committed.
