@@ -30,9 +30,10 @@ type CPUShare struct {
 }
 
 // SplitProfile reads a CPU profile (as runtime/pprof writes it) and
-// returns the CPU time spent in each of parts, largest first, then
-// "other" for the samples of no part. total is the profile's whole CPU
-// time.
+// returns the CPU time spent in each of parts, largest first, then that
+// of the samples of no part: RuntimePart for those whose every frame is
+// the Go runtime's (garbage collection, the scheduler), OtherPart for the
+// rest. total is the profile's whole CPU time.
 func SplitProfile(raw []byte, parts []Part) (shares []CPUShare, total float64, err error) {
 	p, err := profile.Parse(bytes.NewReader(raw))
 	if err != nil {
@@ -42,32 +43,42 @@ func SplitProfile(raw []byte, parts []Part) (shares []CPUShare, total float64, e
 	if value < 0 {
 		return nil, 0, fmt.Errorf("profile has no cpu samples")
 	}
-	byPart := make([]float64, len(parts)+1)
+	byPart := make([]float64, len(parts)+2)
 	for _, s := range p.Sample {
 		seconds := float64(s.Value[value]) / 1e9
 		total += seconds
 		byPart[partOf(s, parts)] += seconds
 	}
+	fallback := func(name string) bool { return name == RuntimePart || name == OtherPart }
 	for i, sec := range byPart {
-		name := "other"
-		if i < len(parts) {
+		name := OtherPart
+		switch {
+		case i < len(parts):
 			name = parts[i].Name
+		case i == len(parts):
+			name = RuntimePart
 		}
 		if sec > 0 {
 			shares = append(shares, CPUShare{Part: name, Seconds: sec})
 		}
 	}
 	slices.SortStableFunc(shares, func(a, b CPUShare) int {
-		switch {
-		case a.Part == "other":
-			return 1
-		case b.Part == "other":
+		if fa, fb := fallback(a.Part), fallback(b.Part); fa != fb {
+			if fa {
+				return 1
+			}
 			return -1
 		}
 		return -cmpFloat(a.Seconds, b.Seconds)
 	})
 	return shares, total, nil
 }
+
+// The parts SplitProfile gives the samples of no Part.
+const (
+	RuntimePart = "Go runtime (garbage collection, scheduler)"
+	OtherPart   = "other"
+)
 
 func cmpFloat(a, b float64) int {
 	switch {
@@ -79,9 +90,11 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// partOf is the index of the part a sample belongs to, len(parts) for
-// none. Locations run from the leaf to the root.
+// partOf is the index of the part a sample belongs to; len(parts) for
+// none and only runtime frames, len(parts)+1 for none. Locations run from
+// the leaf to the root.
 func partOf(s *profile.Sample, parts []Part) int {
+	runtimeOnly := true
 	for i := len(s.Location) - 1; i >= 0; i-- {
 		lines := s.Location[i].Line
 		for j := len(lines) - 1; j >= 0; j-- {
@@ -89,6 +102,7 @@ func partOf(s *profile.Sample, parts []Part) int {
 				continue
 			}
 			name := lines[j].Function.Name
+			runtimeOnly = runtimeOnly && (strings.HasPrefix(name, "runtime.") || strings.HasPrefix(name, "internal/runtime/"))
 			for k, part := range parts {
 				for _, prefix := range part.Prefixes {
 					if strings.HasPrefix(name, prefix) {
@@ -98,7 +112,10 @@ func partOf(s *profile.Sample, parts []Part) int {
 			}
 		}
 	}
-	return len(parts)
+	if runtimeOnly {
+		return len(parts)
+	}
+	return len(parts) + 1
 }
 
 // ProcessCPU is the CPU time (user and system) this process has used.

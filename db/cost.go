@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -46,6 +47,10 @@ type Cost struct {
 	// whose command tag says so (rows a writing CTE or a function wrote
 	// are not seen).
 	RowsWritten int64
+	// StatementTime is the time from sending each statement (BEGIN and
+	// COMMIT included) to its result, summed: the database's share of the
+	// role's time, round trips and waits for locks and CPU included.
+	StatementTime time.Duration
 }
 
 // CostTracer is a pgx.QueryTracer that counts each role's Cost. Set it as
@@ -94,8 +99,9 @@ func NewCostTracer() *CostTracer {
 type traceKey struct{}
 
 type traced struct {
-	role string
-	sql  string
+	role  string
+	sql   string
+	start time.Time
 }
 
 // TraceQueryStart implements pgx.QueryTracer.
@@ -104,7 +110,7 @@ func (t *CostTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 	if role == "" {
 		role = "other"
 	}
-	return context.WithValue(ctx, traceKey{}, traced{role: role, sql: data.SQL})
+	return context.WithValue(ctx, traceKey{}, traced{role: role, sql: data.SQL, start: time.Now()})
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
@@ -127,6 +133,7 @@ func (t *CostTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx
 		c = &Cost{}
 		t.costs[q.role] = c
 	}
+	c.StatementTime += time.Since(q.start)
 	tx := t.conns[conn]
 	switch {
 	case verb == "begin":

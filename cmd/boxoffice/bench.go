@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -184,21 +185,11 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench purchases", flag.ExitOnError)
 	duration := fs.Duration("duration", 20*time.Second, "length of each measured phase")
 	concurrency := fs.Int("concurrency", 64, "buyers purchasing at once in the throughput phase")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	cpuProfile := fs.String("cpuprofile", "", "also write the throughput phase's CPU profile to this file")
 	scriptDir := fs.String("pgbench-dir", "../shared/bench", "directory of pgbench-purchase.sql and its schema; empty skips the baseline")
 	pgClients := fs.Int("pgbench-clients", 16, "clients of the pgbench purchase baseline")
+	lowRate := fs.Float64("low-rate", 2, "purchases started per second in the low-load phase")
 	_ = fs.Parse(args)
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
 
 	costs := db.NewCostTracer()
 	cfg, pool, cleanup, err := benchSetup(ctx, costs)
@@ -255,9 +246,21 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		return err
 	}
 	costs.Reset()
+	var prof bytes.Buffer
+	profiling := pprof.StartCPUProfile(&prof) == nil
+	cpuBefore, pgBefore := bench.ProcessCPU(), must(bench.PostgresCPU())
 	sat, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Concurrency: *concurrency, Duration: *duration})
+	cpu, pgCPU := bench.ProcessCPU()-cpuBefore, must(bench.PostgresCPU())-pgBefore
+	if profiling {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		if err := os.WriteFile(*cpuProfile, prof.Bytes(), 0o644); err != nil {
+			return err
+		}
 	}
 	time.Sleep(time.Second) // let the statistics collector catch up
 	commitsAfter, err := commits(ctx, pool)
@@ -270,6 +273,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		fmt.Printf("  %.1f PostgreSQL transactions per ticketed order (%.0f/s; every role and the buyers' polls included)\n",
 			float64(commitsAfter-commitsBefore)/float64(sat.Ticketed), float64(commitsAfter-commitsBefore)/sat.Elapsed.Seconds())
 		bench.PrintCosts(os.Stdout, costs.Costs(), sat.Ticketed)
+		printCPU(prof.Bytes(), cpu, pgCPU, sat.Ticketed)
 	}
 	var pgTPS float64
 	if *scriptDir != "" {
@@ -289,10 +293,73 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("latency: %.0f purchases/s started (half)", rate),
 		lat.TicketedPerSec(), lat.P50.Round(time.Millisecond), lat.P99.Round(time.Millisecond), lat.Failed)
+	ev, err = client.CreateEvent(ctx, 200, 500)
+	if err != nil {
+		return err
+	}
+	low, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Rate: *lowRate, Duration: *duration})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("low load: %g purchases/s started", *lowRate),
+		low.TicketedPerSec(), low.P50.Round(time.Millisecond), low.P99.Round(time.Millisecond), low.Failed)
+	for _, hop := range []struct {
+		name string
+		d    [2]time.Duration
+		goal string
+	}{
+		{"hold → PaymentIntent ready", low.HoldToIntent, "goal p50 < 100ms"},
+		{"card authorized → ticketed", low.AuthorizedToTicketed, "goal p50 < 300ms"},
+	} {
+		fmt.Printf("  %-42s %12s %9s %9s   %s\n", hop.name, "", hop.d[0].Round(time.Millisecond), hop.d[1].Round(time.Millisecond), hop.goal)
+	}
 	if pgTPS > 0 {
 		fmt.Printf("\nticketed/s ÷ pgbench purchase orders/s = %.2f\n", sat.TicketedPerSec()/pgTPS)
 	}
 	return nil
+}
+
+// must drops the ok of a reading that may be absent: an absent one reads
+// zero, and printCPU says so.
+func must(d time.Duration, _ bool) time.Duration { return d }
+
+// profileParts split the benchmark process's CPU profile: a sample goes to
+// the outermost of its frames that names one of these.
+var profileParts = []bench.Part{
+	{Name: "simulated buyers (the benchmark's HTTP clients)", Prefixes: []string{"boxoffice/bench.", "net/http.(*persistConn)"}},
+	{Name: "API (HTTP server: every request, the sandbox's page and Stripe webhooks included)", Prefixes: []string{"net/http.(*conn)"}},
+	{Name: "consumers (saga, payments with the sandbox's API, tickets, fan-out)", Prefixes: []string{"boxoffice/consumers."}},
+	{Name: "embedded NATS server", Prefixes: []string{"github.com/nats-io/nats-server/"}},
+	{Name: "relay", Prefixes: []string{"boxoffice/relay."}},
+	{Name: "sandbox webhook sender", Prefixes: []string{"boxoffice/payments.(*Sandbox)"}},
+	{Name: "order feed", Prefixes: []string{"boxoffice/orderfeed."}},
+	{Name: "webhooks dispatcher", Prefixes: []string{"boxoffice/webhooks."}},
+	{Name: "waiting room", Prefixes: []string{"boxoffice/waitingroom."}},
+	{Name: "NATS client", Prefixes: []string{"github.com/nats-io/nats.go"}},
+	{Name: "pgx connections", Prefixes: []string{"github.com/jackc/pgx", "github.com/jackc/puddle"}},
+}
+
+// printCPU says where the CPU of one ticketed order went: the benchmark
+// process (split by its profile) and the PostgreSQL server on this
+// machine.
+func printCPU(prof []byte, process, postgres time.Duration, ticketed int) {
+	perOrder := func(d time.Duration) string {
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)/float64(ticketed))
+	}
+	fmt.Printf("\n  CPU per ticketed order                      %12s\n", "")
+	if postgres > 0 {
+		fmt.Printf("  %-56s %10s\n", "PostgreSQL server (its processes on this machine)", perOrder(postgres))
+	} else {
+		fmt.Printf("  %-56s %10s\n", "PostgreSQL server", "not on this machine")
+	}
+	fmt.Printf("  %-56s %10s\n", "this process (every role, NATS and the buyers)", perOrder(process))
+	shares, total, err := bench.SplitProfile(prof, profileParts)
+	if err != nil || total == 0 {
+		return
+	}
+	for _, sh := range shares {
+		fmt.Printf("    %-54s %10s\n", sh.Part, perOrder(time.Duration(float64(process)*sh.Seconds/total)))
+	}
 }
 
 // commits is how many transactions the bench database has committed.
