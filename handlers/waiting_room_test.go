@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -288,4 +289,37 @@ func TestWaitingRoomReportsARevokedAdmission(t *testing.T) {
 	res = b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(otherTok), nil)
 	require.Equal(t, http.StatusOK, res.status)
 	require.Equal(t, "admitted", res.json(t)["status"])
+}
+
+// A queued buyer is told to poll after half their estimated wait, in the
+// body and in Retry-After: rarely far back in the queue (at most every 30
+// seconds), every second near the front, so a long queue's polls stay a
+// small load on the API.
+func TestWaitingRoomPollHintFollowsPosition(t *testing.T) {
+	t.Parallel()
+	// R = 0.5/s, fixed: the first joiner is admitted, the others queue
+	// and stay queued (no admitter runs).
+	b := setupRoom(t, roomOpts{rate: 0.5})
+	ev := b.createEvent(t, b.organizer(t))
+	want := map[int]string{1: "1", 2: "2", 3: "3", 40: "30"} // position → seconds: position ÷ 0.5/s ÷ 2, 1 to 30
+	for i := 0; i <= 40; i++ {
+		_, tok := b.buyer(t)
+		res := b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+		if i == 0 {
+			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			continue
+		}
+		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+		body := res.json(t)
+		require.EqualValues(t, i, body["position"])
+		if w, ok := want[i]; ok {
+			require.Equal(t, w, res.header.Get("Retry-After"), "position %d", i)
+			require.Equal(t, w, fmt.Sprint(body["pollAfterSeconds"]), "position %d", i)
+		}
+		if i == 40 {
+			poll := b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+			require.Equal(t, http.StatusAccepted, poll.status, "%s", poll.body)
+			require.Equal(t, "30", poll.header.Get("Retry-After"), "polls answer the same hint")
+		}
+	}
 }

@@ -302,3 +302,45 @@ func TestRevokedBuyerIsReportedRevoked(t *testing.T) {
 		require.Empty(t, v.Token)
 	})
 }
+
+// While every seat is held nobody is admitted, neither at once on joining
+// nor from the queue; when a seat is left again the admitter admits as
+// many as there are seats left, no more.
+func TestNoAdmissionWhileNoSeatIsLeft(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		ev := createEvent(t, pool, 2)
+		seats, err := catalog.New(pool).Seats(ctx, ev.ID)
+		require.NoError(t, err)
+		room := NewRoom(RoomConfig{
+			Store:  s,
+			Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+			Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			SeatsLeftFunc: SeatsLeftFrom(catalog.New(pool)),
+		})
+		svc := purchase.NewService(pool, testLogger(t), purchase.Config{HoldTTL: time.Hour})
+		holder := uuid.New()
+		hold, err := svc.Hold(ctx, purchase.HoldParams{
+			UserID: holder, EventID: ev.ID, SeatIDs: []uuid.UUID{seats[0].ID, seats[1].ID}, IdempotencyKey: "k", CorrelationID: "test",
+		})
+		require.NoError(t, err)
+
+		buyers := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+		for _, u := range buyers {
+			v, err := room.Join(ctx, u, ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusQueued, v.Status, "no seat is left: nobody is admitted at once")
+		}
+		got, err := room.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Empty(t, got, "no seat is left: nobody is admitted from the queue")
+
+		_, err = svc.Cancel(ctx, holder, hold.OrderID)
+		require.NoError(t, err)
+		got, err = room.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Equal(t, buyers[:2], got, "two seats left: the first two are admitted, the third waits")
+	})
+}
