@@ -301,6 +301,19 @@ func parseUUID(s, location string) (uuid.UUID, error) {
 
 type correlationKey struct{}
 
+type requestStartKey struct{}
+
+// requestStart is when the middleware received the request: before the
+// body was read, authentication and validation ran, so that a latency
+// measured from it includes the time a request waited for a CPU on its way
+// to the handler. time.Now() outside the middleware.
+func requestStart(ctx context.Context) time.Time {
+	if t, ok := ctx.Value(requestStartKey{}).(time.Time); ok {
+		return t
+	}
+	return time.Now()
+}
+
 var correlationPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
 // CorrelationID returns the id of the buyer journey the request belongs to:
@@ -361,7 +374,7 @@ func (h *Handlers) middleware(next http.Handler) http.Handler {
 			cid = uuid.NewString()
 		}
 		w.Header().Set("X-Correlation-Id", cid)
-		ctx := context.WithValue(r.Context(), correlationKey{}, cid)
+		ctx := context.WithValue(context.WithValue(r.Context(), correlationKey{}, cid), requestStartKey{}, start)
 		rec := &statusRecorder{ResponseWriter: w, method: r.Method, status: http.StatusOK}
 		defer func() {
 			if v := recover(); v != nil {

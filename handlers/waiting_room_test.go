@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -37,6 +38,7 @@ type roomOpts struct {
 	prefix string
 	rate   float64
 	limits waitingroom.Limits
+	holds  *waitingroom.LatencyWindow
 }
 
 func setupRoom(t *testing.T, o roomOpts) *roomBundle {
@@ -49,13 +51,14 @@ func setupRoom(t *testing.T, o roomOpts) *roomBundle {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
 	room := waitingroom.NewRoom(waitingroom.RoomConfig{
-		Store:      waitingroom.NewRedisStore(o.rdb, waitingroom.RedisStoreConfig{Prefix: o.prefix}),
-		Signer:     signer,
-		Events:     catalog.New(pool),
-		Onsales:    waitingroom.NewOnsales(pool),
-		Controller: waitingroom.NewController(waitingroom.ControllerConfig{Initial: o.rate, Logger: logger}),
-		Limits:     o.limits,
-		Logger:     logger,
+		Store:       waitingroom.NewRedisStore(o.rdb, waitingroom.RedisStoreConfig{Prefix: o.prefix}),
+		Signer:      signer,
+		Events:      catalog.New(pool),
+		Onsales:     waitingroom.NewOnsales(pool),
+		Controller:  waitingroom.NewController(waitingroom.ControllerConfig{Initial: o.rate, Logger: logger}),
+		Limits:      o.limits,
+		HoldLatency: o.holds,
+		Logger:      logger,
 		// Tests change settings through this process; a short TTL only
 		// matters for the admitter's view.
 		SettingsTTL:   10 * time.Millisecond,
@@ -322,4 +325,40 @@ func TestWaitingRoomPollHintFollowsPosition(t *testing.T) {
 			require.Equal(t, "30", poll.header.Get("Retry-After"), "polls answer the same hint")
 		}
 	}
+}
+
+// The hold latency the release controller reads runs from the request's
+// arrival, not from the handler's start: time spent before the handler
+// (here a body that takes 300 ms to arrive; in an onsale, waiting for a
+// CPU) counts.
+func TestHoldLatencyCountsFromArrival(t *testing.T) {
+	t.Parallel()
+	holds := waitingroom.NewLatencyWindow(time.Minute)
+	b := setupRoom(t, roomOpts{holds: holds})
+	ev := b.createEvent(t, b.organizer(t))
+	_, tok := b.buyer(t)
+	adm := b.admit(t, tok, ev.ID)
+
+	const delay = 300 * time.Millisecond
+	body, w := io.Pipe()
+	time.AfterFunc(delay, func() {
+		_, _ = fmt.Fprintf(w, `{"seatIds":[%q]}`, ev.Seats[0])
+		_ = w.Close()
+	})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.srv.URL+"/v1/events/"+ev.ID+"/holds", body)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("X-Admission-Token", adm)
+	req.Header.Set("Idempotency-Key", "k")
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusAccepted, res.StatusCode)
+	took := time.Since(start)
+	got := holds.Quantile(1)
+	t.Logf("client saw %s, the controller's window %s", took, got)
+	require.GreaterOrEqual(t, got, delay, "the wait for the body counts")
+	require.LessOrEqual(t, got, took)
 }
