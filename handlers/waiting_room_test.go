@@ -362,3 +362,31 @@ func TestHoldLatencyCountsFromArrival(t *testing.T) {
 	require.GreaterOrEqual(t, got, delay, "the wait for the body counts")
 	require.LessOrEqual(t, got, took)
 }
+
+// A bearer token verified once is remembered for the polls that follow,
+// and only until it expires: past its expiry (and the verifier's leeway)
+// the same token is refused, as it was before it was ever remembered; a
+// token that differs in one byte of its signature is refused at once.
+func TestRememberedBearerExpires(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	ev := b.createEvent(t, b.organizer(t))
+	tok, err := auth.Mint(jwtSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, 2*time.Second)
+	require.NoError(t, err)
+	b.remember(tok)
+	path := "/v1/events/" + ev.ID + "/waiting-room"
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodPost, path, bearer(tok), nil).status)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, path, bearer(tok), nil).status, "remembered")
+
+	forged := tok[:len(tok)-2] + string("AB"[len(tok)%2]) + tok[len(tok)-1:]
+	if forged == tok {
+		forged = tok[:len(tok)-2] + "CD"
+	}
+	require.Equal(t, http.StatusUnauthorized, b.do(t, http.MethodGet, path, bearer(forged), nil).status, "another signature")
+
+	expired := time.Now().Add(2*time.Second + 5*time.Second) // exp + the verifier's leeway
+	require.Eventually(t, func() bool {
+		return b.do(t, http.MethodGet, path, bearer(tok), nil).status == http.StatusUnauthorized
+	}, 15*time.Second, 100*time.Millisecond, "an expired token is refused although it was remembered")
+	require.False(t, time.Now().Before(expired.Add(-time.Second)), "refused only once expired")
+}
