@@ -55,6 +55,7 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench waitingroom", flag.ExitOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of the HTTP phase")
 	clients := fs.Int("clients", 64, "concurrent HTTP clients")
+	httpBuyers := fs.Int("http-buyers", 50_000, "buyers the HTTP clients take turns as (fewer: each polls more often, as a queued buyer does)")
 	buyers := fs.Int("buyers", 100_000, "buyers in the simulated onsale")
 	seats := fs.Int("seats", 5_000, "seats in the simulated onsale")
 	simFor := fs.Duration("sim-duration", 40*time.Second, "longest the simulated onsale runs")
@@ -74,7 +75,7 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	prefix := "boxoffice-bench:" + randomHex(4) + ":"
 	defer cleanRedis(context.WithoutCancel(ctx), cfg.RedisURL, prefix)
 
-	if err := benchWaitingRoomHTTP(ctx, cfg, pool, logger, prefix+"http:", *duration, *clients, *cpuProfile); err != nil {
+	if err := benchWaitingRoomHTTP(ctx, cfg, pool, logger, prefix+"http:", *duration, *clients, *httpBuyers, *cpuProfile); err != nil {
 		return err
 	}
 	return benchOnsale(ctx, cfg, pool, logger, prefix+"sim:", onsaleSim{
@@ -82,7 +83,7 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	})
 }
 
-func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients int, cpuProfile string) error {
+func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients, buyers int, cpuProfile string) error {
 	wr, err := newWaitingRoom(ctx, cfg, pool, logger, nil, waitingRoomOpts{redisPrefix: prefix})
 	if err != nil {
 		return err
@@ -131,7 +132,7 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 	}
 
 	fmt.Printf("boxoffice bench waitingroom — Redis %s, PostgreSQL %s\n\n", cfg.RedisURL, redactURL(cfg.DatabaseURL))
-	fmt.Printf("HTTP join + poll, %d clients in a child process, %s per phase, event open at R=%.0f/s (most buyers queue)\n", clients, d, cfg.AdmissionRate)
+	fmt.Printf("HTTP join + poll, %d clients in a child process taking turns as %d buyers, %s per phase, event open at R=%.0f/s (most buyers queue)\n", clients, buyers, d, cfg.AdmissionRate)
 	fmt.Printf("  server CPU = this process's getrusage over the phase (HTTP server, waiting room, admitter, controller);\n")
 	fmt.Printf("  client CPU = the load generator's own getrusage over the phase; Redis from INFO cpu\n\n")
 
@@ -147,11 +148,11 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		onStart = func() error { return pprof.StartCPUProfile(f) }
 		onEnd = func() error { pprof.StopCPUProfile(); return nil }
 	}
-	wrRes, err := runLoadPhase(ctx, wr.rdb, base+"/v1/events/"+ev.String()+"/waiting-room", "jwt", clients, d, onStart, onEnd)
+	wrRes, err := runLoadPhase(ctx, wr.rdb, base+"/v1/events/"+ev.String()+"/waiting-room", "jwt", clients, buyers, d, onStart, onEnd)
 	if err != nil {
 		return err
 	}
-	minRes, err := runLoadPhase(ctx, wr.rdb, minBase+"/v1/events/"+minEv.String()+"/waiting-room", "user", clients, d, nil, nil)
+	minRes, err := runLoadPhase(ctx, wr.rdb, minBase+"/v1/events/"+minEv.String()+"/waiting-room", "user", clients, buyers, d, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -234,13 +235,13 @@ func (p loadPhase) print(name string) {
 // runLoadPhase runs the load generator as a child process of this binary
 // (`bench waitingroom load`), so that this process's CPU time over the
 // phase is the server's alone, and returns what it measured.
-func runLoadPhase(ctx context.Context, rdb *redis.Client, url, mode string, clients int, d time.Duration, onStart, onEnd func() error) (loadPhase, error) {
+func runLoadPhase(ctx context.Context, rdb *redis.Client, url, mode string, clients, buyers int, d time.Duration, onStart, onEnd func() error) (loadPhase, error) {
 	bin, err := os.Executable()
 	if err != nil {
 		return loadPhase{}, err
 	}
 	cmd := exec.CommandContext(ctx, bin, "bench", "waitingroom", "load",
-		"-url", url, "-mode", mode, "-clients", strconv.Itoa(clients), "-duration", d.String())
+		"-url", url, "-mode", mode, "-clients", strconv.Itoa(clients), "-buyers", strconv.Itoa(buyers), "-duration", d.String())
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -298,8 +299,8 @@ type loadResult struct {
 }
 
 // runWaitingRoomLoad is the load generator: clients each join then poll
-// as one of 50,000 buyers (used at most once a second, under the
-// per-buyer limit), for d. It prints "start" when the phase starts and
+// as one of -buyers buyers in turn (50,000 by default: each used at most
+// once a second, under the per-buyer limit), for d. It prints "start" when the phase starts and
 // "done <json>" with the result. mode jwt sends bearer tokens; mode user
 // sends X-User-Id for the minimal handler.
 func runWaitingRoomLoad(ctx context.Context, args []string) error {
@@ -308,9 +309,9 @@ func runWaitingRoomLoad(ctx context.Context, args []string) error {
 	mode := fs.String("mode", "jwt", "jwt or user")
 	clients := fs.Int("clients", 64, "concurrent clients")
 	d := fs.Duration("duration", 10*time.Second, "phase length")
+	nBuyers := fs.Int("buyers", 50_000, "buyers the clients take turns as")
 	_ = fs.Parse(args)
-	const nBuyers = 50_000
-	header, values := "Authorization", make([]string, nBuyers)
+	header, values := "Authorization", make([]string, *nBuyers)
 	for i := range values {
 		id := uuid.New()
 		switch *mode {
@@ -343,7 +344,7 @@ func runWaitingRoomLoad(ctx context.Context, args []string) error {
 			local := make([]time.Duration, 0, 1<<16)
 			st := map[int]int{}
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				v := values[int(next.Add(1))%nBuyers]
+				v := values[int(next.Add(1))%len(values)]
 				for _, method := range []string{http.MethodPost, http.MethodGet} {
 					req, _ := http.NewRequestWithContext(ctx, method, *url, nil)
 					req.Header.Set(header, v)
