@@ -86,7 +86,11 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		return nil, problem(http.StatusForbidden, TypeAdmissionInvalid,
 			"The admission token is invalid, expired, revoked, or not for this buyer and event.")
 	}
-	defer func(start time.Time) { c.Room.ObserveHold(time.Since(start)) }(time.Now())
+	// From the request's arrival, not from here: the controller must see
+	// the time spent reading, authenticating and validating the request
+	// and waiting for a CPU on the way, which R governs as much as the
+	// database work.
+	defer func() { c.Room.ObserveHold(time.Since(requestStart(ctx))) }()
 	seatLimit, err := c.Room.SeatLimit(ctx, eventID)
 	switch {
 	case errors.Is(err, waitingroom.ErrUnavailable):

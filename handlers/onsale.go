@@ -36,7 +36,7 @@ type OnsaleBody struct {
 	SeatLimit      int           `json:"seatLimit" doc:"Seats one buyer may hold or own in the event; 0: no limit."`
 	AdmissionRate  float64       `json:"admissionRate" doc:"R: admissions per second now, the release controller's rate capped by maxRate."`
 	ControllerRate float64       `json:"controllerRate" doc:"The release controller's rate for the purchase cell."`
-	RateReason     string        `json:"rateReason" doc:"Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, signals_unavailable)."`
+	RateReason     string        `json:"rateReason" doc:"Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, sched_latency, signals_unavailable)."`
 	RateDetail     string        `json:"rateDetail,omitempty"`
 	RateChangedAt  time.Time     `json:"rateChangedAt"`
 	Queued         *int64        `json:"queued,omitempty" doc:"Buyers waiting; absent while the waiting room's store is unreachable."`

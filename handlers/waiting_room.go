@@ -39,7 +39,7 @@ type WaitingRoomBody struct {
 	// Position is 1 for the next buyer to be admitted.
 	Position             int64      `json:"position,omitempty" doc:"Queued only: 1 is next. Before a scheduled opening the pre-queue is in random order and later joiners may be placed ahead."`
 	EstimatedWaitSeconds int64      `json:"estimatedWaitSeconds,omitempty" doc:"Queued while open: position at the current admission rate."`
-	PollAfterSeconds     int64      `json:"pollAfterSeconds,omitempty" doc:"Queued only: poll again after this many seconds."`
+	PollAfterSeconds     int64      `json:"pollAfterSeconds,omitempty" doc:"Queued only: poll again after this many seconds (also sent as Retry-After): half your estimated wait, 1 to 30 seconds, so polls far back in the queue are rare and polls near the front frequent."`
 	OpensAt              *time.Time `json:"opensAt,omitempty" doc:"When a scheduled onsale opens."`
 	AdmissionToken       string     `json:"admissionToken,omitempty" doc:"Admitted only. Send as X-Admission-Token on holds. Bound to you, this event and its purchase cell."`
 	ExpiresAt            *time.Time `json:"expiresAt,omitempty" doc:"Admitted: when the admission token expires. Revoked: when the revoked admission would have expired; join again after it."`
@@ -49,7 +49,10 @@ type WaitingRoomBody struct {
 // admitted (or revoked), 202 while queued.
 type WaitingRoomOutput struct {
 	Status int
-	Body   WaitingRoomBody
+	// RetryAfter repeats pollAfterSeconds while queued, for clients that
+	// honour the standard header rather than the body.
+	RetryAfter string `header:"Retry-After" doc:"Queued only: the same as pollAfterSeconds."`
+	Body       WaitingRoomBody
 }
 
 func (h *Handlers) registerWaitingRoom(api huma.API) {
@@ -135,7 +138,8 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 		out.Body.Status = "queued"
 		out.Body.Position = v.Position
 		out.Body.EstimatedWaitSeconds = int64(math.Ceil(v.EstimatedWait.Seconds()))
-		out.Body.PollAfterSeconds = min(10, max(2, out.Body.EstimatedWaitSeconds/4))
+		out.Body.PollAfterSeconds = int64(math.Ceil(v.PollAfter.Seconds()))
+		out.RetryAfter = strconv.FormatInt(out.Body.PollAfterSeconds, 10)
 	}
 	return out, nil
 }

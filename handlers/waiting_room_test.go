@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +38,7 @@ type roomOpts struct {
 	prefix string
 	rate   float64
 	limits waitingroom.Limits
+	holds  *waitingroom.LatencyWindow
 }
 
 func setupRoom(t *testing.T, o roomOpts) *roomBundle {
@@ -48,13 +51,14 @@ func setupRoom(t *testing.T, o roomOpts) *roomBundle {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
 	room := waitingroom.NewRoom(waitingroom.RoomConfig{
-		Store:      waitingroom.NewRedisStore(o.rdb, waitingroom.RedisStoreConfig{Prefix: o.prefix}),
-		Signer:     signer,
-		Events:     catalog.New(pool),
-		Onsales:    waitingroom.NewOnsales(pool),
-		Controller: waitingroom.NewController(waitingroom.ControllerConfig{Initial: o.rate, Logger: logger}),
-		Limits:     o.limits,
-		Logger:     logger,
+		Store:       waitingroom.NewRedisStore(o.rdb, waitingroom.RedisStoreConfig{Prefix: o.prefix}),
+		Signer:      signer,
+		Events:      catalog.New(pool),
+		Onsales:     waitingroom.NewOnsales(pool),
+		Controller:  waitingroom.NewController(waitingroom.ControllerConfig{Initial: o.rate, Logger: logger}),
+		Limits:      o.limits,
+		HoldLatency: o.holds,
+		Logger:      logger,
 		// Tests change settings through this process; a short TTL only
 		// matters for the admitter's view.
 		SettingsTTL:   10 * time.Millisecond,
@@ -288,4 +292,101 @@ func TestWaitingRoomReportsARevokedAdmission(t *testing.T) {
 	res = b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(otherTok), nil)
 	require.Equal(t, http.StatusOK, res.status)
 	require.Equal(t, "admitted", res.json(t)["status"])
+}
+
+// A queued buyer is told to poll after half their estimated wait, in the
+// body and in Retry-After: rarely far back in the queue (at most every 30
+// seconds), every second near the front, so a long queue's polls stay a
+// small load on the API.
+func TestWaitingRoomPollHintFollowsPosition(t *testing.T) {
+	t.Parallel()
+	// R = 0.5/s, fixed: the first joiner is admitted, the others queue
+	// and stay queued (no admitter runs).
+	b := setupRoom(t, roomOpts{rate: 0.5})
+	ev := b.createEvent(t, b.organizer(t))
+	want := map[int]string{1: "1", 2: "2", 3: "3", 40: "30"} // position → seconds: position ÷ 0.5/s ÷ 2, 1 to 30
+	for i := 0; i <= 40; i++ {
+		_, tok := b.buyer(t)
+		res := b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+		if i == 0 {
+			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			continue
+		}
+		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+		body := res.json(t)
+		require.EqualValues(t, i, body["position"])
+		if w, ok := want[i]; ok {
+			require.Equal(t, w, res.header.Get("Retry-After"), "position %d", i)
+			require.Equal(t, w, fmt.Sprint(body["pollAfterSeconds"]), "position %d", i)
+		}
+		if i == 40 {
+			poll := b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+			require.Equal(t, http.StatusAccepted, poll.status, "%s", poll.body)
+			require.Equal(t, "30", poll.header.Get("Retry-After"), "polls answer the same hint")
+		}
+	}
+}
+
+// The hold latency the release controller reads runs from the request's
+// arrival, not from the handler's start: time spent before the handler
+// (here a body that takes 300 ms to arrive; in an onsale, waiting for a
+// CPU) counts.
+func TestHoldLatencyCountsFromArrival(t *testing.T) {
+	t.Parallel()
+	holds := waitingroom.NewLatencyWindow(time.Minute)
+	b := setupRoom(t, roomOpts{holds: holds})
+	ev := b.createEvent(t, b.organizer(t))
+	_, tok := b.buyer(t)
+	adm := b.admit(t, tok, ev.ID)
+
+	const delay = 300 * time.Millisecond
+	body, w := io.Pipe()
+	time.AfterFunc(delay, func() {
+		_, _ = fmt.Fprintf(w, `{"seatIds":[%q]}`, ev.Seats[0])
+		_ = w.Close()
+	})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.srv.URL+"/v1/events/"+ev.ID+"/holds", body)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("X-Admission-Token", adm)
+	req.Header.Set("Idempotency-Key", "k")
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusAccepted, res.StatusCode)
+	took := time.Since(start)
+	got := holds.Quantile(1)
+	t.Logf("client saw %s, the controller's window %s", took, got)
+	require.GreaterOrEqual(t, got, delay, "the wait for the body counts")
+	require.LessOrEqual(t, got, took)
+}
+
+// A bearer token verified once is remembered for the polls that follow,
+// and only until it expires: past its expiry (and the verifier's leeway)
+// the same token is refused, as it was before it was ever remembered; a
+// token that differs in one byte of its signature is refused at once.
+func TestRememberedBearerExpires(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	ev := b.createEvent(t, b.organizer(t))
+	tok, err := auth.Mint(jwtSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, 2*time.Second)
+	require.NoError(t, err)
+	b.remember(tok)
+	path := "/v1/events/" + ev.ID + "/waiting-room"
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodPost, path, bearer(tok), nil).status)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, path, bearer(tok), nil).status, "remembered")
+
+	forged := tok[:len(tok)-2] + string("AB"[len(tok)%2]) + tok[len(tok)-1:]
+	if forged == tok {
+		forged = tok[:len(tok)-2] + "CD"
+	}
+	require.Equal(t, http.StatusUnauthorized, b.do(t, http.MethodGet, path, bearer(forged), nil).status, "another signature")
+
+	expired := time.Now().Add(2*time.Second + 5*time.Second) // exp + the verifier's leeway
+	require.Eventually(t, func() bool {
+		return b.do(t, http.MethodGet, path, bearer(tok), nil).status == http.StatusUnauthorized
+	}, 15*time.Second, 100*time.Millisecond, "an expired token is refused although it was remembered")
+	require.False(t, time.Now().Before(expired.Add(-time.Second)), "refused only once expired")
 }

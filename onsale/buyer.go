@@ -9,8 +9,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +54,7 @@ type buyer struct {
 	rng   *rand.Rand
 	token string
 	plan  string // pay, decline or abandon
+	etag  string // of the last seat map read
 
 	arrived time.Time
 	orderID string
@@ -271,7 +274,7 @@ func (b *buyer) hold(ctx context.Context, admission string) bool {
 		}
 		// The map is a hint; refresh it at first and after two misses.
 		if seats == nil || attempt%3 == 2 {
-			m, err := s.seatMap(ctx, b.api, b.token)
+			m, err := b.seatMap(ctx)
 			if err != nil {
 				s.noteError(err)
 				if sleep(ctx, b.jitter(time.Second)) != nil {
@@ -349,8 +352,26 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 		}
 		var err error
 		reqStart := time.Now()
-		res, err = b.api.call(ctx, http.MethodPost, "/v1/events/"+s.eventID+"/holds", b.token, headers, body, &out)
+		// Where the request's time goes: waiting for a connection, the
+		// server's part (last byte written to first byte read), the rest
+		// is this process. The transport calls some of these from its own
+		// goroutines.
+		var getConn, gotConn, wrote, firstByte atomic.Int64
+		now := func(v *atomic.Int64) { v.Store(time.Now().UnixNano()) }
+		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GetConn:              func(string) { now(&getConn) },
+			GotConn:              func(httptrace.GotConnInfo) { now(&gotConn) },
+			WroteRequest:         func(httptrace.WroteRequestInfo) { now(&wrote) },
+			GotFirstResponseByte: func() { now(&firstByte) },
+		})
+		res, err = b.api.call(tctx, http.MethodPost, "/v1/events/"+s.eventID+"/holds", b.token, headers, body, &out)
 		s.holdRequest.add(time.Since(reqStart))
+		if a, z := getConn.Load(), gotConn.Load(); a != 0 && z != 0 {
+			s.holdConn.add(time.Duration(z - a))
+		}
+		if a, z := wrote.Load(), firstByte.Load(); a != 0 && z != 0 {
+			s.holdServer.add(time.Duration(z - a))
+		}
 		switch {
 		case err != nil:
 			s.noteError(err)

@@ -64,8 +64,14 @@ type Summary struct {
 	ErrorKinds  map[string]int   `json:"errorKinds,omitempty"`
 	Outcomes    map[string]int64 `json:"outcomes"`
 
-	HoldLatency  Percentiles `json:"holdLatency"`
-	HoldRequest  Percentiles `json:"holdRequest"`
+	HoldLatency Percentiles `json:"holdLatency"`
+	HoldRequest Percentiles `json:"holdRequest"`
+	// HoldConnWait is each hold request's wait for a connection, and
+	// HoldServer the time from its last byte written to the first byte
+	// of the answer: the server's part, accept and scheduling queues on
+	// the machine included. The rest of HoldRequest is the client's.
+	HoldConnWait Percentiles `json:"holdConnWait"`
+	HoldServer   Percentiles `json:"holdServer"`
 	TimeToTicket Percentiles `json:"timeToTicket"`
 	IntentWait   Percentiles `json:"intentWait"`
 	PayToTicket  Percentiles `json:"payToTicket"`
@@ -107,6 +113,7 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 		Admitted: s.c.admitted.Load(), Holds: s.c.holds.Load(), Conflicts: s.c.conflicts.Load(),
 		HoldRetries: s.c.retries.Load(), Errors: s.c.errors.Load(), ErrorKinds: errKinds,
 		HoldLatency: percentilesOf(s.holdLatency.snapshot()), HoldRequest: percentilesOf(s.holdRequest.snapshot()),
+		HoldConnWait: percentilesOf(s.holdConn.snapshot()), HoldServer: percentilesOf(s.holdServer.snapshot()),
 		TimeToTicket: percentilesOf(s.timeToTicket.snapshot()), IntentWait: percentilesOf(s.intentWait.snapshot()),
 		PayToTicket: percentilesOf(s.payToTicket.snapshot()),
 		QueueWait:   percentilesOf(s.queueWait.snapshot()),
@@ -182,6 +189,9 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "  admitted          %d; holds %d; seat conflicts %d; hold retries (same key) %d\n", s.Admitted, s.Holds, s.Conflicts, s.HoldRetries)
 	fmt.Fprintf(&b, "  queue wait        %s\n", s.QueueWait)
 	fmt.Fprintf(&b, "  hold latency      %s\n", s.HoldLatency)
+	fmt.Fprintf(&b, "    each request    %s\n", s.HoldRequest)
+	fmt.Fprintf(&b, "    conn wait       %s\n", s.HoldConnWait)
+	fmt.Fprintf(&b, "    written → 1st byte %s\n", s.HoldServer)
 	fmt.Fprintf(&b, "  time to ticket    %s\n", s.TimeToTicket)
 	fmt.Fprintf(&b, "    hold → intent   %s\n", s.IntentWait)
 	fmt.Fprintf(&b, "    paid → ticket   %s\n", s.PayToTicket)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"time"
@@ -29,12 +31,25 @@ type Signals struct {
 	ConsumerPending int64
 	// ActiveHolds is live holds in the cell's database.
 	ActiveHolds int64
+	// SchedLatency is the 99th percentile of how long this process's
+	// goroutines waited, runnable, for a CPU since the last reading (Go's
+	// /sched/latencies:seconds). It is the queueing no handler sees:
+	// a request whose goroutine waits to run, before or inside the
+	// handler, because the polls, the streams or other processes on the
+	// machine have the CPUs.
+	SchedLatency time.Duration
 }
 
 // SignalSource reads the signals. Implementations read the real sources;
 // tests use the real ones too.
 type SignalSource interface {
 	ReadSignals(ctx context.Context) (Signals, error)
+}
+
+// decreaseObserver is a SignalSource told of each cut of R, so that it
+// reads its windowed signals afresh from then on (CellSignals).
+type decreaseObserver interface {
+	Decreased(t time.Time)
 }
 
 // CellSignals reads the signals from this process and the cell's
@@ -49,6 +64,7 @@ type CellSignals struct {
 	mu        sync.Mutex
 	lastWait  time.Duration
 	lastCount int64
+	sched     schedLatency
 }
 
 // NewCellSignals returns a SignalSource. holds and pending may be nil.
@@ -76,6 +92,7 @@ func (c *CellSignals) ReadSignals(ctx context.Context) (Signals, error) {
 		s.PoolWait = (wait - c.lastWait) / time.Duration(n)
 	}
 	c.lastWait, c.lastCount = wait, st.AcquireCount()
+	s.SchedLatency = c.sched.p99SinceLast()
 	c.mu.Unlock()
 	if c.pending != nil {
 		if s.ConsumerPending, err = c.pending(ctx); err != nil {
@@ -85,6 +102,63 @@ func (c *CellSignals) ReadSignals(ctx context.Context) (Signals, error) {
 	return s, nil
 }
 
+// Decreased tells the signals that the controller cut R at t: the hold
+// latencies observed before t no longer count, so the samples that caused
+// one cut do not cause the next ones (with a 10-second window, one slow
+// second used to halve R at every reading for 10 seconds, down to Min).
+func (c *CellSignals) Decreased(t time.Time) {
+	if c.holds != nil {
+		c.holds.Forget(t)
+	}
+}
+
+// schedLatency reads Go's scheduling-latency histogram and returns the
+// 99th percentile of the waits since the previous reading.
+type schedLatency struct {
+	sample []metrics.Sample
+	last   []uint64
+}
+
+const schedLatencyMetric = "/sched/latencies:seconds"
+
+func (l *schedLatency) p99SinceLast() time.Duration {
+	if l.sample == nil {
+		l.sample = []metrics.Sample{{Name: schedLatencyMetric}}
+	}
+	metrics.Read(l.sample)
+	if l.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := l.sample[0].Value.Float64Histogram()
+	delta := make([]uint64, len(h.Counts))
+	var total uint64
+	for i, n := range h.Counts {
+		if i < len(l.last) {
+			n -= l.last[i]
+		}
+		delta[i] = n
+		total += n
+	}
+	l.last = append(l.last[:0], h.Counts...)
+	if total == 0 {
+		return 0
+	}
+	// The bucket holding the 99th percentile; report its upper bound
+	// (the lower one when the upper is +Inf).
+	want := uint64(math.Ceil(0.99 * float64(total)))
+	var seen uint64
+	for i, n := range delta {
+		if seen += n; seen >= want {
+			hi := h.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = h.Buckets[i]
+			}
+			return time.Duration(hi * float64(time.Second))
+		}
+	}
+	return 0
+}
+
 // LatencyWindow keeps the latencies of the last few seconds for a
 // quantile: a ring of per-second buckets of samples, each capped.
 type LatencyWindow struct {
@@ -92,6 +166,7 @@ type LatencyWindow struct {
 	window  time.Duration
 	samples []sample
 	next    int
+	since   time.Time
 }
 
 type sample struct {
@@ -122,6 +197,9 @@ func (w *LatencyWindow) Observe(d time.Duration) {
 func (w *LatencyWindow) Quantile(q float64) time.Duration {
 	w.mu.Lock()
 	cutoff := time.Now().Add(-w.window)
+	if w.since.After(cutoff) {
+		cutoff = w.since
+	}
 	ds := make([]time.Duration, 0, len(w.samples))
 	for _, s := range w.samples {
 		if s.at.After(cutoff) {
@@ -136,6 +214,15 @@ func (w *LatencyWindow) Quantile(q float64) time.Duration {
 	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
 }
 
+// Forget drops the samples observed before t from every later Quantile.
+func (w *LatencyWindow) Forget(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t.After(w.since) {
+		w.since = t
+	}
+}
+
 // Thresholds are the signal levels above which the controller cuts R.
 type Thresholds struct {
 	// HoldP99 defaults to 500ms.
@@ -148,6 +235,10 @@ type Thresholds struct {
 	ConsumerPending int64
 	// ActiveHolds defaults to 50,000.
 	ActiveHolds int64
+	// SchedLatency defaults to 100ms: a fifth of the hold budget spent
+	// waiting for a CPU is a cell that admits too many, whatever its
+	// handlers measure.
+	SchedLatency time.Duration
 }
 
 // ControllerConfig configures NewController.
@@ -188,11 +279,12 @@ const (
 	ReasonOutboxAge          = "outbox_age"
 	ReasonConsumerPending    = "consumer_pending"
 	ReasonActiveHolds        = "active_holds"
+	ReasonSchedLatency       = "sched_latency"
 	ReasonSignalsUnavailable = "signals_unavailable"
 )
 
 var reasons = []string{ReasonInitial, ReasonHealthy, ReasonHoldP99, ReasonPoolWait, ReasonOutboxAge,
-	ReasonConsumerPending, ReasonActiveHolds, ReasonSignalsUnavailable}
+	ReasonConsumerPending, ReasonActiveHolds, ReasonSchedLatency, ReasonSignalsUnavailable}
 
 // ControllerState is the controller's last decision.
 type ControllerState struct {
@@ -250,6 +342,9 @@ func NewController(cfg ControllerConfig) *Controller {
 	}
 	if t.ActiveHolds <= 0 {
 		t.ActiveHolds = 50_000
+	}
+	if t.SchedLatency <= 0 {
+		t.SchedLatency = 100 * time.Millisecond
 	}
 	if cfg.DemandFunc == nil {
 		cfg.DemandFunc = func() bool { return true }
@@ -341,6 +436,8 @@ func (c *Controller) breach(s Signals) (string, string) {
 		return ReasonConsumerPending, fmt.Sprintf("consumer pending %d > %d", s.ConsumerPending, t.ConsumerPending)
 	case s.ActiveHolds > t.ActiveHolds:
 		return ReasonActiveHolds, fmt.Sprintf("active holds %d > %d", s.ActiveHolds, t.ActiveHolds)
+	case s.SchedLatency > t.SchedLatency:
+		return ReasonSchedLatency, fmt.Sprintf("scheduling latency p99 %s > %s", s.SchedLatency.Round(time.Millisecond), t.SchedLatency)
 	}
 	return "", ""
 }
@@ -358,6 +455,7 @@ func (c *Controller) Step(ctx context.Context, s Signals, err error) {
 	c.signals.WithLabelValues("outbox_age_seconds").Set(s.OutboxAge.Seconds())
 	c.signals.WithLabelValues("consumer_pending").Set(float64(s.ConsumerPending))
 	c.signals.WithLabelValues("active_holds").Set(float64(s.ActiveHolds))
+	c.signals.WithLabelValues("sched_latency_seconds").Set(s.SchedLatency.Seconds())
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -375,6 +473,9 @@ func (c *Controller) Step(ctx context.Context, s Signals, err error) {
 		return
 	}
 	c.state.Rate, c.state.Reason, c.state.Detail, c.state.ChangedAt = next, reason, detail, time.Now()
+	if d, ok := c.cfg.Signals.(decreaseObserver); ok && next < old {
+		d.Decreased(c.state.ChangedAt)
+	}
 	c.changes.WithLabelValues(reason).Inc()
 	c.publish()
 	level := slog.LevelDebug

@@ -12,9 +12,17 @@
 // joins later, in arrival order.
 //
 // A Controller adapts R to the cell's health by AIMD, reading Signals
-// (hold p99, pool wait, outbox age, consumer pending, active holds); an
-// organizer can cap R, pause and schedule the onsale and limit seats per
-// buyer (Settings, stored in PostgreSQL and cached for a second).
+// (hold p99 timed from each hold request's arrival, pool wait, outbox
+// age, consumer pending, active holds, and Go's scheduling latency, which
+// sees requests waiting for a CPU before any handler runs); a cut counts
+// only the hold latencies observed since the previous one. An organizer
+// can cap R, pause and schedule the onsale and limit seats per buyer
+// (Settings, stored in PostgreSQL and cached for a second).
+//
+// Queued buyers are told when to poll again (PollAfter: half their
+// estimated wait, 1 to 30 seconds), so a long queue's polls cost about its
+// length ÷ 30 requests a second. With SeatsLeftFunc, nobody is admitted
+// while the event has no available seat.
 //
 // Failure: with Redis unreachable, Join and Poll fail closed (no admission
 // is issued) and the admitter retries every tick; admissions already

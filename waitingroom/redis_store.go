@@ -241,10 +241,10 @@ func (s *RedisStore) loadScripts(ctx context.Context) error {
 func (s *RedisStore) joinArgs(p JoinParams, join bool) ([]string, []any) {
 	sec := strconv.FormatInt(p.Now.Unix(), 10)
 	user := p.UserID.String()
+	ev := s.prefix + "wr:{" + p.EventID.String() + "}:" // eventKey's prefix, built once
 	keys := []string{
-		s.eventKey(p.EventID, "q"), s.eventKey(p.EventID, "seq"), s.eventKey(p.EventID, "b"),
-		s.eventKey(p.EventID, "a:"+user),
-		s.eventKey(p.EventID, "rl:u:"+user+":"+sec), s.eventKey(p.EventID, "rl:ip:"+p.IP+":"+sec),
+		ev + "q", ev + "seq", ev + "b", ev + "a:" + user,
+		ev + "rl:u:" + user + ":" + sec, ev + "rl:ip:" + p.IP + ":" + sec,
 		s.prefix + "wr:active",
 	}
 	j := "0"

@@ -65,6 +65,15 @@ type RoomConfig struct {
 	// HoldLatency receives the latency of every hold, for the
 	// controller. Defaults to none.
 	HoldLatency *LatencyWindow
+	// SeatsLeftFunc says how many of an event's seats are neither held
+	// nor sold (a hint, at most a second or so old). While it says none,
+	// nobody is admitted, neither from the queue nor at once on joining:
+	// an admitted buyer could only look at a full seat map and leave, and
+	// thousands of them at once are a load that slows every hold. Seats
+	// come back when holds expire or are released, and admission resumes
+	// then, at most as many a pass as there are seats left. Defaults to
+	// none: admission ignores seats.
+	SeatsLeftFunc func(ctx context.Context, eventID uuid.UUID) (int, error)
 	// Logger logs admitter and store failures. Required.
 	Logger *slog.Logger
 	// Registerer receives the waiting room's metrics. Defaults to none.
@@ -253,7 +262,41 @@ type View struct {
 	ExpiresAt time.Time
 	// RetryAfter is set when rate limited.
 	RetryAfter time.Duration
-	OpensAt    *time.Time
+	// PollAfter is when a queued buyer should ask again (queued only):
+	// see PollAfter.
+	PollAfter time.Duration
+	OpensAt   *time.Time
+}
+
+// Poll hints: a queued buyer is told to poll again after half of their
+// estimated wait, between MinPollAfter and MaxPollAfter.
+const (
+	MinPollAfter = time.Second
+	MaxPollAfter = 30 * time.Second
+)
+
+// PollAfter is how long a queued buyer should wait before polling again:
+// half their estimated wait (position ÷ rate) while the onsale is open, so
+// a buyer far back polls about every MaxPollAfter and one near the front
+// every MinPollAfter, and the polls of a queue cost about
+// queue length ÷ MaxPollAfter requests a second rather than one per buyer
+// per second. Halving the estimate each time bounds how late a buyer
+// learns of their admission when R rises: at most half of what they had
+// left to wait, and never more than MaxPollAfter. Before a scheduled
+// opening it is the time to the opening (so nobody polls a closed room
+// often, and everyone polls right after it opens), and MaxPollAfter
+// while paused or while R is zero.
+func PollAfter(phase Phase, position int64, rate float64, untilOpen time.Duration) time.Duration {
+	var d time.Duration
+	switch {
+	case phase == PhasePre:
+		d = untilOpen
+	case phase == PhaseOpen && rate > 0:
+		d = time.Duration(float64(position) / rate / 2 * float64(time.Second))
+	default:
+		d = MaxPollAfter
+	}
+	return min(MaxPollAfter, max(MinPollAfter, d.Round(time.Second)))
 }
 
 // Join enters the buyer in the event's waiting room, or returns where they
@@ -285,6 +328,11 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 	}
 	var e Entry
 	if join {
+		if left, _ := r.seatsLeft(ctx, eventID); left == 0 {
+			// No seat to hold: queue the buyer rather than admit at once
+			// (an empty bucket admits nobody and is left as it is).
+			p.Rate, p.Burst = 0, 0
+		}
 		p.JTI = uuid.New()
 		p.PreScore = preScore()
 		e, err = r.cfg.Store.Join(ctx, p)
@@ -311,6 +359,11 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		if phase == PhaseOpen && rate > 0 {
 			v.EstimatedWait = time.Duration(float64(v.Position) / rate * float64(time.Second))
 		}
+		var untilOpen time.Duration
+		if ev.Settings.OpensAt != nil {
+			untilOpen = ev.Settings.OpensAt.Sub(now)
+		}
+		v.PollAfter = PollAfter(phase, v.Position, rate, untilOpen)
 	case StatusAdmitted:
 		v.ExpiresAt = e.Admission.ExpiresAt.Truncate(time.Second)
 		v.Token, err = r.cfg.Signer.Sign(admission.Claims{
@@ -322,6 +375,20 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		}
 	}
 	return v, nil
+}
+
+// seatsLeft is SeatsLeftFunc's answer, -1 (unknown: admit as usual) when
+// there is none or it fails, so a seat count that cannot be read never
+// stops an onsale. The admitter reports the error (Run logs it).
+func (r *Room) seatsLeft(ctx context.Context, eventID uuid.UUID) (int, error) {
+	if r.cfg.SeatsLeftFunc == nil {
+		return -1, nil
+	}
+	n, err := r.cfg.SeatsLeftFunc(ctx, eventID)
+	if err != nil {
+		return -1, fmt.Errorf("count seats left: %w", err)
+	}
+	return n, nil
 }
 
 // preScore draws a pre-queue score uniformly from [0, 2^52) with
@@ -520,9 +587,18 @@ func (r *Room) AdmitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error
 	}
 	rate := r.rate(ev.Settings)
 	burst := r.burst(rate)
+	limit := int(burst)
+	left, seatsErr := r.seatsLeft(ctx, id)
+	switch {
+	case left == 0:
+		return nil, nil
+	case left > 0:
+		limit = min(limit, left)
+	}
 	users, err := r.cfg.Store.Admit(ctx, AdmitParams{
-		EventID: id, Now: r.cfg.Now(), Rate: rate, Burst: burst, TTL: r.cfg.Signer.TTL(), Max: int(burst),
+		EventID: id, Now: r.cfg.Now(), Rate: rate, Burst: burst, TTL: r.cfg.Signer.TTL(), Max: limit,
 	})
+	err = errors.Join(err, seatsErr)
 	r.admitted.Add(float64(len(users)))
 	if len(users) > 0 {
 		r.mu.Lock()
@@ -530,4 +606,42 @@ func (r *Room) AdmitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error
 		r.mu.Unlock()
 	}
 	return users, err
+}
+
+// SeatsLeftFrom is a SeatsLeftFunc that counts the available seats of the
+// event's seat map from c (give it a Catalog with WithSeatMapCache, so the
+// admitter and the joins read the database at most once per TTL). The
+// count is kept per map version: the map is walked once per read from the
+// database, not once per request.
+func SeatsLeftFrom(c *catalog.Catalog) func(ctx context.Context, eventID uuid.UUID) (int, error) {
+	type count struct {
+		version uint64
+		n       int
+	}
+	var (
+		mu     sync.Mutex
+		counts = map[uuid.UUID]count{}
+	)
+	return func(ctx context.Context, eventID uuid.UUID) (int, error) {
+		m, err := c.SeatMap(ctx, eventID)
+		if err != nil {
+			return 0, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got, ok := counts[eventID]; ok && got.version == m.Version {
+			return got.n, nil
+		}
+		n := 0
+		for _, s := range m.Seats {
+			if s.Status == "available" {
+				n++
+			}
+		}
+		if len(counts) >= 10_000 {
+			clear(counts)
+		}
+		counts[eventID] = count{version: m.Version, n: n}
+		return n, nil
+	}
 }

@@ -3,6 +3,7 @@ package waitingroom
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -301,4 +302,112 @@ func TestRevokedBuyerIsReportedRevoked(t *testing.T) {
 		require.Equal(t, StatusRevoked, v.Status, "another process sharing the store")
 		require.Empty(t, v.Token)
 	})
+}
+
+// While every seat is held nobody is admitted, neither at once on joining
+// nor from the queue; when a seat is left again the admitter admits as
+// many as there are seats left, no more.
+func TestNoAdmissionWhileNoSeatIsLeft(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		ev := createEvent(t, pool, 2)
+		seats, err := catalog.New(pool).Seats(ctx, ev.ID)
+		require.NoError(t, err)
+		room := NewRoom(RoomConfig{
+			Store:  s,
+			Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+			Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			SeatsLeftFunc: SeatsLeftFrom(catalog.New(pool)),
+		})
+		svc := purchase.NewService(pool, testLogger(t), purchase.Config{HoldTTL: time.Hour})
+		holder := uuid.New()
+		hold, err := svc.Hold(ctx, purchase.HoldParams{
+			UserID: holder, EventID: ev.ID, SeatIDs: []uuid.UUID{seats[0].ID, seats[1].ID}, IdempotencyKey: "k", CorrelationID: "test",
+		})
+		require.NoError(t, err)
+
+		buyers := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+		for _, u := range buyers {
+			v, err := room.Join(ctx, u, ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusQueued, v.Status, "no seat is left: nobody is admitted at once")
+		}
+		got, err := room.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Empty(t, got, "no seat is left: nobody is admitted from the queue")
+
+		_, err = svc.Cancel(ctx, holder, hold.OrderID)
+		require.NoError(t, err)
+		got, err = room.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Equal(t, buyers[:2], got, "two seats left: the first two are admitted, the third waits")
+	})
+}
+
+// One slow second of holds cuts R once, not at every reading for as long
+// as the window remembers it: after a cut only the holds observed since
+// count, and a new slow hold cuts again.
+func TestControllerCutsOncePerSlowHolds(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	holds := NewLatencyWindow(10 * time.Second)
+	signals := NewCellSignals(pool, holds, nil)
+	c := NewController(ControllerConfig{Signals: signals, Initial: 100, Min: 1, Increase: 10, Logger: testLogger(t)})
+	ctx := t.Context()
+	step := func() {
+		t.Helper()
+		s, err := signals.ReadSignals(ctx)
+		require.NoError(t, err)
+		c.Step(ctx, s, nil)
+	}
+	for range 50 {
+		holds.Observe(time.Second)
+	}
+	step()
+	require.Equal(t, 50.0, c.Rate(), "slow holds cut R")
+	require.Equal(t, ReasonHoldP99, c.State().Reason)
+	step()
+	require.Equal(t, 60.0, c.Rate(), "the same slow holds do not cut it again")
+	holds.Observe(20 * time.Millisecond)
+	step()
+	require.Equal(t, 70.0, c.Rate(), "fast holds since the cut: healthy")
+	holds.Observe(time.Second)
+	step()
+	require.Equal(t, 35.0, c.Rate(), "a slow hold after the cut cuts again")
+}
+
+// Goroutines kept from a CPU show as scheduling latency, a signal that
+// cuts R although no handler measured anything slow.
+func TestSchedLatencySeesCPUQueueing(t *testing.T) {
+	t.Parallel()
+	var l schedLatency
+	l.p99SinceLast()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := 0; i < 1e5; i++ {
+					_ = i * i
+				}
+			}
+		})
+	}
+	time.AfterFunc(300*time.Millisecond, func() { close(stop) })
+	wg.Wait()
+	p99 := l.p99SinceLast()
+	t.Logf("scheduling latency p99 with %d spinning goroutines: %s", 8*runtime.GOMAXPROCS(0), p99)
+	require.Greater(t, p99, 2*time.Millisecond, "runnable goroutines waited for a CPU")
+
+	c := NewController(ControllerConfig{Initial: 100, Thresholds: Thresholds{SchedLatency: time.Millisecond}, Logger: testLogger(t)})
+	c.Step(t.Context(), Signals{SchedLatency: p99}, nil)
+	require.Equal(t, ReasonSchedLatency, c.State().Reason)
+	require.Equal(t, 50.0, c.Rate())
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -36,16 +39,23 @@ import (
 // default redis://127.0.0.1:6379/0) and PostgreSQL (DATABASE_URL):
 //
 //  1. join + poll requests per second through the real HTTP handler, and
-//     their p50/p99 latency;
+//     their p50/p99 latency, with the server's CPU per request (the load
+//     generator runs as a child process, so this process's CPU time is the
+//     server's), beside a minimal net/http handler running the same Redis
+//     script on the same Redis, and the ratio of the two;
 //  2. a simulated onsale: -buyers join, the admitter lets them through at
 //     R, each admitted buyer holds two of -seats seats (real holds in
 //     PostgreSQL, expiring after -hold-ttl), and the release controller
 //     adapts R to the live holds in the database; R is printed every
 //     second.
 func runBenchWaitingRoom(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "load" {
+		return runWaitingRoomLoad(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("bench waitingroom", flag.ExitOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of the HTTP phase")
 	clients := fs.Int("clients", 64, "concurrent HTTP clients")
+	httpBuyers := fs.Int("http-buyers", 50_000, "buyers the HTTP clients take turns as (fewer: each polls more often, as a queued buyer does)")
 	buyers := fs.Int("buyers", 100_000, "buyers in the simulated onsale")
 	seats := fs.Int("seats", 5_000, "seats in the simulated onsale")
 	simFor := fs.Duration("sim-duration", 40*time.Second, "longest the simulated onsale runs")
@@ -65,7 +75,7 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	prefix := "boxoffice-bench:" + randomHex(4) + ":"
 	defer cleanRedis(context.WithoutCancel(ctx), cfg.RedisURL, prefix)
 
-	if err := benchWaitingRoomHTTP(ctx, cfg, pool, logger, prefix+"http:", *duration, *clients, *cpuProfile); err != nil {
+	if err := benchWaitingRoomHTTP(ctx, cfg, pool, logger, prefix+"http:", *duration, *clients, *httpBuyers, *cpuProfile); err != nil {
 		return err
 	}
 	return benchOnsale(ctx, cfg, pool, logger, prefix+"sim:", onsaleSim{
@@ -73,78 +83,271 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	})
 }
 
-func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients int, cpuProfile string) error {
+func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients, buyers int, cpuProfile string) error {
 	wr, err := newWaitingRoom(ctx, cfg, pool, logger, nil, waitingRoomOpts{redisPrefix: prefix})
 	if err != nil {
 		return err
 	}
 	defer wr.close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
 	g, gctx := errgroup.WithContext(ctx)
 	serverCtx, stop := context.WithCancel(gctx)
 	defer func() { stop(); _ = g.Wait() }()
-	g.Go(func() error {
-		return serveHTTP(serverCtx, ln, newHandlersWithRoom(cfg, pool, logger, nil, nil, nil, nil, wr.room, nil).Handler(), logger)
-	})
-	g.Go(func() error { return wr.run(serverCtx) })
-	base := "http://" + ln.Addr().String()
-
-	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "bench", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: cfg.Cell,
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 100, PriceMinor: 1000}},
-	})
+	listen := func(h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		g.Go(func() error { return serveHTTP(serverCtx, ln, h, logger) })
+		return "http://" + ln.Addr().String(), nil
+	}
+	base, err := listen(newHandlersWithRoom(cfg, pool, logger, nil, nil, nil, nil, wr.room, nil).Handler())
 	if err != nil {
 		return err
 	}
-	// Each buyer joins, then polls; buyers are used once per second at
-	// most, under the per-buyer limit.
-	const nBuyers = 50_000
-	tokens := make([]string, nBuyers)
-	for i := range tokens {
-		if tokens[i], err = auth.Mint(cfg.JWTSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, time.Hour); err != nil {
-			return err
-		}
+	g.Go(func() error { return wr.run(serverCtx) })
+
+	events := catalog.New(pool)
+	newEvent := func() (uuid.UUID, error) {
+		ev, err := events.CreateEvent(ctx, catalog.EventParams{
+			OrganizerID: uuid.New(), Name: "bench", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: cfg.Cell,
+			Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 100, PriceMinor: 1000}},
+		})
+		return ev.ID, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = clients*2, clients*2
-	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	path := base + "/v1/events/" + ev.ID.String() + "/waiting-room"
+	ev, err := newEvent()
+	if err != nil {
+		return err
+	}
+	// The minimal handler: plain net/http, no authentication, the same
+	// store (the same Lua script, pipelined the same way) on the same
+	// Redis, a hand-written answer.
+	minStore := waitingroom.NewRedisStore(wr.rdb, waitingroom.RedisStoreConfig{Prefix: prefix + "min:"})
+	minEv, err := newEvent()
+	if err != nil {
+		return err
+	}
+	minBase, err := listen(minimalWaitingRoom(minStore, cfg.AdmissionRate))
+	if err != nil {
+		return err
+	}
 
 	fmt.Printf("boxoffice bench waitingroom — Redis %s, PostgreSQL %s\n\n", cfg.RedisURL, redactURL(cfg.DatabaseURL))
-	fmt.Printf("HTTP join + poll, %d clients, %s, event open at R=%.0f/s (most buyers queue)\n", clients, d, cfg.AdmissionRate)
-	var (
-		next     atomic.Int64
-		mu       sync.Mutex
-		lat      []time.Duration
-		statuses = map[int]int{}
-	)
+	fmt.Printf("HTTP join + poll, %d clients in a child process taking turns as %d buyers, %s per phase, event open at R=%.0f/s (most buyers queue)\n", clients, buyers, d, cfg.AdmissionRate)
+	fmt.Printf("  server CPU = this process's getrusage over the phase (HTTP server, waiting room, admitter, controller);\n")
+	fmt.Printf("  client CPU = the load generator's own getrusage over the phase; Redis from INFO cpu\n\n")
+
+	// The profile, when asked for, covers the waiting room's phase and
+	// only the server: the load generator is another process.
+	var onStart, onEnd func() error
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		onStart = func() error { return pprof.StartCPUProfile(f) }
+		onEnd = func() error { pprof.StopCPUProfile(); return nil }
 	}
-	cpu0, redis0 := processCPU(), redisCPU(ctx, wr.rdb)
-	deadline := time.Now().Add(d)
+	wrRes, err := runLoadPhase(ctx, wr.rdb, base+"/v1/events/"+ev.String()+"/waiting-room", "jwt", clients, buyers, d, onStart, onEnd)
+	if err != nil {
+		return err
+	}
+	minRes, err := runLoadPhase(ctx, wr.rdb, minBase+"/v1/events/"+minEv.String()+"/waiting-room", "user", clients, buyers, d, nil, nil)
+	if err != nil {
+		return err
+	}
+	wrRes.print("waiting room (huma, bearer JWT, Room, signed admission tokens)")
+	minRes.print("minimal net/http handler, same Redis script, no auth")
+	fmt.Printf("  waiting room ÷ minimal: requests/s %.2f, server CPU per request %.2f\n\n",
+		wrRes.perSecond()/minRes.perSecond(), wrRes.serverPerRequest().Seconds()/minRes.serverPerRequest().Seconds())
+	return nil
+}
+
+// minimalWaitingRoom answers a join (POST) or poll (GET) with the store
+// alone: the user id comes from X-User-Id, unauthenticated.
+func minimalWaitingRoom(store *waitingroom.RedisStore, rate float64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, err := uuid.Parse(r.Header.Get("X-User-Id"))
+		if err != nil {
+			http.Error(w, "X-User-Id", http.StatusBadRequest)
+			return
+		}
+		parts := strings.Split(r.URL.Path, "/")
+		eventID, err := uuid.Parse(parts[len(parts)-2])
+		if err != nil {
+			http.Error(w, "event", http.StatusNotFound)
+			return
+		}
+		p := waitingroom.JoinParams{
+			EventID: eventID, UserID: user, IP: "127.0.0.1", Now: time.Now(), Limits: waitingroom.Limits{PerUser: 5},
+			Phase: waitingroom.PhaseOpen, Rate: rate, Burst: max(1, rate), TTL: 15 * time.Minute,
+		}
+		var e waitingroom.Entry
+		if r.Method == http.MethodPost {
+			p.JTI = uuid.New()
+			e, err = store.Join(r.Context(), p)
+		} else {
+			e, err = store.Poll(r.Context(), p)
+		}
+		if err != nil {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch e.Status {
+		case waitingroom.StatusQueued:
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{"status":"queued","position":` + strconv.FormatInt(e.Ahead+1, 10) + `}`))
+		case waitingroom.StatusAdmitted:
+			_, _ = w.Write([]byte(`{"status":"admitted"}`))
+		case waitingroom.StatusLimited:
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})
+}
+
+// loadPhase is one measured phase: what the load generator saw and what
+// each side spent.
+type loadPhase struct {
+	loadResult
+	server, redis time.Duration
+}
+
+func (p loadPhase) perSecond() float64 { return float64(p.Requests) / p.Elapsed.Seconds() }
+
+func (p loadPhase) serverPerRequest() time.Duration {
+	return p.server / time.Duration(max(1, p.Requests))
+}
+
+func (p loadPhase) print(name string) {
+	n := time.Duration(max(1, p.Requests))
+	fmt.Printf("  %s\n", name)
+	fmt.Printf("    requests      %d in %s = %.0f/s\n", p.Requests, p.Elapsed.Round(time.Millisecond), p.perSecond())
+	fmt.Printf("    latency       p50 %s   p99 %s   max %s\n", p.P50.Round(10*time.Microsecond), p.P99.Round(10*time.Microsecond), p.Max.Round(10*time.Microsecond))
+	fmt.Printf("    statuses      %v (200 admitted, 202 queued; 0 = transport error)\n", p.Statuses)
+	fmt.Printf("    CPU           server %.2fs = %.0f%% of a core, %s per request; client %.2fs, %s per request; redis-server %.2fs, %s per request\n",
+		p.server.Seconds(), 100*p.server.Seconds()/p.Elapsed.Seconds(), (p.server / n).Round(100*time.Nanosecond),
+		p.ClientCPU.Seconds(), (p.ClientCPU / n).Round(100*time.Nanosecond), p.redis.Seconds(), (p.redis / n).Round(100*time.Nanosecond))
+}
+
+// runLoadPhase runs the load generator as a child process of this binary
+// (`bench waitingroom load`), so that this process's CPU time over the
+// phase is the server's alone, and returns what it measured.
+func runLoadPhase(ctx context.Context, rdb *redis.Client, url, mode string, clients, buyers int, d time.Duration, onStart, onEnd func() error) (loadPhase, error) {
+	bin, err := os.Executable()
+	if err != nil {
+		return loadPhase{}, err
+	}
+	cmd := exec.CommandContext(ctx, bin, "bench", "waitingroom", "load",
+		"-url", url, "-mode", mode, "-clients", strconv.Itoa(clients), "-buyers", strconv.Itoa(buyers), "-duration", d.String())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return loadPhase{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return loadPhase{}, fmt.Errorf("start the load generator: %w", err)
+	}
+	defer func() { _ = cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	var (
+		p              loadPhase
+		cpu0, redis0   time.Duration
+		started, ended bool
+	)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "start":
+			if onStart != nil {
+				if err := onStart(); err != nil {
+					return p, err
+				}
+			}
+			cpu0, redis0, started = processCPU(), redisCPU(ctx, rdb), true
+		case strings.HasPrefix(line, "done "):
+			p.server, p.redis, ended = processCPU()-cpu0, redisCPU(ctx, rdb)-redis0, true
+			if onEnd != nil {
+				if err := onEnd(); err != nil {
+					return p, err
+				}
+			}
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "done ")), &p.loadResult); err != nil {
+				return p, fmt.Errorf("load generator result: %w", err)
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return p, fmt.Errorf("load generator: %w", err)
+	}
+	if !started || !ended {
+		return p, errors.New("load generator ended without a result")
+	}
+	return p, nil
+}
+
+// loadResult is what the load generator measured of one phase.
+type loadResult struct {
+	Requests      int
+	Elapsed       time.Duration
+	P50, P99, Max time.Duration
+	Statuses      map[int]int
+	// ClientCPU is the load generator's CPU time over the phase.
+	ClientCPU time.Duration
+}
+
+// runWaitingRoomLoad is the load generator: clients each join then poll
+// as one of -buyers buyers in turn (50,000 by default: each used at most
+// once a second, under the per-buyer limit), for d. It prints "start" when the phase starts and
+// "done <json>" with the result. mode jwt sends bearer tokens; mode user
+// sends X-User-Id for the minimal handler.
+func runWaitingRoomLoad(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench waitingroom load", flag.ExitOnError)
+	url := fs.String("url", "", "waiting room URL")
+	mode := fs.String("mode", "jwt", "jwt or user")
+	clients := fs.Int("clients", 64, "concurrent clients")
+	d := fs.Duration("duration", 10*time.Second, "phase length")
+	nBuyers := fs.Int("buyers", 50_000, "buyers the clients take turns as")
+	_ = fs.Parse(args)
+	header, values := "Authorization", make([]string, *nBuyers)
+	for i := range values {
+		id := uuid.New()
+		switch *mode {
+		case "jwt":
+			tok, err := auth.Mint([]byte(devJWTSecret), auth.Identity{UserID: id, Role: auth.RoleBuyer}, time.Hour)
+			if err != nil {
+				return err
+			}
+			values[i] = "Bearer " + tok
+		default:
+			header, values[i] = "X-User-Id", id.String()
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = *clients*2, *clients*2
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		lat      []time.Duration
+		statuses = map[int]int{}
+	)
+	fmt.Println("start")
+	cpu0 := processCPU()
 	start := time.Now()
+	deadline := start.Add(*d)
 	var wg sync.WaitGroup
-	for range clients {
+	for range *clients {
 		wg.Go(func() {
 			local := make([]time.Duration, 0, 1<<16)
 			st := map[int]int{}
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				tok := tokens[int(next.Add(1))%nBuyers]
+				v := values[int(next.Add(1))%len(values)]
 				for _, method := range []string{http.MethodPost, http.MethodGet} {
-					req, _ := http.NewRequestWithContext(ctx, method, path, nil)
-					req.Header.Set("Authorization", "Bearer "+tok)
+					req, _ := http.NewRequestWithContext(ctx, method, *url, nil)
+					req.Header.Set(header, v)
 					t0 := time.Now()
 					res, err := hc.Do(req)
 					if err != nil {
@@ -166,8 +369,7 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	cpu, redisUsed := processCPU()-cpu0, redisCPU(ctx, wr.rdb)-redis0
+	r := loadResult{Requests: len(lat), Elapsed: time.Since(start), Statuses: statuses, ClientCPU: processCPU() - cpu0}
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration {
 		if len(lat) == 0 {
@@ -175,13 +377,12 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		}
 		return lat[min(len(lat)-1, int(float64(len(lat))*p))]
 	}
-	fmt.Printf("  requests      %d in %s\n", len(lat), elapsed.Round(time.Millisecond))
-	fmt.Printf("  requests/s    %.0f\n", float64(len(lat))/elapsed.Seconds())
-	fmt.Printf("  latency       p50 %s   p99 %s   max %s\n", pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), pct(1).Round(10*time.Microsecond))
-	fmt.Printf("  statuses      %v (200 admitted, 202 queued; 0 = transport error)\n", statuses)
-	fmt.Printf("  CPU           this process (server and load generator) %.1fs = %.0f%% of one core; redis-server %.1fs\n",
-		cpu.Seconds(), 100*cpu.Seconds()/elapsed.Seconds(), redisUsed.Seconds())
-	fmt.Printf("  requests per CPU-second, server + load generator + Redis: %.0f\n\n", float64(len(lat))/(cpu+redisUsed).Seconds())
+	r.P50, r.P99, r.Max = pct(0.5), pct(0.99), pct(1)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("done %s\n", b)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	keepLogs := fs.Bool("keep-logs", false, "with --spawn: keep the processes' logs after a run that upheld the invariants (a failed run always keeps them)")
 	sharedRoom := fs.Bool("shared-waiting-room", true, "the --api processes share one waiting room (Redis); false sums R over them")
 	progress := fs.String("progress", "auto", "auto, bars or plain")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the simulated buyers, not the stack) to this file")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -136,9 +138,23 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 			chaosDone <- evs
 		}()
 	}
+	if *cpuProfile != "" {
+		f, perr := os.Create(*cpuProfile)
+		if perr != nil {
+			return fmt.Errorf("--cpuprofile: %w", perr)
+		}
+		defer f.Close()
+		if perr := pprof.StartCPUProfile(f); perr != nil {
+			return fmt.Errorf("--cpuprofile: %w", perr)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cpu0 := processCPU()
 	stopProgress := onsale.StartProgress(sim, stdout, terminal, 2*time.Second)
 	res, err := sim.Run(ctx)
 	stopProgress()
+	// The buyers share the machine with the stack: say what they cost.
+	fmt.Fprintf(stdout, "Simulator CPU: %.1fs over %s\n", (processCPU() - cpu0).Seconds(), time.Since(start).Round(time.Second))
 	if chaosDone != nil {
 		stopChaos()
 		evs := <-chaosDone

@@ -95,8 +95,11 @@ func newWaitingRoom(ctx context.Context, cfg config, pool *pgxpool.Pool, logger 
 		Controller:  controller,
 		Limits:      waitingroom.Limits{PerIP: cfg.WaitingRoomIPLimit, PerUser: opts.perUser},
 		HoldLatency: holds,
-		Logger:      logger,
-		Registerer:  reg,
+		// A second-old seat map, read once a second per event for every
+		// join and admitter pass of this process.
+		SeatsLeftFunc: waitingroom.SeatsLeftFrom(catalog.New(pool).WithSeatMapCache(time.Second)),
+		Logger:        logger,
+		Registerer:    reg,
 	})
 	w.room = room
 	return w, nil
