@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -464,8 +465,8 @@ type settling struct {
 // soon while c's feed cannot tell it of changes; at growing intervals
 // for a while after a follow-up wake-up (s), because a consumer applies
 // that event next and may change the status without an event of its own
-// (refunding → refunded does); else rarely. It counts the read it
-// schedules in s.
+// (refunding → refunded does); else rarely, at the safety read's interval
+// ±10%. It counts the read it schedules in s.
 func (h *Handlers) readAfter(c *cells.Cell, s *settling) time.Duration {
 	switch {
 	case c.Orders == nil || !c.Orders.Healthy():
@@ -478,7 +479,11 @@ func (h *Handlers) readAfter(c *cells.Cell, s *settling) time.Duration {
 		s.reads++
 		return min(d, h.cfg.orderStreamSafetyRead())
 	}
-	return h.cfg.orderStreamSafetyRead()
+	// ±10%: streams opened together (a deploy's reconnections) spread
+	// their safety reads out within a few periods instead of reading all
+	// at once every period.
+	d := h.cfg.orderStreamSafetyRead()
+	return d - d/10 + rand.N(d/5+1)
 }
 
 func (c Config) orderStreamPoll() time.Duration {

@@ -32,8 +32,11 @@ func runBench(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "purchases" {
 		return runBenchPurchases(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "streams" {
+		return runBenchStreams(ctx, args[1:])
+	}
 	if len(args) == 0 || args[0] != "holds" {
-		return fmt.Errorf("usage: boxoffice bench holds|purchases|waitingroom [flags]")
+		return fmt.Errorf("usage: boxoffice bench holds|purchases|streams|waitingroom [flags]")
 	}
 	fs := flag.NewFlagSet("bench holds", flag.ExitOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
