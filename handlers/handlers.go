@@ -116,6 +116,9 @@ type Handlers struct {
 	limits  *limits
 	// seatMaps are the encoded seat maps (representation.go).
 	seatMaps *seatMapCache
+	// heartbeats signal the open order event streams' heartbeats
+	// (stream_clock.go).
+	heartbeats *streamClock
 }
 
 // New returns Handlers for cfg.
@@ -137,7 +140,8 @@ func New(cfg Config) *Handlers {
 		})
 	}
 	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: router,
-		limits: newLimits(cfg), seatMaps: newSeatMapCache()}
+		limits: newLimits(cfg), seatMaps: newSeatMapCache(),
+		heartbeats: newStreamClock(orderEventsHeartbeatTick, int(orderEventsHeartbeat/orderEventsHeartbeatTick))}
 }
 
 // Version is the API version shown in the OpenAPI document.

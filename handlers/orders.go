@@ -266,8 +266,12 @@ const (
 	orderEventsSettleFirst  = 50 * time.Millisecond
 	orderEventsSettleRead   = time.Second
 	orderEventsMaxLifetime  = 10 * time.Minute
-	orderEventsHeartbeat    = 15 * time.Second
-	orderEventsWriteTimeout = 10 * time.Second
+	// Every orderEventsHeartbeat, to within orderEventsHeartbeatTick, a
+	// stream writes a comment line; the process's streams share one clock
+	// that ticks every orderEventsHeartbeatTick (streamClock).
+	orderEventsHeartbeat     = 15 * time.Second
+	orderEventsHeartbeatTick = time.Second
+	orderEventsWriteTimeout  = 10 * time.Second
 )
 
 // OrderStreamInput opens an order's event stream.
@@ -404,8 +408,8 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 	var settle settling
 	read := time.NewTimer(h.readAfter(c, &settle))
 	defer read.Stop()
-	heartbeat := time.NewTicker(orderEventsHeartbeat)
-	defer heartbeat.Stop()
+	heartbeat, stopHeartbeat := h.heartbeats.add()
+	defer stopHeartbeat()
 	for {
 		select {
 		case <-ctx.Done():
