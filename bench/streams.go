@@ -48,6 +48,13 @@ type StreamsRun struct {
 	// when it returns, the change is committed, and that moment is the
 	// start of the change's latency.
 	ChangeFunc func(ctx context.Context, order uuid.UUID) error
+	// Events is how many order events that change nothing a stream shows
+	// (EventFunc) are committed, at ChangeRate a second, each about an
+	// open stream's order, after the idle windows.
+	Events int
+	// EventFunc commits an order event about order that changes nothing a
+	// stream shows, its i-th.
+	EventFunc func(ctx context.Context, order uuid.UUID, i int) error
 	// TransactionsFunc is how many transactions the API process has ended
 	// so far (TxCounter.Transactions of the proxy it reaches the database
 	// through).
@@ -79,6 +86,12 @@ type StreamsResult struct {
 	// OpenTime is how long opening every stream took, to the first event
 	// of the last one.
 	OpenTime time.Duration
+	// Events is how many non-status events were committed, and
+	// EventTxPerEvent what each cost the API in database transactions:
+	// those over the events' window and the settle window after it (12 s),
+	// less what the idle streams spend in as long (Open.TxPerSec).
+	Events          int
+	EventTxPerEvent float64
 	// Changed is how many status changes were committed, Arrived how many
 	// of them reached their stream within 10 s.
 	Changed, Arrived int
@@ -163,8 +176,30 @@ func RunStreams(ctx context.Context, run StreamsRun) (StreamsResult, error) {
 		return res, err
 	}
 
-	n := min(run.Changes, len(streams))
 	interval := time.Duration(float64(time.Second) / max(run.ChangeRate, 0.001))
+	if run.Events > 0 {
+		tx0, start := run.TransactionsFunc(), time.Now()
+		tick := time.NewTicker(interval)
+		for i := range run.Events {
+			order := streams[len(streams)-1-i%len(streams)].order.ID
+			if err := run.EventFunc(ctx, order, i); err != nil {
+				tick.Stop()
+				return res, fmt.Errorf("commit event about order %s: %w", order, err)
+			}
+			res.Events++
+			<-tick.C
+		}
+		tick.Stop()
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(12 * time.Second):
+		}
+		spent := float64(run.TransactionsFunc()-tx0) - res.Open.TxPerSec*time.Since(start).Seconds()
+		res.EventTxPerEvent = spent / float64(res.Events)
+	}
+
+	n := min(run.Changes, len(streams))
 	committed := make([]time.Time, n)
 	tick := time.NewTicker(interval)
 	for i := range n {

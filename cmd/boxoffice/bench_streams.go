@@ -55,7 +55,8 @@ func runBenchStreams(ctx context.Context, args []string) error {
 	// order once a minute when nothing woke them) and four heartbeats.
 	quiet := fs.Duration("quiet", time.Minute, "length of each idle window (without streams, then with them)")
 	changes := fs.Int("changes", 500, "status changes timed from commit to stream")
-	rate := fs.Float64("change-rate", 50, "status changes per second")
+	rate := fs.Float64("change-rate", 50, "status changes (and non-status events) per second")
+	events := fs.Int("events", 500, "order events that change nothing a stream shows, committed for open streams' orders")
 	apiBinary := fs.String("api-binary", "", "boxoffice binary to run the API with (default: this one)")
 	_ = fs.Parse(args)
 	if *apiBinary == "" {
@@ -135,6 +136,7 @@ func runBenchStreams(ctx context.Context, args []string) error {
 	res, err := bench.RunStreams(ctx, bench.StreamsRun{
 		BaseURL: api.url, PID: api.cmd.Process.Pid, Orders: orders, Quiet: *quiet,
 		Changes: *changes, ChangeRate: *rate,
+		Events: *events, EventFunc: quietEvent(pool),
 		ChangeFunc:       cancelWithEvent(pool),
 		TransactionsFunc: txc.Transactions,
 	})
@@ -148,6 +150,7 @@ func runBenchStreams(ctx context.Context, args []string) error {
 	fmt.Printf("%-52s %11.2f%% %11.1f%%\n", fmt.Sprintf("API CPU, %d streams open (%s)", res.Streams, res.Open.Window.Round(time.Second)), res.Open.CPUPercent, streamsIdleCPUGoal)
 	fmt.Printf("%-52s %12.1f\n", "API database tx/s, no stream open", res.Baseline.TxPerSec)
 	fmt.Printf("%-52s %12.1f\n", fmt.Sprintf("API database tx/s, %d streams open", res.Streams), res.Open.TxPerSec)
+	fmt.Printf("%-52s %12.2f\n", fmt.Sprintf("API database tx per non-status event (%d events)", res.Events), res.EventTxPerEvent)
 	fmt.Printf("%-52s %9.0f MB %12s\n", "API resident memory, no stream open", mb(res.Baseline.RSSBytes), "")
 	fmt.Printf("%-52s %9.0f MB %12s\n", fmt.Sprintf("API resident memory, %d streams open", res.Streams), mb(res.Open.RSSBytes), "")
 	fmt.Printf("%-52s %12s %12s\n", fmt.Sprintf("change → stream p50 (%d of %d arrived, %.0f/s)", res.Arrived, res.Changed, *rate), res.P50.Round(100*time.Microsecond), "")
@@ -238,6 +241,27 @@ func cancelWithEvent(pool *pgxpool.Pool) func(context.Context, uuid.UUID) error 
 			}
 			env, raw, err := outbox.NewOrderEvent(outbox.TypeOrderCanceled, order, time.Now(), "", "",
 				outbox.OrderCanceled{OrderID: order, Reason: "bench"})
+			if err != nil {
+				return err
+			}
+			return outbox.Insert(ctx, tx, env, raw)
+		})
+	}
+}
+
+// quietEvent returns what commits, in turn, one of the events of a
+// purchase that change nothing a stream shows, as their writers do but
+// alone (the payments worker's command, the provider's facts); no
+// consumer runs, so none acts on them.
+func quietEvent(pool *pgxpool.Pool) func(context.Context, uuid.UUID, int) error {
+	types := []string{
+		outbox.TypePaymentAuthorizationRequested, outbox.TypePaymentAuthorized,
+		outbox.TypeCaptureRequested, outbox.TypePaymentCaptured,
+	}
+	return func(ctx context.Context, order uuid.UUID, i int) error {
+		return db.WithTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+			env, raw, err := outbox.NewOrderEvent(types[i%len(types)], order, time.Now(), "", "",
+				map[string]any{"order_id": order})
 			if err != nil {
 				return err
 			}
