@@ -49,8 +49,8 @@ type StreamsRun struct {
 	// start of the change's latency.
 	ChangeFunc func(ctx context.Context, order uuid.UUID) error
 	// Events is how many order events that change nothing a stream shows
-	// (EventFunc) are committed, at ChangeRate a second, each about an
-	// open stream's order, after the idle windows.
+	// (EventFunc) are committed, at ChangeRate a second, about the orders
+	// of the first 100 streams, opened alone after the baseline.
 	Events int
 	// EventFunc commits an order event about order that changes nothing a
 	// stream shows, its i-th.
@@ -83,13 +83,13 @@ type StreamsResult struct {
 	// Streams open.
 	Baseline, Open Idle
 	Streams        int
-	// OpenTime is how long opening every stream took, to the first event
-	// of the last one.
+	// OpenTime is how long opening the streams took (but those of the
+	// non-status events, opened before), to the first event of the last.
 	OpenTime time.Duration
 	// Events is how many non-status events were committed, and
 	// EventTxPerEvent what each cost the API in database transactions:
 	// those over the events' window and the settle window after it (12 s),
-	// less what the idle streams spend in as long (Open.TxPerSec).
+	// less the baseline's in as long.
 	Events          int
 	EventTxPerEvent float64
 	// Changed is how many status changes were committed, Arrived how many
@@ -99,6 +99,9 @@ type StreamsResult struct {
 	// event arriving on the client.
 	P50, P99, Max time.Duration
 }
+
+// eventStreams is how many streams the non-status events are about.
+const eventStreams = 100
 
 // stream is one open order event stream on the client.
 type stream struct {
@@ -131,57 +134,64 @@ func RunStreams(ctx context.Context, run StreamsRun) (StreamsResult, error) {
 	defer closeStreams()
 
 	streams := make([]*stream, len(run.Orders))
-	var (
-		readers sync.WaitGroup
-		opening sync.WaitGroup
-		errMu   sync.Mutex
-		openErr error
-	)
-	sem := make(chan struct{}, run.Concurrency)
-	start := time.Now()
-	for i, o := range run.Orders {
-		s := &stream{order: o, changed: make(chan time.Time, 1)}
-		streams[i] = s
-		sem <- struct{}{}
-		opening.Add(1)
-		readers.Go(func() {
-			opened := false
-			done := func(err error) {
-				if !opened {
-					opened = true
-					<-sem
-					if err != nil {
-						errMu.Lock()
-						if openErr == nil {
-							openErr = err
+	var readers sync.WaitGroup
+	// open opens the streams of run.Orders[from:to] and waits for the
+	// first event of each.
+	open := func(from, to int) error {
+		var (
+			opening sync.WaitGroup
+			errMu   sync.Mutex
+			openErr error
+		)
+		sem := make(chan struct{}, run.Concurrency)
+		for i := from; i < to; i++ {
+			s := &stream{order: run.Orders[i], changed: make(chan time.Time, 1)}
+			streams[i] = s
+			sem <- struct{}{}
+			opening.Add(1)
+			readers.Go(func() {
+				opened := false
+				done := func(err error) {
+					if !opened {
+						opened = true
+						<-sem
+						if err != nil {
+							errMu.Lock()
+							if openErr == nil {
+								openErr = err
+							}
+							errMu.Unlock()
 						}
-						errMu.Unlock()
+						opening.Done()
 					}
-					opening.Done()
 				}
-			}
-			defer done(errors.New("the stream ended before its first event"))
-			follow(sctx, client, run.BaseURL, s, done)
-		})
-	}
-	opening.Wait()
-	res.OpenTime = time.Since(start)
-	if openErr != nil {
-		closeStreams()
-		readers.Wait()
-		return res, fmt.Errorf("open streams: %w", openErr)
-	}
-	res.Streams = len(streams)
-	if res.Open, err = measureIdle(ctx, run.PID, run.Quiet, run.TransactionsFunc); err != nil {
-		return res, err
+				defer done(errors.New("the stream ended before its first event"))
+				follow(sctx, client, run.BaseURL, s, done)
+			})
+		}
+		opening.Wait()
+		if openErr != nil {
+			closeStreams()
+			readers.Wait()
+			return fmt.Errorf("open streams: %w", openErr)
+		}
+		return nil
 	}
 
+	// The non-status events go to the first few streams, opened alone,
+	// before any stream's first safety read (a minute after it opened) can
+	// blur the count: what the API spends beyond its idle baseline is what
+	// the events cost.
 	interval := time.Duration(float64(time.Second) / max(run.ChangeRate, 0.001))
-	if run.Events > 0 {
+	evStreams := min(eventStreams, len(run.Orders))
+	if run.Events > 0 && evStreams > 0 {
+		if err := open(0, evStreams); err != nil {
+			return res, err
+		}
 		tx0, start := run.TransactionsFunc(), time.Now()
 		tick := time.NewTicker(interval)
 		for i := range run.Events {
-			order := streams[len(streams)-1-i%len(streams)].order.ID
+			order := streams[i%evStreams].order.ID
 			if err := run.EventFunc(ctx, order, i); err != nil {
 				tick.Stop()
 				return res, fmt.Errorf("commit event about order %s: %w", order, err)
@@ -195,17 +205,30 @@ func RunStreams(ctx context.Context, run StreamsRun) (StreamsResult, error) {
 			return res, ctx.Err()
 		case <-time.After(12 * time.Second):
 		}
-		spent := float64(run.TransactionsFunc()-tx0) - res.Open.TxPerSec*time.Since(start).Seconds()
+		spent := float64(run.TransactionsFunc()-tx0) - res.Baseline.TxPerSec*time.Since(start).Seconds()
 		res.EventTxPerEvent = spent / float64(res.Events)
+	} else {
+		evStreams = 0
+	}
+
+	start := time.Now()
+	if err := open(evStreams, len(run.Orders)); err != nil {
+		return res, err
+	}
+	res.OpenTime = time.Since(start)
+	res.Streams = len(streams)
+	if res.Open, err = measureIdle(ctx, run.PID, run.Quiet, run.TransactionsFunc); err != nil {
+		return res, err
 	}
 
 	n := min(run.Changes, len(streams))
 	committed := make([]time.Time, n)
 	tick := time.NewTicker(interval)
 	for i := range n {
-		if err := run.ChangeFunc(ctx, streams[i].order.ID); err != nil {
+		order := streams[len(streams)-1-i].order.ID // not one of the events'
+		if err := run.ChangeFunc(ctx, order); err != nil {
 			tick.Stop()
-			return res, fmt.Errorf("change order %s: %w", streams[i].order.ID, err)
+			return res, fmt.Errorf("change order %s: %w", order, err)
 		}
 		committed[i] = time.Now()
 		res.Changed++
@@ -219,7 +242,7 @@ func RunStreams(ctx context.Context, run StreamsRun) (StreamsResult, error) {
 collect:
 	for i := range n {
 		select {
-		case at := <-streams[i].changed:
+		case at := <-streams[len(streams)-1-i].changed:
 			latencies = append(latencies, max(0, at.Sub(committed[i])))
 		case <-deadline:
 			break collect
