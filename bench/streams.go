@@ -347,7 +347,8 @@ func measureIdle(ctx context.Context, pid int, window time.Duration, transaction
 // its clients end: the ReadyForQuery messages the server sends with the
 // status "idle" (not in a transaction), one after every statement run
 // outside a transaction and after every COMMIT or ROLLBACK, less the one
-// that ends each connection's startup. It is exact where the server's
+// that ends each connection's startup. A statement pgx prepares (its
+// first use on a connection) is one more round trip, and counted. It is exact where the server's
 // statistics (pg_stat_database) lag by up to ten seconds and count every
 // process. It speaks no TLS: use it with sslmode=disable.
 type TxCounter struct {

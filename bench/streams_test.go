@@ -15,8 +15,8 @@ import (
 )
 
 // The proxy counts every transaction its clients end, whether a statement
-// outside a transaction or a committed or rolled back one, and not the
-// connections' startups.
+// outside a transaction or a committed or rolled back one, and a
+// statement's preparation, but not the connections' startups.
 func TestTxCounterCountsTransactions(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
@@ -36,9 +36,14 @@ func TestTxCounterCountsTransactions(t *testing.T) {
 	conn, err := pgx.Connect(ctx, u.String())
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	base := txc.Transactions() // the startup is not counted
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&n))
+	// The startup is not counted; the first use of a statement is two:
+	// pgx prepares it (one round trip that ends outside a transaction) and
+	// runs it.
+	require.EqualValues(t, 2, txc.Transactions())
+	base := txc.Transactions()
 	for range 3 {
-		var n int
 		require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&n))
 	}
 	for _, commit := range []bool{true, false} {
