@@ -118,10 +118,10 @@ func partOf(s *profile.Sample, parts []Part) int {
 	return len(parts) + 1
 }
 
-// ProcessCPU is the CPU time (user and system) this process has used.
-func ProcessCPU() time.Duration {
-	t, _ := cpuOfPIDs([]string{"self"})
-	return t
+// SelfCPU is the CPU time (user and system) this process has used.
+func SelfCPU() time.Duration {
+	d, _ := ProcessCPU(os.Getpid())
+	return d
 }
 
 // PostgresCPU is the CPU time used so far by the processes on this machine
@@ -131,44 +131,21 @@ func ProcessCPU() time.Duration {
 // short of the backends that exited in between.
 func PostgresCPU() (time.Duration, bool) {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	var pids []string
+	var total time.Duration
+	ok := false
 	for _, d := range dirs {
 		comm, err := os.ReadFile(filepath.Join(d, "comm"))
-		if err == nil && strings.TrimSpace(string(comm)) == "postgres" {
-			pids = append(pids, filepath.Base(d))
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
 		}
-	}
-	if len(pids) == 0 {
-		return 0, false
-	}
-	return cpuOfPIDs(pids)
-}
-
-// clockTicks is the kernel's USER_HZ, 100 on every Linux this runs on.
-const clockTicks = 100
-
-// cpuOfPIDs sums utime and stime of /proc/<pid>/stat over pids.
-func cpuOfPIDs(pids []string) (time.Duration, bool) {
-	var ticks int64
-	ok := false
-	for _, pid := range pids {
-		raw, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		pid, err := strconv.Atoi(filepath.Base(d))
 		if err != nil {
 			continue
 		}
-		// The command may hold spaces; the fields after it do not.
-		rest := string(raw[bytes.LastIndexByte(raw, ')')+1:])
-		f := strings.Fields(rest)
-		if len(f) < 13 {
-			continue
+		if cpu, err := ProcessCPU(pid); err == nil {
+			total += cpu
+			ok = true
 		}
-		utime, err1 := strconv.ParseInt(f[11], 10, 64)
-		stime, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		ticks += utime + stime
-		ok = true
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, ok
+	return total, ok
 }

@@ -15,7 +15,7 @@ import (
 //go:noinline
 func spinForCPUTest(d time.Duration) int {
 	n := 0
-	for start := ProcessCPU(); ProcessCPU()-start < d; {
+	for start := SelfCPU(); SelfCPU()-start < d; {
 		for i := range 1_000_000 {
 			n += i ^ n
 		}

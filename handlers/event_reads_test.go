@@ -36,13 +36,16 @@ func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pg
 
 func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// tracedPool is a second pool on pool's database whose EventGetByID
-// queries are counted.
-func tracedPool(t *testing.T, pool *pgxpool.Pool) (*pgxpool.Pool, *queryCounter) {
+// tracedPool is a second pool on pool's database whose queries named
+// name (EventGetByID by default) are counted.
+func tracedPool(t *testing.T, pool *pgxpool.Pool, name ...string) (*pgxpool.Pool, *queryCounter) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pool.Config().ConnString())
 	require.NoError(t, err)
 	counter := &queryCounter{name: "EventGetByID"}
+	if len(name) > 0 {
+		counter.name = name[0]
+	}
 	cfg.ConnConfig.Tracer = counter
 	traced, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)

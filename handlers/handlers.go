@@ -121,6 +121,9 @@ type Handlers struct {
 	seatMaps *seatMapCache
 	// bearers are the verified bearer tokens.
 	bearers *bearerCache
+	// heartbeats signal the open order event streams' heartbeats
+	// (stream_clock.go).
+	heartbeats *streamClock
 }
 
 // New returns Handlers for cfg.
@@ -142,7 +145,8 @@ func New(cfg Config) *Handlers {
 		})
 	}
 	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: router,
-		limits: newLimits(cfg), seatMaps: newSeatMapCache(), bearers: &bearerCache{m: map[string]bearerEntry{}}}
+		limits: newLimits(cfg), seatMaps: newSeatMapCache(), bearers: &bearerCache{m: map[string]bearerEntry{}},
+		heartbeats: newStreamClock(orderEventsHeartbeatTick, int(orderEventsHeartbeat/orderEventsHeartbeatTick))}
 }
 
 // Version is the API version shown in the OpenAPI document.

@@ -215,8 +215,8 @@ func TestOrderStreamsArePushed(t *testing.T) {
 
 	t.Run("ATransitionWithoutAnEventOfItsOwnFollowsTheEventBeforeIt", func(t *testing.T) {
 		// refunding → refunded is written by the saga on PaymentRefunded
-		// and publishes nothing: the stream, woken by PaymentRefunded,
-		// keeps reading every second for a while and sees it.
+		// and publishes nothing: the stream, woken by PaymentRefunded with
+		// a follow-up, keeps reading for a while and sees it.
 		tok, orderID := order(ev.Seats[4])
 		events, closeStream := openPushStream(t, urlB, tok, orderID, "")
 		defer closeStream()
@@ -259,4 +259,65 @@ func TestOrderStreamsArePushed(t *testing.T) {
 		cancelOrder(tok2, orderID2)
 		require.Contains(t, nextPushed(t, pushed, 10*time.Second).data, `"status":"canceled"`, "pushed again once NATS is back")
 	})
+}
+
+// An order event stream reads its order for the events that can change
+// what it shows, not for the commands and provider facts of a purchase
+// that change neither: six such events, each seen by the feed before the
+// next is committed, cost no read; the cancellation that follows costs
+// one.
+func TestOrderStreamReadsOnlyOnChanges(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ns := natstest.New(t)
+	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	nc, fjs := ns.Connect(t)
+	r, err := relay.New(pool, nc, relay.Config{Logger: logger})
+	require.NoError(t, err)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- r.Run(ctx) }()
+	feed := orderfeed.New(orderfeed.Config{JetStream: fjs, Logger: logger, CheckInterval: 50 * time.Millisecond})
+	feedDone := make(chan error, 1)
+	go func() { feedDone <- feed.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-relayDone; <-feedDone })
+	require.Eventually(t, feed.Healthy, 10*time.Second, 10*time.Millisecond, "the feed follows the bus")
+
+	traced, reads := tracedPool(t, pool, "OrderStatusGetForUser")
+	b := setupPool(t, pool, func(c *handlers.Config) {
+		c.Purchase = purchase.NewService(traced, logger, purchase.Config{})
+		c.Orders, c.OrderStreamSafetyRead = feed, time.Hour
+	})
+	ev := b.createEvent(t, b.organizer(t))
+	_, tok := b.buyer(t)
+	res := b.hold(t, tok, b.admit(t, tok, ev.ID), ev.ID, uuid.NewString(), ev.Seats[0])
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+	orderID := res.json(t)["orderId"].(string)
+	oid := uuid.MustParse(orderID)
+	handled := func(n uint64) {
+		t.Helper()
+		require.Eventually(t, func() bool { return feed.Handled() >= n }, 10*time.Second, 5*time.Millisecond, "the feed has the event")
+	}
+	handled(1) // HoldCreated
+
+	events, closeStream := openPushStream(t, b.srv.URL, tok, orderID, "")
+	defer closeStream()
+	require.Contains(t, nextPushed(t, events, 5*time.Second).data, `"status":"pending_payment"`)
+	require.EqualValues(t, 2, reads.n.Load(), "one read to answer 404 or start, one once watching")
+
+	for _, typ := range []string{
+		outbox.TypeHoldCreated, outbox.TypePaymentAuthorizationRequested, outbox.TypePaymentAuthorized,
+		outbox.TypeCaptureRequested, outbox.TypePaymentCaptured, outbox.TypeAuthorizationCanceled,
+	} {
+		n := feed.Handled()
+		commitOrderEvent(t, pool, typ, oid, map[string]any{"order_id": oid}, nil)
+		handled(n + 1)
+	}
+	cancel := b.do(t, http.MethodPost, "/v1/orders/"+orderID+"/cancel", bearer(tok), nil)
+	require.Equal(t, http.StatusOK, cancel.status, "%s", cancel.body)
+	require.Contains(t, nextPushed(t, events, 10*time.Second).data, `"status":"canceled"`)
+	_, open := <-events
+	require.False(t, open, "the stream ends at a final status")
+	require.EqualValues(t, 3, reads.n.Load(), "the six events cost no read, OrderCanceled one")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"boxoffice/auth"
 	"boxoffice/cells"
+	"boxoffice/orderfeed"
 	"boxoffice/purchase"
 )
 
@@ -238,14 +240,17 @@ type OrderPaymentEvent struct {
 
 // The order event stream reads the order row, the one place every change
 // lands, whichever process made it: when the cell's order feed says the
-// order may have changed (an order event was published), or, while the
-// feed cannot follow the bus or when there is none, every
-// orderEventsPollInterval. A slow safety read every orderEventsSafetyRead
-// bounds the wait should an event ever be missed, and for a few seconds
-// after an event the stream reads every second, for the transitions that
-// publish no event of their own. A status held for less
-// than the time between two reads may be skipped, which is why the events
-// carry the status, not a transition.
+// order may have changed (an order event that can change what the stream
+// shows was published), or, while the feed cannot follow the bus or when
+// there is none, every orderEventsPollInterval. A slow safety read every
+// orderEventsSafetyRead bounds the wait should an event ever be missed.
+// After an event whose consumer may change the status with no event of its
+// own (the feed's follow-up: PaymentRefunded makes refunding refunded,
+// PaymentFailed may fail the order silently), the stream reads again at
+// growing intervals, from orderEventsSettleFirst to orderEventsSettleRead,
+// for orderEventsSettleWindow. A status held for less than the time
+// between two reads may be skipped, which is why the events carry the
+// status, not a transition.
 //
 // Each event's id names the status it reports (orderEventID); a client
 // that reconnects with Last-Event-ID is sent the current status only if
@@ -253,14 +258,20 @@ type OrderPaymentEvent struct {
 const (
 	orderEventsPollInterval = 250 * time.Millisecond
 	orderEventsSafetyRead   = time.Minute
-	// For orderEventsSettleWindow after an event woke a stream, it reads
-	// every orderEventsSettleRead: what consumers do with the event may
-	// change the order without an event of its own.
+	// For orderEventsSettleWindow after a follow-up wake-up, a stream
+	// reads after orderEventsSettleFirst, then at twice the interval each
+	// time up to orderEventsSettleRead: what the consumer does with the
+	// event may change the order without an event of its own.
 	orderEventsSettleWindow = 10 * time.Second
+	orderEventsSettleFirst  = 50 * time.Millisecond
 	orderEventsSettleRead   = time.Second
 	orderEventsMaxLifetime  = 10 * time.Minute
-	orderEventsHeartbeat    = 15 * time.Second
-	orderEventsWriteTimeout = 10 * time.Second
+	// Every orderEventsHeartbeat, to within orderEventsHeartbeatTick, a
+	// stream writes a comment line; the process's streams share one clock
+	// that ticks every orderEventsHeartbeatTick (streamClock).
+	orderEventsHeartbeat     = 15 * time.Second
+	orderEventsHeartbeatTick = time.Second
+	orderEventsWriteTimeout  = 10 * time.Second
 )
 
 // OrderStreamInput opens an order's event stream.
@@ -370,10 +381,11 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 	// before it is in what it read. (first was read before the watch, to
 	// answer 404 before the stream started.)
 	var wake <-chan struct{}
+	var watch *orderfeed.Watcher
 	if c.Orders != nil {
-		var stop func()
-		wake, stop = c.Orders.Watch(first.ID)
-		defer stop()
+		watch = c.Orders.Watch(first.ID)
+		defer watch.Stop()
+		wake = watch.C
 		st, err := c.Purchase.OrderStateForOwner(ctx, userID, first.ID)
 		if err != nil {
 			return // the client reconnects and gets the current status first
@@ -393,11 +405,11 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 	if purchase.FinalStatus(last.Status) || !sendPayment(last) {
 		return
 	}
-	var lastWake time.Time
-	read := time.NewTimer(h.readAfter(c, lastWake))
+	var settle settling
+	read := time.NewTimer(h.readAfter(c, &settle))
 	defer read.Stop()
-	heartbeat := time.NewTicker(orderEventsHeartbeat)
-	defer heartbeat.Stop()
+	heartbeat, stopHeartbeat := h.heartbeats.add()
+	defer stopHeartbeat()
 	for {
 		select {
 		case <-ctx.Done():
@@ -408,10 +420,12 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 			}
 			continue
 		case <-wake:
-			lastWake = time.Now()
+			if watch.FollowUp() {
+				settle = settling{since: time.Now()}
+			}
 		case <-read.C:
 		}
-		read.Reset(h.readAfter(c, lastWake))
+		read.Reset(h.readAfter(c, &settle))
 		st, err := c.Purchase.OrderStateForOwner(ctx, userID, last.ID)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -444,19 +458,36 @@ func (c Config) orderStreamSafetyRead() time.Duration {
 	return orderEventsSafetyRead
 }
 
+// settling is a stream's reads after a follow-up wake-up: since when, and
+// how many it has scheduled.
+type settling struct {
+	since time.Time
+	reads int
+}
+
 // readAfter is when a stream of c reads its order if nothing wakes it:
-// soon while c's feed cannot tell it of changes; within a second for a
-// while after an event about the order woke it, because a consumer applies
-// that event next and not every transition publishes an event of its own
-// (refunding → refunded does not); else rarely.
-func (h *Handlers) readAfter(c *cells.Cell, lastWake time.Time) time.Duration {
+// soon while c's feed cannot tell it of changes; at growing intervals
+// for a while after a follow-up wake-up (s), because a consumer applies
+// that event next and may change the status without an event of its own
+// (refunding → refunded does); else rarely, at the safety read's interval
+// ±10%. It counts the read it schedules in s.
+func (h *Handlers) readAfter(c *cells.Cell, s *settling) time.Duration {
 	switch {
 	case c.Orders == nil || !c.Orders.Healthy():
 		return h.cfg.orderStreamPoll()
-	case time.Since(lastWake) < orderEventsSettleWindow:
-		return min(orderEventsSettleRead, h.cfg.orderStreamSafetyRead())
+	case !s.since.IsZero() && time.Since(s.since) < orderEventsSettleWindow:
+		d := orderEventsSettleRead
+		if s.reads < 8 { // 50ms << 5 is past a second already
+			d = min(orderEventsSettleFirst<<s.reads, orderEventsSettleRead)
+		}
+		s.reads++
+		return min(d, h.cfg.orderStreamSafetyRead())
 	}
-	return h.cfg.orderStreamSafetyRead()
+	// ±10%: streams opened together (a deploy's reconnections) spread
+	// their safety reads out within a few periods instead of reading all
+	// at once every period.
+	d := h.cfg.orderStreamSafetyRead()
+	return d - d/10 + rand.N(d/5+1)
 }
 
 func (c Config) orderStreamPoll() time.Duration {

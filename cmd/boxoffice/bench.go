@@ -33,8 +33,11 @@ func runBench(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "purchases" {
 		return runBenchPurchases(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "streams" {
+		return runBenchStreams(ctx, args[1:])
+	}
 	if len(args) == 0 || args[0] != "holds" {
-		return fmt.Errorf("usage: boxoffice bench holds|purchases|waitingroom [flags]")
+		return fmt.Errorf("usage: boxoffice bench holds|purchases|streams|waitingroom [flags]")
 	}
 	fs := flag.NewFlagSet("bench holds", flag.ExitOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
@@ -248,9 +251,9 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	costs.Reset()
 	var prof bytes.Buffer
 	profiling := pprof.StartCPUProfile(&prof) == nil
-	cpuBefore, pgBefore := bench.ProcessCPU(), must(bench.PostgresCPU())
+	cpuBefore, pgBefore := bench.SelfCPU(), must(bench.PostgresCPU())
 	sat, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Concurrency: *concurrency, Duration: *duration})
-	cpu, pgCPU := bench.ProcessCPU()-cpuBefore, must(bench.PostgresCPU())-pgBefore
+	cpu, pgCPU := bench.SelfCPU()-cpuBefore, must(bench.PostgresCPU())-pgBefore
 	if profiling {
 		pprof.StopCPUProfile()
 	}
