@@ -148,7 +148,7 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 		{"outbox_unpublished", func(t *testing.T, w *world) string {
 			var id string
 			require.NoError(t, w.pool.QueryRow(context.Background(),
-				"UPDATE outbox SET created_at = now() - interval '2 minutes' WHERE aggregate_id = $1 RETURNING id::text", w.pending.OrderID).Scan(&id))
+				"UPDATE outbox SET created_at = now() - interval '2 minutes' WHERE aggregate_id = $1 AND event_type = 'HoldCreated' RETURNING id::text", w.pending.OrderID).Scan(&id))
 			return id
 		}},
 		{"hold_overdue", func(t *testing.T, w *world) string {

@@ -308,14 +308,16 @@ func TestNATSOutageBacklogDrainsWhenNATSReturns(t *testing.T) {
 		})
 	}
 	require.NoError(t, g.Wait())
-	require.Equal(t, int64(holds), unpublished(t, b.pool), "nothing can be published while NATS is down")
-	require.Eventually(t, func() bool { return metric(t, reg, "boxoffice_outbox_backlog") == holds }, 10*time.Second, 10*time.Millisecond)
+	// Each hold commits two rows: HoldCreated and PaymentAuthorizationRequested.
+	const rows = 2 * holds
+	require.Equal(t, int64(rows), unpublished(t, b.pool), "nothing can be published while NATS is down")
+	require.Eventually(t, func() bool { return metric(t, reg, "boxoffice_outbox_backlog") == rows }, 10*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return metric(t, reg, "boxoffice_outbox_oldest_unpublished_age_seconds") > 0 }, 10*time.Second, 10*time.Millisecond)
 
 	b.nats.Start(t)
 	require.Eventually(t, func() bool { return unpublished(t, b.pool) == 0 }, time.Minute, 20*time.Millisecond)
 	require.Equal(t, int64(0), claimed(t, b.pool))
-	requireEachRowOnceInStream(t, b, holds)
+	requireEachRowOnceInStream(t, b, rows)
 	s, err := b.js.Stream(ctx, bus.Stream)
 	require.NoError(t, err)
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter("ticketing.order."+outbox.TypeHoldCreated))
