@@ -177,7 +177,8 @@ func TestControllerFollowsOutboxAge(t *testing.T) {
 	require.Less(t, cut.Rate, peak)
 	require.Eventually(t, func() bool { return c.Rate() < peak/4 }, 5*time.Second-time.Since(start), 10*time.Millisecond,
 		"R keeps falling fast while the outbox ages")
-	require.Equal(t, int64(1), dbtest.Count(t, pool, "SELECT count(*) FROM outbox"), "the event waits in the outbox")
+	require.Equal(t, int64(2), dbtest.Count(t, pool, "SELECT count(*) FROM outbox"),
+		"the hold's two events (HoldCreated, PaymentAuthorizationRequested) wait in the outbox")
 
 	nats.Start(t)
 	require.Eventually(t, func() bool { return c.State().Reason == ReasonHealthy }, 30*time.Second, 10*time.Millisecond,
