@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"boxoffice/bench"
@@ -209,22 +211,11 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 			return fmt.Errorf("prepare pgbench purchase baseline: %w", err)
 		}
 	}
-	storeDir, err := os.MkdirTemp("", "boxoffice-bench-nats-")
+	nc, js, stopBus, err := benchBus(ctx, &cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(storeDir)
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: storeDir})
-	if err != nil {
-		return err
-	}
-	defer ns.Shutdown()
-	cfg.NATSURL = ns.ClientURL()
-	nc, js, err := connectBus(ctx, cfg, "bench", logger)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
+	defer stopBus()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -363,6 +354,33 @@ func printCPU(prof []byte, process, postgres time.Duration, ticketed int) {
 	for _, sh := range shares {
 		fmt.Printf("    %-54s %10s\n", sh.Part, perOrder(time.Duration(float64(process)*sh.Seconds/total)))
 	}
+}
+
+// benchBus starts an embedded JetStream server in a temporary directory,
+// points cfg at it and connects; stop closes the connection and removes
+// the server and its files.
+func benchBus(ctx context.Context, cfg *config, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, func(), error) {
+	storeDir, err := os.MkdirTemp("", "boxoffice-bench-nats-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: storeDir})
+	if err != nil {
+		os.RemoveAll(storeDir)
+		return nil, nil, nil, err
+	}
+	cfg.NATSURL = ns.ClientURL()
+	nc, js, err := connectBus(ctx, *cfg, "bench", logger)
+	if err != nil {
+		ns.Shutdown()
+		os.RemoveAll(storeDir)
+		return nil, nil, nil, err
+	}
+	return nc, js, func() {
+		nc.Close()
+		ns.Shutdown()
+		os.RemoveAll(storeDir)
+	}, nil
 }
 
 // commits is how many transactions the bench database has committed.

@@ -25,7 +25,6 @@ import (
 
 	"boxoffice/auth"
 	"boxoffice/bench"
-	"boxoffice/bus"
 	"boxoffice/catalog"
 	"boxoffice/db"
 	"boxoffice/outbox"
@@ -79,22 +78,11 @@ func runBenchStreams(ctx context.Context, args []string) error {
 	}
 	defer cleanup()
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	storeDir, err := os.MkdirTemp("", "boxoffice-bench-nats-")
+	nc, _, stopBus, err := benchBus(ctx, &cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(storeDir)
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: storeDir})
-	if err != nil {
-		return err
-	}
-	defer ns.Shutdown()
-	cfg.NATSURL = ns.ClientURL()
-	nc, _, err := connectBus(ctx, cfg, "bench", logger)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
+	defer stopBus()
 	r, err := relay.New(pool, nc, relay.Config{Logger: logger})
 	if err != nil {
 		return err
