@@ -100,7 +100,7 @@ func (c *Consumer) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 // callExternals finds which of the batch's redelivered events the inbox
 // holds already (those are duplicates, acked without a call) and makes the
 // external call of every other one that is not past its last delivery,
-// all at once. An item whose call failed is decided; the others get the
+// concurrently (Config.CallConcurrency at most across the process). An item whose call failed is decided; the others get the
 // HandlerFunc their call returned.
 //
 // A first delivery skips the inbox read: it can be applied already only
@@ -137,6 +137,13 @@ func (c *Consumer) callExternals(ctx context.Context, items []*item) {
 			it.decide(outcomeExhausted, errExhausted)
 		default:
 			calls.Go(func() {
+				select {
+				case c.calls <- struct{}{}:
+					defer func() { <-c.calls }()
+				case <-ctx.Done():
+					it.decide(outcomeInterrupted, ctx.Err())
+					return
+				}
 				h, err := c.callExternal(ctx, it.ev)
 				if err != nil {
 					it.decide(c.classify(ctx, err), err)

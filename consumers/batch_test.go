@@ -197,6 +197,30 @@ func TestBatch(t *testing.T) {
 		require.Equal(t, refused.String(), dls[0].Header.Get(HeaderEventID))
 	})
 
+	// A batch's calls run concurrently, but never more than CallConcurrency
+	// at once: a provider rate-limits bursts.
+	t.Run("ExternalCallsAreBounded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, seq := b.publishEvents(t, n)
+		var now, most, calls atomic.Int64
+		c := b.newExternalConsumer(t, Config{BatchSize: n, CallConcurrency: 3}, func(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error) {
+			calls.Add(1)
+			cur := now.Add(1)
+			defer now.Add(-1)
+			for m := most.Load(); cur > m && !most.CompareAndSwap(m, cur); m = most.Load() {
+			}
+			time.Sleep(20 * time.Millisecond) // long enough for the others to pile up
+			return nil, nil
+		})
+
+		c.handleBatch(context.Background(), b.fetchBatch(t, c, n))
+		b.waitSettled(t, "test", seq)
+		require.Equal(t, int64(n), calls.Load())
+		require.LessOrEqual(t, most.Load(), int64(3), "never more than three calls at once")
+		require.GreaterOrEqual(t, most.Load(), int64(2), "the calls do run concurrently")
+	})
+
 	// At low load a worker does not wait for a batch to fill: a single
 	// message is applied alone, at once.
 	t.Run("RunAppliesWhatIsBuffered", func(t *testing.T) {

@@ -67,6 +67,11 @@ type Config struct {
 	// (so an operator, or a test run, can change it for every consumer),
 	// else DefaultBatchSize.
 	BatchSize int
+	// CallConcurrency bounds the external calls (NewExternal) this process
+	// makes at once, across its batches: the batch's calls run
+	// concurrently, and a provider such as Stripe rate-limits a burst.
+	// Defaults to 16.
+	CallConcurrency int
 	// DoubleAck makes every ack wait for the server's confirmation
 	// (jetstream.Msg.DoubleAck), for money-moving consumers that want to
 	// know the ack landed. Defaults to false.
@@ -131,6 +136,7 @@ func (c Config) withDefaults() Config {
 	c.MaxAckPending = cmp.Or(c.MaxAckPending, 1000)
 	c.Concurrency = cmp.Or(c.Concurrency, 2)
 	c.BatchSize = cmp.Or(c.BatchSize, envBatchSize())
+	c.CallConcurrency = cmp.Or(c.CallConcurrency, 16)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
 	c.ProvisionTimeout = cmp.Or(c.ProvisionTimeout, 30*time.Second)
 	return c
@@ -166,6 +172,9 @@ func (c Config) Validate() error {
 	}
 	if c.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("BatchSize must be at least 1 (%s=%q)", BatchSizeEnv, os.Getenv(BatchSizeEnv)))
+	}
+	if c.CallConcurrency < 1 {
+		errs = append(errs, errors.New("CallConcurrency must be at least 1"))
 	}
 	if c.MaxAckPending < c.Concurrency {
 		errs = append(errs, errors.New("MaxAckPending must be at least Concurrency"))

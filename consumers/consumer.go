@@ -64,9 +64,12 @@ type Consumer struct {
 	// external, set by NewExternal instead of handler, calls out before the
 	// transaction and returns what to apply in it.
 	external ExternalFunc
-	logger   *slog.Logger
-	metrics  *metrics
-	policy   policy
+	// calls holds a token for each external call in progress
+	// (Config.CallConcurrency).
+	calls   chan struct{}
+	logger  *slog.Logger
+	metrics *metrics
+	policy  policy
 	// afterCommitFunc, set only by tests, runs after a delivery's
 	// transaction committed; returning true skips the ack, as a process
 	// that died right after the commit would.
@@ -98,6 +101,7 @@ func newConsumer(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, h Handl
 		cfg:      cfg,
 		handler:  h,
 		external: ext,
+		calls:    make(chan struct{}, cfg.CallConcurrency),
 		logger:   cfg.Logger.With("component", "consumer", "consumer", cfg.Name),
 		metrics:  newMetrics(cfg.Registerer, cfg.Name),
 		policy: policy{
