@@ -28,9 +28,10 @@
 // A consumer that must call another system (the payment provider) is built
 // with NewExternal from an ExternalFunc instead: between steps 1 and 2 the
 // runtime reads the inbox rows of the batch's redelivered messages in one
-// statement (an event already applied is acked without the call), makes the calls of the others
-// concurrently, outside any transaction, and then runs the HandlerFuncs
-// the calls returned as step 3; a failed call settles its own message.
+// statement (an event already applied is acked without the call), makes
+// the calls of the others concurrently (Config.CallConcurrency at most),
+// outside any transaction, and then runs the HandlerFuncs the calls
+// returned as step 3; a failed call settles its own message.
 // A message whose transaction does not commit is delivered again and its
 // call repeated, so the call must be idempotent (the provider's
 // idempotency keys make it so); its errors go through decide like a
