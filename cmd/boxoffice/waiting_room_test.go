@@ -31,9 +31,12 @@ func TestConsumerPending(t *testing.T) {
 		_, err := js.Publish(ctx, bus.SubjectPrefix+"order.Test", []byte("{}"))
 		require.NoError(t, err)
 	}
-	n, err = pending(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 6, n, "three messages pending on each of two consumers")
+	// The server counts a consumer's pending messages as the stream hands
+	// them over, a moment after the publish is acknowledged.
+	require.Eventually(t, func() bool {
+		n, err := pending(ctx)
+		return err == nil && n == 6
+	}, 5*time.Second, 10*time.Millisecond, "three messages pending on each of two consumers")
 
 	cons, err := js.Consumer(ctx, bus.Stream, "a")
 	require.NoError(t, err)
