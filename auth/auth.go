@@ -66,25 +66,42 @@ func NewVerifier(secret []byte) *Verifier {
 // Verify returns the identity a token proves. Any failure is ErrInvalidToken
 // (wrapping the reason for logs, which never include the token itself).
 func (v *Verifier) Verify(token string) (Identity, error) {
+	id, _, err := v.VerifyUntil(token)
+	return id, err
+}
+
+// VerifyUntil is Verify that also returns when the token expires (its exp
+// claim; the zero time when it has none), so that a caller may remember a
+// verified token until then.
+func (v *Verifier) VerifyUntil(token string) (Identity, time.Time, error) {
+	id, c, err := v.verify(token)
+	var exp time.Time
+	if err == nil && c.ExpiresAt != nil {
+		exp = c.ExpiresAt.Time
+	}
+	return id, exp, err
+}
+
+func (v *Verifier) verify(token string) (Identity, claims, error) {
 	var c claims
 	if _, err := v.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil }); err != nil {
-		return Identity{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return Identity{}, c, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	sub, err := uuid.Parse(c.Subject)
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: sub is not a UUID", ErrInvalidToken)
+		return Identity{}, c, fmt.Errorf("%w: sub is not a UUID", ErrInvalidToken)
 	}
 	id := Identity{UserID: sub, Role: c.Role}
 	switch c.Role {
 	case RoleBuyer:
 	case RoleOrganizer:
 		if id.OrganizerID, err = uuid.Parse(c.Org); err != nil {
-			return Identity{}, fmt.Errorf("%w: organizer token without a UUID org", ErrInvalidToken)
+			return Identity{}, c, fmt.Errorf("%w: organizer token without a UUID org", ErrInvalidToken)
 		}
 	default:
-		return Identity{}, fmt.Errorf("%w: unknown role", ErrInvalidToken)
+		return Identity{}, c, fmt.Errorf("%w: unknown role", ErrInvalidToken)
 	}
-	return id, nil
+	return id, c, nil
 }
 
 // Mint signs a token for id that expires after ttl. Production tokens come

@@ -6,8 +6,6 @@ package handlers
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -273,11 +271,11 @@ func (c *bearerCache) verify(v *auth.Verifier, token string, now time.Time) (aut
 	if ok && now.Before(e.exp) {
 		return e.id, nil
 	}
-	id, err := v.Verify(token)
+	id, exp, err := v.VerifyUntil(token)
 	if err != nil {
 		return id, err
 	}
-	if exp, ok := tokenExpiry(token); ok {
+	if !exp.IsZero() {
 		c.mu.Lock()
 		if len(c.m) >= bearerCacheMax {
 			clear(c.m)
@@ -286,29 +284,6 @@ func (c *bearerCache) verify(v *auth.Verifier, token string, now time.Time) (aut
 		c.mu.Unlock()
 	}
 	return id, nil
-}
-
-// tokenExpiry reads the exp claim of a JWT that has been verified.
-func tokenExpiry(token string) (time.Time, bool) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return time.Time{}, false
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return time.Time{}, false
-	}
-	var c struct {
-		Exp *json.Number `json:"exp"`
-	}
-	if json.Unmarshal(raw, &c) != nil || c.Exp == nil {
-		return time.Time{}, false
-	}
-	f, err := c.Exp.Float64()
-	if err != nil {
-		return time.Time{}, false
-	}
-	return time.Unix(int64(f), 0), true
 }
 
 // bearerToken is the token of an Authorization header of the Bearer

@@ -163,8 +163,8 @@ type stepFunc func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error
 func (b *sagaBundle) apply(t *testing.T, step stepFunc, ev outbox.Envelope) error {
 	t.Helper()
 	return db.WithTx(context.Background(), b.pool, func(ctx context.Context, tx pgx.Tx) error {
-		first, err := sqlcgen.New().InboxInsert(ctx, tx, sqlcgen.InboxInsertParams{Consumer: sagaConsumer, EventID: ev.EventID})
-		if err != nil || !first {
+		fresh, err := sqlcgen.New().InboxInsertMany(ctx, tx, sqlcgen.InboxInsertManyParams{Consumer: sagaConsumer, EventIds: []uuid.UUID{ev.EventID}})
+		if err != nil || len(fresh) == 0 {
 			return err
 		}
 		return step(ctx, tx, ev)

@@ -13,13 +13,3 @@ RETURNING event_id;
 -- redelivery; InboxInsertMany in the transaction stays the guard.
 SELECT event_id FROM inbox
 WHERE consumer = @consumer::text AND event_id = ANY (@event_ids::uuid[]);
-
--- name: InboxInsert :one
--- Records that consumer applied event_id, as InboxInsertMany does for one
--- id. Returns false when it already had.
-WITH inserted AS (
-    INSERT INTO inbox (consumer, event_id) VALUES (@consumer::text, @event_id::uuid)
-    ON CONFLICT (consumer, event_id) DO NOTHING
-    RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM inserted) AS first_time;

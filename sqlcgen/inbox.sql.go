@@ -44,29 +44,6 @@ func (q *Queries) InboxAppliedMany(ctx context.Context, db DBTX, arg InboxApplie
 	return items, nil
 }
 
-const inboxInsert = `-- name: InboxInsert :one
-WITH inserted AS (
-    INSERT INTO inbox (consumer, event_id) VALUES ($1::text, $2::uuid)
-    ON CONFLICT (consumer, event_id) DO NOTHING
-    RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM inserted) AS first_time
-`
-
-type InboxInsertParams struct {
-	Consumer string
-	EventID  uuid.UUID
-}
-
-// Records that consumer applied event_id, as InboxInsertMany does for one
-// id. Returns false when it already had.
-func (q *Queries) InboxInsert(ctx context.Context, db DBTX, arg InboxInsertParams) (bool, error) {
-	row := db.QueryRow(ctx, inboxInsert, arg.Consumer, arg.EventID)
-	var first_time bool
-	err := row.Scan(&first_time)
-	return first_time, err
-}
-
 const inboxInsertMany = `-- name: InboxInsertMany :many
 INSERT INTO inbox (consumer, event_id)
 SELECT $1::text, id FROM unnest($2::uuid[]) AS id
