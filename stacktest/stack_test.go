@@ -24,6 +24,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
@@ -61,7 +63,7 @@ type proc struct {
 	cmd *exec.Cmd
 }
 
-func (p *proc) start(t *testing.T) {
+func (p *proc) start(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -73,7 +75,7 @@ func (p *proc) start(t *testing.T) {
 }
 
 // kill SIGKILLs the process: no shutdown, no flush, no goodbye.
-func (p *proc) kill(t *testing.T) {
+func (p *proc) kill(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -100,7 +102,7 @@ func (p *proc) stop() {
 }
 
 type stack struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	dbURL   string
 	pool    *pgxpool.Pool
@@ -113,7 +115,7 @@ type stack struct {
 
 // freePort is onsale.FreePort for a test: a loopback port below the
 // ephemeral range, never handed out twice.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	port, err := onsale.FreePort()
 	require.NoError(t, err)
@@ -122,7 +124,7 @@ func freePort(t *testing.T) int {
 
 // build compiles the boxoffice binary and nats-server from the module's
 // own pinned dependency.
-func build(t *testing.T, dir string) (boxoffice, natsServer string) {
+func build(t testing.TB, dir string) (boxoffice, natsServer string) {
 	t.Helper()
 	boxoffice, natsServer = filepath.Join(dir, "boxoffice"), filepath.Join(dir, "nats-server")
 	for out, pkg := range map[string]string{boxoffice: "boxoffice/cmd/boxoffice", natsServer: "github.com/nats-io/nats-server/v2"} {
@@ -145,7 +147,7 @@ func (s *stack) add(name, bin string, env []string, args ...string) *proc {
 	return p
 }
 
-func waitHTTP(t *testing.T, url string, timeout time.Duration) {
+func waitHTTP(t testing.TB, url string, timeout time.Duration) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		res, err := http.Get(url)
@@ -157,7 +159,7 @@ func waitHTTP(t *testing.T, url string, timeout time.Duration) {
 	}, timeout, 100*time.Millisecond, "%s never answered 200", url)
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t testing.TB) *stack {
 	t.Helper()
 	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*proc{}, client: &http.Client{Timeout: 15 * time.Second}}
 	t.Cleanup(func() {
@@ -253,7 +255,7 @@ func startStack(t *testing.T) *stack {
 	return s
 }
 
-func tail(t *testing.T, path string, n int) {
+func tail(t testing.TB, path string, n int) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return
@@ -444,7 +446,7 @@ type receiver struct {
 	bad    int
 }
 
-func newReceiver(t *testing.T) *receiver {
+func newReceiver(t testing.TB) *receiver {
 	r := &receiver{byType: map[string]map[string]bool{}, ids: map[string]int{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
@@ -477,7 +479,7 @@ func newReceiver(t *testing.T) *receiver {
 	return r
 }
 
-func (r *receiver) setSecret(t *testing.T, secret string) {
+func (r *receiver) setSecret(t testing.TB, secret string) {
 	wh, err := standardwebhooks.NewWebhook(secret)
 	require.NoError(t, err)
 	r.mu.Lock()
@@ -492,10 +494,116 @@ func (r *receiver) got(typ, order string) bool {
 	return r.byType[typ][order]
 }
 
+// waitQuiet waits until the stack is at rest: no active hold left to
+// expire, no outbox row, no sandbox webhook undelivered, no consumer with a
+// message pending or unacknowledged, and no stream grown, over two looks
+// a quarter of a second apart. Work moves in a cycle (outbox → bus →
+// consumer → outbox or sandbox → ingress → outbox), so one look at each
+// place could miss a piece of work moving between them; a piece in motion
+// is seen somewhere in one of two looks, or grows a stream between them.
+func (s *stack) waitQuiet(ctx context.Context, timeout time.Duration) {
+	s.t.Helper()
+	nc, err := nats.Connect(s.natsURL)
+	require.NoError(s.t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(s.t, err)
+	look := func() (string, uint64) {
+		var lastSeqs uint64
+		streams := js.ListStreams(ctx)
+		for info := range streams.Info() {
+			lastSeqs += info.State.LastSeq
+			stream, err := js.Stream(ctx, info.Config.Name)
+			if err != nil {
+				return err.Error(), 0
+			}
+			consumers := stream.ListConsumers(ctx)
+			for c := range consumers.Info() {
+				if c.NumPending+uint64(c.NumAckPending) > 0 {
+					return fmt.Sprintf("consumer %s has %d pending, %d unacknowledged", c.Name, c.NumPending, c.NumAckPending), 0
+				}
+			}
+			if err := consumers.Err(); err != nil {
+				return err.Error(), 0
+			}
+		}
+		if err := streams.Err(); err != nil {
+			return err.Error(), 0
+		}
+		for what, query := range map[string]string{
+			"active holds":                 "SELECT count(*) FROM holds WHERE status = 'active'",
+			"outbox rows":                  "SELECT count(*) FROM outbox",
+			"undelivered sandbox webhooks": "SELECT count(*) FROM sandbox_webhook_deliveries WHERE delivered_at IS NULL",
+		} {
+			var n int
+			if err := s.pool.QueryRow(ctx, query).Scan(&n); err != nil {
+				return err.Error(), 0
+			}
+			if n > 0 {
+				return fmt.Sprintf("%d %s", n, what), 0
+			}
+		}
+		return "", lastSeqs
+	}
+	for deadline := time.Now().Add(timeout); ; time.Sleep(250 * time.Millisecond) {
+		busy, seq1 := look()
+		if busy == "" {
+			time.Sleep(250 * time.Millisecond)
+			var seq2 uint64
+			if busy, seq2 = look(); busy == "" && seq1 != seq2 {
+				busy = "a stream grew"
+			}
+		}
+		if busy == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(s.t, "the stack never came to rest", busy)
+		}
+	}
+}
+
+// failureNote remembers the first failed assertion so that it can be
+// repeated as the test's last line, after the tails of the process logs:
+// CI shows the end of a failing test's output.
+type failureNote struct {
+	*testing.T
+	mu    sync.Mutex
+	first string
+}
+
+func (f *failureNote) Errorf(format string, args ...any) {
+	f.note(format, args...)
+	f.T.Errorf(format, args...)
+}
+
+func (f *failureNote) Fatalf(format string, args ...any) {
+	f.note(format, args...)
+	f.T.Fatalf(format, args...)
+}
+
+func (f *failureNote) note(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == "" {
+		f.first = "\n" + fmt.Sprintf(format, args...)
+	}
+}
+
+func (f *failureNote) repeat() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first != "" {
+		f.T.Logf("the first failure, repeated after the logs:%s", f.first)
+	}
+}
+
 // finalStatuses are the order statuses nothing moves on from by itself.
 var finalStatuses = map[string]bool{"ticketed": true, "failed": true, "canceled": true, "refunded": true}
 
-func TestStackSurvivesKills(t *testing.T) {
+func TestStackSurvivesKills(tt *testing.T) {
+	t := &failureNote{T: tt}
+	tt.Cleanup(t.repeat) // registered first, so it runs after the logs' tails
 	s := startStack(t)
 	ctx := context.Background()
 	sec := &secrets{list: []string{jwtSecret, admissionKey, webhookSecret, ticketSeed}}
@@ -639,18 +747,12 @@ func TestStackSurvivesKills(t *testing.T) {
 	}())
 	recv.mu.Unlock()
 
-	// The sandbox (Stripe's stand-in) has delivered every webhook it owes:
-	// cancellations of expired orders' intents come back as late as this.
-	require.Eventually(t, func() bool {
-		var n int
-		return s.pool.QueryRow(ctx, "SELECT count(*) FROM sandbox_webhook_deliveries WHERE delivered_at IS NULL").Scan(&n) == nil && n == 0
-	}, 60*time.Second, 250*time.Millisecond, "the sandbox never delivered all its webhooks")
-
-	// Everything committed reaches the bus and every consumer settles.
-	require.Eventually(t, func() bool {
-		var n int
-		return s.pool.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&n) == nil && n == 0
-	}, 60*time.Second, 500*time.Millisecond, "the outbox never drained")
+	// The stack comes to rest: the sandbox has delivered every webhook it
+	// owes (cancellations of expired orders' intents come back as late as
+	// this), everything committed has reached the bus, and every consumer
+	// has settled what it was given. Only then may a graceful stop be
+	// required to leave nothing behind.
+	s.waitQuiet(ctx, 60*time.Second)
 
 	audit := exec.Command(s.bin, "audit", "-outbox-age", "30s", "-hold-grace", "30s", "-capture-grace", "1m")
 	audit.Env = []string{"DATABASE_URL=" + s.dbURL, "NATS_URL=" + s.natsURL}
@@ -705,7 +807,7 @@ func TestStackSurvivesKills(t *testing.T) {
 // checkLogs requires every line of a role's log to be JSON, every line
 // about an order to carry its correlation id (and, when it is about an
 // event, the event's causation id), and no secret anywhere.
-func checkLogs(t *testing.T, path string, secretList []string) {
+func checkLogs(t testing.TB, path string, secretList []string) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
