@@ -134,29 +134,20 @@ func (h *Handlers) getOrder(ctx context.Context, in *OrderPathInput) (*OrderOutp
 	return &OrderOutput{Body: orderBody(o)}, nil
 }
 
-// orderBody is what the owner sees of o. The client secret is shown only
-// while the order awaits payment: afterwards there is nothing to confirm.
+// orderBody is what the owner sees of o (purchase decides whether the
+// client secret is shown).
 func orderBody(o purchase.Order) OrderBody {
 	body := OrderBody{
-		ID: o.ID, EventID: o.EventID, Status: o.Status, AmountMinor: o.AmountMinor, Currency: o.Currency,
+		ID: o.ID, EventID: o.EventID, Status: string(o.Status), AmountMinor: o.AmountMinor, Currency: o.Currency,
 		CreatedAt: o.CreatedAt.UTC(),
-		Hold:      OrderHoldBody{ID: o.HoldID, Status: o.HoldStatus, ExpiresAt: o.HoldExpiresAt.UTC(), SeatIDs: o.SeatIDs},
+		Hold:      OrderHoldBody{ID: o.HoldID, Status: string(o.HoldStatus), ExpiresAt: o.HoldExpiresAt.UTC(), SeatIDs: o.SeatIDs},
 		Tickets:   make([]OrderTicketBody, 0, len(o.Tickets)),
 	}
 	if p := o.Payment; p != nil {
-		body.Payment = &OrderPaymentBody{Status: p.Status}
-		if p.PaymentIntentID != nil {
-			body.Payment.PaymentIntentID = *p.PaymentIntentID
-		}
-		if o.Status == "pending_payment" && p.ClientSecret != nil {
-			body.Payment.ClientSecret = *p.ClientSecret
-		}
+		body.Payment = &OrderPaymentBody{Status: p.Status, PaymentIntentID: p.PaymentIntentID, ClientSecret: p.ClientSecret}
 	}
 	for _, t := range o.Tickets {
-		tb := OrderTicketBody{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt.UTC()}
-		if t.QrPayload != nil {
-			tb.QRPayload = *t.QrPayload
-		}
+		tb := OrderTicketBody{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt.UTC(), QRPayload: t.QRPayload}
 		if t.RevokedAt != nil {
 			at := t.RevokedAt.UTC()
 			tb.RevokedAt = &at
@@ -219,7 +210,7 @@ func (h *Handlers) refundOrder(ctx context.Context, in *OrderPathInput) (*OrderS
 	case err != nil:
 		return nil, h.internal(ctx, "refund order", err, "order_id", orderID)
 	}
-	return &OrderStateOutput{Body: OrderStateBody{ID: st.ID, EventID: st.EventID, Status: st.Status}}, nil
+	return &OrderStateOutput{Body: OrderStateBody{ID: st.ID, EventID: st.EventID, Status: string(st.Status)}}, nil
 }
 
 // OrderStatusEvent is the data of one `status` event of an order's event
@@ -282,7 +273,7 @@ type OrderStreamInput struct {
 
 // orderEventID names the status of st: its status and when it took it.
 func orderEventID(st purchase.OrderState, at time.Time) string {
-	return st.Status + "." + strconv.FormatInt(at.UnixMicro(), 10)
+	return string(st.Status) + "." + strconv.FormatInt(at.UnixMicro(), 10)
 }
 
 func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) (*huma.StreamResponse, error) {
@@ -355,7 +346,7 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 		return rc.Flush() == nil
 	}
 	send := func(st purchase.OrderState, at time.Time) bool {
-		data, err := json.Marshal(OrderStatusEvent{OrderID: st.ID, Status: st.Status, At: at.UTC()})
+		data, err := json.Marshal(OrderStatusEvent{OrderID: st.ID, Status: string(st.Status), At: at.UTC()})
 		if err != nil {
 			return false
 		}
@@ -366,7 +357,7 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 	// order's PaymentIntent, while the order awaits payment.
 	paymentSent := false
 	sendPayment := func(st purchase.OrderState) bool {
-		if paymentSent || st.PaymentIntentID == "" || st.Status != "pending_payment" {
+		if paymentSent || st.PaymentIntentID == "" || !st.Status.AwaitsPayment() {
 			return true
 		}
 		paymentSent = true
@@ -402,7 +393,7 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 	} else if !write([]byte(": resumed\n\n")) {
 		return
 	}
-	if purchase.FinalStatus(last.Status) || !sendPayment(last) {
+	if last.Status.Final() || !sendPayment(last) {
 		return
 	}
 	var settle settling
@@ -445,7 +436,7 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 			at = time.Now() // the writer did not touch updated_at
 		}
 		last, lastAt = st, at
-		if !send(st, at) || purchase.FinalStatus(st.Status) {
+		if !send(st, at) || st.Status.Final() {
 			return
 		}
 	}

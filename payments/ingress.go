@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"boxoffice/db"
 	"boxoffice/outbox"
 	"boxoffice/promreg"
+	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
 )
 
@@ -148,7 +148,7 @@ func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string
 			} else if err != nil {
 				return fmt.Errorf("read order: %w", err)
 			}
-			if !checked && disagrees(m.typ, order.Status) {
+			if !checked && purchase.OrderStatus(order.Status).ContradictedBy(m.typ) {
 				return &disagreement{order: order}
 			}
 			env, raw, err := outbox.NewOrderEvent(m.typ, m.orderID, time.Now(), order.CorrelationID, "stripe:"+ev.ID, m.payload)
@@ -214,28 +214,6 @@ func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped, ord
 	log.InfoContext(ctx, "provider event disagrees with the order; acting on the intent as the provider reports it now",
 		"intent_status", intent.Status, "event_means", m.typ, "acting_as", cmp.Or(now.typ, "nothing"))
 	return now, nil
-}
-
-// disagrees says whether a domain event derived from a provider event
-// contradicts an order in status: the cases where the event may be stale.
-func disagrees(typ, orderStatus string) bool {
-	switch typ {
-	case outbox.TypePaymentAuthorized:
-		// After the order was released: the saga would cancel an intent
-		// that may be canceled, or even captured, by now.
-		return slices.Contains([]string{"failed", "canceled", "refunding", "refunded"}, orderStatus)
-	case outbox.TypePaymentCaptured:
-		// Before the authorization was applied, or after the order was
-		// released: the saga would wait, or refund.
-		return slices.Contains([]string{"pending_payment", "authorized", "failed", "canceled"}, orderStatus)
-	case outbox.TypePaymentFailed:
-		// The order is authorized or beyond: a decline of an earlier attempt?
-		return slices.Contains([]string{"capture_pending", "paid", "ticketed", "refunding", "refunded"}, orderStatus)
-	case outbox.TypeAuthorizationCanceled:
-		// The order is confirmed or beyond: canceled under us?
-		return slices.Contains([]string{"capture_pending", "paid", "ticketed"}, orderStatus)
-	}
-	return false
 }
 
 // fromIntent is the domain event an intent's current status stands for:

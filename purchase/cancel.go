@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -39,84 +38,43 @@ const ReasonCanceledByBuyer = "canceled_by_buyer"
 // ErrOrderNotCancelable for an order in any other state.
 func (s *Service) Cancel(ctx context.Context, userID, orderID uuid.UUID) (Order, error) {
 	err := db.WithTx(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := sqlcgen.New()
-		order, err := q.OrderLockForOwner(ctx, tx, sqlcgen.OrderLockForOwnerParams{ID: orderID, UserID: userID})
+		row, err := sqlcgen.New().OrderLockForOwner(ctx, tx, sqlcgen.OrderLockForOwnerParams{ID: orderID, UserID: userID})
 		if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
 			return ErrOrderNotFound
 		} else if err != nil {
 			return fmt.Errorf("lock order: %w", err)
 		}
-		switch order.Status {
-		case "canceled":
+		o := newOrderTx(tx, row, Cause{})
+		switch {
+		case o.Status() == OrderCanceled:
 			return nil
-		case "pending_payment":
-		default:
+		case !o.Status().AwaitsPayment():
 			return ErrOrderNotCancelable
 		}
-		// Lock order: the order (above), then its hold, then its seats, as
-		// every writer of an order's state does.
-		hold, err := q.HoldGetByOrderForUpdate(ctx, tx, order.ID)
-		if err != nil {
-			return fmt.Errorf("lock hold: %w", err)
+		if err := o.LockHold(ctx); err != nil {
+			return err
 		}
-		holdIDs := []uuid.UUID{hold.ID}
-		if _, err := q.HoldSeatLockSeats(ctx, tx, holdIDs); err != nil {
-			return fmt.Errorf("lock seats: %w", err)
-		}
-		if _, err := q.HoldSeatReleaseByHolds(ctx, tx, holdIDs); err != nil {
-			return fmt.Errorf("release seats: %w", err)
+		if _, err := o.ReleaseSeats(ctx); err != nil {
+			return err
 		}
 		// An expired hold the expiry worker has not reached yet is still
 		// active; a hold is never confirmed while its order awaits payment.
-		if _, err := q.HoldTransition(ctx, tx, sqlcgen.HoldTransitionParams{
-			ID: hold.ID, FromStatuses: []string{"active"}, ToStatus: "released",
-		}); err != nil {
-			return fmt.Errorf("release hold: %w", err)
+		if o.HoldStatus() == HoldActive {
+			if err := o.MoveHold(ctx, HoldReleased); err != nil {
+				return err
+			}
 		}
-		if n, err := q.OrderTransition(ctx, tx, sqlcgen.OrderTransitionParams{
-			ID: order.ID, FromStatus: "pending_payment", ToStatus: "canceled",
-		}); err != nil {
-			return fmt.Errorf("cancel order: %w", err)
-		} else if n != 1 {
-			return fmt.Errorf("cancel order: order changed under its lock")
-		}
-		now := time.Now()
-		if err := recordOrderEvent(ctx, tx, outbox.TypeOrderCanceled, order, now,
-			outbox.OrderCanceled{OrderID: order.ID, Reason: ReasonCanceledByBuyer}); err != nil {
+		if err := o.Move(ctx, OrderCanceled); err != nil {
 			return err
 		}
-		payment, err := q.PaymentIntentGetByOrder(ctx, tx, order.ID)
-		switch err = db.Interpret(err); {
-		case errors.Is(err, db.ErrNotFound):
-			return nil
-		case err != nil:
-			return fmt.Errorf("get payment: %w", err)
+		if err := o.Emit(ctx, outbox.TypeOrderCanceled, outbox.OrderCanceled{OrderID: o.ID(), Reason: ReasonCanceledByBuyer}); err != nil {
+			return err
 		}
-		if payment.PaymentIntentID == nil || *payment.PaymentIntentID == "" {
-			return nil
-		}
-		// One cancel request per order, whoever notices first (see
-		// migrations/00005_saga.sql).
-		if n, err := q.OrderMarkAuthorizationCancelRequested(ctx, tx, order.ID); err != nil {
-			return fmt.Errorf("stamp cancel request: %w", err)
-		} else if n == 0 {
-			return nil
-		}
-		return recordOrderEvent(ctx, tx, outbox.TypeAuthorizationCancelRequested, order, now,
-			outbox.AuthorizationCancelRequested{OrderID: order.ID, PaymentIntentID: *payment.PaymentIntentID, Reason: ReasonCanceledByBuyer})
+		_, err = o.RequestCancel(ctx, "", ReasonCanceledByBuyer)
+		return err
 	})
 	if err != nil {
 		return Order{}, err
 	}
 	return s.Order(ctx, userID, orderID)
-}
-
-// recordOrderEvent writes an event about order to the outbox in tx, in the
-// order's buyer journey.
-func recordOrderEvent(ctx context.Context, tx pgx.Tx, eventType string, order sqlcgen.Order, at time.Time, payload any) error {
-	env, raw, err := outbox.NewOrderEvent(eventType, order.ID, at, order.CorrelationID, "", payload)
-	if err != nil {
-		return err
-	}
-	return outbox.Insert(ctx, tx, env, raw)
 }

@@ -72,8 +72,8 @@ func TestCancel(t *testing.T) {
 
 		got, err := svc.Cancel(context.Background(), o.buyer, o.hold.OrderID)
 		require.NoError(t, err)
-		require.Equal(t, "canceled", got.Status)
-		require.Equal(t, "released", got.HoldStatus)
+		require.Equal(t, purchase.OrderCanceled, got.Status)
+		require.Equal(t, purchase.HoldReleased, got.HoldStatus)
 		require.EqualValues(t, 0, dbtest.Count(t, b.pool, "SELECT count(*) FROM hold_seats WHERE released_at IS NULL"))
 
 		// Someone else can hold the seats at once.
@@ -104,7 +104,7 @@ func TestCancel(t *testing.T) {
 		}
 		again, err := svc.Cancel(context.Background(), o.buyer, o.hold.OrderID)
 		require.NoError(t, err)
-		require.Equal(t, "canceled", again.Status)
+		require.Equal(t, purchase.OrderCanceled, again.Status)
 		require.Len(t, outboxPayloads[outbox.OrderCanceled](t, b, o.hold.OrderID, outbox.TypeOrderCanceled), 1)
 		require.Len(t, outboxPayloads[outbox.AuthorizationCancelRequested](t, b, o.hold.OrderID, outbox.TypeAuthorizationCancelRequested), 1)
 	})

@@ -153,7 +153,7 @@ func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 
 // reserve runs the hold transaction — one statement, one round trip.
 func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID, hash []byte) (Hold, error) {
-	h := Hold{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), Status: "pending_payment"}
+	h := Hold{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), Status: string(OrderPendingPayment)}
 	row, err := db.Retry(ctx, func(ctx context.Context) (sqlcgen.HoldReserveRow, error) {
 		return sqlcgen.New().HoldReserve(ctx, s.pool, sqlcgen.HoldReserveParams{
 			EventID:         p.EventID,

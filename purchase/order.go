@@ -20,16 +20,41 @@ var ErrOrderNotFound = errors.New("order not found")
 type Order struct {
 	ID            uuid.UUID
 	EventID       uuid.UUID
-	Status        string
+	Status        OrderStatus
 	AmountMinor   int64
 	Currency      string
 	CreatedAt     time.Time
 	HoldID        uuid.UUID
-	HoldStatus    string
+	HoldStatus    HoldStatus
 	HoldExpiresAt time.Time
 	SeatIDs       []uuid.UUID
-	Payment       *sqlcgen.Payment
-	Tickets       []sqlcgen.Ticket
+	// Payment is nil until the payments worker created the order's
+	// PaymentIntent.
+	Payment *Payment
+	Tickets []OrderTicket
+}
+
+// Payment is an order's payment as its owner sees it.
+type Payment struct {
+	Provider string
+	// PaymentIntentID is "" until the intent exists.
+	PaymentIntentID string
+	// ClientSecret is what the buyer's browser confirms the card with. It
+	// is set only while the order awaits payment (OrderStatus.AwaitsPayment),
+	// and never logged.
+	ClientSecret string
+	// Status is the provider's status of the intent, as last recorded.
+	Status string
+}
+
+// OrderTicket is one ticket of an order.
+type OrderTicket struct {
+	ID        uuid.UUID
+	SeatID    uuid.UUID
+	IssuedAt  time.Time
+	QRPayload string
+	// RevokedAt is set once a refund revoked the ticket.
+	RevokedAt *time.Time
 }
 
 // IntentOrder returns the order whose payment is the PaymentIntent
@@ -59,12 +84,12 @@ func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error
 	o := Order{
 		ID:            row.ID,
 		EventID:       row.EventID,
-		Status:        row.Status,
+		Status:        OrderStatus(row.Status),
 		AmountMinor:   row.AmountMinor,
 		Currency:      row.Currency,
 		CreatedAt:     row.CreatedAt,
 		HoldID:        row.HoldID,
-		HoldStatus:    row.HoldStatus,
+		HoldStatus:    HoldStatus(row.HoldStatus),
 		HoldExpiresAt: row.HoldExpiresAt,
 	}
 	if o.SeatIDs, err = q.HoldSeatListByHold(ctx, s.pool, row.HoldID); err != nil {
@@ -73,12 +98,27 @@ func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error
 	payment, err := q.PaymentGetByOrder(ctx, s.pool, id)
 	switch err = db.Interpret(err); {
 	case err == nil:
-		o.Payment = &payment
+		o.Payment = &Payment{Provider: payment.Provider, Status: payment.Status}
+		if payment.PaymentIntentID != nil {
+			o.Payment.PaymentIntentID = *payment.PaymentIntentID
+		}
+		if payment.ClientSecret != nil && o.Status.AwaitsPayment() {
+			o.Payment.ClientSecret = *payment.ClientSecret
+		}
 	case !errors.Is(err, db.ErrNotFound):
 		return Order{}, fmt.Errorf("get payment: %w", err)
 	}
-	if o.Tickets, err = q.TicketListByOrder(ctx, s.pool, id); err != nil {
+	tickets, err := q.TicketListByOrder(ctx, s.pool, id)
+	if err != nil {
 		return Order{}, fmt.Errorf("list tickets: %w", err)
+	}
+	o.Tickets = make([]OrderTicket, 0, len(tickets))
+	for _, t := range tickets {
+		ot := OrderTicket{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt, RevokedAt: t.RevokedAt}
+		if t.QrPayload != nil {
+			ot.QRPayload = *t.QrPayload
+		}
+		o.Tickets = append(o.Tickets, ot)
 	}
 	return o, nil
 }

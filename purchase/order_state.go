@@ -18,24 +18,13 @@ import (
 type OrderState struct {
 	ID      uuid.UUID
 	EventID uuid.UUID
-	Status  string
+	Status  OrderStatus
 	// UpdatedAt is when the order row last changed, as far as its writers
 	// said so.
 	UpdatedAt time.Time
 	// PaymentIntentID is the order's PaymentIntent, "" until the payments
 	// worker created it (OrderStateForOwner only).
 	PaymentIntentID string
-}
-
-// FinalStatus reports whether status ends a purchase: ticketed, failed,
-// canceled or refunded. No saga step moves such an order on; only an
-// organizer's refund of a ticketed order does. refunding is not final.
-func FinalStatus(status string) bool {
-	switch status {
-	case "ticketed", "failed", "canceled", "refunded":
-		return true
-	}
-	return false
 }
 
 // OrderStateForOwner returns the status of the order with id, and its
@@ -48,5 +37,5 @@ func (s *Service) OrderStateForOwner(ctx context.Context, userID, id uuid.UUID) 
 	} else if err != nil {
 		return OrderState{}, fmt.Errorf("get order status: %w", err)
 	}
-	return OrderState{ID: row.ID, EventID: row.EventID, Status: row.Status, UpdatedAt: row.UpdatedAt, PaymentIntentID: row.PaymentIntentID}, nil
+	return OrderState{ID: row.ID, EventID: row.EventID, Status: OrderStatus(row.Status), UpdatedAt: row.UpdatedAt, PaymentIntentID: row.PaymentIntentID}, nil
 }

@@ -43,75 +43,62 @@ const ReasonRefundByOrganizer = "requested_by_organizer"
 func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID) (OrderState, error) {
 	return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (OrderState, error) {
 		q := sqlcgen.New()
-		order, err := q.OrderLockForOrganizer(ctx, tx, sqlcgen.OrderLockForOrganizerParams{ID: orderID, OrganizerID: organizerID})
+		row, err := q.OrderLockForOrganizer(ctx, tx, sqlcgen.OrderLockForOrganizerParams{ID: orderID, OrganizerID: organizerID})
 		if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
 			return OrderState{}, ErrOrderNotFound
 		} else if err != nil {
 			return OrderState{}, fmt.Errorf("lock order: %w", err)
 		}
-		state := OrderState{ID: order.ID, EventID: order.EventID, Status: order.Status, UpdatedAt: order.UpdatedAt}
-		switch order.Status {
-		case "refunding", "refunded":
+		o := newOrderTx(tx, row, Cause{})
+		state := OrderState{ID: o.ID(), EventID: o.EventID(), Status: o.Status(), UpdatedAt: o.UpdatedAt()}
+		switch {
+		case o.Status() == OrderRefunding || o.Status() == OrderRefunded:
 			return state, nil
-		case "paid", "ticketed":
-		default:
+		case !o.Status().Paid():
 			return OrderState{}, ErrOrderNotRefundable
 		}
-		payment, err := q.PaymentIntentGetByOrder(ctx, tx, order.ID)
+		payment, err := q.PaymentIntentGetByOrder(ctx, tx, o.ID())
 		if err = db.Interpret(err); err != nil {
-			return OrderState{}, fmt.Errorf("get payment of %s order: %w", order.Status, err)
+			return OrderState{}, fmt.Errorf("get payment of %s order: %w", o.Status(), err)
 		}
 		if payment.PaymentIntentID == nil || *payment.PaymentIntentID == "" {
-			return OrderState{}, fmt.Errorf("%s order %s has no payment intent", order.Status, order.ID)
+			return OrderState{}, fmt.Errorf("%s order %s has no payment intent", o.Status(), o.ID())
 		}
-		if err := giveUp(ctx, tx, order); err != nil {
+		if err := giveUp(ctx, o); err != nil {
 			return OrderState{}, err
 		}
-		if n, err := q.OrderTransition(ctx, tx, sqlcgen.OrderTransitionParams{
-			ID: order.ID, FromStatus: order.Status, ToStatus: "refunding",
-		}); err != nil {
-			return OrderState{}, fmt.Errorf("mark order refunding: %w", err)
-		} else if n != 1 {
-			return OrderState{}, fmt.Errorf("mark order refunding: order changed under its lock")
+		if err := o.Move(ctx, OrderRefunding); err != nil {
+			return OrderState{}, err
 		}
-		if err := recordOrderEvent(ctx, tx, outbox.TypeRefundRequested, order, time.Now(), outbox.RefundRequested{
-			OrderID: order.ID, PaymentIntentID: *payment.PaymentIntentID, Reason: ReasonRefundByOrganizer,
+		if err := o.Emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
+			OrderID: o.ID(), PaymentIntentID: *payment.PaymentIntentID, Reason: ReasonRefundByOrganizer,
 		}); err != nil {
 			return OrderState{}, err
 		}
-		state.Status, state.UpdatedAt = "refunding", time.Now()
+		state.Status, state.UpdatedAt = o.Status(), time.Now()
 		return state, nil
 	})
 }
 
 // giveUp revokes the tickets of a ticketed order, or releases the
-// confirmed hold of a paid one, whose row lock the caller holds. Lock
-// order: order, hold, seats.
-func giveUp(ctx context.Context, tx pgx.Tx, order sqlcgen.Order) error {
-	q := sqlcgen.New()
-	if order.Status == "ticketed" {
-		if _, err := q.TicketRevokeByOrder(ctx, tx, order.ID); err != nil {
+// confirmed hold of a paid one and puts its seats back on sale.
+func giveUp(ctx context.Context, o *OrderTx) error {
+	if o.Status() == OrderTicketed {
+		if _, err := o.q.TicketRevokeByOrder(ctx, o.tx, o.ID()); err != nil {
 			return fmt.Errorf("revoke tickets: %w", err)
 		}
 		return nil
 	}
-	hold, err := q.HoldGetByOrderForUpdate(ctx, tx, order.ID)
-	if err = db.Interpret(err); err != nil {
-		return fmt.Errorf("lock hold of paid order: %w", err)
+	if err := o.LockHold(ctx); err != nil {
+		return err
 	}
-	holds := []uuid.UUID{hold.ID}
-	if _, err := q.HoldSeatLockSeats(ctx, tx, holds); err != nil {
-		return fmt.Errorf("lock seats of hold: %w", err)
+	if _, err := o.ReleaseSeats(ctx); err != nil {
+		return err
 	}
-	if _, err := q.HoldSeatReleaseByHolds(ctx, tx, holds); err != nil {
-		return fmt.Errorf("release seats of hold: %w", err)
+	if o.HoldStatus() != HoldActive && o.HoldStatus() != HoldConfirmed {
+		return nil
 	}
-	if _, err := q.HoldTransition(ctx, tx, sqlcgen.HoldTransitionParams{
-		ID: hold.ID, FromStatuses: []string{"active", "confirmed"}, ToStatus: "released",
-	}); err != nil {
-		return fmt.Errorf("release hold: %w", err)
-	}
-	return nil
+	return o.MoveHold(ctx, HoldReleased)
 }
 
 // RevokedTicket is a ticket a refund revoked.

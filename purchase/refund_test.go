@@ -44,7 +44,7 @@ func TestRefund(t *testing.T) {
 		svc, b, o := paidOrder(t, "refunded")
 		got, err := svc.Refund(context.Background(), b.event.OrganizerID, o.hold.OrderID)
 		require.NoError(t, err)
-		require.Equal(t, "refunded", got.Status)
+		require.Equal(t, purchase.OrderRefunded, got.Status)
 		require.Empty(t, outboxPayloads[outbox.RefundRequested](t, b, o.hold.OrderID, outbox.TypeRefundRequested))
 	})
 

@@ -1,7 +1,6 @@
 package purchase
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,27 +14,6 @@ import (
 	"boxoffice/db"
 	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
-)
-
-// Order statuses (DESIGN.md § States).
-const (
-	orderPendingPayment = "pending_payment"
-	orderAuthorized     = "authorized" // reserved; no step writes it
-	orderCapturePending = "capture_pending"
-	orderPaid           = "paid"
-	orderTicketed       = "ticketed"
-	orderFailed         = "failed"
-	orderCanceled       = "canceled"
-	orderRefunding      = "refunding"
-	orderRefunded       = "refunded"
-)
-
-// Hold statuses (DESIGN.md § States).
-const (
-	holdActive    = "active"
-	holdConfirmed = "confirmed"
-	holdExpired   = "expired"
-	holdReleased  = "released"
 )
 
 // Reasons carried by the compensating commands the saga writes.
@@ -81,8 +59,8 @@ type SagaConfig struct {
 	NowFunc func() time.Time
 }
 
-// Saga owns the legal transitions of the purchase saga (docs/saga.md, the
-// purchase_saga rows). Each method is one step: it runs inside the
+// Saga applies the purchase saga's events (docs/saga.md, the
+// purchase_saga rows) to their orders. Each method is one step: it runs inside the
 // caller's transaction (the consumer's, which also records the inbox row),
 // locks the order row and then its hold, checks the state it expects,
 // writes the new state and the next events to the outbox with the
@@ -94,10 +72,9 @@ type SagaConfig struct {
 // wrapping ErrPermanent means no retry can apply the event. On any error
 // the caller must roll tx back.
 //
-// Locks are always taken in the order order row → hold row → seat rows →
-// hold_seats rows, the order the hold path (seats → hold_seats) and the
-// expiry worker (order and hold without waiting, then seats) agree with,
-// so saga steps, holds and expiry never deadlock one another.
+// Every step locks its order through OrderTx, which also keeps the lock
+// order that saga steps, holds and expiry agree on, and moves the order
+// only along Transitions.
 type Saga struct {
 	logger  *slog.Logger
 	nowFunc func() time.Time
@@ -132,11 +109,11 @@ func (s *Saga) PaymentIntentCreated(ctx context.Context, tx pgx.Tx, ev outbox.En
 		return err
 	}
 	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
-	switch st.order.Status {
-	case orderFailed, orderCanceled:
+	switch st.Status() {
+	case OrderFailed, OrderCanceled:
 		return st.requestCancel(ctx, p.PaymentIntentID, st.releaseReason())
 	default:
-		st.log.DebugContext(ctx, "payment intent noted; nothing to do", "order_status", st.order.Status)
+		st.log.DebugContext(ctx, "payment intent noted; nothing to do", "order_status", st.Status())
 		return nil
 	}
 }
@@ -168,35 +145,34 @@ func (s *Saga) PaymentAuthorized(ctx context.Context, tx pgx.Tx, ev outbox.Envel
 		return err
 	}
 	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
-	switch st.order.Status {
-	case orderCapturePending, orderPaid, orderTicketed, orderRefunding, orderRefunded:
-		st.log.InfoContext(ctx, "authorization already applied; duplicate ignored", "order_status", st.order.Status)
+	switch st.Status() {
+	case OrderCapturePending, OrderPaid, OrderTicketed, OrderRefunding, OrderRefunded:
+		st.log.InfoContext(ctx, "authorization already applied; duplicate ignored", "order_status", st.Status())
 		return nil
-	case orderPendingPayment:
+	case OrderPendingPayment:
 	default:
 		return st.requestCancel(ctx, p.PaymentIntentID, st.releaseReason())
 	}
 
-	if st.hold.Status != holdActive {
+	if st.HoldStatus() != HoldActive {
 		// Unreachable while every path that releases a hold also moves
 		// its order on; fail the order rather than leave it stranded.
 		st.log.ErrorContext(ctx, "order awaits payment but its hold is not active; failing it",
-			"hold_id", st.hold.ID, "hold_status", st.hold.Status)
-		if err := st.setOrder(ctx, orderFailed); err != nil {
+			"hold_id", st.HoldID(), "hold_status", st.HoldStatus())
+		if err := st.Move(ctx, OrderFailed); err != nil {
 			return err
 		}
 		return st.requestCancel(ctx, p.PaymentIntentID, st.releaseReason())
 	}
-	q := sqlcgen.New()
-	if _, err := q.HoldSeatLockSeats(ctx, tx, []uuid.UUID{st.hold.ID}); err != nil {
-		return fmt.Errorf("lock seats of hold: %w", err)
+	if err := st.LockSeats(ctx); err != nil {
+		return err
 	}
-	owns, err := q.HoldOwnsSeats(ctx, tx, st.hold.ID)
+	owns, err := st.OwnsSeats(ctx)
 	if err != nil {
-		return fmt.Errorf("check hold: %w", err)
+		return err
 	}
 	if !owns {
-		st.log.InfoContext(ctx, "authorization arrived after the hold expired; canceling it", "hold_id", st.hold.ID)
+		st.log.InfoContext(ctx, "authorization arrived after the hold expired; canceling it", "hold_id", st.HoldID())
 		if err := st.expireHold(ctx); err != nil {
 			return err
 		}
@@ -206,27 +182,27 @@ func (s *Saga) PaymentAuthorized(ctx context.Context, tx pgx.Tx, ev outbox.Envel
 	// The payments row records the authorization before the order is
 	// confirmed on it, so that a confirmed order always shows an
 	// authorized payment (boxoffice audit checks it).
-	if n, err := q.PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
-		Status: paymentAuthorized, OrderID: st.order.ID, PaymentIntentID: p.PaymentIntentID,
+	if n, err := sqlcgen.New().PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+		Status: paymentAuthorized, OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
 	}); err != nil {
 		return fmt.Errorf("record authorization: %w", err)
 	} else if n == 0 {
 		st.log.InfoContext(ctx, "authorization arrived before the order's payment row for this intent; retrying later")
-		return fmt.Errorf("PaymentAuthorized for order %s without its payment row: %w", st.order.ID, ErrTooEarly)
+		return fmt.Errorf("PaymentAuthorized for order %s without its payment row: %w", st.ID(), ErrTooEarly)
 	}
-	if err := st.setHold(ctx, holdConfirmed); err != nil {
+	if err := st.MoveHold(ctx, HoldConfirmed); err != nil {
 		return err
 	}
-	if err := st.setOrder(ctx, orderCapturePending); err != nil {
+	if err := st.Move(ctx, OrderCapturePending); err != nil {
 		return err
 	}
-	if err := st.emit(ctx, outbox.TypeOrderConfirmed, outbox.OrderConfirmed{OrderID: st.order.ID, HoldID: st.hold.ID}); err != nil {
+	if err := st.Emit(ctx, outbox.TypeOrderConfirmed, outbox.OrderConfirmed{OrderID: st.ID(), HoldID: st.HoldID()}); err != nil {
 		return err
 	}
-	if err := st.emit(ctx, outbox.TypeCaptureRequested, outbox.CaptureRequested{OrderID: st.order.ID, PaymentIntentID: p.PaymentIntentID}); err != nil {
+	if err := st.Emit(ctx, outbox.TypeCaptureRequested, outbox.CaptureRequested{OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID}); err != nil {
 		return err
 	}
-	st.log.InfoContext(ctx, "hold confirmed; capture requested", "hold_id", st.hold.ID)
+	st.log.InfoContext(ctx, "hold confirmed; capture requested", "hold_id", st.HoldID())
 	return nil
 }
 
@@ -250,42 +226,42 @@ func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 		return err
 	}
 	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
-	switch st.order.Status {
-	case orderPendingPayment, orderAuthorized:
-		st.log.InfoContext(ctx, "capture arrived before the authorization was applied; retrying later", "order_status", st.order.Status)
-		return fmt.Errorf("PaymentCaptured for order %s in %s: %w", st.order.ID, st.order.Status, ErrTooEarly)
-	case orderCapturePending:
-		seats, err := sqlcgen.New().HoldSeatListByHold(ctx, tx, st.hold.ID)
+	switch st.Status() {
+	case OrderPendingPayment, OrderAuthorized:
+		st.log.InfoContext(ctx, "capture arrived before the authorization was applied; retrying later", "order_status", st.Status())
+		return fmt.Errorf("PaymentCaptured for order %s in %s: %w", st.ID(), st.Status(), ErrTooEarly)
+	case OrderCapturePending:
+		seats, err := st.Seats(ctx)
 		if err != nil {
-			return fmt.Errorf("list seats of hold: %w", err)
+			return err
 		}
 		if _, err := sqlcgen.New().PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
-			Status: paymentCaptured, OrderID: st.order.ID, PaymentIntentID: p.PaymentIntentID,
+			Status: paymentCaptured, OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
 		}); err != nil {
 			return fmt.Errorf("record capture: %w", err)
 		}
-		if err := st.setOrder(ctx, orderPaid); err != nil {
+		if err := st.Move(ctx, OrderPaid); err != nil {
 			return err
 		}
-		if err := st.emit(ctx, outbox.TypeTicketIssueRequested, outbox.TicketIssueRequested{
-			OrderID: st.order.ID, HoldID: st.hold.ID, SeatIDs: seats,
+		if err := st.Emit(ctx, outbox.TypeTicketIssueRequested, outbox.TicketIssueRequested{
+			OrderID: st.ID(), HoldID: st.HoldID(), SeatIDs: seats,
 		}); err != nil {
 			return err
 		}
 		st.log.InfoContext(ctx, "payment captured; tickets requested", "amount_received", p.AmountReceived)
 		return nil
-	case orderFailed, orderCanceled:
+	case OrderFailed, OrderCanceled:
 		st.log.ErrorContext(ctx, "incident: payment captured after the order was released; refunding",
-			"incident", ReasonCapturedAfterRelease, "order_status", st.order.Status,
-			"hold_status", st.hold.Status, "amount_received", p.AmountReceived)
-		if err := st.setOrder(ctx, orderRefunding); err != nil {
+			"incident", ReasonCapturedAfterRelease, "order_status", st.Status(),
+			"hold_status", st.HoldStatus(), "amount_received", p.AmountReceived)
+		if err := st.Move(ctx, OrderRefunding); err != nil {
 			return err
 		}
-		return st.emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
-			OrderID: st.order.ID, PaymentIntentID: p.PaymentIntentID, Reason: ReasonCapturedAfterRelease,
+		return st.Emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
+			OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID, Reason: ReasonCapturedAfterRelease,
 		})
 	default:
-		st.log.InfoContext(ctx, "capture already applied; duplicate ignored", "order_status", st.order.Status)
+		st.log.InfoContext(ctx, "capture already applied; duplicate ignored", "order_status", st.Status())
 		return nil
 	}
 }
@@ -304,25 +280,25 @@ func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope)
 		return err
 	}
 	st.log = st.log.With("payment_intent_id", p.PaymentIntentID, "code", p.Code)
-	if st.order.Status != orderPendingPayment && st.order.Status != orderCapturePending {
-		st.log.InfoContext(ctx, "payment failure for an order past payment; ignored", "order_status", st.order.Status)
+	if st.Status() != OrderPendingPayment && st.Status() != OrderCapturePending {
+		st.log.InfoContext(ctx, "payment failure for an order past payment; ignored", "order_status", st.Status())
 		return nil
 	}
-	released, err := st.releaseSeats(ctx)
+	released, err := st.ReleaseSeats(ctx)
 	if err != nil {
 		return err
 	}
-	if st.hold.Status == holdActive || st.hold.Status == holdConfirmed {
-		if err := st.setHold(ctx, holdReleased); err != nil {
+	if st.HoldStatus() == HoldActive || st.HoldStatus() == HoldConfirmed {
+		if err := st.MoveHold(ctx, HoldReleased); err != nil {
 			return err
 		}
 	}
-	if err := st.setOrder(ctx, orderFailed); err != nil {
+	if err := st.Move(ctx, OrderFailed); err != nil {
 		return err
 	}
 	st.log.InfoContext(ctx, "payment failed; order failed and seats released", "seats_released", released)
 
-	payment, err := sqlcgen.New().PaymentIntentGetByOrder(ctx, tx, st.order.ID)
+	payment, err := sqlcgen.New().PaymentIntentGetByOrder(ctx, tx, st.ID())
 	switch err = db.Interpret(err); {
 	case err == nil && payment.Status == paymentCaptured:
 		st.log.WarnContext(ctx, "payment failed after its intent was captured; not canceling it")
@@ -346,19 +322,19 @@ func (s *Saga) PaymentRefunded(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 		return err
 	}
 	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
-	switch st.order.Status {
-	case orderRefunding:
-		if err := st.setOrder(ctx, orderRefunded); err != nil {
+	switch st.Status() {
+	case OrderRefunding:
+		if err := st.Move(ctx, OrderRefunded); err != nil {
 			return err
 		}
 		st.log.InfoContext(ctx, "order refunded", "amount_refunded", p.AmountRefunded)
 		return nil
-	case orderPaid, orderTicketed:
+	case OrderPaid, OrderTicketed:
 		st.log.WarnContext(ctx, "refund of an order nobody asked to refund; made outside Boxoffice?",
-			"order_status", st.order.Status, "amount_refunded", p.AmountRefunded)
+			"order_status", st.Status(), "amount_refunded", p.AmountRefunded)
 		return nil
 	default:
-		st.log.InfoContext(ctx, "refund already applied or not ours; ignored", "order_status", st.order.Status)
+		st.log.InfoContext(ctx, "refund already applied or not ours; ignored", "order_status", st.Status())
 		return nil
 	}
 }
@@ -378,11 +354,11 @@ func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.E
 	}
 	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
 	q := sqlcgen.New()
-	payment, err := q.PaymentIntentGetByOrder(ctx, tx, st.order.ID)
+	payment, err := q.PaymentIntentGetByOrder(ctx, tx, st.ID())
 	switch err = db.Interpret(err); {
 	case errors.Is(err, db.ErrNotFound) || err == nil && payment.PaymentIntentID == nil:
 		st.log.InfoContext(ctx, "cancellation arrived before the payment row; retrying later")
-		return fmt.Errorf("AuthorizationCanceled for order %s without a payment row: %w", st.order.ID, ErrTooEarly)
+		return fmt.Errorf("AuthorizationCanceled for order %s without a payment row: %w", st.ID(), ErrTooEarly)
 	case err != nil:
 		return fmt.Errorf("read payment: %w", err)
 	case *payment.PaymentIntentID != p.PaymentIntentID:
@@ -393,182 +369,87 @@ func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.E
 		return nil
 	}
 	if _, err := q.PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
-		Status: "canceled", OrderID: st.order.ID, PaymentIntentID: p.PaymentIntentID,
+		Status: "canceled", OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
 	}); err != nil {
 		return fmt.Errorf("mark payment canceled: %w", err)
 	}
-	st.log.InfoContext(ctx, "authorization canceled", "order_status", st.order.Status)
+	st.log.InfoContext(ctx, "authorization canceled", "order_status", st.Status())
 	return nil
 }
 
-// step is one saga step in progress: the incoming event, its transaction
-// and the locked order and hold.
+// step is one saga step in progress: the incoming event and its order,
+// locked with its hold.
 type step struct {
-	saga  *Saga
-	tx    pgx.Tx
-	ev    outbox.Envelope
-	log   *slog.Logger
-	order sqlcgen.Order
-	hold  sqlcgen.Hold
+	*OrderTx
+	log *slog.Logger
 }
 
 // begin checks that the payload names the envelope's order, then locks the
 // order and its hold, in that order.
 func (s *Saga) begin(ctx context.Context, tx pgx.Tx, ev outbox.Envelope, payloadOrderID uuid.UUID) (*step, error) {
-	st := &step{
-		saga: s, tx: tx, ev: ev,
-		log: s.logger.With("event_id", ev.EventID, "event_type", ev.EventType, "order_id", ev.AggregateID,
-			"correlation_id", ev.CorrelationID, "causation_id", ev.CausationID),
-	}
+	log := s.logger.With("event_id", ev.EventID, "event_type", ev.EventType, "order_id", ev.AggregateID,
+		"correlation_id", ev.CorrelationID, "causation_id", ev.CausationID)
 	if payloadOrderID != uuid.Nil && payloadOrderID != ev.AggregateID {
 		return nil, fmt.Errorf("%w: %s payload names order %s, its envelope %s", ErrPermanent, ev.EventType, payloadOrderID, ev.AggregateID)
 	}
-	q := sqlcgen.New()
-	var err error
-	st.order, err = q.OrderGetForUpdate(ctx, tx, ev.AggregateID)
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	o, err := LockOrder(ctx, tx, ev.AggregateID, Cause{
+		CorrelationID: ev.CorrelationID, CausationID: ev.EventID.String(), Now: s.nowFunc, Logger: log,
+	})
+	if errors.Is(err, ErrOrderNotFound) {
 		return nil, fmt.Errorf("%w: %s names unknown order %s", ErrPermanent, ev.EventType, ev.AggregateID)
 	} else if err != nil {
-		return nil, fmt.Errorf("lock order: %w", err)
+		return nil, err
 	}
-	st.hold, err = q.HoldGetByOrderForUpdate(ctx, tx, ev.AggregateID)
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
-		return nil, fmt.Errorf("%w: order %s has no hold", ErrPermanent, ev.AggregateID)
-	} else if err != nil {
-		return nil, fmt.Errorf("lock hold: %w", err)
+	if err := o.LockHold(ctx); err != nil {
+		return nil, err
 	}
-	return st, nil
-}
-
-// setOrder moves the locked order to status, bumping version and
-// updated_at.
-func (st *step) setOrder(ctx context.Context, status string) error {
-	n, err := sqlcgen.New().OrderTransition(ctx, st.tx, sqlcgen.OrderTransitionParams{
-		ID: st.order.ID, FromStatus: st.order.Status, ToStatus: status,
-	})
-	if err != nil {
-		return fmt.Errorf("order %s → %s: %w", st.order.Status, status, err)
-	}
-	if n != 1 {
-		// Unreachable under the row lock.
-		return fmt.Errorf("order %s → %s: order changed under its lock", st.order.Status, status)
-	}
-	st.order.Status = status
-	return nil
-}
-
-// setHold moves the locked hold to status.
-func (st *step) setHold(ctx context.Context, status string) error {
-	n, err := sqlcgen.New().HoldTransition(ctx, st.tx, sqlcgen.HoldTransitionParams{
-		ID: st.hold.ID, FromStatuses: []string{st.hold.Status}, ToStatus: status,
-	})
-	if err != nil {
-		return fmt.Errorf("hold %s → %s: %w", st.hold.Status, status, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("hold %s → %s: hold changed under its lock", st.hold.Status, status)
-	}
-	st.hold.Status = status
-	return nil
-}
-
-// releaseSeats locks the seats the hold still owns, in seat id order, and
-// releases them. Seats a newer hold reclaimed are not touched.
-func (st *step) releaseSeats(ctx context.Context) (int64, error) {
-	q := sqlcgen.New()
-	ids := []uuid.UUID{st.hold.ID}
-	if _, err := q.HoldSeatLockSeats(ctx, st.tx, ids); err != nil {
-		return 0, fmt.Errorf("lock seats of hold: %w", err)
-	}
-	n, err := q.HoldSeatReleaseByHolds(ctx, st.tx, ids)
-	if err != nil {
-		return 0, fmt.Errorf("release seats of hold: %w", err)
-	}
-	return n, nil
+	return &step{OrderTx: o, log: log}, nil
 }
 
 // expireHold does for the locked, active, pending order's hold what the
 // expiry worker does: seats released, hold expired, order failed,
 // HoldExpired written.
 func (st *step) expireHold(ctx context.Context) error {
-	seats, err := sqlcgen.New().HoldSeatListByHold(ctx, st.tx, st.hold.ID)
+	seats, err := st.Seats(ctx)
 	if err != nil {
-		return fmt.Errorf("list seats of hold: %w", err)
-	}
-	if _, err := st.releaseSeats(ctx); err != nil {
 		return err
 	}
-	if err := st.setHold(ctx, holdExpired); err != nil {
+	if _, err := st.ReleaseSeats(ctx); err != nil {
 		return err
 	}
-	if err := st.setOrder(ctx, orderFailed); err != nil {
+	if err := st.MoveHold(ctx, HoldExpired); err != nil {
 		return err
 	}
-	return st.emit(ctx, outbox.TypeHoldExpired, outbox.HoldExpired{OrderID: st.order.ID, HoldID: st.hold.ID, SeatIDs: seats})
+	if err := st.Move(ctx, OrderFailed); err != nil {
+		return err
+	}
+	return st.Emit(ctx, outbox.TypeHoldExpired, outbox.HoldExpired{OrderID: st.ID(), HoldID: st.HoldID(), SeatIDs: seats})
 }
 
-// requestCancel writes AuthorizationCancelRequested for the order's
-// intent (intentID, or the payments row's when empty) unless one was
-// written for the order already, by this step's kind or by the expiry
-// worker. With no intent known there is nothing to cancel.
+// requestCancel is OrderTx.RequestCancel, logged.
 func (st *step) requestCancel(ctx context.Context, intentID, reason string) error {
-	q := sqlcgen.New()
-	if intentID == "" {
-		payment, err := q.PaymentIntentGetByOrder(ctx, st.tx, st.order.ID)
-		switch err = db.Interpret(err); {
-		case errors.Is(err, db.ErrNotFound):
-		case err != nil:
-			return fmt.Errorf("read payment: %w", err)
-		case payment.PaymentIntentID != nil:
-			intentID = *payment.PaymentIntentID
-		}
-	}
-	if intentID == "" {
-		st.log.InfoContext(ctx, "no payment intent to cancel", "order_status", st.order.Status)
-		return nil
-	}
-	n, err := q.OrderMarkAuthorizationCancelRequested(ctx, st.tx, st.order.ID)
-	if err != nil {
-		return fmt.Errorf("stamp cancel request: %w", err)
-	}
-	if n == 0 {
-		st.log.InfoContext(ctx, "authorization cancel already requested; not requesting again", "order_status", st.order.Status)
-		return nil
-	}
-	if err := st.emit(ctx, outbox.TypeAuthorizationCancelRequested, outbox.AuthorizationCancelRequested{
-		OrderID: st.order.ID, PaymentIntentID: intentID, Reason: reason,
-	}); err != nil {
+	wrote, err := st.RequestCancel(ctx, intentID, reason)
+	switch {
+	case err != nil:
 		return err
+	case wrote:
+		st.log.InfoContext(ctx, "authorization cancel requested", "reason", reason, "order_status", st.Status())
+	default:
+		st.log.InfoContext(ctx, "no authorization cancel to request: none known, or one requested already", "order_status", st.Status())
 	}
-	st.log.InfoContext(ctx, "authorization cancel requested", "reason", reason, "order_status", st.order.Status)
 	return nil
 }
 
 // releaseReason says why the locked order no longer wants its payment.
 func (st *step) releaseReason() string {
 	switch {
-	case st.hold.Status == holdExpired:
+	case st.HoldStatus() == HoldExpired:
 		return ReasonHoldExpired
-	case st.order.Status == orderCanceled:
+	case st.Status() == OrderCanceled:
 		return ReasonOrderCanceled
 	default:
 		return ReasonOrderFailed
 	}
-}
-
-// emit writes the next event to the outbox, caused by the incoming one and
-// in its correlation.
-func (st *step) emit(ctx context.Context, eventType string, payload any) error {
-	env, raw, err := outbox.NewOrderEvent(eventType, st.order.ID, st.saga.nowFunc(),
-		cmp.Or(st.ev.CorrelationID, st.order.CorrelationID), st.ev.EventID.String(), payload)
-	if err != nil {
-		return err
-	}
-	if err := outbox.Insert(ctx, st.tx, env, raw); err != nil {
-		return err
-	}
-	st.log.DebugContext(ctx, "event written", "emitted_event_type", eventType, "emitted_event_id", env.EventID)
-	return nil
 }
 
 // decode decodes an event's payload. Its errors wrap ErrPermanent and

@@ -42,6 +42,7 @@ import (
 	"boxoffice/db"
 	"boxoffice/outbox"
 	"boxoffice/payments"
+	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
 )
 
@@ -206,27 +207,28 @@ type plan struct {
 
 // decide is the mismatch table of the package documentation.
 func decide(status payments.IntentStatus, o sqlcgen.ReconcileOrderRow) plan {
+	order := purchase.OrderStatus(o.Status)
 	switch status {
 	case payments.StatusRequiresCapture:
-		switch o.Status {
-		case "pending_payment", "authorized":
+		switch {
+		case order.BeforeAuthorization():
 			return plan{RepairAuthorization, "authorized at the provider; the order never learned it", []string{outbox.TypePaymentAuthorized}}
-		case "failed", "canceled", "refunded":
+		case order.Released() || order == purchase.OrderRefunded:
 			if o.CancelRequested {
 				return plan{} // a cancel is on its way
 			}
 			return plan{RepairCancel, "authorized at the provider for an order that no longer wants it", []string{outbox.TypeAuthorizationCancelRequested}}
 		}
 	case payments.StatusSucceeded:
-		switch o.Status {
-		case "pending_payment", "authorized":
+		switch {
+		case order.BeforeAuthorization():
 			return plan{RepairCapture, "captured at the provider; the order never learned it was authorized or captured",
 				[]string{outbox.TypePaymentAuthorized, outbox.TypePaymentCaptured}}
-		case "capture_pending":
+		case order == purchase.OrderCapturePending:
 			return plan{RepairCapture, "captured at the provider; the order never learned it", []string{outbox.TypePaymentCaptured}}
-		case "failed", "canceled":
+		case order.Released():
 			return plan{RepairCapture, "captured at the provider for a released order: the saga refunds it", []string{outbox.TypePaymentCaptured}}
-		case "paid":
+		case order == purchase.OrderPaid:
 			if o.Tickets == 0 {
 				return plan{RepairTickets, "paid without tickets", []string{outbox.TypeTicketIssueRequested}}
 			}

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"boxoffice/db"
 	"boxoffice/outbox"
+	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
 )
 
@@ -22,8 +22,9 @@ var (
 	// ErrOrderNotPaid: the order has not reached paid yet (its capture is
 	// still on the way). Transient: issuing again later can succeed.
 	ErrOrderNotPaid = errors.New("order not paid yet")
-	// ErrOrderNotFound: no order has the id. No retry can fix it.
-	ErrOrderNotFound = errors.New("order not found")
+	// ErrOrderNotFound: no order has the id. No retry can fix it. It is
+	// purchase's: one "order not found" in the tree.
+	ErrOrderNotFound = purchase.ErrOrderNotFound
 	// ErrSeatTicketed: a seat of the order already has a ticket of another
 	// order. ticket_seat_uq kept the seat from being sold twice; the
 	// purchase path should never have let it come this far, so this needs
@@ -96,18 +97,16 @@ type Issued struct {
 // seat is ticketed to another order; either way tx must be rolled back.
 func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, error) {
 	q := sqlcgen.New()
-	// Lock order: the order, then its hold, then its seats, as every
-	// writer of an order's state does (queries/orders.sql OrderGetForUpdate).
-	order, err := q.OrderGetForUpdate(ctx, tx, p.OrderID)
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
-		return Issued{}, ErrOrderNotFound
-	} else if err != nil {
-		return Issued{}, fmt.Errorf("lock order: %w", err)
+	o, err := purchase.LockOrder(ctx, tx, p.OrderID, purchase.Cause{
+		CorrelationID: p.CorrelationID, CausationID: p.CausationID, Now: i.now,
+	})
+	if err != nil {
+		return Issued{}, err
 	}
-	switch order.Status {
-	case "paid":
-	case "ticketed":
-		existing, err := q.TicketListByOrder(ctx, tx, order.ID)
+	switch st := o.Status(); {
+	case st == purchase.OrderPaid:
+	case st == purchase.OrderTicketed:
+		existing, err := q.TicketListByOrder(ctx, tx, o.ID())
 		if err != nil {
 			return Issued{}, fmt.Errorf("list tickets: %w", err)
 		}
@@ -116,37 +115,35 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 			ids = append(ids, t.ID)
 		}
 		return Issued{TicketIDs: ids}, nil
-	case "pending_payment", "authorized", "capture_pending":
-		return Issued{}, fmt.Errorf("order %s is %s: %w", order.ID, order.Status, ErrOrderNotPaid)
+	case st.BeforeAuthorization() || st == purchase.OrderCapturePending:
+		return Issued{}, fmt.Errorf("order %s is %s: %w", o.ID(), st, ErrOrderNotPaid)
 	default:
 		i.logger.WarnContext(ctx, "ticket issue requested for an order that gets no tickets; ignored",
-			"order_id", order.ID, "order_status", order.Status, "correlation_id", p.CorrelationID)
+			"order_id", o.ID(), "order_status", st, "correlation_id", p.CorrelationID)
 		return Issued{}, nil
 	}
 
-	hold, err := q.HoldGetByOrderForUpdate(ctx, tx, order.ID)
-	if err != nil {
-		return Issued{}, fmt.Errorf("lock hold: %w", err)
+	if err := o.LockHold(ctx); err != nil {
+		return Issued{}, err
 	}
-	seatIDs, err := q.HoldSeatListByHold(ctx, tx, hold.ID)
+	seatIDs, err := o.Seats(ctx)
 	if err != nil {
-		return Issued{}, fmt.Errorf("list hold seats: %w", err)
+		return Issued{}, err
 	}
 	if len(seatIDs) == 0 {
-		return Issued{}, fmt.Errorf("order %s: hold %s has no seats", order.ID, hold.ID)
+		return Issued{}, fmt.Errorf("order %s: hold %s has no seats", o.ID(), o.HoldID())
 	}
 	slices.SortFunc(seatIDs, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	// The hold path checks a seat's tickets under the seat's lock: insert
 	// the tickets and release the hold's seats under the same locks.
-	holdIDs := []uuid.UUID{hold.ID}
-	if _, err := q.HoldSeatLockSeats(ctx, tx, holdIDs); err != nil {
-		return Issued{}, fmt.Errorf("lock seats: %w", err)
+	if err := o.LockSeats(ctx); err != nil {
+		return Issued{}, err
 	}
 
 	issuedAt := i.now().UTC().Truncate(time.Second)
-	params := sqlcgen.TicketInsertBatchParams{OrderID: order.ID, IssuedAt: issuedAt}
+	params := sqlcgen.TicketInsertBatchParams{OrderID: o.ID(), IssuedAt: issuedAt}
 	for _, seatID := range seatIDs {
-		t := Ticket{ID: ID(order.ID, seatID), OrderID: order.ID, SeatID: seatID, EventID: order.EventID, IssuedAt: issuedAt}
+		t := Ticket{ID: ID(o.ID(), seatID), OrderID: o.ID(), SeatID: seatID, EventID: o.EventID(), IssuedAt: issuedAt}
 		params.Ids = append(params.Ids, t.ID)
 		params.SeatIds = append(params.SeatIds, seatID)
 		params.QrPayloads = append(params.QrPayloads, i.signer.Sign(t))
@@ -156,7 +153,7 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	}
 	// ON CONFLICT DO NOTHING also skips a seat that is another order's:
 	// make sure every seat ended up with this order's ticket.
-	existing, err := q.TicketListByOrder(ctx, tx, order.ID)
+	existing, err := q.TicketListByOrder(ctx, tx, o.ID())
 	if err != nil {
 		return Issued{}, fmt.Errorf("list tickets: %w", err)
 	}
@@ -166,26 +163,18 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	}
 	for _, id := range params.Ids {
 		if !have[id] {
-			return Issued{}, fmt.Errorf("order %s: %w", order.ID, ErrSeatTicketed)
+			return Issued{}, fmt.Errorf("order %s: %w", o.ID(), ErrSeatTicketed)
 		}
 	}
 
-	if _, err := q.HoldSeatReleaseByHolds(ctx, tx, holdIDs); err != nil {
-		return Issued{}, fmt.Errorf("release hold seats: %w", err)
-	}
-	if n, err := q.OrderTransition(ctx, tx, sqlcgen.OrderTransitionParams{
-		ID: order.ID, FromStatus: "paid", ToStatus: "ticketed",
-	}); err != nil {
-		return Issued{}, fmt.Errorf("mark order ticketed: %w", err)
-	} else if n != 1 {
-		return Issued{}, fmt.Errorf("mark order ticketed: %d rows changed", n)
-	}
-	env, raw, err := outbox.NewOrderEvent(outbox.TypeTicketIssued, order.ID, i.now(), p.CorrelationID, p.CausationID,
-		outbox.TicketIssued{OrderID: order.ID, TicketIDs: params.Ids})
-	if err != nil {
+	// The tickets own the seats now.
+	if _, err := o.ReleaseSeats(ctx); err != nil {
 		return Issued{}, err
 	}
-	if err := outbox.Insert(ctx, tx, env, raw); err != nil {
+	if err := o.Move(ctx, purchase.OrderTicketed); err != nil {
+		return Issued{}, err
+	}
+	if err := o.Emit(ctx, outbox.TypeTicketIssued, outbox.TicketIssued{OrderID: o.ID(), TicketIDs: params.Ids}); err != nil {
 		return Issued{}, err
 	}
 	return Issued{TicketIDs: params.Ids, Applied: true}, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/outbox"
+	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
 )
 
@@ -107,13 +108,6 @@ type HoldExpiredData struct {
 	SeatIDs []uuid.UUID `json:"seat_ids"`
 }
 
-// Order statuses the mapping looks at (DESIGN.md § States).
-const (
-	orderFailed         = "failed"
-	orderPendingPayment = "pending_payment"
-	orderCapturePending = "capture_pending"
-)
-
 // fact is one public message a domain event becomes. sourceKey makes it
 // unique per organizer: the event id, except for order.failed, which is
 // keyed by the order so that two failure facts of one order (an expiry,
@@ -175,10 +169,10 @@ func factsOf(ev outbox.Envelope, o sqlcgen.WebhookOrderSubjectRow) ([]fact, erro
 		if err := decode(ev, &p); err != nil {
 			return nil, err
 		}
-		switch o.Status {
-		case orderFailed:
+		switch st := purchase.OrderStatus(o.Status); {
+		case st == purchase.OrderFailed:
 			return []fact{{EventOrderFailed, failedKey, OrderFailedData{base, "payment_failed", p.Code}}}, nil
-		case orderPendingPayment, orderCapturePending:
+		case st.AwaitsPayment() || st == purchase.OrderCapturePending:
 			return nil, errNotYet
 		}
 		return nil, nil
