@@ -2,12 +2,12 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/stripe/stripe-go/v79"
 
 	"boxoffice/cells"
 	"boxoffice/payments"
@@ -43,23 +43,23 @@ func (h *Handlers) registerStripeWebhook(api huma.API) {
 }
 
 func (h *Handlers) receiveStripeWebhook(ctx context.Context, in *StripeWebhookInput) (*StripeWebhookOutput, error) {
-	c, err := h.stripeWebhookCell(ctx, in.RawBody)
+	// Every cell's ingress holds the deployment's one webhook secret: the
+	// first verifies, and only a verified event is read to route it.
+	first := h.cells.Cells()[0]
+	if first.Ingress == nil {
+		return nil, problem(http.StatusNotFound, TypeNotFound, "This deployment receives no Stripe webhooks (STRIPE_WEBHOOK_SECRET is not set).")
+	}
+	ev, err := first.Ingress.Verify(in.RawBody, in.Signature)
+	if err != nil {
+		return nil, h.stripeWebhookProblem(ctx, err)
+	}
+	c, err := h.stripeWebhookCell(ctx, ev)
 	if err != nil {
 		return nil, err
 	}
-	if c.Ingress == nil {
-		return nil, problem(http.StatusNotFound, TypeNotFound, "This deployment receives no Stripe webhooks (STRIPE_WEBHOOK_SECRET is not set).")
-	}
-	r, err := c.Ingress.Receive(ctx, in.RawBody, in.Signature)
-	switch {
-	case errors.Is(err, payments.ErrBadSignature):
-		h.logger.WarnContext(ctx, "stripe webhook signature rejected", "correlation_id", CorrelationID(ctx))
-		return nil, problem(http.StatusBadRequest, TypeMalformed, "The Stripe-Signature does not verify, or is not dated within the tolerance.")
-	case errors.Is(err, payments.ErrInvalidEvent):
-		h.logger.WarnContext(ctx, "signed stripe webhook refused: malformed ids", "correlation_id", CorrelationID(ctx), "error", err.Error())
-		return nil, problem(http.StatusBadRequest, TypeMalformed, "The event carries an id, type or code that is not Stripe's.")
-	case err != nil:
-		return nil, h.internal(ctx, "receive stripe webhook", err)
+	r, err := c.Ingress.Apply(ctx, ev)
+	if err != nil {
+		return nil, h.stripeWebhookProblem(ctx, err)
 	}
 	h.logger.InfoContext(ctx, "stripe webhook received", "correlation_id", CorrelationID(ctx),
 		"provider_event_type", r.EventType, "duplicate", r.Duplicate, "domain_event", r.DomainEvent)
@@ -68,30 +68,39 @@ func (h *Handlers) receiveStripeWebhook(ctx context.Context, in *StripeWebhookIn
 	return out, nil
 }
 
-// stripeWebhookCell returns the cell of the order a provider webhook is
-// about. Every intent, and the charge and refund of one, carries its
-// order's id in metadata["order_id"]. This only routes: the cell's ingress
-// verifies the signature before anything in the body is believed, and an
-// event that names no order goes to the first cell, which records and
-// ignores it.
-func (h *Handlers) stripeWebhookCell(ctx context.Context, body []byte) (*cells.Cell, error) {
-	first := h.cells.Cells()[0]
-	var ev struct {
-		Data struct {
-			Object struct {
-				Metadata map[string]string `json:"metadata"`
-			} `json:"object"`
-		} `json:"data"`
+func (h *Handlers) stripeWebhookProblem(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, payments.ErrBadSignature):
+		h.logger.WarnContext(ctx, "stripe webhook signature rejected", "correlation_id", CorrelationID(ctx))
+		return problem(http.StatusBadRequest, TypeMalformed, "The Stripe-Signature does not verify, or is not dated within the tolerance.")
+	case errors.Is(err, payments.ErrInvalidEvent):
+		h.logger.WarnContext(ctx, "signed stripe webhook refused: malformed ids", "correlation_id", CorrelationID(ctx), "error", err.Error())
+		return problem(http.StatusBadRequest, TypeMalformed, "The event carries an id, type or code that is not Stripe's.")
+	default:
+		return h.internal(ctx, "receive stripe webhook", err)
 	}
-	if len(h.cells.Cells()) == 1 || json.Unmarshal(body, &ev) != nil {
+}
+
+// stripeWebhookCell returns the cell of the order a verified provider
+// event is about. Every intent, and the charge and refund of one, carries
+// its order's id in metadata["order_id"]; an event that names no order
+// goes to the first cell, which records and ignores it.
+func (h *Handlers) stripeWebhookCell(ctx context.Context, ev stripe.Event) (*cells.Cell, error) {
+	first := h.cells.Cells()[0]
+	if len(h.cells.Cells()) == 1 || ev.Data == nil {
 		return first, nil
 	}
-	orderID, err := uuid.Parse(ev.Data.Object.Metadata["order_id"])
+	metadata, _ := ev.Data.Object["metadata"].(map[string]any)
+	raw, _ := metadata["order_id"].(string)
+	orderID, err := uuid.Parse(raw)
 	if err != nil {
 		return first, nil
 	}
 	c, err := h.cells.ForOrder(ctx, orderID)
 	if errors.Is(err, cells.ErrNotFound) {
+		return first, nil
+	}
+	if err == nil && c.Ingress == nil {
 		return first, nil
 	}
 	return c, h.cellProblem(ctx, err, "", "order_id", orderID)

@@ -106,19 +106,37 @@ type Received struct {
 // whose ids are not Stripe ids is ErrInvalidEvent; in both cases nothing is
 // written.
 func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string) (Received, error) {
+	ev, err := in.Verify(payload, signature)
+	if err != nil {
+		return Received{}, err
+	}
+	return in.Apply(ctx, ev)
+}
+
+// Verify checks a webhook's signature over its raw bytes, and then its
+// event's id and type, and returns the event. Nothing in payload is read
+// before the signature verifies. Its errors are Receive's: ErrBadSignature
+// or ErrInvalidEvent.
+func (in *Ingress) Verify(payload []byte, signature string) (stripe.Event, error) {
 	ev, err := webhook.ConstructEventWithOptions(payload, signature, in.cfg.WebhookSecret,
 		webhook.ConstructEventOptions{Tolerance: in.cfg.Tolerance, IgnoreAPIVersionMismatch: true})
 	if err != nil {
-		return Received{}, fmt.Errorf("%w: %w", ErrBadSignature, err)
+		return stripe.Event{}, fmt.Errorf("%w: %w", ErrBadSignature, err)
 	}
 	// stripe-go bounds only the past: a signature dated ahead would stay
 	// replayable until then.
 	if at, ok := signatureTime(signature); !ok || time.Until(at) > in.cfg.Tolerance {
-		return Received{}, fmt.Errorf("%w: timestamp is in the future", ErrBadSignature)
+		return stripe.Event{}, fmt.Errorf("%w: timestamp is in the future", ErrBadSignature)
 	}
 	if err := errors.Join(checkID("event id", ev.ID, "evt_"), checkType(string(ev.Type))); err != nil {
-		return Received{}, err
+		return stripe.Event{}, err
 	}
+	return ev, nil
+}
+
+// Apply is Receive for an event Verify returned: it records the event and
+// its effect, as Receive documents.
+func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error) {
 	r := Received{EventType: string(ev.Type)}
 	m, err := in.mapEvent(ctx, ev)
 	if err != nil {
