@@ -1,140 +1,18 @@
--- The hold transaction of seed 000 §5 as one server-side function, so a hold
--- costs the API a single round trip and a single statement instead of the
--- seed's twelve. Each statement inside runs with a fresh snapshot, in order:
--- the seat locks are taken before the availability check reads, so the check
--- sees every hold committed by whoever held the locks before us.
+-- The hold transaction of seed 000 §5 as one server-side function,
+-- hold_reserve, so a hold costs the API a single round trip and a single
+-- statement instead of the seed's twelve.
+--
+-- This version no longer creates it: the function's one definition is
+-- functions/hold_reserve.sql, which migrations.Up applies after the
+-- versioned migrations on every run. A fresh database therefore gets
+-- today's hold_reserve once all versions are applied, and a database that
+-- already had this version keeps its function until that file replaces it.
 
 -- +goose Up
--- +goose StatementBegin
-CREATE FUNCTION hold_reserve(
-    p_event_id       uuid,
-    p_seat_ids       uuid[],   -- distinct
-    p_user_id        uuid,
-    p_order_id       uuid,
-    p_hold_id        uuid,
-    p_hold_ttl       interval,
-    p_key            text,
-    p_request_hash   bytea,
-    p_key_ttl        interval,
-    p_correlation_id text,
-    p_outbox_id      uuid
-) RETURNS TABLE (outcome text, taken uuid[], expires_at timestamptz, amount_minor bigint, currency text,
-                key_request_hash bytea, key_response jsonb)
-LANGUAGE plpgsql AS $$
--- Outcomes: 'held' (everything written); 'replay' with the request hash and
--- response stored under the user's key by an earlier request (nothing
--- written; the caller compares the hashes); 'seats_not_in_event' or
--- 'seats_taken' with the taken seats (nothing written). When a concurrent
--- request with the same user and key commits between our check and our
--- insert, it raises SQLSTATE BX001 so that nothing this call wrote survives.
-DECLARE
-    v_count    integer;
-    v_amount   bigint;
-    v_currency text;
-    v_taken    uuid[];
-    v_expires  timestamptz := now() + p_hold_ttl;
-    v_hash     bytea;
-    v_response jsonb;
-BEGIN
-    -- A retry of a request that already succeeded is answered from its key
-    -- without touching the seats.
-    SELECT k.request_hash, k.response INTO v_hash, v_response
-    FROM idempotency_keys k WHERE k.user_id = p_user_id AND k.key = p_key;
-    IF FOUND THEN
-        RETURN QUERY SELECT 'replay', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, v_hash, v_response;
-        RETURN;
-    END IF;
-
-    -- Lock the seats in id order: two holds over overlapping seats take
-    -- their locks in the same order and cannot deadlock.
-    SELECT count(*), sum(locked.price_minor), min(locked.currency)
-    INTO v_count, v_amount, v_currency
-    FROM (
-        SELECT s.price_minor, e.currency
-        FROM seats s JOIN events e ON e.id = s.event_id
-        WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids)
-        ORDER BY s.id
-        FOR UPDATE OF s
-    ) locked;
-    IF v_count <> cardinality(p_seat_ids) THEN
-        RETURN QUERY SELECT 'seats_not_in_event', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
-        RETURN;
-    END IF;
-
-    -- Reclaim, under the locks, seats of active holds past their expiry.
-    -- Confirmed holds are never reclaimed, whatever their expiry says.
-    UPDATE hold_seats hs SET released_at = now()
-    FROM holds h
-    WHERE h.id = hs.hold_id
-      AND hs.seat_id = ANY (p_seat_ids)
-      AND hs.released_at IS NULL
-      AND h.status = 'active'
-      AND h.expires_at <= now();
-
-    SELECT array_agg(t.seat_id ORDER BY t.seat_id) INTO v_taken
-    FROM (
-        SELECT hs.seat_id FROM hold_seats hs WHERE hs.seat_id = ANY (p_seat_ids) AND hs.released_at IS NULL
-        UNION
-        SELECT tk.seat_id FROM tickets tk WHERE tk.seat_id = ANY (p_seat_ids)
-    ) t;
-    IF v_taken IS NOT NULL THEN
-        -- Perhaps taken by a concurrent twin of this very request, which
-        -- held the seat locks until it committed: this statement's snapshot
-        -- sees its key.
-        SELECT k.request_hash, k.response INTO v_hash, v_response
-        FROM idempotency_keys k WHERE k.user_id = p_user_id AND k.key = p_key;
-        IF FOUND THEN
-            RETURN QUERY SELECT 'replay', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, v_hash, v_response;
-            RETURN;
-        END IF;
-        RETURN QUERY SELECT 'seats_taken', v_taken, NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
-        RETURN;
-    END IF;
-
-    INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)
-    VALUES (p_order_id, p_user_id, p_event_id, 'pending_payment', v_amount, v_currency, p_correlation_id);
-
-    INSERT INTO idempotency_keys (user_id, key, request_hash, order_id, response, expires_at)
-    VALUES (p_user_id, p_key, p_request_hash, p_order_id,
-            jsonb_build_object('order_id', p_order_id, 'hold_id', p_hold_id,
-                               'status', 'pending_payment', 'expires_at', v_expires),
-            now() + p_key_ttl)
-    ON CONFLICT (user_id, key) DO NOTHING;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'idempotency key claimed concurrently' USING ERRCODE = 'BX001';
-    END IF;
-
-    INSERT INTO holds (id, order_id, status, expires_at)
-    VALUES (p_hold_id, p_order_id, 'active', v_expires);
-
-    INSERT INTO hold_seats (hold_id, seat_id)
-    SELECT p_hold_id, seat FROM unnest(p_seat_ids) AS seat;
-
-    -- The HoldCreated envelope (DESIGN.md § Events); outbox.Envelope and
-    -- outbox.HoldCreated are its Go form, and a test holds the two together.
-    INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
-    VALUES (p_outbox_id, 'ticketing.order.HoldCreated', 'HoldCreated', p_order_id, json_build_object(
-        'event_id', p_outbox_id,
-        'event_type', 'HoldCreated',
-        'schema_version', 1,
-        'aggregate_type', 'order',
-        'aggregate_id', p_order_id,
-        'occurred_at', now(),
-        'correlation_id', p_correlation_id,
-        'payload', json_build_object(
-            'order_id', p_order_id,
-            'hold_id', p_hold_id,
-            'event_id', p_event_id,
-            'user_id', p_user_id,
-            'seat_ids', (SELECT array_agg(seat ORDER BY seat) FROM unnest(p_seat_ids) AS seat),
-            'amount_minor', v_amount,
-            'currency', v_currency,
-            'expires_at', v_expires)));
-
-    RETURN QUERY SELECT 'held', NULL::uuid[], v_expires, v_amount, v_currency, NULL::bytea, NULL::jsonb;
-END
-$$;
--- +goose StatementEnd
+-- Nothing: see functions/hold_reserve.sql.
 
 -- +goose Down
-DROP FUNCTION hold_reserve;
+-- Drops hold_reserve whatever its signature (a database has one at most),
+-- so that a database taken down below this version has none;
+-- migrations.Up brings it back.
+DROP FUNCTION IF EXISTS hold_reserve;

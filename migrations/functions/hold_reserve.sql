@@ -1,0 +1,202 @@
+-- hold_reserve: the whole hold transaction as one server-side function, so
+-- a hold costs the API a single round trip and a single statement. Each
+-- statement inside runs with a fresh snapshot, in order: the seat locks are
+-- taken before the availability check reads, so the check sees every hold
+-- committed by whoever held the locks before us.
+--
+-- This file is the function's only definition. migrations.Up applies it
+-- after the versioned migrations on every run (see migrations.go), so an
+-- edit here reaches every database at its next migrate. CREATE OR REPLACE
+-- keeps it idempotent; a change of the argument list or of the returned
+-- columns also needs a versioned migration that drops the old signature
+-- (as 00014 and 00016 do), since CREATE OR REPLACE cannot change either.
+--
+-- History: 00002 introduced it; 00014 added p_seat_limit (the organizer's
+-- per-buyer limit, checked under a lock of the (event, buyer) pair, so two
+-- holds of one buyer racing each other cannot together exceed it); 00016
+-- added p_authorization_id and the PaymentAuthorizationRequested row.
+CREATE OR REPLACE FUNCTION hold_reserve(
+    p_event_id       uuid,
+    p_seat_ids       uuid[],   -- distinct
+    p_user_id        uuid,
+    p_order_id       uuid,
+    p_hold_id        uuid,
+    p_hold_ttl       interval,
+    p_key            text,
+    p_request_hash   bytea,
+    p_key_ttl        interval,
+    p_correlation_id text,
+    p_outbox_id      uuid,
+    p_seat_limit     integer,  -- seats one buyer may hold or own in the event; 0: no limit
+    p_authorization_id uuid    -- event id of the PaymentAuthorizationRequested row
+) RETURNS TABLE (outcome text, taken uuid[], expires_at timestamptz, amount_minor bigint, currency text,
+                key_request_hash bytea, key_response jsonb)
+LANGUAGE plpgsql AS $$
+-- Outcomes: 'held' (everything written, HoldCreated and
+-- PaymentAuthorizationRequested included); 'replay' with the request hash and
+-- response stored under the user's key by an earlier request (nothing
+-- written; the caller compares the hashes); 'seats_not_in_event' or
+-- 'seats_taken' with the taken seats (nothing written); 'seat_limit' when
+-- the buyer would hold or own more than p_seat_limit seats of the event
+-- (nothing written). When a concurrent
+-- request with the same user and key commits between our check and our
+-- insert, it raises SQLSTATE BX001 so that nothing this call wrote survives.
+DECLARE
+    v_count    integer;
+    v_amount   bigint;
+    v_currency text;
+    v_taken    uuid[];
+    v_expires  timestamptz := now() + p_hold_ttl;
+    v_hash     bytea;
+    v_response jsonb;
+    v_mine     bigint;
+BEGIN
+    -- A retry of a request that already succeeded is answered from its key
+    -- without touching the seats.
+    SELECT k.request_hash, k.response INTO v_hash, v_response
+    FROM idempotency_keys k WHERE k.user_id = p_user_id AND k.key = p_key;
+    IF FOUND THEN
+        RETURN QUERY SELECT 'replay', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, v_hash, v_response;
+        RETURN;
+    END IF;
+
+    -- The organizer's per-buyer limit, checked under a lock of the
+    -- (event, buyer) pair: one buyer's holds for one event take turns here,
+    -- so two at once cannot both fit under the limit. The count runs after
+    -- the lock with a fresh snapshot, so it sees the holds committed by
+    -- whoever held the lock before. A seat counts while the buyer holds it
+    -- (an unreleased seat of a live or confirmed hold) or owns it (a ticket
+    -- of a ticketed order); seats of this very request do not count.
+    IF p_seat_limit > 0 THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('seat_limit:' || p_event_id::text || ':' || p_user_id::text, 0));
+        SELECT count(DISTINCT mine.seat_id) INTO v_mine
+        FROM (
+            SELECT hs.seat_id
+            FROM orders o
+            JOIN holds h ON h.order_id = o.id
+            JOIN hold_seats hs ON hs.hold_id = h.id
+            WHERE o.user_id = p_user_id AND o.event_id = p_event_id
+              AND hs.released_at IS NULL
+              AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
+            UNION ALL
+            SELECT t.seat_id
+            FROM orders o
+            JOIN tickets t ON t.order_id = o.id
+            WHERE o.user_id = p_user_id AND o.event_id = p_event_id AND o.status = 'ticketed'
+        ) AS mine
+        WHERE NOT (mine.seat_id = ANY (p_seat_ids));
+        IF v_mine + cardinality(p_seat_ids) > p_seat_limit THEN
+            RETURN QUERY SELECT 'seat_limit', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- Lock the seats in id order: two holds over overlapping seats take
+    -- their locks in the same order and cannot deadlock.
+    SELECT count(*), sum(locked.price_minor), min(locked.currency)
+    INTO v_count, v_amount, v_currency
+    FROM (
+        SELECT s.price_minor, e.currency
+        FROM seats s JOIN events e ON e.id = s.event_id
+        WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids)
+        ORDER BY s.id
+        FOR UPDATE OF s
+    ) locked;
+    IF v_count <> cardinality(p_seat_ids) THEN
+        RETURN QUERY SELECT 'seats_not_in_event', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
+        RETURN;
+    END IF;
+
+    -- Reclaim, under the locks, seats of active holds past their expiry.
+    -- Confirmed holds are never reclaimed, whatever their expiry says.
+    UPDATE hold_seats hs SET released_at = now()
+    FROM holds h
+    WHERE h.id = hs.hold_id
+      AND hs.seat_id = ANY (p_seat_ids)
+      AND hs.released_at IS NULL
+      AND h.status = 'active'
+      AND h.expires_at <= now();
+
+    SELECT array_agg(t.seat_id ORDER BY t.seat_id) INTO v_taken
+    FROM (
+        SELECT hs.seat_id FROM hold_seats hs WHERE hs.seat_id = ANY (p_seat_ids) AND hs.released_at IS NULL
+        UNION
+        SELECT tk.seat_id FROM tickets tk WHERE tk.seat_id = ANY (p_seat_ids)
+    ) t;
+    IF v_taken IS NOT NULL THEN
+        -- Perhaps taken by a concurrent twin of this very request, which
+        -- held the seat locks until it committed: this statement's snapshot
+        -- sees its key.
+        SELECT k.request_hash, k.response INTO v_hash, v_response
+        FROM idempotency_keys k WHERE k.user_id = p_user_id AND k.key = p_key;
+        IF FOUND THEN
+            RETURN QUERY SELECT 'replay', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, v_hash, v_response;
+            RETURN;
+        END IF;
+        RETURN QUERY SELECT 'seats_taken', v_taken, NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
+        RETURN;
+    END IF;
+
+    INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)
+    VALUES (p_order_id, p_user_id, p_event_id, 'pending_payment', v_amount, v_currency, p_correlation_id);
+
+    INSERT INTO idempotency_keys (user_id, key, request_hash, order_id, response, expires_at)
+    VALUES (p_user_id, p_key, p_request_hash, p_order_id,
+            jsonb_build_object('order_id', p_order_id, 'hold_id', p_hold_id,
+                               'status', 'pending_payment', 'expires_at', v_expires),
+            now() + p_key_ttl)
+    ON CONFLICT (user_id, key) DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'idempotency key claimed concurrently' USING ERRCODE = 'BX001';
+    END IF;
+
+    INSERT INTO holds (id, order_id, status, expires_at)
+    VALUES (p_hold_id, p_order_id, 'active', v_expires);
+
+    INSERT INTO hold_seats (hold_id, seat_id)
+    SELECT p_hold_id, seat FROM unnest(p_seat_ids) AS seat;
+
+    -- The HoldCreated envelope (DESIGN.md § Events) and, caused by it, the
+    -- PaymentAuthorizationRequested that asks the payments consumer for the
+    -- order's PaymentIntent, in one statement (HoldCreated gets the lower
+    -- seq). outbox.Envelope, outbox.HoldCreated and
+    -- outbox.PaymentAuthorizationRequested are their Go form, and a test
+    -- holds them together. The second envelope is what the saga's emit
+    -- wrote when it still read HoldCreated: same correlation_id, the
+    -- HoldCreated event id as causation_id.
+    INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
+    VALUES (p_outbox_id, 'ticketing.order.HoldCreated', 'HoldCreated', p_order_id, json_build_object(
+        'event_id', p_outbox_id,
+        'event_type', 'HoldCreated',
+        'schema_version', 1,
+        'aggregate_type', 'order',
+        'aggregate_id', p_order_id,
+        'occurred_at', now(),
+        'correlation_id', p_correlation_id,
+        'payload', json_build_object(
+            'order_id', p_order_id,
+            'hold_id', p_hold_id,
+            'event_id', p_event_id,
+            'user_id', p_user_id,
+            'seat_ids', (SELECT array_agg(seat ORDER BY seat) FROM unnest(p_seat_ids) AS seat),
+            'amount_minor', v_amount,
+            'currency', v_currency,
+            'expires_at', v_expires))),
+    (p_authorization_id, 'ticketing.order.PaymentAuthorizationRequested', 'PaymentAuthorizationRequested', p_order_id, json_build_object(
+        'event_id', p_authorization_id,
+        'event_type', 'PaymentAuthorizationRequested',
+        'schema_version', 1,
+        'aggregate_type', 'order',
+        'aggregate_id', p_order_id,
+        'occurred_at', now(),
+        'correlation_id', p_correlation_id,
+        'causation_id', p_outbox_id::text,
+        'payload', json_build_object(
+            'order_id', p_order_id,
+            'hold_id', p_hold_id,
+            'amount_minor', v_amount,
+            'currency', v_currency)));
+
+    RETURN QUERY SELECT 'held', NULL::uuid[], v_expires, v_amount, v_currency, NULL::bytea, NULL::jsonb;
+END
+$$;
