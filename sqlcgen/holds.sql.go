@@ -156,8 +156,7 @@ type HoldReserveRow struct {
 }
 
 // The whole hold transaction in one statement; see hold_reserve in
-// migrations/00002_hold_reserve.sql, 00014_hold_seat_limit.sql and
-// 00016_hold_requests_authorization.sql for what it guarantees.
+// migrations/functions/hold_reserve.sql for what it guarantees.
 // Columns an outcome does not use are zero values, not NULL.
 func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParams) (HoldReserveRow, error) {
 	row := db.QueryRow(ctx, holdReserve,
