@@ -4,27 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	"boxoffice/fault"
 )
 
 // ErrPermanent marks a handler error that no retry can fix: the message is
-// dead-lettered at once and the handler's transaction rolled back. Wrap it
-// with Permanent, or with fmt.Errorf("…: %w", ErrPermanent). Like river's
-// JobCancel.
-//
-// The error's message becomes the dead letter's Boxoffice-Reason header
-// and the termination reason JetStream advertises, cut to 200 bytes: like
-// every error message it must hold no secrets, tokens or card data.
-var ErrPermanent = errors.New("permanent failure")
+// dead-lettered at once and the handler's transaction rolled back. It is
+// fault.ErrPermanent, the one such notion: a domain package's step returns
+// it without knowing of the runtime. Like river's JobCancel. Its message
+// becomes the dead letter's reason (see fault.ErrPermanent).
+var ErrPermanent = fault.ErrPermanent
 
 // Permanent wraps err so the runtime dead-letters the message at once
-// instead of retrying it. errors.Is(Permanent(err), err) holds.
-// Permanent(nil) is ErrPermanent.
-func Permanent(err error) error {
-	if err == nil {
-		return ErrPermanent
-	}
-	return fmt.Errorf("%w: %w", ErrPermanent, err)
-}
+// instead of retrying it: fault.Permanent.
+func Permanent(err error) error { return fault.Permanent(err) }
 
 // panicError is a recovered handler panic. It is transient: the next
 // delivery may well succeed.

@@ -2,7 +2,6 @@ package consumers
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -58,8 +57,8 @@ func NewPurchaseSaga(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, sag
 // PurchaseSagaHandler is the HandlerFunc of the purchase saga: it runs the
 // saga step of the event's type in the inbox transaction.
 //
-// A step's purchase.ErrPermanent (a payload that does not decode, an
-// unknown order) dead-letters the message. Its purchase.ErrTooEarly (an
+// A step's purchase.ErrPermanent (fault.ErrPermanent: a payload that does
+// not decode, an unknown order) dead-letters the message. Its purchase.ErrTooEarly (an
 // event that overtook the one it follows, such as a capture before its
 // authorization), like any other error, rolls back and naks with backoff,
 // so the event is applied once the state it needs is there. Event types
@@ -78,10 +77,6 @@ func PurchaseSagaHandler(saga *purchase.Saga) HandlerFunc {
 		if !ok {
 			return nil
 		}
-		err := step(ctx, tx, ev)
-		if errors.Is(err, purchase.ErrPermanent) {
-			return Permanent(err)
-		}
-		return err
+		return step(ctx, tx, ev)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
 )
@@ -38,9 +39,10 @@ const paymentAuthorized = "requires_capture"
 var (
 	// ErrPermanent marks an event no retry can apply: its payload does
 	// not decode, it names another order than its envelope, or its order
-	// does not exist. The consumer dead-letters it (consumers.Permanent).
+	// does not exist. It is fault.ErrPermanent, so the consumer runtime
+	// dead-letters it as it does any permanent error.
 	// Messages wrapping it hold no payload bytes and no secrets.
-	ErrPermanent = errors.New("event cannot be applied")
+	ErrPermanent = fault.ErrPermanent
 	// ErrTooEarly marks an event that arrived before the state it applies
 	// to (JetStream does not order events): a PaymentCaptured while the
 	// order still awaits its authorization, say. Nothing was written; the
