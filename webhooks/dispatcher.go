@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/time/rate"
 
+	"boxoffice/backoff"
 	"boxoffice/db"
 	"boxoffice/sqlcgen"
 )
@@ -216,6 +216,9 @@ const (
 	flushTimeout  = 30 * time.Second
 	flushAttempts = 3
 )
+
+// flushRetries is the wait after a failed recording: 100ms a try.
+var flushRetries = backoff.Policy{Base: 100 * time.Millisecond, Power: 1}
 
 // Run dispatches until ctx is done, then stops claiming, lets the attempts
 // in flight finish (Timeout at most), records them and returns nil. It
@@ -541,13 +544,9 @@ func truncate(s string) string {
 	return strings.ReplaceAll(s, "\x00", "")
 }
 
-// jitter spreads d uniformly over ±Jitter of itself.
+// jitter spreads v uniformly over ±Jitter of itself.
 func (d *Dispatcher) jitter(v time.Duration) time.Duration {
-	if v <= 0 || d.cfg.Jitter == 0 {
-		return v
-	}
-	f := 1 + d.cfg.Jitter*(2*rand.Float64()-1)
-	return time.Duration(float64(v) * f)
+	return backoff.Even(d.cfg.Jitter).Random(v)
 }
 
 // flushLoop records finished attempts in batches: BatchSize of them, or
@@ -708,7 +707,7 @@ func (d *Dispatcher) flush(ctx context.Context, batch []result) {
 		if err == nil || ctx.Err() != nil {
 			break
 		}
-		sleep(ctx, time.Duration(try)*100*time.Millisecond)
+		sleep(ctx, flushRetries.Delay(try))
 	}
 	if err != nil {
 		d.logger.ErrorContext(ctx, "record webhook attempts; their deliveries will be sent again", "error", err.Error(), "attempts", len(batch))
