@@ -241,7 +241,7 @@ func (b *buyer) admit(ctx context.Context) (string, bool) {
 		}
 		var v waitingRoomView
 		res, err := b.api.call(ctx, method, path, b.token, nil, nil, &v)
-		wait := time.Second
+		var wait time.Duration
 		switch {
 		case err != nil:
 			b.sim.noteError(err)

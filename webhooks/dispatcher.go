@@ -290,12 +290,12 @@ const squeezedShare = 10
 // and puts the others back. Returns how many it started and claimed, how
 // many tenants they belong to, and the tenants none of whose deliveries
 // could start.
-func (d *Dispatcher) claimOnce(ctx, sendCtx context.Context, sends *sync.WaitGroup, n, perTenant int, squeezed []uuid.UUID) (int, int, int, []uuid.UUID, error) {
+func (d *Dispatcher) claimOnce(_, sendCtx context.Context, sends *sync.WaitGroup, n, perTenant int, squeezed []uuid.UUID) (int, int, int, []uuid.UUID, error) {
 	limits := make([]int32, len(squeezed))
 	for i := range limits {
 		limits[i] = squeezedShare
 	}
-	// The claim is not cut short by ctx: a claim that committed while Run
+	// The claim is not cut short by Run's ctx: a claim that committed while Run
 	// was stopping must come back, or its rows would stay leased unsent.
 	// What it claimed is attempted (sendCtx) or put back below.
 	claimCtx, cancelClaim := context.WithTimeout(sendCtx, 10*time.Second)
