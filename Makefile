@@ -3,7 +3,7 @@ GO ?= go
 # Only `make bench` needs a server given by URL; tests find or start their own.
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: run test test-batch1 test-stack generate check-generated vet bench build
+.PHONY: run test test-batch1 test-stack generate check-generated vet lint bench build
 
 ## run: everything on this machine (API + PostgreSQL, demo event, tokens)
 run:
@@ -37,6 +37,10 @@ check-generated: generate
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt would change these files"; exit 1; }
+
+## lint: golangci-lint with .golangci.yml; the version is pinned in go.mod (tool)
+lint:
+	$(GO) tool golangci-lint run ./...
 
 build:
 	$(GO) build -o bin/boxoffice ./cmd/boxoffice

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	backoffpkg "boxoffice/backoff"
 	"boxoffice/outbox"
 )
 
@@ -250,8 +251,11 @@ func (c *Consumer) provision(ctx context.Context) (jetstream.Consumer, error) {
 // own, retrying with a growing delay. It returns nil, nil when ctx ends
 // first, and an error when the connection is closed for good.
 func (c *Consumer) reprovision(ctx context.Context, restarts int) (jetstream.Consumer, error) {
-	delay := min(time.Duration(restarts+1)*time.Second, restartDelayMax)
-	for {
+	// (restarts+1)s, doubling with each failed provisioning, up to
+	// restartDelayMax.
+	schedule := backoffpkg.Policy{Base: time.Duration(restarts+1) * time.Second, Max: restartDelayMax}
+	for waits := 1; ; waits++ {
+		delay := schedule.Delay(waits)
 		if c.js.Conn().IsClosed() {
 			return nil, fmt.Errorf("consume %s: %w", c.cfg.Name, nats.ErrConnectionClosed)
 		}
@@ -267,8 +271,7 @@ func (c *Consumer) reprovision(ctx context.Context, restarts int) (jetstream.Con
 		if ctx.Err() != nil {
 			return nil, nil
 		}
-		c.logger.ErrorContext(ctx, "provision consumer", "error", err.Error(), "retry_in", delay.String())
-		delay = min(2*delay, restartDelayMax)
+		c.logger.ErrorContext(ctx, "provision consumer", "error", err.Error(), "retry_in", schedule.Delay(waits+1).String())
 	}
 }
 

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	backoffpkg "boxoffice/backoff"
 )
 
 // outcomeKind is what happened to one delivery of a message.
@@ -165,19 +166,29 @@ func reasonText(s string) string {
 	return s
 }
 
-// backoff is river's retry schedule: base·attempt⁴, moved by jitter (a
-// fraction in [-0.1, 0.1]) and capped at maxDelay.
-func backoff(attempt uint64, base, maxDelay time.Duration, jitter float64) time.Duration {
-	d := float64(base) * math.Pow(float64(attempt), 4) * (1 + jitter)
-	if d >= float64(maxDelay) {
-		return maxDelay
-	}
-	return time.Duration(d)
+// retrySchedule is river's retry schedule, the documented nak delay
+// (doc.go): base·attempt⁴ ±10%, capped at maxDelay after the jitter, so no
+// delay exceeds maxDelay.
+func retrySchedule(base, maxDelay time.Duration) backoffpkg.Policy {
+	return backoffpkg.Policy{Base: base, Power: 4, Jitter: backoffpkg.Even(0.1), Limit: maxDelay}
 }
 
-// jitteredBackoff returns backoff with a random ±10% jitter.
+// backoff is retrySchedule's delay after attempt with the jitter given (a
+// fraction in [-0.1, 0.1]).
+func backoff(attempt uint64, base, maxDelay time.Duration, jitter float64) time.Duration {
+	return retrySchedule(base, maxDelay).DelayWith(attemptNumber(attempt), (jitter+0.1)/0.2)
+}
+
+// jitteredBackoff returns retrySchedule's delay with a random ±10% jitter.
 func jitteredBackoff(base, maxDelay time.Duration) func(uint64) time.Duration {
+	p := retrySchedule(base, maxDelay)
 	return func(attempt uint64) time.Duration {
-		return backoff(attempt, base, maxDelay, (rand.Float64()*2-1)*0.1)
+		return p.Delay(attemptNumber(attempt))
 	}
+}
+
+// attemptNumber is attempt as an int, saturating (any attempt past 2⁶³
+// is capped the same).
+func attemptNumber(attempt uint64) int {
+	return int(min(attempt, math.MaxInt))
 }

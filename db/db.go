@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
+
+	"boxoffice/backoff"
 )
 
 // ErrNotFound is returned when a row that was asked for does not exist (or
@@ -36,6 +37,11 @@ type Executor interface {
 // maxAttempts bounds how often WithTx re-runs a transaction that lost a
 // serialization or deadlock race.
 const maxAttempts = 5
+
+// retrySchedule is Retry's wait after a failed attempt: full jitter over a
+// window that grows with each attempt, 0–10 ms, 0–20 ms, …, so racing
+// transactions spread out instead of colliding again.
+var retrySchedule = backoff.Policy{Base: 10 * time.Millisecond, Power: 1, Jitter: backoff.Jitter{Below: 1}}
 
 // WithTx runs fn in a transaction and commits it when fn returns nil.
 //
@@ -66,15 +72,11 @@ func Retry[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) 
 		if err == nil || !retryable(err) || attempt == maxAttempts {
 			return v, err
 		}
-		// Full jitter over a window that grows with each attempt: 0–10 ms,
-		// 0–20 ms, … so racing transactions spread out instead of colliding
-		// again.
-		backoff := time.Duration(rand.Int64N(int64(10*time.Millisecond) * int64(attempt)))
 		select {
 		case <-ctx.Done():
 			var zero T
 			return zero, ctx.Err()
-		case <-time.After(backoff):
+		case <-time.After(retrySchedule.Delay(attempt)):
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/auth"
+	"boxoffice/backoff"
 	"boxoffice/cells"
 	"boxoffice/orderfeed"
 	"boxoffice/purchase"
@@ -265,6 +265,10 @@ const (
 	orderEventsWriteTimeout  = 10 * time.Second
 )
 
+// orderEventsSettling is the settling reads' schedule: from
+// orderEventsSettleFirst, doubling, up to orderEventsSettleRead.
+var orderEventsSettling = backoff.Policy{Base: orderEventsSettleFirst, Max: orderEventsSettleRead}
+
 // OrderStreamInput opens an order's event stream.
 type OrderStreamInput struct {
 	OrderPathInput
@@ -467,18 +471,13 @@ func (h *Handlers) readAfter(c *cells.Cell, s *settling) time.Duration {
 	case c.Orders == nil || !c.Orders.Healthy():
 		return h.cfg.orderStreamPoll()
 	case !s.since.IsZero() && time.Since(s.since) < orderEventsSettleWindow:
-		d := orderEventsSettleRead
-		if s.reads < 8 { // 50ms << 5 is past a second already
-			d = min(orderEventsSettleFirst<<s.reads, orderEventsSettleRead)
-		}
 		s.reads++
-		return min(d, h.cfg.orderStreamSafetyRead())
+		return min(orderEventsSettling.Delay(s.reads), h.cfg.orderStreamSafetyRead())
 	}
 	// ±10%: streams opened together (a deploy's reconnections) spread
 	// their safety reads out within a few periods instead of reading all
 	// at once every period.
-	d := h.cfg.orderStreamSafetyRead()
-	return d - d/10 + rand.N(d/5+1)
+	return backoff.Even(0.1).Random(h.cfg.orderStreamSafetyRead())
 }
 
 func (c Config) orderStreamPoll() time.Duration {

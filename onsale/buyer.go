@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
@@ -18,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/auth"
+	"boxoffice/backoff"
 )
 
 // Problem types the buyer reacts to.
@@ -74,9 +74,21 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// jitter spreads d by ±20%.
+// buyerJitter is how a buyer spreads its waits: ±20%.
+var buyerJitter = backoff.Even(0.2)
+
+// Retry schedules of a buyer's calls, before buyerJitter.
+var (
+	// holdRetries doubles from 200ms.
+	holdRetries = backoff.Policy{Base: 200 * time.Millisecond}
+	// confirmRetries grows by 300ms a try.
+	confirmRetries = backoff.Policy{Base: 300 * time.Millisecond, Power: 1}
+)
+
+// jitter spreads d by buyerJitter, drawing from the buyer's own seeded
+// source.
 func (b *buyer) jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*b.rng.Float64()))
+	return buyerJitter.Apply(d, b.rng.Float64())
 }
 
 // run is the buyer's whole visit. It records its outcome in the counters.
@@ -229,7 +241,7 @@ func (b *buyer) admit(ctx context.Context) (string, bool) {
 		}
 		var v waitingRoomView
 		res, err := b.api.call(ctx, method, path, b.token, nil, nil, &v)
-		wait := time.Second
+		var wait time.Duration
 		switch {
 		case err != nil:
 			b.sim.noteError(err)
@@ -342,8 +354,7 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 	for try := range 6 {
 		if try > 0 {
 			s.c.retries.Add(1)
-			backoff := time.Duration(math.Pow(2, float64(try-1))) * 200 * time.Millisecond
-			if sleep(ctx, b.jitter(max(backoff, res.RetryAfter))) != nil {
+			if sleep(ctx, b.jitter(max(holdRetries.Delay(try), res.RetryAfter))) != nil {
 				return response{}, false
 			}
 		}
@@ -463,7 +474,7 @@ func (b *buyer) awaitIntent(ctx context.Context) (piID, status string) {
 func (b *buyer) confirm(ctx context.Context, piID, action string) (ok, gone bool) {
 	s := b.sim
 	for try := range 6 {
-		if try > 0 && sleep(ctx, b.jitter(time.Duration(try)*300*time.Millisecond)) != nil {
+		if try > 0 && sleep(ctx, b.jitter(confirmRetries.Delay(try))) != nil {
 			return false, false
 		}
 		res, err := b.api.call(ctx, http.MethodPost, "/v1/sandbox/payment-intents/"+piID+"/"+action, b.token, nil, nil, nil)

@@ -33,7 +33,7 @@ func TestIntentOmitsClientSecret(t *testing.T) {
 
 	for name, out := range map[string]string{
 		"String": in.String(), "%v": fmt.Sprintf("%v", in), "%+v": fmt.Sprintf("%+v", in),
-		"%#v": fmt.Sprintf("%#v", in), "%v of pointer": fmt.Sprintf("%v", &in), "%s": fmt.Sprintf("%s", in),
+		"%#v": fmt.Sprintf("%#v", in), "%v of pointer": fmt.Sprintf("%v", &in), "%s": fmt.Sprintf("%s", in), //nolint:staticcheck // S1025: the test is what fmt's %s verb prints
 		"slog text": text.String(), "slog json": js.String(), "json": string(marshaled),
 	} {
 		require.NotContains(t, out, "secret", name)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/webhook"
 
+	"boxoffice/backoff"
 	"boxoffice/db"
 	"boxoffice/sqlcgen"
 )
@@ -509,14 +509,11 @@ func SignWebhook(payload []byte, secret string, t time.Time) string {
 
 // backoff is the wait before attempt n+1, after n failed attempts:
 // WebhookRetryMin doubled n-1 times, capped at WebhookRetryMax, minus up
-// to 20% jitter.
+// to 20% jitter (so it never exceeds WebhookRetryMax).
 func (s *Sandbox) backoff(n int) time.Duration {
-	d := s.cfg.WebhookRetryMin
-	for i := 1; i < n && d < s.cfg.WebhookRetryMax; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.WebhookRetryMax)
-	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+	return backoff.Policy{
+		Base: s.cfg.WebhookRetryMin, Max: s.cfg.WebhookRetryMax, Jitter: backoff.Jitter{Below: 0.2},
+	}.Delay(n)
 }
 
 func truncate(s string, n int) string {

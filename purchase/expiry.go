@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"boxoffice/backoff"
 	"boxoffice/db"
 	"boxoffice/outbox"
 	"boxoffice/promreg"
@@ -97,10 +98,12 @@ const errorPause = 30 * time.Second
 // Run expires holds until ctx is done, then returns nil. A full batch is
 // followed by the next at once; otherwise Run sleeps Interval. A failed
 // batch (rolled back whole) is logged and retried after a pause that
-// grows with consecutive failures, up to 30s.
+// doubles with consecutive failures from 2·Interval, up to 32·Interval or
+// 30s (Interval, if longer), whichever is shorter.
 func (e *Expirer) Run(ctx context.Context) error {
 	e.logger.InfoContext(ctx, "expirer started", "batch_size", e.cfg.BatchSize, "interval", e.cfg.Interval.String())
 	failures := 0
+	retry := backoff.Policy{Base: 2 * e.cfg.Interval, Max: min(32*e.cfg.Interval, max(errorPause, e.cfg.Interval))}
 	for {
 		n, err := e.ExpireBatch(ctx)
 		pause := e.cfg.Interval
@@ -110,7 +113,7 @@ func (e *Expirer) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			failures++
-			pause = min(e.cfg.Interval*time.Duration(1<<min(failures, 5)), max(errorPause, e.cfg.Interval))
+			pause = retry.Delay(failures)
 			e.logger.ErrorContext(ctx, "expire holds", "error", err.Error(), "retry_in", pause.String())
 		case n == e.cfg.BatchSize:
 			failures = 0

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
+	backoffpkg "boxoffice/backoff"
 	"boxoffice/bus"
 	"boxoffice/db"
 	"boxoffice/sqlcgen"
@@ -277,7 +278,8 @@ func (r *Relay) Run(ctx context.Context) error {
 // publishLoop.
 func (r *Relay) claimLoop(ctx context.Context, claimed chan<- *batch, sem *semaphore.Weighted) {
 	want := min(r.cfg.BatchSize, r.cfg.MaxInFlight)
-	var idle time.Duration
+	idleSchedule := backoffpkg.Policy{Base: minIdle, Max: r.cfg.IdleInterval}
+	var empties int
 	var dbFailures int64
 	var pausedAt time.Time
 	for ctx.Err() == nil {
@@ -315,11 +317,11 @@ func (r *Relay) claimLoop(ctx context.Context, claimed chan<- *batch, sem *semap
 		}
 		dbFailures = 0
 		if len(rows) == 0 {
-			idle = min(max(2*idle, minIdle), r.cfg.IdleInterval)
-			sleep(ctx, idle)
+			empties++
+			sleep(ctx, idleSchedule.Delay(empties))
 			continue
 		}
-		idle = 0
+		empties = 0
 		if ctx.Err() != nil {
 			// Stopped while claiming: hand the rows back unpublished, unless
 			// this is a simulated crash, which leaves them to their lease.
@@ -754,15 +756,14 @@ func (t *throttle) allow(key string, now time.Time) (ok bool, suppressed int) {
 	return true, suppressed
 }
 
-// backoff is the retry delay after n consecutive failures: doubling from
-// minRetryBackoff, capped at maxRetryBackoff, with ±20% jitter so relays
-// do not retry in lockstep.
+// retrySchedule is the retry delay after n consecutive failures: doubling
+// from minRetryBackoff, capped at maxRetryBackoff, then spread by ±20% so
+// relays do not retry in lockstep (capped delays too).
+var retrySchedule = backoffpkg.Policy{Base: minRetryBackoff, Max: maxRetryBackoff, Jitter: backoffpkg.Even(0.2)}
+
+// backoff is retrySchedule's delay after n consecutive failures.
 func backoff(n int64) time.Duration {
-	d := maxRetryBackoff
-	if n < 20 {
-		d = min(minRetryBackoff<<max(n-1, 0), maxRetryBackoff)
-	}
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return retrySchedule.Delay(int(n))
 }
 
 // sleep waits d or until ctx is done, and reports whether ctx is still

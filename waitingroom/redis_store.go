@@ -68,9 +68,6 @@ type RedisStoreConfig struct {
 	Prefix string
 }
 
-// keyTTL is how long an event's queue keys live after the last write.
-const keyTTL = 24 * time.Hour
-
 // NewRedisStore returns a store on rdb.
 func NewRedisStore(rdb redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
 	if cfg.Prefix == "" {

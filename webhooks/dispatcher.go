@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/time/rate"
 
+	"boxoffice/backoff"
 	"boxoffice/db"
 	"boxoffice/sqlcgen"
 )
@@ -217,6 +217,9 @@ const (
 	flushAttempts = 3
 )
 
+// flushRetries is the wait after a failed recording: 100ms a try.
+var flushRetries = backoff.Policy{Base: 100 * time.Millisecond, Power: 1}
+
 // Run dispatches until ctx is done, then stops claiming, lets the attempts
 // in flight finish (Timeout at most), records them and returns nil. It
 // also refreshes the gauges and prunes expired messages and attempts.
@@ -287,12 +290,12 @@ const squeezedShare = 10
 // and puts the others back. Returns how many it started and claimed, how
 // many tenants they belong to, and the tenants none of whose deliveries
 // could start.
-func (d *Dispatcher) claimOnce(ctx, sendCtx context.Context, sends *sync.WaitGroup, n, perTenant int, squeezed []uuid.UUID) (int, int, int, []uuid.UUID, error) {
+func (d *Dispatcher) claimOnce(_, sendCtx context.Context, sends *sync.WaitGroup, n, perTenant int, squeezed []uuid.UUID) (int, int, int, []uuid.UUID, error) {
 	limits := make([]int32, len(squeezed))
 	for i := range limits {
 		limits[i] = squeezedShare
 	}
-	// The claim is not cut short by ctx: a claim that committed while Run
+	// The claim is not cut short by Run's ctx: a claim that committed while Run
 	// was stopping must come back, or its rows would stay leased unsent.
 	// What it claimed is attempted (sendCtx) or put back below.
 	claimCtx, cancelClaim := context.WithTimeout(sendCtx, 10*time.Second)
@@ -541,13 +544,9 @@ func truncate(s string) string {
 	return strings.ReplaceAll(s, "\x00", "")
 }
 
-// jitter spreads d uniformly over ±Jitter of itself.
+// jitter spreads v uniformly over ±Jitter of itself.
 func (d *Dispatcher) jitter(v time.Duration) time.Duration {
-	if v <= 0 || d.cfg.Jitter == 0 {
-		return v
-	}
-	f := 1 + d.cfg.Jitter*(2*rand.Float64()-1)
-	return time.Duration(float64(v) * f)
+	return backoff.Even(d.cfg.Jitter).Random(v)
 }
 
 // flushLoop records finished attempts in batches: BatchSize of them, or
@@ -708,7 +707,7 @@ func (d *Dispatcher) flush(ctx context.Context, batch []result) {
 		if err == nil || ctx.Err() != nil {
 			break
 		}
-		sleep(ctx, time.Duration(try)*100*time.Millisecond)
+		sleep(ctx, flushRetries.Delay(try))
 	}
 	if err != nil {
 		d.logger.ErrorContext(ctx, "record webhook attempts; their deliveries will be sent again", "error", err.Error(), "attempts", len(batch))

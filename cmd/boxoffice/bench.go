@@ -226,7 +226,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	stackCtx, stopStack := context.WithCancel(ctx)
 	stack := make(chan error, 1)
 	go func() { stack <- runStack(stackCtx, cfg, pool, nc, js, ln, nil, logger, newRegistry(pool)) }()
-	defer func() { stopStack(); <-stack }()
+	defer func() { stopStack(); <-stack }() //nolint:errcheck // the stack's error is its shutdown's, past the measurement
 
 	client := bench.NewClient(base, cfg.JWTSecret, *concurrency*2)
 	fmt.Printf("boxoffice bench purchases — every role in one process, sandbox payments, %s per phase, pool %d connections\n\n", *duration, pool.Config().MaxConns)

@@ -90,7 +90,7 @@ func runBenchStreams(ctx context.Context, args []string) error {
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- r.Run(relayCtx) }()
-	defer func() { stopRelay(); <-relayDone }()
+	defer func() { stopRelay(); <-relayDone }() //nolint:errcheck // the relay's error is its shutdown's, past the measurement
 
 	fmt.Printf("boxoffice bench streams — %d order event streams on one API process (a child `boxoffice serve`), RLIMIT_NOFILE %d\n\n", *n, nofile)
 	orders, err := streamOrders(ctx, cfg, pool, logger, *n)

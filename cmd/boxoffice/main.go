@@ -74,7 +74,7 @@ func main() {
 		return
 	default:
 		fmt.Fprintf(os.Stderr, "boxoffice: unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
+		os.Exit(2) //nolint:gocritic // exitAfterDefer: the deferred stop only unregisters the signals
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fatalf("%s: %v", cmd, err)
