@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -18,31 +17,14 @@ import (
 
 	"boxoffice/dbtest"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// syncBuffer collects log output so tests can prove what never appears.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testBundle struct {
 	pool    *pgxpool.Pool
-	logs    *syncBuffer
+	logs    *testkit.Log
 	logger  *slog.Logger
 	reg     *prometheus.Registry
 	svc     *Service
@@ -55,16 +37,15 @@ type testBundle struct {
 // private addresses (the receivers are httptest servers on loopback).
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	b := &testBundle{pool: dbtest.New(t), logs: &syncBuffer{}, reg: prometheus.NewRegistry()}
-	b.logger = slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := &testBundle{pool: dbtest.New(t), logs: testkit.NewLog(t), reg: prometheus.NewRegistry()}
+	b.logger = b.logs.Logger
 	b.svc = NewService(b.pool, ServiceConfig{Guard: &Guard{AllowPrivate: true}, Logger: b.logger})
 	t.Cleanup(func() {
-		out := b.logs.String()
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, s := range b.secrets {
-			require.NotContains(t, out, s, "an endpoint secret reached the logs")
-			require.NotContains(t, out, s[len(SecretPrefix):], "an endpoint key reached the logs")
+			// The endpoint secret, and its key without the prefix.
+			b.logs.RequireNoSecrets(t, s, s[len(SecretPrefix):])
 		}
 	})
 	return b
