@@ -72,17 +72,32 @@ func (b *testBundle) endpoint(t *testing.T, org uuid.UUID, url string, p Endpoin
 // the fan-out does, and returns its id.
 func (b *testBundle) message(t *testing.T, org uuid.UUID, eventType string) uuid.UUID {
 	t.Helper()
+	return b.messageDue(t, org, eventType, 0)
+}
+
+// messageDue is message with the deliveries first due after from now. It
+// commits them with their due time, so no dispatcher sees them due sooner.
+func (b *testBundle) messageDue(t *testing.T, org uuid.UUID, eventType string, after time.Duration) uuid.UUID {
+	t.Helper()
 	ctx := context.Background()
 	q := sqlcgen.New()
 	body, err := encodeBody(eventType, time.Now(), OrderData{OrderID: uuid.New(), EventID: uuid.New(), AmountMinor: 1000, Currency: "eur"})
 	require.NoError(t, err)
-	id, err := q.WebhookMessageInsert(ctx, b.pool, sqlcgen.WebhookMessageInsertParams{
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	id, err := q.WebhookMessageInsert(ctx, tx, sqlcgen.WebhookMessageInsertParams{
 		ID: uuid.Must(uuid.NewV7()), OrganizerID: org, EventType: eventType, Payload: body,
 		SourceKey: uuid.NewString(), CreatedAt: time.Now(),
 	})
 	require.NoError(t, err)
-	_, err = q.WebhookDeliveryFanOut(ctx, b.pool, sqlcgen.WebhookDeliveryFanOutParams{MessageID: id, OrganizerID: org, EventType: eventType})
+	_, err = q.WebhookDeliveryFanOut(ctx, tx, sqlcgen.WebhookDeliveryFanOutParams{MessageID: id, OrganizerID: org, EventType: eventType})
 	require.NoError(t, err)
+	if after > 0 {
+		_, err = tx.Exec(ctx, "UPDATE webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2) WHERE message_id = $1", id, after.Seconds())
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
 	return id
 }
 
