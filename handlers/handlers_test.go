@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"boxoffice/handlers"
 	"boxoffice/payments"
 	"boxoffice/purchase"
+	"boxoffice/testkit"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -35,29 +35,12 @@ var (
 	webhookSecret = "whsec_test_0123456789abcdef0123456789"
 )
 
-// syncBuffer collects every log line the server writes, so tests can prove
-// what never appears in them.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testBundle struct {
-	pool   *pgxpool.Pool
-	srv    *httptest.Server
-	logs   *syncBuffer
+	pool *pgxpool.Pool
+	srv  *httptest.Server
+	// logs is every log line the server writes, so tests can prove what
+	// never appears in them.
+	logs   *testkit.Log
 	signer *admission.Signer
 	// secrets are the tokens issued during the test; none may be logged.
 	secretsMu sync.Mutex
@@ -74,8 +57,8 @@ func setup(t *testing.T) *testBundle {
 // an opt sets it: tests of the hold path hold many times per second.
 func setupPool(t *testing.T, pool *pgxpool.Pool, opts ...func(*handlers.Config)) *testBundle {
 	t.Helper()
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logs := testkit.NewLog(t)
+	logger := logs.Logger
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
 	cfg := handlers.Config{
 		Logger:    logger,
@@ -95,15 +78,18 @@ func setupPool(t *testing.T, pool *pgxpool.Pool, opts ...func(*handlers.Config))
 	t.Cleanup(srv.Close)
 	b := &testBundle{pool: pool, srv: srv, logs: logs, signer: signer}
 	b.remember(webhookSecret)
-	t.Cleanup(func() {
-		out := logs.String()
+	t.Cleanup(b.requireNoSecretsLogged(t))
+	return b
+}
+
+// requireNoSecretsLogged returns the check, for t.Cleanup, that none of the
+// tokens and secrets remembered during the test reached the logs.
+func (b *testBundle) requireNoSecretsLogged(t *testing.T) func() {
+	return func() {
 		b.secretsMu.Lock()
 		defer b.secretsMu.Unlock()
-		for _, s := range b.secrets {
-			require.NotContains(t, out, s, "a token reached the logs")
-		}
-	})
-	return b
+		b.logs.RequireNoSecrets(t, b.secrets...)
+	}
 }
 
 func (b *testBundle) remember(secret string) string {

@@ -27,6 +27,7 @@ import (
 	"boxoffice/purchase"
 	"boxoffice/relay"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit"
 )
 
 // pushedEvent is one event of a text/event-stream.
@@ -114,7 +115,8 @@ func TestOrderStreamsArePushed(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	ns := natstest.New(t)
-	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	logs := testkit.NewLog(t, testkit.Level(slog.LevelInfo))
+	logger := logs.Logger
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 
@@ -152,7 +154,7 @@ func TestOrderStreamsArePushed(t *testing.T) {
 		require.Eventually(t, f.Healthy, 10*time.Second, 10*time.Millisecond, "the feed follows the bus")
 	}
 
-	b := &testBundle{pool: pool, srv: &httptest.Server{URL: urlA}, logs: &syncBuffer{}, signer: signer}
+	b := &testBundle{pool: pool, srv: &httptest.Server{URL: urlA}, logs: logs, signer: signer}
 	ev := b.createEvent(t, b.organizer(t))
 	order := func(seat string) (string, string) {
 		_, tok := b.buyer(t)
@@ -270,7 +272,7 @@ func TestOrderStreamReadsOnlyOnChanges(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	ns := natstest.New(t)
-	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	logger := testkit.NewLog(t, testkit.Level(slog.LevelInfo)).Logger
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	nc, fjs := ns.Connect(t)

@@ -21,6 +21,7 @@ import (
 	"boxoffice/handlers"
 	"boxoffice/purchase"
 	"boxoffice/redistest"
+	"boxoffice/testkit"
 	"boxoffice/waitingroom"
 )
 
@@ -47,8 +48,8 @@ func setupRoom(t *testing.T, o roomOpts) *roomBundle {
 		o.rdb, o.prefix = redistest.New(t)
 	}
 	pool := dbtest.New(t)
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logs := testkit.NewLog(t)
+	logger := logs.Logger
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
 	room := waitingroom.NewRoom(waitingroom.RoomConfig{
 		Store:       waitingroom.NewRedisStore(o.rdb, waitingroom.RedisStoreConfig{Prefix: o.prefix}),
@@ -75,14 +76,7 @@ func setupRoom(t *testing.T, o roomOpts) *roomBundle {
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	b := &testBundle{pool: pool, srv: srv, logs: logs, signer: signer}
-	t.Cleanup(func() {
-		out := logs.String()
-		b.secretsMu.Lock()
-		defer b.secretsMu.Unlock()
-		for _, s := range b.secrets {
-			require.NotContains(t, out, s, "a token reached the logs")
-		}
-	})
+	t.Cleanup(b.requireNoSecretsLogged(t))
 	return &roomBundle{testBundle: b, room: room, rdb: o.rdb, prefix: o.prefix}
 }
 

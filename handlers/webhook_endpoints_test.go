@@ -3,7 +3,6 @@ package handlers_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"boxoffice/handlers"
 	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit"
 	"boxoffice/webhooks"
 )
 
@@ -28,8 +28,8 @@ import (
 func setupWebhooks(t *testing.T, allowPrivate bool) *testBundle {
 	t.Helper()
 	pool := dbtest.New(t)
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logs := testkit.NewLog(t)
+	logger := logs.Logger
 	h := handlers.New(handlers.Config{
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(jwtSecret),
@@ -41,14 +41,7 @@ func setupWebhooks(t *testing.T, allowPrivate bool) *testBundle {
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	b := &testBundle{pool: pool, srv: srv, logs: logs}
-	t.Cleanup(func() {
-		out := logs.String()
-		b.secretsMu.Lock()
-		defer b.secretsMu.Unlock()
-		for _, s := range b.secrets {
-			require.NotContains(t, out, s, "a token or secret reached the logs")
-		}
-	})
+	t.Cleanup(b.requireNoSecretsLogged(t))
 	return b
 }
 

@@ -10,11 +10,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"boxoffice/testkit"
 )
 
 func TestArrivals(t *testing.T) {
@@ -190,9 +191,9 @@ func TestProgress(t *testing.T) {
 
 	t.Run("Bars", func(t *testing.T) {
 		t.Parallel()
-		var buf lockedBuffer
+		var buf testkit.Buffer
 		stop := StartProgress(sim, &buf, true, time.Hour)
-		require.Eventually(t, func() bool { return strings.Contains(buf.String(), "errors") }, 5*time.Second, 20*time.Millisecond)
+		buf.WaitFor(t, 5*time.Second, "errors")
 		stop()
 		out := buf.String()
 		for _, name := range []string{"queued", "admitted", "holding", "paid", "ticketed", "R ", "errors"} {
@@ -201,27 +202,10 @@ func TestProgress(t *testing.T) {
 	})
 	t.Run("PlainLines", func(t *testing.T) {
 		t.Parallel()
-		var buf lockedBuffer
+		var buf testkit.Buffer
 		stop := StartProgress(sim, &buf, false, 10*time.Millisecond)
-		require.Eventually(t, func() bool { return strings.Contains(buf.String(), "queued=3") }, 5*time.Second, 10*time.Millisecond)
+		buf.WaitFor(t, 5*time.Second, "queued=3")
 		stop()
 		require.Contains(t, buf.String(), "ticketed=7")
 	})
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"boxoffice/dbtest"
 	"boxoffice/payments"
+	"boxoffice/testkit"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -36,7 +36,7 @@ type sandboxBundle struct {
 	pool *pgxpool.Pool
 	recv *webhookReceiver
 	// logs holds everything the sandbox logged, at debug level and up.
-	logs *lockedBuffer
+	logs *testkit.Log
 	cfg  payments.SandboxConfig
 	// delivered is the set of events the sender has recorded as
 	// delivered; deliveredChanged is signalled when it grows.
@@ -49,14 +49,14 @@ type sandboxBundle struct {
 // a recording receiver, with its sender running until the test ends.
 func setupSandbox(t *testing.T) (*payments.Sandbox, *sandboxBundle) {
 	t.Helper()
-	b := &sandboxBundle{pool: dbtest.New(t), recv: newWebhookReceiver(t, webhookSecret), logs: &lockedBuffer{}}
+	b := &sandboxBundle{pool: dbtest.New(t), recv: newWebhookReceiver(t, webhookSecret), logs: testkit.NewLog(t, testkit.Text())}
 	b.cfg = payments.SandboxConfig{
 		WebhookURL:          b.recv.srv.URL + "/v1/webhooks/stripe",
 		WebhookSecret:       webhookSecret,
 		WebhookRetryMin:     10 * time.Millisecond,
 		WebhookRetryMax:     50 * time.Millisecond,
 		WebhookPollInterval: 20 * time.Millisecond,
-		Logger:              testLogger(t, b.logs),
+		Logger:              b.logs.Logger,
 	}
 	b.delivered, b.deliveredChanged = map[string]bool{}, make(chan struct{}, 1)
 	sb := b.newSandbox(t, b.pool)
@@ -122,11 +122,6 @@ func startSender(t *testing.T, sb *payments.Sandbox) (stop func()) {
 	})
 	t.Cleanup(stop)
 	return stop
-}
-
-// testLogger logs to the test's output and to buf, at debug level.
-func testLogger(t *testing.T, buf *lockedBuffer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), buf), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func newOrder() (uuid.UUID, payments.CreateIntentParams) {
@@ -521,11 +516,11 @@ func TestSandbox(t *testing.T) {
 
 	t.Run("StateIsSharedBetweenProcesses", func(t *testing.T) {
 		t.Parallel()
-		b := &sandboxBundle{pool: dbtest.New(t), recv: newWebhookReceiver(t, webhookSecret), logs: &lockedBuffer{}}
+		b := &sandboxBundle{pool: dbtest.New(t), recv: newWebhookReceiver(t, webhookSecret), logs: testkit.NewLog(t, testkit.Text())}
 		b.cfg = payments.SandboxConfig{
 			WebhookURL: b.recv.srv.URL, WebhookSecret: webhookSecret,
 			WebhookRetryMin: 10 * time.Millisecond, WebhookRetryMax: 50 * time.Millisecond, WebhookPollInterval: 20 * time.Millisecond,
-			Logger: testLogger(t, b.logs),
+			Logger: b.logs.Logger,
 		}
 		// The API and a worker: separate pools, separate Sandboxes.
 		api := b.newSandbox(t, b.pool)
@@ -620,11 +615,7 @@ func TestSandbox(t *testing.T) {
 		logs := b.logs.String()
 		require.Contains(t, logs, in.ID, "the sandbox logged its work")
 		require.Contains(t, logs, "sandbox webhook delivery failed")
-		require.NotContains(t, logs, "_secret_")
-		require.NotContains(t, logs, webhookSecret)
-		for _, s := range secrets {
-			require.NotContains(t, logs, s)
-		}
+		b.logs.RequireNoSecrets(t, append([]string{"_secret_", webhookSecret}, secrets...)...)
 		for _, err := range errs {
 			require.Error(t, err)
 			require.NotContains(t, err.Error(), "_secret_")
@@ -815,22 +806,4 @@ func eventIntent(t *testing.T, ev stripe.Event) string {
 		return ch.PaymentIntent.ID
 	}
 	return ev.GetObjectValue("id")
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

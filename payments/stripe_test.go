@@ -18,6 +18,7 @@ import (
 
 	"boxoffice/payments"
 	"boxoffice/payments/stripemocktest"
+	"boxoffice/testkit"
 )
 
 // testSecretKey is a key stripe-mock accepts: sk_test_ and letters or digits.
@@ -94,7 +95,7 @@ func newStripe(t *testing.T, base string, rt http.RoundTripper, retries int) *pa
 		HTTPClient:        &http.Client{Transport: rt},
 		Timeout:           10 * time.Second,
 		MaxNetworkRetries: retries,
-		Logger:            testLogger(t, &lockedBuffer{}),
+		Logger:            testkit.NewLog(t, testkit.Text()).Logger,
 	})
 	require.NoError(t, err)
 	return s

@@ -111,7 +111,7 @@ func TestExpirer(t *testing.T) {
 		dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'capture_pending' WHERE id = ANY($1)", confirmedOrders)
 
 		reg := prometheus.NewRegistry()
-		stop := runExpirers(t, b, 4, purchase.ExpirerConfig{BatchSize: 100, Interval: 10 * time.Millisecond, Logger: b.logs.logger(), Registerer: reg})
+		stop := runExpirers(t, b, 4, purchase.ExpirerConfig{BatchSize: 100, Interval: 10 * time.Millisecond, Logger: b.logs.Logger, Registerer: reg})
 		require.Eventually(t, func() bool {
 			return dbtest.Count(t, b.pool, "SELECT count(*) FROM holds WHERE status = 'active' AND expires_at < now()") == 0
 		}, time.Minute, 10*time.Millisecond)

@@ -1,10 +1,8 @@
 package purchase_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 	"boxoffice/outbox"
 	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit"
 )
 
 // secretMarker is the client secret every test payment row carries; it
@@ -32,40 +31,6 @@ const secretMarker = "pi_x_secret_TOPSECRET"
 // as the purchase_saga consumer does.
 const sagaConsumer = "purchase_saga"
 
-// logBuffer collects JSON log lines from any goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// lines returns the log lines decoded.
-func (l *logBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for line := range strings.Lines(l.String()) {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &m))
-		out = append(out, m)
-	}
-	return out
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 // sagaBundle is what a saga test works with: its own database with one
 // event, a hold service, the saga and the expirer logging into logs.
 type sagaBundle struct {
@@ -73,7 +38,7 @@ type sagaBundle struct {
 	svc      *purchase.Service
 	saga     *purchase.Saga
 	expirer  *purchase.Expirer
-	logs     *logBuffer
+	logs     *testkit.Log
 	seats    []uuid.UUID
 	eventID  uuid.UUID
 	nextSeat atomic.Int64
@@ -90,12 +55,12 @@ func newSagaBundle(t *testing.T, rows, seatsPerRow int) *sagaBundle {
 	require.NoError(t, err)
 	var seats []uuid.UUID
 	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
-	logs := &logBuffer{}
+	logs := testkit.NewLog(t)
 	return &sagaBundle{
 		pool:    pool,
-		svc:     purchase.NewService(pool, logs.logger(), purchase.Config{HoldTTL: 10 * time.Minute}),
-		saga:    purchase.NewSaga(purchase.SagaConfig{Logger: logs.logger()}),
-		expirer: purchase.NewExpirer(pool, purchase.ExpirerConfig{Logger: logs.logger()}),
+		svc:     purchase.NewService(pool, logs.Logger, purchase.Config{HoldTTL: 10 * time.Minute}),
+		saga:    purchase.NewSaga(purchase.SagaConfig{Logger: logs.Logger}),
+		expirer: purchase.NewExpirer(pool, purchase.ExpirerConfig{Logger: logs.Logger}),
 		logs:    logs,
 		seats:   seats,
 		eventID: ev.ID,
@@ -476,7 +441,7 @@ func TestSagaPaymentCaptured(t *testing.T) {
 		require.Zero(t, b.count(t, h.OrderID, outbox.TypeTicketIssueRequested))
 
 		var incidents []map[string]any
-		for _, l := range b.logs.lines(t) {
+		for _, l := range b.logs.Lines(t) {
 			if l["level"] == "ERROR" && l["incident"] == purchase.ReasonCapturedAfterRelease {
 				incidents = append(incidents, l)
 			}
@@ -673,7 +638,7 @@ func TestSagaLogsCarryTracingFields(t *testing.T) {
 	require.NoError(t, b.apply(t, b.saga.PaymentAuthorized, b.authorized(t, h.OrderID, intent)))
 	require.NoError(t, b.apply(t, b.saga.PaymentCaptured, b.captured(t, h.OrderID, intent)))
 	n := 0
-	for _, l := range b.logs.lines(t) {
+	for _, l := range b.logs.Lines(t) {
 		if l["component"] != "purchase_saga" {
 			continue
 		}
@@ -727,8 +692,6 @@ func TestSagaNeverLeaksClientSecrets(t *testing.T) {
 	require.Positive(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM payments WHERE client_secret = $1", secretMarker))
 	require.Positive(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox"))
 	require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE envelope::text LIKE '%TOPSECRET%' OR envelope::text ILIKE '%client_secret%'"))
-	logs := b.logs.String()
-	require.NotEmpty(t, logs)
-	require.NotContains(t, logs, "TOPSECRET")
-	require.NotContains(t, logs, "client_secret")
+	require.NotEmpty(t, b.logs.String())
+	b.logs.RequireNoSecrets(t, "TOPSECRET", "client_secret")
 }

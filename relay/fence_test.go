@@ -2,6 +2,8 @@ package relay_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,11 +13,14 @@ import (
 	"boxoffice/dbtest"
 	"boxoffice/relay"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit"
 )
 
 // TestFencedRelayPublishesNothing: a relay of a failed-over region (its
 // region epoch no longer current) cannot claim rows, so it publishes
-// nothing; the relay of the region now serving publishes them all.
+// nothing; the relay of the region now serving publishes them all. The
+// fenced relay is stopped once it has tried to claim and the database has
+// refused it, which its log says.
 func TestFencedRelayPublishesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -29,11 +34,15 @@ func TestFencedRelayPublishesNothing(t *testing.T) {
 		require.NoError(t, err)
 		defer pool.Close()
 		nc, _ := b.nats.Connect(t)
-		r, err := relay.New(pool, nc, relay.Config{Logger: testLogger(t), IdleInterval: 10 * time.Millisecond})
+		logs := testkit.NewLog(t, testkit.Level(slog.LevelInfo))
+		r, err := relay.New(pool, nc, relay.Config{Logger: logs.Logger, IdleInterval: 10 * time.Millisecond})
 		require.NoError(t, err)
 		run := start(t, ctx, r)
 		if epoch == 1 {
-			time.Sleep(time.Second)
+			logs.WaitForLine(t, 20*time.Second, "the fenced relay's claim to be refused", func(l testkit.Line) bool {
+				e, _ := l["error"].(string)
+				return l["msg"] == "claim outbox batch" && strings.Contains(e, "fenced")
+			})
 			require.NoError(t, run.stop())
 			require.EqualValues(t, 10, unpublished(t, b.pool), "the fenced relay claimed or deleted rows")
 			require.Zero(t, streamMsgs(t, b.js), "the fenced relay published")

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -18,31 +17,14 @@ import (
 
 	"boxoffice/dbtest"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// syncBuffer collects log output so tests can prove what never appears.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testBundle struct {
 	pool    *pgxpool.Pool
-	logs    *syncBuffer
+	logs    *testkit.Log
 	logger  *slog.Logger
 	reg     *prometheus.Registry
 	svc     *Service
@@ -55,16 +37,15 @@ type testBundle struct {
 // private addresses (the receivers are httptest servers on loopback).
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	b := &testBundle{pool: dbtest.New(t), logs: &syncBuffer{}, reg: prometheus.NewRegistry()}
-	b.logger = slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := &testBundle{pool: dbtest.New(t), logs: testkit.NewLog(t), reg: prometheus.NewRegistry()}
+	b.logger = b.logs.Logger
 	b.svc = NewService(b.pool, ServiceConfig{Guard: &Guard{AllowPrivate: true}, Logger: b.logger})
 	t.Cleanup(func() {
-		out := b.logs.String()
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, s := range b.secrets {
-			require.NotContains(t, out, s, "an endpoint secret reached the logs")
-			require.NotContains(t, out, s[len(SecretPrefix):], "an endpoint key reached the logs")
+			// The endpoint secret, and its key without the prefix.
+			b.logs.RequireNoSecrets(t, s, s[len(SecretPrefix):])
 		}
 	})
 	return b
@@ -91,17 +72,32 @@ func (b *testBundle) endpoint(t *testing.T, org uuid.UUID, url string, p Endpoin
 // the fan-out does, and returns its id.
 func (b *testBundle) message(t *testing.T, org uuid.UUID, eventType string) uuid.UUID {
 	t.Helper()
+	return b.messageDue(t, org, eventType, 0)
+}
+
+// messageDue is message with the deliveries first due after from now. It
+// commits them with their due time, so no dispatcher sees them due sooner.
+func (b *testBundle) messageDue(t *testing.T, org uuid.UUID, eventType string, after time.Duration) uuid.UUID {
+	t.Helper()
 	ctx := context.Background()
 	q := sqlcgen.New()
 	body, err := encodeBody(eventType, time.Now(), OrderData{OrderID: uuid.New(), EventID: uuid.New(), AmountMinor: 1000, Currency: "eur"})
 	require.NoError(t, err)
-	id, err := q.WebhookMessageInsert(ctx, b.pool, sqlcgen.WebhookMessageInsertParams{
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	id, err := q.WebhookMessageInsert(ctx, tx, sqlcgen.WebhookMessageInsertParams{
 		ID: uuid.Must(uuid.NewV7()), OrganizerID: org, EventType: eventType, Payload: body,
 		SourceKey: uuid.NewString(), CreatedAt: time.Now(),
 	})
 	require.NoError(t, err)
-	_, err = q.WebhookDeliveryFanOut(ctx, b.pool, sqlcgen.WebhookDeliveryFanOutParams{MessageID: id, OrganizerID: org, EventType: eventType})
+	_, err = q.WebhookDeliveryFanOut(ctx, tx, sqlcgen.WebhookDeliveryFanOutParams{MessageID: id, OrganizerID: org, EventType: eventType})
 	require.NoError(t, err)
+	if after > 0 {
+		_, err = tx.Exec(ctx, "UPDATE webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2) WHERE message_id = $1", id, after.Seconds())
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
 	return id
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"boxoffice/dbtest"
 )
 
 func TestDispatcher(t *testing.T) {
@@ -71,7 +73,9 @@ func TestDispatcher(t *testing.T) {
 		b.run(t, b.dispatcherConfig(), nil)
 
 		waitFor(t, 5*time.Second, "dead", func() bool { return b.delivery(t, msg).Status == StatusDead })
-		time.Sleep(300 * time.Millisecond) // a retry would come after 100ms
+		// A retry would come after 100ms: a canary due 300ms from now is
+		// delivered only once the dispatcher has claimed past that.
+		b.canary(t, 300*time.Millisecond)()
 		require.Len(t, rc.requests(), 1)
 		a := b.attempts(t, org, msg)
 		require.Len(t, a, 1)
@@ -310,17 +314,27 @@ func TestDispatcher(t *testing.T) {
 		cfg.CircuitThreshold = 3
 		cfg.CircuitCooldown = 2 * time.Second // well beyond the quiet window below, even on a loaded machine
 		cfg.RetrySchedule = []time.Duration{0, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}
-		b.run(t, cfg, nil)
+		d, _ := b.run(t, cfg, nil)
 
 		waitFor(t, 5*time.Second, "circuit open", func() bool {
 			got, err := b.svc.Get(context.Background(), org, e.ID)
 			require.NoError(t, err)
 			return got.CircuitState == "open"
 		})
-		// An attempt claimed before the circuit opened may still land.
-		time.Sleep(200 * time.Millisecond)
+		// An attempt claimed before the circuit opened may still land:
+		// wait until none is in flight and the dispatcher has put every
+		// pending delivery back until the circuit's cooldown ends.
+		waitFor(t, 5*time.Second, "the open circuit's deliveries put back", func() bool {
+			d.mu.Lock()
+			inflight := d.inflight
+			d.mu.Unlock()
+			return inflight == 0 && dbtest.Count(t, b.pool, `SELECT count(*) FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+				WHERE d.endpoint_id = $1 AND d.status = 'pending' AND (d.lease_expires_at IS NOT NULL OR d.next_attempt_at < e.circuit_open_until)`, e.ID) == 0
+		})
 		n := len(rc.requests())
-		time.Sleep(500 * time.Millisecond)
+		// A canary due 500ms from now is delivered once the dispatcher has
+		// claimed through those 500ms of open circuit.
+		b.canary(t, 500*time.Millisecond)()
 		require.Len(t, rc.requests(), n, "nothing is sent while the circuit is open")
 		failing.Store(false)
 		waitFor(t, 10*time.Second, "all delivered after the probe closed the circuit", func() bool {
@@ -337,7 +351,7 @@ func TestDispatcher(t *testing.T) {
 		// Throttling used no attempts: no delivery took more attempts than
 		// the failures it saw plus one.
 		var total int64
-		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT sum(attempts) FROM webhook_deliveries").Scan(&total))
+		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT sum(attempts) FROM webhook_deliveries WHERE endpoint_id = $1", e.ID).Scan(&total)) // not the canary's
 		require.Equal(t, int64(len(rc.requests())), total, "one attempt per request, none for throttling")
 	})
 
@@ -413,4 +427,19 @@ func splitSpace(s string) []string {
 		}
 	}
 	return out
+}
+
+// canary queues a message for a new organizer's endpoint, first due after
+// from now, and returns a wait for its successful delivery. Once it has
+// been delivered the dispatcher has claimed, and sent, what was due until
+// then: a test waits on it to show that something due earlier was not sent.
+func (b *testBundle) canary(t *testing.T, after time.Duration) (wait func()) {
+	t.Helper()
+	org := uuid.New()
+	b.endpoint(t, org, newReceiver(t, status(http.StatusNoContent)).URL, EndpointParams{})
+	msg := b.messageDue(t, org, EventOrderPaid, after)
+	return func() {
+		t.Helper()
+		waitFor(t, after+10*time.Second, "the canary's delivery", func() bool { return b.delivery(t, msg).Status == StatusSucceeded })
+	}
 }

@@ -16,12 +16,14 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"boxoffice/bus"
 	"boxoffice/catalog"
 	"boxoffice/consumers"
 	"boxoffice/dbtest"
 	"boxoffice/natstest"
 	"boxoffice/outbox"
 	"boxoffice/purchase"
+	"boxoffice/testkit"
 )
 
 // order creates an event of org and a pending order on it.
@@ -42,14 +44,33 @@ func (b *testBundle) order(t *testing.T, org uuid.UUID) (eventID, orderID, holdI
 	return ev.ID, h.OrderID, h.HoldID
 }
 
-func publish(t *testing.T, js jetstream.JetStream, env outbox.Envelope, msgID string) {
+// publish publishes env with msgID and returns its stream sequence.
+func publish(t *testing.T, js jetstream.JetStream, env outbox.Envelope, msgID string) uint64 {
 	t.Helper()
 	raw, err := json.Marshal(env)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = js.Publish(ctx, env.Subject(), raw, jetstream.WithMsgID(msgID))
+	ack, err := js.Publish(ctx, env.Subject(), raw, jetstream.WithMsgID(msgID))
 	require.NoError(t, err)
+	return ack.Sequence
+}
+
+// waitSettled waits until the fan-out has acked every message up to stream
+// sequence seq and has none pending or unacked: nothing it was sent can
+// still store a message.
+func waitSettled(t *testing.T, js jetstream.JetStream, seq uint64) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the fan-out to settle every event", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		cons, err := js.Consumer(ctx, bus.Stream, FanOutName)
+		if err != nil {
+			return false
+		}
+		info := cons.CachedInfo()
+		return info.AckFloor.Stream >= seq && info.NumAckPending == 0 && info.NumPending == 0
+	})
 }
 
 func event(t *testing.T, typ string, orderID uuid.UUID, payload any) outbox.Envelope {
@@ -120,13 +141,18 @@ func TestFanOut(t *testing.T) {
 	publish(t, js, event(t, outbox.TypePaymentFailed, orderID, outbox.PaymentFailed{OrderID: orderID, Code: "card_declined"}), uuid.NewString())
 
 	waitFor(t, 10*time.Second, "four messages", func() bool { return len(b.messages(t, org)) == 4 })
-	// A decline the saga has not applied yet waits for it.
-	publish(t, js, event(t, outbox.TypePaymentFailed, pendingOrder, outbox.PaymentFailed{OrderID: pendingOrder, Code: "card_declined"}), uuid.NewString())
-	time.Sleep(300 * time.Millisecond)
+	// A decline the saga has not applied yet waits for it: the fan-out
+	// has handled it, and put it off, once it logs the retry.
+	decline := event(t, outbox.TypePaymentFailed, pendingOrder, outbox.PaymentFailed{OrderID: pendingOrder, Code: "card_declined"})
+	last := publish(t, js, decline, uuid.NewString())
+	b.logs.WaitForLine(t, 10*time.Second, "the fan-out to put off the pending order's decline", func(l testkit.Line) bool {
+		e, _ := l["error"].(string)
+		return l["msg"] == "handler failed; retrying later" && l["event_id"] == decline.EventID.String() && strings.Contains(e, errNotYet.Error())
+	})
 	require.Len(t, b.messages(t, org), 4, "no order.failed while the order is still pending")
 	dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'failed' WHERE id = $1", pendingOrder)
 	waitFor(t, 10*time.Second, "the late order.failed", func() bool { return len(b.messages(t, org)) == 5 })
-	time.Sleep(200 * time.Millisecond)
+	waitSettled(t, js, last)
 
 	msgs := b.messages(t, org)
 	types := map[string]int{}

@@ -33,6 +33,7 @@ import (
 	"boxoffice/natstest"
 	"boxoffice/pgcluster"
 	"boxoffice/relay"
+	"boxoffice/testkit"
 )
 
 // cellStack is one purchase cell's back end as the test runs it: the
@@ -114,8 +115,8 @@ func (c *cellStack) stop(t *testing.T, role string) {
 func TestTwoCells(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	logs := &lockedBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logs := testkit.NewLog(t, testkit.Level(slog.LevelInfo))
+	logger := logs.Logger
 
 	urlA := dbtest.NewURL(t)
 	dir := t.TempDir()
@@ -288,7 +289,7 @@ func TestTwoCells(t *testing.T) {
 			require.NotEmpty(t, hdr.Get("Retry-After"))
 		}
 	})
-	require.NotContains(t, logs.String(), env["STRIPE_WEBHOOK_SECRET"])
+	logs.RequireNoSecrets(t, env["STRIPE_WEBHOOK_SECRET"])
 }
 
 // requireStreamHas checks how many HoldCreated events ns's stream holds.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,26 +16,10 @@ import (
 
 	"boxoffice/bus"
 	"boxoffice/dbtest"
+	"boxoffice/testkit"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // `boxoffice dev` migrates, seeds the demo event and prints tokens that
 // work: a buyer can hold a seat of the demo event with them. A second start
@@ -51,7 +33,7 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 	var metricsURL string
 	run := func() (api, natsURL, event, buyer string) {
 		ctx, cancel := context.WithCancel(context.Background())
-		out := &lockedBuffer{}
+		out := &testkit.Buffer{}
 		done := make(chan error, 1)
 		go func() { done <- runDev(ctx, []string{"-dir", t.TempDir()}, env, out) }()
 		t.Cleanup(func() {
