@@ -102,15 +102,10 @@ func NewSaga(cfg SagaConfig) *Saga {
 // already. For an order still awaiting payment, or already past
 // authorization, it does nothing.
 func (s *Saga) PaymentIntentCreated(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	p, err := decode[outbox.PaymentIntentCreated](ev)
+	st, p, err := open[outbox.PaymentIntentCreated](ctx, s, tx, ev)
 	if err != nil {
 		return err
 	}
-	st, err := s.begin(ctx, tx, ev, p.OrderID)
-	if err != nil {
-		return err
-	}
-	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
 	switch st.Status() {
 	case OrderFailed, OrderCanceled:
 		return st.requestCancel(ctx, p.PaymentIntentID, st.releaseReason())
@@ -138,15 +133,10 @@ func (s *Saga) PaymentIntentCreated(ctx context.Context, tx pgx.Tx, ev outbox.En
 // The seats are locked before the check, so no hold can reclaim them
 // between the check and the commit.
 func (s *Saga) PaymentAuthorized(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	p, err := decode[outbox.PaymentAuthorized](ev)
+	st, p, err := open[outbox.PaymentAuthorized](ctx, s, tx, ev)
 	if err != nil {
 		return err
 	}
-	st, err := s.begin(ctx, tx, ev, p.OrderID)
-	if err != nil {
-		return err
-	}
-	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
 	switch st.Status() {
 	case OrderCapturePending, OrderPaid, OrderTicketed, OrderRefunding, OrderRefunded:
 		st.log.InfoContext(ctx, "authorization already applied; duplicate ignored", "order_status", st.Status())
@@ -219,15 +209,10 @@ func (s *Saga) PaymentAuthorized(ctx context.Context, tx pgx.Tx, ev outbox.Envel
 //     order becomes refunding and one RefundRequested is written;
 //   - order paid, ticketed, refunding or refunded: a duplicate, nothing.
 func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	p, err := decode[outbox.PaymentCaptured](ev)
+	st, p, err := open[outbox.PaymentCaptured](ctx, s, tx, ev)
 	if err != nil {
 		return err
 	}
-	st, err := s.begin(ctx, tx, ev, p.OrderID)
-	if err != nil {
-		return err
-	}
-	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
 	switch st.Status() {
 	case OrderPendingPayment, OrderAuthorized:
 		st.log.InfoContext(ctx, "capture arrived before the authorization was applied; retrying later", "order_status", st.Status())
@@ -273,15 +258,11 @@ func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 // unless the intent was captured (or a cancel was requested already). For
 // an order in any other state it does nothing.
 func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	p, err := decode[outbox.PaymentFailed](ev)
+	st, p, err := open[outbox.PaymentFailed](ctx, s, tx, ev)
 	if err != nil {
 		return err
 	}
-	st, err := s.begin(ctx, tx, ev, p.OrderID)
-	if err != nil {
-		return err
-	}
-	st.log = st.log.With("payment_intent_id", p.PaymentIntentID, "code", p.Code)
+	st.log = st.log.With("code", p.Code)
 	if st.Status() != OrderPendingPayment && st.Status() != OrderCapturePending {
 		st.log.InfoContext(ctx, "payment failure for an order past payment; ignored", "order_status", st.Status())
 		return nil
@@ -315,15 +296,10 @@ func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope)
 // refund of an order in any other state changes nothing; one of a paid or
 // ticketed order was made outside Boxoffice and is logged as a warning.
 func (s *Saga) PaymentRefunded(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	p, err := decode[outbox.PaymentRefunded](ev)
+	st, p, err := open[outbox.PaymentRefunded](ctx, s, tx, ev)
 	if err != nil {
 		return err
 	}
-	st, err := s.begin(ctx, tx, ev, p.OrderID)
-	if err != nil {
-		return err
-	}
-	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
 	switch st.Status() {
 	case OrderRefunding:
 		if err := st.Move(ctx, OrderRefunded); err != nil {
@@ -346,15 +322,10 @@ func (s *Saga) PaymentRefunded(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 // written yet is ErrTooEarly; a row naming another intent, or already
 // canceled, is left alone.
 func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	p, err := decode[outbox.AuthorizationCanceled](ev)
+	st, p, err := open[outbox.AuthorizationCanceled](ctx, s, tx, ev)
 	if err != nil {
 		return err
 	}
-	st, err := s.begin(ctx, tx, ev, p.OrderID)
-	if err != nil {
-		return err
-	}
-	st.log = st.log.With("payment_intent_id", p.PaymentIntentID)
 	q := sqlcgen.New()
 	payment, err := q.PaymentIntentGetByOrder(ctx, tx, st.ID())
 	switch err = db.Interpret(err); {
@@ -384,6 +355,33 @@ func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.E
 type step struct {
 	*OrderTx
 	log *slog.Logger
+}
+
+// paymentRef is what every payment fact the saga applies names.
+type paymentRef struct {
+	OrderID         uuid.UUID `json:"order_id"`
+	PaymentIntentID string    `json:"payment_intent_id"`
+}
+
+// open is every step's opening: it decodes ev's payload as T, checks that
+// it names the envelope's order, and locks the order and its hold.
+func open[T any](ctx context.Context, s *Saga, tx pgx.Tx, ev outbox.Envelope) (*step, T, error) {
+	p, err := decode[T](ev)
+	if err != nil {
+		return nil, p, err
+	}
+	// The same bytes, read for the fields every payment fact has: they
+	// decode, since T's did.
+	ref, err := decode[paymentRef](ev)
+	if err != nil {
+		return nil, p, err
+	}
+	st, err := s.begin(ctx, tx, ev, ref.OrderID)
+	if err != nil {
+		return nil, p, err
+	}
+	st.log = st.log.With("payment_intent_id", ref.PaymentIntentID)
+	return st, p, nil
 }
 
 // begin checks that the payload names the envelope's order, then locks the
