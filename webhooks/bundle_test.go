@@ -117,7 +117,7 @@ func (b *testBundle) dispatcherConfig() DispatcherConfig {
 }
 
 // run starts a dispatcher and stops it when the test ends.
-func (b *testBundle) run(t *testing.T, cfg DispatcherConfig, hook func(*Result) bool) (*Dispatcher, context.CancelFunc) {
+func (b *testBundle) run(t *testing.T, cfg DispatcherConfig, hook func(*result) bool) (*Dispatcher, context.CancelFunc) {
 	t.Helper()
 	d, err := NewDispatcher(b.pool, cfg)
 	require.NoError(t, err)

@@ -130,7 +130,7 @@ type Dispatcher struct {
 	// afterSendFunc, set only by tests, sees each attempt's outcome before
 	// it is recorded; returning true drops it, as a dispatcher that died
 	// right after the receiver answered would.
-	afterSendFunc func(r *Result) (drop bool)
+	afterSendFunc func(r *result) (drop bool)
 }
 
 // endpointState is what this dispatcher knows of an endpoint between
@@ -143,8 +143,9 @@ type endpointState struct {
 	probing  bool
 }
 
-// Result is the outcome of one attempt, as recorded.
-type Result struct {
+// result is the outcome of one attempt, as recorded. It stays inside the
+// package: it carries the delivery row as claimed, endpoint secret included.
+type result struct {
 	Delivery   sqlcgen.WebhookDeliveryClaimRow
 	Number     int32
 	Trigger    string
@@ -157,8 +158,6 @@ type Result struct {
 	At         time.Time
 	probe      bool
 }
-
-type result = Result
 
 // NewDispatcher returns a dispatcher for cfg. Returns an error naming
 // every invalid field of cfg.
@@ -466,8 +465,8 @@ func (d *Dispatcher) send(ctx context.Context, row sqlcgen.WebhookDeliveryClaimR
 }
 
 // attempt POSTs the message to the endpoint, signed with every live key.
-func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryClaimRow) Result {
-	r := Result{Delivery: row, Number: row.Attempts + 1, Trigger: row.NextTrigger, At: time.Now()}
+func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryClaimRow) result {
+	r := result{Delivery: row, Number: row.Attempts + 1, Trigger: row.NextTrigger, At: time.Now()}
 	if len(row.Payload) > d.cfg.MaxPayloadBytes {
 		r.Class, r.verdict = ClassPayloadTooLarge, verdictTerminal
 		return r
@@ -585,7 +584,7 @@ type outcome struct {
 }
 
 // decide turns an attempt into its delivery's next state.
-func (d *Dispatcher) decide(r Result) outcome {
+func (d *Dispatcher) decide(r result) outcome {
 	switch r.verdict {
 	case verdictSuccess:
 		return outcome{status: StatusSucceeded}
@@ -769,7 +768,7 @@ func (d *Dispatcher) recordHealth(ctx context.Context, tx pgx.Tx, order []uuid.U
 	return disabled, nil
 }
 
-func lastError(r Result) string {
+func lastError(r result) string {
 	if r.StatusCode > 0 {
 		return r.Class + " (status " + strconv.Itoa(r.StatusCode) + ")"
 	}
@@ -779,7 +778,7 @@ func lastError(r Result) string {
 // observe updates the metrics and logs an attempt once it is recorded.
 // Logs name the message, endpoint, organizer and order, never the URL or
 // a secret.
-func (d *Dispatcher) observe(ctx context.Context, r Result, o outcome) {
+func (d *Dispatcher) observe(ctx context.Context, r result, o outcome) {
 	m := d.metrics
 	m.attempts.WithLabelValues(r.Class).Inc()
 	m.attemptSeconds.Observe(r.Latency.Seconds())

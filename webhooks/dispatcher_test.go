@@ -227,7 +227,7 @@ func TestDispatcher(t *testing.T) {
 		cfg.ID = "doomed"
 		crashed := make(chan struct{})
 		var once sync.Once
-		_, cancel := b.run(t, cfg, func(r *Result) bool {
+		_, cancel := b.run(t, cfg, func(r *result) bool {
 			// The receiver answered 200; the dispatcher "dies" before
 			// recording it.
 			once.Do(func() { close(crashed) })
