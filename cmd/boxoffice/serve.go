@@ -106,8 +106,13 @@ func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, re
 		ireg = reg
 	}
 	c := newCell(cfg, cfg.Cell, pool, logger, ireg, provider, sandbox)
-	hc.Catalog, hc.Purchase, hc.Webhooks, hc.StripeIngress, hc.Sandbox = c.Catalog, c.Purchase, c.Webhooks, c.Ingress, c.Sandbox
-	hc.WaitingRoom, hc.Orders = room, orders
+	if room == nil {
+		room = waitingroom.NewRoom(waitingroom.RoomConfig{
+			Store: waitingroom.NewMemoryStore(), Signer: hc.Admission, Events: c.Catalog, Logger: logger,
+		})
+	}
+	c.Room, c.Orders = room, orders
+	hc.Cells = cells.Single(c)
 	return handlers.New(hc)
 }
 
@@ -115,7 +120,6 @@ func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, re
 // not depend on the cells.
 func baseHandlersConfig(cfg config, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check) handlers.Config {
 	hc := handlers.Config{
-		Cell:      cfg.Cell,
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(cfg.JWTSecret),
 		Admission: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
