@@ -71,7 +71,7 @@ func TestEventReads(t *testing.T) {
 		pool := dbtest.New(t)
 		traced, counter := tracedPool(t, pool)
 		opts = append([]func(*handlers.Config){func(c *handlers.Config) {
-			c.Catalog = catalog.New(traced).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second)
+			cellOf(c).Catalog = catalog.New(traced).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second)
 		}}, opts...)
 		return setupPool(t, pool, opts...), counter
 	}

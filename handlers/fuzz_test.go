@@ -34,6 +34,7 @@ import (
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
 	"boxoffice/payments"
@@ -106,7 +107,7 @@ func TestFuzzAPIReachesEveryOperation(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../openapi.yaml")
 	require.NoError(t, err)
-	ops := fuzzOperations(t, fuzzConfig(handlers.Config{Sandbox: &payments.Sandbox{}}))
+	ops := fuzzOperations(t, fuzzConfig(handlers.Config{Cells: cells.Single(&cells.Cell{Name: cells.Default, Sandbox: &payments.Sandbox{}})}))
 	served := map[string]bool{}
 	for _, op := range ops {
 		served[op.method+" "+op.path] = true
@@ -457,13 +458,16 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	require.NoError(tb, err)
 	cfg := handlers.Config{
 		Logger: logger, Bearer: auth.NewVerifier(jwtSecret), Admission: signer,
-		WaitingRoom: room, Catalog: cat, Purchase: pur,
-		StripeIngress: payments.NewIngress(pool, payments.IngressConfig{
-			WebhookSecret: webhookSecret, Logger: logger, Provider: sb, Registerer: reg,
+		Cells: cells.Single(&cells.Cell{
+			Name: cells.Default, Room: room, Catalog: cat, Purchase: pur,
+			Ingress: payments.NewIngress(pool, payments.IngressConfig{
+				WebhookSecret: webhookSecret, Logger: logger, Provider: sb, Registerer: reg,
+			}),
+			Sandbox: sb, Webhooks: wh,
 		}),
-		Sandbox: sb, TicketPublicKey: pub, Webhooks: wh,
-		Checks:     []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}},
-		Registerer: reg,
+		TicketPublicKey: pub,
+		Checks:          []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}},
+		Registerer:      reg,
 	}
 	srv := httptest.NewServer(handlers.New(cfg).Handler())
 	tb.Cleanup(srv.Close)

@@ -22,57 +22,35 @@ import (
 
 	"boxoffice/admission"
 	"boxoffice/auth"
-	"boxoffice/catalog"
 	"boxoffice/cells"
 	"boxoffice/db"
-	"boxoffice/orderfeed"
-	"boxoffice/payments"
-	"boxoffice/purchase"
-	"boxoffice/waitingroom"
-	"boxoffice/webhooks"
 )
 
 // Config holds what the handlers need.
 type Config struct {
 	// Cells routes every event, order, payment intent and organizer to
 	// the purchase cell that holds it, whose services then serve the
-	// request. Defaults to one cell named Cell made of Catalog, Purchase,
-	// WaitingRoom, StripeIngress, Sandbox and Webhooks.
+	// request; a one-cell process passes cells.Single. Required: New
+	// panics without it. Of each cell, Catalog, Purchase and Room are
+	// required by the routes of events, the waiting room, onsales, holds
+	// and orders (a cell without a Room cannot admit or hold: the caller
+	// builds the waiting room it wants, nothing is defaulted here). The
+	// rest is optional: without Ingress /v1/webhooks/stripe answers 404,
+	// without Webhooks the webhook routes answer 404, without Orders the
+	// order event streams read their order every OrderStreamPoll, and the
+	// sandbox's buyer actions under /v1/sandbox exist only when the first
+	// cell has a Sandbox (BOXOFFICE_PAYMENTS=sandbox).
 	Cells *cells.Router
-	// Cell names the single cell when Cells is nil. Defaults to "default".
-	Cell string
 	// Logger logs one line per request and every internal error. Required.
 	Logger *slog.Logger
 	// Bearer verifies Authorization bearer tokens. Required.
 	Bearer *auth.Verifier
 	// Admission issues and verifies admission tokens. Required.
 	Admission *admission.Signer
-	// WaitingRoom admits buyers and holds the onsale settings. Defaults to
-	// an in-process waiting room at a fixed rate, without organizer
-	// settings.
-	WaitingRoom *waitingroom.Room
-	// Catalog reads and writes events. Required without Cells.
-	Catalog *catalog.Catalog
-	// Purchase holds seats and reads orders. Required without Cells.
-	Purchase *purchase.Service
-	// StripeIngress receives the payment provider's webhooks at
-	// /v1/webhooks/stripe. Defaults to none: the route answers 404.
-	StripeIngress *payments.Ingress
-	// Sandbox, set only when BOXOFFICE_PAYMENTS=sandbox, registers the
-	// sandbox's buyer actions under /v1/sandbox. Defaults to none: the
-	// routes do not exist.
-	Sandbox *payments.Sandbox
 	// TicketPublicKey is the Ed25519 key tickets are signed with
 	// (tickets.Signer.PublicKey), served at /v1/ticket-signing-key; the API
 	// never needs the private key. Defaults to none: the route answers 404.
 	TicketPublicKey ed25519.PublicKey
-	// Orders wakes the order event streams when an order changes (the
-	// cell's order feed) without Cells. Defaults to none: the streams
-	// read their order every 250 ms.
-	Orders *orderfeed.Feed
-	// Webhooks backs the organizer's webhook endpoints and messages.
-	// Defaults to none: those routes answer 404.
-	Webhooks *webhooks.Service
 	// Checks are the dependencies /readyz reports. Defaults to none.
 	Checks []Check
 	// Registerer receives the API's metrics. They are not served on the
@@ -124,25 +102,13 @@ type Handlers struct {
 	heartbeats *streamClock
 }
 
-// New returns Handlers for cfg.
+// New returns Handlers for cfg. It panics when cfg.Cells is nil: every
+// route that serves a record needs the cell that holds it.
 func New(cfg Config) *Handlers {
-	if cfg.Cell == "" {
-		cfg.Cell = cells.Default
+	if cfg.Cells == nil {
+		panic("handlers: Config.Cells is required")
 	}
-	router := cfg.Cells
-	if router == nil {
-		room := cfg.WaitingRoom
-		if room == nil {
-			room = waitingroom.NewRoom(waitingroom.RoomConfig{
-				Store: waitingroom.NewMemoryStore(), Signer: cfg.Admission, Events: cfg.Catalog, Logger: cfg.Logger,
-			})
-		}
-		router = cells.Single(&cells.Cell{
-			Name: cfg.Cell, Catalog: cfg.Catalog, Purchase: cfg.Purchase, Room: room,
-			Webhooks: cfg.Webhooks, Ingress: cfg.StripeIngress, Sandbox: cfg.Sandbox, Orders: cfg.Orders,
-		})
-	}
-	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: router,
+	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: cfg.Cells,
 		limits: newLimits(cfg), seatMaps: newSeatMapCache(), bearers: &bearerCache{m: map[string]bearerEntry{}},
 		heartbeats: newStreamClock(orderEventsHeartbeatTick, int(orderEventsHeartbeat/orderEventsHeartbeatTick))}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,11 +21,13 @@ import (
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
 	"boxoffice/payments"
 	"boxoffice/purchase"
 	"boxoffice/testkit"
+	"boxoffice/waitingroom"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -61,18 +64,25 @@ func setupPool(t *testing.T, pool *pgxpool.Pool, opts ...func(*handlers.Config))
 	logger := logs.Logger
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
 	cfg := handlers.Config{
-		Logger:    logger,
-		Bearer:    auth.NewVerifier(jwtSecret),
-		Admission: signer,
-		Catalog:   catalog.New(pool),
-		Purchase:  purchase.NewService(pool, logger, purchase.Config{}),
-		StripeIngress: payments.NewIngress(pool, payments.IngressConfig{
-			WebhookSecret: webhookSecret, Logger: logger,
+		Cells: cells.Single(&cells.Cell{
+			Name:     cells.Default,
+			Catalog:  catalog.New(pool),
+			Purchase: purchase.NewService(pool, logger, purchase.Config{}),
+			Ingress: payments.NewIngress(pool, payments.IngressConfig{
+				WebhookSecret: webhookSecret, Logger: logger,
+			}),
 		}),
+		Logger:         logger,
+		Bearer:         auth.NewVerifier(jwtSecret),
+		Admission:      signer,
 		HoldsPerSecond: -1,
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	// Built after opts, on the catalog they chose.
+	if c := cellOf(&cfg); c.Room == nil {
+		c.Room = fixedRoom(signer, c.Catalog, logger)
 	}
 	srv := httptest.NewServer(handlers.New(cfg).Handler())
 	t.Cleanup(srv.Close)
@@ -80,6 +90,22 @@ func setupPool(t *testing.T, pool *pgxpool.Pool, opts ...func(*handlers.Config))
 	b.remember(webhookSecret)
 	t.Cleanup(b.requireNoSecretsLogged(t))
 	return b
+}
+
+// cellOf is the one cell of a test's configuration, for opts to change
+// before the handlers are built.
+func cellOf(cfg *handlers.Config) *cells.Cell { return cfg.Cells.Cells()[0] }
+
+// noCells is the router of a test that reaches no cell: one cell without
+// services.
+func noCells() *cells.Router { return cells.Single(&cells.Cell{Name: cells.Default}) }
+
+// fixedRoom is the waiting room of a test that does not study it: in
+// process, admitting at a fixed rate, without organizer settings.
+func fixedRoom(signer *admission.Signer, events *catalog.Catalog, logger *slog.Logger) *waitingroom.Room {
+	return waitingroom.NewRoom(waitingroom.RoomConfig{
+		Store: waitingroom.NewMemoryStore(), Signer: signer, Events: events, Logger: logger,
+	})
 }
 
 // requireNoSecretsLogged returns the check, for t.Cleanup, that none of the

@@ -365,9 +365,9 @@ func TestTicketSigningKey(t *testing.T) {
 		h.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/ticket-signing-key", nil))
 		return rec
 	}
-	rec := get(handlers.New(handlers.Config{Logger: logger}))
+	rec := get(handlers.New(handlers.Config{Cells: noCells(), Logger: logger}))
 	require.Equal(t, http.StatusNotFound, rec.Code)
-	rec = get(handlers.New(handlers.Config{Logger: logger, TicketPublicKey: signer.PublicKey()}))
+	rec = get(handlers.New(handlers.Config{Cells: noCells(), Logger: logger, TicketPublicKey: signer.PublicKey()}))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	var key struct{ Algorithm, PublicKey string }
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &key))

@@ -18,6 +18,7 @@ import (
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/db"
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
@@ -134,10 +135,14 @@ func TestOrderStreamsArePushed(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- feed.Run(ctx) }()
 		t.Cleanup(func() { stop(); <-done })
+		cat := catalog.New(pool)
 		h := handlers.New(handlers.Config{
+			Cells: cells.Single(&cells.Cell{
+				Name: cells.Default, Catalog: cat, Purchase: purchase.NewService(pool, logger, purchase.Config{}),
+				Room: fixedRoom(signer, cat, logger), Orders: feed,
+			}),
 			Logger: logger, Bearer: auth.NewVerifier(jwtSecret), Admission: signer,
-			Catalog: catalog.New(pool), Purchase: purchase.NewService(pool, logger, purchase.Config{}),
-			Orders: feed, OrderStreamPoll: poll, OrderStreamSafetyRead: time.Hour, HoldsPerSecond: -1,
+			OrderStreamPoll: poll, OrderStreamSafetyRead: time.Hour, HoldsPerSecond: -1,
 		})
 		srv := httptest.NewServer(h.Handler())
 		t.Cleanup(srv.Close)
@@ -288,8 +293,8 @@ func TestOrderStreamReadsOnlyOnChanges(t *testing.T) {
 
 	traced, reads := tracedPool(t, pool, "OrderStatusGetForUser")
 	b := setupPool(t, pool, func(c *handlers.Config) {
-		c.Purchase = purchase.NewService(traced, logger, purchase.Config{})
-		c.Orders, c.OrderStreamSafetyRead = feed, time.Hour
+		cellOf(c).Purchase = purchase.NewService(traced, logger, purchase.Config{})
+		cellOf(c).Orders, c.OrderStreamSafetyRead = feed, time.Hour
 	})
 	ev := b.createEvent(t, b.organizer(t))
 	_, tok := b.buyer(t)

@@ -87,7 +87,7 @@ func TestReadinessGatesOnRequiredChecksOnly(t *testing.T) {
 			http.StatusServiceUnavailable, map[string]any{"database": "unavailable", "nats": "ok"}},
 	}
 	for _, tc := range cases {
-		h := handlers.New(handlers.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Checks: tc.checks})
+		h := handlers.New(handlers.Config{Cells: noCells(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Checks: tc.checks})
 		rec := httptest.NewRecorder()
 		h.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		require.Equal(t, tc.status, rec.Code)

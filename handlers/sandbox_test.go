@@ -15,6 +15,7 @@ import (
 
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
 	"boxoffice/outbox"
@@ -44,14 +45,19 @@ func setupSandbox(t *testing.T) *sandboxBundle {
 		WebhookRetryMin: 10 * time.Millisecond, WebhookRetryMax: 100 * time.Millisecond, Logger: logger,
 	})
 	require.NoError(t, err)
+	cat := catalog.New(b.pool)
 	h := handlers.New(handlers.Config{
-		Logger:        logger,
-		Bearer:        auth.NewVerifier(jwtSecret),
-		Admission:     b.signer,
-		Catalog:       catalog.New(b.pool),
-		Purchase:      purchase.NewService(b.pool, logger, purchase.Config{}),
-		StripeIngress: payments.NewIngress(b.pool, payments.IngressConfig{WebhookSecret: webhookSecret, Logger: logger, Provider: sb}),
-		Sandbox:       sb,
+		Cells: cells.Single(&cells.Cell{
+			Name:     cells.Default,
+			Catalog:  cat,
+			Purchase: purchase.NewService(b.pool, logger, purchase.Config{}),
+			Room:     fixedRoom(b.signer, cat, logger),
+			Ingress:  payments.NewIngress(b.pool, payments.IngressConfig{WebhookSecret: webhookSecret, Logger: logger, Provider: sb}),
+			Sandbox:  sb,
+		}),
+		Logger:    logger,
+		Bearer:    auth.NewVerifier(jwtSecret),
+		Admission: b.signer,
 	})
 	mux.Handle("/", h.Handler())
 

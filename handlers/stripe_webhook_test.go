@@ -118,7 +118,7 @@ func TestStripeWebhook(t *testing.T) {
 
 func TestStripeWebhookWithoutSecretIs404(t *testing.T) {
 	t.Parallel()
-	h := handlers.New(handlers.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h := handlers.New(handlers.Config{Cells: noCells(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/v1/webhooks/stripe", strings.NewReader(`{}`))
 	req.Header.Set("Stripe-Signature", "t=1,v1=00")

@@ -17,6 +17,7 @@ import (
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
 	"boxoffice/purchase"
@@ -66,12 +67,15 @@ func setupRoom(t *testing.T, o roomOpts) *roomBundle {
 		AdmitInterval: 20 * time.Millisecond,
 	})
 	h := handlers.New(handlers.Config{
-		Logger:      logger,
-		Bearer:      auth.NewVerifier(jwtSecret),
-		Admission:   signer,
-		WaitingRoom: room,
-		Catalog:     catalog.New(pool),
-		Purchase:    purchase.NewService(pool, logger, purchase.Config{}),
+		Cells: cells.Single(&cells.Cell{
+			Name:     cells.Default,
+			Catalog:  catalog.New(pool),
+			Purchase: purchase.NewService(pool, logger, purchase.Config{}),
+			Room:     room,
+		}),
+		Logger:    logger,
+		Bearer:    auth.NewVerifier(jwtSecret),
+		Admission: signer,
 	})
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)

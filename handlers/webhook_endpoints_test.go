@@ -15,6 +15,7 @@ import (
 	"boxoffice/admission"
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
 	"boxoffice/purchase"
@@ -30,13 +31,19 @@ func setupWebhooks(t *testing.T, allowPrivate bool) *testBundle {
 	pool := dbtest.New(t)
 	logs := testkit.NewLog(t)
 	logger := logs.Logger
+	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
+	cat := catalog.New(pool)
 	h := handlers.New(handlers.Config{
+		Cells: cells.Single(&cells.Cell{
+			Name:     cells.Default,
+			Catalog:  cat,
+			Purchase: purchase.NewService(pool, logger, purchase.Config{}),
+			Room:     fixedRoom(signer, cat, logger),
+			Webhooks: webhooks.NewService(pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{AllowPrivate: allowPrivate}, Logger: logger}),
+		}),
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(jwtSecret),
-		Admission: admission.NewSigner(admission.SignerConfig{Key: admissionKey}),
-		Catalog:   catalog.New(pool),
-		Purchase:  purchase.NewService(pool, logger, purchase.Config{}),
-		Webhooks:  webhooks.NewService(pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{AllowPrivate: allowPrivate}, Logger: logger}),
+		Admission: signer,
 	})
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)

@@ -5,10 +5,10 @@
 //
 // Three parts, each with its own guarantee:
 //
-//   - The fan-out (FanOutHandler, a durable consumer on the consumer
-//     runtime) turns each public fact — order.confirmed, order.paid,
-//     ticket.issued, order.failed, order.canceled, order.refunded,
-//     hold.expired — into one immutable message per organizer (a stable
+//   - The fan-out (FanOutHandler, run as the durable consumer
+//     consumers.NewWebhooksFanOut) turns each public fact —
+//     order.confirmed, order.paid, ticket.issued, order.failed,
+//     order.canceled, order.refunded, hold.expired — into one immutable message per organizer (a stable
 //     id, the exact bytes {type, timestamp, data} fixed once) and one
 //     pending delivery per enabled endpoint that subscribes to its type,
 //     in the transaction that records the event in the inbox. A fact is

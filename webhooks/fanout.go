@@ -8,22 +8,17 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"boxoffice/bus"
-	"boxoffice/consumers"
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
 )
 
-// FanOutName is the durable name of the fan-out consumer.
-const FanOutName = "webhooks_fanout"
-
 // FanOutSubjects are the subjects the fan-out reads: the domain events
 // that become public facts. They are in default terms; the consumer
-// runtime maps them into cfg.Bus (consumers.Config.Bus).
+// runtime maps them into its namespace (consumers.Config.Bus).
 var FanOutSubjects = func() []string {
 	s := make([]string, len(sourceTypes))
 	for i, t := range sourceTypes {
@@ -32,26 +27,10 @@ var FanOutSubjects = func() []string {
 	return s
 }()
 
-// NewFanOut returns the fan-out consumer on the consumer runtime.
-// cfg.Name and cfg.FilterSubjects are set here (FanOutName,
-// FanOutSubjects); MaxDeliver defaults to 50, since a payment failure
-// waits for the saga; the other fields are as for consumers.New. In
-// particular cfg.Bus is passed through: the fan-out reads that namespace's
-// stream and dead-letters to its DLQ stream.
-func NewFanOut(pool *pgxpool.Pool, js jetstream.JetStream, cfg consumers.Config) (*consumers.Consumer, error) {
-	cfg.Name = FanOutName
-	cfg.FilterSubjects = FanOutSubjects
-	if cfg.MaxDeliver == 0 {
-		cfg.MaxDeliver = 50
-	}
-	if cfg.Logger == nil {
-		return nil, errors.New("webhooks fan-out: Logger is required")
-	}
-	return consumers.New(pool, js, cfg, FanOutHandler(cfg.Logger))
-}
-
-// FanOutHandler is the fan-out's HandlerFunc. In the inbox transaction of
-// each event it stores the public facts the event stands for — one
+// FanOutHandler is the fan-out's handler, run by the consumer runtime as
+// the durable consumer consumers.NewWebhooksFanOut (the runtime lives in
+// package consumers, which imports this one; this package never imports
+// it). In the inbox transaction of each event it stores the public facts the event stands for — one
 // immutable message per (organizer, fact), its bytes fixed once — and one
 // pending delivery per enabled endpoint of the order's organizer that
 // subscribes to the fact's type. The inbox row makes a redelivered event
@@ -60,8 +39,10 @@ func NewFanOut(pool *pgxpool.Pool, js jetstream.JetStream, cfg consumers.Config)
 //
 // An organizer with no subscribed endpoint gets no message. An unknown
 // order or an undecodable payload is permanent (dead-lettered); a payment
-// failure the saga has not applied yet is retried with backoff.
-func FanOutHandler(logger *slog.Logger) consumers.HandlerFunc {
+// failure the saga has not applied yet is retried with backoff. A
+// permanent error is marked with fault.Permanent, which the runtime
+// dead-letters.
+func FanOutHandler(logger *slog.Logger) func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
 	logger = logger.With("component", "webhooks_fanout")
 	q := sqlcgen.New()
 	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
@@ -71,14 +52,14 @@ func FanOutHandler(logger *slog.Logger) consumers.HandlerFunc {
 		order, err := q.WebhookOrderSubject(ctx, tx, ev.AggregateID)
 		switch err = db.Interpret(err); {
 		case errors.Is(err, db.ErrNotFound):
-			return consumers.Permanent(fmt.Errorf("%s names an unknown order", ev.EventType))
+			return fault.Permanent(fmt.Errorf("%s names an unknown order", ev.EventType))
 		case err != nil:
 			return fmt.Errorf("read order of %s: %w", ev.EventType, err)
 		}
 		facts, err := factsOf(ev, order)
 		switch {
 		case errors.Is(err, errUndecodable):
-			return consumers.Permanent(err)
+			return fault.Permanent(err)
 		case err != nil:
 			return err
 		}
@@ -94,7 +75,7 @@ func FanOutHandler(logger *slog.Logger) consumers.HandlerFunc {
 			}
 			body, err := encodeBody(f.eventType, ev.OccurredAt, f.data)
 			if err != nil {
-				return consumers.Permanent(err)
+				return fault.Permanent(err)
 			}
 			orderID := ev.AggregateID
 			msgID, err := q.WebhookMessageInsert(ctx, tx, sqlcgen.WebhookMessageInsertParams{

@@ -24,6 +24,7 @@ import (
 
 	"boxoffice/bench"
 	"boxoffice/bus"
+	"boxoffice/cells"
 	"boxoffice/db"
 	"boxoffice/migrations"
 )
@@ -90,8 +91,13 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return "", err
 		}
+		cell, err := buildCell(ctx, c, cellDeps{name: c.Cell, pool: pool, logger: logger})
+		if err != nil {
+			ln.Close()
+			return "", err
+		}
 		g.Go(func() error {
-			return serveHTTP(serverCtx, ln, newHandlers(c, pool, logger, nil, nil, nil, nil).Handler(), logger)
+			return serveHTTP(serverCtx, ln, newAPI(c, cells.Single(cell.Cell), logger, nil, nil).Handler(), logger)
 		})
 		return "http://" + ln.Addr().String(), nil
 	}

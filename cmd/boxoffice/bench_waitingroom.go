@@ -31,6 +31,7 @@ import (
 
 	"boxoffice/auth"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/purchase"
 	"boxoffice/waitingroom"
 )
@@ -84,11 +85,11 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 }
 
 func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients, buyers int, cpuProfile string) error {
-	wr, err := newWaitingRoom(ctx, cfg, pool, logger, nil, waitingRoomOpts{redisPrefix: prefix})
+	cell, err := buildCell(ctx, cfg, cellDeps{name: cfg.Cell, pool: pool, logger: logger, room: &waitingRoomOpts{redisPrefix: prefix}})
 	if err != nil {
 		return err
 	}
-	defer wr.close()
+	defer cell.close()
 	g, gctx := errgroup.WithContext(ctx)
 	serverCtx, stop := context.WithCancel(gctx)
 	defer func() { stop(); _ = g.Wait() }()
@@ -100,11 +101,13 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		g.Go(func() error { return serveHTTP(serverCtx, ln, h, logger) })
 		return "http://" + ln.Addr().String(), nil
 	}
-	base, err := listen(newHandlersWithRoom(cfg, pool, logger, nil, nil, nil, nil, wr.room, nil).Handler())
+	base, err := listen(newAPI(cfg, cells.Single(cell.Cell), logger, nil, nil).Handler())
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return wr.run(serverCtx) })
+	for _, run := range cell.runs {
+		g.Go(func() error { return run(serverCtx) })
+	}
 
 	events := catalog.New(pool)
 	newEvent := func() (uuid.UUID, error) {
@@ -121,7 +124,7 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 	// The minimal handler: plain net/http, no authentication, the same
 	// store (the same Lua script, pipelined the same way) on the same
 	// Redis, a hand-written answer.
-	minStore := waitingroom.NewRedisStore(wr.rdb, waitingroom.RedisStoreConfig{Prefix: prefix + "min:"})
+	minStore := waitingroom.NewRedisStore(cell.rdb, waitingroom.RedisStoreConfig{Prefix: prefix + "min:"})
 	minEv, err := newEvent()
 	if err != nil {
 		return err
@@ -148,11 +151,11 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		onStart = func() error { return pprof.StartCPUProfile(f) }
 		onEnd = func() error { pprof.StopCPUProfile(); return nil }
 	}
-	wrRes, err := runLoadPhase(ctx, wr.rdb, base+"/v1/events/"+ev.String()+"/waiting-room", "jwt", clients, buyers, d, onStart, onEnd)
+	wrRes, err := runLoadPhase(ctx, cell.rdb, base+"/v1/events/"+ev.String()+"/waiting-room", "jwt", clients, buyers, d, onStart, onEnd)
 	if err != nil {
 		return err
 	}
-	minRes, err := runLoadPhase(ctx, wr.rdb, minBase+"/v1/events/"+minEv.String()+"/waiting-room", "user", clients, buyers, d, nil, nil)
+	minRes, err := runLoadPhase(ctx, cell.rdb, minBase+"/v1/events/"+minEv.String()+"/waiting-room", "user", clients, buyers, d, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -394,17 +397,17 @@ type onsaleSim struct {
 }
 
 func benchOnsale(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, sim onsaleSim) error {
-	wr, err := newWaitingRoom(ctx, cfg, pool, logger, nil, waitingRoomOpts{
+	cell, err := buildCell(ctx, cfg, cellDeps{name: cfg.Cell, pool: pool, logger: logger, room: &waitingRoomOpts{
 		redisPrefix: prefix, perUser: -1,
 		// No relay runs here, so the outbox only grows: the simulation's
 		// capacity signal is live holds.
 		thresholds: waitingroom.Thresholds{ActiveHolds: sim.capacity, OutboxAge: 24 * time.Hour},
-	})
+	}})
 	if err != nil {
 		return err
 	}
-	defer wr.close()
-	room, ctl := wr.room, wr.room.Controller()
+	defer cell.close()
+	room, ctl := cell.Room, cell.Room.Controller()
 	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
 		OrganizerID: uuid.New(), Name: "simulated onsale", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: cfg.Cell,
 		Sections: []catalog.Section{{Name: "A", Rows: max(1, sim.seats/50), SeatsPerRow: min(50, sim.seats), PriceMinor: 5000}},

@@ -2,17 +2,28 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
+	"boxoffice/admission"
+	"boxoffice/auth"
 	"boxoffice/bus"
+	"boxoffice/catalog"
 	"boxoffice/cells"
 	"boxoffice/db"
 	"boxoffice/handlers"
 	"boxoffice/orderfeed"
 	"boxoffice/payments"
+	"boxoffice/purchase"
+	"boxoffice/waitingroom"
+	"boxoffice/webhooks"
 )
 
 // servedCells is every purchase cell an API process serves, with what runs
@@ -76,9 +87,6 @@ func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *promet
 			name = "database_" + cc.Name
 		}
 		s.checks = append(s.checks, handlers.Check{Name: name, Func: pool.Ping, Required: !multi})
-		if js != nil {
-			opts.pending = consumerPendingIn(js, bus.ForCell(cc.Name))
-		}
 		// The Stripe ingress re-reads intents from the provider when a
 		// webhook disagrees with an order, so receiving webhooks needs the
 		// provider.
@@ -89,23 +97,15 @@ func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *promet
 				return nil, err
 			}
 		}
-		ccfg := cfg
-		ccfg.Cell = cc.Name
-		wr, err := newWaitingRoom(ctx, ccfg, pool, clog, creg, opts)
+		c, err := buildCell(ctx, cfg, cellDeps{
+			name: cc.Name, pool: pool, logger: clog, reg: creg, provider: provider, sandbox: sandbox, js: js, room: &opts,
+		})
 		if err != nil {
 			return nil, err
 		}
-		s.closes = append(s.closes, wr.close)
-		s.runs = append(s.runs, wr.run)
-		c := newCell(ccfg, cc.Name, pool, clog, creg, provider, sandbox)
-		c.Room = wr.room
-		if js != nil {
-			// Order event streams are woken by the cell's order events;
-			// without NATS they read their orders on a schedule.
-			c.Orders = orderfeed.New(orderfeed.Config{JetStream: js, Bus: bus.ForCell(cc.Name), Logger: clog})
-			s.runs = append(s.runs, c.Orders.Run)
-		}
-		list = append(list, c)
+		s.closes = append(s.closes, c.close)
+		s.runs = append(s.runs, c.runs...)
+		list = append(list, c.Cell)
 	}
 	router, err := cells.NewRouter(list...)
 	if err != nil {
@@ -113,4 +113,114 @@ func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *promet
 	}
 	s.router = router
 	return s, nil
+}
+
+// cellDeps is what buildCell builds one purchase cell from.
+type cellDeps struct {
+	// name is the cell's name: BOXOFFICE_CELL, or one of BOXOFFICE_CELLS.
+	name string
+	// pool is the cell's database; the caller opens and closes it.
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+	// reg, when not nil, receives the cell's metrics (its Stripe
+	// ingress's and its waiting room's).
+	reg prometheus.Registerer
+	// provider is what the Stripe ingress consults when a webhook
+	// disagrees with an order; sandbox, when not nil, adds the sandbox's
+	// buyer actions (BOXOFFICE_PAYMENTS=sandbox).
+	provider payments.Provider
+	sandbox  *payments.Sandbox
+	// js, when not nil, wakes the order event streams through the cell's
+	// order feed, and gives the release controller the backlog of the
+	// cell's consumers unless room.pending is set. Nil: the streams read
+	// their order on a schedule.
+	js jetstream.JetStream
+	// room, when not nil, makes the cell's waiting room newWaitingRoom's
+	// (Redis when REDIS_URL is set, a release controller on the cell's
+	// signals) with these options. Nil: an in-process room at a fixed
+	// rate with no admitter or controller running and no organizer
+	// settings, enough for bench holds, which admits a few buyers at
+	// once.
+	room *waitingRoomOpts
+}
+
+// builtCell is a cell with what runs and what closes it.
+type builtCell struct {
+	*cells.Cell
+	// runs are the cell's waiting-room admitter and release controller
+	// (with deps.room) and its order feed (with deps.js); each returns
+	// when its context is done.
+	runs []func(context.Context) error
+	// rdb is the waiting room's Redis client (nil in process).
+	rdb *redis.Client
+	// close releases the waiting room's Redis client; the pool is the
+	// caller's.
+	close func()
+}
+
+// buildCell builds every service of one purchase cell on d.pool from cfg
+// (its hold TTL, webhook limits, Stripe webhook secret, admission key and
+// waiting-room settings): the one construction of a cell, for serve
+// (through openCells), dev, the benchmarks and the tests.
+func buildCell(ctx context.Context, cfg config, d cellDeps) (*builtCell, error) {
+	cfg.Cell = d.name
+	b := &builtCell{Cell: &cells.Cell{
+		Name:     d.name,
+		Pool:     d.pool,
+		Catalog:  catalog.New(d.pool).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second),
+		Purchase: purchase.NewService(d.pool, d.logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
+		Webhooks: webhooks.NewService(d.pool, webhooks.ServiceConfig{
+			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: d.logger, MaxEndpoints: cfg.Webhooks.MaxEndpoints,
+		}),
+		Sandbox: d.sandbox,
+	}, close: func() {}}
+	if cfg.StripeWebhookSecret != "" {
+		ic := payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: d.logger, Provider: d.provider, Registerer: d.reg}
+		b.Ingress = payments.NewIngress(d.pool, ic)
+	}
+	if d.room == nil {
+		b.Room = waitingroom.NewRoom(waitingroom.RoomConfig{
+			Store: waitingroom.NewMemoryStore(), Signer: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
+			Events: b.Catalog, Logger: d.logger,
+		})
+	} else {
+		opts := *d.room
+		if opts.pending == nil && d.js != nil {
+			opts.pending = consumerPendingIn(d.js, bus.ForCell(d.name))
+		}
+		wr, err := newWaitingRoom(ctx, cfg, d.pool, d.logger, d.reg, opts)
+		if err != nil {
+			return nil, fmt.Errorf("waiting room of cell %s: %w", d.name, err)
+		}
+		b.Room, b.rdb, b.close = wr.room, wr.rdb, wr.close
+		b.runs = append(b.runs, func(ctx context.Context) error { return wr.run(db.WithRole(ctx, "waiting room")) })
+	}
+	if d.js != nil {
+		b.Orders = orderfeed.New(orderfeed.Config{JetStream: d.js, Bus: bus.ForCell(d.name), Logger: d.logger})
+		b.runs = append(b.runs, b.Orders.Run)
+	}
+	return b, nil
+}
+
+// newAPI returns the handlers of the cells of router, configured from cfg
+// (JWT secret, admission key, ticket signing key, per-buyer and per-address
+// limits): the one construction of the API, for serve, dev, the
+// benchmarks and the tests. reg, when not nil, receives the API's
+// metrics; checks are what /readyz reports.
+func newAPI(cfg config, router *cells.Router, logger *slog.Logger, reg prometheus.Registerer, checks []handlers.Check) *handlers.Handlers {
+	hc := handlers.Config{
+		Cells:      router,
+		Logger:     logger,
+		Bearer:     auth.NewVerifier(cfg.JWTSecret),
+		Admission:  admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
+		Checks:     checks,
+		Registerer: reg,
+
+		HoldsPerSecond:      cfg.HoldRateLimit,
+		EventReadsPerSecond: cfg.EventReadIPLimit,
+	}
+	if cfg.TicketSeed != nil {
+		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
+	}
+	return handlers.New(hc)
 }

@@ -155,11 +155,11 @@ func TestTwoCells(t *testing.T) {
 	served, err := openCells(ctx, cfg, logger, prometheus.NewRegistry(), js)
 	require.NoError(t, err)
 	t.Cleanup(served.close)
-	hc := baseHandlersConfig(cfg, logger, prometheus.NewRegistry(), served.checks)
-	hc.Cells = served.router
 	srvCtx, stopSrv := context.WithCancel(context.Background())
 	srvDone := make(chan error, 1+len(served.runs))
-	go func() { srvDone <- serveHTTP(srvCtx, ln, handlers.New(hc).Handler(), logger) }()
+	go func() {
+		srvDone <- serveHTTP(srvCtx, ln, newAPI(cfg, served.router, logger, prometheus.NewRegistry(), served.checks).Handler(), logger)
+	}()
 	for _, run := range served.runs {
 		go func() { srvDone <- run(srvCtx) }()
 	}

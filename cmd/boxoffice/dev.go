@@ -23,10 +23,10 @@ import (
 	"boxoffice/auth"
 	"boxoffice/bus"
 	"boxoffice/catalog"
+	"boxoffice/cells"
 	"boxoffice/db"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
-	"boxoffice/orderfeed"
 	"boxoffice/pgcluster"
 	"boxoffice/relay"
 )
@@ -185,21 +185,23 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 		return err
 	}
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc)}}
-	wr, err := newWaitingRoom(ctx, cfg, pool, logger, reg, waitingRoomOpts{pending: consumerPendingIn(js, bus.ForCell(cfg.Cell))})
+	c, err := buildCell(ctx, cfg, cellDeps{
+		name: cfg.Cell, pool: pool, logger: logger, reg: reg, provider: provider, sandbox: sandbox, js: js, room: &waitingRoomOpts{},
+	})
 	if err != nil {
 		return err
 	}
-	defer wr.close()
-	orders := orderfeed.New(orderfeed.Config{JetStream: js, Bus: bus.ForCell(cfg.Cell), Logger: logger})
+	defer c.close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, ln, newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, wr.room, orders).Handler(), logger)
+		return serveHTTP(gctx, ln, newAPI(cfg, cells.Single(c.Cell), logger, reg, checks).Handler(), logger)
 	})
-	g.Go(func() error { return orders.Run(gctx) })
 	if ops != nil {
 		g.Go(func() error { return serveHTTP(gctx, ops, opsHandler(reg, checks), logger) })
 	}
-	g.Go(func() error { return wr.run(db.WithRole(gctx, "waiting room")) })
+	for _, run := range c.runs {
+		g.Go(func() error { return run(gctx) })
+	}
 	g.Go(func() error { return r.Run(db.WithRole(gctx, "relay")) })
 	for _, run := range runs {
 		g.Go(func() error { return run(gctx) })

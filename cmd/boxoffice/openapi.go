@@ -7,13 +7,19 @@ import (
 	"log/slog"
 	"net/http"
 
+	"boxoffice/cells"
 	"boxoffice/handlers"
 )
 
 func runOpenAPI(args []string) error {
 	fs := flag.NewFlagSet("openapi", flag.ExitOnError)
 	_ = fs.Parse(args)
-	h := handlers.New(handlers.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// The document describes the operations, not a deployment: one cell
+	// without services registers every operation but the sandbox's, as
+	// `serve` does with Stripe payments.
+	h := handlers.New(handlers.Config{
+		Cells: cells.Single(&cells.Cell{Name: cells.Default}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	spec, err := h.NewAPI(http.NewServeMux()).OpenAPI().YAML()
 	if err != nil {
 		return fmt.Errorf("render openapi: %w", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,24 +11,14 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/admission"
-	"boxoffice/auth"
 	"boxoffice/bus"
-	"boxoffice/catalog"
-	"boxoffice/cells"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
-	"boxoffice/orderfeed"
-	"boxoffice/payments"
-	"boxoffice/purchase"
-	"boxoffice/waitingroom"
-	"boxoffice/webhooks"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -76,84 +65,16 @@ func runServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("listen on %s: %w", cfg.OpsAddr, err)
 	}
 	logger.InfoContext(ctx, "serving", "addr", ln.Addr().String(), "ops_addr", opsLn.Addr().String(), "cells", served.names())
-	hc := baseHandlersConfig(cfg, logger, reg, append(served.checks, checks...))
-	hc.Cells = served.router
+	checks = append(served.checks, checks...)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(gctx, ln, handlers.New(hc).Handler(), logger) })
-	g.Go(func() error { return serveHTTP(gctx, opsLn, opsHandler(reg, hc.Checks), logger) })
+	g.Go(func() error {
+		return serveHTTP(gctx, ln, newAPI(cfg, served.router, logger, reg, checks).Handler(), logger)
+	})
+	g.Go(func() error { return serveHTTP(gctx, opsLn, opsHandler(reg, checks), logger) })
 	for _, run := range served.runs {
 		g.Go(func() error { return run(gctx) })
 	}
 	return g.Wait()
-}
-
-// newHandlers wires the API's dependencies for one cell on pool; dev and
-// bench share it. reg, when not nil, receives the API's metrics; provider is what the Stripe ingress consults when a
-// webhook disagrees with an order; sandbox, when not nil, adds the
-// sandbox's buyer actions.
-func newHandlers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox) *handlers.Handlers {
-	return newHandlersWithRoom(cfg, pool, logger, reg, checks, provider, sandbox, nil, nil)
-}
-
-// newHandlersWithRoom is newHandlers with the waiting room; nil gives the
-// handlers' default: in-process, at a fixed rate, with no admitter running
-// (enough for bench holds, which admits a few buyers at once). orders,
-// when not nil, wakes the order event streams.
-func newHandlersWithRoom(cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check, provider payments.Provider, sandbox *payments.Sandbox, room *waitingroom.Room, orders *orderfeed.Feed) *handlers.Handlers {
-	hc := baseHandlersConfig(cfg, logger, reg, checks)
-	var ireg prometheus.Registerer
-	if reg != nil {
-		ireg = reg
-	}
-	c := newCell(cfg, cfg.Cell, pool, logger, ireg, provider, sandbox)
-	hc.Catalog, hc.Purchase, hc.Webhooks, hc.StripeIngress, hc.Sandbox = c.Catalog, c.Purchase, c.Webhooks, c.Ingress, c.Sandbox
-	hc.WaitingRoom, hc.Orders = room, orders
-	return handlers.New(hc)
-}
-
-// baseHandlersConfig is the part of the handlers' configuration that does
-// not depend on the cells.
-func baseHandlersConfig(cfg config, logger *slog.Logger, reg *prometheus.Registry, checks []handlers.Check) handlers.Config {
-	hc := handlers.Config{
-		Cell:      cfg.Cell,
-		Logger:    logger,
-		Bearer:    auth.NewVerifier(cfg.JWTSecret),
-		Admission: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
-		Checks:    checks,
-
-		HoldsPerSecond:      cfg.HoldRateLimit,
-		EventReadsPerSecond: cfg.EventReadIPLimit,
-	}
-	if cfg.TicketSeed != nil {
-		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)
-	}
-	if reg != nil {
-		hc.Registerer = reg
-	}
-	return hc
-}
-
-// newCell builds the services of one cell on its pool, without its
-// waiting room. reg (nil for none) receives the Stripe ingress's metrics.
-func newCell(cfg config, name string, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer, provider payments.Provider, sandbox *payments.Sandbox) *cells.Cell {
-	c := &cells.Cell{
-		Name:     name,
-		Pool:     pool,
-		Catalog:  catalog.New(pool).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second),
-		Purchase: purchase.NewService(pool, logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
-		Webhooks: webhooks.NewService(pool, webhooks.ServiceConfig{
-			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: logger, MaxEndpoints: cfg.Webhooks.MaxEndpoints,
-		}),
-		Sandbox: sandbox,
-	}
-	if cfg.StripeWebhookSecret != "" {
-		ic := payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: logger, Provider: provider}
-		if reg != nil {
-			ic.Registerer = reg
-		}
-		c.Ingress = payments.NewIngress(pool, ic)
-	}
-	return c
 }
 
 // serveHTTP serves h on ln until ctx is done, then stops taking requests and

@@ -82,8 +82,8 @@ func components() []component {
 		{"expiry", func(d workDeps) (func(context.Context) error, error) {
 			return purchase.NewExpirer(d.pool, purchase.ExpirerConfig{Logger: d.logger, Registerer: d.reg}).Run, nil
 		}},
-		{webhooks.FanOutName, func(d workDeps) (func(context.Context) error, error) {
-			return consumer(webhooks.NewFanOut(d.pool, d.js, base(d)))
+		{consumers.WebhooksFanOutName, func(d workDeps) (func(context.Context) error, error) {
+			return consumer(consumers.NewWebhooksFanOut(d.pool, d.js, base(d)))
 		}},
 		{"webhooks_dispatch", func(d workDeps) (func(context.Context) error, error) {
 			w := d.cfg.Webhooks
