@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 	"boxoffice/auth"
 	"boxoffice/dbtest"
 	"boxoffice/onsale"
+	"boxoffice/procs"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -50,57 +50,6 @@ const (
 	holdTTL = 20 * time.Second
 )
 
-// proc is one process of the stack. Its output goes to one log file across
-// restarts.
-type proc struct {
-	name string
-	bin  string
-	args []string
-	env  []string
-	log  *os.File
-
-	mu  sync.Mutex
-	cmd *exec.Cmd
-}
-
-func (p *proc) start(t testing.TB) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	require.NoError(t, cmd.Start(), p.name)
-	p.cmd = cmd
-}
-
-// kill SIGKILLs the process: no shutdown, no flush, no goodbye.
-func (p *proc) kill(t testing.TB) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL), p.name)
-	_ = p.cmd.Wait()
-}
-
-// stop asks the process to shut down, and kills it after 15 seconds.
-func (p *proc) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
-
 type stack struct {
 	t       testing.TB
 	dir     string
@@ -109,7 +58,7 @@ type stack struct {
 	bin     string
 	natsURL string
 	apis    []string
-	procs   map[string]*proc
+	procs   map[string]*procs.Proc
 	client  *http.Client
 }
 
@@ -136,14 +85,13 @@ func build(t testing.TB, dir string) (boxoffice, natsServer string) {
 	return boxoffice, natsServer
 }
 
-func (s *stack) add(name, bin string, env []string, args ...string) *proc {
+func (s *stack) add(name, bin string, env []string, args ...string) *procs.Proc {
 	s.t.Helper()
-	f, err := os.Create(filepath.Join(s.dir, name+".log"))
+	p, err := procs.New(procs.Spec{Name: name, Bin: bin, Args: args, Env: env, LogPath: filepath.Join(s.dir, name+".log")})
 	require.NoError(s.t, err)
-	s.t.Cleanup(func() { f.Close() })
-	p := &proc{name: name, bin: bin, args: args, env: env, log: f}
+	s.t.Cleanup(func() { _ = p.Close() })
 	s.procs[name] = p
-	p.start(s.t)
+	require.NoError(s.t, p.Start())
 	return p
 }
 
@@ -161,11 +109,11 @@ func waitHTTP(t testing.TB, url string, timeout time.Duration) {
 
 func startStack(t testing.TB) *stack {
 	t.Helper()
-	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*proc{}, client: &http.Client{Timeout: 15 * time.Second}}
+	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*procs.Proc{}, client: &http.Client{Timeout: 15 * time.Second}}
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, p := range s.procs {
-			wg.Go(p.stop)
+			wg.Go(p.Stop)
 		}
 		wg.Wait()
 		if t.Failed() {
@@ -661,24 +609,24 @@ func TestStackSurvivesKills(tt *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
-		s.procs[name].kill(t)
+		require.NoError(t, s.procs[name].Kill(), name)
 		t.Logf("%s SIGKILLed at %s", name, time.Since(started).Round(time.Millisecond))
 	}
 	time.Sleep(4 * time.Second)
 	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
-		s.procs[name].start(t)
+		require.NoError(t, s.procs[name].Start(), name)
 		t.Logf("%s restarted at %s", name, time.Since(started).Round(time.Millisecond))
 	}
 	// Graceful shutdowns under load: each role drains what it has in
 	// flight and hands back what it claimed; nothing may be lost.
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"api-2", "worker-2", "relay-2"} {
-		s.procs[name].stop()
+		s.procs[name].Stop()
 		t.Logf("%s stopped gracefully at %s", name, time.Since(started).Round(time.Millisecond))
 	}
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"api-2", "worker-2", "relay-2"} {
-		s.procs[name].start(t)
+		require.NoError(t, s.procs[name].Start(), name)
 		t.Logf("%s restarted at %s", name, time.Since(started).Round(time.Millisecond))
 	}
 	wg.Wait()
@@ -767,7 +715,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	var stopping sync.WaitGroup
 	for name, p := range s.procs {
 		if !strings.HasPrefix(name, "nats-") {
-			stopping.Go(p.stop)
+			stopping.Go(p.Stop)
 		}
 	}
 	stopping.Wait()
@@ -794,7 +742,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	// Logs: JSON, with correlation ids on the purchase path, and no secret
 	// from any role.
 	for _, p := range s.procs {
-		p.stop()
+		p.Stop()
 	}
 	for name := range s.procs {
 		if strings.HasPrefix(name, "nats-") {
