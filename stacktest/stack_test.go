@@ -28,6 +28,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/apiclient"
 	"boxoffice/auth"
 	"boxoffice/dbtest"
 	"boxoffice/onsale"
@@ -213,47 +214,19 @@ func tail(t testing.TB, path string, n int) {
 }
 
 // call makes one API request to a random API process and decodes a JSON
-// answer into out.
+// answer into out. Like a load balancer, it tries the other API process
+// when that one does not take the connection (it is restarting).
 func (s *stack) call(ctx context.Context, method, path, token string, headers map[string]string, body, out any) (int, error) {
-	var raw []byte
-	if body != nil {
-		var err error
-		if raw, err = json.Marshal(body); err != nil {
-			return 0, err
-		}
-	}
-	// Like a load balancer: a random API, and the other one when that one
-	// does not take the connection (it is restarting).
 	first := rand.IntN(len(s.apis))
-	var res *http.Response
+	var res apiclient.Response
+	var err error
 	for i := range s.apis {
-		var rd io.Reader
-		if raw != nil {
-			rd = bytes.NewReader(raw)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, s.apis[(first+i)%len(s.apis)]+path, rd)
-		if err != nil {
-			return 0, err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		if res, err = s.client.Do(req); err == nil {
-			break
-		}
-		if i == len(s.apis)-1 {
-			return 0, err
+		api := apiclient.Client{BaseURL: s.apis[(first+i)%len(s.apis)], HTTP: s.client}
+		if res, err = api.Do(ctx, method, path, token, headers, body, out); err == nil || res.Status != 0 {
+			break // an answer: the request reached an API process
 		}
 	}
-	defer res.Body.Close()
-	if out != nil && res.StatusCode < 300 {
-		if err := json.NewDecoder(res.Body).Decode(out); err != nil {
-			return res.StatusCode, err
-		}
-	}
-	return res.StatusCode, nil
+	return res.Status, err
 }
 
 // secrets collects what must never be logged.
