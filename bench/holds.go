@@ -4,11 +4,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"boxoffice/apiclient"
 	"boxoffice/auth"
 )
 
@@ -43,40 +41,13 @@ func NewClient(baseURL string, jwtSecret []byte, conns int) *Client {
 		HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}, Stream: &http.Client{Transport: str}}
 }
 
+// do sends one API request; headers carry the bearer token. It returns an
+// error only when no answer arrived or a 2xx answer did not decode into
+// out.
 func (c *Client) do(ctx context.Context, method, path string, headers map[string]string, body any, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	res, err := c.HTTP.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return res.StatusCode, err
-	}
-	if out != nil && res.StatusCode < 300 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return res.StatusCode, fmt.Errorf("decode %s %s: %w", method, path, err)
-		}
-	}
-	return res.StatusCode, nil
+	api := apiclient.Client{BaseURL: c.BaseURL, HTTP: c.HTTP}
+	res, err := api.Do(ctx, method, path, "", headers, body, out)
+	return res.Status, err
 }
 
 // Event is an event created for a benchmark, with its seat ids in layout

@@ -1,7 +1,6 @@
 package consumers
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -26,6 +25,7 @@ import (
 	"boxoffice/dbtest"
 	"boxoffice/natstest"
 	"boxoffice/outbox"
+	"boxoffice/testkit"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -41,46 +41,12 @@ type testBundle struct {
 	nats *natstest.Server
 	js   jetstream.JetStream
 	reg  *prometheus.Registry
-	logs *testLogWriter
-}
-
-// testLogWriter sends log lines to t.Log (and keeps a copy), and drops
-// them once the test is over.
-type testLogWriter struct {
-	t    testing.TB
-	done atomic.Bool
-	mu   sync.Mutex
-	buf  bytes.Buffer
-}
-
-func (w *testLogWriter) Write(p []byte) (int, error) {
-	if !w.done.Load() {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-// lines returns the JSON log lines written so far.
-func (w *testLogWriter) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(w.buf.String()) {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &m))
-		out = append(out, m)
-	}
-	return out
+	logs *testkit.Log
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	logs := &testLogWriter{t: t}
-	t.Cleanup(func() { logs.done.Store(true) }) // registered first, runs last
-	b := &testBundle{pool: dbtest.New(t), nats: natstest.New(t), reg: prometheus.NewRegistry(), logs: logs}
+	b := &testBundle{logs: testkit.NewLog(t), pool: dbtest.New(t), nats: natstest.New(t), reg: prometheus.NewRegistry()}
 	_, b.js = b.nats.Connect(t)
 	dbtest.Exec(t, b.pool, `CREATE TABLE effects (event_id uuid NOT NULL, consumer text NOT NULL)`)
 	return b
@@ -94,7 +60,7 @@ func (b *testBundle) newConsumer(t *testing.T, cfg Config, h HandlerFunc) *Consu
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, time.Millisecond)
 	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, 100*time.Millisecond)
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = b.logs.Logger
 	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = b.reg
@@ -549,7 +515,7 @@ func TestConsumer(t *testing.T) {
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM effects`), "the panicking attempt rolled back")
 		require.Empty(t, b.deadLetters(t))
 		var panicked bool
-		for _, l := range b.logs.lines(t) {
+		for _, l := range b.logs.Lines(t) {
 			if l["msg"] == "handler panicked" {
 				panicked = true
 				require.Equal(t, "nil map somewhere", l["panic"])
@@ -782,7 +748,7 @@ func TestConsumer(t *testing.T) {
 		b.waitSettled(t, "test", seq)
 
 		var retried bool
-		for _, l := range b.logs.lines(t) {
+		for _, l := range b.logs.Lines(t) {
 			require.NotContains(t, fmt.Sprint(l), "do-not-log-me")
 			if l["msg"] != "handler failed; retrying later" {
 				continue

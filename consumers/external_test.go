@@ -108,7 +108,7 @@ func TestExternal(t *testing.T) {
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM effects`))
 		require.Empty(t, b.deadLetters(t))
 		var retried bool
-		for _, l := range b.logs.lines(t) {
+		for _, l := range b.logs.Lines(t) {
 			if l["msg"] == "handler failed; retrying later" {
 				retried = true
 				require.Equal(t, "provider unavailable", l["error"])

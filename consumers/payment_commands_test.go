@@ -57,9 +57,7 @@ func (b *paymentsBundle) requireNoSecretLeaked(t *testing.T) {
 	require.NoError(t, err)
 
 	var places []string
-	b.logs.mu.Lock()
-	places = append(places, b.logs.buf.String())
-	b.logs.mu.Unlock()
+	places = append(places, b.logs.String())
 	rows, err = b.pool.Query(ctx, `SELECT envelope::text FROM outbox`)
 	require.NoError(t, err)
 	envelopes, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -291,7 +289,7 @@ func TestPaymentCommands(t *testing.T) {
 		require.NotContains(t, string(created[0].Payload), "secret")
 
 		var logged bool
-		for _, l := range b.logs.lines(t) {
+		for _, l := range b.logs.Lines(t) {
 			if l["msg"] == "payment intent created at the provider" {
 				logged = true
 				require.Equal(t, ev.EventID.String(), l["event_id"])

@@ -1,12 +1,10 @@
 package consumers_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"boxoffice/outbox"
 	"boxoffice/purchase"
 	"boxoffice/relay"
+	"boxoffice/testkit"
 )
 
 // sagaSecret is the client secret of every payment row here; it must never
@@ -35,24 +34,6 @@ const sagaSecret = "pi_x_secret_TOPSECRET"
 // sagaWait bounds every wait of these tests.
 const sagaWait = 30 * time.Second
 
-// sagaLogs collects log lines from every goroutine.
-type sagaLogs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *sagaLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *sagaLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // sagaBus is the whole purchase pipeline but the payment provider: a
 // database with one event, JetStream, the outbox relay, the purchase
 // saga's consumer and the expirer, all running.
@@ -60,7 +41,7 @@ type sagaBus struct {
 	pool    *pgxpool.Pool
 	js      jetstream.JetStream
 	svc     *purchase.Service
-	logs    *sagaLogs
+	logs    *testkit.Log
 	eventID uuid.UUID
 	seats   []uuid.UUID
 }
@@ -68,11 +49,11 @@ type sagaBus struct {
 func newSagaBus(t *testing.T) *sagaBus {
 	t.Helper()
 	ctx := context.Background()
-	b := &sagaBus{pool: dbtest.New(t), logs: &sagaLogs{}}
+	b := &sagaBus{pool: dbtest.New(t), logs: testkit.NewLog(t)}
 	srv := natstest.New(t)
 	nc, js := srv.Connect(t)
 	b.js = js
-	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := b.logs.Logger
 
 	ev, err := catalog.New(b.pool).CreateEvent(ctx, catalog.EventParams{
 		OrganizerID: uuid.New(), Name: "bus", StartsAt: time.Now().Add(24 * time.Hour), Currency: "usd", Cell: "default",
@@ -203,7 +184,7 @@ func (b *sagaBus) checkClean(t *testing.T) {
 		require.NotContains(t, string(msg.Data), "TOPSECRET")
 		require.NotContains(t, string(msg.Data), "client_secret")
 	}
-	require.NotContains(t, b.logs.String(), "TOPSECRET")
+	b.logs.RequireNoSecrets(t, "TOPSECRET")
 }
 
 func TestPurchaseSagaEndToEnd(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"boxoffice/apiclient"
 	"boxoffice/auth"
 	"boxoffice/backoff"
 )
@@ -49,8 +50,8 @@ var finalStatuses = map[string]bool{"ticketed": true, "failed": true, "canceled"
 // client behind a sticky load balancer would.
 type buyer struct {
 	sim   *Sim
-	api   *client
-	sse   *client
+	api   *apiclient.Client
+	sse   *apiclient.Client
 	rng   *rand.Rand
 	token string
 	plan  string // pay, decline or abandon
@@ -240,7 +241,7 @@ func (b *buyer) admit(ctx context.Context) (string, bool) {
 			return "", false
 		}
 		var v waitingRoomView
-		res, err := b.api.call(ctx, method, path, b.token, nil, nil, &v)
+		res, err := b.api.Do(ctx, method, path, b.token, nil, nil, &v)
 		var wait time.Duration
 		switch {
 		case err != nil:
@@ -344,18 +345,18 @@ func (b *buyer) hold(ctx context.Context, admission string) bool {
 
 // holdOnce sends one hold, retrying timeouts, connection errors, 429 and
 // 5xx with the same Idempotency-Key: a retry returns the original order.
-func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string) (response, bool) {
+func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string) (apiclient.Response, bool) {
 	s := b.sim
 	key := uuid.NewString()
 	headers := map[string]string{"Idempotency-Key": key, "X-Admission-Token": admission}
 	body := map[string]any{"seatIds": seatIDs}
 	start := time.Now()
-	var res response
+	var res apiclient.Response
 	for try := range 6 {
 		if try > 0 {
 			s.c.retries.Add(1)
 			if sleep(ctx, b.jitter(max(holdRetries.Delay(try), res.RetryAfter))) != nil {
-				return response{}, false
+				return apiclient.Response{}, false
 			}
 		}
 		var out struct {
@@ -375,7 +376,7 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 			WroteRequest:         func(httptrace.WroteRequestInfo) { now(&wrote) },
 			GotFirstResponseByte: func() { now(&firstByte) },
 		})
-		res, err = b.api.call(tctx, http.MethodPost, "/v1/events/"+s.eventID+"/holds", b.token, headers, body, &out)
+		res, err = b.api.Do(tctx, http.MethodPost, "/v1/events/"+s.eventID+"/holds", b.token, headers, body, &out)
 		s.holdRequest.add(time.Since(reqStart))
 		if a, z := getConn.Load(), gotConn.Load(); a != 0 && z != 0 {
 			s.holdConn.add(time.Duration(z - a))
@@ -386,7 +387,7 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 		switch {
 		case err != nil:
 			s.noteError(err)
-			res = response{}
+			res = apiclient.Response{}
 			continue
 		case res.Status == http.StatusAccepted || res.Status == http.StatusOK:
 			s.holdLatency.add(time.Since(start))
@@ -446,7 +447,7 @@ func (b *buyer) awaitIntent(ctx context.Context) (piID, status string) {
 	deadline := time.Now().Add(s.cfg.IntentWait)
 	for {
 		var o orderView
-		res, err := b.api.call(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
+		res, err := b.api.Do(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
 		switch {
 		case err != nil:
 			s.noteError(err)
@@ -477,7 +478,7 @@ func (b *buyer) confirm(ctx context.Context, piID, action string) (ok, gone bool
 		if try > 0 && sleep(ctx, b.jitter(confirmRetries.Delay(try))) != nil {
 			return false, false
 		}
-		res, err := b.api.call(ctx, http.MethodPost, "/v1/sandbox/payment-intents/"+piID+"/"+action, b.token, nil, nil, nil)
+		res, err := b.api.Do(ctx, http.MethodPost, "/v1/sandbox/payment-intents/"+piID+"/"+action, b.token, nil, nil, nil)
 		switch {
 		case err != nil:
 			s.noteError(err)
@@ -525,13 +526,13 @@ func (b *buyer) follow(ctx context.Context) string {
 func (b *buyer) stream(ctx context.Context, limit time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.sse.base+"/v1/orders/"+b.orderID+"/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.sse.BaseURL+"/v1/orders/"+b.orderID+"/events", nil)
 	if err != nil {
 		return "", fmt.Errorf("order events request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+b.token)
 	req.Header.Set("Accept", "text/event-stream")
-	res, err := b.sse.http.Do(req)
+	res, err := b.sse.HTTP.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("GET /v1/orders/{id}/events: %w", err)
 	}
@@ -573,7 +574,7 @@ func (b *buyer) collectTickets(ctx context.Context) {
 			return
 		}
 		var o orderView
-		res, err := b.api.call(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
+		res, err := b.api.Do(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
 		if err != nil || res.Status != http.StatusOK {
 			continue
 		}

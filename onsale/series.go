@@ -173,7 +173,7 @@ func (s *Sim) readSignals(ctx context.Context, p *Point) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, signalTimeout)
 		var v onsaleView
-		res, err := api.call(rctx, http.MethodGet, "/v1/events/"+s.eventID+"/onsale", s.orgToken, nil, nil, &v)
+		res, err := api.Do(rctx, http.MethodGet, "/v1/events/"+s.eventID+"/onsale", s.orgToken, nil, nil, &v)
 		cancel()
 		if err != nil || res.Status != http.StatusOK {
 			continue

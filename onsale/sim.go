@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"boxoffice/apiclient"
 	"boxoffice/auth"
 )
 
@@ -119,12 +120,12 @@ func (c Config) Validate() error {
 // Run runs.
 type Sim struct {
 	cfg  Config
-	apis []*client
-	sses []*client
+	apis []*apiclient.Client
+	sses []*apiclient.Client
 	// ops reads the server's signals and the seat map for the report on
 	// connections of its own, as an operator's dashboard would: never
 	// queued behind the buyers' requests in this process.
-	ops      []*client
+	ops      []*apiclient.Client
 	orgToken string
 	eventID  string
 	seatsN   int
@@ -175,9 +176,9 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{cfg: cfg, tickets: map[string][]string{}, errKinds: map[string]int{}, decoded: map[string][]seat{}}
 	for _, u := range cfg.APIs {
 		u = strings.TrimRight(u, "/")
-		s.apis = append(s.apis, &client{base: u, http: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}})
-		s.sses = append(s.sses, &client{base: u, http: &http.Client{Transport: tr}})
-		s.ops = append(s.ops, &client{base: u, http: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}, Timeout: cfg.RequestTimeout}})
+		s.apis = append(s.apis, &apiclient.Client{BaseURL: u, HTTP: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}})
+		s.sses = append(s.sses, &apiclient.Client{BaseURL: u, HTTP: &http.Client{Transport: tr}})
+		s.ops = append(s.ops, &apiclient.Client{BaseURL: u, HTTP: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}, Timeout: cfg.RequestTimeout}})
 	}
 	return s, nil
 }
@@ -251,7 +252,7 @@ func (s *Sim) createEvent(ctx context.Context) (string, error) {
 	var ev struct {
 		ID string `json:"id"`
 	}
-	res, err := s.apis[0].call(ctx, http.MethodPost, "/v1/events", s.orgToken, nil, map[string]any{
+	res, err := s.apis[0].Do(ctx, http.MethodPost, "/v1/events", s.orgToken, nil, map[string]any{
 		"name": fmt.Sprintf("Onsale simulation %s", time.Now().UTC().Format(time.DateTime)), "startsAt": time.Now().Add(30 * 24 * time.Hour),
 		"currency": "eur", "sections": sections,
 	}, &ev)
@@ -271,11 +272,11 @@ type seat struct {
 }
 
 // seatMap reads the event's seat map, in the server's order: front first.
-func (s *Sim) seatMap(ctx context.Context, api *client, token string) ([]seat, error) {
+func (s *Sim) seatMap(ctx context.Context, api *apiclient.Client, token string) ([]seat, error) {
 	var m struct {
 		Seats []seat `json:"seats"`
 	}
-	res, err := api.call(ctx, http.MethodGet, "/v1/events/"+s.eventID+"/seats", token, nil, nil, &m)
+	res, err := api.Do(ctx, http.MethodGet, "/v1/events/"+s.eventID+"/seats", token, nil, nil, &m)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +291,7 @@ func (s *Sim) seatMap(ctx context.Context, api *client, token string) ([]seat, e
 // accepted. A 304 or a map some buyer already decoded costs no decoding.
 func (b *buyer) seatMap(ctx context.Context) ([]seat, error) {
 	s := b.sim
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.api.base+"/v1/events/"+s.eventID+"/seats", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.api.BaseURL+"/v1/events/"+s.eventID+"/seats", nil)
 	if err != nil {
 		return nil, fmt.Errorf("seat map request: %w", err)
 	}
@@ -299,7 +300,7 @@ func (b *buyer) seatMap(ctx context.Context) ([]seat, error) {
 	if b.etag != "" {
 		req.Header.Set("If-None-Match", b.etag)
 	}
-	res, err := b.api.http.Do(req)
+	res, err := b.api.HTTP.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET /v1/events/{id}/seats: %w", err)
 	}
@@ -407,7 +408,7 @@ func (s *Sim) settle(ctx context.Context) {
 		var still []*buyer
 		for _, b := range pending {
 			var o orderView
-			res, err := b.api.call(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
+			res, err := b.api.Do(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
 			if err != nil || res.Status != http.StatusOK || !finalStatuses[o.Status] {
 				still = append(still, b)
 			}

@@ -18,10 +18,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"boxoffice/procs"
 )
 
 // StackConfig configures a stack of separate processes started from one
@@ -65,67 +66,8 @@ type Stack struct {
 	// Names are the processes in start order: nats-1…3, api-N, relay-N,
 	// worker-N.
 	Names  []string
-	procs  map[string]*proc
+	procs  map[string]*procs.Proc
 	dbName string
-}
-
-// proc is one process of the stack; its output goes to one log file
-// across restarts.
-type proc struct {
-	name string
-	bin  string
-	args []string
-	env  []string
-	log  *os.File
-
-	mu  sync.Mutex
-	cmd *exec.Cmd
-}
-
-func (p *proc) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	p.cmd = cmd
-	return nil
-}
-
-// kill SIGKILLs the process: no shutdown, no flush.
-func (p *proc) kill() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.ProcessState != nil {
-		return nil
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return fmt.Errorf("kill %s: %w", p.name, err)
-	}
-	_ = p.cmd.Wait()
-	return nil
-}
-
-// stop sends SIGTERM and SIGKILLs after 15 seconds.
-func (p *proc) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
 }
 
 // FreePort returns a loopback port nothing listens on, below the kernel's
@@ -180,7 +122,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Stack{cfg: cfg, procs: map[string]*proc{}, DatabaseURL: cfg.DatabaseURL, JWTSecret: cfg.JWTSecret}
+	s := &Stack{cfg: cfg, procs: map[string]*procs.Proc{}, DatabaseURL: cfg.DatabaseURL, JWTSecret: cfg.JWTSecret}
 	defer func() {
 		if err != nil {
 			s.Close(context.WithoutCancel(ctx))
@@ -296,14 +238,13 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 }
 
 func (s *Stack) add(name string, env []string, args ...string) error {
-	f, err := os.Create(filepath.Join(s.cfg.Dir, name+".log"))
+	p, err := procs.New(procs.Spec{Name: name, Bin: s.cfg.Bin, Args: args, Env: env, LogPath: s.LogPath(name), OwnGroup: true})
 	if err != nil {
-		return fmt.Errorf("log of %s: %w", name, err)
+		return err
 	}
-	p := &proc{name: name, bin: s.cfg.Bin, args: args, env: env, log: f}
 	s.procs[name] = p
 	s.Names = append(s.Names, name)
-	return p.start()
+	return p.Start()
 }
 
 // createDatabase creates a fresh database on the configured server and
@@ -337,7 +278,7 @@ func (s *Stack) Kill(name string) error {
 	if !ok {
 		return fmt.Errorf("no process %q", name)
 	}
-	return p.kill()
+	return p.Kill()
 }
 
 // Restart starts the named process again (after Kill).
@@ -346,7 +287,7 @@ func (s *Stack) Restart(name string) error {
 	if !ok {
 		return fmt.Errorf("no process %q", name)
 	}
-	return p.start()
+	return p.Start()
 }
 
 // LogPath is where the named process writes its output.
@@ -361,14 +302,14 @@ func (s *Stack) Close(ctx context.Context) {
 		for name, p := range s.procs {
 			for _, g := range group {
 				if strings.HasPrefix(name, g+"-") {
-					wg.Go(p.stop)
+					wg.Go(p.Stop)
 				}
 			}
 		}
 		wg.Wait()
 	}
 	for _, p := range s.procs {
-		p.log.Close()
+		_ = p.Close()
 	}
 	if s.dbName != "" && !s.cfg.KeepDatabase {
 		conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,9 +28,11 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/apiclient"
 	"boxoffice/auth"
 	"boxoffice/dbtest"
 	"boxoffice/onsale"
+	"boxoffice/procs"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -50,57 +51,6 @@ const (
 	holdTTL = 20 * time.Second
 )
 
-// proc is one process of the stack. Its output goes to one log file across
-// restarts.
-type proc struct {
-	name string
-	bin  string
-	args []string
-	env  []string
-	log  *os.File
-
-	mu  sync.Mutex
-	cmd *exec.Cmd
-}
-
-func (p *proc) start(t testing.TB) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	require.NoError(t, cmd.Start(), p.name)
-	p.cmd = cmd
-}
-
-// kill SIGKILLs the process: no shutdown, no flush, no goodbye.
-func (p *proc) kill(t testing.TB) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL), p.name)
-	_ = p.cmd.Wait()
-}
-
-// stop asks the process to shut down, and kills it after 15 seconds.
-func (p *proc) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
-
 type stack struct {
 	t       testing.TB
 	dir     string
@@ -109,7 +59,7 @@ type stack struct {
 	bin     string
 	natsURL string
 	apis    []string
-	procs   map[string]*proc
+	procs   map[string]*procs.Proc
 	client  *http.Client
 }
 
@@ -136,14 +86,13 @@ func build(t testing.TB, dir string) (boxoffice, natsServer string) {
 	return boxoffice, natsServer
 }
 
-func (s *stack) add(name, bin string, env []string, args ...string) *proc {
+func (s *stack) add(name, bin string, env []string, args ...string) *procs.Proc {
 	s.t.Helper()
-	f, err := os.Create(filepath.Join(s.dir, name+".log"))
+	p, err := procs.New(procs.Spec{Name: name, Bin: bin, Args: args, Env: env, LogPath: filepath.Join(s.dir, name+".log")})
 	require.NoError(s.t, err)
-	s.t.Cleanup(func() { f.Close() })
-	p := &proc{name: name, bin: bin, args: args, env: env, log: f}
+	s.t.Cleanup(func() { _ = p.Close() })
 	s.procs[name] = p
-	p.start(s.t)
+	require.NoError(s.t, p.Start())
 	return p
 }
 
@@ -161,11 +110,11 @@ func waitHTTP(t testing.TB, url string, timeout time.Duration) {
 
 func startStack(t testing.TB) *stack {
 	t.Helper()
-	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*proc{}, client: &http.Client{Timeout: 15 * time.Second}}
+	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*procs.Proc{}, client: &http.Client{Timeout: 15 * time.Second}}
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, p := range s.procs {
-			wg.Go(p.stop)
+			wg.Go(p.Stop)
 		}
 		wg.Wait()
 		if t.Failed() {
@@ -265,47 +214,19 @@ func tail(t testing.TB, path string, n int) {
 }
 
 // call makes one API request to a random API process and decodes a JSON
-// answer into out.
+// answer into out. Like a load balancer, it tries the other API process
+// when that one does not take the connection (it is restarting).
 func (s *stack) call(ctx context.Context, method, path, token string, headers map[string]string, body, out any) (int, error) {
-	var raw []byte
-	if body != nil {
-		var err error
-		if raw, err = json.Marshal(body); err != nil {
-			return 0, err
-		}
-	}
-	// Like a load balancer: a random API, and the other one when that one
-	// does not take the connection (it is restarting).
 	first := rand.IntN(len(s.apis))
-	var res *http.Response
+	var res apiclient.Response
+	var err error
 	for i := range s.apis {
-		var rd io.Reader
-		if raw != nil {
-			rd = bytes.NewReader(raw)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, s.apis[(first+i)%len(s.apis)]+path, rd)
-		if err != nil {
-			return 0, err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		if res, err = s.client.Do(req); err == nil {
-			break
-		}
-		if i == len(s.apis)-1 {
-			return 0, err
+		api := apiclient.Client{BaseURL: s.apis[(first+i)%len(s.apis)], HTTP: s.client}
+		if res, err = api.Do(ctx, method, path, token, headers, body, out); err == nil || res.Status != 0 {
+			break // an answer: the request reached an API process
 		}
 	}
-	defer res.Body.Close()
-	if out != nil && res.StatusCode < 300 {
-		if err := json.NewDecoder(res.Body).Decode(out); err != nil {
-			return res.StatusCode, err
-		}
-	}
-	return res.StatusCode, nil
+	return res.Status, err
 }
 
 // secrets collects what must never be logged.
@@ -661,24 +582,24 @@ func TestStackSurvivesKills(tt *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
-		s.procs[name].kill(t)
+		require.NoError(t, s.procs[name].Kill(), name)
 		t.Logf("%s SIGKILLed at %s", name, time.Since(started).Round(time.Millisecond))
 	}
 	time.Sleep(4 * time.Second)
 	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
-		s.procs[name].start(t)
+		require.NoError(t, s.procs[name].Start(), name)
 		t.Logf("%s restarted at %s", name, time.Since(started).Round(time.Millisecond))
 	}
 	// Graceful shutdowns under load: each role drains what it has in
 	// flight and hands back what it claimed; nothing may be lost.
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"api-2", "worker-2", "relay-2"} {
-		s.procs[name].stop()
+		s.procs[name].Stop()
 		t.Logf("%s stopped gracefully at %s", name, time.Since(started).Round(time.Millisecond))
 	}
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"api-2", "worker-2", "relay-2"} {
-		s.procs[name].start(t)
+		require.NoError(t, s.procs[name].Start(), name)
 		t.Logf("%s restarted at %s", name, time.Since(started).Round(time.Millisecond))
 	}
 	wg.Wait()
@@ -767,7 +688,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	var stopping sync.WaitGroup
 	for name, p := range s.procs {
 		if !strings.HasPrefix(name, "nats-") {
-			stopping.Go(p.stop)
+			stopping.Go(p.Stop)
 		}
 	}
 	stopping.Wait()
@@ -794,7 +715,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	// Logs: JSON, with correlation ids on the purchase path, and no secret
 	// from any role.
 	for _, p := range s.procs {
-		p.stop()
+		p.Stop()
 	}
 	for name := range s.procs {
 		if strings.HasPrefix(name, "nats-") {

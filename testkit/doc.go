@@ -3,5 +3,7 @@
 // written, and a check that no secret reached the logs.
 //
 // It is for tests only. It imports testing and testify, and production code
-// must never import it; only _test.go files may.
+// must never import it: only _test.go files and test-helper packages (those
+// named *test that themselves serve only tests, like
+// payments/stripemocktest) may.
 package testkit

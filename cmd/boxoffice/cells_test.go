@@ -5,13 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/admission"
+	"boxoffice/apiclient"
 	"boxoffice/auth"
 	"boxoffice/bus"
 	"boxoffice/db"
@@ -203,7 +202,7 @@ func TestTwoCells(t *testing.T) {
 			}
 		}
 	}
-	c := &cellsClient{t: t, api: api, secret: []byte(env["BOXOFFICE_JWT_SECRET"])}
+	c := &cellsClient{t: t, api: &apiclient.Client{BaseURL: api}, secret: []byte(env["BOXOFFICE_JWT_SECRET"])}
 	eventA := c.createEvent(organizerIn("a"))
 	eventB := c.createEvent(organizerIn("b"))
 	require.Equal(t, int64(1), dbtest.Count(t, a.pool, `SELECT count(*) FROM events WHERE id = $1 AND purchase_cell = 'a'`, eventA))
@@ -230,7 +229,7 @@ func TestTwoCells(t *testing.T) {
 		requireStreamHas(t, js, bus.Namespace{}, 0)
 
 		// A token for cell a does not buy in cell b's event.
-		code, _ := c.do(http.MethodPost, "/v1/events/"+eventB.String()+"/holds", c.buyerToken(buyer), map[string]string{"X-Admission-Token": token, "Idempotency-Key": uuid.NewString()}, `{"seatIds":["`+c.seats(eventB)[0]+`"]}`, nil)
+		code := c.do(http.MethodPost, "/v1/events/"+eventB.String()+"/holds", c.buyerToken(buyer), map[string]string{"X-Admission-Token": token, "Idempotency-Key": uuid.NewString()}, `{"seatIds":["`+c.seats(eventB)[0]+`"]}`, nil).Status
 		require.Equal(t, http.StatusForbidden, code)
 	})
 
@@ -248,7 +247,7 @@ func TestTwoCells(t *testing.T) {
 		// PaymentAuthorizationRequested) are not even published.
 		require.Equal(t, int64(2), dbtest.Count(t, b.pool, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, orderB))
 		var o cellsOrder
-		_, _ = c.do(http.MethodGet, "/v1/orders/"+orderB.String(), c.buyerToken(buyerB), nil, "", &o)
+		_ = c.do(http.MethodGet, "/v1/orders/"+orderB.String(), c.buyerToken(buyerB), nil, "", &o)
 		require.Nil(t, o.Payment, "cell b's order moved without its relay")
 
 		b.start(t, "relay", nc, js, logger.With("cell", "b"))
@@ -270,7 +269,7 @@ func TestTwoCells(t *testing.T) {
 		// once the catalog's one-second cache of its seat map (read by
 		// the holds above) has run out: cell a's purchase may take less.
 		require.Eventually(t, func() bool {
-			code, _ := c.do(http.MethodGet, "/v1/events/"+eventB.String()+"/seats", c.buyerToken(buyerB), nil, "", nil)
+			code := c.do(http.MethodGet, "/v1/events/"+eventB.String()+"/seats", c.buyerToken(buyerB), nil, "", nil).Status
 			return code == http.StatusServiceUnavailable
 		}, 10*time.Second, 50*time.Millisecond, "cell b's seat map still served with its cell down")
 		for _, req := range []struct{ method, path, headers, body string }{
@@ -282,11 +281,10 @@ func TestTwoCells(t *testing.T) {
 			if req.headers != "" {
 				h["X-Admission-Token"] = req.headers
 			}
-			var p struct{ Type string }
-			code, hdr := c.do(req.method, req.path, c.buyerToken(buyerB), h, req.body, &p)
-			require.Equal(t, http.StatusServiceUnavailable, code, "%s %s", req.method, req.path)
-			require.Equal(t, handlers.TypeCellUnavailable, p.Type, "%s %s", req.method, req.path)
-			require.NotEmpty(t, hdr.Get("Retry-After"))
+			res := c.do(req.method, req.path, c.buyerToken(buyerB), h, req.body, nil)
+			require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s %s", req.method, req.path)
+			require.Equal(t, handlers.TypeCellUnavailable, res.Problem.Type, "%s %s", req.method, req.path)
+			require.NotEmpty(t, res.Header.Get("Retry-After"))
 		}
 	})
 	logs.RequireNoSecrets(t, env["STRIPE_WEBHOOK_SECRET"])
@@ -314,7 +312,7 @@ type cellsOrder struct {
 // cellsClient is a buyer's and an organizer's HTTP client of the API.
 type cellsClient struct {
 	t      *testing.T
-	api    string
+	api    *apiclient.Client
 	secret []byte
 }
 
@@ -328,33 +326,24 @@ func (c *cellsClient) buyerToken(id uuid.UUID) string {
 	return c.token(auth.Identity{UserID: id, Role: auth.RoleBuyer})
 }
 
-func (c *cellsClient) do(method, path, bearer string, headers map[string]string, body string, out any) (int, http.Header) {
+// do sends one API request as bearer; body, when not empty, is JSON. A
+// 2xx answer is decoded into out; an error's problem is in the Response.
+func (c *cellsClient) do(method, path, bearer string, headers map[string]string, body string, out any) apiclient.Response {
 	c.t.Helper()
-	req, err := http.NewRequest(method, c.api+path, strings.NewReader(body))
-	require.NoError(c.t, err)
-	req.Header.Set("Authorization", "Bearer "+bearer)
+	var raw any
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		raw = json.RawMessage(body)
 	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(c.t, err)
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	require.NoError(c.t, err)
-	if out != nil && len(raw) > 0 {
-		require.NoError(c.t, json.Unmarshal(raw, out), "%s %s: %s", method, path, raw)
-	}
-	return res.StatusCode, res.Header
+	res, err := c.api.Do(context.Background(), method, path, bearer, headers, raw, out)
+	require.NoError(c.t, err, "%s %s", method, path)
+	return res
 }
 
 func (c *cellsClient) createEvent(organizer uuid.UUID) uuid.UUID {
 	c.t.Helper()
 	var ev struct{ ID uuid.UUID }
-	code, _ := c.do(http.MethodPost, "/v1/events", c.token(auth.Identity{UserID: organizer, OrganizerID: organizer, Role: auth.RoleOrganizer}), nil,
-		`{"name":"cells","startsAt":"2030-01-01T20:00:00Z","currency":"eur","sections":[{"name":"A","rows":2,"seatsPerRow":5,"priceMinor":1000}]}`, &ev)
+	code := c.do(http.MethodPost, "/v1/events", c.token(auth.Identity{UserID: organizer, OrganizerID: organizer, Role: auth.RoleOrganizer}), nil,
+		`{"name":"cells","startsAt":"2030-01-01T20:00:00Z","currency":"eur","sections":[{"name":"A","rows":2,"seatsPerRow":5,"priceMinor":1000}]}`, &ev).Status
 	require.Equal(c.t, http.StatusCreated, code)
 	return ev.ID
 }
@@ -362,7 +351,7 @@ func (c *cellsClient) createEvent(organizer uuid.UUID) uuid.UUID {
 func (c *cellsClient) seats(event uuid.UUID) []string {
 	c.t.Helper()
 	var m struct{ Seats []struct{ ID string } }
-	code, _ := c.do(http.MethodGet, "/v1/events/"+event.String()+"/seats", c.buyerToken(uuid.New()), nil, "", &m)
+	code := c.do(http.MethodGet, "/v1/events/"+event.String()+"/seats", c.buyerToken(uuid.New()), nil, "", &m).Status
 	require.Equal(c.t, http.StatusOK, code)
 	var ids []string
 	for _, s := range m.Seats {
@@ -375,7 +364,7 @@ func (c *cellsClient) seats(event uuid.UUID) []string {
 func (c *cellsClient) admit(buyer, event uuid.UUID) string {
 	c.t.Helper()
 	var v struct{ AdmissionToken string }
-	code, _ := c.do(http.MethodPost, "/v1/events/"+event.String()+"/waiting-room", c.buyerToken(buyer), nil, "", &v)
+	code := c.do(http.MethodPost, "/v1/events/"+event.String()+"/waiting-room", c.buyerToken(buyer), nil, "", &v).Status
 	require.Contains(c.t, []int{http.StatusOK, http.StatusAccepted}, code)
 	require.Eventually(c.t, func() bool {
 		if v.AdmissionToken != "" {
@@ -390,9 +379,9 @@ func (c *cellsClient) admit(buyer, event uuid.UUID) string {
 func (c *cellsClient) hold(buyer, event uuid.UUID, token string, seat int) uuid.UUID {
 	c.t.Helper()
 	var h struct{ OrderID uuid.UUID }
-	code, _ := c.do(http.MethodPost, "/v1/events/"+event.String()+"/holds", c.buyerToken(buyer),
+	code := c.do(http.MethodPost, "/v1/events/"+event.String()+"/holds", c.buyerToken(buyer),
 		map[string]string{"X-Admission-Token": token, "Idempotency-Key": uuid.NewString()},
-		`{"seatIds":["`+c.seats(event)[seat]+`"]}`, &h)
+		`{"seatIds":["`+c.seats(event)[seat]+`"]}`, &h).Status
 	require.Equal(c.t, http.StatusAccepted, code)
 	return h.OrderID
 }
@@ -405,14 +394,14 @@ func (c *cellsClient) payAndWait(buyer, order uuid.UUID) {
 	var o cellsOrder
 	require.Eventually(c.t, func() bool {
 		o = cellsOrder{}
-		code, _ := c.do(http.MethodGet, "/v1/orders/"+order.String(), bearer, nil, "", &o)
+		code := c.do(http.MethodGet, "/v1/orders/"+order.String(), bearer, nil, "", &o).Status
 		return code == http.StatusOK && o.Payment != nil && o.Payment.PaymentIntentID != ""
 	}, 30*time.Second, 20*time.Millisecond, "order %s never got a PaymentIntent", order)
-	code, _ := c.do(http.MethodPost, "/v1/sandbox/payment-intents/"+o.Payment.PaymentIntentID+"/authorize", bearer, nil, "", nil)
+	code := c.do(http.MethodPost, "/v1/sandbox/payment-intents/"+o.Payment.PaymentIntentID+"/authorize", bearer, nil, "", nil).Status
 	require.Equal(c.t, http.StatusOK, code)
 	require.Eventually(c.t, func() bool {
 		o = cellsOrder{}
-		code, _ := c.do(http.MethodGet, "/v1/orders/"+order.String(), bearer, nil, "", &o)
+		code := c.do(http.MethodGet, "/v1/orders/"+order.String(), bearer, nil, "", &o).Status
 		return code == http.StatusOK && o.Status == "ticketed"
 	}, 30*time.Second, 20*time.Millisecond, "order %s never got ticketed (last %q)", order, &o.Status)
 }

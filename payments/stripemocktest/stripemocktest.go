@@ -10,7 +10,6 @@ package stripemocktest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -21,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"boxoffice/testkit"
 )
 
 // Version is the stripe-mock release installed when none is found.
@@ -50,7 +51,7 @@ func Start(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("stripemocktest: %v", err)
 	}
-	var stderr lockedBuffer
+	var stderr testkit.Buffer // stripe-mock writes while the test reads
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("stripemocktest: start %s: %v", bin, err)
@@ -77,9 +78,9 @@ func Start(tb testing.TB) string {
 	case a := <-addr:
 		return "http://" + a
 	case <-exited:
-		tb.Fatalf("stripemocktest: %s exited before listening: %s", bin, stderr.String())
+		tb.Fatalf("stripemocktest: %s exited before listening: %s", bin, output(&stderr))
 	case <-time.After(startTimeout):
-		tb.Fatalf("stripemocktest: %s did not listen within %s: %s", bin, startTimeout, stderr.String())
+		tb.Fatalf("stripemocktest: %s did not listen within %s: %s", bin, startTimeout, output(&stderr))
 	}
 	return ""
 }
@@ -145,23 +146,10 @@ func isExecutable(path string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// lockedBuffer collects stripe-mock's stderr for error messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() == 0 {
-		return "(no output)"
+// output is what stripe-mock wrote to stderr, for an error message.
+func output(b *testkit.Buffer) string {
+	if out := b.String(); out != "" {
+		return out
 	}
-	return b.buf.String()
+	return "(no output)"
 }
