@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/sqlcgen"
 )
 
@@ -22,7 +23,7 @@ import (
 const MaxSeats = 100_000
 
 // ErrNotFound is returned for an event that does not exist.
-var ErrNotFound = errors.New("event not found")
+var ErrNotFound = fault.New(fault.CodeNotFound, "event not found")
 
 // ValidationError describes input that is well-formed but not acceptable.
 // Its message is safe to show to the client.
@@ -32,6 +33,9 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
+
+// Code is fault.CodeInvalid: the input breaks a rule.
+func (e *ValidationError) Code() fault.Code { return fault.CodeInvalid }
 
 // Section generates a rectangular block of seats: rows named A, B, … Z, AA,
 // AB, …, seats numbered from 1, labelled "A-1".

@@ -19,14 +19,15 @@ import (
 	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 
 	"boxoffice/backoff"
+	"boxoffice/fault"
 )
 
 // ErrNotFound is returned when a row that was asked for does not exist (or
 // is not visible to the caller).
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = fault.New(fault.CodeNotFound, "not found")
 
 // ErrConflict is returned when a write violates a unique constraint.
-var ErrConflict = errors.New("conflict")
+var ErrConflict = fault.New(fault.CodeConflict, "conflict")
 
 // Executor is what a transaction can be begun on: a pool, a connection or
 // a transaction (which then nests as a savepoint).

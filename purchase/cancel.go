@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
 )
@@ -16,7 +17,7 @@ import (
 // ErrOrderNotCancelable is returned by Cancel for an order past the point
 // where its owner can give the seats back: payment was authorized or
 // captured, or the order already failed.
-var ErrOrderNotCancelable = errors.New("order cannot be canceled")
+var ErrOrderNotCancelable = fault.New(fault.CodeConflict, "order cannot be canceled")
 
 // ReasonCanceledByBuyer is the reason of the OrderCanceled and
 // AuthorizationCancelRequested events that Cancel emits.

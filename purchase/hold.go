@@ -17,7 +17,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"boxoffice/catalog"
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/sqlcgen"
 )
 
@@ -25,14 +27,15 @@ import (
 var (
 	// ErrIdempotencyConflict: the Idempotency-Key was already used by this
 	// user for a different request.
-	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
-	// ErrEventNotFound: the event does not exist.
-	ErrEventNotFound = errors.New("event not found")
+	ErrIdempotencyConflict = fault.New(fault.CodeConflict, "idempotency key reused with a different request")
+	// ErrEventNotFound: the event does not exist. It is
+	// catalog.ErrNotFound, the one "event not found" of every package.
+	ErrEventNotFound = catalog.ErrNotFound
 	// ErrSeatsNotInEvent: one or more seat ids are not seats of the event.
-	ErrSeatsNotInEvent = errors.New("seats not in event")
+	ErrSeatsNotInEvent = fault.New(fault.CodeInvalid, "seats not in event")
 	// ErrSeatLimit: the hold would give the buyer more seats of the event
 	// than HoldParams.SeatLimit allows. Nothing was written.
-	ErrSeatLimit = errors.New("buyer's seat limit for the event exceeded")
+	ErrSeatLimit = fault.New(fault.CodeConflict, "buyer's seat limit for the event exceeded")
 )
 
 // SeatUnavailableError is returned when some requested seats are held by
@@ -40,6 +43,9 @@ var (
 type SeatUnavailableError struct {
 	SeatIDs []uuid.UUID
 }
+
+// Code is fault.CodeConflict: the seats are someone else's now.
+func (e *SeatUnavailableError) Code() fault.Code { return fault.CodeConflict }
 
 func (e *SeatUnavailableError) Error() string {
 	return fmt.Sprintf("%d seat(s) unavailable", len(e.SeatIDs))

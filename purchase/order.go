@@ -9,12 +9,13 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/sqlcgen"
 )
 
 // ErrOrderNotFound is returned for an order that does not exist or that
 // belongs to someone else; callers cannot tell the two apart.
-var ErrOrderNotFound = errors.New("order not found")
+var ErrOrderNotFound = fault.New(fault.CodeNotFound, "order not found")
 
 // Order is an order as its owner sees it.
 type Order struct {

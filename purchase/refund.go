@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
 )
@@ -17,7 +18,7 @@ import (
 // ErrOrderNotRefundable is returned by Refund for an order that was never
 // paid (or whose payment is still being captured): there is nothing to
 // refund yet.
-var ErrOrderNotRefundable = errors.New("order cannot be refunded")
+var ErrOrderNotRefundable = fault.New(fault.CodeConflict, "order cannot be refunded")
 
 // ReasonRefundByOrganizer is the reason of the RefundRequested that
 // Refund emits.

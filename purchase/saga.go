@@ -47,7 +47,7 @@ var (
 	// to (JetStream does not order events): a PaymentCaptured while the
 	// order still awaits its authorization, say. Nothing was written; the
 	// consumer retries it later with backoff.
-	ErrTooEarly = errors.New("event arrived before the state it applies to")
+	ErrTooEarly = fault.New(fault.CodeConflict, "event arrived before the state it applies to")
 )
 
 // SagaConfig configures NewSaga.

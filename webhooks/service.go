@@ -13,26 +13,27 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/sqlcgen"
 )
 
 // ErrNotFound is returned for an endpoint or message that does not exist
 // or belongs to another organizer: the two are indistinguishable.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = fault.New(fault.CodeNotFound, "not found")
 
 // ErrEndpointDisabled is returned when an operation needs an enabled
 // endpoint (recover, replay to one endpoint).
-var ErrEndpointDisabled = errors.New("endpoint is disabled")
+var ErrEndpointDisabled = fault.New(fault.CodeConflict, "endpoint is disabled")
 
 // ErrEndpointLimit is returned by Create when the organizer already has
 // the most endpoints allowed (ServiceConfig.MaxEndpoints), enabled or not.
 // Nothing was written.
-var ErrEndpointLimit = errors.New("webhook endpoint limit reached")
+var ErrEndpointLimit = fault.New(fault.CodeConflict, "webhook endpoint limit reached")
 
 // ErrDuplicateURL is returned by Create and Update when another endpoint
 // of the organizer, enabled or not, already has the URL (compared in the
 // form URLKey gives). Nothing was written.
-var ErrDuplicateURL = errors.New("another endpoint has this url")
+var ErrDuplicateURL = fault.New(fault.CodeConflict, "another endpoint has this url")
 
 // ValidationError says which input is wrong and how. Nothing was written.
 type ValidationError struct {
@@ -43,6 +44,9 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
+
+// Code is fault.CodeInvalid: the input breaks a rule.
+func (e *ValidationError) Code() fault.Code { return fault.CodeInvalid }
 
 // Limits of endpoint settings.
 const (
