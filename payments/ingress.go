@@ -160,7 +160,7 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 				return nil
 			}
 			order, err := q.OrderStatusGet(ctx, tx, m.orderID)
-			if errors.Is(db.Interpret(err), db.ErrNotFound) {
+			if errors.Is(err, db.ErrNotFound) {
 				in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
 					"provider_event_id", ev.ID, "event_type", ev.Type, "metadata_order_id", m.orderID)
 				return nil
@@ -359,8 +359,8 @@ func (in *Ingress) orderOf(ctx context.Context, intentID string, metadata map[st
 	if id, err := uuid.Parse(metadata[orderIDKey]); err == nil {
 		return id, true, nil
 	}
-	id, err := sqlcgen.New().PaymentOrderByIntent(ctx, in.pool, intentID)
-	switch err = db.Interpret(err); {
+	id, err := sqlcgen.New().PaymentOrderByIntent(ctx, db.Interpreting(in.pool), intentID)
+	switch {
 	case err == nil:
 		return id, true, nil
 	case errors.Is(err, db.ErrNotFound):

@@ -40,7 +40,7 @@ const ReasonCanceledByBuyer = "canceled_by_buyer"
 func (s *Service) Cancel(ctx context.Context, userID, orderID uuid.UUID) (Order, error) {
 	err := db.WithTx(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) error {
 		row, err := sqlcgen.New().OrderLockForOwner(ctx, tx, sqlcgen.OrderLockForOwnerParams{ID: orderID, UserID: userID})
-		if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return ErrOrderNotFound
 		} else if err != nil {
 			return fmt.Errorf("lock order: %w", err)

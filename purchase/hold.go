@@ -78,6 +78,10 @@ func NewService(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) *Service {
 	return &Service{pool: pool, cfg: cfg, logger: logger.With("component", "purchase")}
 }
 
+// read is the pool for sqlcgen's reads, its errors interpreted
+// (db.Interpreting): a missing row is db.ErrNotFound.
+func (s *Service) read() db.DBTX { return db.Interpreting(s.pool) }
+
 // HoldParams is a buyer's request to hold seats.
 type HoldParams struct {
 	UserID         uuid.UUID
@@ -147,7 +151,7 @@ func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 				return Hold{}, fmt.Errorf("reserve seats: idempotency key kept changing hands")
 			}
 		case errors.Is(err, ErrSeatsNotInEvent):
-			if _, gerr := sqlcgen.New().EventGetByID(ctx, s.pool, p.EventID); errors.Is(db.Interpret(gerr), db.ErrNotFound) {
+			if _, gerr := sqlcgen.New().EventGetByID(ctx, s.read(), p.EventID); errors.Is(gerr, db.ErrNotFound) {
 				return Hold{}, ErrEventNotFound
 			}
 			return Hold{}, err
@@ -209,8 +213,8 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 // replay answers from a stored idempotency key. found is false when the key
 // is not bound.
 func (s *Service) replay(ctx context.Context, userID uuid.UUID, key string, hash []byte) (Hold, bool, error) {
-	row, err := sqlcgen.New().IdempotencyKeyGet(ctx, s.pool, sqlcgen.IdempotencyKeyGetParams{UserID: userID, Key: key})
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	row, err := sqlcgen.New().IdempotencyKeyGet(ctx, s.read(), sqlcgen.IdempotencyKeyGetParams{UserID: userID, Key: key})
+	if errors.Is(err, db.ErrNotFound) {
 		return Hold{}, false, nil
 	} else if err != nil {
 		return Hold{}, false, fmt.Errorf("read idempotency key: %w", err)

@@ -87,6 +87,11 @@ type ServiceConfig struct {
 	Logger *slog.Logger
 }
 
+// read is the pool for sqlcgen's statements outside a transaction, their
+// errors interpreted (db.Interpreting): a missing row is db.ErrNotFound, a
+// unique violation db.ErrConflict.
+func (s *Service) read() db.DBTX { return db.Interpreting(s.pool) }
+
 // NewService returns a Service on pool.
 func NewService(pool *pgxpool.Pool, cfg ServiceConfig) *Service {
 	if cfg.Guard == nil {
@@ -258,7 +263,7 @@ func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointP
 			RateLimitPerSecond: p.RateLimitPerSecond, MaxConcurrency: p.MaxConcurrency, Secret: secret,
 		})
 	})
-	switch err = db.Interpret(err); {
+	switch {
 	case errors.Is(err, ErrEndpointLimit):
 		return Endpoint{}, err
 	case errors.Is(err, db.ErrConflict): // the only unique key besides a fresh id
@@ -287,7 +292,7 @@ func (s *Service) List(ctx context.Context, organizerID uuid.UUID, after *Cursor
 	if after != nil {
 		p.AfterCreatedAt, p.AfterID = &after.CreatedAt, &after.ID
 	}
-	rows, err := s.q.WebhookEndpointList(ctx, s.pool, p)
+	rows, err := s.q.WebhookEndpointList(ctx, s.read(), p)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}
@@ -300,8 +305,8 @@ func (s *Service) List(ctx context.Context, organizerID uuid.UUID, after *Cursor
 
 // Get returns one of the organizer's endpoints, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, organizerID, id uuid.UUID) (Endpoint, error) {
-	row, err := s.q.WebhookEndpointGet(ctx, s.pool, sqlcgen.WebhookEndpointGetParams{ID: id, OrganizerID: organizerID})
-	switch err = db.Interpret(err); {
+	row, err := s.q.WebhookEndpointGet(ctx, s.read(), sqlcgen.WebhookEndpointGetParams{ID: id, OrganizerID: organizerID})
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return Endpoint{}, ErrNotFound
 	case err != nil:
@@ -357,7 +362,7 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 		}
 		return row, nil
 	})
-	switch err = db.Interpret(err); {
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return Endpoint{}, ErrNotFound
 	case errors.Is(err, db.ErrConflict):
@@ -373,7 +378,7 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 // messages and their attempt history stay until retention. Returns
 // ErrNotFound.
 func (s *Service) Delete(ctx context.Context, organizerID, id uuid.UUID) error {
-	n, err := s.q.WebhookEndpointDelete(ctx, s.pool, sqlcgen.WebhookEndpointDeleteParams{ID: id, OrganizerID: organizerID})
+	n, err := s.q.WebhookEndpointDelete(ctx, s.read(), sqlcgen.WebhookEndpointDeleteParams{ID: id, OrganizerID: organizerID})
 	if err != nil {
 		return fmt.Errorf("delete webhook endpoint: %w", err)
 	}
@@ -392,10 +397,10 @@ func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (
 	if err != nil {
 		return Endpoint{}, err
 	}
-	row, err := s.q.WebhookEndpointRotateSecret(ctx, s.pool, sqlcgen.WebhookEndpointRotateSecretParams{
+	row, err := s.q.WebhookEndpointRotateSecret(ctx, s.read(), sqlcgen.WebhookEndpointRotateSecretParams{
 		ID: id, OrganizerID: organizerID, Secret: secret, Overlap: PreviousSecretOverlap,
 	})
-	switch err = db.Interpret(err); {
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return Endpoint{}, ErrNotFound
 	case err != nil:
@@ -418,7 +423,7 @@ func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since 
 	if !e.Enabled {
 		return 0, ErrEndpointDisabled
 	}
-	n, err := s.q.WebhookDeliveryRecover(ctx, s.pool, sqlcgen.WebhookDeliveryRecoverParams{
+	n, err := s.q.WebhookDeliveryRecover(ctx, s.read(), sqlcgen.WebhookDeliveryRecoverParams{
 		EndpointID: id, OrganizerID: organizerID, Since: since,
 	})
 	if err != nil {
@@ -456,7 +461,7 @@ func (s *Service) Messages(ctx context.Context, organizerID uuid.UUID, f Message
 	if f.Before != nil {
 		p.BeforeCreatedAt, p.BeforeID = &f.Before.CreatedAt, &f.Before.ID
 	}
-	rows, err := s.q.WebhookMessageList(ctx, s.pool, p)
+	rows, err := s.q.WebhookMessageList(ctx, s.read(), p)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook messages: %w", err)
 	}
@@ -487,7 +492,7 @@ func (s *Service) Attempts(ctx context.Context, organizerID, messageID uuid.UUID
 	if _, err := s.message(ctx, organizerID, messageID); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.WebhookAttemptListByMessage(ctx, s.pool, sqlcgen.WebhookAttemptListByMessageParams{
+	rows, err := s.q.WebhookAttemptListByMessage(ctx, s.read(), sqlcgen.WebhookAttemptListByMessageParams{
 		MessageID: messageID, OrganizerID: organizerID,
 	})
 	if err != nil {
@@ -505,8 +510,8 @@ func (s *Service) Attempts(ctx context.Context, organizerID, messageID uuid.UUID
 }
 
 func (s *Service) message(ctx context.Context, organizerID, id uuid.UUID) (sqlcgen.WebhookMessageGetRow, error) {
-	m, err := s.q.WebhookMessageGet(ctx, s.pool, sqlcgen.WebhookMessageGetParams{ID: id, OrganizerID: organizerID})
-	switch err = db.Interpret(err); {
+	m, err := s.q.WebhookMessageGet(ctx, s.read(), sqlcgen.WebhookMessageGetParams{ID: id, OrganizerID: organizerID})
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return m, ErrNotFound
 	case err != nil:
@@ -534,7 +539,7 @@ func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, 
 			return 0, ErrEndpointDisabled
 		}
 	}
-	n, err := s.q.WebhookDeliveryReplay(ctx, s.pool, sqlcgen.WebhookDeliveryReplayParams{
+	n, err := s.q.WebhookDeliveryReplay(ctx, s.read(), sqlcgen.WebhookDeliveryReplayParams{
 		MessageID: messageID, OrganizerID: organizerID, EndpointID: endpointID,
 	})
 	if err != nil {
