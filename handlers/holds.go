@@ -108,25 +108,8 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		CorrelationID:  CorrelationID(ctx),
 		SeatLimit:      seatLimit,
 	})
-	var unavailable *purchase.SeatUnavailableError
-	switch {
-	case errors.As(err, &unavailable):
-		p := problem(http.StatusConflict, TypeSeatUnavailable, "Some of the seats are held by someone else or sold.")
-		p.SeatIDs = unavailable.SeatIDs
-		return nil, p
-	case errors.Is(err, purchase.ErrSeatLimit):
-		return nil, problem(http.StatusConflict, TypeSeatLimit, "This hold would give you more seats of this event than its organizer allows per buyer.")
-	case errors.Is(err, purchase.ErrIdempotencyConflict):
-		return nil, problem(http.StatusConflict, TypeIdempotencyConflict,
-			"This Idempotency-Key was already used for a different request.")
-	case errors.Is(err, purchase.ErrEventNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
-	case errors.Is(err, purchase.ErrSeatsNotInEvent):
-		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
-		p.Errors = []*huma.ErrorDetail{{Location: "body.seatIds", Message: "every seat must be a seat of this event"}}
-		return nil, p
-	case err != nil:
-		return nil, h.internal(ctx, "hold seats", err, "event_id", eventID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "hold seats", "No such event.", "event_id", eventID)
 	}
 	h.cells.RememberOrder(hold.OrderID, c)
 	h.logger.InfoContext(ctx, "seats held", "correlation_id", CorrelationID(ctx), "causation_id", "",

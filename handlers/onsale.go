@@ -132,11 +132,8 @@ func (h *Handlers) ownOnsale(ctx context.Context, raw string, change func(*waiti
 	if err == nil && change != nil {
 		o, err = cell.Room.UpdateOnsale(ctx, eventID, change)
 	}
-	switch {
-	case errors.Is(err, waitingroom.ErrEventNotFound), errors.Is(err, waitingroom.ErrNoSettings):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
-	case err != nil:
-		return nil, h.internal(ctx, "onsale", err, "event_id", eventID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "onsale", "No such event.", "event_id", eventID)
 	}
 	s, c := o.Event.Settings, o.Control
 	out := &OnsaleOutput{Body: OnsaleBody{
