@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -215,23 +214,22 @@ func init() {
 
 // codeProblem is the problem of an error by its fault.Code, when no
 // specific problem names the error: the one mapping of the API from the
-// domain's kinds of failure to HTTP. An error of a code not here
-// (fault.CodeUnknown, fault.CodePermanent) is the server's: it goes
-// through Handlers.internal, logged and never echoed.
+// domain's kinds of failure to HTTP. An error of a code not here is
+// answered by Handlers.internal, logged and never echoed:
+// fault.CodeUnknown and fault.CodePermanent are the server's fault, and
+// fault.CodeUnavailable has no one answer — an operation that documents a
+// 503 words it and its Retry-After itself (the waiting room, a hold whose
+// seat limit cannot be read), and elsewhere internal tells a database
+// that does not answer (the 503 cell-unavailable) from a failure (500).
 var codeProblem = map[fault.Code]struct {
 	status int
 	typ    string
 }{
-	fault.CodeNotFound:    {http.StatusNotFound, TypeNotFound},
-	fault.CodeConflict:    {http.StatusConflict, TypeConflict},
-	fault.CodeInvalid:     {http.StatusUnprocessableEntity, TypeValidation},
-	fault.CodeForbidden:   {http.StatusForbidden, TypeForbidden},
-	fault.CodeUnavailable: {http.StatusServiceUnavailable, TypeUnavailable},
+	fault.CodeNotFound:  {http.StatusNotFound, TypeNotFound},
+	fault.CodeConflict:  {http.StatusConflict, TypeConflict},
+	fault.CodeInvalid:   {http.StatusUnprocessableEntity, TypeValidation},
+	fault.CodeForbidden: {http.StatusForbidden, TypeForbidden},
 }
-
-// unavailableRetry is the Retry-After of a problem of code
-// fault.CodeUnavailable.
-const unavailableRetry = 5 * time.Second
 
 // specificProblem is a problem type the API documents for one domain
 // error: its status, type and detail, whichever operation returns it
@@ -281,9 +279,7 @@ var specificProblems = []specificProblem{
 //   - an error of specificProblems is its documented problem;
 //   - a purchase cell that does not answer (cells.ErrUnavailable) is the
 //     503 cell-unavailable problem, logged as a warning;
-//   - otherwise the problem of err's code (codeProblem), with detail; one
-//     of fault.CodeUnavailable is logged as a warning and carries
-//     Retry-After;
+//   - otherwise the problem of err's code (codeProblem), with detail;
 //   - anything else goes to Handlers.internal with op and attrs.
 //
 // No problem ever carries err's text.
@@ -315,15 +311,9 @@ func (h *Handlers) problemFor(ctx context.Context, err error, op, detail string,
 		h.logger.WarnContext(ctx, "purchase cell unavailable", append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())...)
 		return cellUnavailable()
 	}
-	code := fault.CodeOf(err)
-	cp, ok := codeProblem[code]
+	cp, ok := codeProblem[fault.CodeOf(err)]
 	if !ok {
 		return h.internal(ctx, op, err, attrs...)
 	}
-	p := problem(cp.status, cp.typ, detail)
-	if code == fault.CodeUnavailable {
-		h.logger.WarnContext(ctx, op+": unavailable", append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())...)
-		return huma.ErrorWithHeaders(p, retryAfter(unavailableRetry))
-	}
-	return p
+	return problem(cp.status, cp.typ, detail)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"testing"
 
@@ -44,7 +45,8 @@ func TestProblemFor(t *testing.T) {
 		{db.ErrConflict, http.StatusConflict, TypeConflict, "the detail", false},
 		{fault.New(fault.CodeInvalid, "x"), http.StatusUnprocessableEntity, TypeValidation, "the detail", false},
 		{fault.New(fault.CodeForbidden, "x"), http.StatusForbidden, TypeForbidden, "the detail", false},
-		{waitingroom.ErrUnavailable, http.StatusServiceUnavailable, TypeUnavailable, "the detail", true},
+		{waitingroom.ErrUnavailable, http.StatusInternalServerError, TypeInternal, "", false}, // worded by the operations that document a 503
+		{fmt.Errorf("%w: %w", waitingroom.ErrUnavailable, &net.OpError{Op: "dial", Err: errors.New("refused")}), http.StatusServiceUnavailable, TypeCellUnavailable, "", true},
 		{cells.ErrUnavailable, http.StatusServiceUnavailable, TypeCellUnavailable, "", true},
 		{purchase.ErrIdempotencyConflict, http.StatusConflict, TypeIdempotencyConflict, "", false},
 		{purchase.ErrSeatLimit, http.StatusConflict, TypeSeatLimit, "", false},
