@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/sqlcgen"
 )
 
@@ -22,7 +23,7 @@ import (
 const MaxSeats = 100_000
 
 // ErrNotFound is returned for an event that does not exist.
-var ErrNotFound = errors.New("event not found")
+var ErrNotFound = fault.New(fault.CodeNotFound, "event not found")
 
 // ValidationError describes input that is well-formed but not acceptable.
 // Its message is safe to show to the client.
@@ -32,6 +33,9 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
+
+// Code is fault.CodeInvalid: the input breaks a rule.
+func (e *ValidationError) Code() fault.Code { return fault.CodeInvalid }
 
 // Section generates a rectangular block of seats: rows named A, B, … Z, AA,
 // AB, …, seats numbered from 1, labelled "A-1".
@@ -112,6 +116,10 @@ const maxCached = 10_000
 
 // New returns a Catalog on pool.
 func New(pool *pgxpool.Pool) *Catalog { return &Catalog{pool: pool} }
+
+// read is the pool for sqlcgen's reads, its errors interpreted
+// (db.Interpreting): a missing row is db.ErrNotFound.
+func (c *Catalog) read() db.DBTX { return db.Interpreting(c.pool) }
 
 // clone is a Catalog with c's settings and empty caches.
 func (c *Catalog) clone() *Catalog {
@@ -313,8 +321,8 @@ func (c *Catalog) evictEvents(now time.Time) {
 
 func (c *Catalog) loadEvent(ctx context.Context, id uuid.UUID) (Event, error) {
 	c.eventReads.Add(1)
-	ev, err := sqlcgen.New().EventGetByID(ctx, c.pool, id)
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	ev, err := sqlcgen.New().EventGetByID(ctx, c.read(), id)
+	if errors.Is(err, db.ErrNotFound) {
 		return Event{}, ErrNotFound
 	} else if err != nil {
 		return Event{}, fmt.Errorf("get event: %w", err)
@@ -376,7 +384,7 @@ func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) (SeatMap, er
 	if _, err := c.Event(ctx, eventID); err != nil {
 		return SeatMap{}, err
 	}
-	seats, err := sqlcgen.New().SeatListByEvent(ctx, c.pool, eventID)
+	seats, err := sqlcgen.New().SeatListByEvent(ctx, c.read(), eventID)
 	if err != nil {
 		return SeatMap{}, fmt.Errorf("list seats: %w", err)
 	}
@@ -385,7 +393,7 @@ func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) (SeatMap, er
 
 // EventsByOrganizer returns the organizer's events, oldest first.
 func (c *Catalog) EventsByOrganizer(ctx context.Context, organizerID uuid.UUID) ([]Event, error) {
-	evs, err := sqlcgen.New().EventListByOrganizer(ctx, c.pool, organizerID)
+	evs, err := sqlcgen.New().EventListByOrganizer(ctx, c.read(), organizerID)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}

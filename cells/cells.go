@@ -34,6 +34,7 @@ import (
 
 	"boxoffice/bus"
 	"boxoffice/catalog"
+	"boxoffice/fault"
 	"boxoffice/orderfeed"
 	"boxoffice/payments"
 	"boxoffice/purchase"
@@ -47,12 +48,12 @@ const Default = "default"
 
 // ErrNotFound is returned when no cell holds the record and every cell
 // answered.
-var ErrNotFound = errors.New("cells: not found in any cell")
+var ErrNotFound = fault.New(fault.CodeNotFound, "cells: not found in any cell")
 
 // ErrUnavailable is returned when no cell that answered holds the record
 // but some cell did not answer: the record may be in it. Errors wrapping
 // it name the cells.
-var ErrUnavailable = errors.New("cells: a purchase cell is unavailable")
+var ErrUnavailable = fault.New(fault.CodeUnavailable, "cells: a purchase cell is unavailable")
 
 // Cell is one purchase cell as an API process sees it: its database and
 // the services bound to it. Fields other than Name and Pool may be nil

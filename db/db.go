@@ -19,14 +19,15 @@ import (
 	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 
 	"boxoffice/backoff"
+	"boxoffice/fault"
 )
 
 // ErrNotFound is returned when a row that was asked for does not exist (or
 // is not visible to the caller).
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = fault.New(fault.CodeNotFound, "not found")
 
 // ErrConflict is returned when a write violates a unique constraint.
-var ErrConflict = errors.New("conflict")
+var ErrConflict = fault.New(fault.CodeConflict, "conflict")
 
 // Executor is what a transaction can be begun on: a pool, a connection or
 // a transaction (which then nests as a savepoint).
@@ -50,6 +51,10 @@ var retrySchedule = backoff.Policy{Base: 10 * time.Millisecond, Power: 1, Jitter
 // with bounded jittered sleeps, so these races never reach a client; fn must
 // therefore be safe to re-run (it must not have effects outside tx). Any
 // other error from fn rolls the transaction back and is returned unchanged.
+//
+// The transaction fn is given returns its errors through Interpret (see
+// Interpreting): a missing row is ErrNotFound, a unique violation
+// ErrConflict, wherever in fn the statement ran.
 func WithTx(ctx context.Context, db Executor, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	_, err := WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (struct{}, error) {
 		return struct{}{}, fn(ctx, tx)
@@ -88,7 +93,7 @@ func runTx[T any](ctx context.Context, db Executor, fn func(ctx context.Context,
 		return zero, fmt.Errorf("begin: %w", err)
 	}
 	defer rollback(ctx, tx)
-	v, err := fn(ctx, tx)
+	v, err := fn(ctx, interpretingTx{tx})
 	if err != nil {
 		return zero, err
 	}
@@ -121,22 +126,44 @@ func retryable(err error) bool {
 }
 
 // Interpret maps errors at the database edge to the package's sentinels:
-// pgx.ErrNoRows → ErrNotFound and unique violations → ErrConflict (wrapping
-// the original so the constraint stays inspectable with ConstraintName).
-// Other errors are returned unchanged.
+// pgx.ErrNoRows → ErrNotFound and unique violations → ErrConflict. The
+// result wraps the original too, so errors.Is(err, pgx.ErrNoRows) still
+// holds and the constraint stays inspectable with ConstraintName, and it
+// keeps the original's message. Other errors are returned unchanged, and
+// so is an error Interpret already saw: applying it twice is applying it
+// once.
+//
+// A DBTX from Interpreting, and the transaction WithTx hands its function,
+// return errors that already went through Interpret: callers of sqlcgen's
+// queries on them test errors.Is(err, ErrNotFound) with nothing to apply.
 func Interpret(err error) error {
 	if err == nil {
 		return nil
 	}
+	var seen *interpreted
+	if errors.As(err, &seen) {
+		return err
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
+		return &interpreted{sentinel: ErrNotFound, cause: err}
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return fmt.Errorf("%w: %w", ErrConflict, err)
+		return &interpreted{sentinel: ErrConflict, cause: err}
 	}
 	return err
 }
+
+// interpreted is an error Interpret mapped to sentinel: it is both the
+// sentinel and its cause for errors.Is and errors.As, and reads as the
+// cause.
+type interpreted struct {
+	sentinel error
+	cause    error
+}
+
+func (e *interpreted) Error() string   { return e.cause.Error() }
+func (e *interpreted) Unwrap() []error { return []error{e.sentinel, e.cause} }
 
 // regionEpochParam is the session setting the region_fence trigger reads
 // (migrations/00010_region_fence.sql).

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -36,19 +35,11 @@ func (h *Handlers) organizerCell(ctx context.Context) (*cells.Cell, error) {
 	return c, h.cellProblem(ctx, err, "", "organizer_id", id)
 }
 
+// cellProblem is the problem of the Router's err (problemFor): a 404 with
+// detail notFound for cells.ErrNotFound, the 503 cell-unavailable problem
+// for cells.ErrUnavailable.
 func (h *Handlers) cellProblem(ctx context.Context, err error, notFound string, attrs ...any) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, cells.ErrNotFound):
-		return problem(http.StatusNotFound, TypeNotFound, notFound)
-	case errors.Is(err, cells.ErrUnavailable):
-		attrs = append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())
-		h.logger.WarnContext(ctx, "purchase cell unavailable", attrs...)
-		return cellUnavailable()
-	default:
-		return h.internal(ctx, "find purchase cell", err, attrs...)
-	}
+	return h.problemFor(ctx, err, "find purchase cell", notFound, attrs...)
 }
 
 // cellUnavailable is the 503 of a request whose purchase cell does not

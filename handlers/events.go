@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"reflect"
 	"time"
@@ -177,14 +176,8 @@ func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*Even
 		p.Seats = append(p.Seats, catalog.Seat(s))
 	}
 	ev, err := c.Catalog.CreateEvent(ctx, p)
-	var verr *catalog.ValidationError
-	switch {
-	case errors.As(err, &verr):
-		pr := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
-		pr.Errors = []*huma.ErrorDetail{{Location: verr.Location, Message: verr.Message}}
-		return nil, pr
-	case err != nil:
-		return nil, h.internal(ctx, "create event", err)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "create event", "")
 	}
 	h.cells.Remember(ev.ID, c)
 	return &EventOutput{Location: "/v1/events/" + ev.ID.String(), Body: eventBody(ev)}, nil
@@ -203,11 +196,8 @@ func (h *Handlers) getEvent(ctx context.Context, in *EventReadInput) (*ReadOutpu
 		return nil, err
 	}
 	ev, err := c.Catalog.Event(ctx, eventID)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
-	case err != nil:
-		return nil, h.internal(ctx, "get event", err)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "get event", "No such event.")
 	}
 	rep, err := newRepresentation(eventBody(ev)) // a few hundred bytes: not worth keeping
 	if err != nil {
@@ -229,11 +219,8 @@ func (h *Handlers) listSeats(ctx context.Context, in *EventReadInput) (*ReadOutp
 		return nil, err
 	}
 	m, err := c.Catalog.SeatMap(ctx, eventID)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
-	case err != nil:
-		return nil, h.internal(ctx, "list seats", err)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "list seats", "No such event.")
 	}
 	rep, err := h.seatMaps.get(eventID, m, encodeSeatMap)
 	if err != nil {

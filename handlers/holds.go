@@ -91,42 +91,23 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 	// and waiting for a CPU on the way, which R governs as much as the
 	// database work.
 	defer func() { c.Room.ObserveHold(time.Since(requestStart(ctx))) }()
-	seatLimit, err := c.Room.SeatLimit(ctx, eventID)
-	switch {
-	case errors.Is(err, waitingroom.ErrUnavailable):
-		h.logger.WarnContext(ctx, "seat limit unknown", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
-		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
-			"The onsale's settings cannot be read right now; nothing was held. Try again shortly."), retryAfter(2*time.Second))
-	case err != nil:
-		return nil, h.internal(ctx, "read seat limit", err, "event_id", eventID)
-	}
-	hold, err := c.Purchase.Hold(ctx, purchase.HoldParams{
+	hold, err := c.Purchase.Checkout(ctx, c.Room, purchase.HoldParams{
 		UserID:         user,
 		EventID:        eventID,
 		SeatIDs:        in.Body.SeatIDs,
 		IdempotencyKey: in.IdempotencyKey,
 		CorrelationID:  CorrelationID(ctx),
-		SeatLimit:      seatLimit,
 	})
-	var unavailable *purchase.SeatUnavailableError
 	switch {
-	case errors.As(err, &unavailable):
-		p := problem(http.StatusConflict, TypeSeatUnavailable, "Some of the seats are held by someone else or sold.")
-		p.SeatIDs = unavailable.SeatIDs
-		return nil, p
-	case errors.Is(err, purchase.ErrSeatLimit):
-		return nil, problem(http.StatusConflict, TypeSeatLimit, "This hold would give you more seats of this event than its organizer allows per buyer.")
-	case errors.Is(err, purchase.ErrIdempotencyConflict):
-		return nil, problem(http.StatusConflict, TypeIdempotencyConflict,
-			"This Idempotency-Key was already used for a different request.")
-	case errors.Is(err, purchase.ErrEventNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
-	case errors.Is(err, purchase.ErrSeatsNotInEvent):
-		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
-		p.Errors = []*huma.ErrorDetail{{Location: "body.seatIds", Message: "every seat must be a seat of this event"}}
-		return nil, p
+	case errors.Is(err, purchase.ErrSeatLimitUnknown) && errors.Is(err, waitingroom.ErrUnavailable):
+		// Its own detail and a shorter Retry-After: the settings are cached.
+		h.logger.WarnContext(ctx, "seat limit unknown", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
+		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
+			"The onsale's settings cannot be read right now; nothing was held. Try again shortly."), retryAfter(2*time.Second))
+	case errors.Is(err, purchase.ErrSeatLimitUnknown):
+		return nil, h.internal(ctx, "read seat limit", err, "event_id", eventID)
 	case err != nil:
-		return nil, h.internal(ctx, "hold seats", err, "event_id", eventID)
+		return nil, h.problemFor(ctx, err, "hold seats", "No such event.", "event_id", eventID)
 	}
 	h.cells.RememberOrder(hold.OrderID, c)
 	h.logger.InfoContext(ctx, "seats held", "correlation_id", CorrelationID(ctx), "causation_id", "",

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/auth"
+	"boxoffice/cells"
 	"boxoffice/waitingroom"
 )
 
@@ -93,13 +94,12 @@ func (h *Handlers) registerOnsale(api huma.API) {
 }
 
 func (h *Handlers) revokeAdmission(ctx context.Context, in *RevokeAdmissionInput) (*struct{}, error) {
-	if _, err := h.ownOnsale(ctx, in.EventID, nil); err != nil {
-		return nil, err
-	}
-	eventID, _ := uuid.Parse(in.EventID)
-	c, err := h.eventCell(ctx, eventID)
+	eventID, c, err := h.organizerOnsale(ctx, in.EventID)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := c.Room.OrganizerOnsale(ctx, identity(ctx).OrganizerID, eventID, nil); err != nil {
+		return nil, h.problemFor(ctx, err, "onsale", "No such event.", "event_id", eventID)
 	}
 	had, err := c.Room.RevokeBuyer(ctx, eventID, in.Body.UserID)
 	switch {
@@ -115,28 +115,27 @@ func (h *Handlers) revokeAdmission(ctx context.Context, in *RevokeAdmissionInput
 	return nil, nil
 }
 
-// ownOnsale returns the event's onsale if the caller organizes it.
-func (h *Handlers) ownOnsale(ctx context.Context, raw string, change func(*waitingroom.Settings)) (*OnsaleOutput, error) {
+// organizerOnsale parses the event id of an onsale operation and finds
+// the event's cell.
+func (h *Handlers) organizerOnsale(ctx context.Context, raw string) (uuid.UUID, *cells.Cell, error) {
 	eventID, err := parseUUID(raw, "path.eventId")
 	if err != nil {
-		return nil, err
+		return uuid.Nil, nil, err
 	}
-	cell, err := h.eventCell(ctx, eventID)
+	c, err := h.eventCell(ctx, eventID)
+	return eventID, c, err
+}
+
+// ownOnsale returns the event's onsale, changed first when change is not
+// nil, if the caller organizes it (waitingroom.Room.OrganizerOnsale).
+func (h *Handlers) ownOnsale(ctx context.Context, raw string, change func(*waitingroom.Settings)) (*OnsaleOutput, error) {
+	eventID, cell, err := h.organizerOnsale(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	o, err := cell.Room.Onsale(ctx, eventID)
-	if err == nil && o.Event.OrganizerID != identity(ctx).OrganizerID {
-		err = waitingroom.ErrEventNotFound
-	}
-	if err == nil && change != nil {
-		o, err = cell.Room.UpdateOnsale(ctx, eventID, change)
-	}
-	switch {
-	case errors.Is(err, waitingroom.ErrEventNotFound), errors.Is(err, waitingroom.ErrNoSettings):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
-	case err != nil:
-		return nil, h.internal(ctx, "onsale", err, "event_id", eventID)
+	o, err := cell.Room.OrganizerOnsale(ctx, identity(ctx).OrganizerID, eventID, change)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "onsale", "No such event.", "event_id", eventID)
 	}
 	s, c := o.Event.Settings, o.Control
 	out := &OnsaleOutput{Body: OnsaleBody{

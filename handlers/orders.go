@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -125,11 +124,8 @@ func (h *Handlers) getOrder(ctx context.Context, in *OrderPathInput) (*OrderOutp
 		return nil, err
 	}
 	o, err := c.Purchase.Order(ctx, identity(ctx).UserID, orderID)
-	switch {
-	case errors.Is(err, purchase.ErrOrderNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
-	case err != nil:
-		return nil, h.internal(ctx, "get order", err, "order_id", orderID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "get order", "No such order.", "order_id", orderID)
 	}
 	return &OrderOutput{Body: orderBody(o)}, nil
 }
@@ -167,14 +163,8 @@ func (h *Handlers) cancelOrder(ctx context.Context, in *OrderPathInput) (*OrderO
 		return nil, err
 	}
 	o, err := c.Purchase.Cancel(ctx, identity(ctx).UserID, orderID)
-	switch {
-	case errors.Is(err, purchase.ErrOrderNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
-	case errors.Is(err, purchase.ErrOrderNotCancelable):
-		return nil, problem(http.StatusConflict, TypeOrderNotCancelable,
-			"Only an order awaiting payment can be canceled; a paid order can be refunded by the event's organizer.")
-	case err != nil:
-		return nil, h.internal(ctx, "cancel order", err, "order_id", orderID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "cancel order", "No such order.", "order_id", orderID)
 	}
 	return &OrderOutput{Body: orderBody(o)}, nil
 }
@@ -202,13 +192,8 @@ func (h *Handlers) refundOrder(ctx context.Context, in *OrderPathInput) (*OrderS
 		return nil, err
 	}
 	st, err := c.Purchase.Refund(ctx, identity(ctx).OrganizerID, orderID)
-	switch {
-	case errors.Is(err, purchase.ErrOrderNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
-	case errors.Is(err, purchase.ErrOrderNotRefundable):
-		return nil, problem(http.StatusConflict, TypeOrderNotRefundable, "Only a paid or ticketed order can be refunded.")
-	case err != nil:
-		return nil, h.internal(ctx, "refund order", err, "order_id", orderID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "refund order", "No such order.", "order_id", orderID)
 	}
 	return &OrderStateOutput{Body: OrderStateBody{ID: st.ID, EventID: st.EventID, Status: string(st.Status)}}, nil
 }
@@ -305,11 +290,8 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 		return nil, err
 	}
 	first, err := c.Purchase.OrderStateForOwner(ctx, userID, orderID)
-	switch {
-	case errors.Is(err, purchase.ErrOrderNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such order.")
-	case err != nil:
-		return nil, h.internal(ctx, "get order status", err, "order_id", orderID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "get order status", "No such order.", "order_id", orderID)
 	}
 	releaseOrder, ok := h.limits.streams.acquireOrder(orderID)
 	if !ok {

@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +12,13 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/validation"
 	"github.com/google/uuid"
+
+	"boxoffice/catalog"
+	"boxoffice/cells"
+	"boxoffice/fault"
+	"boxoffice/payments"
+	"boxoffice/purchase"
+	"boxoffice/webhooks"
 )
 
 // Problem types. Each is stable: clients may switch on it.
@@ -201,4 +210,110 @@ func formatRule(format string, args ...any) string {
 func init() {
 	huma.NewError = newError
 	huma.ErrorFormatter = formatRule
+}
+
+// codeProblem is the problem of an error by its fault.Code, when no
+// specific problem names the error: the one mapping of the API from the
+// domain's kinds of failure to HTTP. An error of a code not here is
+// answered by Handlers.internal, logged and never echoed:
+// fault.CodeUnknown and fault.CodePermanent are the server's fault, and
+// fault.CodeUnavailable has no one answer — an operation that documents a
+// 503 words it and its Retry-After itself (the waiting room, a hold whose
+// seat limit cannot be read), and elsewhere internal tells a database
+// that does not answer (the 503 cell-unavailable) from a failure (500).
+var codeProblem = map[fault.Code]struct {
+	status int
+	typ    string
+}{
+	fault.CodeNotFound:  {http.StatusNotFound, TypeNotFound},
+	fault.CodeConflict:  {http.StatusConflict, TypeConflict},
+	fault.CodeInvalid:   {http.StatusUnprocessableEntity, TypeValidation},
+	fault.CodeForbidden: {http.StatusForbidden, TypeForbidden},
+}
+
+// specificProblem is a problem type the API documents for one domain
+// error: its status, type and detail, whichever operation returns it
+// (clients switch on the type; an operation words its detail itself only
+// where its documentation says so).
+type specificProblem struct {
+	err    error
+	status int
+	typ    string
+	detail string
+	// errors are the problem's details (a 422's locations), if any.
+	errors []*huma.ErrorDetail
+}
+
+// specificProblems are checked in order, before the error's code.
+var specificProblems = []specificProblem{
+	{err: purchase.ErrIdempotencyConflict, status: http.StatusConflict, typ: TypeIdempotencyConflict,
+		detail: "This Idempotency-Key was already used for a different request."},
+	{err: purchase.ErrSeatLimit, status: http.StatusConflict, typ: TypeSeatLimit,
+		detail: "This hold would give you more seats of this event than its organizer allows per buyer."},
+	{err: purchase.ErrSeatsNotInEvent, status: http.StatusUnprocessableEntity, typ: TypeValidation,
+		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.seatIds", Message: "every seat must be a seat of this event"}}},
+	{err: purchase.ErrOrderNotCancelable, status: http.StatusConflict, typ: TypeOrderNotCancelable,
+		detail: "Only an order awaiting payment can be canceled; a paid order can be refunded by the event's organizer."},
+	{err: purchase.ErrOrderNotRefundable, status: http.StatusConflict, typ: TypeOrderNotRefundable,
+		detail: "Only a paid or ticketed order can be refunded."},
+	{err: webhooks.ErrEndpointLimit, status: http.StatusConflict, typ: TypeEndpointLimit,
+		detail: "You have the most webhook endpoints allowed; delete one first."},
+	{err: webhooks.ErrDuplicateURL, status: http.StatusConflict, typ: TypeEndpointURLInUse,
+		detail: "Another of your webhook endpoints has this URL; change that one instead."},
+	{err: webhooks.ErrEndpointDisabled, status: http.StatusConflict, typ: TypeConflict,
+		detail: "The endpoint is disabled; enable it first."},
+	{err: webhooks.ErrBadCursor, status: http.StatusUnprocessableEntity, typ: TypeValidation,
+		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "query.cursor", Message: "malformed cursor"}}},
+	{err: payments.ErrBadSignature, status: http.StatusBadRequest, typ: TypeMalformed,
+		detail: "The Stripe-Signature does not verify, or is not dated within the tolerance."},
+	{err: payments.ErrInvalidEvent, status: http.StatusBadRequest, typ: TypeMalformed,
+		detail: "The event carries an id, type or code that is not Stripe's."},
+}
+
+// problemFor answers err, the error of the operation op (a few words, for
+// the log), with its problem; nil for nil. In order:
+//
+//   - a seat-unavailable error is the 409 seat-unavailable problem naming
+//     the seats; a validation error of the domain (catalog's, webhooks')
+//     the 422 naming its input;
+//   - an error of specificProblems is its documented problem;
+//   - a purchase cell that does not answer (cells.ErrUnavailable) is the
+//     503 cell-unavailable problem, logged as a warning;
+//   - otherwise the problem of err's code (codeProblem), with detail;
+//   - anything else goes to Handlers.internal with op and attrs.
+//
+// No problem ever carries err's text.
+func (h *Handlers) problemFor(ctx context.Context, err error, op, detail string, attrs ...any) error {
+	if err == nil {
+		return nil
+	}
+	var seats *purchase.SeatUnavailableError
+	var catalogInvalid *catalog.ValidationError
+	var webhookInvalid *webhooks.ValidationError
+	switch {
+	case errors.As(err, &seats):
+		p := problem(http.StatusConflict, TypeSeatUnavailable, "Some of the seats are held by someone else or sold.")
+		p.SeatIDs = seats.SeatIDs
+		return p
+	case errors.As(err, &catalogInvalid):
+		return invalid(catalogInvalid.Location, catalogInvalid.Message)
+	case errors.As(err, &webhookInvalid):
+		return invalid(webhookInvalid.Location, webhookInvalid.Message)
+	}
+	for _, sp := range specificProblems {
+		if errors.Is(err, sp.err) {
+			p := problem(sp.status, sp.typ, sp.detail)
+			p.Errors = sp.errors
+			return p
+		}
+	}
+	if errors.Is(err, cells.ErrUnavailable) {
+		h.logger.WarnContext(ctx, "purchase cell unavailable", append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())...)
+		return cellUnavailable()
+	}
+	cp, ok := codeProblem[fault.CodeOf(err)]
+	if !ok {
+		return h.internal(ctx, op, err, attrs...)
+	}
+	return problem(cp.status, cp.typ, detail)
 }

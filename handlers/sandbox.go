@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -11,7 +10,6 @@ import (
 	"boxoffice/auth"
 	"boxoffice/cells"
 	"boxoffice/payments"
-	"boxoffice/purchase"
 )
 
 // SandboxIntentInput names a PaymentIntent of the sandbox provider.
@@ -115,11 +113,8 @@ func (h *Handlers) sandboxIntentOrder(ctx context.Context, intentID string) (*ce
 		return nil, uuid.Nil, notFound
 	}
 	orderID, err := c.Purchase.IntentOrder(ctx, identity(ctx).UserID, intentID)
-	switch {
-	case errors.Is(err, purchase.ErrOrderNotFound):
-		return nil, uuid.Nil, notFound
-	case err != nil:
-		return nil, uuid.Nil, h.internal(ctx, "sandbox get order", err, "payment_intent_id", intentID)
+	if err != nil {
+		return nil, uuid.Nil, h.problemFor(ctx, err, "sandbox get order", "No such payment intent.", "payment_intent_id", intentID)
 	}
 	return c, orderID, nil
 }

@@ -68,17 +68,16 @@ func (h *Handlers) receiveStripeWebhook(ctx context.Context, in *StripeWebhookIn
 	return out, nil
 }
 
+// stripeWebhookProblem is the problem of a refused provider event
+// (problemFor), after logging why a signed or unsigned one was refused.
 func (h *Handlers) stripeWebhookProblem(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, payments.ErrBadSignature):
 		h.logger.WarnContext(ctx, "stripe webhook signature rejected", "correlation_id", CorrelationID(ctx))
-		return problem(http.StatusBadRequest, TypeMalformed, "The Stripe-Signature does not verify, or is not dated within the tolerance.")
 	case errors.Is(err, payments.ErrInvalidEvent):
 		h.logger.WarnContext(ctx, "signed stripe webhook refused: malformed ids", "correlation_id", CorrelationID(ctx), "error", err.Error())
-		return problem(http.StatusBadRequest, TypeMalformed, "The event carries an id, type or code that is not Stripe's.")
-	default:
-		return h.internal(ctx, "receive stripe webhook", err)
 	}
+	return h.problemFor(ctx, err, "receive stripe webhook", "")
 }
 
 // stripeWebhookCell returns the cell of the order a verified provider

@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"net/http"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/auth"
-	"boxoffice/purchase"
 )
 
 // TicketSigningKeyBody is the key ticket scanners verify QR payloads with.
@@ -74,11 +72,8 @@ func (h *Handlers) listRevokedTickets(ctx context.Context, in *revokedTicketsInp
 		return nil, err
 	}
 	revoked, err := c.Purchase.RevokedTickets(ctx, identity(ctx).OrganizerID, eventID)
-	switch {
-	case errors.Is(err, purchase.ErrEventNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
-	case err != nil:
-		return nil, h.internal(ctx, "list revoked tickets", err)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "list revoked tickets", "No such event.")
 	}
 	out := &RevokedTicketsOutput{}
 	out.Body.Tickets = make([]RevokedTicketBody, 0, len(revoked))

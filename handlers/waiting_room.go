@@ -104,15 +104,13 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 		v, err = c.Room.Poll(ctx, identity(ctx).UserID, eventID, in.ip)
 	}
 	switch {
-	case errors.Is(err, waitingroom.ErrEventNotFound):
-		return nil, problem(http.StatusNotFound, TypeNotFound, "No such event.")
-	case errors.Is(err, waitingroom.ErrUnavailable):
+	case errors.Is(err, waitingroom.ErrUnavailable): // its own detail: tokens issued keep working
 		h.logger.WarnContext(ctx, "waiting room unavailable", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
 		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
 			"The waiting room is not admitting anyone right now; try again shortly. Admission tokens already issued keep working."),
 			retryAfter(5*time.Second))
 	case err != nil:
-		return nil, h.internal(ctx, "waiting room", err, "event_id", eventID)
+		return nil, h.problemFor(ctx, err, "waiting room", "No such event.", "event_id", eventID)
 	}
 	out := &WaitingRoomOutput{Status: http.StatusAccepted}
 	out.Body.Phase = string(v.Phase)

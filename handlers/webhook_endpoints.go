@@ -188,28 +188,10 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	h.registerWebhookMessages(api, tags, errs)
 }
 
-// webhookError maps the webhooks package's errors to problems.
+// webhookError is the problem of the webhooks package's err
+// (problemFor): a missing endpoint, message or attempt is a 404.
 func (h *Handlers) webhookError(ctx context.Context, msg string, err error) error {
-	var verr *webhooks.ValidationError
-	switch {
-	case errors.As(err, &verr):
-		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
-		p.Errors = []*huma.ErrorDetail{{Location: verr.Location, Message: verr.Message}}
-		return p
-	case errors.Is(err, webhooks.ErrNotFound):
-		return problem(http.StatusNotFound, TypeNotFound, "No such webhook resource.")
-	case errors.Is(err, webhooks.ErrEndpointLimit):
-		return problem(http.StatusConflict, TypeEndpointLimit, "You have the most webhook endpoints allowed; delete one first.")
-	case errors.Is(err, webhooks.ErrDuplicateURL):
-		return problem(http.StatusConflict, TypeEndpointURLInUse, "Another of your webhook endpoints has this URL; change that one instead.")
-	case errors.Is(err, webhooks.ErrEndpointDisabled):
-		return problem(http.StatusConflict, TypeConflict, "The endpoint is disabled; enable it first.")
-	case errors.Is(err, webhooks.ErrBadCursor):
-		p := problem(http.StatusUnprocessableEntity, TypeValidation, "Validation failed.")
-		p.Errors = []*huma.ErrorDetail{{Location: "query.cursor", Message: "malformed cursor"}}
-		return p
-	}
-	return h.internal(ctx, msg, err)
+	return h.problemFor(ctx, err, msg, "No such webhook resource.")
 }
 
 // webhooksService returns the webhooks service of the calling organizer's

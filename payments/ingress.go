@@ -19,6 +19,7 @@ import (
 	"github.com/stripe/stripe-go/v79/webhook"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/outbox"
 	"boxoffice/promreg"
 	"boxoffice/purchase"
@@ -28,13 +29,13 @@ import (
 // ErrBadSignature is returned by Ingress.Receive for a payload whose
 // signature does not verify, or is dated outside the tolerance (too old or
 // too far ahead): nothing was read from it.
-var ErrBadSignature = errors.New("webhook signature does not verify")
+var ErrBadSignature = fault.New(fault.CodeInvalid, "webhook signature does not verify")
 
 // ErrInvalidEvent is returned by Ingress.Receive for a validly signed
 // event that carries an id, type or code Stripe never sends (a NUL or any
 // other character outside [A-Za-z0-9_], a missing prefix, or more than 255
 // bytes), or without an object of its type's shape: nothing was written.
-var ErrInvalidEvent = errors.New("webhook event is malformed")
+var ErrInvalidEvent = fault.New(fault.CodeInvalid, "webhook event is malformed")
 
 // IngressConfig configures NewIngress.
 type IngressConfig struct {
@@ -159,7 +160,7 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 				return nil
 			}
 			order, err := q.OrderStatusGet(ctx, tx, m.orderID)
-			if errors.Is(db.Interpret(err), db.ErrNotFound) {
+			if errors.Is(err, db.ErrNotFound) {
 				in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
 					"provider_event_id", ev.ID, "event_type", ev.Type, "metadata_order_id", m.orderID)
 				return nil
@@ -358,8 +359,8 @@ func (in *Ingress) orderOf(ctx context.Context, intentID string, metadata map[st
 	if id, err := uuid.Parse(metadata[orderIDKey]); err == nil {
 		return id, true, nil
 	}
-	id, err := sqlcgen.New().PaymentOrderByIntent(ctx, in.pool, intentID)
-	switch err = db.Interpret(err); {
+	id, err := sqlcgen.New().PaymentOrderByIntent(ctx, db.Interpreting(in.pool), intentID)
+	switch {
 	case err == nil:
 		return id, true, nil
 	case errors.Is(err, db.ErrNotFound):

@@ -212,7 +212,7 @@ func NewSandbox(pool *pgxpool.Pool, cfg SandboxConfig) (*Sandbox, error) {
 // RequestCount reports the requests of op on the intent, for tests that
 // assert how often the provider acted ("one capture at the provider").
 func (s *Sandbox) RequestCount(ctx context.Context, intentID string, op SandboxOperation) (SandboxRequestCount, error) {
-	row, err := s.q.SandboxRequestCount(ctx, s.pool, sqlcgen.SandboxRequestCountParams{PaymentIntentID: intentID, Operation: string(op)})
+	row, err := s.q.SandboxRequestCount(ctx, s.read(), sqlcgen.SandboxRequestCountParams{PaymentIntentID: intentID, Operation: string(op)})
 	if err != nil {
 		return SandboxRequestCount{}, fmt.Errorf("count sandbox requests: %w", err)
 	}
@@ -392,7 +392,7 @@ func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (
 func (s *Sandbox) Get(ctx context.Context, intentID string) (Intent, error) {
 	const op = "get intent"
 	ctx = db.WithRole(ctx, SandboxProviderRole)
-	row, err := s.q.SandboxIntentGet(ctx, s.pool, intentID)
+	row, err := s.q.SandboxIntentGet(ctx, s.read(), intentID)
 	if err != nil {
 		return Intent{}, s.dbError(op, intentID, err)
 	}
@@ -407,7 +407,7 @@ func (s *Sandbox) Get(ctx context.Context, intentID string) (Intent, error) {
 func (s *Sandbox) List(ctx context.Context, createdFrom, createdTo time.Time) ([]Intent, error) {
 	const op = "list intents"
 	ctx = db.WithRole(ctx, SandboxProviderRole)
-	rows, err := s.q.SandboxIntentList(ctx, s.pool, sqlcgen.SandboxIntentListParams{
+	rows, err := s.q.SandboxIntentList(ctx, s.read(), sqlcgen.SandboxIntentListParams{
 		CreatedFrom: time.Unix(createdFrom.Unix(), 0),
 		CreatedTo:   time.Unix(createdTo.Unix(), 0),
 	})
@@ -655,9 +655,13 @@ func (s *Sandbox) idempotent(ctx context.Context, op string, kind SandboxOperati
 
 // lockIntent reads the intent and locks it for the transaction. An unknown
 // intent is a permanent CodeResourceMissing *Error.
+// read is the pool for sqlcgen's reads, its errors interpreted
+// (db.Interpreting): a missing row is db.ErrNotFound.
+func (s *Sandbox) read() db.DBTX { return db.Interpreting(s.pool) }
+
 func (s *Sandbox) lockIntent(ctx context.Context, tx pgx.Tx, op, intentID string) (sqlcgen.SandboxPaymentIntent, error) {
-	row, err := s.q.SandboxIntentGetForUpdate(ctx, tx, intentID)
-	if errors.Is(db.Interpret(err), db.ErrNotFound) {
+	row, err := s.q.SandboxIntentGetForUpdate(ctx, db.InterpretingTx(tx), intentID)
+	if errors.Is(err, db.ErrNotFound) {
 		return row, missing(op, intentID)
 	}
 	if err != nil {
@@ -704,7 +708,7 @@ func (s *Sandbox) dbError(op, intentID string, err error) error {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e
 	}
-	if errors.Is(db.Interpret(err), db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		return missing(op, intentID)
 	}
 	if isContextErr(err) {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
 )
@@ -16,7 +17,7 @@ import (
 // ErrOrderNotCancelable is returned by Cancel for an order past the point
 // where its owner can give the seats back: payment was authorized or
 // captured, or the order already failed.
-var ErrOrderNotCancelable = errors.New("order cannot be canceled")
+var ErrOrderNotCancelable = fault.New(fault.CodeConflict, "order cannot be canceled")
 
 // ReasonCanceledByBuyer is the reason of the OrderCanceled and
 // AuthorizationCancelRequested events that Cancel emits.
@@ -39,7 +40,7 @@ const ReasonCanceledByBuyer = "canceled_by_buyer"
 func (s *Service) Cancel(ctx context.Context, userID, orderID uuid.UUID) (Order, error) {
 	err := db.WithTx(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) error {
 		row, err := sqlcgen.New().OrderLockForOwner(ctx, tx, sqlcgen.OrderLockForOwnerParams{ID: orderID, UserID: userID})
-		if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return ErrOrderNotFound
 		} else if err != nil {
 			return fmt.Errorf("lock order: %w", err)

@@ -17,7 +17,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"boxoffice/catalog"
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/sqlcgen"
 )
 
@@ -25,14 +27,15 @@ import (
 var (
 	// ErrIdempotencyConflict: the Idempotency-Key was already used by this
 	// user for a different request.
-	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
-	// ErrEventNotFound: the event does not exist.
-	ErrEventNotFound = errors.New("event not found")
+	ErrIdempotencyConflict = fault.New(fault.CodeConflict, "idempotency key reused with a different request")
+	// ErrEventNotFound: the event does not exist. It is
+	// catalog.ErrNotFound, the one "event not found" of every package.
+	ErrEventNotFound = catalog.ErrNotFound
 	// ErrSeatsNotInEvent: one or more seat ids are not seats of the event.
-	ErrSeatsNotInEvent = errors.New("seats not in event")
+	ErrSeatsNotInEvent = fault.New(fault.CodeInvalid, "seats not in event")
 	// ErrSeatLimit: the hold would give the buyer more seats of the event
 	// than HoldParams.SeatLimit allows. Nothing was written.
-	ErrSeatLimit = errors.New("buyer's seat limit for the event exceeded")
+	ErrSeatLimit = fault.New(fault.CodeConflict, "buyer's seat limit for the event exceeded")
 )
 
 // SeatUnavailableError is returned when some requested seats are held by
@@ -40,6 +43,9 @@ var (
 type SeatUnavailableError struct {
 	SeatIDs []uuid.UUID
 }
+
+// Code is fault.CodeConflict: the seats are someone else's now.
+func (e *SeatUnavailableError) Code() fault.Code { return fault.CodeConflict }
 
 func (e *SeatUnavailableError) Error() string {
 	return fmt.Sprintf("%d seat(s) unavailable", len(e.SeatIDs))
@@ -71,6 +77,10 @@ func NewService(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) *Service {
 	cfg.KeyTTL = cmp.Or(cfg.KeyTTL, 24*time.Hour)
 	return &Service{pool: pool, cfg: cfg, logger: logger.With("component", "purchase")}
 }
+
+// read is the pool for sqlcgen's reads, its errors interpreted
+// (db.Interpreting): a missing row is db.ErrNotFound.
+func (s *Service) read() db.DBTX { return db.Interpreting(s.pool) }
 
 // HoldParams is a buyer's request to hold seats.
 type HoldParams struct {
@@ -141,7 +151,7 @@ func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 				return Hold{}, fmt.Errorf("reserve seats: idempotency key kept changing hands")
 			}
 		case errors.Is(err, ErrSeatsNotInEvent):
-			if _, gerr := sqlcgen.New().EventGetByID(ctx, s.pool, p.EventID); errors.Is(db.Interpret(gerr), db.ErrNotFound) {
+			if _, gerr := sqlcgen.New().EventGetByID(ctx, s.read(), p.EventID); errors.Is(gerr, db.ErrNotFound) {
 				return Hold{}, ErrEventNotFound
 			}
 			return Hold{}, err
@@ -203,8 +213,8 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 // replay answers from a stored idempotency key. found is false when the key
 // is not bound.
 func (s *Service) replay(ctx context.Context, userID uuid.UUID, key string, hash []byte) (Hold, bool, error) {
-	row, err := sqlcgen.New().IdempotencyKeyGet(ctx, s.pool, sqlcgen.IdempotencyKeyGetParams{UserID: userID, Key: key})
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	row, err := sqlcgen.New().IdempotencyKeyGet(ctx, s.read(), sqlcgen.IdempotencyKeyGetParams{UserID: userID, Key: key})
+	if errors.Is(err, db.ErrNotFound) {
 		return Hold{}, false, nil
 	} else if err != nil {
 		return Hold{}, false, fmt.Errorf("read idempotency key: %w", err)

@@ -9,12 +9,13 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/sqlcgen"
 )
 
 // ErrOrderNotFound is returned for an order that does not exist or that
 // belongs to someone else; callers cannot tell the two apart.
-var ErrOrderNotFound = errors.New("order not found")
+var ErrOrderNotFound = fault.New(fault.CodeNotFound, "order not found")
 
 // Order is an order as its owner sees it.
 type Order struct {
@@ -61,10 +62,10 @@ type OrderTicket struct {
 // intentID, if userID owns that order, else ErrOrderNotFound: the check a
 // buyer's page makes before confirming the intent. One statement.
 func (s *Service) IntentOrder(ctx context.Context, userID uuid.UUID, intentID string) (uuid.UUID, error) {
-	id, err := sqlcgen.New().PaymentOrderByIntentForUser(ctx, s.pool, sqlcgen.PaymentOrderByIntentForUserParams{
+	id, err := sqlcgen.New().PaymentOrderByIntentForUser(ctx, s.read(), sqlcgen.PaymentOrderByIntentForUserParams{
 		PaymentIntentID: intentID, UserID: userID,
 	})
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		return uuid.Nil, ErrOrderNotFound
 	} else if err != nil {
 		return uuid.Nil, fmt.Errorf("get order of payment intent: %w", err)
@@ -75,8 +76,8 @@ func (s *Service) IntentOrder(ctx context.Context, userID uuid.UUID, intentID st
 // Order returns the order with id if userID owns it, else ErrOrderNotFound.
 func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error) {
 	q := sqlcgen.New()
-	row, err := q.OrderGetForUser(ctx, s.pool, sqlcgen.OrderGetForUserParams{ID: id, UserID: userID})
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	row, err := q.OrderGetForUser(ctx, s.read(), sqlcgen.OrderGetForUserParams{ID: id, UserID: userID})
+	if errors.Is(err, db.ErrNotFound) {
 		return Order{}, ErrOrderNotFound
 	} else if err != nil {
 		return Order{}, fmt.Errorf("get order: %w", err)
@@ -92,11 +93,11 @@ func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error
 		HoldStatus:    HoldStatus(row.HoldStatus),
 		HoldExpiresAt: row.HoldExpiresAt,
 	}
-	if o.SeatIDs, err = q.HoldSeatListByHold(ctx, s.pool, row.HoldID); err != nil {
+	if o.SeatIDs, err = q.HoldSeatListByHold(ctx, s.read(), row.HoldID); err != nil {
 		return Order{}, fmt.Errorf("list hold seats: %w", err)
 	}
-	payment, err := q.PaymentGetByOrder(ctx, s.pool, id)
-	switch err = db.Interpret(err); {
+	payment, err := q.PaymentGetByOrder(ctx, s.read(), id)
+	switch {
 	case err == nil:
 		o.Payment = &Payment{Provider: payment.Provider, Status: payment.Status}
 		if payment.PaymentIntentID != nil {

@@ -31,8 +31,8 @@ type OrderState struct {
 // PaymentIntent, if userID owns it, else ErrOrderNotFound. It is one
 // primary-key read of the order and one of its payment.
 func (s *Service) OrderStateForOwner(ctx context.Context, userID, id uuid.UUID) (OrderState, error) {
-	row, err := sqlcgen.New().OrderStatusGetForUser(ctx, s.pool, sqlcgen.OrderStatusGetForUserParams{ID: id, UserID: userID})
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	row, err := sqlcgen.New().OrderStatusGetForUser(ctx, s.read(), sqlcgen.OrderStatusGetForUserParams{ID: id, UserID: userID})
+	if errors.Is(err, db.ErrNotFound) {
 		return OrderState{}, ErrOrderNotFound
 	} else if err != nil {
 		return OrderState{}, fmt.Errorf("get order status: %w", err)

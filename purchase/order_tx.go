@@ -56,8 +56,9 @@ type OrderTx struct {
 // LockOrder locks order id for the rest of tx. An unknown order is
 // ErrOrderNotFound.
 func LockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID, cause Cause) (*OrderTx, error) {
+	tx = db.InterpretingTx(tx)
 	row, err := sqlcgen.New().OrderGetForUpdate(ctx, tx, id)
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		return nil, ErrOrderNotFound
 	} else if err != nil {
 		return nil, fmt.Errorf("lock order: %w", err)
@@ -72,7 +73,7 @@ func newOrderTx(tx pgx.Tx, row sqlcgen.Order, cause Cause) *OrderTx {
 	if cause.Logger == nil {
 		cause.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &OrderTx{tx: tx, q: sqlcgen.New(), order: row, cause: cause}
+	return &OrderTx{tx: db.InterpretingTx(tx), q: sqlcgen.New(), order: row, cause: cause}
 }
 
 // ID is the order's id.
@@ -97,7 +98,7 @@ func (o *OrderTx) LockHold(ctx context.Context) error {
 		return nil
 	}
 	hold, err := o.q.HoldGetByOrderForUpdate(ctx, o.tx, o.order.ID)
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		return fmt.Errorf("%w: order %s has no hold", ErrPermanent, o.order.ID)
 	} else if err != nil {
 		return fmt.Errorf("lock hold: %w", err)
@@ -222,7 +223,7 @@ func (o *OrderTx) Emit(ctx context.Context, eventType string, payload any) error
 func (o *OrderTx) RequestCancel(ctx context.Context, intentID, reason string) (bool, error) {
 	if intentID == "" {
 		payment, err := o.q.PaymentIntentGetByOrder(ctx, o.tx, o.order.ID)
-		switch err = db.Interpret(err); {
+		switch {
 		case errors.Is(err, db.ErrNotFound):
 		case err != nil:
 			return false, fmt.Errorf("read payment: %w", err)

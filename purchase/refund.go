@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/outbox"
 	"boxoffice/sqlcgen"
 )
@@ -17,7 +18,7 @@ import (
 // ErrOrderNotRefundable is returned by Refund for an order that was never
 // paid (or whose payment is still being captured): there is nothing to
 // refund yet.
-var ErrOrderNotRefundable = errors.New("order cannot be refunded")
+var ErrOrderNotRefundable = fault.New(fault.CodeConflict, "order cannot be refunded")
 
 // ReasonRefundByOrganizer is the reason of the RefundRequested that
 // Refund emits.
@@ -44,7 +45,7 @@ func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID) (O
 	return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (OrderState, error) {
 		q := sqlcgen.New()
 		row, err := q.OrderLockForOrganizer(ctx, tx, sqlcgen.OrderLockForOrganizerParams{ID: orderID, OrganizerID: organizerID})
-		if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return OrderState{}, ErrOrderNotFound
 		} else if err != nil {
 			return OrderState{}, fmt.Errorf("lock order: %w", err)
@@ -58,7 +59,7 @@ func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID) (O
 			return OrderState{}, ErrOrderNotRefundable
 		}
 		payment, err := q.PaymentIntentGetByOrder(ctx, tx, o.ID())
-		if err = db.Interpret(err); err != nil {
+		if err != nil {
 			return OrderState{}, fmt.Errorf("get payment of %s order: %w", o.Status(), err)
 		}
 		if payment.PaymentIntentID == nil || *payment.PaymentIntentID == "" {
@@ -113,13 +114,13 @@ type RevokedTicket struct {
 // ErrEventNotFound when organizerID does not organize the event.
 func (s *Service) RevokedTickets(ctx context.Context, organizerID, eventID uuid.UUID) ([]RevokedTicket, error) {
 	q := sqlcgen.New()
-	ev, err := q.EventGetByID(ctx, s.pool, eventID)
-	if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) || err == nil && ev.OrganizerID != organizerID {
+	ev, err := q.EventGetByID(ctx, s.read(), eventID)
+	if errors.Is(err, db.ErrNotFound) || err == nil && ev.OrganizerID != organizerID {
 		return nil, ErrEventNotFound
 	} else if err != nil {
 		return nil, fmt.Errorf("get event: %w", err)
 	}
-	rows, err := q.TicketListRevokedByEvent(ctx, s.pool, eventID)
+	rows, err := q.TicketListRevokedByEvent(ctx, s.read(), eventID)
 	if err != nil {
 		return nil, fmt.Errorf("list revoked tickets: %w", err)
 	}

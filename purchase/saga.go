@@ -47,7 +47,7 @@ var (
 	// to (JetStream does not order events): a PaymentCaptured while the
 	// order still awaits its authorization, say. Nothing was written; the
 	// consumer retries it later with backoff.
-	ErrTooEarly = errors.New("event arrived before the state it applies to")
+	ErrTooEarly = fault.New(fault.CodeConflict, "event arrived before the state it applies to")
 )
 
 // SagaConfig configures NewSaga.
@@ -281,8 +281,8 @@ func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope)
 	}
 	st.log.InfoContext(ctx, "payment failed; order failed and seats released", "seats_released", released)
 
-	payment, err := sqlcgen.New().PaymentIntentGetByOrder(ctx, tx, st.ID())
-	switch err = db.Interpret(err); {
+	payment, err := sqlcgen.New().PaymentIntentGetByOrder(ctx, st.tx, st.ID())
+	switch {
 	case err == nil && payment.Status == paymentCaptured:
 		st.log.WarnContext(ctx, "payment failed after its intent was captured; not canceling it")
 		return nil
@@ -327,8 +327,8 @@ func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.E
 		return err
 	}
 	q := sqlcgen.New()
-	payment, err := q.PaymentIntentGetByOrder(ctx, tx, st.ID())
-	switch err = db.Interpret(err); {
+	payment, err := q.PaymentIntentGetByOrder(ctx, st.tx, st.ID())
+	switch {
 	case errors.Is(err, db.ErrNotFound) || err == nil && payment.PaymentIntentID == nil:
 		st.log.InfoContext(ctx, "cancellation arrived before the payment row; retrying later")
 		return fmt.Errorf("AuthorizationCanceled for order %s without a payment row: %w", st.ID(), ErrTooEarly)

@@ -124,7 +124,7 @@ func check(ctx context.Context, cfg Config, in payments.Intent) (Finding, bool, 
 		q := sqlcgen.New()
 		// Lock order: the order first, as every writer of its state does.
 		order, err := q.OrderGetForUpdate(ctx, tx, orderID)
-		if err = db.Interpret(err); errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			if in.Status == payments.StatusRequiresCapture || in.Status == payments.StatusSucceeded {
 				found = true
 				f.Note = "its order does not exist here (another cell?); not touched"

@@ -3,7 +3,6 @@ package tickets
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/fault"
 	"boxoffice/outbox"
 	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
@@ -21,7 +21,7 @@ import (
 var (
 	// ErrOrderNotPaid: the order has not reached paid yet (its capture is
 	// still on the way). Transient: issuing again later can succeed.
-	ErrOrderNotPaid = errors.New("order not paid yet")
+	ErrOrderNotPaid = fault.New(fault.CodeConflict, "order not paid yet")
 	// ErrOrderNotFound: no order has the id. No retry can fix it. It is
 	// purchase's: one "order not found" in the tree.
 	ErrOrderNotFound = purchase.ErrOrderNotFound
@@ -29,7 +29,7 @@ var (
 	// order. ticket_seat_uq kept the seat from being sold twice; the
 	// purchase path should never have let it come this far, so this needs
 	// a person, not a retry.
-	ErrSeatTicketed = errors.New("seat already ticketed to another order")
+	ErrSeatTicketed = fault.New(fault.CodeConflict, "seat already ticketed to another order")
 )
 
 // IssuerConfig configures NewIssuer.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"boxoffice/fault"
 )
 
 // Namespace is the UUIDv5 namespace of ticket ids. It must never change:
@@ -52,7 +54,7 @@ var b64 = base64.RawURLEncoding.Strict()
 // ErrInvalidPayload is returned by Verify for a payload that is not a
 // well-formed BX1 payload, or whose signature does not verify under the
 // key. Callers cannot tell forged from garbled, and need not.
-var ErrInvalidPayload = errors.New("invalid ticket payload")
+var ErrInvalidPayload = fault.New(fault.CodeInvalid, "invalid ticket payload")
 
 // GenerateSeed returns a fresh random signing key seed, for
 // BOXOFFICE_TICKET_SIGNING_KEY (base64 of these bytes) or for tests.

@@ -70,8 +70,8 @@ func nonZero(n int) *int32 {
 // Get returns the event's settings; an event without a row has the
 // defaults.
 func (o *Onsales) Get(ctx context.Context, eventID uuid.UUID) (Settings, error) {
-	row, err := sqlcgen.New().OnsaleGet(ctx, o.pool, eventID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	row, err := sqlcgen.New().OnsaleGet(ctx, db.Interpreting(o.pool), eventID)
+	if errors.Is(err, db.ErrNotFound) {
 		return Settings{}, nil
 	} else if err != nil {
 		return Settings{}, fmt.Errorf("get onsale settings: %w", err)
@@ -89,7 +89,7 @@ func (o *Onsales) Update(ctx context.Context, eventID uuid.UUID, change func(*Se
 		switch {
 		case err == nil:
 			s = fromRow(row)
-		case !errors.Is(err, pgx.ErrNoRows):
+		case !errors.Is(err, db.ErrNotFound):
 			return Settings{}, fmt.Errorf("lock onsale settings: %w", err)
 		}
 		change(&s)

@@ -17,15 +17,17 @@ import (
 
 	"boxoffice/admission"
 	"boxoffice/catalog"
+	"boxoffice/fault"
 	"boxoffice/promreg"
 )
 
-// ErrEventNotFound is returned for an event that does not exist.
-var ErrEventNotFound = errors.New("event not found")
+// ErrEventNotFound is returned for an event that does not exist. It is
+// catalog.ErrNotFound, the one "event not found" of every package.
+var ErrEventNotFound = catalog.ErrNotFound
 
 // ErrNoSettings is returned by the organizer operations of a Room built
 // without onsale settings storage.
-var ErrNoSettings = errors.New("onsale settings are not stored")
+var ErrNoSettings = fault.New(fault.CodeNotFound, "onsale settings are not stored")
 
 // EventSource looks events up; *catalog.Catalog is one. It returns
 // catalog.ErrNotFound for an unknown event.

@@ -2,16 +2,17 @@ package waitingroom
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
+
+	"boxoffice/fault"
 )
 
 // ErrUnavailable is returned by a Store that cannot reach its backing
 // service (Redis). The waiting room fails closed on it: nobody joins, polls
 // or is admitted until the store answers again.
-var ErrUnavailable = errors.New("waiting room store unavailable")
+var ErrUnavailable = fault.New(fault.CodeUnavailable, "waiting room store unavailable")
 
 // Phase is where an onsale stands for a buyer who joins now.
 type Phase string

@@ -2,11 +2,12 @@ package webhooks
 
 import (
 	"encoding/base64"
-	"errors"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"boxoffice/fault"
 )
 
 // Cursor is a position in a list ordered by (created_at, id). Clients get
@@ -17,7 +18,7 @@ type Cursor struct {
 }
 
 // ErrBadCursor is returned for a cursor string this package did not make.
-var ErrBadCursor = errors.New("malformed cursor")
+var ErrBadCursor = fault.New(fault.CodeInvalid, "malformed cursor")
 
 // String encodes c as an opaque URL-safe string.
 func (c Cursor) String() string {

@@ -743,7 +743,7 @@ func (d *Dispatcher) recordHealth(ctx context.Context, tx pgx.Tx, order []uuid.U
 			st, err := d.q.WebhookEndpointRecordFailures(ctx, tx, sqlcgen.WebhookEndpointRecordFailuresParams{
 				ID: id, Failures: int32(t.trailing), Threshold: int32(d.cfg.CircuitThreshold), OpenFor: d.cfg.CircuitCooldown,
 			})
-			switch err = db.Interpret(err); {
+			switch {
 			case errors.Is(err, db.ErrNotFound):
 				continue // deleted meanwhile
 			case err != nil:

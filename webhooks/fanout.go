@@ -49,8 +49,9 @@ func FanOutHandler(logger *slog.Logger) func(ctx context.Context, tx pgx.Tx, ev 
 		if !isSource(ev.EventType) {
 			return nil
 		}
+		tx = db.InterpretingTx(tx) // whoever began it: a missing row is db.ErrNotFound
 		order, err := q.WebhookOrderSubject(ctx, tx, ev.AggregateID)
-		switch err = db.Interpret(err); {
+		switch {
 		case errors.Is(err, db.ErrNotFound):
 			return fault.Permanent(fmt.Errorf("%s names an unknown order", ev.EventType))
 		case err != nil:
@@ -82,7 +83,7 @@ func FanOutHandler(logger *slog.Logger) func(ctx context.Context, tx pgx.Tx, ev 
 				ID: uuid.Must(uuid.NewV7()), OrganizerID: order.OrganizerID, EventType: f.eventType,
 				Payload: body, SourceKey: f.sourceKey, OrderID: &orderID, CorrelationID: ev.CorrelationID, CreatedAt: ev.OccurredAt,
 			})
-			switch err = db.Interpret(err); {
+			switch {
 			case errors.Is(err, db.ErrNotFound):
 				continue // this fact was stored before
 			case err != nil:

@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,12 +9,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"boxoffice/fault"
 )
 
 // ErrRefusedURL is wrapped by every refusal of the SSRF guard: a URL that
 // is malformed, not https (unless private delivery is allowed), or whose
 // host is or resolves to an address webhooks must never reach.
-var ErrRefusedURL = errors.New("webhook url refused")
+var ErrRefusedURL = fault.New(fault.CodeInvalid, "webhook url refused")
 
 // refused builds an error wrapping ErrRefusedURL. reason never holds
 // secrets: URLs with credentials are refused before they are quoted.

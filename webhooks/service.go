@@ -13,26 +13,27 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"boxoffice/db"
+	"boxoffice/fault"
 	"boxoffice/sqlcgen"
 )
 
 // ErrNotFound is returned for an endpoint or message that does not exist
 // or belongs to another organizer: the two are indistinguishable.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = fault.New(fault.CodeNotFound, "not found")
 
 // ErrEndpointDisabled is returned when an operation needs an enabled
 // endpoint (recover, replay to one endpoint).
-var ErrEndpointDisabled = errors.New("endpoint is disabled")
+var ErrEndpointDisabled = fault.New(fault.CodeConflict, "endpoint is disabled")
 
 // ErrEndpointLimit is returned by Create when the organizer already has
 // the most endpoints allowed (ServiceConfig.MaxEndpoints), enabled or not.
 // Nothing was written.
-var ErrEndpointLimit = errors.New("webhook endpoint limit reached")
+var ErrEndpointLimit = fault.New(fault.CodeConflict, "webhook endpoint limit reached")
 
 // ErrDuplicateURL is returned by Create and Update when another endpoint
 // of the organizer, enabled or not, already has the URL (compared in the
 // form URLKey gives). Nothing was written.
-var ErrDuplicateURL = errors.New("another endpoint has this url")
+var ErrDuplicateURL = fault.New(fault.CodeConflict, "another endpoint has this url")
 
 // ValidationError says which input is wrong and how. Nothing was written.
 type ValidationError struct {
@@ -43,6 +44,9 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
+
+// Code is fault.CodeInvalid: the input breaks a rule.
+func (e *ValidationError) Code() fault.Code { return fault.CodeInvalid }
 
 // Limits of endpoint settings.
 const (
@@ -82,6 +86,11 @@ type ServiceConfig struct {
 	// Logger logs changes to endpoints. Required.
 	Logger *slog.Logger
 }
+
+// read is the pool for sqlcgen's statements outside a transaction, their
+// errors interpreted (db.Interpreting): a missing row is db.ErrNotFound, a
+// unique violation db.ErrConflict.
+func (s *Service) read() db.DBTX { return db.Interpreting(s.pool) }
 
 // NewService returns a Service on pool.
 func NewService(pool *pgxpool.Pool, cfg ServiceConfig) *Service {
@@ -254,7 +263,7 @@ func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointP
 			RateLimitPerSecond: p.RateLimitPerSecond, MaxConcurrency: p.MaxConcurrency, Secret: secret,
 		})
 	})
-	switch err = db.Interpret(err); {
+	switch {
 	case errors.Is(err, ErrEndpointLimit):
 		return Endpoint{}, err
 	case errors.Is(err, db.ErrConflict): // the only unique key besides a fresh id
@@ -283,7 +292,7 @@ func (s *Service) List(ctx context.Context, organizerID uuid.UUID, after *Cursor
 	if after != nil {
 		p.AfterCreatedAt, p.AfterID = &after.CreatedAt, &after.ID
 	}
-	rows, err := s.q.WebhookEndpointList(ctx, s.pool, p)
+	rows, err := s.q.WebhookEndpointList(ctx, s.read(), p)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}
@@ -296,8 +305,8 @@ func (s *Service) List(ctx context.Context, organizerID uuid.UUID, after *Cursor
 
 // Get returns one of the organizer's endpoints, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, organizerID, id uuid.UUID) (Endpoint, error) {
-	row, err := s.q.WebhookEndpointGet(ctx, s.pool, sqlcgen.WebhookEndpointGetParams{ID: id, OrganizerID: organizerID})
-	switch err = db.Interpret(err); {
+	row, err := s.q.WebhookEndpointGet(ctx, s.read(), sqlcgen.WebhookEndpointGetParams{ID: id, OrganizerID: organizerID})
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return Endpoint{}, ErrNotFound
 	case err != nil:
@@ -353,7 +362,7 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 		}
 		return row, nil
 	})
-	switch err = db.Interpret(err); {
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return Endpoint{}, ErrNotFound
 	case errors.Is(err, db.ErrConflict):
@@ -369,7 +378,7 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 // messages and their attempt history stay until retention. Returns
 // ErrNotFound.
 func (s *Service) Delete(ctx context.Context, organizerID, id uuid.UUID) error {
-	n, err := s.q.WebhookEndpointDelete(ctx, s.pool, sqlcgen.WebhookEndpointDeleteParams{ID: id, OrganizerID: organizerID})
+	n, err := s.q.WebhookEndpointDelete(ctx, s.read(), sqlcgen.WebhookEndpointDeleteParams{ID: id, OrganizerID: organizerID})
 	if err != nil {
 		return fmt.Errorf("delete webhook endpoint: %w", err)
 	}
@@ -388,10 +397,10 @@ func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (
 	if err != nil {
 		return Endpoint{}, err
 	}
-	row, err := s.q.WebhookEndpointRotateSecret(ctx, s.pool, sqlcgen.WebhookEndpointRotateSecretParams{
+	row, err := s.q.WebhookEndpointRotateSecret(ctx, s.read(), sqlcgen.WebhookEndpointRotateSecretParams{
 		ID: id, OrganizerID: organizerID, Secret: secret, Overlap: PreviousSecretOverlap,
 	})
-	switch err = db.Interpret(err); {
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return Endpoint{}, ErrNotFound
 	case err != nil:
@@ -414,7 +423,7 @@ func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since 
 	if !e.Enabled {
 		return 0, ErrEndpointDisabled
 	}
-	n, err := s.q.WebhookDeliveryRecover(ctx, s.pool, sqlcgen.WebhookDeliveryRecoverParams{
+	n, err := s.q.WebhookDeliveryRecover(ctx, s.read(), sqlcgen.WebhookDeliveryRecoverParams{
 		EndpointID: id, OrganizerID: organizerID, Since: since,
 	})
 	if err != nil {
@@ -452,7 +461,7 @@ func (s *Service) Messages(ctx context.Context, organizerID uuid.UUID, f Message
 	if f.Before != nil {
 		p.BeforeCreatedAt, p.BeforeID = &f.Before.CreatedAt, &f.Before.ID
 	}
-	rows, err := s.q.WebhookMessageList(ctx, s.pool, p)
+	rows, err := s.q.WebhookMessageList(ctx, s.read(), p)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook messages: %w", err)
 	}
@@ -483,7 +492,7 @@ func (s *Service) Attempts(ctx context.Context, organizerID, messageID uuid.UUID
 	if _, err := s.message(ctx, organizerID, messageID); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.WebhookAttemptListByMessage(ctx, s.pool, sqlcgen.WebhookAttemptListByMessageParams{
+	rows, err := s.q.WebhookAttemptListByMessage(ctx, s.read(), sqlcgen.WebhookAttemptListByMessageParams{
 		MessageID: messageID, OrganizerID: organizerID,
 	})
 	if err != nil {
@@ -501,8 +510,8 @@ func (s *Service) Attempts(ctx context.Context, organizerID, messageID uuid.UUID
 }
 
 func (s *Service) message(ctx context.Context, organizerID, id uuid.UUID) (sqlcgen.WebhookMessageGetRow, error) {
-	m, err := s.q.WebhookMessageGet(ctx, s.pool, sqlcgen.WebhookMessageGetParams{ID: id, OrganizerID: organizerID})
-	switch err = db.Interpret(err); {
+	m, err := s.q.WebhookMessageGet(ctx, s.read(), sqlcgen.WebhookMessageGetParams{ID: id, OrganizerID: organizerID})
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return m, ErrNotFound
 	case err != nil:
@@ -530,7 +539,7 @@ func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, 
 			return 0, ErrEndpointDisabled
 		}
 	}
-	n, err := s.q.WebhookDeliveryReplay(ctx, s.pool, sqlcgen.WebhookDeliveryReplayParams{
+	n, err := s.q.WebhookDeliveryReplay(ctx, s.read(), sqlcgen.WebhookDeliveryReplayParams{
 		MessageID: messageID, OrganizerID: organizerID, EndpointID: endpointID,
 	})
 	if err != nil {

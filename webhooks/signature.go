@@ -5,13 +5,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"boxoffice/fault"
 )
 
 // Standard Webhooks header names (https://www.standardwebhooks.com).
@@ -41,7 +42,7 @@ func NewSecret() (string, error) {
 
 // ErrInvalidSecret is returned for a secret that is not whsec_ followed by
 // standard base64.
-var ErrInvalidSecret = errors.New("webhook secret must be whsec_ followed by base64")
+var ErrInvalidSecret = fault.New(fault.CodeInvalid, "webhook secret must be whsec_ followed by base64")
 
 // Key is the HMAC key of a secret.
 type Key []byte
