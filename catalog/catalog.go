@@ -66,7 +66,17 @@ type EventParams struct {
 }
 
 // Event is a stored event.
-type Event = sqlcgen.Event
+type Event struct {
+	ID          uuid.UUID
+	OrganizerID uuid.UUID
+	Name        string
+	StartsAt    time.Time
+	Currency    string
+	// PurchaseCell names the cell that sells the event's seats.
+	PurchaseCell string
+	SeatCount    int32
+	CreatedAt    time.Time
+}
 
 // Catalog reads and writes events and seats.
 type Catalog struct {
@@ -184,7 +194,7 @@ func (c *Catalog) CreateEvent(ctx context.Context, p EventParams) (Event, error)
 		if _, err := q.SeatCopyFrom(ctx, tx, seats); err != nil {
 			return Event{}, fmt.Errorf("copy seats: %w", err)
 		}
-		return ev, nil
+		return Event(ev), nil
 	})
 	if err == nil && c.events != nil {
 		c.eventMu.Lock()
@@ -327,12 +337,18 @@ func (c *Catalog) loadEvent(ctx context.Context, id uuid.UUID) (Event, error) {
 	} else if err != nil {
 		return Event{}, fmt.Errorf("get event: %w", err)
 	}
-	return ev, nil
+	return Event(ev), nil
 }
 
 // SeatStatus is one seat of the seat map with its status: available, held or
 // sold. The map is a hint and may be stale when read; only a hold decides.
-type SeatStatus = sqlcgen.SeatListByEventRow
+type SeatStatus struct {
+	ID         uuid.UUID
+	Section    string
+	Label      string
+	PriceMinor int64
+	Status     string
+}
 
 // Seats returns the seat map of an event in layout order, or ErrNotFound.
 //
@@ -384,18 +400,26 @@ func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) (SeatMap, er
 	if _, err := c.Event(ctx, eventID); err != nil {
 		return SeatMap{}, err
 	}
-	seats, err := sqlcgen.New().SeatListByEvent(ctx, c.read(), eventID)
+	rows, err := sqlcgen.New().SeatListByEvent(ctx, c.read(), eventID)
 	if err != nil {
 		return SeatMap{}, fmt.Errorf("list seats: %w", err)
+	}
+	seats := make([]SeatStatus, len(rows))
+	for i, r := range rows {
+		seats[i] = SeatStatus(r)
 	}
 	return SeatMap{Seats: seats, Version: c.versions.Add(1), at: at}, nil
 }
 
 // EventsByOrganizer returns the organizer's events, oldest first.
 func (c *Catalog) EventsByOrganizer(ctx context.Context, organizerID uuid.UUID) ([]Event, error) {
-	evs, err := sqlcgen.New().EventListByOrganizer(ctx, c.read(), organizerID)
+	rows, err := sqlcgen.New().EventListByOrganizer(ctx, c.read(), organizerID)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
+	}
+	evs := make([]Event, len(rows))
+	for i, r := range rows {
+		evs[i] = Event(r)
 	}
 	return evs, nil
 }
