@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/db"
-	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 )
 
 // PurchaseResult is what a run of whole purchases measured.
@@ -193,11 +193,11 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks pur
 // SandboxRole reports whether a cost role (db.WithRole) is the sandbox
 // payment provider's rather than Boxoffice's: work a remote Stripe would
 // do on its own servers. They are its provider calls
-// (payments.SandboxProviderRole), its webhook sender (the
+// (sandbox.ProviderRole), its webhook sender (the
 // "sandbox_webhooks" worker) and the API's sandbox-only pages, which stand
 // in for Stripe.js ("api sandbox-…" operations).
 func SandboxRole(role string) bool {
-	return role == payments.SandboxProviderRole || role == "sandbox_webhooks" || strings.HasPrefix(role, "api sandbox-")
+	return role == sandbox.ProviderRole || role == "sandbox_webhooks" || strings.HasPrefix(role, "api sandbox-")
 }
 
 // PrintCosts writes what one ticketed order cost each role, from a run

@@ -10,13 +10,13 @@ import (
 
 	"boxoffice/bench"
 	"boxoffice/db"
-	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 )
 
 func TestSandboxRole(t *testing.T) {
 	t.Parallel()
 	for role, want := range map[string]bool{
-		payments.SandboxProviderRole:           true,
+		sandbox.ProviderRole:                   true,
 		"sandbox_webhooks":                     true,
 		"api sandbox-authorize-payment-intent": true,
 		"api sandbox-decline-payment-intent":   true,
@@ -41,7 +41,7 @@ func TestPrintCostsSplitsBoxofficeFromTheSandbox(t *testing.T) {
 	bench.PrintCosts(&out, []db.RoleCost{
 		{Role: "payments", Cost: db.Cost{Transactions: 20, WriteTransactions: 10, Statements: 40, RowsWritten: 30, StatementTime: 50 * time.Millisecond}},
 		{Role: "sandbox_webhooks", Cost: db.Cost{Transactions: 4, WriteTransactions: 4, Statements: 6, RowsWritten: 8}},
-		{Role: payments.SandboxProviderRole, Cost: db.Cost{Transactions: 6, WriteTransactions: 2, Statements: 10, RowsWritten: 4}},
+		{Role: sandbox.ProviderRole, Cost: db.Cost{Transactions: 6, WriteTransactions: 2, Statements: 10, RowsWritten: 4}},
 		{Role: "relay", Cost: db.Cost{Transactions: 10, WriteTransactions: 10, Statements: 20, RowsWritten: 20, StatementTime: 10 * time.Millisecond}},
 	}, 10)
 	totals := map[string]string{}

@@ -37,6 +37,7 @@ import (
 	"boxoffice/fault"
 	"boxoffice/orderfeed"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
 	"boxoffice/waitingroom"
@@ -76,7 +77,7 @@ type Cell struct {
 	// orders.
 	Ingress *payments.Ingress
 	// Sandbox is the cell's sandbox payment provider (nil with Stripe).
-	Sandbox *payments.Sandbox
+	Sandbox *sandbox.Sandbox
 	// Orders wakes this process's order event streams when one of the
 	// cell's orders changes (nil: the streams read their order on a
 	// schedule).

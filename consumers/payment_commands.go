@@ -42,7 +42,7 @@ func PaymentCommandsConsumerConfig() Config {
 
 // PaymentCommandsConfig configures NewPaymentCommands.
 type PaymentCommandsConfig struct {
-	// Provider moves the money: payments.Stripe, or payments.Sandbox when
+	// Provider moves the money: payments.Stripe, or sandbox.Sandbox when
 	// BOXOFFICE_PAYMENTS=sandbox. Required.
 	Provider payments.Provider
 	// ProviderName is what payments.provider records for the intents this

@@ -20,6 +20,7 @@ import (
 	"boxoffice/dbtest"
 	"boxoffice/outbox"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/sqlcgen"
 )
 
@@ -27,7 +28,7 @@ import (
 // test's database.
 type paymentsBundle struct {
 	*testBundle
-	sandbox *payments.Sandbox
+	sandbox *sandbox.Sandbox
 	logger  *slog.Logger
 }
 
@@ -38,7 +39,7 @@ func setupPayments(t *testing.T) *paymentsBundle {
 	t.Helper()
 	b := &paymentsBundle{testBundle: setup(t)}
 	b.logger = slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	sb, err := payments.NewSandbox(b.pool, payments.SandboxConfig{Logger: b.logger})
+	sb, err := sandbox.New(b.pool, sandbox.Config{Logger: b.logger})
 	require.NoError(t, err)
 	b.sandbox = sb
 	// Registered after setup's cleanups and before any consumer's, so it
@@ -199,7 +200,7 @@ func (b *paymentsBundle) payment(t *testing.T, orderID uuid.UUID) sqlcgen.Paymen
 	return p
 }
 
-func (b *paymentsBundle) requests(t *testing.T, intentID string, op payments.SandboxOperation) payments.SandboxRequestCount {
+func (b *paymentsBundle) requests(t *testing.T, intentID string, op sandbox.Operation) sandbox.RequestCount {
 	t.Helper()
 	n, err := b.sandbox.RequestCount(context.Background(), intentID, op)
 	require.NoError(t, err)
@@ -231,7 +232,7 @@ func requireCausedBy(t *testing.T, cause, env outbox.Envelope) {
 // answer: the caller sees a retryable network error, as when a connection
 // drops after Stripe did the work.
 type lostResponse struct {
-	*payments.Sandbox
+	*sandbox.Sandbox
 	lost atomic.Bool
 }
 
@@ -270,7 +271,7 @@ func TestPaymentCommands(t *testing.T) {
 		require.NotNil(t, p.ClientSecret)
 		require.Equal(t, secret, *p.ClientSecret, "the row holds the intent's client secret")
 
-		require.Equal(t, payments.SandboxRequestCount{Requests: 1, Performed: 1}, b.requests(t, intentID, payments.SandboxCreate))
+		require.Equal(t, sandbox.RequestCount{Requests: 1, Performed: 1}, b.requests(t, intentID, sandbox.OpCreate))
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM sandbox_payment_intents`))
 		in, err := b.sandbox.Get(context.Background(), intentID)
 		require.NoError(t, err)
@@ -320,7 +321,7 @@ func TestPaymentCommands(t *testing.T) {
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM sandbox_payment_intents`), "one intent at the provider")
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM payments`))
 		intentID := *b.payment(t, orderID).PaymentIntentID
-		n := b.requests(t, intentID, payments.SandboxCreate)
+		n := b.requests(t, intentID, sandbox.OpCreate)
 		require.Equal(t, int64(1), n.Performed)
 		require.GreaterOrEqual(t, n.Replayed, int64(1), "the retry after the crash got the same intent back by its key")
 		require.Equal(t, n.Requests, n.Performed+n.Replayed)
@@ -343,7 +344,7 @@ func TestPaymentCommands(t *testing.T) {
 		require.Equal(t, uint64(2), b.info(t, PaymentCommandsName).Delivered.Consumer, "nakked and redelivered")
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM sandbox_payment_intents`))
 		intentID := *b.payment(t, orderID).PaymentIntentID
-		require.Equal(t, payments.SandboxRequestCount{Requests: 2, Performed: 1, Replayed: 1}, b.requests(t, intentID, payments.SandboxCreate))
+		require.Equal(t, sandbox.RequestCount{Requests: 2, Performed: 1, Replayed: 1}, b.requests(t, intentID, sandbox.OpCreate))
 		require.Len(t, b.outboxEvents(t, outbox.TypePaymentIntentCreated), 1)
 		require.Empty(t, b.deadLetters(t))
 	})
@@ -359,7 +360,7 @@ func TestPaymentCommands(t *testing.T) {
 		b.waitSettled(t, PaymentCommandsName, seq)
 
 		require.Equal(t, uint64(3), b.info(t, PaymentCommandsName).Delivered.Consumer)
-		require.Equal(t, payments.SandboxRequestCount{Requests: 3, Performed: 1, Replayed: 2}, b.requests(t, in.ID, payments.SandboxCapture))
+		require.Equal(t, sandbox.RequestCount{Requests: 3, Performed: 1, Replayed: 2}, b.requests(t, in.ID, sandbox.OpCapture))
 		require.Equal(t, string(payments.StatusSucceeded), b.payment(t, orderID).Status)
 		require.Equal(t, []string{payments.EventAmountCapturableUpdated, payments.EventSucceeded}, b.webhookTypes(t, in.ID),
 			"one capture webhook: PaymentCaptured comes from it")
@@ -387,7 +388,7 @@ func TestPaymentCommands(t *testing.T) {
 		require.NoError(t, json.Unmarshal(failed[0].Payload, &payload))
 		require.Equal(t, outbox.PaymentFailed{OrderID: orderID, PaymentIntentID: in.ID, Code: CodeCaptureFailed}, payload)
 		require.Equal(t, string(payments.StatusCanceled), b.payment(t, orderID).Status)
-		require.Zero(t, b.requests(t, in.ID, payments.SandboxCapture).Performed)
+		require.Zero(t, b.requests(t, in.ID, sandbox.OpCapture).Performed)
 		require.Empty(t, b.deadLetters(t))
 	})
 
@@ -405,7 +406,7 @@ func TestPaymentCommands(t *testing.T) {
 		b.consumer(t, b.sandbox, nil)
 		b.waitSettled(t, PaymentCommandsName, seq)
 
-		require.Equal(t, int64(1), b.requests(t, in.ID, payments.SandboxCapture).Rejected)
+		require.Equal(t, int64(1), b.requests(t, in.ID, sandbox.OpCapture).Rejected)
 		require.Empty(t, b.outboxEvents(t, outbox.TypePaymentFailed))
 		require.Equal(t, string(payments.StatusSucceeded), b.payment(t, orderID).Status)
 		require.Empty(t, b.deadLetters(t))
@@ -422,7 +423,7 @@ func TestPaymentCommands(t *testing.T) {
 		b.consumer(t, b.sandbox, crashBeforeCommit(1))
 		b.waitSettled(t, PaymentCommandsName, seq)
 
-		require.Equal(t, payments.SandboxRequestCount{Requests: 2, Performed: 1, Replayed: 1}, b.requests(t, in.ID, payments.SandboxCancel))
+		require.Equal(t, sandbox.RequestCount{Requests: 2, Performed: 1, Replayed: 1}, b.requests(t, in.ID, sandbox.OpCancel))
 		require.Equal(t, string(payments.StatusCanceled), b.payment(t, orderID).Status)
 		require.Zero(t, b.count(t, `SELECT count(*) FROM outbox`), "no event: the provider's webhook brings AuthorizationCanceled")
 	})
@@ -441,7 +442,7 @@ func TestPaymentCommands(t *testing.T) {
 		b.waitSettled(t, PaymentCommandsName, seq)
 
 		require.Equal(t, uint64(1), b.info(t, PaymentCommandsName).Delivered.Consumer, "acked, not retried")
-		require.Equal(t, int64(1), b.requests(t, in.ID, payments.SandboxCancel).Rejected)
+		require.Equal(t, int64(1), b.requests(t, in.ID, sandbox.OpCancel).Rejected)
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM inbox WHERE event_id = $1`, ev.EventID))
 		require.Empty(t, b.deadLetters(t))
 	})
@@ -460,7 +461,7 @@ func TestPaymentCommands(t *testing.T) {
 		b.waitSettled(t, PaymentCommandsName, seq)
 
 		require.Equal(t, uint64(3), b.info(t, PaymentCommandsName).Delivered.Consumer)
-		require.Equal(t, payments.SandboxRequestCount{Requests: 3, Performed: 1, Replayed: 2}, b.requests(t, in.ID, payments.SandboxRefund))
+		require.Equal(t, sandbox.RequestCount{Requests: 3, Performed: 1, Replayed: 2}, b.requests(t, in.ID, sandbox.OpRefund))
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM sandbox_refunds`))
 		types := b.webhookTypes(t, in.ID)
 		require.Equal(t, payments.EventChargeRefunded, types[len(types)-1])
@@ -483,7 +484,7 @@ func TestPaymentCommands(t *testing.T) {
 		b.waitSettled(t, PaymentCommandsName, seq)
 
 		require.Equal(t, uint64(1), b.info(t, PaymentCommandsName).Delivered.Consumer)
-		require.Equal(t, int64(1), b.requests(t, in.ID, payments.SandboxRefund).Rejected)
+		require.Equal(t, int64(1), b.requests(t, in.ID, sandbox.OpRefund).Rejected)
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM sandbox_refunds`))
 		require.Empty(t, b.deadLetters(t))
 	})

@@ -38,6 +38,7 @@ import (
 	"boxoffice/dbtest"
 	"boxoffice/handlers"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
 	"boxoffice/waitingroom"
@@ -107,7 +108,7 @@ func TestFuzzAPIReachesEveryOperation(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../openapi.yaml")
 	require.NoError(t, err)
-	ops := fuzzOperations(t, fuzzConfig(handlers.Config{Cells: cells.Single(&cells.Cell{Name: cells.Default, Sandbox: &payments.Sandbox{}})}))
+	ops := fuzzOperations(t, fuzzConfig(handlers.Config{Cells: cells.Single(&cells.Cell{Name: cells.Default, Sandbox: &sandbox.Sandbox{}})}))
 	served := map[string]bool{}
 	for _, op := range ops {
 		served[op.method+" "+op.path] = true
@@ -420,7 +421,7 @@ type fuzzEnv struct {
 	signer    *admission.Signer
 	catalog   *catalog.Catalog
 	purchase  *purchase.Service
-	sandbox   *payments.Sandbox
+	sandbox   *sandbox.Sandbox
 	webhooks  *webhooks.Service
 	writesSQL string
 
@@ -444,7 +445,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
 	cat := catalog.New(pool)
 	pur := purchase.NewService(pool, logger, purchase.Config{})
-	sb, err := payments.NewSandbox(pool, payments.SandboxConfig{WebhookSecret: webhookSecret, Logger: logger})
+	sb, err := sandbox.New(pool, sandbox.Config{WebhookSecret: webhookSecret, Logger: logger})
 	require.NoError(tb, err)
 	wh := webhooks.NewService(pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{Resolver: stubResolver{}}, Logger: logger})
 	reg := prometheus.NewRegistry()

@@ -10,6 +10,7 @@ import (
 	"boxoffice/auth"
 	"boxoffice/cells"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 )
 
 // SandboxIntentInput names a PaymentIntent of the sandbox provider.
@@ -64,17 +65,17 @@ func (h *Handlers) registerSandbox(api huma.API) {
 }
 
 func (h *Handlers) sandboxAuthorize(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
-	return h.sandboxAction(ctx, "authorize", in.IntentID, (*payments.Sandbox).Authorize)
+	return h.sandboxAction(ctx, "authorize", in.IntentID, (*sandbox.Sandbox).Authorize)
 }
 
 func (h *Handlers) sandboxDecline(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
-	return h.sandboxAction(ctx, "decline", in.IntentID, (*payments.Sandbox).Decline)
+	return h.sandboxAction(ctx, "decline", in.IntentID, (*sandbox.Sandbox).Decline)
 }
 
 // sandboxAction checks that the caller owns the intent's order, then has
 // the sandbox perform the buyer's action, which queues its webhook.
 func (h *Handlers) sandboxAction(ctx context.Context, action, intentID string,
-	act func(*payments.Sandbox, context.Context, string) (payments.Intent, error),
+	act func(*sandbox.Sandbox, context.Context, string) (payments.Intent, error),
 ) (*SandboxIntentOutput, error) {
 	c, orderID, err := h.sandboxIntentOrder(ctx, intentID)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"boxoffice/handlers"
 	"boxoffice/outbox"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/purchase"
 	"boxoffice/sqlcgen"
 )
@@ -30,7 +31,7 @@ import (
 type sandboxBundle struct {
 	*testBundle // the server without a sandbox: creates events and holds
 	api         *testBundle
-	sandbox     *payments.Sandbox
+	sandbox     *sandbox.Sandbox
 }
 
 func setupSandbox(t *testing.T) *sandboxBundle {
@@ -40,7 +41,7 @@ func setupSandbox(t *testing.T) *sandboxBundle {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	sb, err := payments.NewSandbox(b.pool, payments.SandboxConfig{
+	sb, err := sandbox.New(b.pool, sandbox.Config{
 		WebhookURL: srv.URL + "/v1/webhooks/stripe", WebhookSecret: webhookSecret,
 		WebhookRetryMin: 10 * time.Millisecond, WebhookRetryMax: 100 * time.Millisecond, Logger: logger,
 	})
@@ -135,9 +136,9 @@ func TestSandboxRoutes(t *testing.T) {
 
 		require.EqualValues(t, 1, b.waitWebhook(t, in.ID, payments.EventAmountCapturableUpdated, orderID, outbox.TypePaymentAuthorized),
 			"the signed webhook was verified and became PaymentAuthorized")
-		n, err := b.sandbox.RequestCount(context.Background(), in.ID, payments.SandboxAuthorize)
+		n, err := b.sandbox.RequestCount(context.Background(), in.ID, sandbox.OpAuthorize)
 		require.NoError(t, err)
-		require.Equal(t, payments.SandboxRequestCount{Requests: 1, Performed: 1}, n)
+		require.Equal(t, sandbox.RequestCount{Requests: 1, Performed: 1}, n)
 
 		again := b.api.do(t, http.MethodPost, path, bearer(tok), nil)
 		require.Equal(t, http.StatusConflict, again.status, "%s", again.body)
@@ -170,7 +171,7 @@ func TestSandboxRoutes(t *testing.T) {
 		require.Equal(t, http.StatusForbidden,
 			b.api.do(t, http.MethodPost, "/v1/sandbox/payment-intents/"+in.ID+"/authorize", bearer(b.organizer(t)), nil).status)
 
-		n, err := b.sandbox.RequestCount(context.Background(), in.ID, payments.SandboxAuthorize)
+		n, err := b.sandbox.RequestCount(context.Background(), in.ID, sandbox.OpAuthorize)
 		require.NoError(t, err)
 		require.Zero(t, n.Requests, "the sandbox was never asked")
 		got, err := b.sandbox.Get(context.Background(), in.ID)

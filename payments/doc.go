@@ -1,8 +1,10 @@
 // Package payments is the only way Boxoffice moves money: a Provider
-// interface over Stripe PaymentIntents with manual capture, and its two
-// implementations, Stripe (the real thing, through stripe-go) and Sandbox
-// (a PostgreSQL-backed stand-in for development and tests that behaves like
-// Stripe from the application's side, webhooks included).
+// interface over Stripe PaymentIntents with manual capture, the Stripe
+// adapter (the real thing, through stripe-go), and the ingress of the
+// provider's webhooks. Its other implementation, sandbox.Sandbox (package
+// payments/sandbox), is a PostgreSQL-backed stand-in for development and
+// tests that behaves like Stripe from the application's side, webhooks
+// included.
 //
 // # The money flow
 //

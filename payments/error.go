@@ -129,18 +129,18 @@ func ErrorCode(err error) string {
 	return ""
 }
 
-// invalid is a permanent error for a request refused before it was sent.
-func invalid(op, intentID, msg string) *Error {
+// Invalid is a permanent error for a request refused before it was sent.
+func Invalid(op, intentID, msg string) *Error {
 	return &Error{Op: op, IntentID: intentID, Code: CodeInvalidRequest, HTTPStatus: http.StatusBadRequest, Message: msg}
 }
 
-// transportError is a retryable error for a call whose outcome is unknown
+// TransportError is a retryable error for a call whose outcome is unknown
 // because no answer arrived: err is a network or context error.
-func transportError(op, intentID string, err error) *Error {
+func TransportError(op, intentID string, err error) *Error {
 	return &Error{Op: op, IntentID: intentID, Code: CodeNetwork, Retryable: true, Err: err}
 }
 
-// isContextErr reports whether err is the end of a context.
-func isContextErr(err error) bool {
+// IsContextErr reports whether err is the end of a context.
+func IsContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

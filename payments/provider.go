@@ -90,7 +90,7 @@ const (
 // The webhook event types the application acts on, with Stripe's names.
 // Both implementations cause them: Stripe sends them to the endpoint
 // configured in its dashboard; the sandbox sends them to
-// SandboxConfig.WebhookURL.
+// sandbox.Config.WebhookURL (package payments/sandbox).
 const (
 	// EventAmountCapturableUpdated: the buyer's card was authorized; the
 	// intent is in requires_capture.
@@ -206,36 +206,36 @@ const (
 // orderIDKey is the metadata key CreateIntent sets to the order id.
 const orderIDKey = "order_id"
 
-// validateCreate checks p before anything is sent, and returns its
+// ValidateCreate checks p before anything is sent, and returns its
 // currency lowercased and its metadata with "order_id" set.
-func validateCreate(p CreateIntentParams) (currency string, metadata map[string]string, err error) {
+func ValidateCreate(p CreateIntentParams) (currency string, metadata map[string]string, err error) {
 	const op = "create intent"
 	if p.OrderID == uuid.Nil {
-		return "", nil, invalid(op, "", "order id is required")
+		return "", nil, Invalid(op, "", "order id is required")
 	}
 	if p.AmountMinor <= 0 {
-		return "", nil, invalid(op, "", fmt.Sprintf("amount must be positive, got %d", p.AmountMinor))
+		return "", nil, Invalid(op, "", fmt.Sprintf("amount must be positive, got %d", p.AmountMinor))
 	}
 	currency = strings.ToLower(p.Currency)
 	if len(currency) != 3 {
-		return "", nil, invalid(op, "", fmt.Sprintf("currency must be a 3-letter ISO 4217 code, got %q", p.Currency))
+		return "", nil, Invalid(op, "", fmt.Sprintf("currency must be a 3-letter ISO 4217 code, got %q", p.Currency))
 	}
 	if err := validateKey(op, "", p.IdempotencyKey); err != nil {
 		return "", nil, err
 	}
 	if _, ok := p.Metadata[orderIDKey]; ok {
-		return "", nil, invalid(op, "", `metadata key "order_id" is reserved`)
+		return "", nil, Invalid(op, "", `metadata key "order_id" is reserved`)
 	}
 	if len(p.Metadata) >= maxMetadataKeys {
-		return "", nil, invalid(op, "", fmt.Sprintf("metadata may have at most %d keys besides order_id", maxMetadataKeys-1))
+		return "", nil, Invalid(op, "", fmt.Sprintf("metadata may have at most %d keys besides order_id", maxMetadataKeys-1))
 	}
 	metadata = make(map[string]string, len(p.Metadata)+1)
 	for k, v := range p.Metadata {
 		if k == "" || len(k) > maxMetadataKeyLen {
-			return "", nil, invalid(op, "", fmt.Sprintf("metadata keys must have 1 to %d bytes", maxMetadataKeyLen))
+			return "", nil, Invalid(op, "", fmt.Sprintf("metadata keys must have 1 to %d bytes", maxMetadataKeyLen))
 		}
 		if len(v) > maxMetadataValueLen {
-			return "", nil, invalid(op, "", fmt.Sprintf("metadata value of %q exceeds %d bytes", k, maxMetadataValueLen))
+			return "", nil, Invalid(op, "", fmt.Sprintf("metadata value of %q exceeds %d bytes", k, maxMetadataValueLen))
 		}
 		metadata[k] = v
 	}
@@ -243,20 +243,20 @@ func validateCreate(p CreateIntentParams) (currency string, metadata map[string]
 	return currency, metadata, nil
 }
 
-// validateMutation checks the arguments of Capture, Cancel and Refund.
-func validateMutation(op, intentID, key string) error {
+// ValidateMutation checks the arguments of Capture, Cancel and Refund.
+func ValidateMutation(op, intentID, key string) error {
 	if intentID == "" {
-		return invalid(op, "", "intent id is required")
+		return Invalid(op, "", "intent id is required")
 	}
 	return validateKey(op, intentID, key)
 }
 
 func validateKey(op, intentID, key string) error {
 	if key == "" {
-		return invalid(op, intentID, "idempotency key is required")
+		return Invalid(op, intentID, "idempotency key is required")
 	}
 	if len(key) > maxIdempotencyKey {
-		return invalid(op, intentID, fmt.Sprintf("idempotency key exceeds %d bytes", maxIdempotencyKey))
+		return Invalid(op, intentID, fmt.Sprintf("idempotency key exceeds %d bytes", maxIdempotencyKey))
 	}
 	return nil
 }

@@ -68,3 +68,15 @@ func TestIsRetryable(t *testing.T) {
 	require.ErrorIs(t, transient, context.DeadlineExceeded)
 	require.Equal(t, "payments: capture pi_1: payment_intent_unexpected_state (400): canceled", permanent.Error())
 }
+
+// requireCode requires err to be a *payments.Error with code, retryable or
+// not as said, and returns it.
+func requireCode(t *testing.T, err error, code string, retryable bool) *payments.Error {
+	t.Helper()
+	var pe *payments.Error
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, code, pe.Code, "error: %v", err)
+	require.Equal(t, retryable, pe.Retryable, "error: %v", err)
+	require.Equal(t, retryable, payments.IsRetryable(err))
+	return pe
+}

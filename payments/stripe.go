@@ -3,6 +3,7 @@ package payments
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,11 +11,13 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/paymentintent"
 	"github.com/stripe/stripe-go/v79/refund"
+	"github.com/stripe/stripe-go/v79/webhook"
 )
 
 // StripeConfig configures NewStripe.
@@ -123,7 +126,7 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 // automatic_payment_methods[enabled]=true.
 func (s *Stripe) CreateIntent(ctx context.Context, p CreateIntentParams) (Intent, error) {
 	const op = "create intent"
-	currency, metadata, err := validateCreate(p)
+	currency, metadata, err := ValidateCreate(p)
 	if err != nil {
 		return Intent{}, err
 	}
@@ -146,7 +149,7 @@ func (s *Stripe) CreateIntent(ctx context.Context, p CreateIntentParams) (Intent
 // Capture implements Provider.
 func (s *Stripe) Capture(ctx context.Context, intentID, idempotencyKey string) (Intent, error) {
 	const op = "capture"
-	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
+	if err := ValidateMutation(op, intentID, idempotencyKey); err != nil {
 		return Intent{}, err
 	}
 	params := &stripe.PaymentIntentCaptureParams{}
@@ -162,7 +165,7 @@ func (s *Stripe) Capture(ctx context.Context, intentID, idempotencyKey string) (
 // Cancel implements Provider.
 func (s *Stripe) Cancel(ctx context.Context, intentID, idempotencyKey string) (Intent, error) {
 	const op = "cancel"
-	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
+	if err := ValidateMutation(op, intentID, idempotencyKey); err != nil {
 		return Intent{}, err
 	}
 	params := &stripe.PaymentIntentCancelParams{}
@@ -178,7 +181,7 @@ func (s *Stripe) Cancel(ctx context.Context, intentID, idempotencyKey string) (I
 // Refund implements Provider: a refund of the intent's whole charge.
 func (s *Stripe) Refund(ctx context.Context, intentID, idempotencyKey string) (Refund, error) {
 	const op = "refund"
-	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
+	if err := ValidateMutation(op, intentID, idempotencyKey); err != nil {
 		return Refund{}, err
 	}
 	params := &stripe.RefundParams{PaymentIntent: stripe.String(intentID)}
@@ -206,7 +209,7 @@ func (s *Stripe) Refund(ctx context.Context, intentID, idempotencyKey string) (R
 func (s *Stripe) Get(ctx context.Context, intentID string) (Intent, error) {
 	const op = "get intent"
 	if intentID == "" {
-		return Intent{}, invalid(op, "", "intent id is required")
+		return Intent{}, Invalid(op, "", "intent id is required")
 	}
 	params := &stripe.PaymentIntentParams{}
 	params.Context = ctx
@@ -282,14 +285,14 @@ func fromStripe(op, intentID string, err error) error {
 		e.Message = redactSecrets(e.Message)
 		return e
 	}
-	if isContextErr(err) {
-		return transportError(op, intentID, err)
+	if IsContextErr(err) {
+		return TransportError(op, intentID, err)
 	}
 	if _, ok := errors.AsType[*url.Error](err); ok {
-		return transportError(op, intentID, err)
+		return TransportError(op, intentID, err)
 	}
 	if _, ok := errors.AsType[net.Error](err); ok {
-		return transportError(op, intentID, err)
+		return TransportError(op, intentID, err)
 	}
 	// Anything else is an answer stripe-go could not read (not JSON, or
 	// JSON without an error object). Its text quotes the response body,
@@ -347,4 +350,12 @@ func (l *stripeLogger) Infof(string, ...any)  {}
 func (l *stripeLogger) Errorf(string, ...any) {}
 func (l *stripeLogger) Warnf(format string, v ...any) {
 	l.logger.WarnContext(context.Background(), fmt.Sprintf(format, v...))
+}
+
+// SignWebhook returns the Stripe-Signature header value Stripe would send
+// with payload at time t under secret:
+// "t=<unix>,v1=<hex HMAC-SHA256(secret, "<unix>." + payload)>".
+// stripe-go's webhook.ConstructEvent verifies it.
+func SignWebhook(payload []byte, secret string, t time.Time) string {
+	return "t=" + strconv.FormatInt(t.Unix(), 10) + ",v1=" + hex.EncodeToString(webhook.ComputeSignature(t, payload, secret))
 }

@@ -15,6 +15,7 @@ import (
 	"boxoffice/dbtest"
 	"boxoffice/outbox"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/purchase"
 	"boxoffice/reconcile"
 )
@@ -38,7 +39,7 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 	var seats []uuid.UUID
 	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
 	svc := purchase.NewService(pool, logger, purchase.Config{})
-	sb, err := payments.NewSandbox(pool, payments.SandboxConfig{Logger: logger})
+	sb, err := sandbox.New(pool, sandbox.Config{Logger: logger})
 	require.NoError(t, err)
 
 	// order creates an order of one seat whose intent reaches intent

@@ -21,6 +21,7 @@ import (
 	"boxoffice/handlers"
 	"boxoffice/orderfeed"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/purchase"
 	"boxoffice/waitingroom"
 	"boxoffice/webhooks"
@@ -91,7 +92,7 @@ func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *promet
 		// webhook disagrees with an order, so receiving webhooks needs the
 		// provider.
 		var provider payments.Provider
-		var sandbox *payments.Sandbox
+		var sandbox *sandbox.Sandbox
 		if cfg.StripeWebhookSecret != "" {
 			if provider, sandbox, err = newProvider(cfg, pool, clog); err != nil {
 				return nil, err
@@ -129,7 +130,7 @@ type cellDeps struct {
 	// disagrees with an order; sandbox, when not nil, adds the sandbox's
 	// buyer actions (BOXOFFICE_PAYMENTS=sandbox).
 	provider payments.Provider
-	sandbox  *payments.Sandbox
+	sandbox  *sandbox.Sandbox
 	// js, when not nil, wakes the order event streams through the cell's
 	// order feed, and gives the release controller the backlog of the
 	// cell's consumers unless room.pending is set. Nil: the streams read

@@ -16,6 +16,7 @@ import (
 
 	"boxoffice/bus"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/webhooks"
 )
 
@@ -295,7 +296,7 @@ func (c config) paymentsNeeds() error {
 
 // newProvider builds the payment provider the configuration names; sandbox
 // is also returned for its buyer actions and webhook sender.
-func newProvider(cfg config, pool *pgxpool.Pool, logger *slog.Logger) (payments.Provider, *payments.Sandbox, error) {
+func newProvider(cfg config, pool *pgxpool.Pool, logger *slog.Logger) (payments.Provider, *sandbox.Sandbox, error) {
 	if err := cfg.paymentsNeeds(); err != nil {
 		return nil, nil, err
 	}
@@ -303,7 +304,7 @@ func newProvider(cfg config, pool *pgxpool.Pool, logger *slog.Logger) (payments.
 		p, err := payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Logger: logger})
 		return p, nil, err
 	}
-	sb, err := payments.NewSandbox(pool, payments.SandboxConfig{
+	sb, err := sandbox.New(pool, sandbox.Config{
 		WebhookURL: cfg.SandboxWebhookURL, WebhookSecret: cfg.StripeWebhookSecret, Logger: logger,
 	})
 	return sb, sb, err

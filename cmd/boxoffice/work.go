@@ -18,6 +18,7 @@ import (
 	"boxoffice/consumers"
 	"boxoffice/db"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/purchase"
 	"boxoffice/tickets"
 	"boxoffice/webhooks"
@@ -31,7 +32,7 @@ type workDeps struct {
 	logger   *slog.Logger
 	reg      prometheus.Registerer
 	provider payments.Provider
-	sandbox  *payments.Sandbox // nil unless BOXOFFICE_PAYMENTS=sandbox
+	sandbox  *sandbox.Sandbox // nil unless BOXOFFICE_PAYMENTS=sandbox
 }
 
 // component is one worker `boxoffice work` runs: a durable consumer or a

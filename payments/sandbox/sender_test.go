@@ -1,4 +1,4 @@
-package payments_test
+package sandbox_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"boxoffice/db"
 	"boxoffice/dbtest"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 )
 
 // overlapReceiver answers 200 to every webhook, but holds each request
@@ -78,7 +79,7 @@ func TestWebhookSenderSendsIntentsInParallel(t *testing.T) {
 	srv := httptest.NewServer(recv)
 	t.Cleanup(srv.Close)
 
-	sb, err := payments.NewSandbox(dbtest.New(t), payments.SandboxConfig{
+	sb, err := sandbox.New(dbtest.New(t), sandbox.Config{
 		WebhookURL:          srv.URL + "/v1/webhooks/stripe",
 		WebhookSecret:       webhookSecret,
 		WebhookPollInterval: 20 * time.Millisecond,
@@ -134,7 +135,7 @@ func TestWebhookSenderSettlesABatchInOneTransaction(t *testing.T) {
 	// Events are queued by another Sandbox on the same database, so the
 	// sender's own is not woken: its first claim takes them all, and it
 	// claims nothing more within the test.
-	queue, err := payments.NewSandbox(pool, payments.SandboxConfig{})
+	queue, err := sandbox.New(pool, sandbox.Config{})
 	require.NoError(t, err)
 	refused := map[string]bool{}
 	for i := range intents {
@@ -159,7 +160,7 @@ func TestWebhookSenderSettlesABatchInOneTransaction(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(srv.Close)
-	sb, err := payments.NewSandbox(pool, payments.SandboxConfig{
+	sb, err := sandbox.New(pool, sandbox.Config{
 		WebhookURL:          srv.URL + "/v1/webhooks/stripe",
 		WebhookSecret:       webhookSecret,
 		WebhookPollInterval: time.Hour,
@@ -169,7 +170,7 @@ func TestWebhookSenderSettlesABatchInOneTransaction(t *testing.T) {
 	})
 	require.NoError(t, err)
 	attempted := make(chan bool, intents)
-	payments.SetAttemptedFunc(sb, func(_ string, delivered bool) { attempted <- delivered })
+	sandbox.SetAttemptedFunc(sb, func(_ string, delivered bool) { attempted <- delivered })
 
 	senderCtx, stop := context.WithCancel(db.WithRole(context.Background(), "sandbox_webhooks"))
 	done := make(chan error, 1)

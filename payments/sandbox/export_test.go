@@ -1,4 +1,4 @@
-package payments
+package sandbox
 
 // SetAttemptedFunc makes sb call f after it has recorded the outcome of
 // each webhook delivery attempt. Call it before RunWebhookSender.

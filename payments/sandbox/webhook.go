@@ -1,10 +1,9 @@
-package payments
+package sandbox
 
 import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,10 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v79"
-	"github.com/stripe/stripe-go/v79/webhook"
 
 	"boxoffice/backoff"
 	"boxoffice/db"
+	"boxoffice/payments"
 	"boxoffice/sqlcgen"
 )
 
@@ -153,10 +152,10 @@ func intentObjectFromRow(row sqlcgen.SandboxPaymentIntent) (intentObject, error)
 	return obj, nil
 }
 
-func (o intentObject) intent() Intent {
-	in := Intent{
+func (o intentObject) intent() payments.Intent {
+	in := payments.Intent{
 		ID:               o.ID,
-		Status:           IntentStatus(o.Status),
+		Status:           payments.IntentStatus(o.Status),
 		AmountMinor:      o.Amount,
 		Currency:         o.Currency,
 		AmountCapturable: o.AmountCapturable,
@@ -168,7 +167,7 @@ func (o intentObject) intent() Intent {
 		in.ClientSecret = *o.ClientSecret
 	}
 	if e := o.LastPaymentError; e != nil {
-		in.LastPaymentError = &PaymentError{Code: e.Code, DeclineCode: e.DeclineCode, Message: e.Message}
+		in.LastPaymentError = &payments.PaymentError{Code: e.Code, DeclineCode: e.DeclineCode, Message: e.Message}
 	}
 	return in
 }
@@ -187,8 +186,8 @@ func refundObjectFromRow(row sqlcgen.SandboxRefund, chargeID string) refundObjec
 	}
 }
 
-func (o refundObject) refund() Refund {
-	return Refund{
+func (o refundObject) refund() payments.Refund {
+	return payments.Refund{
 		ID:          o.ID,
 		IntentID:    o.PaymentIntent,
 		AmountMinor: o.Amount,
@@ -267,9 +266,9 @@ func (s *Sandbox) poke() {
 	}
 }
 
-// SandboxWebhookEvent is one event the sandbox queued, and how its
+// WebhookEvent is one event the sandbox queued, and how its
 // delivery went.
-type SandboxWebhookEvent struct {
+type WebhookEvent struct {
 	// EventID is the event's id, evt_….
 	EventID string
 	// Type is the event's type, e.g. EventSucceeded.
@@ -282,14 +281,14 @@ type SandboxWebhookEvent struct {
 
 // WebhookEvents lists the events the sandbox queued about an intent,
 // oldest first, for tests.
-func (s *Sandbox) WebhookEvents(ctx context.Context, intentID string) ([]SandboxWebhookEvent, error) {
+func (s *Sandbox) WebhookEvents(ctx context.Context, intentID string) ([]WebhookEvent, error) {
 	rows, err := s.q.SandboxWebhookListByIntent(ctx, s.pool, intentID)
 	if err != nil {
 		return nil, fmt.Errorf("list sandbox webhook events: %w", err)
 	}
-	out := make([]SandboxWebhookEvent, 0, len(rows))
+	out := make([]WebhookEvent, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, SandboxWebhookEvent{EventID: r.EventID, Type: r.EventType, Attempts: int(r.Attempts), Delivered: r.DeliveredAt != nil})
+		out = append(out, WebhookEvent{EventID: r.EventID, Type: r.EventType, Attempts: int(r.Attempts), Delivered: r.DeliveredAt != nil})
 	}
 	return out, nil
 }
@@ -315,7 +314,7 @@ func (s *Sandbox) WebhookEvents(ctx context.Context, intentID string) ([]Sandbox
 // the receiver dedupes by event id.
 func (s *Sandbox) RunWebhookSender(ctx context.Context) error {
 	if s.cfg.WebhookURL == "" || s.cfg.WebhookSecret == "" {
-		return errors.New("payments: the sandbox webhook sender needs SandboxConfig.WebhookURL and WebhookSecret")
+		return errors.New("payments: the sandbox webhook sender needs Config.WebhookURL and WebhookSecret")
 	}
 	s.logger.InfoContext(ctx, "sandbox webhook sender started", "url", s.cfg.WebhookURL)
 	poll := time.NewTicker(s.cfg.WebhookPollInterval)
@@ -486,7 +485,7 @@ func (s *Sandbox) post(ctx context.Context, payload []byte) string {
 	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
-	req.Header.Set("Stripe-Signature", SignWebhook(payload, s.cfg.WebhookSecret, time.Now()))
+	req.Header.Set("Stripe-Signature", payments.SignWebhook(payload, s.cfg.WebhookSecret, time.Now()))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return truncate(err.Error(), 200)
@@ -497,14 +496,6 @@ func (s *Sandbox) post(ctx context.Context, payload []byte) string {
 		return "status " + strconv.Itoa(resp.StatusCode)
 	}
 	return ""
-}
-
-// SignWebhook returns the Stripe-Signature header value Stripe would send
-// with payload at time t under secret:
-// "t=<unix>,v1=<hex HMAC-SHA256(secret, "<unix>." + payload)>".
-// stripe-go's webhook.ConstructEvent verifies it.
-func SignWebhook(payload []byte, secret string, t time.Time) string {
-	return "t=" + strconv.FormatInt(t.Unix(), 10) + ",v1=" + hex.EncodeToString(webhook.ComputeSignature(t, payload, secret))
 }
 
 // backoff is the wait before attempt n+1, after n failed attempts:

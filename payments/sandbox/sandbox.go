@@ -1,4 +1,4 @@
-package payments
+package sandbox
 
 import (
 	"bytes"
@@ -18,13 +18,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"boxoffice/db"
+	"boxoffice/payments"
 	"boxoffice/sqlcgen"
 )
 
-// SandboxConfig configures NewSandbox. The zero value is usable for a
+// Config configures New. The zero value is usable for a
 // sandbox that only records its webhooks; RunWebhookSender needs
 // WebhookURL and WebhookSecret.
-type SandboxConfig struct {
+type Config struct {
 	// WebhookURL is where RunWebhookSender POSTs the sandbox's Stripe-format
 	// events: the application's own Stripe ingress, …/v1/webhooks/stripe.
 	// Defaults to none.
@@ -64,7 +65,7 @@ type SandboxConfig struct {
 	Logger *slog.Logger
 }
 
-func (c SandboxConfig) withDefaults() SandboxConfig {
+func (c Config) withDefaults() Config {
 	c.WebhookRetryMin = cmp.Or(c.WebhookRetryMin, time.Second)
 	c.WebhookRetryMax = cmp.Or(c.WebhookRetryMax, time.Minute)
 	c.WebhookPollInterval = cmp.Or(c.WebhookPollInterval, 100*time.Millisecond)
@@ -77,19 +78,19 @@ func (c SandboxConfig) withDefaults() SandboxConfig {
 	return c
 }
 
-// Validate reports a configuration NewSandbox would refuse: a WebhookURL
+// Validate reports a configuration New would refuse: a WebhookURL
 // that is not an absolute http(s) URL or comes without a WebhookSecret,
 // negative durations or batch size, or WebhookRetryMax below
 // WebhookRetryMin.
-func (c SandboxConfig) Validate() error {
+func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	if c.WebhookURL != "" {
 		if u, err := url.Parse(c.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("payments: SandboxConfig.WebhookURL must be an absolute http(s) URL, got %q", c.WebhookURL))
+			errs = append(errs, fmt.Errorf("payments: Config.WebhookURL must be an absolute http(s) URL, got %q", c.WebhookURL))
 		}
 		if c.WebhookSecret == "" {
-			errs = append(errs, errors.New("payments: SandboxConfig.WebhookSecret is required with WebhookURL (STRIPE_WEBHOOK_SECRET)"))
+			errs = append(errs, errors.New("payments: Config.WebhookSecret is required with WebhookURL (STRIPE_WEBHOOK_SECRET)"))
 		}
 	}
 	for _, f := range []struct {
@@ -100,43 +101,43 @@ func (c SandboxConfig) Validate() error {
 		{"WebhookPollInterval", c.WebhookPollInterval}, {"WebhookTimeout", c.WebhookTimeout},
 	} {
 		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("payments: SandboxConfig.%s must not be negative, got %s", f.name, f.v))
+			errs = append(errs, fmt.Errorf("payments: Config.%s must not be negative, got %s", f.name, f.v))
 		}
 	}
 	if c.WebhookRetryMax < c.WebhookRetryMin {
-		errs = append(errs, fmt.Errorf("payments: SandboxConfig.WebhookRetryMax (%s) must not be below WebhookRetryMin (%s)", c.WebhookRetryMax, c.WebhookRetryMin))
+		errs = append(errs, fmt.Errorf("payments: Config.WebhookRetryMax (%s) must not be below WebhookRetryMin (%s)", c.WebhookRetryMax, c.WebhookRetryMin))
 	}
 	if c.WebhookBatchSize < 0 {
-		errs = append(errs, fmt.Errorf("payments: SandboxConfig.WebhookBatchSize must not be negative, got %d", c.WebhookBatchSize))
+		errs = append(errs, fmt.Errorf("payments: Config.WebhookBatchSize must not be negative, got %d", c.WebhookBatchSize))
 	}
 	if c.WebhookConcurrency < 0 {
-		errs = append(errs, fmt.Errorf("payments: SandboxConfig.WebhookConcurrency must not be negative, got %d", c.WebhookConcurrency))
+		errs = append(errs, fmt.Errorf("payments: Config.WebhookConcurrency must not be negative, got %d", c.WebhookConcurrency))
 	}
 	return errors.Join(errs...)
 }
 
-// SandboxProviderRole is the cost role (db.WithRole) of the sandbox's own
+// ProviderRole is the cost role (db.WithRole) of the sandbox's own
 // database work when Boxoffice calls it as its Provider (CreateIntent,
 // Capture, Cancel, Refund, Get, List), whoever the caller: what a remote
 // Stripe would spend on its servers, kept apart from the caller's role.
-const SandboxProviderRole = "sandbox provider calls"
+const ProviderRole = "sandbox provider calls"
 
-// SandboxOperation names a kind of request in the sandbox's request log.
-type SandboxOperation string
+// Operation names a kind of request in the sandbox's request log.
+type Operation string
 
 // The operations the sandbox logs.
 const (
-	SandboxCreate    SandboxOperation = "create"
-	SandboxCapture   SandboxOperation = "capture"
-	SandboxCancel    SandboxOperation = "cancel"
-	SandboxRefund    SandboxOperation = "refund"
-	SandboxAuthorize SandboxOperation = "authorize"
-	SandboxDecline   SandboxOperation = "decline"
+	OpCreate    Operation = "create"
+	OpCapture   Operation = "capture"
+	OpCancel    Operation = "cancel"
+	OpRefund    Operation = "refund"
+	OpAuthorize Operation = "authorize"
+	OpDecline   Operation = "decline"
 )
 
-// SandboxRequestCount is what the sandbox did with the requests of one
+// RequestCount is what the sandbox did with the requests of one
 // operation on one intent.
-type SandboxRequestCount struct {
+type RequestCount struct {
 	// Requests is how many requests arrived.
 	Requests int64
 	// Performed is how many changed the intent: for a capture, how many
@@ -172,7 +173,7 @@ type SandboxRequestCount struct {
 // events leave the client secret out of the PaymentIntents they carry.
 type Sandbox struct {
 	pool   *pgxpool.Pool
-	cfg    SandboxConfig
+	cfg    Config
 	q      *sqlcgen.Queries
 	logger *slog.Logger
 	client *http.Client
@@ -183,12 +184,12 @@ type Sandbox struct {
 	attemptedFunc func(eventID string, delivered bool)
 }
 
-var _ Provider = (*Sandbox)(nil)
+var _ payments.Provider = (*Sandbox)(nil)
 
-// NewSandbox returns a sandbox provider whose state is in pool's database,
+// New returns a sandbox provider whose state is in pool's database,
 // which must be migrated. It returns an error when cfg is invalid (see
-// SandboxConfig.Validate).
-func NewSandbox(pool *pgxpool.Pool, cfg SandboxConfig) (*Sandbox, error) {
+// Config.Validate).
+func New(pool *pgxpool.Pool, cfg Config) (*Sandbox, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -211,25 +212,25 @@ func NewSandbox(pool *pgxpool.Pool, cfg SandboxConfig) (*Sandbox, error) {
 
 // RequestCount reports the requests of op on the intent, for tests that
 // assert how often the provider acted ("one capture at the provider").
-func (s *Sandbox) RequestCount(ctx context.Context, intentID string, op SandboxOperation) (SandboxRequestCount, error) {
+func (s *Sandbox) RequestCount(ctx context.Context, intentID string, op Operation) (RequestCount, error) {
 	row, err := s.q.SandboxRequestCount(ctx, s.read(), sqlcgen.SandboxRequestCountParams{PaymentIntentID: intentID, Operation: string(op)})
 	if err != nil {
-		return SandboxRequestCount{}, fmt.Errorf("count sandbox requests: %w", err)
+		return RequestCount{}, fmt.Errorf("count sandbox requests: %w", err)
 	}
-	return SandboxRequestCount{Requests: row.Requests, Performed: row.Performed, Replayed: row.Replayed, Rejected: row.Rejected}, nil
+	return RequestCount{Requests: row.Requests, Performed: row.Performed, Replayed: row.Replayed, Rejected: row.Rejected}, nil
 }
 
 // CreateIntent implements Provider: the intent starts in
 // requires_payment_method, waiting for the buyer (Authorize or Decline).
-func (s *Sandbox) CreateIntent(ctx context.Context, p CreateIntentParams) (Intent, error) {
+func (s *Sandbox) CreateIntent(ctx context.Context, p payments.CreateIntentParams) (payments.Intent, error) {
 	const op = "create intent"
-	ctx = db.WithRole(ctx, SandboxProviderRole)
-	currency, metadata, err := validateCreate(p)
+	ctx = db.WithRole(ctx, ProviderRole)
+	currency, metadata, err := payments.ValidateCreate(p)
 	if err != nil {
-		return Intent{}, err
+		return payments.Intent{}, err
 	}
-	hash := requestHash(SandboxCreate, map[string]any{"amount": p.AmountMinor, "currency": currency, "metadata": metadata})
-	resp, err := s.idempotent(ctx, op, SandboxCreate, "", p.IdempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
+	hash := requestHash(OpCreate, map[string]any{"amount": p.AmountMinor, "currency": currency, "metadata": metadata})
+	resp, err := s.idempotent(ctx, op, OpCreate, "", p.IdempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
 		id := randomID("pi_", 24)
 		md, err := json.Marshal(metadata)
 		if err != nil {
@@ -240,7 +241,7 @@ func (s *Sandbox) CreateIntent(ctx context.Context, p CreateIntentParams) (Inten
 			ClientSecret: id + "_secret_" + randomID("", 25),
 			Amount:       p.AmountMinor,
 			Currency:     currency,
-			Status:       string(StatusRequiresPaymentMethod),
+			Status:       string(payments.StatusRequiresPaymentMethod),
 			Metadata:     md,
 		})
 		if err != nil {
@@ -253,75 +254,75 @@ func (s *Sandbox) CreateIntent(ctx context.Context, p CreateIntentParams) (Inten
 		return response{Intent: &obj}, nil
 	})
 	if err != nil {
-		return Intent{}, err
+		return payments.Intent{}, err
 	}
 	return resp.intent(), nil
 }
 
 // Capture implements Provider.
-func (s *Sandbox) Capture(ctx context.Context, intentID, idempotencyKey string) (Intent, error) {
+func (s *Sandbox) Capture(ctx context.Context, intentID, idempotencyKey string) (payments.Intent, error) {
 	const op = "capture"
-	ctx = db.WithRole(ctx, SandboxProviderRole)
-	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
-		return Intent{}, err
+	ctx = db.WithRole(ctx, ProviderRole)
+	if err := payments.ValidateMutation(op, intentID, idempotencyKey); err != nil {
+		return payments.Intent{}, err
 	}
-	hash := requestHash(SandboxCapture, map[string]any{"intent": intentID})
-	resp, err := s.idempotent(ctx, op, SandboxCapture, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
+	hash := requestHash(OpCapture, map[string]any{"intent": intentID})
+	resp, err := s.idempotent(ctx, op, OpCapture, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
 		row, err := s.lockIntent(ctx, tx, op, intentID)
 		if err != nil {
 			return response{}, err
 		}
-		if IntentStatus(row.Status) != StatusRequiresCapture {
+		if payments.IntentStatus(row.Status) != payments.StatusRequiresCapture {
 			return response{}, unexpectedState(op, intentID, fmt.Sprintf(
 				"This PaymentIntent could not be captured because it has a status of %s. Only a PaymentIntent with one of the following statuses may be captured: requires_capture.", row.Status))
 		}
 		row, err = s.q.SandboxIntentUpdate(ctx, tx, sqlcgen.SandboxIntentUpdateParams{
 			ID:             intentID,
-			Status:         string(StatusSucceeded),
+			Status:         string(payments.StatusSucceeded),
 			AmountReceived: row.Amount,
 			LatestCharge:   row.LatestCharge,
 		})
 		if err != nil {
 			return response{}, fmt.Errorf("update intent: %w", err)
 		}
-		return s.intentChanged(ctx, tx, row, EventSucceeded, idempotencyKey)
+		return s.intentChanged(ctx, tx, row, payments.EventSucceeded, idempotencyKey)
 	})
 	if err != nil {
-		return Intent{}, err
+		return payments.Intent{}, err
 	}
 	return resp.intent(), nil
 }
 
 // cancelable are the statuses Stripe lets an intent be canceled from.
-var cancelable = map[IntentStatus]bool{
-	StatusRequiresPaymentMethod: true,
-	StatusRequiresConfirmation:  true,
-	StatusRequiresAction:        true,
-	StatusProcessing:            true,
-	StatusRequiresCapture:       true,
+var cancelable = map[payments.IntentStatus]bool{
+	payments.StatusRequiresPaymentMethod: true,
+	payments.StatusRequiresConfirmation:  true,
+	payments.StatusRequiresAction:        true,
+	payments.StatusProcessing:            true,
+	payments.StatusRequiresCapture:       true,
 }
 
 // Cancel implements Provider.
-func (s *Sandbox) Cancel(ctx context.Context, intentID, idempotencyKey string) (Intent, error) {
+func (s *Sandbox) Cancel(ctx context.Context, intentID, idempotencyKey string) (payments.Intent, error) {
 	const op = "cancel"
-	ctx = db.WithRole(ctx, SandboxProviderRole)
-	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
-		return Intent{}, err
+	ctx = db.WithRole(ctx, ProviderRole)
+	if err := payments.ValidateMutation(op, intentID, idempotencyKey); err != nil {
+		return payments.Intent{}, err
 	}
-	hash := requestHash(SandboxCancel, map[string]any{"intent": intentID})
-	resp, err := s.idempotent(ctx, op, SandboxCancel, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
+	hash := requestHash(OpCancel, map[string]any{"intent": intentID})
+	resp, err := s.idempotent(ctx, op, OpCancel, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
 		row, err := s.lockIntent(ctx, tx, op, intentID)
 		if err != nil {
 			return response{}, err
 		}
-		if !cancelable[IntentStatus(row.Status)] {
+		if !cancelable[payments.IntentStatus(row.Status)] {
 			return response{}, unexpectedState(op, intentID, fmt.Sprintf(
 				"You cannot cancel this PaymentIntent because it has a status of %s. Only a PaymentIntent with one of the following statuses may be canceled: requires_payment_method, requires_capture, requires_confirmation, requires_action, processing.", row.Status))
 		}
 		now := time.Now()
 		row, err = s.q.SandboxIntentUpdate(ctx, tx, sqlcgen.SandboxIntentUpdateParams{
 			ID:               intentID,
-			Status:           string(StatusCanceled),
+			Status:           string(payments.StatusCanceled),
 			LatestCharge:     row.LatestCharge,
 			LastPaymentError: row.LastPaymentError,
 			CanceledAt:       &now,
@@ -329,28 +330,28 @@ func (s *Sandbox) Cancel(ctx context.Context, intentID, idempotencyKey string) (
 		if err != nil {
 			return response{}, fmt.Errorf("update intent: %w", err)
 		}
-		return s.intentChanged(ctx, tx, row, EventCanceled, idempotencyKey)
+		return s.intentChanged(ctx, tx, row, payments.EventCanceled, idempotencyKey)
 	})
 	if err != nil {
-		return Intent{}, err
+		return payments.Intent{}, err
 	}
 	return resp.intent(), nil
 }
 
 // Refund implements Provider.
-func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (Refund, error) {
+func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (payments.Refund, error) {
 	const op = "refund"
-	ctx = db.WithRole(ctx, SandboxProviderRole)
-	if err := validateMutation(op, intentID, idempotencyKey); err != nil {
-		return Refund{}, err
+	ctx = db.WithRole(ctx, ProviderRole)
+	if err := payments.ValidateMutation(op, intentID, idempotencyKey); err != nil {
+		return payments.Refund{}, err
 	}
-	hash := requestHash(SandboxRefund, map[string]any{"intent": intentID})
-	resp, err := s.idempotent(ctx, op, SandboxRefund, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
+	hash := requestHash(OpRefund, map[string]any{"intent": intentID})
+	resp, err := s.idempotent(ctx, op, OpRefund, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
 		row, err := s.lockIntent(ctx, tx, op, intentID)
 		if err != nil {
 			return response{}, err
 		}
-		if IntentStatus(row.Status) != StatusSucceeded || row.LatestCharge == nil {
+		if payments.IntentStatus(row.Status) != payments.StatusSucceeded || row.LatestCharge == nil {
 			return response{}, unexpectedState(op, intentID, "This PaymentIntent does not have a successful charge to refund.")
 		}
 		refunded, err := s.q.SandboxRefundExists(ctx, tx, intentID)
@@ -358,8 +359,8 @@ func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (
 			return response{}, fmt.Errorf("look up refund: %w", err)
 		}
 		if refunded {
-			return response{}, &Error{
-				Op: op, IntentID: intentID, Code: CodeChargeAlreadyRefunded, HTTPStatus: http.StatusBadRequest,
+			return response{}, &payments.Error{
+				Op: op, IntentID: intentID, Code: payments.CodeChargeAlreadyRefunded, HTTPStatus: http.StatusBadRequest,
 				Message: fmt.Sprintf("Charge %s has already been refunded.", *row.LatestCharge),
 			}
 		}
@@ -377,36 +378,36 @@ func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (
 		if err != nil {
 			return response{}, err
 		}
-		if err := s.enqueue(ctx, tx, EventChargeRefunded, intentID, idempotencyKey, charge); err != nil {
+		if err := s.enqueue(ctx, tx, payments.EventChargeRefunded, intentID, idempotencyKey, charge); err != nil {
 			return response{}, err
 		}
 		return response{Refund: &refObj}, nil
 	})
 	if err != nil {
-		return Refund{}, err
+		return payments.Refund{}, err
 	}
 	return resp.refund(), nil
 }
 
 // Get implements Provider.
-func (s *Sandbox) Get(ctx context.Context, intentID string) (Intent, error) {
+func (s *Sandbox) Get(ctx context.Context, intentID string) (payments.Intent, error) {
 	const op = "get intent"
-	ctx = db.WithRole(ctx, SandboxProviderRole)
+	ctx = db.WithRole(ctx, ProviderRole)
 	row, err := s.q.SandboxIntentGet(ctx, s.read(), intentID)
 	if err != nil {
-		return Intent{}, s.dbError(op, intentID, err)
+		return payments.Intent{}, s.dbError(op, intentID, err)
 	}
 	obj, err := intentObjectFromRow(row)
 	if err != nil {
-		return Intent{}, s.dbError(op, intentID, err)
+		return payments.Intent{}, s.dbError(op, intentID, err)
 	}
 	return obj.intent(), nil
 }
 
 // List implements Provider.
-func (s *Sandbox) List(ctx context.Context, createdFrom, createdTo time.Time) ([]Intent, error) {
+func (s *Sandbox) List(ctx context.Context, createdFrom, createdTo time.Time) ([]payments.Intent, error) {
 	const op = "list intents"
-	ctx = db.WithRole(ctx, SandboxProviderRole)
+	ctx = db.WithRole(ctx, ProviderRole)
 	rows, err := s.q.SandboxIntentList(ctx, s.read(), sqlcgen.SandboxIntentListParams{
 		CreatedFrom: time.Unix(createdFrom.Unix(), 0),
 		CreatedTo:   time.Unix(createdTo.Unix(), 0),
@@ -414,7 +415,7 @@ func (s *Sandbox) List(ctx context.Context, createdFrom, createdTo time.Time) ([
 	if err != nil {
 		return nil, s.dbError(op, "", err)
 	}
-	out := make([]Intent, 0, len(rows))
+	out := make([]payments.Intent, 0, len(rows))
 	for _, row := range rows {
 		obj, err := intentObjectFromRow(row)
 		if err != nil {
@@ -432,16 +433,16 @@ func (s *Sandbox) List(ctx context.Context, createdFrom, createdTo time.Time) ([
 // permanent *Error with code CodeUnexpectedState; an unknown intent one
 // with CodeResourceMissing. It takes no idempotency key (the browser sends
 // none); authorizing twice is refused as Stripe refuses confirming twice.
-func (s *Sandbox) Authorize(ctx context.Context, intentID string) (Intent, error) {
-	return s.buyerAction(ctx, "authorize", SandboxAuthorize, intentID, func(ctx context.Context, tx pgx.Tx, row sqlcgen.SandboxPaymentIntent) (sqlcgen.SandboxPaymentIntent, string, error) {
+func (s *Sandbox) Authorize(ctx context.Context, intentID string) (payments.Intent, error) {
+	return s.buyerAction(ctx, "authorize", OpAuthorize, intentID, func(ctx context.Context, tx pgx.Tx, row sqlcgen.SandboxPaymentIntent) (sqlcgen.SandboxPaymentIntent, string, error) {
 		charge := randomID("ch_", 24)
 		row, err := s.q.SandboxIntentUpdate(ctx, tx, sqlcgen.SandboxIntentUpdateParams{
 			ID:               intentID,
-			Status:           string(StatusRequiresCapture),
+			Status:           string(payments.StatusRequiresCapture),
 			AmountCapturable: row.Amount,
 			LatestCharge:     &charge,
 		})
-		return row, EventAmountCapturableUpdated, err
+		return row, payments.EventAmountCapturableUpdated, err
 	})
 }
 
@@ -450,36 +451,36 @@ func (s *Sandbox) Authorize(ctx context.Context, intentID string) (Intent, error
 // last_payment_error (card_declined, generic_decline), and the sandbox
 // sends payment_intent.payment_failed. The buyer may then Authorize with
 // another card. Errors as for Authorize.
-func (s *Sandbox) Decline(ctx context.Context, intentID string) (Intent, error) {
-	return s.buyerAction(ctx, "decline", SandboxDecline, intentID, func(ctx context.Context, tx pgx.Tx, row sqlcgen.SandboxPaymentIntent) (sqlcgen.SandboxPaymentIntent, string, error) {
+func (s *Sandbox) Decline(ctx context.Context, intentID string) (payments.Intent, error) {
+	return s.buyerAction(ctx, "decline", OpDecline, intentID, func(ctx context.Context, tx pgx.Tx, row sqlcgen.SandboxPaymentIntent) (sqlcgen.SandboxPaymentIntent, string, error) {
 		lpe, err := json.Marshal(paymentErrorObject{
-			Type: "card_error", Code: CodeCardDeclined, DeclineCode: "generic_decline", Message: "Your card was declined.",
+			Type: "card_error", Code: payments.CodeCardDeclined, DeclineCode: "generic_decline", Message: "Your card was declined.",
 		})
 		if err != nil {
 			return row, "", fmt.Errorf("encode payment error: %w", err)
 		}
 		row, err = s.q.SandboxIntentUpdate(ctx, tx, sqlcgen.SandboxIntentUpdateParams{
 			ID:               intentID,
-			Status:           string(StatusRequiresPaymentMethod),
+			Status:           string(payments.StatusRequiresPaymentMethod),
 			LastPaymentError: lpe,
 		})
-		return row, EventPaymentFailed, err
+		return row, payments.EventPaymentFailed, err
 	})
 }
 
 // buyerAction runs a buyer's confirmation of an intent, which must be in
 // requires_payment_method: change updates the locked row and names the
 // event to send. A refusal is logged as a rejected request and returned.
-func (s *Sandbox) buyerAction(ctx context.Context, op string, kind SandboxOperation, intentID string, change confirmFunc) (Intent, error) {
+func (s *Sandbox) buyerAction(ctx context.Context, op string, kind Operation, intentID string, change confirmFunc) (payments.Intent, error) {
 	if intentID == "" {
-		return Intent{}, invalid(op, "", "intent id is required")
+		return payments.Intent{}, payments.Invalid(op, "", "intent id is required")
 	}
-	var refusal *Error
+	var refusal *payments.Error
 	obj, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (intentObject, error) {
 		refusal = nil
 		outcome := "performed"
 		obj, err := s.confirm(ctx, tx, op, intentID, change)
-		if e, ok := errors.AsType[*Error](err); ok && !e.Retryable {
+		if e, ok := errors.AsType[*payments.Error](err); ok && !e.Retryable {
 			refusal, outcome = e, "rejected"
 		} else if err != nil {
 			return intentObject{}, err
@@ -490,11 +491,11 @@ func (s *Sandbox) buyerAction(ctx context.Context, op string, kind SandboxOperat
 		return obj, nil
 	})
 	if err != nil {
-		return Intent{}, s.dbError(op, intentID, err)
+		return payments.Intent{}, s.dbError(op, intentID, err)
 	}
 	if refusal != nil {
 		s.logger.DebugContext(ctx, "sandbox refused request", "op", op, "intent_id", intentID, "code", refusal.Code)
-		return Intent{}, refusal
+		return payments.Intent{}, refusal
 	}
 	s.poke()
 	in := obj.intent()
@@ -513,7 +514,7 @@ func (s *Sandbox) confirm(ctx context.Context, tx pgx.Tx, op, intentID string, c
 	if err != nil {
 		return intentObject{}, err
 	}
-	if IntentStatus(row.Status) != StatusRequiresPaymentMethod {
+	if payments.IntentStatus(row.Status) != payments.StatusRequiresPaymentMethod {
 		return intentObject{}, unexpectedState(op, intentID, fmt.Sprintf(
 			"This PaymentIntent's payment_method could not be updated because it has a status of %s.", row.Status))
 	}
@@ -544,16 +545,16 @@ type storedError struct {
 	Message    string `json:"message"`
 }
 
-func (r response) intent() Intent {
+func (r response) intent() payments.Intent {
 	if r.Intent == nil {
-		return Intent{}
+		return payments.Intent{}
 	}
 	return r.Intent.intent()
 }
 
-func (r response) refund() Refund {
+func (r response) refund() payments.Refund {
 	if r.Refund == nil {
-		return Refund{}
+		return payments.Refund{}
 	}
 	return r.Refund.refund()
 }
@@ -574,7 +575,7 @@ func (r response) refund() Refund {
 //     refuse before it writes anything, since a refusal commits.
 //
 // A stored refusal comes back as an *Error. intentID is "" for a create.
-func (s *Sandbox) idempotent(ctx context.Context, op string, kind SandboxOperation, intentID, key string, hash []byte,
+func (s *Sandbox) idempotent(ctx context.Context, op string, kind Operation, intentID, key string, hash []byte,
 	perform func(ctx context.Context, tx pgx.Tx) (response, error),
 ) (response, error) {
 	type result struct {
@@ -593,7 +594,7 @@ func (s *Sandbox) idempotent(ctx context.Context, op string, kind SandboxOperati
 		if claimed {
 			res.outcome = "performed"
 			res.resp, err = perform(ctx, tx)
-			if e, ok := errors.AsType[*Error](err); ok && !e.Retryable {
+			if e, ok := errors.AsType[*payments.Error](err); ok && !e.Retryable {
 				res.outcome = "rejected"
 				res.resp = response{Error: &storedError{Code: e.Code, HTTPStatus: e.HTTPStatus, Message: e.Message}}
 			} else if err != nil {
@@ -642,13 +643,13 @@ func (s *Sandbox) idempotent(ctx context.Context, op string, kind SandboxOperati
 	}
 	s.logger.DebugContext(ctx, "sandbox request", "op", op, "intent_id", cmp.Or(intentID, res.resp.intent().ID), "outcome", res.outcome)
 	if res.mismatch {
-		return response{}, &Error{
-			Op: op, IntentID: intentID, Code: CodeIdempotencyMismatch, HTTPStatus: http.StatusBadRequest,
+		return response{}, &payments.Error{
+			Op: op, IntentID: intentID, Code: payments.CodeIdempotencyMismatch, HTTPStatus: http.StatusBadRequest,
 			Message: fmt.Sprintf("Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '%s' if you meant to execute a different request.", key),
 		}
 	}
 	if e := res.resp.Error; e != nil {
-		return response{}, &Error{Op: op, IntentID: intentID, Code: e.Code, HTTPStatus: e.HTTPStatus, Message: e.Message}
+		return response{}, &payments.Error{Op: op, IntentID: intentID, Code: e.Code, HTTPStatus: e.HTTPStatus, Message: e.Message}
 	}
 	return res.resp, nil
 }
@@ -687,7 +688,7 @@ func (s *Sandbox) intentChanged(ctx context.Context, tx pgx.Tx, row sqlcgen.Sand
 	return response{Intent: &obj}, nil
 }
 
-func (s *Sandbox) logRequest(ctx context.Context, tx pgx.Tx, kind SandboxOperation, intentID, key, outcome string) error {
+func (s *Sandbox) logRequest(ctx context.Context, tx pgx.Tx, kind Operation, intentID, key, outcome string) error {
 	p := sqlcgen.SandboxRequestInsertParams{Operation: string(kind), Outcome: outcome}
 	if intentID != "" {
 		p.PaymentIntentID = &intentID
@@ -705,32 +706,32 @@ func (s *Sandbox) logRequest(ctx context.Context, tx pgx.Tx, kind SandboxOperati
 // would answer: a retryable error, a 5xx or no answer. *Errors pass
 // through.
 func (s *Sandbox) dbError(op, intentID string, err error) error {
-	if e, ok := errors.AsType[*Error](err); ok {
+	if e, ok := errors.AsType[*payments.Error](err); ok {
 		return e
 	}
 	if errors.Is(err, db.ErrNotFound) {
 		return missing(op, intentID)
 	}
-	if isContextErr(err) {
-		return transportError(op, intentID, err)
+	if payments.IsContextErr(err) {
+		return payments.TransportError(op, intentID, err)
 	}
-	return &Error{Op: op, IntentID: intentID, Code: CodeAPIError, Retryable: true, HTTPStatus: http.StatusInternalServerError, Err: err}
+	return &payments.Error{Op: op, IntentID: intentID, Code: payments.CodeAPIError, Retryable: true, HTTPStatus: http.StatusInternalServerError, Err: err}
 }
 
-func missing(op, intentID string) *Error {
-	return &Error{
-		Op: op, IntentID: intentID, Code: CodeResourceMissing, HTTPStatus: http.StatusNotFound,
+func missing(op, intentID string) *payments.Error {
+	return &payments.Error{
+		Op: op, IntentID: intentID, Code: payments.CodeResourceMissing, HTTPStatus: http.StatusNotFound,
 		Message: fmt.Sprintf("No such payment_intent: '%s'", intentID),
 	}
 }
 
-func unexpectedState(op, intentID, msg string) *Error {
-	return &Error{Op: op, IntentID: intentID, Code: CodeUnexpectedState, HTTPStatus: http.StatusBadRequest, Message: msg}
+func unexpectedState(op, intentID, msg string) *payments.Error {
+	return &payments.Error{Op: op, IntentID: intentID, Code: payments.CodeUnexpectedState, HTTPStatus: http.StatusBadRequest, Message: msg}
 }
 
 // requestHash fingerprints a request's operation and parameters, to tell
 // a repeat from another request under the same key.
-func requestHash(kind SandboxOperation, params map[string]any) []byte {
+func requestHash(kind Operation, params map[string]any) []byte {
 	b, err := json.Marshal(params) // maps marshal with sorted keys
 	if err != nil {
 		panic(fmt.Sprintf("payments: hash request: %v", err)) // only strings and numbers

@@ -1,4 +1,4 @@
-package payments_test
+package sandbox_test
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 
 	"boxoffice/dbtest"
 	"boxoffice/payments"
+	"boxoffice/payments/sandbox"
 	"boxoffice/testkit"
 )
 
@@ -37,7 +38,7 @@ type sandboxBundle struct {
 	recv *webhookReceiver
 	// logs holds everything the sandbox logged, at debug level and up.
 	logs *testkit.Log
-	cfg  payments.SandboxConfig
+	cfg  sandbox.Config
 	// delivered is the set of events the sender has recorded as
 	// delivered; deliveredChanged is signalled when it grows.
 	deliveredMu      sync.Mutex
@@ -47,10 +48,10 @@ type sandboxBundle struct {
 
 // setupSandbox returns a sandbox on a fresh database whose webhooks go to
 // a recording receiver, with its sender running until the test ends.
-func setupSandbox(t *testing.T) (*payments.Sandbox, *sandboxBundle) {
+func setupSandbox(t *testing.T) (*sandbox.Sandbox, *sandboxBundle) {
 	t.Helper()
 	b := &sandboxBundle{pool: dbtest.New(t), recv: newWebhookReceiver(t, webhookSecret), logs: testkit.NewLog(t, testkit.Text())}
-	b.cfg = payments.SandboxConfig{
+	b.cfg = sandbox.Config{
 		WebhookURL:          b.recv.srv.URL + "/v1/webhooks/stripe",
 		WebhookSecret:       webhookSecret,
 		WebhookRetryMin:     10 * time.Millisecond,
@@ -60,7 +61,7 @@ func setupSandbox(t *testing.T) (*payments.Sandbox, *sandboxBundle) {
 	}
 	b.delivered, b.deliveredChanged = map[string]bool{}, make(chan struct{}, 1)
 	sb := b.newSandbox(t, b.pool)
-	payments.SetAttemptedFunc(sb, func(eventID string, delivered bool) {
+	sandbox.SetAttemptedFunc(sb, func(eventID string, delivered bool) {
 		if !delivered {
 			return
 		}
@@ -97,16 +98,16 @@ func (b *sandboxBundle) waitDelivered(t *testing.T, eventID string) {
 
 // newSandbox returns another Sandbox on pool with the bundle's config, as
 // another process would have.
-func (b *sandboxBundle) newSandbox(t *testing.T, pool *pgxpool.Pool) *payments.Sandbox {
+func (b *sandboxBundle) newSandbox(t *testing.T, pool *pgxpool.Pool) *sandbox.Sandbox {
 	t.Helper()
-	sb, err := payments.NewSandbox(pool, b.cfg)
+	sb, err := sandbox.New(pool, b.cfg)
 	require.NoError(t, err)
 	return sb
 }
 
 // startSender runs sb's webhook sender until the test ends or stop is
 // called. stop returns once the sender has recorded its last attempt.
-func startSender(t *testing.T, sb *payments.Sandbox) (stop func()) {
+func startSender(t *testing.T, sb *sandbox.Sandbox) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -137,7 +138,7 @@ func newOrder() (uuid.UUID, payments.CreateIntentParams) {
 
 // createAuthorized creates an intent for a new order and has the buyer
 // authorize it.
-func createAuthorized(t *testing.T, sb *payments.Sandbox) (uuid.UUID, payments.Intent) {
+func createAuthorized(t *testing.T, sb *sandbox.Sandbox) (uuid.UUID, payments.Intent) {
 	t.Helper()
 	ctx := t.Context()
 	orderID, p := newOrder()
@@ -247,9 +248,9 @@ func TestSandbox(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, results[0], again)
 
-		count, err := sb.RequestCount(ctx, in.ID, payments.SandboxCapture)
+		count, err := sb.RequestCount(ctx, in.ID, sandbox.OpCapture)
 		require.NoError(t, err)
-		require.Equal(t, payments.SandboxRequestCount{Requests: n + 1, Performed: 1, Replayed: n}, count)
+		require.Equal(t, sandbox.RequestCount{Requests: n + 1, Performed: 1, Replayed: n}, count)
 		require.Equal(t, int64(2500), dbtest.Count(t, b.pool, "SELECT amount_received FROM sandbox_payment_intents WHERE id = $1", in.ID))
 		require.Equal(t, []string{payments.EventAmountCapturableUpdated, payments.EventSucceeded}, queuedTypes(t, sb, in.ID))
 		b.recv.wait(t, in.ID, payments.EventAmountCapturableUpdated, payments.EventSucceeded)
@@ -279,9 +280,9 @@ func TestSandbox(t *testing.T) {
 		_, err = sb.Refund(ctx, in.ID, "refund:another-key")
 		requireCode(t, err, payments.CodeChargeAlreadyRefunded, false)
 
-		count, err := sb.RequestCount(ctx, in.ID, payments.SandboxRefund)
+		count, err := sb.RequestCount(ctx, in.ID, sandbox.OpRefund)
 		require.NoError(t, err)
-		require.Equal(t, payments.SandboxRequestCount{Requests: 3, Performed: 1, Replayed: 1, Rejected: 1}, count)
+		require.Equal(t, sandbox.RequestCount{Requests: 3, Performed: 1, Replayed: 1, Rejected: 1}, count)
 		require.Equal(t, int64(1), dbtest.Count(t, b.pool, "SELECT count(*) FROM sandbox_refunds WHERE payment_intent_id = $1", in.ID))
 
 		events := b.recv.wait(t, in.ID, payments.EventAmountCapturableUpdated, payments.EventSucceeded, payments.EventChargeRefunded)
@@ -348,9 +349,9 @@ func TestSandbox(t *testing.T) {
 		// Like Stripe, the key stored the refusal: a retry replays it.
 		_, err2 := sb.Capture(ctx, in.ID, key)
 		require.Equal(t, err, err2)
-		count, err := sb.RequestCount(ctx, in.ID, payments.SandboxCapture)
+		count, err := sb.RequestCount(ctx, in.ID, sandbox.OpCapture)
 		require.NoError(t, err)
-		require.Equal(t, payments.SandboxRequestCount{Requests: 2, Replayed: 1, Rejected: 1}, count)
+		require.Equal(t, sandbox.RequestCount{Requests: 2, Replayed: 1, Rejected: 1}, count)
 
 		_, err = sb.Cancel(ctx, in.ID, "cancel:again")
 		requireCode(t, err, payments.CodeUnexpectedState, false)
@@ -388,9 +389,9 @@ func TestSandbox(t *testing.T) {
 		require.Equal(t, first, again)
 		require.Equal(t, int64(1), dbtest.Count(t, b.pool, "SELECT count(*) FROM sandbox_payment_intents"))
 
-		count, err := sb.RequestCount(ctx, first.ID, payments.SandboxCreate)
+		count, err := sb.RequestCount(ctx, first.ID, sandbox.OpCreate)
 		require.NoError(t, err)
-		require.Equal(t, payments.SandboxRequestCount{Requests: 2, Performed: 1, Replayed: 1}, count)
+		require.Equal(t, sandbox.RequestCount{Requests: 2, Performed: 1, Replayed: 1}, count)
 	})
 
 	t.Run("KeyReusedForAnotherRequestIsRefused", func(t *testing.T) {
@@ -480,7 +481,7 @@ func TestSandbox(t *testing.T) {
 		b.waitDelivered(t, events[0].ID)
 		queued, err := sb.WebhookEvents(ctx, in.ID)
 		require.NoError(t, err)
-		require.Equal(t, []payments.SandboxWebhookEvent{{EventID: events[0].ID, Type: payments.EventAmountCapturableUpdated, Attempts: 3, Delivered: true}}, queued)
+		require.Equal(t, []sandbox.WebhookEvent{{EventID: events[0].ID, Type: payments.EventAmountCapturableUpdated, Attempts: 3, Delivered: true}}, queued)
 	})
 
 	t.Run("SignedLikeStripe", func(t *testing.T) {
@@ -517,7 +518,7 @@ func TestSandbox(t *testing.T) {
 	t.Run("StateIsSharedBetweenProcesses", func(t *testing.T) {
 		t.Parallel()
 		b := &sandboxBundle{pool: dbtest.New(t), recv: newWebhookReceiver(t, webhookSecret), logs: testkit.NewLog(t, testkit.Text())}
-		b.cfg = payments.SandboxConfig{
+		b.cfg = sandbox.Config{
 			WebhookURL: b.recv.srv.URL, WebhookSecret: webhookSecret,
 			WebhookRetryMin: 10 * time.Millisecond, WebhookRetryMax: 50 * time.Millisecond, WebhookPollInterval: 20 * time.Millisecond,
 			Logger: b.logs.Logger,
@@ -627,13 +628,13 @@ func TestSandbox(t *testing.T) {
 
 	t.Run("ConfigValidate", func(t *testing.T) {
 		t.Parallel()
-		require.NoError(t, payments.SandboxConfig{}.Validate())
-		require.Error(t, payments.SandboxConfig{WebhookURL: "http://localhost/x"}.Validate(), "a URL needs a secret")
-		require.Error(t, payments.SandboxConfig{WebhookURL: "localhost/x", WebhookSecret: "s"}.Validate())
-		require.Error(t, payments.SandboxConfig{WebhookRetryMin: time.Minute, WebhookRetryMax: time.Second}.Validate())
-		require.Error(t, payments.SandboxConfig{WebhookTimeout: -1}.Validate())
+		require.NoError(t, sandbox.Config{}.Validate())
+		require.Error(t, sandbox.Config{WebhookURL: "http://localhost/x"}.Validate(), "a URL needs a secret")
+		require.Error(t, sandbox.Config{WebhookURL: "localhost/x", WebhookSecret: "s"}.Validate())
+		require.Error(t, sandbox.Config{WebhookRetryMin: time.Minute, WebhookRetryMax: time.Second}.Validate())
+		require.Error(t, sandbox.Config{WebhookTimeout: -1}.Validate())
 
-		sb, err := payments.NewSandbox(nil, payments.SandboxConfig{})
+		sb, err := sandbox.New(nil, sandbox.Config{})
 		require.NoError(t, err)
 		require.Error(t, sb.RunWebhookSender(t.Context()), "no URL to send to")
 	})
@@ -650,7 +651,7 @@ func indexOf(ids []string, id string) int {
 
 // queuedTypes lists the types of the events the sandbox queued about an
 // intent, oldest first.
-func queuedTypes(t *testing.T, sb *payments.Sandbox, intentID string) []string {
+func queuedTypes(t *testing.T, sb *sandbox.Sandbox, intentID string) []string {
 	t.Helper()
 	evs, err := sb.WebhookEvents(t.Context(), intentID)
 	require.NoError(t, err)
