@@ -27,6 +27,11 @@ func TestMetrics(t *testing.T) {
 	first := b.message(t, org, EventOrderPaid)
 	d, _ := b.run(t, b.dispatcherConfig(), nil)
 	waitFor(t, 5*time.Second, "dead", func() bool { return b.delivery(t, first).Status == StatusDead })
+	// The dispatcher counts an attempt once its outcome is committed, a
+	// moment after the row says so.
+	waitFor(t, 5*time.Second, "the dead letter counted", func() bool {
+		return value(t, d.metrics.deadLetters.WithLabelValues("terminal")) == 1
+	})
 
 	require.Equal(t, 1.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP5xx)))
 	require.Equal(t, 1.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP4xx)))
