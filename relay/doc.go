@@ -31,7 +31,7 @@
 // stream's Duplicates window (bus.Config.Duplicates, 15 minutes by
 // default), answering with PubAck.Duplicate, which the relay counts as
 // success. The longest gap between two publishes of one row is about
-// Lease + AckTimeout + the largest retry backoff (10 s), under a minute
+// Lease + AckTimeout + the largest retry backoff (10 s, 12 s with its jitter), under a minute
 // with the defaults, well inside that window. Outside it — a relay stopped
 // mid-batch and its rows republished hours later from a restored database —
 // a duplicate can reach consumers, which is why every consumer also records

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
-	backoffpkg "boxoffice/backoff"
+	"boxoffice/backoff"
 	"boxoffice/bus"
 	"boxoffice/db"
 	"boxoffice/sqlcgen"
@@ -278,7 +278,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // publishLoop.
 func (r *Relay) claimLoop(ctx context.Context, claimed chan<- *batch, sem *semaphore.Weighted) {
 	want := min(r.cfg.BatchSize, r.cfg.MaxInFlight)
-	idleSchedule := backoffpkg.Policy{Base: minIdle, Max: r.cfg.IdleInterval}
+	idleSchedule := backoff.Policy{Base: minIdle, Max: r.cfg.IdleInterval}
 	var empties int
 	var dbFailures int64
 	var pausedAt time.Time
@@ -299,7 +299,7 @@ func (r *Relay) claimLoop(ctx context.Context, claimed chan<- *batch, sem *semap
 		if n := r.failures.Load(); n > 0 {
 			// The last batch failed: let NATS recover before the next claim
 			// fails the same way.
-			if !sleep(ctx, backoff(n)) {
+			if !sleep(ctx, retrySchedule.Delay(int(n))) {
 				break
 			}
 		}
@@ -312,7 +312,7 @@ func (r *Relay) claimLoop(ctx context.Context, claimed chan<- *batch, sem *semap
 		if err != nil {
 			dbFailures++
 			r.warnContext(ctx, "claim", "claim outbox batch", "error", err.Error())
-			sleep(ctx, backoff(dbFailures))
+			sleep(ctx, retrySchedule.Delay(int(dbFailures)))
 			continue
 		}
 		dbFailures = 0
@@ -508,7 +508,7 @@ func (r *Relay) settle(ctx context.Context, b *batch) error {
 	}
 	var retryIn time.Duration
 	if len(o.failed) > 0 {
-		retryIn = backoff(max(streak, 1))
+		retryIn = retrySchedule.Delay(int(max(streak, 1)))
 	}
 	marked := r.markPublished(ctx, b.leaseFirst, o.acked, o.failed, retryIn, o.rejected)
 
@@ -759,12 +759,7 @@ func (t *throttle) allow(key string, now time.Time) (ok bool, suppressed int) {
 // retrySchedule is the retry delay after n consecutive failures: doubling
 // from minRetryBackoff, capped at maxRetryBackoff, then spread by ±20% so
 // relays do not retry in lockstep (capped delays too).
-var retrySchedule = backoffpkg.Policy{Base: minRetryBackoff, Max: maxRetryBackoff, Jitter: backoffpkg.Even(0.2)}
-
-// backoff is retrySchedule's delay after n consecutive failures.
-func backoff(n int64) time.Duration {
-	return retrySchedule.Delay(int(n))
-}
+var retrySchedule = backoff.Policy{Base: minRetryBackoff, Max: maxRetryBackoff, Jitter: backoff.Even(0.2)}
 
 // sleep waits d or until ctx is done, and reports whether ctx is still
 // live.
