@@ -22,7 +22,7 @@ test-batch1:
 ## cluster; kills a NATS node, a worker and a relay mid-run; then audits
 STACK_RUNS ?= 1
 test-stack:
-	$(GO) test -tags stack -count=$(STACK_RUNS) -timeout 30m -v -run TestStackSurvivesKills ./stacktest/
+	$(GO) test -tags stack -count=$(STACK_RUNS) -timeout 30m -v -run TestStackSurvivesKills ./testkit/stacktest/
 
 ## generate: sqlc code from queries/ + migrations/, and openapi.yaml
 generate:
@@ -49,5 +49,5 @@ build:
 bench:
 	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice bench holds
 	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice bench purchases
-	TEST_DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) test -run '^$$' -bench BenchmarkHold -benchtime 5000x ./purchase/
+	TEST_DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) test -run '^$$' -bench BenchmarkHold -benchtime 5000x ./domain/purchase/
 	TEST_DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) test -run '^$$' -bench . -benchtime 1x ./relay/

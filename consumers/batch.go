@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/db"
-	"boxoffice/outbox"
+	"boxoffice/platform/db"
+	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"
 )
 

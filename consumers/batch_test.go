@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
-	"boxoffice/outbox"
+	"boxoffice/platform/outbox"
+	"boxoffice/testkit/dbtest"
 )
 
 // fetchBatch provisions c's durable consumer and pulls exactly n messages

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"boxoffice/bus"
+	"boxoffice/platform/bus"
 )
 
 // Config configures one durable consumer. New applies the defaults and

@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	backoffpkg "boxoffice/backoff"
-	"boxoffice/outbox"
+	backoffpkg "boxoffice/platform/backoff"
+	"boxoffice/platform/outbox"
 )
 
 // Headers of a dead letter, besides the original message's own headers

@@ -21,11 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
-	"boxoffice/dbtest"
-	"boxoffice/natstest"
-	"boxoffice/outbox"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 	"boxoffice/testkit"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/natstest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

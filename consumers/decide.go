@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	backoffpkg "boxoffice/backoff"
+	backoffpkg "boxoffice/platform/backoff"
 )
 
 // outcomeKind is what happened to one delivery of a message.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"boxoffice/outbox"
+	"boxoffice/platform/outbox"
 )
 
 // decodeEnvelope decodes a message body into an envelope and checks the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
-	"boxoffice/fault"
+	"boxoffice/platform/fault"
 )
 
 // ErrPermanent marks a handler error that no retry can fix: the message is

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/outbox"
+	"boxoffice/platform/outbox"
 )
 
 // ExternalFunc is the handler of a consumer that must call another system

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
-	"boxoffice/outbox"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 )
 
 // newExternalConsumer is newConsumer for an ExternalFunc.

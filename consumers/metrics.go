@@ -3,7 +3,7 @@ package consumers
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"boxoffice/promreg"
+	"boxoffice/platform/promreg"
 )
 
 // metrics are one consumer's series. The vectors behind them carry one

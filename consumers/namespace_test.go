@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
-	"boxoffice/outbox"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 )
 
 // A consumer of cell a reads a's stream only: events of the default

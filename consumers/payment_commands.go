@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"boxoffice/bus"
-	"boxoffice/outbox"
-	"boxoffice/payments"
+	"boxoffice/domain/payments"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"
 )
 

@@ -16,12 +16,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
-	"boxoffice/dbtest"
-	"boxoffice/outbox"
-	"boxoffice/payments"
-	"boxoffice/payments/sandbox"
+	"boxoffice/domain/payments"
+	"boxoffice/domain/payments/sandbox"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit/dbtest"
 )
 
 // paymentsBundle is a consumer test bundle with a sandbox provider on the

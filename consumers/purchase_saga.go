@@ -7,9 +7,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/bus"
-	"boxoffice/outbox"
-	"boxoffice/purchase"
+	"boxoffice/domain/purchase"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 )
 
 // PurchaseSagaName is the durable name of the purchase saga's consumer.

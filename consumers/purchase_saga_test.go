@@ -15,16 +15,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
-	"boxoffice/catalog"
 	"boxoffice/consumers"
-	"boxoffice/db"
-	"boxoffice/dbtest"
-	"boxoffice/natstest"
-	"boxoffice/outbox"
-	"boxoffice/purchase"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/purchase"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
+	"boxoffice/platform/outbox"
 	"boxoffice/relay"
 	"boxoffice/testkit"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/natstest"
 )
 
 // sagaSecret is the client secret of every payment row here; it must never

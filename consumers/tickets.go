@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/bus"
-	"boxoffice/outbox"
-	"boxoffice/tickets"
+	"boxoffice/domain/tickets"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 )
 
 // TicketsName is the durable name of the consumer that issues tickets.

@@ -13,11 +13,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/catalog"
-	"boxoffice/dbtest"
-	"boxoffice/outbox"
-	"boxoffice/purchase"
-	"boxoffice/tickets"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/tickets"
+	"boxoffice/platform/outbox"
+	"boxoffice/testkit/dbtest"
 )
 
 // ticketsBundle is a consumer test bundle with an order of two seats and

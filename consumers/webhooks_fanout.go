@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/webhooks"
+	"boxoffice/domain/webhooks"
 )
 
 // WebhooksFanOutName is the durable name of the webhooks fan-out consumer.

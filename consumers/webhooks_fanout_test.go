@@ -20,14 +20,14 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"boxoffice/bus"
-	"boxoffice/catalog"
-	"boxoffice/dbtest"
-	"boxoffice/natstest"
-	"boxoffice/outbox"
-	"boxoffice/purchase"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/webhooks"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 	"boxoffice/testkit"
-	"boxoffice/webhooks"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/natstest"
 )
 
 // The webhooks fan-out consumer's tests, moved here from package webhooks

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/auth"
 	"boxoffice/handlers"
+	"boxoffice/platform/auth"
 )
 
 // Every malformed or unauthorised hold gets the right 4xx problem and writes

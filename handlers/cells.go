@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/cells"
+	"boxoffice/domain/cells"
 )
 
 // The handlers reach every event, order, intent and organizer through the

@@ -16,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/catalog"
-	"boxoffice/dbtest"
+	"boxoffice/domain/catalog"
 	"boxoffice/handlers"
+	"boxoffice/testkit/dbtest"
 )
 
 // queryCounter counts the queries of one sqlc name sent through a pool.

@@ -9,8 +9,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
-	"boxoffice/catalog"
+	"boxoffice/domain/catalog"
+	"boxoffice/platform/auth"
 )
 
 // SectionInput generates a rectangular block of seats.

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
 	"boxoffice/handlers"
+	"boxoffice/testkit/dbtest"
 )
 
 func TestCreateEvent(t *testing.T) {

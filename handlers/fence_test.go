@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/db"
-	"boxoffice/dbtest"
 	"boxoffice/handlers"
+	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit/dbtest"
 )
 
 // TestFencedRegionWritesNothing: after `boxoffice fence --epoch 2`, an API

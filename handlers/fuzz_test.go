@@ -31,18 +31,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"boxoffice/admission"
-	"boxoffice/auth"
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/dbtest"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/payments"
+	"boxoffice/domain/payments/sandbox"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
-	"boxoffice/payments"
-	"boxoffice/payments/sandbox"
-	"boxoffice/purchase"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/auth"
 	"boxoffice/sqlcgen"
-	"boxoffice/waitingroom"
-	"boxoffice/webhooks"
+	"boxoffice/testkit/dbtest"
 )
 
 // FuzzAPI drives every operation of the API through the real handler stack

@@ -20,10 +20,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"boxoffice/admission"
-	"boxoffice/auth"
-	"boxoffice/cells"
-	"boxoffice/db"
+	"boxoffice/domain/cells"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/auth"
+	"boxoffice/platform/db"
 )
 
 // Config holds what the handlers need.

@@ -18,16 +18,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/admission"
-	"boxoffice/auth"
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/dbtest"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/payments"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
 	"boxoffice/handlers"
-	"boxoffice/payments"
-	"boxoffice/purchase"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/auth"
 	"boxoffice/testkit"
-	"boxoffice/waitingroom"
+	"boxoffice/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -9,9 +9,9 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
-	"boxoffice/purchase"
-	"boxoffice/waitingroom"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/platform/auth"
 )
 
 // CreateHoldInput asks to hold seats.

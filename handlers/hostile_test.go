@@ -15,8 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
 	"boxoffice/handlers"
+	"boxoffice/testkit/dbtest"
 )
 
 // requireProblem checks that r is a problem of status and type typ that

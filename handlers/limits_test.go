@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
 	"boxoffice/handlers"
+	"boxoffice/testkit/dbtest"
 )
 
 // openStream opens the order's event stream; cancel closes it from the

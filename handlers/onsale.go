@@ -9,9 +9,9 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
-	"boxoffice/cells"
-	"boxoffice/waitingroom"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/platform/auth"
 )
 
 // TypeSeatLimit is the problem type of a hold over the event's per-buyer

@@ -17,10 +17,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/db"
-	"boxoffice/dbtest"
+	"boxoffice/domain/tickets"
 	"boxoffice/handlers"
-	"boxoffice/tickets"
+	"boxoffice/platform/db"
+	"boxoffice/testkit/dbtest"
 )
 
 // pendingOrder is an order of two seats, awaiting payment.

@@ -11,11 +11,11 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
-	"boxoffice/backoff"
-	"boxoffice/cells"
-	"boxoffice/orderfeed"
-	"boxoffice/purchase"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/purchase"
+	"boxoffice/platform/auth"
+	"boxoffice/platform/backoff"
+	"boxoffice/platform/orderfeed"
 )
 
 // OrderPathInput names an order.

@@ -13,12 +13,12 @@ import (
 	"github.com/danielgtaylor/huma/v2/validation"
 	"github.com/google/uuid"
 
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/fault"
-	"boxoffice/payments"
-	"boxoffice/purchase"
-	"boxoffice/webhooks"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/payments"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/webhooks"
+	"boxoffice/platform/fault"
 )
 
 // Problem types. Each is stable: clients may switch on it.

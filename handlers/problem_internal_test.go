@@ -13,13 +13,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/db"
-	"boxoffice/fault"
-	"boxoffice/purchase"
-	"boxoffice/waitingroom"
-	"boxoffice/webhooks"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/webhooks"
+	"boxoffice/platform/db"
+	"boxoffice/platform/fault"
 )
 
 // The one problem table: every domain error is answered by its specific

@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/singleflight"
 
-	"boxoffice/catalog"
+	"boxoffice/domain/catalog"
 )
 
 // The public reads (an event, its seat map) are answered as bytes encoded

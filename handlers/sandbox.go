@@ -7,10 +7,10 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
-	"boxoffice/cells"
-	"boxoffice/payments"
-	"boxoffice/payments/sandbox"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/payments"
+	"boxoffice/domain/payments/sandbox"
+	"boxoffice/platform/auth"
 )
 
 // SandboxIntentInput names a PaymentIntent of the sandbox provider.

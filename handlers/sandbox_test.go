@@ -13,16 +13,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/auth"
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/dbtest"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/payments"
+	"boxoffice/domain/payments/sandbox"
+	"boxoffice/domain/purchase"
 	"boxoffice/handlers"
-	"boxoffice/outbox"
-	"boxoffice/payments"
-	"boxoffice/payments/sandbox"
-	"boxoffice/purchase"
+	"boxoffice/platform/auth"
+	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"
+	"boxoffice/testkit/dbtest"
 )
 
 // sandboxBundle is a second server on the test bundle's database, built

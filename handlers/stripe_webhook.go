@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stripe/stripe-go/v79"
 
-	"boxoffice/cells"
-	"boxoffice/payments"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/payments"
 )
 
 // StripeWebhookInput is a webhook from the payment provider: the raw bytes,

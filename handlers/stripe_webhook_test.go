@@ -14,10 +14,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
+	"boxoffice/domain/payments"
 	"boxoffice/handlers"
-	"boxoffice/outbox"
-	"boxoffice/payments"
+	"boxoffice/platform/outbox"
+	"boxoffice/testkit/dbtest"
 )
 
 // stripeEvent is a Stripe-format event about one PaymentIntent of orderID.

@@ -9,7 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
+	"boxoffice/platform/auth"
 )
 
 // TicketSigningKeyBody is the key ticket scanners verify QR payloads with.

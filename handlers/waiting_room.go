@@ -11,8 +11,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"boxoffice/auth"
-	"boxoffice/waitingroom"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/platform/auth"
 )
 
 // WaitingRoomInput names the event and captures the client's address for

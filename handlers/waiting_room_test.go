@@ -14,16 +14,16 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/admission"
-	"boxoffice/auth"
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/dbtest"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
 	"boxoffice/handlers"
-	"boxoffice/purchase"
-	"boxoffice/redistest"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/auth"
 	"boxoffice/testkit"
-	"boxoffice/waitingroom"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/redistest"
 )
 
 // roomBundle is the API on real PostgreSQL with a waiting room on real

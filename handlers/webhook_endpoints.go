@@ -10,8 +10,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
-	"boxoffice/webhooks"
+	"boxoffice/domain/webhooks"
+	"boxoffice/platform/auth"
 )
 
 // Problem types of webhook endpoints. Each is stable: clients may switch

@@ -12,16 +12,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/admission"
-	"boxoffice/auth"
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/dbtest"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
-	"boxoffice/purchase"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/auth"
 	"boxoffice/sqlcgen"
 	"boxoffice/testkit"
-	"boxoffice/webhooks"
+	"boxoffice/testkit/dbtest"
 )
 
 // setupWebhooks is setup with the webhook service; allowPrivate is the

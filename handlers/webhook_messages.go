@@ -9,8 +9,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
-	"boxoffice/webhooks"
+	"boxoffice/domain/webhooks"
+	"boxoffice/platform/auth"
 )
 
 // WebhookMessageBody is a message as it was (and is) sent.

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
 	"boxoffice/migrations"
+	"boxoffice/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

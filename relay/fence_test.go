@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/db"
-	"boxoffice/dbtest"
+	"boxoffice/platform/db"
 	"boxoffice/relay"
 	"boxoffice/sqlcgen"
 	"boxoffice/testkit"
+	"boxoffice/testkit/dbtest"
 )
 
 // TestFencedRelayPublishesNothing: a relay of a failed-over region (its

@@ -3,7 +3,7 @@ package relay
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"boxoffice/promreg"
+	"boxoffice/platform/promreg"
 )
 
 // metrics are the relay's collectors. Labels are fixed sets, never ids.

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
+	"boxoffice/platform/bus"
 	"boxoffice/relay"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
-	"boxoffice/backoff"
-	"boxoffice/bus"
-	"boxoffice/db"
+	"boxoffice/platform/backoff"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 )
 

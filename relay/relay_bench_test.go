@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
-	"boxoffice/dbtest"
-	"boxoffice/natstest"
+	"boxoffice/platform/bus"
 	"boxoffice/relay"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/natstest"
 )
 
 // benchEvents is how many events each drain benchmark moves.

@@ -17,13 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/bus"
-	"boxoffice/catalog"
-	"boxoffice/dbtest"
-	"boxoffice/natstest"
-	"boxoffice/outbox"
-	"boxoffice/purchase"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/purchase"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
 	"boxoffice/relay"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/natstest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

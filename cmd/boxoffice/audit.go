@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/audit"
-	"boxoffice/bus"
-	"boxoffice/db"
+	"boxoffice/ops/audit"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 )
 
 // errAuditFailed makes `boxoffice audit` exit non-zero after it printed a

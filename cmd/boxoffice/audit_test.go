@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
+	"boxoffice/testkit/dbtest"
 )
 
 func TestAuditCommand(t *testing.T) {

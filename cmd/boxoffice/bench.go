@@ -22,11 +22,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/bench"
-	"boxoffice/bus"
-	"boxoffice/cells"
-	"boxoffice/db"
+	"boxoffice/domain/cells"
+	"boxoffice/lab/bench"
 	"boxoffice/migrations"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 )
 
 func runBench(ctx context.Context, args []string) error {

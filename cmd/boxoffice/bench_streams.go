@@ -23,12 +23,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/auth"
-	"boxoffice/bench"
-	"boxoffice/catalog"
-	"boxoffice/db"
-	"boxoffice/outbox"
-	"boxoffice/purchase"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/purchase"
+	"boxoffice/lab/bench"
+	"boxoffice/platform/auth"
+	"boxoffice/platform/db"
+	"boxoffice/platform/outbox"
 	"boxoffice/relay"
 	"boxoffice/sqlcgen"
 )

@@ -29,11 +29,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/auth"
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/purchase"
-	"boxoffice/waitingroom"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/platform/auth"
 )
 
 // runBenchWaitingRoom measures the waiting room on real Redis (REDIS_URL,

@@ -21,18 +21,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/admission"
-	"boxoffice/apiclient"
-	"boxoffice/auth"
-	"boxoffice/bus"
-	"boxoffice/db"
-	"boxoffice/dbtest"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
-	"boxoffice/natstest"
-	"boxoffice/pgcluster"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/auth"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
+	"boxoffice/platform/pgcluster"
 	"boxoffice/relay"
 	"boxoffice/testkit"
+	"boxoffice/testkit/apiclient"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/natstest"
 )
 
 // cellStack is one purchase cell's back end as the test runs it: the

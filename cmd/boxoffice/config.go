@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"boxoffice/bus"
-	"boxoffice/payments"
-	"boxoffice/payments/sandbox"
-	"boxoffice/webhooks"
+	"boxoffice/domain/payments"
+	"boxoffice/domain/payments/sandbox"
+	"boxoffice/domain/webhooks"
+	"boxoffice/platform/bus"
 )
 
 // config is the process configuration, read once from the environment.

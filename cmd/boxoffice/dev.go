@@ -20,14 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/auth"
-	"boxoffice/bus"
-	"boxoffice/catalog"
-	"boxoffice/cells"
-	"boxoffice/db"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/cells"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
-	"boxoffice/pgcluster"
+	"boxoffice/platform/auth"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
+	"boxoffice/platform/pgcluster"
 	"boxoffice/relay"
 )
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"boxoffice/db"
+	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 )
 

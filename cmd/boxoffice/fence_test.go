@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
+	"boxoffice/testkit/dbtest"
 )
 
 func TestFenceCommandRaisesNeverLowers(t *testing.T) {

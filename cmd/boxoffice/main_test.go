@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
-	"boxoffice/dbtest"
+	"boxoffice/platform/bus"
 	"boxoffice/testkit"
+	"boxoffice/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

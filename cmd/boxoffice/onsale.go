@@ -17,10 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
-	"boxoffice/audit"
-	"boxoffice/bus"
-	"boxoffice/db"
-	"boxoffice/onsale"
+	"boxoffice/lab/simulator"
+	"boxoffice/ops/audit"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 )
 
 // errOnsaleBroken makes `boxoffice onsale` exit non-zero after a run that
@@ -37,7 +37,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	seats := fs.Int("seats", 100, "seats of the event the simulator creates")
 	eventID := fs.String("event", "", "sell this existing event instead of creating one")
 	organizer := fs.String("organizer", "", "organizer id to act as (must own --event for the onsale signals); default random")
-	arrival := fs.String("arrival", onsale.ArrivalSpike, "arrival pattern: spike, ramp or steady")
+	arrival := fs.String("arrival", simulator.ArrivalSpike, "arrival pattern: spike, ramp or steady")
 	duration := fs.Duration("duration", 30*time.Second, "window over which buyers arrive")
 	payRatio := fs.Float64("pay-ratio", 0.9, "share of buyers with a hold who pay; half the rest decline, half walk away")
 	patience := fs.Duration("patience", 10*time.Minute, "how long a buyer stays queued before leaving")
@@ -62,7 +62,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "onsale")
 
-	cfg := onsale.Config{
+	cfg := simulator.Config{
 		APIs: strings.Split(*apiFlag, ","), SharedWaitingRoom: *sharedRoom, JWTSecret: []byte(getenv("BOXOFFICE_JWT_SECRET")),
 		EventID: *eventID, Buyers: *buyers, Seats: *seats, Arrival: *arrival, Duration: *duration, PayRatio: *payRatio,
 		Patience: *patience, SettleTimeout: *settle, Logger: logger,
@@ -75,7 +75,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 		cfg.OrganizerID = id
 	}
 	dbURL, natsURL := getenv("DATABASE_URL"), getenv("NATS_URL")
-	var stack *onsale.Stack
+	var stack *simulator.Stack
 	if *spawn {
 		if dbURL == "" {
 			return errors.New("DATABASE_URL is required with --spawn: it names the PostgreSQL server for the run's database")
@@ -85,7 +85,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 			return fmt.Errorf("stack dir: %w", derr)
 		}
 		fmt.Fprintf(stdout, "Starting the stack (logs in %s)…\n", dir)
-		stack, err = onsale.StartStack(ctx, onsale.StackConfig{
+		stack, err = simulator.StartStack(ctx, simulator.StackConfig{
 			Dir: dir, DatabaseURL: dbURL, FreshDatabase: *freshDB, KeepDatabase: *keepDB,
 			JWTSecret: getenv("BOXOFFICE_JWT_SECRET"), HoldTTL: *holdTTL, RedisURL: getenv("REDIS_URL"), Logger: logger,
 		})
@@ -106,7 +106,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 			fmt.Fprintf(stdout, "Database %s (kept).\n", name)
 		}
 	}
-	sim, err := onsale.New(cfg)
+	sim, err := simulator.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -122,14 +122,14 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 		terminal = false
 	}
 	start := time.Now()
-	var chaosDone chan []onsale.ChaosEvent
+	var chaosDone chan []simulator.ChaosEvent
 	stopChaos := func() {}
 	if *chaos {
 		// Kill only while buyers arrive and a little after, so the run
 		// ends with every process up.
 		cctx, cancel := context.WithTimeout(ctx, *duration+15*time.Second)
 		stopChaos = cancel
-		chaosDone = make(chan []onsale.ChaosEvent, 1)
+		chaosDone = make(chan []simulator.ChaosEvent, 1)
 		go func() {
 			evs, err := stack.Chaos(cctx, start)
 			if err != nil {
@@ -150,7 +150,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 		defer pprof.StopCPUProfile()
 	}
 	cpu0 := processCPU()
-	stopProgress := onsale.StartProgress(sim, stdout, terminal, 2*time.Second)
+	stopProgress := simulator.StartProgress(sim, stdout, terminal, 2*time.Second)
 	res, err := sim.Run(ctx)
 	stopProgress()
 	// The buyers share the machine with the stack: say what they cost.
@@ -194,7 +194,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stdout, "\n%s", res.Audit)
 	}
 	if *reportDir != "" {
-		if err := onsale.WriteReport(*reportDir, res); err != nil {
+		if err := simulator.WriteReport(*reportDir, res); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "Report: %s/report.html\n", strings.TrimRight(*reportDir, "/"))

@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
-	"boxoffice/onsale"
+	"boxoffice/lab/simulator"
+	"boxoffice/testkit/dbtest"
 )
 
 // chromium is where Debian's chromium package installs the browser.
@@ -54,7 +54,7 @@ func TestOnsaleCommand(t *testing.T) {
 
 	raw, err := os.ReadFile(filepath.Join(reportDir, "result.json"))
 	require.NoError(t, err)
-	var res onsale.Result
+	var res simulator.Result
 	require.NoError(t, json.Unmarshal(raw, &res))
 	require.Zero(t, res.Summary.Oversold)
 	require.Positive(t, res.Summary.Sold, "nobody bought a seat")
@@ -107,11 +107,11 @@ func checkReportInChromium(t *testing.T, report string) {
 		return stdout.Bytes()
 	}
 	dom := string(run("--dump-dom", "file://"+report))
-	for _, id := range onsale.ChartIDs {
+	for _, id := range simulator.ChartIDs {
 		re := regexp.MustCompile(`(?s)<figure id="` + id + `" class="chart">\s*<svg[^>]*>.*?</svg>`)
 		require.Regexp(t, re, dom, "chart %s is not an inline SVG in the rendered DOM", id)
 	}
-	require.GreaterOrEqual(t, strings.Count(dom, "<path"), len(onsale.ChartIDs)*3, "the charts have no lines")
+	require.GreaterOrEqual(t, strings.Count(dom, "<path"), len(simulator.ChartIDs)*3, "the charts have no lines")
 
 	shot := filepath.Join(dir, "report.png")
 	run("--screenshot="+shot, "file://"+report)

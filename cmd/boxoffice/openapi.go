@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"boxoffice/cells"
+	"boxoffice/domain/cells"
 	"boxoffice/handlers"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"boxoffice/bus"
-	"boxoffice/db"
 	"boxoffice/handlers"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 )
 
 // newRegistry returns the process's metrics registry with the Go and

@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"boxoffice/db"
-	"boxoffice/reconcile"
+	"boxoffice/ops/reconcile"
+	"boxoffice/platform/db"
 )
 
 // runReconcile runs `boxoffice reconcile`: it compares the provider's

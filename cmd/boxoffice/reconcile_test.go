@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/dbtest"
+	"boxoffice/testkit/dbtest"
 )
 
 func TestReconcileCommand(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"flag"
 
-	"boxoffice/bus"
+	"boxoffice/platform/bus"
 	"boxoffice/relay"
 )
 

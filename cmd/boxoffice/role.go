@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/db"
 	"boxoffice/handlers"
+	"boxoffice/platform/db"
 )
 
 // busRole is what the roles that work off the bus (relay, work) share:

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/bus"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
+	"boxoffice/platform/bus"
 )
 
 func runServe(ctx context.Context, args []string) error {

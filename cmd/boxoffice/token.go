@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"boxoffice/auth"
+	"boxoffice/platform/auth"
 )
 
 func runToken(args []string) error {

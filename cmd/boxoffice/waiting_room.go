@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/admission"
-	"boxoffice/bus"
-	"boxoffice/catalog"
-	"boxoffice/waitingroom"
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/bus"
 )
 
 // waitingRoom is the API's waiting room with what runs it: the admitter

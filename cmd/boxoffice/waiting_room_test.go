@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/bus"
-	"boxoffice/natstest"
+	"boxoffice/platform/bus"
+	"boxoffice/testkit/natstest"
 )
 
 // The release controller's consumer-pending signal counts what the durable

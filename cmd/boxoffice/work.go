@@ -14,14 +14,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"boxoffice/bus"
 	"boxoffice/consumers"
-	"boxoffice/db"
-	"boxoffice/payments"
-	"boxoffice/payments/sandbox"
-	"boxoffice/purchase"
-	"boxoffice/tickets"
-	"boxoffice/webhooks"
+	"boxoffice/domain/payments"
+	"boxoffice/domain/payments/sandbox"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/tickets"
+	"boxoffice/domain/webhooks"
+	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 )
 
 // workDeps is what the workers are built from.

@@ -1,0 +1,425 @@
+// Package catalog creates events with their seats and reads the seat map.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
+
+	"boxoffice/platform/db"
+	"boxoffice/platform/fault"
+	"boxoffice/sqlcgen"
+)
+
+// MaxSeats is the most seats one event can be created with in one request.
+const MaxSeats = 100_000
+
+// ErrNotFound is returned for an event that does not exist.
+var ErrNotFound = fault.New(fault.CodeNotFound, "event not found")
+
+// ValidationError describes input that is well-formed but not acceptable.
+// Its message is safe to show to the client.
+type ValidationError struct {
+	Location string
+	Message  string
+}
+
+func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
+
+// Code is fault.CodeInvalid: the input breaks a rule.
+func (e *ValidationError) Code() fault.Code { return fault.CodeInvalid }
+
+// Section generates a rectangular block of seats: rows named A, B, … Z, AA,
+// AB, …, seats numbered from 1, labelled "A-1".
+type Section struct {
+	Name        string
+	Rows        int
+	SeatsPerRow int
+	PriceMinor  int64
+}
+
+// Seat is one explicitly listed seat.
+type Seat struct {
+	Section    string
+	Label      string
+	PriceMinor int64
+}
+
+// EventParams is an organizer's request to create an event. Exactly one of
+// Sections and Seats is set.
+type EventParams struct {
+	OrganizerID uuid.UUID
+	Name        string
+	StartsAt    time.Time
+	Currency    string
+	Cell        string
+	Sections    []Section
+	Seats       []Seat
+}
+
+// Event is a stored event.
+type Event struct {
+	ID          uuid.UUID
+	OrganizerID uuid.UUID
+	Name        string
+	StartsAt    time.Time
+	Currency    string
+	// PurchaseCell names the cell that sells the event's seats.
+	PurchaseCell string
+	SeatCount    int32
+	CreatedAt    time.Time
+}
+
+// Catalog reads and writes events and seats.
+type Catalog struct {
+	pool *pgxpool.Pool
+
+	// seatTTL > 0 caches seat maps (WithSeatMapCache).
+	seatTTL   time.Duration
+	seatLoads singleflight.Group
+	seatMu    sync.Mutex
+	seatMaps  map[uuid.UUID]SeatMap
+	// seatReads counts seat maps read from the database, for tests.
+	seatReads atomic.Int64
+	// versions numbers the seat maps read from the database.
+	versions atomic.Uint64
+
+	// eventTTL > 0 caches events, notFoundTTL > 0 the ids of events that
+	// do not exist (WithEventCache).
+	eventTTL, notFoundTTL time.Duration
+	eventLoads            singleflight.Group
+	eventMu               sync.Mutex
+	events                map[uuid.UUID]cachedEvent
+	// eventReads counts events read from the database, for tests.
+	eventReads atomic.Int64
+}
+
+// SeatMap is an event's seat map as read at one moment.
+type SeatMap struct {
+	// Seats are in layout order. Shared when cached: callers must not
+	// modify it.
+	Seats []SeatStatus
+	// Version is new for every read of the map from the database: a
+	// caller may keep what it derived from Seats for as long as Version
+	// stays the same.
+	Version uint64
+	at      time.Time
+}
+
+type cachedEvent struct {
+	at    time.Time
+	event Event
+	found bool
+}
+
+// maxCached bounds each cache's entries; it holds the events read within
+// one TTL.
+const maxCached = 10_000
+
+// New returns a Catalog on pool.
+func New(pool *pgxpool.Pool) *Catalog { return &Catalog{pool: pool} }
+
+// read is the pool for sqlcgen's reads, its errors interpreted
+// (db.Interpreting): a missing row is db.ErrNotFound.
+func (c *Catalog) read() db.DBTX { return db.Interpreting(c.pool) }
+
+// clone is a Catalog with c's settings and empty caches.
+func (c *Catalog) clone() *Catalog {
+	return &Catalog{
+		pool: c.pool, seatTTL: c.seatTTL, eventTTL: c.eventTTL, notFoundTTL: c.notFoundTTL,
+		seatMaps: map[uuid.UUID]SeatMap{}, events: map[uuid.UUID]cachedEvent{},
+	}
+}
+
+// WithSeatMapCache returns a Catalog on the same pool whose Seats serves
+// each event's seat map from memory for up to ttl, loading it once for
+// all the requests that want it meanwhile. In an onsale every admitted
+// buyer reads the seat map, often after each lost seat; without this,
+// thousands of identical reads of thousands of rows compete with the
+// holds for the database. The map was always a hint (only a hold
+// decides), now at most ttl older.
+func (c *Catalog) WithSeatMapCache(ttl time.Duration) *Catalog {
+	n := c.clone()
+	n.seatTTL = ttl
+	return n
+}
+
+// WithEventCache returns a Catalog on the same pool whose Event serves an
+// event from memory for up to ttl (events do not change once created),
+// and the answer that an event does not exist for up to notFoundTTL, so
+// that requests for ids that name nothing do not each reach the database.
+// Each read is made once for all the requests that want it meanwhile;
+// each cache holds at most 10,000 entries.
+func (c *Catalog) WithEventCache(ttl, notFoundTTL time.Duration) *Catalog {
+	n := c.clone()
+	n.eventTTL, n.notFoundTTL = ttl, notFoundTTL
+	return n
+}
+
+// CreateEvent stores the event and all its seats in one transaction, the
+// seats with COPY, and creates the organizer on first use. It returns a
+// *ValidationError for seats that are empty, too many (over MaxSeats) or
+// duplicated within a section.
+func (c *Catalog) CreateEvent(ctx context.Context, p EventParams) (Event, error) {
+	eventID := uuid.Must(uuid.NewV7())
+	seats, err := expand(eventID, p)
+	if err != nil {
+		return Event{}, err
+	}
+	ev, err := db.WithTxV(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) (Event, error) {
+		q := sqlcgen.New()
+		if err := q.OrganizerEnsure(ctx, tx, p.OrganizerID); err != nil {
+			return Event{}, fmt.Errorf("ensure organizer: %w", err)
+		}
+		ev, err := q.EventInsert(ctx, tx, sqlcgen.EventInsertParams{
+			ID:           eventID,
+			OrganizerID:  p.OrganizerID,
+			Name:         p.Name,
+			StartsAt:     p.StartsAt,
+			Currency:     p.Currency,
+			PurchaseCell: p.Cell,
+			SeatCount:    int32(len(seats)),
+		})
+		if err != nil {
+			return Event{}, fmt.Errorf("insert event: %w", err)
+		}
+		if _, err := q.SeatCopyFrom(ctx, tx, seats); err != nil {
+			return Event{}, fmt.Errorf("copy seats: %w", err)
+		}
+		return Event(ev), nil
+	})
+	if err == nil && c.events != nil {
+		c.eventMu.Lock()
+		delete(c.events, eventID) // in case anyone asked for the id before it existed
+		c.eventMu.Unlock()
+	}
+	return ev, err
+}
+
+func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, error) {
+	switch {
+	case len(p.Sections) > 0 && len(p.Seats) > 0:
+		return nil, &ValidationError{"body", "give either sections or seats, not both"}
+	case len(p.Sections) == 0 && len(p.Seats) == 0:
+		return nil, &ValidationError{"body", "an event needs sections or seats"}
+	}
+	total := len(p.Seats)
+	for _, s := range p.Sections {
+		total += s.Rows * s.SeatsPerRow
+		if total > MaxSeats {
+			break
+		}
+	}
+	if total > MaxSeats {
+		return nil, &ValidationError{"body", fmt.Sprintf("at most %d seats per event", MaxSeats)}
+	}
+
+	seats := make([]sqlcgen.SeatCopyFromParams, 0, total)
+	add := func(section, label string, price int64) {
+		seats = append(seats, sqlcgen.SeatCopyFromParams{
+			ID:         uuid.Must(uuid.NewV7()),
+			EventID:    eventID,
+			Position:   int32(len(seats)),
+			Section:    section,
+			Label:      label,
+			PriceMinor: price,
+		})
+	}
+	sectionNames := make(map[string]bool, len(p.Sections))
+	for i, s := range p.Sections {
+		if sectionNames[s.Name] {
+			return nil, &ValidationError{fmt.Sprintf("body.sections[%d].name", i), "duplicate section name"}
+		}
+		sectionNames[s.Name] = true
+		for r := range s.Rows {
+			row := RowName(r)
+			for n := 1; n <= s.SeatsPerRow; n++ {
+				add(s.Name, fmt.Sprintf("%s-%d", row, n), s.PriceMinor)
+			}
+		}
+	}
+	type key struct{ section, label string }
+	seen := make(map[key]bool, len(p.Seats))
+	for i, s := range p.Seats {
+		k := key{s.Section, s.Label}
+		if seen[k] {
+			return nil, &ValidationError{fmt.Sprintf("body.seats[%d]", i), "duplicate seat label in section"}
+		}
+		seen[k] = true
+		add(s.Section, s.Label, s.PriceMinor)
+	}
+	return seats, nil
+}
+
+// RowName names the zero-based row r as spreadsheets name columns: A … Z,
+// AA … AZ, BA, …
+func RowName(r int) string {
+	name := ""
+	for r++; r > 0; r = (r - 1) / 26 {
+		name = string(rune('A'+(r-1)%26)) + name
+	}
+	return name
+}
+
+// Event returns the event with id, or ErrNotFound.
+func (c *Catalog) Event(ctx context.Context, id uuid.UUID) (Event, error) {
+	if c.eventTTL <= 0 && c.notFoundTTL <= 0 {
+		return c.loadEvent(ctx, id)
+	}
+	now := time.Now()
+	c.eventMu.Lock()
+	e, ok := c.events[id]
+	c.eventMu.Unlock()
+	switch {
+	case ok && e.found && now.Sub(e.at) < c.eventTTL:
+		return e.event, nil
+	case ok && !e.found && now.Sub(e.at) < c.notFoundTTL:
+		return Event{}, ErrNotFound
+	}
+	v, err, _ := c.eventLoads.Do(id.String(), func() (any, error) {
+		// Shared by every request waiting on it: it must not end when the
+		// request that started it goes away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		at := time.Now()
+		ev, err := c.loadEvent(ctx, id)
+		found := err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err // not an answer: nothing to cache
+		}
+		if (found && c.eventTTL > 0) || (!found && c.notFoundTTL > 0) {
+			c.eventMu.Lock()
+			c.evictEvents(at)
+			c.events[id] = cachedEvent{at: at, event: ev, found: found}
+			c.eventMu.Unlock()
+		}
+		return ev, err
+	})
+	if err != nil {
+		return Event{}, err
+	}
+	return v.(Event), nil
+}
+
+// evictEvents makes room for entries when the cache is full, dropping the
+// expired ones and then any until a tenth is free, so that a flood of
+// unknown ids costs one sweep per thousand of them; with c.eventMu held.
+func (c *Catalog) evictEvents(now time.Time) {
+	if len(c.events) < maxCached {
+		return
+	}
+	for id, e := range c.events {
+		if (e.found && now.Sub(e.at) >= c.eventTTL) || (!e.found && now.Sub(e.at) >= c.notFoundTTL) {
+			delete(c.events, id)
+		}
+	}
+	for id := range c.events {
+		if len(c.events) < maxCached*9/10 {
+			break
+		}
+		delete(c.events, id)
+	}
+}
+
+func (c *Catalog) loadEvent(ctx context.Context, id uuid.UUID) (Event, error) {
+	c.eventReads.Add(1)
+	ev, err := sqlcgen.New().EventGetByID(ctx, c.read(), id)
+	if errors.Is(err, db.ErrNotFound) {
+		return Event{}, ErrNotFound
+	} else if err != nil {
+		return Event{}, fmt.Errorf("get event: %w", err)
+	}
+	return Event(ev), nil
+}
+
+// SeatStatus is one seat of the seat map with its status: available, held or
+// sold. The map is a hint and may be stale when read; only a hold decides.
+type SeatStatus struct {
+	ID         uuid.UUID
+	Section    string
+	Label      string
+	PriceMinor int64
+	Status     string
+}
+
+// Seats returns the seat map of an event in layout order, or ErrNotFound.
+//
+// With WithSeatMapCache the slice is shared: callers must not modify it.
+func (c *Catalog) Seats(ctx context.Context, eventID uuid.UUID) ([]SeatStatus, error) {
+	m, err := c.SeatMap(ctx, eventID)
+	return m.Seats, err
+}
+
+// SeatMap returns the seat map of an event with its version, or
+// ErrNotFound; with WithSeatMapCache, from memory while at most its ttl
+// old.
+func (c *Catalog) SeatMap(ctx context.Context, eventID uuid.UUID) (SeatMap, error) {
+	if c.seatTTL <= 0 {
+		return c.loadSeats(ctx, eventID)
+	}
+	c.seatMu.Lock()
+	m, ok := c.seatMaps[eventID]
+	c.seatMu.Unlock()
+	if ok && time.Since(m.at) < c.seatTTL {
+		return m, nil
+	}
+	v, err, _ := c.seatLoads.Do(eventID.String(), func() (any, error) {
+		// Shared by every request waiting on it: it must not end when the
+		// request that started it goes away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		m, err := c.loadSeats(ctx, eventID)
+		if err != nil {
+			return nil, err
+		}
+		c.seatMu.Lock()
+		if len(c.seatMaps) >= maxCached {
+			clear(c.seatMaps)
+		}
+		c.seatMaps[eventID] = m
+		c.seatMu.Unlock()
+		return m, nil
+	})
+	if err != nil {
+		return SeatMap{}, err
+	}
+	return v.(SeatMap), nil
+}
+
+func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) (SeatMap, error) {
+	c.seatReads.Add(1)
+	at := time.Now()
+	if _, err := c.Event(ctx, eventID); err != nil {
+		return SeatMap{}, err
+	}
+	rows, err := sqlcgen.New().SeatListByEvent(ctx, c.read(), eventID)
+	if err != nil {
+		return SeatMap{}, fmt.Errorf("list seats: %w", err)
+	}
+	seats := make([]SeatStatus, len(rows))
+	for i, r := range rows {
+		seats[i] = SeatStatus(r)
+	}
+	return SeatMap{Seats: seats, Version: c.versions.Add(1), at: at}, nil
+}
+
+// EventsByOrganizer returns the organizer's events, oldest first.
+func (c *Catalog) EventsByOrganizer(ctx context.Context, organizerID uuid.UUID) ([]Event, error) {
+	rows, err := sqlcgen.New().EventListByOrganizer(ctx, c.read(), organizerID)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	evs := make([]Event, len(rows))
+	for i, r := range rows {
+		evs[i] = Event(r)
+	}
+	return evs, nil
+}

@@ -1,0 +1,437 @@
+package payments
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stripe/stripe-go/v79"
+	"github.com/stripe/stripe-go/v79/webhook"
+
+	"boxoffice/domain/purchase"
+	"boxoffice/platform/db"
+	"boxoffice/platform/fault"
+	"boxoffice/platform/outbox"
+	"boxoffice/platform/promreg"
+	"boxoffice/sqlcgen"
+)
+
+// ErrBadSignature is returned by Ingress.Receive for a payload whose
+// signature does not verify, or is dated outside the tolerance (too old or
+// too far ahead): nothing was read from it.
+var ErrBadSignature = fault.New(fault.CodeInvalid, "webhook signature does not verify")
+
+// ErrInvalidEvent is returned by Ingress.Receive for a validly signed
+// event that carries an id, type or code Stripe never sends (a NUL or any
+// other character outside [A-Za-z0-9_], a missing prefix, or more than 255
+// bytes), or without an object of its type's shape: nothing was written.
+var ErrInvalidEvent = fault.New(fault.CodeInvalid, "webhook event is malformed")
+
+// IngressConfig configures NewIngress.
+type IngressConfig struct {
+	// WebhookSecret is the endpoint's signing secret (whsec_…). Required.
+	WebhookSecret string
+	// Tolerance is how far a signature's timestamp may be from now, in the
+	// past (against replays) and in the future (against events signed
+	// ahead to be replayed later). Defaults to 5m, Stripe's default.
+	Tolerance time.Duration
+	// Logger receives the ingress's logs; bodies are never logged. Required.
+	Logger *slog.Logger
+	// Provider is consulted when a PaymentIntent event disagrees with the
+	// order's local state (see Receive). Defaults to none: events are
+	// acted on as they come, which is right only in tests of the mapping.
+	Provider Provider
+	// Registerer receives boxoffice_payment_webhook_mismatches_total.
+	// Defaults to none.
+	Registerer prometheus.Registerer
+}
+
+// Ingress turns the provider's signed webhooks into domain events.
+type Ingress struct {
+	pool   *pgxpool.Pool
+	cfg    IngressConfig
+	logger *slog.Logger
+	// mismatches counts webhooks that disagreed with the order, by the
+	// domain event the provider's current state stood for.
+	mismatches *prometheus.CounterVec
+}
+
+// NewIngress returns an Ingress writing to pool.
+func NewIngress(pool *pgxpool.Pool, cfg IngressConfig) *Ingress {
+	cfg.Tolerance = cmp.Or(cfg.Tolerance, 5*time.Minute)
+	return &Ingress{
+		pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "payments_ingress"),
+		mismatches: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_payment_webhook_mismatches_total",
+			Help: "Provider webhooks that disagreed with the order's local state, so the intent was re-read; by what the provider's current state was acted on as.",
+		}, []string{"acted_as"})),
+	}
+}
+
+// Received says what Receive did with a webhook.
+type Received struct {
+	// EventType is the provider's event type.
+	EventType string
+	// Duplicate is true when the event id had been received before: it had
+	// no effect this time.
+	Duplicate bool
+	// DomainEvent is the outbox event written, empty when the type maps to
+	// none or the payment is not one of ours.
+	DomainEvent string
+}
+
+// Receive verifies the signature over the raw payload before parsing
+// anything, then, in one transaction, records the provider's event id and
+// writes the domain event it maps to into the outbox:
+//
+//	payment_intent.amount_capturable_updated → PaymentAuthorized
+//	payment_intent.succeeded                 → PaymentCaptured
+//	payment_intent.payment_failed            → PaymentFailed
+//	payment_intent.canceled                  → AuthorizationCanceled
+//	charge.refunded, refund.updated          → PaymentRefunded
+//
+// An event id seen before has no second effect (invariant 4); other types
+// are recorded and ignored. It returns nil only after the commit, so the
+// provider retries whatever was not stored. A bad signature, or one dated
+// more than Tolerance from now either way, is ErrBadSignature; an event
+// whose ids are not Stripe ids is ErrInvalidEvent; in both cases nothing is
+// written.
+func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string) (Received, error) {
+	ev, err := in.Verify(payload, signature)
+	if err != nil {
+		return Received{}, err
+	}
+	return in.Apply(ctx, ev)
+}
+
+// Verify checks a webhook's signature over its raw bytes, and then its
+// event's id and type, and returns the event. Nothing in payload is read
+// before the signature verifies. Its errors are Receive's: ErrBadSignature
+// or ErrInvalidEvent.
+func (in *Ingress) Verify(payload []byte, signature string) (stripe.Event, error) {
+	ev, err := webhook.ConstructEventWithOptions(payload, signature, in.cfg.WebhookSecret,
+		webhook.ConstructEventOptions{Tolerance: in.cfg.Tolerance, IgnoreAPIVersionMismatch: true})
+	if err != nil {
+		return stripe.Event{}, fmt.Errorf("%w: %w", ErrBadSignature, err)
+	}
+	// stripe-go bounds only the past: a signature dated ahead would stay
+	// replayable until then.
+	if at, ok := signatureTime(signature); !ok || time.Until(at) > in.cfg.Tolerance {
+		return stripe.Event{}, fmt.Errorf("%w: timestamp is in the future", ErrBadSignature)
+	}
+	if err := errors.Join(checkID("event id", ev.ID, "evt_"), checkType(string(ev.Type))); err != nil {
+		return stripe.Event{}, err
+	}
+	return ev, nil
+}
+
+// Apply is Receive for an event Verify returned: it records the event and
+// its effect, as Receive documents.
+func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error) {
+	r := Received{EventType: string(ev.Type)}
+	m, err := in.mapEvent(ctx, ev)
+	if err != nil {
+		return Received{}, err
+	}
+	// An event that agrees with its order's state is recorded in one
+	// transaction. One that disagrees rolls that transaction back, the
+	// intent is re-read from the provider outside any transaction (nobody
+	// calls the provider holding locks), and what it says now is recorded.
+	checked := m.intentID == "" || in.cfg.Provider == nil
+	for {
+		err = db.WithTx(ctx, in.pool, func(ctx context.Context, tx pgx.Tx) error {
+			r.Duplicate, r.DomainEvent = false, ""
+			q := sqlcgen.New()
+			first, err := q.StripeEventInsert(ctx, tx, sqlcgen.StripeEventInsertParams{ID: ev.ID, Type: string(ev.Type)})
+			if err != nil {
+				return fmt.Errorf("record provider event: %w", err)
+			}
+			if r.Duplicate = !first; r.Duplicate || m.typ == "" {
+				return nil
+			}
+			order, err := q.OrderStatusGet(ctx, tx, m.orderID)
+			if errors.Is(err, db.ErrNotFound) {
+				in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
+					"provider_event_id", ev.ID, "event_type", ev.Type, "metadata_order_id", m.orderID)
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("read order: %w", err)
+			}
+			if !checked && purchase.OrderStatus(order.Status).ContradictedBy(m.typ) {
+				return &disagreement{order: order}
+			}
+			env, raw, err := outbox.NewOrderEvent(m.typ, m.orderID, time.Now(), order.CorrelationID, "stripe:"+ev.ID, m.payload)
+			if err != nil {
+				return err
+			}
+			r.DomainEvent = m.typ
+			return outbox.Insert(ctx, tx, env, raw)
+		})
+		var dis *disagreement
+		if !errors.As(err, &dis) {
+			break
+		}
+		checked = true
+		if m, err = in.reconcile(ctx, ev, m, dis.order); err != nil {
+			return Received{}, err
+		}
+	}
+	if err != nil {
+		return Received{}, err
+	}
+	return r, nil
+}
+
+// disagreement stops Receive's transaction when the event contradicts its
+// order's state, for the intent to be re-read.
+type disagreement struct{ order sqlcgen.OrderStatusGetRow }
+
+func (d *disagreement) Error() string { return "provider event disagrees with the order's state" }
+
+// mapped is the domain event a provider event becomes: typ is empty for
+// none; intentID is set for PaymentIntent events, which reconcile may
+// check against the provider.
+type mapped struct {
+	typ      string
+	orderID  uuid.UUID
+	payload  any
+	intentID string
+}
+
+// reconcile re-reads the intent from the provider for an event that
+// disagrees with the order's local state, and returns what to act on: what
+// the provider says now rather than the event. Webhooks arrive late and
+// out of order (a decline of an earlier attempt can land after the
+// authorization of a later one), and a stale event must not fail a paid
+// order. An event that agrees is taken as it is, without a provider call
+// (Receive only calls reconcile for one that does not).
+func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped, order sqlcgen.OrderStatusGetRow) (mapped, error) {
+	log := in.logger.With("provider_event_id", ev.ID, "event_type", ev.Type, "order_id", m.orderID,
+		"correlation_id", order.CorrelationID, "causation_id", "stripe:"+ev.ID,
+		"order_status", order.Status, "payment_intent_id", m.intentID)
+	intent, err := in.cfg.Provider.Get(ctx, m.intentID)
+	var perr *Error
+	switch {
+	case errors.As(err, &perr) && perr.Code == CodeResourceMissing:
+		log.WarnContext(ctx, "provider event disagrees with the order, and the provider does not know its intent; acting on the event")
+		return m, nil
+	case err != nil:
+		return m, fmt.Errorf("re-read payment intent %s: %w", m.intentID, err)
+	}
+	now := fromIntent(m.orderID, intent, ev.ID)
+	in.mismatches.WithLabelValues(cmp.Or(now.typ, "nothing")).Inc()
+	log.InfoContext(ctx, "provider event disagrees with the order; acting on the intent as the provider reports it now",
+		"intent_status", intent.Status, "event_means", m.typ, "acting_as", cmp.Or(now.typ, "nothing"))
+	return now, nil
+}
+
+// fromIntent is the domain event an intent's current status stands for:
+// what the webhook for that status would have mapped to. Statuses in
+// between (requires_action, processing, …) stand for nothing yet.
+func fromIntent(orderID uuid.UUID, in Intent, providerEventID string) mapped {
+	m := mapped{orderID: orderID, intentID: in.ID}
+	switch in.Status {
+	case StatusRequiresCapture:
+		m.typ, m.payload = outbox.TypePaymentAuthorized, outbox.PaymentAuthorized{
+			OrderID: orderID, PaymentIntentID: in.ID, AmountCapturable: in.AmountCapturable, ProviderEventID: providerEventID}
+	case StatusSucceeded:
+		m.typ, m.payload = outbox.TypePaymentCaptured, outbox.PaymentCaptured{
+			OrderID: orderID, PaymentIntentID: in.ID, AmountReceived: in.AmountReceived, ProviderEventID: providerEventID}
+	case StatusCanceled:
+		m.typ, m.payload = outbox.TypeAuthorizationCanceled, outbox.AuthorizationCanceled{
+			OrderID: orderID, PaymentIntentID: in.ID, ProviderEventID: providerEventID}
+	case StatusRequiresPaymentMethod:
+		if in.LastPaymentError != nil {
+			m.typ, m.payload = outbox.TypePaymentFailed, outbox.PaymentFailed{
+				OrderID: orderID, PaymentIntentID: in.ID, ProviderEventID: providerEventID,
+				Code: cmp.Or(in.LastPaymentError.DeclineCode, in.LastPaymentError.Code)}
+		}
+	}
+	return m
+}
+
+// mapEvent returns the domain event a provider event becomes, or "" for
+// none.
+// decodeObject decodes the object of ev into v. A signed event without
+// an object, or whose object is not of its type's shape, is malformed
+// (ErrInvalidEvent): nothing Stripe sends.
+func decodeObject(ev stripe.Event, v any) error {
+	if ev.Data == nil || len(ev.Data.Raw) == 0 {
+		return fmt.Errorf("%w: no data.object", ErrInvalidEvent)
+	}
+	if err := json.Unmarshal(ev.Data.Raw, v); err != nil {
+		return fmt.Errorf("%w: data.object: %w", ErrInvalidEvent, err)
+	}
+	return nil
+}
+
+func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error) {
+	switch ev.Type {
+	case "payment_intent.amount_capturable_updated", "payment_intent.succeeded",
+		"payment_intent.payment_failed", "payment_intent.canceled":
+		var pi stripe.PaymentIntent
+		if err := decodeObject(ev, &pi); err != nil {
+			return mapped{}, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
+		}
+		if err := checkID("payment intent id", pi.ID, "pi_"); err != nil {
+			return mapped{}, err
+		}
+		if pi.LastPaymentError != nil {
+			err := errors.Join(checkCode("error code", string(pi.LastPaymentError.Code)),
+				checkCode("decline code", string(pi.LastPaymentError.DeclineCode)))
+			if err != nil {
+				return mapped{}, err
+			}
+		}
+		orderID, ok, err := in.orderOf(ctx, pi.ID, pi.Metadata)
+		if err != nil || !ok {
+			return mapped{}, err
+		}
+		switch ev.Type {
+		case "payment_intent.amount_capturable_updated":
+			return mapped{typ: outbox.TypePaymentAuthorized, orderID: orderID, intentID: pi.ID, payload: outbox.PaymentAuthorized{
+				OrderID: orderID, PaymentIntentID: pi.ID, AmountCapturable: pi.AmountCapturable, ProviderEventID: ev.ID}}, nil
+		case "payment_intent.succeeded":
+			return mapped{typ: outbox.TypePaymentCaptured, orderID: orderID, intentID: pi.ID, payload: outbox.PaymentCaptured{
+				OrderID: orderID, PaymentIntentID: pi.ID, AmountReceived: pi.AmountReceived, ProviderEventID: ev.ID}}, nil
+		case "payment_intent.payment_failed":
+			code := ""
+			if pi.LastPaymentError != nil {
+				code = cmp.Or(string(pi.LastPaymentError.DeclineCode), string(pi.LastPaymentError.Code))
+			}
+			return mapped{typ: outbox.TypePaymentFailed, orderID: orderID, intentID: pi.ID, payload: outbox.PaymentFailed{
+				OrderID: orderID, PaymentIntentID: pi.ID, Code: code, ProviderEventID: ev.ID}}, nil
+		default:
+			return mapped{typ: outbox.TypeAuthorizationCanceled, orderID: orderID, intentID: pi.ID, payload: outbox.AuthorizationCanceled{
+				OrderID: orderID, PaymentIntentID: pi.ID, ProviderEventID: ev.ID}}, nil
+		}
+	case "charge.refunded":
+		var ch stripe.Charge
+		if err := decodeObject(ev, &ch); err != nil {
+			return mapped{}, fmt.Errorf("decode charge of %s: %w", ev.ID, err)
+		}
+		if ch.PaymentIntent == nil {
+			return mapped{}, nil
+		}
+		if err := checkID("payment intent id", ch.PaymentIntent.ID, "pi_"); err != nil {
+			return mapped{}, err
+		}
+		orderID, ok, err := in.orderOf(ctx, ch.PaymentIntent.ID, ch.Metadata)
+		if err != nil || !ok {
+			return mapped{}, err
+		}
+		return mapped{typ: outbox.TypePaymentRefunded, orderID: orderID, payload: outbox.PaymentRefunded{
+			OrderID: orderID, PaymentIntentID: ch.PaymentIntent.ID, AmountRefunded: ch.AmountRefunded, ProviderEventID: ev.ID}}, nil
+	case "refund.updated":
+		var rf stripe.Refund
+		if err := decodeObject(ev, &rf); err != nil {
+			return mapped{}, fmt.Errorf("decode refund of %s: %w", ev.ID, err)
+		}
+		if rf.PaymentIntent == nil || rf.Status != stripe.RefundStatusSucceeded {
+			return mapped{}, nil
+		}
+		if err := checkID("payment intent id", rf.PaymentIntent.ID, "pi_"); err != nil {
+			return mapped{}, err
+		}
+		orderID, ok, err := in.orderOf(ctx, rf.PaymentIntent.ID, rf.Metadata)
+		if err != nil || !ok {
+			return mapped{}, err
+		}
+		return mapped{typ: outbox.TypePaymentRefunded, orderID: orderID, payload: outbox.PaymentRefunded{
+			OrderID: orderID, PaymentIntentID: rf.PaymentIntent.ID, AmountRefunded: rf.Amount, ProviderEventID: ev.ID}}, nil
+	}
+	return mapped{}, nil
+}
+
+// orderOf finds the order of a PaymentIntent: its "order_id" metadata,
+// which CreateIntent always sets, else the local payment row.
+func (in *Ingress) orderOf(ctx context.Context, intentID string, metadata map[string]string) (uuid.UUID, bool, error) {
+	if id, err := uuid.Parse(metadata[orderIDKey]); err == nil {
+		return id, true, nil
+	}
+	id, err := sqlcgen.New().PaymentOrderByIntent(ctx, db.Interpreting(in.pool), intentID)
+	switch {
+	case err == nil:
+		return id, true, nil
+	case errors.Is(err, db.ErrNotFound):
+		in.logger.WarnContext(ctx, "provider event for a payment that is not ours; ignored", "payment_intent_id", intentID)
+		return uuid.Nil, false, nil
+	default:
+		return uuid.Nil, false, fmt.Errorf("find order of payment intent: %w", err)
+	}
+}
+
+// signatureTime returns the t= of a Stripe-Signature header, read as
+// stripe-go reads it (the last t= wins), and whether there was one.
+func signatureTime(header string) (time.Time, bool) {
+	var at time.Time
+	ok := false
+	for pair := range strings.SplitSeq(header, ",") {
+		k, v, found := strings.Cut(pair, "=")
+		if !found || k != "t" {
+			continue
+		}
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return time.Time{}, false
+		}
+		at, ok = time.Unix(sec, 0), true
+	}
+	return at, ok
+}
+
+// maxIDLength bounds every id, type and code of a provider event.
+const maxIDLength = 255
+
+// isToken reports whether s is 1 to maxIDLength bytes of [A-Za-z0-9_],
+// plus the bytes in extra: the alphabet of Stripe's ids and codes. Nothing
+// else (a NUL, which PostgreSQL refuses in text, a space, non-ASCII) ever
+// comes from Stripe.
+func isToken(s, extra string) bool {
+	if len(s) == 0 || len(s) > maxIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkID returns ErrInvalidEvent unless id is a Stripe id with prefix.
+func checkID(what, id, prefix string) error {
+	if !strings.HasPrefix(id, prefix) || len(id) == len(prefix) || !isToken(id, "") {
+		return fmt.Errorf("%w: %s is not a Stripe id", ErrInvalidEvent, what)
+	}
+	return nil
+}
+
+// checkType returns ErrInvalidEvent unless typ looks like a Stripe event
+// type (payment_intent.succeeded).
+func checkType(typ string) error {
+	if !isToken(typ, ".") {
+		return fmt.Errorf("%w: event type is not a Stripe event type", ErrInvalidEvent)
+	}
+	return nil
+}
+
+// checkCode returns ErrInvalidEvent unless code is empty or a Stripe code
+// (card_declined, insufficient_funds).
+func checkCode(what, code string) error {
+	if code != "" && !isToken(code, "") {
+		return fmt.Errorf("%w: %s is not a Stripe code", ErrInvalidEvent, what)
+	}
+	return nil
+}

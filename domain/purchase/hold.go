@@ -1,0 +1,252 @@
+// Package purchase reserves seats: the one place where a buyer's request
+// becomes temporary ownership of seats, in a single PostgreSQL transaction.
+package purchase
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"boxoffice/domain/catalog"
+	"boxoffice/platform/db"
+	"boxoffice/platform/fault"
+	"boxoffice/sqlcgen"
+)
+
+// Errors returned by Service.Hold. Each maps to one client-facing problem.
+var (
+	// ErrIdempotencyConflict: the Idempotency-Key was already used by this
+	// user for a different request.
+	ErrIdempotencyConflict = fault.New(fault.CodeConflict, "idempotency key reused with a different request")
+	// ErrEventNotFound: the event does not exist. It is
+	// catalog.ErrNotFound, the one "event not found" of every package.
+	ErrEventNotFound = catalog.ErrNotFound
+	// ErrSeatsNotInEvent: one or more seat ids are not seats of the event.
+	ErrSeatsNotInEvent = fault.New(fault.CodeInvalid, "seats not in event")
+	// ErrSeatLimit: the hold would give the buyer more seats of the event
+	// than HoldParams.SeatLimit allows. Nothing was written.
+	ErrSeatLimit = fault.New(fault.CodeConflict, "buyer's seat limit for the event exceeded")
+)
+
+// SeatUnavailableError is returned when some requested seats are held by
+// another live hold or already sold. SeatIDs names them.
+type SeatUnavailableError struct {
+	SeatIDs []uuid.UUID
+}
+
+// Code is fault.CodeConflict: the seats are someone else's now.
+func (e *SeatUnavailableError) Code() fault.Code { return fault.CodeConflict }
+
+func (e *SeatUnavailableError) Error() string {
+	return fmt.Sprintf("%d seat(s) unavailable", len(e.SeatIDs))
+}
+
+// sqlStateKeyTaken is raised by hold_reserve when a concurrent request with
+// the same user and idempotency key committed first.
+const sqlStateKeyTaken = "BX001"
+
+// Config configures NewService.
+type Config struct {
+	// HoldTTL is how long a hold owns its seats before it can be reclaimed.
+	// Defaults to 5m.
+	HoldTTL time.Duration
+	// KeyTTL is how long an Idempotency-Key is remembered. Defaults to 24h.
+	KeyTTL time.Duration
+}
+
+// Service reserves seats.
+type Service struct {
+	pool   *pgxpool.Pool
+	cfg    Config
+	logger *slog.Logger
+}
+
+// NewService returns a Service writing to pool.
+func NewService(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) *Service {
+	cfg.HoldTTL = cmp.Or(cfg.HoldTTL, 5*time.Minute)
+	cfg.KeyTTL = cmp.Or(cfg.KeyTTL, 24*time.Hour)
+	return &Service{pool: pool, cfg: cfg, logger: logger.With("component", "purchase")}
+}
+
+// read is the pool for sqlcgen's reads, its errors interpreted
+// (db.Interpreting): a missing row is db.ErrNotFound.
+func (s *Service) read() db.DBTX { return db.Interpreting(s.pool) }
+
+// HoldParams is a buyer's request to hold seats.
+type HoldParams struct {
+	UserID         uuid.UUID
+	EventID        uuid.UUID
+	SeatIDs        []uuid.UUID // 1–8 distinct ids; validated at the HTTP edge
+	IdempotencyKey string
+	CorrelationID  string
+	// SeatLimit is how many seats of the event one buyer may hold or own
+	// at once (the organizer's onsale setting); 0 for no limit. It is
+	// checked inside the hold transaction, under a lock of the (event,
+	// buyer) pair, so concurrent holds of one buyer cannot together pass
+	// it. A retried request is answered from its key before the check.
+	SeatLimit int
+}
+
+// Hold is the result of a successful hold: a pending order owning its seats
+// until ExpiresAt. Its JSON form is what the idempotency key stores.
+type Hold struct {
+	OrderID   uuid.UUID `json:"order_id"`
+	HoldID    uuid.UUID `json:"hold_id"`
+	Status    string    `json:"status"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// Replayed is true when the answer is the stored one of an earlier
+	// request with the same user and Idempotency-Key.
+	Replayed bool `json:"-"`
+}
+
+// Hold reserves all requested seats for the buyer, or none.
+//
+// In one transaction it locks the seats in id order, releases seats of
+// expired unconfirmed holds, checks that no live hold or ticket owns them,
+// and writes the order, the hold, its seats, the idempotency key with the
+// response and two outbox rows together: HoldCreated and, caused by it,
+// PaymentAuthorizationRequested, which asks the payments consumer for the
+// order's PaymentIntent (no saga step stands between the two: the order
+// awaits payment with its hold active in the transaction that creates
+// them).
+//
+// A request repeating an earlier one — same user, same Idempotency-Key, same
+// event and seats — returns that request's hold (Replayed), even while both
+// run concurrently; the same key with a different request returns
+// ErrIdempotencyConflict. A key is bound only by a request that succeeded.
+// Other errors: *SeatUnavailableError, ErrEventNotFound, ErrSeatsNotInEvent,
+// ErrSeatLimit.
+// Lock races (deadlock, serialization) are retried, never returned.
+func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
+	if len(p.SeatIDs) == 0 {
+		return Hold{}, ErrSeatsNotInEvent
+	}
+	seatIDs := slices.Clone(p.SeatIDs)
+	slices.SortFunc(seatIDs, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	hash := requestHash(p.EventID, seatIDs)
+
+	for attempt := 1; ; attempt++ {
+		h, err := s.reserve(ctx, p, seatIDs, hash)
+		switch {
+		case err == nil:
+			return h, nil
+		case db.SQLState(err) == sqlStateKeyTaken:
+			// A concurrent twin claimed the key between our check and our
+			// insert, and committed: its answer wins.
+			prior, found, perr := s.replay(ctx, p.UserID, p.IdempotencyKey, hash)
+			if perr != nil || found {
+				return prior, perr
+			}
+			if attempt == 5 {
+				return Hold{}, fmt.Errorf("reserve seats: idempotency key kept changing hands")
+			}
+		case errors.Is(err, ErrSeatsNotInEvent):
+			if _, gerr := sqlcgen.New().EventGetByID(ctx, s.read(), p.EventID); errors.Is(gerr, db.ErrNotFound) {
+				return Hold{}, ErrEventNotFound
+			}
+			return Hold{}, err
+		default:
+			return Hold{}, err
+		}
+	}
+}
+
+// reserve runs the hold transaction — one statement, one round trip.
+func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID, hash []byte) (Hold, error) {
+	h := Hold{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), Status: string(OrderPendingPayment)}
+	row, err := db.Retry(ctx, func(ctx context.Context) (sqlcgen.HoldReserveRow, error) {
+		return sqlcgen.New().HoldReserve(ctx, s.pool, sqlcgen.HoldReserveParams{
+			EventID:         p.EventID,
+			SeatIds:         seatIDs,
+			UserID:          p.UserID,
+			OrderID:         h.OrderID,
+			HoldID:          h.HoldID,
+			HoldTtl:         s.cfg.HoldTTL,
+			IdempotencyKey:  p.IdempotencyKey,
+			RequestHash:     hash,
+			KeyTtl:          s.cfg.KeyTTL,
+			CorrelationID:   p.CorrelationID,
+			OutboxID:        uuid.Must(uuid.NewV7()),
+			SeatLimit:       int32(max(p.SeatLimit, 0)),
+			AuthorizationID: uuid.Must(uuid.NewV7()),
+		})
+	})
+	if err != nil {
+		if db.ConstraintName(err) == "hold_seat_active_uq" {
+			// Unreachable while holds lock their seats first; the index is
+			// the last guard should a path one day not.
+			s.logger.ErrorContext(ctx, "active hold index rejected a hold made under seat locks",
+				"correlation_id", p.CorrelationID, "event_id", p.EventID)
+			return Hold{}, &SeatUnavailableError{SeatIDs: seatIDs}
+		}
+		if db.SQLState(err) == sqlStateKeyTaken {
+			return Hold{}, err
+		}
+		return Hold{}, fmt.Errorf("reserve seats: %w", err)
+	}
+	switch row.Outcome {
+	case "held":
+		h.ExpiresAt = row.ExpiresAt.UTC()
+		return h, nil
+	case "replay":
+		return decodeStored(row.KeyRequestHash, row.KeyResponse, hash)
+	case "seats_taken":
+		return Hold{}, &SeatUnavailableError{SeatIDs: row.Taken}
+	case "seats_not_in_event":
+		return Hold{}, ErrSeatsNotInEvent
+	case "seat_limit":
+		return Hold{}, ErrSeatLimit
+	}
+	return Hold{}, fmt.Errorf("reserve seats: unknown outcome %q", row.Outcome)
+}
+
+// replay answers from a stored idempotency key. found is false when the key
+// is not bound.
+func (s *Service) replay(ctx context.Context, userID uuid.UUID, key string, hash []byte) (Hold, bool, error) {
+	row, err := sqlcgen.New().IdempotencyKeyGet(ctx, s.read(), sqlcgen.IdempotencyKeyGetParams{UserID: userID, Key: key})
+	if errors.Is(err, db.ErrNotFound) {
+		return Hold{}, false, nil
+	} else if err != nil {
+		return Hold{}, false, fmt.Errorf("read idempotency key: %w", err)
+	}
+	h, err := decodeStored(row.RequestHash, row.Response, hash)
+	return h, true, err
+}
+
+// decodeStored returns the hold stored under an idempotency key, or
+// ErrIdempotencyConflict when the key was bound by a different request.
+func decodeStored(storedHash, response, hash []byte) (Hold, error) {
+	if !bytes.Equal(storedHash, hash) {
+		return Hold{}, ErrIdempotencyConflict
+	}
+	var h Hold
+	if err := json.Unmarshal(response, &h); err != nil {
+		return Hold{}, fmt.Errorf("decode stored hold response: %w", err)
+	}
+	h.ExpiresAt = h.ExpiresAt.UTC()
+	h.Replayed = true
+	return h, nil
+}
+
+// requestHash identifies what a hold request asks for, independent of how
+// the client ordered the seat ids: the operation, the event and the sorted
+// seats.
+func requestHash(eventID uuid.UUID, sortedSeatIDs []uuid.UUID) []byte {
+	sum := sha256.New()
+	sum.Write([]byte("hold\x00"))
+	sum.Write(eventID[:])
+	for _, id := range sortedSeatIDs {
+		sum.Write(id[:])
+	}
+	return sum.Sum(nil)
+}

@@ -1,0 +1,41 @@
+package purchase_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/domain/purchase"
+)
+
+// TestSagaDocStates checks docs/saga.md's lifecycle tables against the
+// transition tables the code enforces (OrderTx.Move refuses any other).
+func TestSagaDocStates(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/saga.md")
+	require.NoError(t, err)
+	const begin, end = "<!-- states: from purchase.Transitions -->\n", "<!-- end states -->"
+	doc := string(raw)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	require.True(t, i >= 0 && j > i, "docs/saga.md lacks the %q … %q block", begin, end)
+	if os.Getenv("UPDATE_DOCS") != "" {
+		doc = doc[:i+len(begin)] + purchase.StatesMarkdown() + doc[j:]
+		require.NoError(t, os.WriteFile("../../docs/saga.md", []byte(doc), 0o644))
+		return
+	}
+	require.Equal(t, purchase.StatesMarkdown(), doc[i+len(begin):j],
+		"docs/saga.md's states disagree with purchase.Transitions: UPDATE_DOCS=1 go test ./domain/purchase -run TestSagaDocStates")
+}
+
+func TestTransitions(t *testing.T) {
+	for _, tr := range purchase.Transitions {
+		require.True(t, purchase.CanMove(tr.From, tr.To))
+		if tr.From.Final() {
+			require.Equal(t, purchase.OrderRefunding, tr.To, "a final status moves on only to refunding: %s → %s", tr.From, tr.To)
+		}
+	}
+	require.False(t, purchase.CanMove(purchase.OrderTicketed, purchase.OrderPaid))
+	require.False(t, purchase.CanMove(purchase.OrderRefunded, purchase.OrderRefunding))
+	require.False(t, purchase.CanMoveHold(purchase.HoldExpired, purchase.HoldActive))
+}

@@ -1,0 +1,247 @@
+package purchase
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"boxoffice/platform/db"
+	"boxoffice/platform/outbox"
+	"boxoffice/sqlcgen"
+)
+
+// Cause is what a write to an order comes from: the events it writes
+// carry CorrelationID (the order's own when empty) and CausationID (the
+// incoming event's id; empty for a request).
+type Cause struct {
+	CorrelationID string
+	CausationID   string
+	// Now stamps the occurred_at of the events written. Defaults to
+	// time.Now. State checks never use it: expiry is judged by the
+	// database clock.
+	Now func() time.Time
+	// Logger receives the debug line of each event written. Defaults to
+	// discarding.
+	Logger *slog.Logger
+}
+
+// OrderTx is one order locked in a transaction, and the only way its state
+// is written: every writer of an order (the saga's steps, the buyer's
+// cancel, the organizer's refund, ticket issuance) locks it through
+// LockOrder (or a lock that checks its owner), checks the status it
+// expects, moves it along Transitions, releases its hold's seats and
+// writes its next events here. The expiry worker does the same moves for
+// a batch of holds at once in set-based SQL (Expirer).
+//
+// Locks are always taken in the order order row → hold row → seat rows →
+// hold_seats rows, the order the hold path (seats → hold_seats) and the
+// expiry worker (order and hold without waiting, then seats) agree with,
+// so no two writers deadlock. An OrderTx is used by one goroutine, inside
+// the transaction it was locked in; on any error the caller rolls back.
+type OrderTx struct {
+	tx          pgx.Tx
+	q           *sqlcgen.Queries
+	order       sqlcgen.Order
+	hold        *sqlcgen.Hold
+	seatsLocked bool
+	cause       Cause
+}
+
+// LockOrder locks order id for the rest of tx. An unknown order is
+// ErrOrderNotFound.
+func LockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID, cause Cause) (*OrderTx, error) {
+	tx = db.InterpretingTx(tx)
+	row, err := sqlcgen.New().OrderGetForUpdate(ctx, tx, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, ErrOrderNotFound
+	} else if err != nil {
+		return nil, fmt.Errorf("lock order: %w", err)
+	}
+	return newOrderTx(tx, row, cause), nil
+}
+
+func newOrderTx(tx pgx.Tx, row sqlcgen.Order, cause Cause) *OrderTx {
+	if cause.Now == nil {
+		cause.Now = time.Now
+	}
+	if cause.Logger == nil {
+		cause.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &OrderTx{tx: db.InterpretingTx(tx), q: sqlcgen.New(), order: row, cause: cause}
+}
+
+// ID is the order's id.
+func (o *OrderTx) ID() uuid.UUID { return o.order.ID }
+
+// EventID is the id of the order's event (the show, not a domain event).
+func (o *OrderTx) EventID() uuid.UUID { return o.order.EventID }
+
+// Status is the order's status as locked, or as last moved.
+func (o *OrderTx) Status() OrderStatus { return OrderStatus(o.order.Status) }
+
+// UpdatedAt is when the order row last changed before it was locked.
+func (o *OrderTx) UpdatedAt() time.Time { return o.order.UpdatedAt }
+
+// CorrelationID is the id of the order's buyer journey.
+func (o *OrderTx) CorrelationID() string { return cmp.Or(o.cause.CorrelationID, o.order.CorrelationID) }
+
+// LockHold locks the order's hold. An order without one is ErrPermanent:
+// every order is created with its hold.
+func (o *OrderTx) LockHold(ctx context.Context) error {
+	if o.hold != nil {
+		return nil
+	}
+	hold, err := o.q.HoldGetByOrderForUpdate(ctx, o.tx, o.order.ID)
+	if errors.Is(err, db.ErrNotFound) {
+		return fmt.Errorf("%w: order %s has no hold", ErrPermanent, o.order.ID)
+	} else if err != nil {
+		return fmt.Errorf("lock hold: %w", err)
+	}
+	o.hold = &hold
+	return nil
+}
+
+// HoldID is the locked hold's id (LockHold first).
+func (o *OrderTx) HoldID() uuid.UUID { return o.hold.ID }
+
+// HoldStatus is the locked hold's status (LockHold first).
+func (o *OrderTx) HoldStatus() HoldStatus { return HoldStatus(o.hold.Status) }
+
+// Move moves the order to status to. A move that is not in Transitions is
+// refused: it is a bug in the step that asked for it.
+func (o *OrderTx) Move(ctx context.Context, to OrderStatus) error {
+	from := o.Status()
+	if !CanMove(from, to) {
+		return fmt.Errorf("order %s: %s → %s is not a move of the order lifecycle", o.order.ID, from, to)
+	}
+	n, err := o.q.OrderTransition(ctx, o.tx, sqlcgen.OrderTransitionParams{
+		ID: o.order.ID, FromStatus: string(from), ToStatus: string(to),
+	})
+	if err != nil {
+		return fmt.Errorf("order %s → %s: %w", from, to, err)
+	}
+	if n != 1 {
+		// Unreachable under the row lock.
+		return fmt.Errorf("order %s → %s: order changed under its lock", from, to)
+	}
+	o.order.Status = string(to)
+	return nil
+}
+
+// MoveHold moves the locked hold to status to, along HoldTransitions.
+func (o *OrderTx) MoveHold(ctx context.Context, to HoldStatus) error {
+	from := o.HoldStatus()
+	if !CanMoveHold(from, to) {
+		return fmt.Errorf("hold %s: %s → %s is not a move of the hold lifecycle", o.hold.ID, from, to)
+	}
+	n, err := o.q.HoldTransition(ctx, o.tx, sqlcgen.HoldTransitionParams{
+		ID: o.hold.ID, FromStatuses: []string{string(from)}, ToStatus: string(to),
+	})
+	if err != nil {
+		return fmt.Errorf("hold %s → %s: %w", from, to, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("hold %s → %s: hold changed under its lock", from, to)
+	}
+	o.hold.Status = string(to)
+	return nil
+}
+
+// Seats lists the seats of the locked hold, as it was made.
+func (o *OrderTx) Seats(ctx context.Context) ([]uuid.UUID, error) {
+	seats, err := o.q.HoldSeatListByHold(ctx, o.tx, o.hold.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list seats of hold: %w", err)
+	}
+	return seats, nil
+}
+
+// LockSeats locks the seat rows the locked hold still owns, in seat id
+// order, so that no hold can take them until the commit.
+func (o *OrderTx) LockSeats(ctx context.Context) error {
+	if o.seatsLocked {
+		return nil
+	}
+	if _, err := o.q.HoldSeatLockSeats(ctx, o.tx, []uuid.UUID{o.hold.ID}); err != nil {
+		return fmt.Errorf("lock seats of hold: %w", err)
+	}
+	o.seatsLocked = true
+	return nil
+}
+
+// OwnsSeats reports whether the locked hold still owns its seats by the
+// database clock: active, not past expires_at, none reclaimed by a newer
+// hold. LockSeats first, so that the answer holds until the commit.
+func (o *OrderTx) OwnsSeats(ctx context.Context) (bool, error) {
+	owns, err := o.q.HoldOwnsSeats(ctx, o.tx, o.hold.ID)
+	if err != nil {
+		return false, fmt.Errorf("check hold: %w", err)
+	}
+	return owns, nil
+}
+
+// ReleaseSeats locks the seats the hold still owns and gives them back:
+// on sale again, or owned by the tickets issued for them. Seats a newer
+// hold reclaimed are not touched. It returns how many it released.
+func (o *OrderTx) ReleaseSeats(ctx context.Context) (int64, error) {
+	if err := o.LockSeats(ctx); err != nil {
+		return 0, err
+	}
+	n, err := o.q.HoldSeatReleaseByHolds(ctx, o.tx, []uuid.UUID{o.hold.ID})
+	if err != nil {
+		return 0, fmt.Errorf("release seats of hold: %w", err)
+	}
+	return n, nil
+}
+
+// Emit writes the order's next event to the outbox, in the order's
+// correlation and caused by the Cause.
+func (o *OrderTx) Emit(ctx context.Context, eventType string, payload any) error {
+	env, raw, err := outbox.NewOrderEvent(eventType, o.order.ID, o.cause.Now(), o.CorrelationID(), o.cause.CausationID, payload)
+	if err != nil {
+		return err
+	}
+	if err := outbox.Insert(ctx, o.tx, env, raw); err != nil {
+		return err
+	}
+	o.cause.Logger.DebugContext(ctx, "event written", "emitted_event_type", eventType, "emitted_event_id", env.EventID)
+	return nil
+}
+
+// RequestCancel writes AuthorizationCancelRequested for the order's
+// intent (intentID, or the payments row's when empty) unless one was
+// written for the order already, by any writer: one cancel request per
+// order, whoever notices first (migrations/00005_saga.sql). With no
+// intent known there is nothing to cancel. It reports whether it wrote
+// one.
+func (o *OrderTx) RequestCancel(ctx context.Context, intentID, reason string) (bool, error) {
+	if intentID == "" {
+		payment, err := o.q.PaymentIntentGetByOrder(ctx, o.tx, o.order.ID)
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+		case err != nil:
+			return false, fmt.Errorf("read payment: %w", err)
+		case payment.PaymentIntentID != nil:
+			intentID = *payment.PaymentIntentID
+		}
+	}
+	if intentID == "" {
+		return false, nil
+	}
+	n, err := o.q.OrderMarkAuthorizationCancelRequested(ctx, o.tx, o.order.ID)
+	if err != nil {
+		return false, fmt.Errorf("stamp cancel request: %w", err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	return true, o.Emit(ctx, outbox.TypeAuthorizationCancelRequested, outbox.AuthorizationCancelRequested{
+		OrderID: o.order.ID, PaymentIntentID: intentID, Reason: reason,
+	})
+}

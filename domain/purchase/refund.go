@@ -1,0 +1,132 @@
+package purchase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"boxoffice/platform/db"
+	"boxoffice/platform/fault"
+	"boxoffice/platform/outbox"
+	"boxoffice/sqlcgen"
+)
+
+// ErrOrderNotRefundable is returned by Refund for an order that was never
+// paid (or whose payment is still being captured): there is nothing to
+// refund yet.
+var ErrOrderNotRefundable = fault.New(fault.CodeConflict, "order cannot be refunded")
+
+// ReasonRefundByOrganizer is the reason of the RefundRequested that
+// Refund emits.
+const ReasonRefundByOrganizer = "requested_by_organizer"
+
+// Refund starts the refund of a paid or ticketed order, for the organizer
+// of the order's event.
+//
+// In one transaction that locks the order row, a paid or ticketed order
+// becomes refunding and RefundRequested (with the order's PaymentIntent)
+// goes to the outbox; the payments consumer refunds at the provider, and
+// the provider's webhook moves the order to refunded. In that same
+// transaction the order gives up what it owns: a ticketed order's tickets
+// are revoked (they stay, since a seat is ticketed at most once, ever, so
+// those seats are not sold again); a paid order not ticketed yet has its
+// confirmed hold released and its seats back on sale, and the tickets
+// worker then issues none (it issues only for paid orders).
+//
+// An order already refunding or refunded changes nothing and is returned,
+// so a retried request asks for one refund. Returns ErrOrderNotFound when
+// organizerID does not organize the order's event, and
+// ErrOrderNotRefundable for an order in any other state.
+func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID) (OrderState, error) {
+	return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (OrderState, error) {
+		q := sqlcgen.New()
+		row, err := q.OrderLockForOrganizer(ctx, tx, sqlcgen.OrderLockForOrganizerParams{ID: orderID, OrganizerID: organizerID})
+		if errors.Is(err, db.ErrNotFound) {
+			return OrderState{}, ErrOrderNotFound
+		} else if err != nil {
+			return OrderState{}, fmt.Errorf("lock order: %w", err)
+		}
+		o := newOrderTx(tx, row, Cause{})
+		state := OrderState{ID: o.ID(), EventID: o.EventID(), Status: o.Status(), UpdatedAt: o.UpdatedAt()}
+		switch {
+		case o.Status() == OrderRefunding || o.Status() == OrderRefunded:
+			return state, nil
+		case !o.Status().Paid():
+			return OrderState{}, ErrOrderNotRefundable
+		}
+		payment, err := q.PaymentIntentGetByOrder(ctx, tx, o.ID())
+		if err != nil {
+			return OrderState{}, fmt.Errorf("get payment of %s order: %w", o.Status(), err)
+		}
+		if payment.PaymentIntentID == nil || *payment.PaymentIntentID == "" {
+			return OrderState{}, fmt.Errorf("%s order %s has no payment intent", o.Status(), o.ID())
+		}
+		if err := giveUp(ctx, o); err != nil {
+			return OrderState{}, err
+		}
+		if err := o.Move(ctx, OrderRefunding); err != nil {
+			return OrderState{}, err
+		}
+		if err := o.Emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
+			OrderID: o.ID(), PaymentIntentID: *payment.PaymentIntentID, Reason: ReasonRefundByOrganizer,
+		}); err != nil {
+			return OrderState{}, err
+		}
+		state.Status, state.UpdatedAt = o.Status(), time.Now()
+		return state, nil
+	})
+}
+
+// giveUp revokes the tickets of a ticketed order, or releases the
+// confirmed hold of a paid one and puts its seats back on sale.
+func giveUp(ctx context.Context, o *OrderTx) error {
+	if o.Status() == OrderTicketed {
+		if _, err := o.q.TicketRevokeByOrder(ctx, o.tx, o.ID()); err != nil {
+			return fmt.Errorf("revoke tickets: %w", err)
+		}
+		return nil
+	}
+	if err := o.LockHold(ctx); err != nil {
+		return err
+	}
+	if _, err := o.ReleaseSeats(ctx); err != nil {
+		return err
+	}
+	if o.HoldStatus() != HoldActive && o.HoldStatus() != HoldConfirmed {
+		return nil
+	}
+	return o.MoveHold(ctx, HoldReleased)
+}
+
+// RevokedTicket is a ticket a refund revoked.
+type RevokedTicket struct {
+	ID        uuid.UUID
+	RevokedAt time.Time
+}
+
+// RevokedTickets lists the revoked tickets of an event for its organizer,
+// oldest revocation first: the list door scanners check, since a revoked
+// ticket's signed QR payload still verifies offline. It returns
+// ErrEventNotFound when organizerID does not organize the event.
+func (s *Service) RevokedTickets(ctx context.Context, organizerID, eventID uuid.UUID) ([]RevokedTicket, error) {
+	q := sqlcgen.New()
+	ev, err := q.EventGetByID(ctx, s.read(), eventID)
+	if errors.Is(err, db.ErrNotFound) || err == nil && ev.OrganizerID != organizerID {
+		return nil, ErrEventNotFound
+	} else if err != nil {
+		return nil, fmt.Errorf("get event: %w", err)
+	}
+	rows, err := q.TicketListRevokedByEvent(ctx, s.read(), eventID)
+	if err != nil {
+		return nil, fmt.Errorf("list revoked tickets: %w", err)
+	}
+	out := make([]RevokedTicket, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, RevokedTicket{ID: r.ID, RevokedAt: r.RevokedAt})
+	}
+	return out, nil
+}

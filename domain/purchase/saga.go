@@ -1,0 +1,467 @@
+package purchase
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"boxoffice/platform/db"
+	"boxoffice/platform/fault"
+	"boxoffice/platform/outbox"
+	"boxoffice/sqlcgen"
+)
+
+// Reasons carried by the compensating commands the saga writes.
+const (
+	ReasonHoldExpired          = "hold_expired"
+	ReasonOrderCanceled        = "order_canceled"
+	ReasonOrderFailed          = "order_failed"
+	ReasonPaymentFailed        = "payment_failed"
+	ReasonCapturedAfterRelease = "captured_after_release"
+)
+
+// paymentCaptured is the provider's status of a captured PaymentIntent, as
+// the payments row mirrors it.
+const paymentCaptured = "succeeded"
+
+// paymentAuthorized is the provider's status of an authorized, not yet
+// captured PaymentIntent, as mirrored in payments.status.
+const paymentAuthorized = "requires_capture"
+
+// Errors of the saga steps. Any other error a step returns is transient
+// too: the step may succeed when run again.
+var (
+	// ErrPermanent marks an event no retry can apply: its payload does
+	// not decode, it names another order than its envelope, or its order
+	// does not exist. It is fault.ErrPermanent, so the consumer runtime
+	// dead-letters it as it does any permanent error.
+	// Messages wrapping it hold no payload bytes and no secrets.
+	ErrPermanent = fault.ErrPermanent
+	// ErrTooEarly marks an event that arrived before the state it applies
+	// to (JetStream does not order events): a PaymentCaptured while the
+	// order still awaits its authorization, say. Nothing was written; the
+	// consumer retries it later with backoff.
+	ErrTooEarly = fault.New(fault.CodeConflict, "event arrived before the state it applies to")
+)
+
+// SagaConfig configures NewSaga.
+type SagaConfig struct {
+	// Logger receives one line per decision, each with correlation_id,
+	// causation_id, order_id and event_id. Defaults to discarding logs.
+	Logger *slog.Logger
+	// NowFunc stamps the occurred_at of the events the saga writes. State
+	// checks never use it: expiry is judged by the database clock.
+	// Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Saga applies the purchase saga's events (docs/saga.md, the
+// purchase_saga rows) to their orders. Each method is one step: it runs inside the
+// caller's transaction (the consumer's, which also records the inbox row),
+// locks the order row and then its hold, checks the state it expects,
+// writes the new state and the next events to the outbox with the
+// incoming event's correlation_id and its event_id as causation_id.
+//
+// A step is correct under redelivery and reordering: a stale or duplicate
+// event changes nothing and returns nil; an event that came too early
+// returns an error wrapping ErrTooEarly and writes nothing. An error
+// wrapping ErrPermanent means no retry can apply the event. On any error
+// the caller must roll tx back.
+//
+// Every step locks its order through OrderTx, which also keeps the lock
+// order that saga steps, holds and expiry agree on, and moves the order
+// only along Transitions.
+type Saga struct {
+	logger  *slog.Logger
+	nowFunc func() time.Time
+}
+
+// NewSaga returns the saga cfg describes.
+func NewSaga(cfg SagaConfig) *Saga {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	return &Saga{
+		logger:  cfg.Logger.With("component", "purchase_saga"),
+		nowFunc: cfg.NowFunc,
+	}
+}
+
+// PaymentIntentCreated compensates an intent created for an order that was
+// released meanwhile (failed or canceled): it writes
+// AuthorizationCancelRequested, unless one was written for the order
+// already. For an order still awaiting payment, or already past
+// authorization, it does nothing.
+func (s *Saga) PaymentIntentCreated(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+	st, p, err := open[outbox.PaymentIntentCreated](ctx, s, tx, ev)
+	if err != nil {
+		return err
+	}
+	switch st.Status() {
+	case OrderFailed, OrderCanceled:
+		return st.requestCancel(ctx, p.PaymentIntentID, st.releaseReason())
+	default:
+		st.log.DebugContext(ctx, "payment intent noted; nothing to do", "order_status", st.Status())
+		return nil
+	}
+}
+
+// PaymentAuthorized confirms the hold and asks for the capture, or
+// compensates:
+//
+//   - order pending_payment and its hold still owning its seats by the
+//     database clock (active, before expires_at, none reclaimed): hold
+//     confirmed, order capture_pending, OrderConfirmed + CaptureRequested;
+//   - order pending_payment but the hold past its expiry (or its seats
+//     reclaimed by a newer hold): the hold expires here as the expiry
+//     worker would expire it — seats released, hold expired, order
+//     failed, HoldExpired — and AuthorizationCancelRequested;
+//   - order capture_pending, paid, ticketed, refunding or refunded: a
+//     duplicate, nothing;
+//   - anything else (failed, canceled): AuthorizationCancelRequested,
+//     unless one was written for the order already.
+//
+// The seats are locked before the check, so no hold can reclaim them
+// between the check and the commit.
+func (s *Saga) PaymentAuthorized(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+	st, p, err := open[outbox.PaymentAuthorized](ctx, s, tx, ev)
+	if err != nil {
+		return err
+	}
+	switch st.Status() {
+	case OrderCapturePending, OrderPaid, OrderTicketed, OrderRefunding, OrderRefunded:
+		st.log.InfoContext(ctx, "authorization already applied; duplicate ignored", "order_status", st.Status())
+		return nil
+	case OrderPendingPayment:
+	default:
+		return st.requestCancel(ctx, p.PaymentIntentID, st.releaseReason())
+	}
+
+	if st.HoldStatus() != HoldActive {
+		// Unreachable while every path that releases a hold also moves
+		// its order on; fail the order rather than leave it stranded.
+		st.log.ErrorContext(ctx, "order awaits payment but its hold is not active; failing it",
+			"hold_id", st.HoldID(), "hold_status", st.HoldStatus())
+		if err := st.Move(ctx, OrderFailed); err != nil {
+			return err
+		}
+		return st.requestCancel(ctx, p.PaymentIntentID, st.releaseReason())
+	}
+	if err := st.LockSeats(ctx); err != nil {
+		return err
+	}
+	owns, err := st.OwnsSeats(ctx)
+	if err != nil {
+		return err
+	}
+	if !owns {
+		st.log.InfoContext(ctx, "authorization arrived after the hold expired; canceling it", "hold_id", st.HoldID())
+		if err := st.expireHold(ctx); err != nil {
+			return err
+		}
+		return st.requestCancel(ctx, p.PaymentIntentID, ReasonHoldExpired)
+	}
+
+	// The payments row records the authorization before the order is
+	// confirmed on it, so that a confirmed order always shows an
+	// authorized payment (boxoffice audit checks it).
+	if n, err := sqlcgen.New().PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+		Status: paymentAuthorized, OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
+	}); err != nil {
+		return fmt.Errorf("record authorization: %w", err)
+	} else if n == 0 {
+		st.log.InfoContext(ctx, "authorization arrived before the order's payment row for this intent; retrying later")
+		return fmt.Errorf("PaymentAuthorized for order %s without its payment row: %w", st.ID(), ErrTooEarly)
+	}
+	if err := st.MoveHold(ctx, HoldConfirmed); err != nil {
+		return err
+	}
+	if err := st.Move(ctx, OrderCapturePending); err != nil {
+		return err
+	}
+	if err := st.Emit(ctx, outbox.TypeOrderConfirmed, outbox.OrderConfirmed{OrderID: st.ID(), HoldID: st.HoldID()}); err != nil {
+		return err
+	}
+	if err := st.Emit(ctx, outbox.TypeCaptureRequested, outbox.CaptureRequested{OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID}); err != nil {
+		return err
+	}
+	st.log.InfoContext(ctx, "hold confirmed; capture requested", "hold_id", st.HoldID())
+	return nil
+}
+
+// PaymentCaptured completes the payment or refunds it:
+//
+//   - order capture_pending: order paid, TicketIssueRequested with the
+//     hold's seats;
+//   - order pending_payment (or the reserved authorized): too early, the
+//     authorization has not been applied yet — ErrTooEarly;
+//   - order failed or canceled: money was collected for an order that no
+//     longer owns its seats. An incident is logged at Error level, the
+//     order becomes refunding and one RefundRequested is written;
+//   - order paid, ticketed, refunding or refunded: a duplicate, nothing.
+func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+	st, p, err := open[outbox.PaymentCaptured](ctx, s, tx, ev)
+	if err != nil {
+		return err
+	}
+	switch st.Status() {
+	case OrderPendingPayment, OrderAuthorized:
+		st.log.InfoContext(ctx, "capture arrived before the authorization was applied; retrying later", "order_status", st.Status())
+		return fmt.Errorf("PaymentCaptured for order %s in %s: %w", st.ID(), st.Status(), ErrTooEarly)
+	case OrderCapturePending:
+		seats, err := st.Seats(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := sqlcgen.New().PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+			Status: paymentCaptured, OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
+		}); err != nil {
+			return fmt.Errorf("record capture: %w", err)
+		}
+		if err := st.Move(ctx, OrderPaid); err != nil {
+			return err
+		}
+		if err := st.Emit(ctx, outbox.TypeTicketIssueRequested, outbox.TicketIssueRequested{
+			OrderID: st.ID(), HoldID: st.HoldID(), SeatIDs: seats,
+		}); err != nil {
+			return err
+		}
+		st.log.InfoContext(ctx, "payment captured; tickets requested", "amount_received", p.AmountReceived)
+		return nil
+	case OrderFailed, OrderCanceled:
+		st.log.ErrorContext(ctx, "incident: payment captured after the order was released; refunding",
+			"incident", ReasonCapturedAfterRelease, "order_status", st.Status(),
+			"hold_status", st.HoldStatus(), "amount_received", p.AmountReceived)
+		if err := st.Move(ctx, OrderRefunding); err != nil {
+			return err
+		}
+		return st.Emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
+			OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID, Reason: ReasonCapturedAfterRelease,
+		})
+	default:
+		st.log.InfoContext(ctx, "capture already applied; duplicate ignored", "order_status", st.Status())
+		return nil
+	}
+}
+
+// PaymentFailed fails an order still awaiting payment or capture: order
+// failed, hold released, seats released, and AuthorizationCancelRequested
+// unless the intent was captured (or a cancel was requested already). For
+// an order in any other state it does nothing.
+func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+	st, p, err := open[outbox.PaymentFailed](ctx, s, tx, ev)
+	if err != nil {
+		return err
+	}
+	st.log = st.log.With("code", p.Code)
+	if st.Status() != OrderPendingPayment && st.Status() != OrderCapturePending {
+		st.log.InfoContext(ctx, "payment failure for an order past payment; ignored", "order_status", st.Status())
+		return nil
+	}
+	released, err := st.ReleaseSeats(ctx)
+	if err != nil {
+		return err
+	}
+	if st.HoldStatus() == HoldActive || st.HoldStatus() == HoldConfirmed {
+		if err := st.MoveHold(ctx, HoldReleased); err != nil {
+			return err
+		}
+	}
+	if err := st.Move(ctx, OrderFailed); err != nil {
+		return err
+	}
+	st.log.InfoContext(ctx, "payment failed; order failed and seats released", "seats_released", released)
+
+	payment, err := sqlcgen.New().PaymentIntentGetByOrder(ctx, st.tx, st.ID())
+	switch {
+	case err == nil && payment.Status == paymentCaptured:
+		st.log.WarnContext(ctx, "payment failed after its intent was captured; not canceling it")
+		return nil
+	case err != nil && !errors.Is(err, db.ErrNotFound):
+		return fmt.Errorf("read payment: %w", err)
+	}
+	return st.requestCancel(ctx, p.PaymentIntentID, ReasonPaymentFailed)
+}
+
+// PaymentRefunded completes a refund: order refunding → refunded. A
+// refund of an order in any other state changes nothing; one of a paid or
+// ticketed order was made outside Boxoffice and is logged as a warning.
+func (s *Saga) PaymentRefunded(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+	st, p, err := open[outbox.PaymentRefunded](ctx, s, tx, ev)
+	if err != nil {
+		return err
+	}
+	switch st.Status() {
+	case OrderRefunding:
+		if err := st.Move(ctx, OrderRefunded); err != nil {
+			return err
+		}
+		st.log.InfoContext(ctx, "order refunded", "amount_refunded", p.AmountRefunded)
+		return nil
+	case OrderPaid, OrderTicketed:
+		st.log.WarnContext(ctx, "refund of an order nobody asked to refund; made outside Boxoffice?",
+			"order_status", st.Status(), "amount_refunded", p.AmountRefunded)
+		return nil
+	default:
+		st.log.InfoContext(ctx, "refund already applied or not ours; ignored", "order_status", st.Status())
+		return nil
+	}
+}
+
+// AuthorizationCanceled records that the provider canceled the order's
+// intent: the payments row's status becomes canceled. A payments row not
+// written yet is ErrTooEarly; a row naming another intent, or already
+// canceled, is left alone.
+func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+	st, p, err := open[outbox.AuthorizationCanceled](ctx, s, tx, ev)
+	if err != nil {
+		return err
+	}
+	q := sqlcgen.New()
+	payment, err := q.PaymentIntentGetByOrder(ctx, st.tx, st.ID())
+	switch {
+	case errors.Is(err, db.ErrNotFound) || err == nil && payment.PaymentIntentID == nil:
+		st.log.InfoContext(ctx, "cancellation arrived before the payment row; retrying later")
+		return fmt.Errorf("AuthorizationCanceled for order %s without a payment row: %w", st.ID(), ErrTooEarly)
+	case err != nil:
+		return fmt.Errorf("read payment: %w", err)
+	case *payment.PaymentIntentID != p.PaymentIntentID:
+		st.log.WarnContext(ctx, "cancellation of an intent that is not the order's; ignored")
+		return nil
+	case payment.Status == "canceled":
+		st.log.InfoContext(ctx, "cancellation already recorded; duplicate ignored")
+		return nil
+	}
+	if _, err := q.PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+		Status: "canceled", OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
+	}); err != nil {
+		return fmt.Errorf("mark payment canceled: %w", err)
+	}
+	st.log.InfoContext(ctx, "authorization canceled", "order_status", st.Status())
+	return nil
+}
+
+// step is one saga step in progress: the incoming event and its order,
+// locked with its hold.
+type step struct {
+	*OrderTx
+	log *slog.Logger
+}
+
+// paymentRef is what every payment fact the saga applies names.
+type paymentRef struct {
+	OrderID         uuid.UUID `json:"order_id"`
+	PaymentIntentID string    `json:"payment_intent_id"`
+}
+
+// open is every step's opening: it decodes ev's payload as T, checks that
+// it names the envelope's order, and locks the order and its hold.
+func open[T any](ctx context.Context, s *Saga, tx pgx.Tx, ev outbox.Envelope) (*step, T, error) {
+	p, err := decode[T](ev)
+	if err != nil {
+		return nil, p, err
+	}
+	// The same bytes, read for the fields every payment fact has: they
+	// decode, since T's did.
+	ref, err := decode[paymentRef](ev)
+	if err != nil {
+		return nil, p, err
+	}
+	st, err := s.begin(ctx, tx, ev, ref.OrderID)
+	if err != nil {
+		return nil, p, err
+	}
+	st.log = st.log.With("payment_intent_id", ref.PaymentIntentID)
+	return st, p, nil
+}
+
+// begin checks that the payload names the envelope's order, then locks the
+// order and its hold, in that order.
+func (s *Saga) begin(ctx context.Context, tx pgx.Tx, ev outbox.Envelope, payloadOrderID uuid.UUID) (*step, error) {
+	log := s.logger.With("event_id", ev.EventID, "event_type", ev.EventType, "order_id", ev.AggregateID,
+		"correlation_id", ev.CorrelationID, "causation_id", ev.CausationID)
+	if payloadOrderID != uuid.Nil && payloadOrderID != ev.AggregateID {
+		return nil, fmt.Errorf("%w: %s payload names order %s, its envelope %s", ErrPermanent, ev.EventType, payloadOrderID, ev.AggregateID)
+	}
+	o, err := LockOrder(ctx, tx, ev.AggregateID, Cause{
+		CorrelationID: ev.CorrelationID, CausationID: ev.EventID.String(), Now: s.nowFunc, Logger: log,
+	})
+	if errors.Is(err, ErrOrderNotFound) {
+		return nil, fmt.Errorf("%w: %s names unknown order %s", ErrPermanent, ev.EventType, ev.AggregateID)
+	} else if err != nil {
+		return nil, err
+	}
+	if err := o.LockHold(ctx); err != nil {
+		return nil, err
+	}
+	return &step{OrderTx: o, log: log}, nil
+}
+
+// expireHold does for the locked, active, pending order's hold what the
+// expiry worker does: seats released, hold expired, order failed,
+// HoldExpired written.
+func (st *step) expireHold(ctx context.Context) error {
+	seats, err := st.Seats(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := st.ReleaseSeats(ctx); err != nil {
+		return err
+	}
+	if err := st.MoveHold(ctx, HoldExpired); err != nil {
+		return err
+	}
+	if err := st.Move(ctx, OrderFailed); err != nil {
+		return err
+	}
+	return st.Emit(ctx, outbox.TypeHoldExpired, outbox.HoldExpired{OrderID: st.ID(), HoldID: st.HoldID(), SeatIDs: seats})
+}
+
+// requestCancel is OrderTx.RequestCancel, logged.
+func (st *step) requestCancel(ctx context.Context, intentID, reason string) error {
+	wrote, err := st.RequestCancel(ctx, intentID, reason)
+	switch {
+	case err != nil:
+		return err
+	case wrote:
+		st.log.InfoContext(ctx, "authorization cancel requested", "reason", reason, "order_status", st.Status())
+	default:
+		st.log.InfoContext(ctx, "no authorization cancel to request: none known, or one requested already", "order_status", st.Status())
+	}
+	return nil
+}
+
+// releaseReason says why the locked order no longer wants its payment.
+func (st *step) releaseReason() string {
+	switch {
+	case st.HoldStatus() == HoldExpired:
+		return ReasonHoldExpired
+	case st.Status() == OrderCanceled:
+		return ReasonOrderCanceled
+	default:
+		return ReasonOrderFailed
+	}
+}
+
+// decode decodes an event's payload. Its errors wrap ErrPermanent and
+// never quote the payload.
+func decode[T any](ev outbox.Envelope) (T, error) {
+	var p T
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return p, fmt.Errorf("%w: %s payload field %s has the wrong type", ErrPermanent, ev.EventType, typeErr.Field)
+		}
+		return p, fmt.Errorf("%w: %s payload does not decode", ErrPermanent, ev.EventType)
+	}
+	return p, nil
+}

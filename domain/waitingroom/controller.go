@@ -1,0 +1,486 @@
+package waitingroom
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/metrics"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"boxoffice/platform/promreg"
+	"boxoffice/sqlcgen"
+)
+
+// Signals are what the release controller measures of the purchase cell.
+type Signals struct {
+	// HoldP99 is the 99th percentile latency of holds over the last
+	// window.
+	HoldP99 time.Duration
+	// PoolWait is the mean time a database connection acquire waited
+	// since the last reading.
+	PoolWait time.Duration
+	// OutboxAge is the age of the oldest event not yet on the bus.
+	OutboxAge time.Duration
+	// ConsumerPending is messages the durable consumers have not acked.
+	ConsumerPending int64
+	// ActiveHolds is live holds in the cell's database.
+	ActiveHolds int64
+	// SchedLatency is the 99th percentile of how long this process's
+	// goroutines waited, runnable, for a CPU since the last reading (Go's
+	// /sched/latencies:seconds). It is the queueing no handler sees:
+	// a request whose goroutine waits to run, before or inside the
+	// handler, because the polls, the streams or other processes on the
+	// machine have the CPUs.
+	SchedLatency time.Duration
+}
+
+// SignalSource reads the signals. Implementations read the real sources;
+// tests use the real ones too.
+type SignalSource interface {
+	ReadSignals(ctx context.Context) (Signals, error)
+}
+
+// decreaseObserver is a SignalSource told of each cut of R, so that it
+// reads its windowed signals afresh from then on (CellSignals).
+type decreaseObserver interface {
+	Decreased(t time.Time)
+}
+
+// CellSignals reads the signals from this process and the cell's
+// PostgreSQL: the outbox and live holds from the database, the pool's
+// acquire waits from its statistics, hold latency from a LatencyWindow the
+// hold handler feeds, and consumer pending from an optional function.
+type CellSignals struct {
+	pool    *pgxpool.Pool
+	holds   *LatencyWindow
+	pending func(context.Context) (int64, error)
+
+	mu        sync.Mutex
+	lastWait  time.Duration
+	lastCount int64
+	sched     schedLatency
+}
+
+// NewCellSignals returns a SignalSource. holds and pending may be nil.
+func NewCellSignals(pool *pgxpool.Pool, holds *LatencyWindow, pending func(context.Context) (int64, error)) *CellSignals {
+	return &CellSignals{pool: pool, holds: holds, pending: pending}
+}
+
+// ReadSignals implements SignalSource.
+func (c *CellSignals) ReadSignals(ctx context.Context) (Signals, error) {
+	row, err := sqlcgen.New().OnsaleSignals(ctx, c.pool)
+	if err != nil {
+		return Signals{}, fmt.Errorf("read cell signals: %w", err)
+	}
+	s := Signals{
+		OutboxAge:   time.Duration(row.OldestOutboxAgeSeconds * float64(time.Second)),
+		ActiveHolds: row.ActiveHolds,
+	}
+	if c.holds != nil {
+		s.HoldP99 = c.holds.Quantile(0.99)
+	}
+	st := c.pool.Stat()
+	wait := st.EmptyAcquireWaitTime()
+	c.mu.Lock()
+	if n := st.AcquireCount() - c.lastCount; n > 0 {
+		s.PoolWait = (wait - c.lastWait) / time.Duration(n)
+	}
+	c.lastWait, c.lastCount = wait, st.AcquireCount()
+	s.SchedLatency = c.sched.p99SinceLast()
+	c.mu.Unlock()
+	if c.pending != nil {
+		if s.ConsumerPending, err = c.pending(ctx); err != nil {
+			return s, fmt.Errorf("read consumer pending: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Decreased tells the signals that the controller cut R at t: the hold
+// latencies observed before t no longer count, so the samples that caused
+// one cut do not cause the next ones (with a 10-second window, one slow
+// second used to halve R at every reading for 10 seconds, down to Min).
+func (c *CellSignals) Decreased(t time.Time) {
+	if c.holds != nil {
+		c.holds.Forget(t)
+	}
+}
+
+// schedLatency reads Go's scheduling-latency histogram and returns the
+// 99th percentile of the waits since the previous reading.
+type schedLatency struct {
+	sample []metrics.Sample
+	last   []uint64
+}
+
+const schedLatencyMetric = "/sched/latencies:seconds"
+
+func (l *schedLatency) p99SinceLast() time.Duration {
+	if l.sample == nil {
+		l.sample = []metrics.Sample{{Name: schedLatencyMetric}}
+	}
+	metrics.Read(l.sample)
+	if l.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := l.sample[0].Value.Float64Histogram()
+	delta := make([]uint64, len(h.Counts))
+	var total uint64
+	for i, n := range h.Counts {
+		if i < len(l.last) {
+			n -= l.last[i]
+		}
+		delta[i] = n
+		total += n
+	}
+	l.last = append(l.last[:0], h.Counts...)
+	if total == 0 {
+		return 0
+	}
+	// The bucket holding the 99th percentile; report its upper bound
+	// (the lower one when the upper is +Inf).
+	want := uint64(math.Ceil(0.99 * float64(total)))
+	var seen uint64
+	for i, n := range delta {
+		if seen += n; seen >= want {
+			hi := h.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = h.Buckets[i]
+			}
+			return time.Duration(hi * float64(time.Second))
+		}
+	}
+	return 0
+}
+
+// LatencyWindow keeps the latencies of the last few seconds for a
+// quantile: a ring of per-second buckets of samples, each capped.
+type LatencyWindow struct {
+	mu      sync.Mutex
+	window  time.Duration
+	samples []sample
+	next    int
+	since   time.Time
+}
+
+type sample struct {
+	at time.Time
+	d  time.Duration
+}
+
+// NewLatencyWindow keeps up to 4096 samples of the last window.
+func NewLatencyWindow(window time.Duration) *LatencyWindow {
+	return &LatencyWindow{window: window, samples: make([]sample, 0, 4096)}
+}
+
+// Observe records one latency.
+func (w *LatencyWindow) Observe(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := sample{at: time.Now(), d: d}
+	if len(w.samples) < cap(w.samples) {
+		w.samples = append(w.samples, s)
+		return
+	}
+	w.samples[w.next] = s
+	w.next = (w.next + 1) % len(w.samples)
+}
+
+// Quantile returns the q-quantile of the samples within the window, 0
+// when there are none.
+func (w *LatencyWindow) Quantile(q float64) time.Duration {
+	w.mu.Lock()
+	cutoff := time.Now().Add(-w.window)
+	if w.since.After(cutoff) {
+		cutoff = w.since
+	}
+	ds := make([]time.Duration, 0, len(w.samples))
+	for _, s := range w.samples {
+		if s.at.After(cutoff) {
+			ds = append(ds, s.d)
+		}
+	}
+	w.mu.Unlock()
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+}
+
+// Forget drops the samples observed before t from every later Quantile.
+func (w *LatencyWindow) Forget(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t.After(w.since) {
+		w.since = t
+	}
+}
+
+// Thresholds are the signal levels above which the controller cuts R.
+type Thresholds struct {
+	// HoldP99 defaults to 500ms.
+	HoldP99 time.Duration
+	// PoolWait defaults to 50ms.
+	PoolWait time.Duration
+	// OutboxAge defaults to 2s.
+	OutboxAge time.Duration
+	// ConsumerPending defaults to 10,000.
+	ConsumerPending int64
+	// ActiveHolds defaults to 50,000.
+	ActiveHolds int64
+	// SchedLatency defaults to 100ms: a fifth of the hold budget spent
+	// waiting for a CPU is a cell that admits too many, whatever its
+	// handlers measure.
+	SchedLatency time.Duration
+}
+
+// ControllerConfig configures NewController.
+type ControllerConfig struct {
+	// Signals is read every Interval. Nil keeps R fixed at Initial.
+	Signals SignalSource
+	// Thresholds are the limits; zero fields take their defaults.
+	Thresholds Thresholds
+	// Interval between readings. Defaults to 500ms.
+	Interval time.Duration
+	// Initial R, admissions per second. Defaults to 200.
+	Initial float64
+	// Min is the floor R never goes below. Defaults to 5.
+	Min float64
+	// Max is the ceiling. Defaults to 5,000.
+	Max float64
+	// Increase is added to R per healthy reading while buyers wait.
+	// Defaults to 10.
+	Increase float64
+	// Decrease multiplies R on a reading with a signal over its
+	// threshold. Defaults to 0.5.
+	Decrease float64
+	// DemandFunc says whether buyers are waiting anywhere; R rises only
+	// then, so an idle cell does not drift to Max. Defaults to always.
+	DemandFunc func() bool
+	// Logger logs each change of R. Required.
+	Logger *slog.Logger
+	// Registerer receives the controller's metrics. Defaults to none.
+	Registerer prometheus.Registerer
+}
+
+// Reasons for R's last change; a fixed set, also the metric labels.
+const (
+	ReasonInitial            = "initial"
+	ReasonHealthy            = "healthy"
+	ReasonHoldP99            = "hold_p99"
+	ReasonPoolWait           = "pool_wait"
+	ReasonOutboxAge          = "outbox_age"
+	ReasonConsumerPending    = "consumer_pending"
+	ReasonActiveHolds        = "active_holds"
+	ReasonSchedLatency       = "sched_latency"
+	ReasonSignalsUnavailable = "signals_unavailable"
+)
+
+var reasons = []string{ReasonInitial, ReasonHealthy, ReasonHoldP99, ReasonPoolWait, ReasonOutboxAge,
+	ReasonConsumerPending, ReasonActiveHolds, ReasonSchedLatency, ReasonSignalsUnavailable}
+
+// ControllerState is the controller's last decision.
+type ControllerState struct {
+	Rate      float64
+	Reason    string
+	Detail    string
+	ChangedAt time.Time
+	Signals   Signals
+}
+
+// Controller is the release controller: it adapts R, the cell's admission
+// rate, by AIMD — multiplying it by Decrease at once when any signal crosses
+// its threshold, adding Increase per healthy reading while buyers wait.
+type Controller struct {
+	cfg ControllerConfig
+
+	mu    sync.Mutex
+	state ControllerState
+
+	rate    prometheus.Gauge
+	reason  *prometheus.GaugeVec
+	changes *prometheus.CounterVec
+	signals *prometheus.GaugeVec
+}
+
+// NewController returns a controller at cfg.Initial.
+func NewController(cfg ControllerConfig) *Controller {
+	def := func(v *float64, d float64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.Initial, 200)
+	def(&cfg.Min, 5)
+	def(&cfg.Max, 5000)
+	def(&cfg.Increase, 10)
+	if cfg.Decrease <= 0 || cfg.Decrease >= 1 {
+		cfg.Decrease = 0.5
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 500 * time.Millisecond
+	}
+	t := &cfg.Thresholds
+	if t.HoldP99 <= 0 {
+		t.HoldP99 = 500 * time.Millisecond
+	}
+	if t.PoolWait <= 0 {
+		t.PoolWait = 50 * time.Millisecond
+	}
+	if t.OutboxAge <= 0 {
+		t.OutboxAge = 2 * time.Second
+	}
+	if t.ConsumerPending <= 0 {
+		t.ConsumerPending = 10_000
+	}
+	if t.ActiveHolds <= 0 {
+		t.ActiveHolds = 50_000
+	}
+	if t.SchedLatency <= 0 {
+		t.SchedLatency = 100 * time.Millisecond
+	}
+	if cfg.DemandFunc == nil {
+		cfg.DemandFunc = func() bool { return true }
+	}
+	c := &Controller{
+		cfg:   cfg,
+		state: ControllerState{Rate: cfg.Initial, Reason: ReasonInitial, ChangedAt: time.Now()},
+		rate: promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "boxoffice_admission_rate",
+			Help: "R: admissions per second the release controller allows the cell, before organizers' caps.",
+		})),
+		reason: promreg.Register(cfg.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "boxoffice_admission_rate_reason",
+			Help: "1 for the reason of R's last change, 0 for the others.",
+		}, []string{"reason"})),
+		changes: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_admission_rate_changes_total",
+			Help: "Changes of R by reason: a signal over its threshold (decrease) or healthy (increase).",
+		}, []string{"reason"})),
+		signals: promreg.Register(cfg.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "boxoffice_admission_signal",
+			Help: "The release controller's last reading of each signal (seconds for latencies and ages).",
+		}, []string{"signal"})),
+	}
+	c.publish()
+	return c
+}
+
+// Rate returns R.
+func (c *Controller) Rate() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state.Rate
+}
+
+// State returns the last decision.
+func (c *Controller) State() ControllerState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+func (c *Controller) publish() {
+	c.rate.Set(c.state.Rate)
+	for _, r := range reasons {
+		v := 0.0
+		if r == c.state.Reason {
+			v = 1
+		}
+		c.reason.WithLabelValues(r).Set(v)
+	}
+}
+
+// Run reads the signals every Interval and adapts R until ctx is done. It
+// returns nil at once when there are no signals to read.
+func (c *Controller) Run(ctx context.Context) error {
+	if c.cfg.Signals == nil {
+		return nil
+	}
+	tick := time.NewTicker(c.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			readCtx, cancel := context.WithTimeout(ctx, max(c.cfg.Interval, time.Second))
+			s, err := c.cfg.Signals.ReadSignals(readCtx)
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.Step(ctx, s, err)
+		}
+	}
+}
+
+// breach returns the first signal over its threshold.
+func (c *Controller) breach(s Signals) (string, string) {
+	t := c.cfg.Thresholds
+	switch {
+	case s.OutboxAge > t.OutboxAge:
+		return ReasonOutboxAge, fmt.Sprintf("oldest outbox event %s > %s", s.OutboxAge.Round(time.Millisecond), t.OutboxAge)
+	case s.HoldP99 > t.HoldP99:
+		return ReasonHoldP99, fmt.Sprintf("hold p99 %s > %s", s.HoldP99.Round(time.Millisecond), t.HoldP99)
+	case s.PoolWait > t.PoolWait:
+		return ReasonPoolWait, fmt.Sprintf("database pool wait %s > %s", s.PoolWait.Round(time.Millisecond), t.PoolWait)
+	case s.ConsumerPending > t.ConsumerPending:
+		return ReasonConsumerPending, fmt.Sprintf("consumer pending %d > %d", s.ConsumerPending, t.ConsumerPending)
+	case s.ActiveHolds > t.ActiveHolds:
+		return ReasonActiveHolds, fmt.Sprintf("active holds %d > %d", s.ActiveHolds, t.ActiveHolds)
+	case s.SchedLatency > t.SchedLatency:
+		return ReasonSchedLatency, fmt.Sprintf("scheduling latency p99 %s > %s", s.SchedLatency.Round(time.Millisecond), t.SchedLatency)
+	}
+	return "", ""
+}
+
+// Step applies one reading: err (the signals could not be read) counts as
+// a breach, so a cell whose database stops answering admits less.
+func (c *Controller) Step(ctx context.Context, s Signals, err error) {
+	reason, detail := c.breach(s)
+	if err != nil {
+		reason, detail = ReasonSignalsUnavailable, "signals could not be read"
+		c.cfg.Logger.WarnContext(ctx, "release controller: read signals", "error", err.Error())
+	}
+	c.signals.WithLabelValues("hold_p99_seconds").Set(s.HoldP99.Seconds())
+	c.signals.WithLabelValues("pool_wait_seconds").Set(s.PoolWait.Seconds())
+	c.signals.WithLabelValues("outbox_age_seconds").Set(s.OutboxAge.Seconds())
+	c.signals.WithLabelValues("consumer_pending").Set(float64(s.ConsumerPending))
+	c.signals.WithLabelValues("active_holds").Set(float64(s.ActiveHolds))
+	c.signals.WithLabelValues("sched_latency_seconds").Set(s.SchedLatency.Seconds())
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state.Signals = s
+	old := c.state.Rate
+	next := old
+	switch {
+	case reason != "":
+		next = max(c.cfg.Min, old*c.cfg.Decrease)
+	case c.cfg.DemandFunc():
+		next = min(c.cfg.Max, old+c.cfg.Increase)
+		reason, detail = ReasonHealthy, fmt.Sprintf("all signals under their thresholds: +%g/s", c.cfg.Increase)
+	}
+	if next == old {
+		return
+	}
+	c.state.Rate, c.state.Reason, c.state.Detail, c.state.ChangedAt = next, reason, detail, time.Now()
+	if d, ok := c.cfg.Signals.(decreaseObserver); ok && next < old {
+		d.Decreased(c.state.ChangedAt)
+	}
+	c.changes.WithLabelValues(reason).Inc()
+	c.publish()
+	level := slog.LevelDebug
+	if next < old {
+		level = slog.LevelWarn
+	}
+	c.cfg.Logger.Log(ctx, level, "admission rate changed", "rate", next, "previous_rate", old, "reason", reason, "detail", detail)
+}

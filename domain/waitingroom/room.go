@@ -1,0 +1,649 @@
+package waitingroom
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
+
+	"boxoffice/domain/catalog"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/fault"
+	"boxoffice/platform/promreg"
+)
+
+// ErrEventNotFound is returned for an event that does not exist. It is
+// catalog.ErrNotFound, the one "event not found" of every package.
+var ErrEventNotFound = catalog.ErrNotFound
+
+// ErrNoSettings is returned by the organizer operations of a Room built
+// without onsale settings storage.
+var ErrNoSettings = fault.New(fault.CodeNotFound, "onsale settings are not stored")
+
+// EventSource looks events up; *catalog.Catalog is one. It returns
+// catalog.ErrNotFound for an unknown event.
+type EventSource interface {
+	Event(ctx context.Context, id uuid.UUID) (catalog.Event, error)
+}
+
+// RoomConfig configures NewRoom.
+type RoomConfig struct {
+	// Store keeps queues and admissions. Required.
+	Store Store
+	// Signer signs admission tokens. Required.
+	Signer *admission.Signer
+	// Events looks events up (cached here for a minute). Required.
+	Events EventSource
+	// Onsales stores organizers' settings (cached here for
+	// SettingsTTL). Defaults to none: every onsale is open, uncapped,
+	// unlimited, and the organizer operations return ErrNoSettings.
+	Onsales *Onsales
+	// Controller sets R. Defaults to a fixed R of 200 per second.
+	Controller *Controller
+	// Limits are the per-second request limits per buyer and per client
+	// address, per event. Defaults to 5 per buyer and 200 per address; a
+	// negative field disables that limit.
+	Limits Limits
+	// BurstSeconds is how many seconds of R may be admitted at once.
+	// Defaults to 1.
+	BurstSeconds float64
+	// AdmitInterval is how often queued buyers are admitted. Defaults to
+	// 100ms.
+	AdmitInterval time.Duration
+	// RevocationRefresh is how often the in-process copy of the revoked
+	// admissions is refreshed from the store. Defaults to 1s.
+	RevocationRefresh time.Duration
+	// SettingsTTL is how long settings are cached. Defaults to 1s.
+	SettingsTTL time.Duration
+	// HoldLatency receives the latency of every hold, for the
+	// controller. Defaults to none.
+	HoldLatency *LatencyWindow
+	// SeatsLeftFunc says how many of an event's seats are neither held
+	// nor sold (a hint, at most a second or so old). While it says none,
+	// nobody is admitted, neither from the queue nor at once on joining:
+	// an admitted buyer could only look at a full seat map and leave, and
+	// thousands of them at once are a load that slows every hold. Seats
+	// come back when holds expire or are released, and admission resumes
+	// then, at most as many a pass as there are seats left. Defaults to
+	// none: admission ignores seats.
+	SeatsLeftFunc func(ctx context.Context, eventID uuid.UUID) (int, error)
+	// Logger logs admitter and store failures. Required.
+	Logger *slog.Logger
+	// Registerer receives the waiting room's metrics. Defaults to none.
+	Registerer prometheus.Registerer
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Room is the waiting room of every event of the cell: buyers join and
+// poll it, the admitter lets them through at R, holds check revocations and
+// the per-buyer seat limit against it, and organizers set its settings.
+type Room struct {
+	cfg    RoomConfig
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	cache  map[uuid.UUID]*cached
+	loads  singleflight.Group
+	demand bool
+
+	revMu   sync.RWMutex
+	revoked map[uuid.UUID]time.Time
+
+	admitted prometheus.Counter
+	requests *prometheus.CounterVec
+}
+
+type cached struct {
+	event      catalog.Event
+	found      bool
+	eventAt    time.Time
+	settings   Settings
+	settingsAt time.Time
+}
+
+// NewRoom returns a Room; call Run to admit queued buyers.
+func NewRoom(cfg RoomConfig) *Room {
+	if cfg.Controller == nil {
+		cfg.Controller = NewController(ControllerConfig{Logger: cfg.Logger})
+	}
+	switch {
+	case cfg.Limits.PerUser == 0:
+		cfg.Limits.PerUser = 5
+	case cfg.Limits.PerUser < 0:
+		cfg.Limits.PerUser = 0
+	}
+	switch {
+	case cfg.Limits.PerIP == 0:
+		cfg.Limits.PerIP = 200
+	case cfg.Limits.PerIP < 0:
+		cfg.Limits.PerIP = 0
+	}
+	if cfg.BurstSeconds <= 0 {
+		cfg.BurstSeconds = 1
+	}
+	if cfg.AdmitInterval <= 0 {
+		cfg.AdmitInterval = 100 * time.Millisecond
+	}
+	if cfg.RevocationRefresh <= 0 {
+		cfg.RevocationRefresh = time.Second
+	}
+	if cfg.SettingsTTL <= 0 {
+		cfg.SettingsTTL = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Room{
+		cfg: cfg, logger: cfg.Logger.With("component", "waiting_room"),
+		cache: map[uuid.UUID]*cached{}, revoked: map[uuid.UUID]time.Time{},
+		admitted: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "boxoffice_waitingroom_admitted_total",
+			Help: "Buyers admitted from a queue by the admitter (not counting those admitted at once on joining).",
+		})),
+		requests: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_waitingroom_requests_total",
+			Help: "Waiting-room joins and polls by outcome: queued, admitted, revoked, none, rate_limited, unavailable.",
+		}, []string{"outcome"})),
+	}
+}
+
+// Controller returns the room's release controller.
+func (r *Room) Controller() *Controller { return r.cfg.Controller }
+
+// HasDemand reports whether buyers were queued at the admitter's last
+// pass: the controller's DemandFunc.
+func (r *Room) HasDemand() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.demand
+}
+
+// Event describes an event as the waiting room sees it.
+type Event struct {
+	ID          uuid.UUID
+	OrganizerID uuid.UUID
+	Cell        string
+	Settings    Settings
+}
+
+// event returns the event and its settings from the cache, loading what
+// is stale. Unknown events are remembered for a minute as well, so random
+// ids do not reach PostgreSQL on every request.
+func (r *Room) event(ctx context.Context, id uuid.UUID) (Event, error) {
+	now := time.Now()
+	r.mu.Lock()
+	c := r.cache[id]
+	r.mu.Unlock()
+	if c != nil && now.Sub(c.eventAt) < time.Minute && (!c.found || now.Sub(c.settingsAt) < r.cfg.SettingsTTL) {
+		if !c.found {
+			return Event{}, ErrEventNotFound
+		}
+		return Event{ID: id, OrganizerID: c.event.OrganizerID, Cell: c.event.PurchaseCell, Settings: c.settings}, nil
+	}
+	v, err, _ := r.loads.Do(id.String(), func() (any, error) {
+		// The load is shared by every request waiting on it: it must not
+		// end when the request that started it goes away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		ev, err := r.cfg.Events.Event(ctx, id)
+		found := err == nil
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			return nil, fmt.Errorf("look up event: %w", err)
+		}
+		var s Settings
+		if found && r.cfg.Onsales != nil {
+			if s, err = r.cfg.Onsales.Get(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+		nc := &cached{event: ev, found: found, eventAt: time.Now(), settings: s, settingsAt: time.Now()}
+		r.remember(id, nc)
+		return nc, nil
+	})
+	if err != nil {
+		if c == nil || !c.found {
+			// Nothing cached to serve: the buyer retries after Retry-After.
+			return Event{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		// PostgreSQL did not answer: keep serving what is cached, so the
+		// waiting room outlives a database blip.
+		r.logger.WarnContext(ctx, "reload onsale settings; serving the cached ones", "event_id", id, "error", err.Error())
+		stale := *c
+		stale.settingsAt = time.Now() // retry after SettingsTTL, not on every request
+		r.remember(id, &stale)
+		return Event{ID: id, OrganizerID: c.event.OrganizerID, Cell: c.event.PurchaseCell, Settings: c.settings}, nil
+	}
+	c = v.(*cached)
+	if !c.found {
+		return Event{}, ErrEventNotFound
+	}
+	return Event{ID: id, OrganizerID: c.event.OrganizerID, Cell: c.event.PurchaseCell, Settings: c.settings}, nil
+}
+
+func (r *Room) remember(id uuid.UUID, c *cached) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.cache) >= 100_000 {
+		clear(r.cache)
+	}
+	r.cache[id] = c
+}
+
+// rate returns the event's R: the controller's, capped by the organizer.
+func (r *Room) rate(s Settings) float64 {
+	rate := r.cfg.Controller.Rate()
+	if s.MaxRate > 0 {
+		rate = min(rate, float64(s.MaxRate))
+	}
+	return rate
+}
+
+func (r *Room) burst(rate float64) float64 { return max(1, math.Floor(rate*r.cfg.BurstSeconds)) }
+
+// View is a buyer's place in an event's waiting room.
+type View struct {
+	Status Status
+	Phase  Phase
+	// Position is 1 for the next buyer to be admitted (queued only).
+	Position int64
+	// EstimatedWait is Position at the current R (queued, open only).
+	EstimatedWait time.Duration
+	// Token is set once admitted; ExpiresAt is when the admission expires
+	// (admitted, or revoked: the buyer may join afresh after it).
+	Token     string
+	ExpiresAt time.Time
+	// RetryAfter is set when rate limited.
+	RetryAfter time.Duration
+	// PollAfter is when a queued buyer should ask again (queued only):
+	// see PollAfter.
+	PollAfter time.Duration
+	OpensAt   *time.Time
+}
+
+// Poll hints: a queued buyer is told to poll again after half of their
+// estimated wait, between MinPollAfter and MaxPollAfter.
+const (
+	MinPollAfter = time.Second
+	MaxPollAfter = 30 * time.Second
+)
+
+// PollAfter is how long a queued buyer should wait before polling again:
+// half their estimated wait (position ÷ rate) while the onsale is open, so
+// a buyer far back polls about every MaxPollAfter and one near the front
+// every MinPollAfter, and the polls of a queue cost about
+// queue length ÷ MaxPollAfter requests a second rather than one per buyer
+// per second. Halving the estimate each time bounds how late a buyer
+// learns of their admission when R rises: at most half of what they had
+// left to wait, and never more than MaxPollAfter. Before a scheduled
+// opening it is the time to the opening (so nobody polls a closed room
+// often, and everyone polls right after it opens), and MaxPollAfter
+// while paused or while R is zero.
+func PollAfter(phase Phase, position int64, rate float64, untilOpen time.Duration) time.Duration {
+	var d time.Duration
+	switch {
+	case phase == PhasePre:
+		d = untilOpen
+	case phase == PhaseOpen && rate > 0:
+		d = time.Duration(float64(position) / rate / 2 * float64(time.Second))
+	default:
+		d = MaxPollAfter
+	}
+	return min(MaxPollAfter, max(MinPollAfter, d.Round(time.Second)))
+}
+
+// Join enters the buyer in the event's waiting room, or returns where they
+// already are (StatusRevoked, without a token, while a revoked admission
+// lasts). Returns ErrEventNotFound, or an error wrapping
+// ErrUnavailable while the store is unreachable (nobody is admitted).
+func (r *Room) Join(ctx context.Context, userID, eventID uuid.UUID, ip string) (View, error) {
+	return r.enter(ctx, userID, eventID, ip, true)
+}
+
+// Poll returns where the buyer is (StatusNone when they never joined or
+// their admission expired, StatusRevoked without a token when it was
+// revoked, as Revoked sees it). Errors as Join.
+func (r *Room) Poll(ctx context.Context, userID, eventID uuid.UUID, ip string) (View, error) {
+	return r.enter(ctx, userID, eventID, ip, false)
+}
+
+func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, join bool) (View, error) {
+	ev, err := r.event(ctx, eventID)
+	if err != nil {
+		return View{}, err
+	}
+	now := r.cfg.Now()
+	phase := ev.Settings.Phase(now)
+	rate := r.rate(ev.Settings)
+	p := JoinParams{
+		EventID: eventID, UserID: userID, IP: ip, Now: now, Limits: r.cfg.Limits,
+		Phase: phase, Rate: rate, Burst: r.burst(rate), TTL: r.cfg.Signer.TTL(),
+	}
+	var e Entry
+	if join {
+		if left, _ := r.seatsLeft(ctx, eventID); left == 0 {
+			// No seat to hold: queue the buyer rather than admit at once
+			// (an empty bucket admits nobody and is left as it is).
+			p.Rate, p.Burst = 0, 0
+		}
+		p.JTI = uuid.New()
+		p.PreScore = preScore()
+		e, err = r.cfg.Store.Join(ctx, p)
+	} else {
+		e, err = r.cfg.Store.Poll(ctx, p)
+	}
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			r.requests.WithLabelValues("unavailable").Inc()
+		}
+		return View{}, err
+	}
+	if e.Status == StatusAdmitted && r.Revoked(e.Admission.JTI) {
+		// The answer holds give: the token would be refused.
+		e.Status = StatusRevoked
+	}
+	r.requests.WithLabelValues(string(e.Status)).Inc()
+	v := View{Status: e.Status, Phase: phase, OpensAt: ev.Settings.OpensAt, RetryAfter: e.RetryAfter}
+	switch e.Status {
+	case StatusRevoked:
+		v.ExpiresAt = e.Admission.ExpiresAt.Truncate(time.Second)
+	case StatusQueued:
+		v.Position = e.Ahead + 1
+		if phase == PhaseOpen && rate > 0 {
+			v.EstimatedWait = time.Duration(float64(v.Position) / rate * float64(time.Second))
+		}
+		var untilOpen time.Duration
+		if ev.Settings.OpensAt != nil {
+			untilOpen = ev.Settings.OpensAt.Sub(now)
+		}
+		v.PollAfter = PollAfter(phase, v.Position, rate, untilOpen)
+	case StatusAdmitted:
+		v.ExpiresAt = e.Admission.ExpiresAt.Truncate(time.Second)
+		v.Token, err = r.cfg.Signer.Sign(admission.Claims{
+			ID: e.Admission.JTI, UserID: userID, EventID: eventID, Cell: ev.Cell,
+			IssuedAt: e.Admission.IssuedAt, ExpiresAt: e.Admission.ExpiresAt,
+		})
+		if err != nil {
+			return View{}, err
+		}
+	}
+	return v, nil
+}
+
+// seatsLeft is SeatsLeftFunc's answer, -1 (unknown: admit as usual) when
+// there is none or it fails, so a seat count that cannot be read never
+// stops an onsale. The admitter reports the error (Run logs it).
+func (r *Room) seatsLeft(ctx context.Context, eventID uuid.UUID) (int, error) {
+	if r.cfg.SeatsLeftFunc == nil {
+		return -1, nil
+	}
+	n, err := r.cfg.SeatsLeftFunc(ctx, eventID)
+	if err != nil {
+		return -1, fmt.Errorf("count seats left: %w", err)
+	}
+	return n, nil
+}
+
+// preScore draws a pre-queue score uniformly from [0, 2^52) with
+// crypto/rand: the pre-queue's order is a uniformly random permutation.
+func preScore() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return binary.LittleEndian.Uint64(b[:]) & (preScoreSpan - 1)
+}
+
+// Revoke revokes an admission until it expires: holds with its token are
+// refused from now on in this process, and in others within
+// RevocationRefresh.
+func (r *Room) Revoke(ctx context.Context, jti uuid.UUID, expiresAt time.Time) error {
+	if err := r.cfg.Store.Revoke(ctx, jti, expiresAt); err != nil {
+		return err
+	}
+	r.revMu.Lock()
+	r.revoked[jti] = expiresAt
+	r.revMu.Unlock()
+	return nil
+}
+
+// RevokeBuyer revokes the buyer's current admission to the event, if they
+// have one, and reports whether they had. Returns an error wrapping
+// ErrUnavailable while the store is unreachable.
+func (r *Room) RevokeBuyer(ctx context.Context, eventID, userID uuid.UUID) (bool, error) {
+	e, err := r.cfg.Store.Poll(ctx, JoinParams{EventID: eventID, UserID: userID, Now: r.cfg.Now()})
+	if err != nil || e.Status != StatusAdmitted {
+		return false, err
+	}
+	return true, r.Revoke(ctx, e.Admission.JTI, e.Admission.ExpiresAt)
+}
+
+// Revoked reports whether the admission jti was revoked, from the
+// in-process copy of the revocations: holds never wait for Redis, and keep
+// working on the last copy while Redis is down.
+func (r *Room) Revoked(jti uuid.UUID) bool {
+	r.revMu.RLock()
+	defer r.revMu.RUnlock()
+	_, ok := r.revoked[jti]
+	return ok
+}
+
+// RefreshRevocations replaces the in-process copy of the revocations with
+// the store's. On error the old copy stays.
+func (r *Room) RefreshRevocations(ctx context.Context) error {
+	got, err := r.cfg.Store.Revoked(ctx, r.cfg.Now())
+	if err != nil {
+		return err
+	}
+	r.revMu.Lock()
+	defer r.revMu.Unlock()
+	now := r.cfg.Now()
+	for j, exp := range r.revoked { // local revocations not yet seen in the store
+		if _, ok := got[j]; !ok && exp.After(now) {
+			got[j] = exp
+		}
+	}
+	r.revoked = got
+	return nil
+}
+
+// ObserveHold feeds a hold's latency to the controller's signals.
+func (r *Room) ObserveHold(d time.Duration) {
+	if r.cfg.HoldLatency != nil {
+		r.cfg.HoldLatency.Observe(d)
+	}
+}
+
+// SeatLimit returns the event's per-buyer seat limit from the cached
+// onsale settings, 0 for none (or an unknown event: the hold itself
+// answers 404). The hold passes it to its transaction
+// (purchase.HoldParams.SeatLimit), the one place that counts the buyer's
+// seats, under a lock that concurrent holds of the buyer share.
+func (r *Room) SeatLimit(ctx context.Context, eventID uuid.UUID) (int, error) {
+	ev, err := r.event(ctx, eventID)
+	switch {
+	case errors.Is(err, ErrEventNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case r.cfg.Onsales == nil:
+		return 0, nil
+	}
+	return max(ev.Settings.SeatLimit, 0), nil
+}
+
+// Onsale is an onsale's state as its organizer sees it.
+type Onsale struct {
+	Event    Event
+	Phase    Phase
+	Rate     float64
+	Control  ControllerState
+	Queued   int64
+	QueueErr error
+}
+
+// Onsale returns the event's onsale state, reading its settings afresh.
+// Returns ErrEventNotFound, ErrNoSettings.
+func (r *Room) Onsale(ctx context.Context, eventID uuid.UUID) (Onsale, error) {
+	if r.cfg.Onsales == nil {
+		return Onsale{}, ErrNoSettings
+	}
+	r.forget(eventID)
+	ev, err := r.event(ctx, eventID)
+	if err != nil {
+		return Onsale{}, err
+	}
+	o := Onsale{Event: ev, Phase: ev.Settings.Phase(r.cfg.Now()), Rate: r.rate(ev.Settings), Control: r.cfg.Controller.State()}
+	o.Queued, o.QueueErr = r.cfg.Store.QueueLength(ctx, eventID)
+	return o, nil
+}
+
+// UpdateOnsale applies change to the event's settings and returns the new
+// state. Returns ErrEventNotFound, ErrNoSettings.
+func (r *Room) UpdateOnsale(ctx context.Context, eventID uuid.UUID, change func(*Settings)) (Onsale, error) {
+	if r.cfg.Onsales == nil {
+		return Onsale{}, ErrNoSettings
+	}
+	if _, err := r.event(ctx, eventID); err != nil {
+		return Onsale{}, err
+	}
+	if _, err := r.cfg.Onsales.Update(ctx, eventID, change); err != nil {
+		return Onsale{}, err
+	}
+	return r.Onsale(ctx, eventID)
+}
+
+func (r *Room) forget(eventID uuid.UUID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.cache, eventID)
+}
+
+// Run admits queued buyers every AdmitInterval and refreshes the revocations
+// every RevocationRefresh, until ctx is done. Store failures are logged (at
+// most every 10 seconds) and retried on the next tick: when Redis comes
+// back, admission resumes by itself.
+func (r *Room) Run(ctx context.Context) error {
+	admit := time.NewTicker(r.cfg.AdmitInterval)
+	defer admit.Stop()
+	refresh := time.NewTicker(r.cfg.RevocationRefresh)
+	defer refresh.Stop()
+	var lastLog time.Time
+	logErr := func(msg string, err error) {
+		if time.Since(lastLog) > 10*time.Second {
+			lastLog = time.Now()
+			r.logger.ErrorContext(ctx, msg, "error", err.Error())
+		}
+	}
+	_ = r.RefreshRevocations(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-refresh.C:
+			if err := r.RefreshRevocations(ctx); err != nil && ctx.Err() == nil {
+				logErr("refresh revocations", err)
+			}
+		case <-admit.C:
+			if err := r.AdmitOnce(ctx); err != nil && ctx.Err() == nil {
+				logErr("admit queued buyers", err)
+			}
+		}
+	}
+}
+
+// AdmitOnce runs one pass of the admitter over every event with buyers
+// queued whose onsale is open, and returns the first error.
+func (r *Room) AdmitOnce(ctx context.Context) error {
+	events, err := r.cfg.Store.ActiveEvents(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.demand = len(events) > 0
+	r.mu.Unlock()
+	var first error
+	for _, id := range events {
+		if _, err := r.AdmitEvent(ctx, id); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// AdmitEvent admits as many of the event's queued buyers as its R allows
+// now, if its onsale is open, and returns them in queue order. Run calls it
+// for every event with buyers queued; a simulation calls it to learn whom
+// it admitted.
+func (r *Room) AdmitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
+	ev, err := r.event(ctx, id)
+	if err != nil || ev.Settings.Phase(r.cfg.Now()) != PhaseOpen {
+		return nil, err
+	}
+	rate := r.rate(ev.Settings)
+	burst := r.burst(rate)
+	limit := int(burst)
+	left, seatsErr := r.seatsLeft(ctx, id)
+	switch {
+	case left == 0:
+		return nil, nil
+	case left > 0:
+		limit = min(limit, left)
+	}
+	users, err := r.cfg.Store.Admit(ctx, AdmitParams{
+		EventID: id, Now: r.cfg.Now(), Rate: rate, Burst: burst, TTL: r.cfg.Signer.TTL(), Max: limit,
+	})
+	err = errors.Join(err, seatsErr)
+	r.admitted.Add(float64(len(users)))
+	if len(users) > 0 {
+		r.mu.Lock()
+		r.demand = true
+		r.mu.Unlock()
+	}
+	return users, err
+}
+
+// SeatsLeftFrom is a SeatsLeftFunc that counts the available seats of the
+// event's seat map from c (give it a Catalog with WithSeatMapCache, so the
+// admitter and the joins read the database at most once per TTL). The
+// count is kept per map version: the map is walked once per read from the
+// database, not once per request.
+func SeatsLeftFrom(c *catalog.Catalog) func(ctx context.Context, eventID uuid.UUID) (int, error) {
+	type count struct {
+		version uint64
+		n       int
+	}
+	var (
+		mu     sync.Mutex
+		counts = map[uuid.UUID]count{}
+	)
+	return func(ctx context.Context, eventID uuid.UUID) (int, error) {
+		m, err := c.SeatMap(ctx, eventID)
+		if err != nil {
+			return 0, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got, ok := counts[eventID]; ok && got.version == m.Version {
+			return got.n, nil
+		}
+		n := 0
+		for _, s := range m.Seats {
+			if s.Status == "available" {
+				n++
+			}
+		}
+		if len(counts) >= 10_000 {
+			clear(counts)
+		}
+		counts[eventID] = count{version: m.Version, n: n}
+		return n, nil
+	}
+}

@@ -1,0 +1,414 @@
+package waitingroom
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"boxoffice/domain/catalog"
+	"boxoffice/domain/purchase"
+	"boxoffice/platform/admission"
+	"boxoffice/relay"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/natstest"
+	"boxoffice/testkit/redistest"
+)
+
+func testLogger(tb testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func createEvent(t *testing.T, pool *pgxpool.Pool, seats int) catalog.Event {
+	t.Helper()
+	ev, err := catalog.New(pool).CreateEvent(t.Context(), catalog.EventParams{
+		OrganizerID: uuid.New(), Name: "onsale", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: "default",
+		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: seats, PriceMinor: 1000}},
+	})
+	require.NoError(t, err)
+	return ev
+}
+
+// Redis killed (SIGKILL) and restarted in the middle of an onsale: while
+// it is down nobody joins or is admitted; when it is back the admitter
+// resumes by itself, and every buyer ends up admitted exactly once, those
+// admitted before the crash with the admission they had.
+func TestRedisRestartMidOnsale(t *testing.T) {
+	t.Parallel()
+	const buyers = 2000
+	srv := redistest.StartServer(t)
+	rdb := srv.Client(t)
+	pool := dbtest.New(t)
+	ev := createEvent(t, pool, 10)
+	logger := testLogger(t)
+	room := NewRoom(RoomConfig{
+		Store:         NewRedisStore(rdb, RedisStoreConfig{Prefix: "t:"}),
+		Signer:        admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+		Events:        catalog.New(pool),
+		Onsales:       NewOnsales(pool),
+		Controller:    NewController(ControllerConfig{Initial: 200, Logger: logger}),
+		Limits:        Limits{PerUser: -1, PerIP: -1},
+		AdmitInterval: 20 * time.Millisecond,
+		Logger:        logger,
+	})
+	ctx := t.Context()
+	// Paused while the crowd joins, so all of it queues.
+	_, err := room.UpdateOnsale(ctx, ev.ID, func(s *Settings) { s.Paused = true })
+	require.NoError(t, err)
+	users := make([]uuid.UUID, buyers)
+	for i := range users {
+		users[i] = uuid.New()
+		v, err := room.Join(ctx, users[i], ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusQueued, v.Status)
+	}
+	_, err = room.UpdateOnsale(ctx, ev.ID, func(s *Settings) { s.Paused = false })
+	require.NoError(t, err)
+	const atOnce = 0
+
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = room.Run(runCtx) })
+	defer func() { stop(); wg.Wait() }()
+	require.Eventually(t, func() bool { return counter(t, room) >= 300 }, 20*time.Second, 5*time.Millisecond)
+
+	// What every buyer holds just before the crash (the admitter keeps
+	// running meanwhile).
+	before := map[uuid.UUID]uuid.UUID{}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for _, u := range users[:800] {
+		g.Go(func() error {
+			v, err := room.Poll(gctx, u, ev.ID, "192.0.2.1")
+			if err != nil || v.Status != StatusAdmitted {
+				return err
+			}
+			claims, err := room.cfg.Signer.Verify(v.Token, u, ev.ID, "default")
+			mu.Lock()
+			before[u] = claims.ID
+			mu.Unlock()
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	require.NotEmpty(t, before)
+	srv.Kill()
+	_, err = room.Join(ctx, uuid.New(), ev.ID, "192.0.2.1")
+	require.ErrorIs(t, err, ErrUnavailable, "fail closed")
+	require.ErrorIs(t, room.AdmitOnce(ctx), ErrUnavailable)
+	admittedAtCrash := counter(t, room)
+	require.Less(t, admittedAtCrash, float64(buyers-atOnce), "the crash came mid-onsale")
+
+	srv.Restart(t)
+	require.Eventually(t, func() bool {
+		n, err := room.cfg.Store.QueueLength(ctx, ev.ID)
+		return err == nil && n == 0
+	}, 30*time.Second, 20*time.Millisecond, "admission resumes with no manual step")
+	// The counter misses admissions whose reply the kill cut off (Redis
+	// applied them, the admitter never heard); it never counts one twice.
+	require.LessOrEqual(t, counter(t, room), float64(buyers-atOnce))
+	t.Logf("admitted before the crash %d (seen by polls), counted by the admitter %.0f of %d", len(before), counter(t, room), buyers)
+	jtis := map[uuid.UUID]bool{}
+	for _, u := range users {
+		v, err := room.Poll(ctx, u, ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusAdmitted, v.Status)
+		claims, err := room.cfg.Signer.Verify(v.Token, u, ev.ID, "default")
+		require.NoError(t, err)
+		require.False(t, jtis[claims.ID], "an admission handed out twice")
+		jtis[claims.ID] = true
+		if j, ok := before[u]; ok {
+			require.Equal(t, j, claims.ID, "an admission from before the crash was replaced: admitted twice")
+		}
+	}
+}
+
+// With NATS stopped, holds' events wait in the outbox; the controller,
+// reading the real outbox in PostgreSQL, cuts R within 5 seconds, and
+// raises it again once NATS is back and the relay has drained the outbox.
+func TestControllerFollowsOutboxAge(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	nats := natstest.New(t)
+	nc, _ := nats.Connect(t)
+	logger := testLogger(t)
+	r, err := relay.New(pool, nc, relay.Config{Logger: logger, AckTimeout: time.Second})
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	wg.Go(func() { _ = r.Run(ctx) })
+
+	holds := NewLatencyWindow(10 * time.Second)
+	c := NewController(ControllerConfig{
+		Signals:  NewCellSignals(pool, holds, nil),
+		Interval: 100 * time.Millisecond,
+		Initial:  400, Increase: 5,
+		Logger: logger,
+	})
+	wg.Go(func() { _ = c.Run(ctx) })
+	require.Eventually(t, func() bool { return c.State().Reason == ReasonHealthy }, 5*time.Second, 10*time.Millisecond)
+
+	ev := createEvent(t, pool, 10)
+	svc := purchase.NewService(pool, logger, purchase.Config{})
+	nats.Stop()
+	start := time.Now()
+	var seat uuid.UUID
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT id FROM seats WHERE event_id = $1 LIMIT 1", ev.ID).Scan(&seat))
+	_, err = svc.Hold(t.Context(), purchase.HoldParams{
+		UserID: uuid.New(), EventID: ev.ID, SeatIDs: []uuid.UUID{seat}, IdempotencyKey: "k2", CorrelationID: "c",
+	})
+	require.NoError(t, err)
+	peak := c.Rate()
+	require.Eventually(t, func() bool { return c.State().Reason == ReasonOutboxAge }, 5*time.Second, 10*time.Millisecond,
+		"R is cut within 5 s of the outbox starting to age")
+	cut := c.State()
+	t.Logf("R %.0f -> %.0f after %s: %s", peak, cut.Rate, time.Since(start).Round(time.Millisecond), cut.Detail)
+	require.Less(t, cut.Rate, peak)
+	require.Eventually(t, func() bool { return c.Rate() < peak/4 }, 5*time.Second-time.Since(start), 10*time.Millisecond,
+		"R keeps falling fast while the outbox ages")
+	require.Equal(t, int64(2), dbtest.Count(t, pool, "SELECT count(*) FROM outbox"),
+		"the hold's two events (HoldCreated, PaymentAuthorizationRequested) wait in the outbox")
+
+	nats.Start(t)
+	require.Eventually(t, func() bool { return c.State().Reason == ReasonHealthy }, 30*time.Second, 10*time.Millisecond,
+		"healthy again once NATS is back")
+	low := c.Rate()
+	require.Eventually(t, func() bool { return c.Rate() > low+50 }, 10*time.Second, 10*time.Millisecond, "R rises again")
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM outbox"), "the relay drained the outbox")
+}
+
+// A breach on any signal cuts R at once, multiplicatively; health raises
+// it additively, only while buyers wait, up to Max; unreadable signals
+// count as a breach.
+func TestControllerAIMD(t *testing.T) {
+	t.Parallel()
+	demand := true
+	c := NewController(ControllerConfig{Initial: 100, Min: 10, Max: 130, Increase: 10, Decrease: 0.5, DemandFunc: func() bool { return demand }, Logger: testLogger(t)})
+	ctx := t.Context()
+	for _, tc := range []struct {
+		s      Signals
+		reason string
+	}{
+		{Signals{HoldP99: time.Second}, ReasonHoldP99},
+		{Signals{PoolWait: time.Second}, ReasonPoolWait},
+		{Signals{OutboxAge: time.Minute}, ReasonOutboxAge},
+		{Signals{ConsumerPending: 1 << 20}, ReasonConsumerPending},
+		{Signals{ActiveHolds: 1 << 20}, ReasonActiveHolds},
+	} {
+		c.state.Rate = 100
+		c.Step(ctx, tc.s, nil)
+		require.Equal(t, 50.0, c.Rate(), tc.reason)
+		require.Equal(t, tc.reason, c.State().Reason)
+	}
+	c.Step(ctx, Signals{}, context.DeadlineExceeded)
+	require.Equal(t, 25.0, c.Rate())
+	require.Equal(t, ReasonSignalsUnavailable, c.State().Reason)
+	c.Step(ctx, Signals{}, context.DeadlineExceeded)
+	c.Step(ctx, Signals{}, context.DeadlineExceeded)
+	require.Equal(t, 10.0, c.Rate(), "never below Min")
+	c.Step(ctx, Signals{}, nil)
+	require.Equal(t, 20.0, c.Rate(), "additive increase")
+	demand = false
+	c.Step(ctx, Signals{}, nil)
+	require.Equal(t, 20.0, c.Rate(), "no increase without demand")
+	demand = true
+	for range 20 {
+		c.Step(ctx, Signals{}, nil)
+	}
+	require.Equal(t, 130.0, c.Rate(), "never above Max")
+}
+
+func counter(t *testing.T, r *Room) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, r.admitted.Write(&m))
+	return m.GetCounter().GetValue()
+}
+
+// TestSharedLoadOutlivesItsCaller: the event and settings load is shared
+// by every request waiting on it (singleflight), so it must not fail
+// because the request that started it went away; before the fix, live
+// buyers queued behind a departed one got 499s.
+func TestSharedLoadOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ev := createEvent(t, pool, 10)
+	room := NewRoom(RoomConfig{
+		Store:      NewMemoryStore(),
+		Signer:     admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+		Events:     catalog.New(pool),
+		Onsales:    NewOnsales(pool),
+		Controller: NewController(ControllerConfig{Initial: 200, Logger: testLogger(t)}),
+		Logger:     testLogger(t),
+	})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := room.event(gone, ev.ID)
+	require.NoError(t, err, "the load ran to completion for everyone waiting on it")
+	require.Equal(t, ev.ID, got.ID)
+}
+
+// A buyer whose admission was revoked is told so when polling or joining
+// again: no token, the same answer holds give (they refuse it). Another
+// process sharing the store learns it with the revocations.
+func TestRevokedBuyerIsReportedRevoked(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ev := createEvent(t, pool, 10)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		newRoom := func() *Room {
+			return NewRoom(RoomConfig{
+				Store:  s,
+				Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+				Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			})
+		}
+		room, peer := newRoom(), newRoom()
+		ctx := t.Context()
+		user, other := uuid.New(), uuid.New()
+		for _, u := range []uuid.UUID{user, other} {
+			v, err := room.Join(ctx, u, ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusAdmitted, v.Status)
+		}
+		ok, err := room.RevokeBuyer(ctx, ev.ID, user)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		for name, f := range map[string]func(context.Context, uuid.UUID, uuid.UUID, string) (View, error){"Poll": room.Poll, "Join": room.Join} {
+			v, err := f(ctx, user, ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusRevoked, v.Status, name)
+			require.Empty(t, v.Token, "%s: no token for a revoked admission", name)
+		}
+		v, err := room.Poll(ctx, other, ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusAdmitted, v.Status, "another buyer keeps their admission")
+		require.NotEmpty(t, v.Token)
+
+		require.NoError(t, peer.RefreshRevocations(ctx))
+		v, err = peer.Poll(ctx, user, ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusRevoked, v.Status, "another process sharing the store")
+		require.Empty(t, v.Token)
+	})
+}
+
+// While every seat is held nobody is admitted, neither at once on joining
+// nor from the queue; when a seat is left again the admitter admits as
+// many as there are seats left, no more.
+func TestNoAdmissionWhileNoSeatIsLeft(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		ev := createEvent(t, pool, 2)
+		seats, err := catalog.New(pool).Seats(ctx, ev.ID)
+		require.NoError(t, err)
+		room := NewRoom(RoomConfig{
+			Store:  s,
+			Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+			Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			SeatsLeftFunc: SeatsLeftFrom(catalog.New(pool)),
+		})
+		svc := purchase.NewService(pool, testLogger(t), purchase.Config{HoldTTL: time.Hour})
+		holder := uuid.New()
+		hold, err := svc.Hold(ctx, purchase.HoldParams{
+			UserID: holder, EventID: ev.ID, SeatIDs: []uuid.UUID{seats[0].ID, seats[1].ID}, IdempotencyKey: "k", CorrelationID: "test",
+		})
+		require.NoError(t, err)
+
+		buyers := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+		for _, u := range buyers {
+			v, err := room.Join(ctx, u, ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusQueued, v.Status, "no seat is left: nobody is admitted at once")
+		}
+		got, err := room.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Empty(t, got, "no seat is left: nobody is admitted from the queue")
+
+		_, err = svc.Cancel(ctx, holder, hold.OrderID)
+		require.NoError(t, err)
+		got, err = room.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Equal(t, buyers[:2], got, "two seats left: the first two are admitted, the third waits")
+	})
+}
+
+// One slow second of holds cuts R once, not at every reading for as long
+// as the window remembers it: after a cut only the holds observed since
+// count, and a new slow hold cuts again.
+func TestControllerCutsOncePerSlowHolds(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	holds := NewLatencyWindow(10 * time.Second)
+	signals := NewCellSignals(pool, holds, nil)
+	c := NewController(ControllerConfig{Signals: signals, Initial: 100, Min: 1, Increase: 10, Logger: testLogger(t)})
+	ctx := t.Context()
+	step := func() {
+		t.Helper()
+		s, err := signals.ReadSignals(ctx)
+		require.NoError(t, err)
+		c.Step(ctx, s, nil)
+	}
+	for range 50 {
+		holds.Observe(time.Second)
+	}
+	step()
+	require.Equal(t, 50.0, c.Rate(), "slow holds cut R")
+	require.Equal(t, ReasonHoldP99, c.State().Reason)
+	step()
+	require.Equal(t, 60.0, c.Rate(), "the same slow holds do not cut it again")
+	holds.Observe(20 * time.Millisecond)
+	step()
+	require.Equal(t, 70.0, c.Rate(), "fast holds since the cut: healthy")
+	holds.Observe(time.Second)
+	step()
+	require.Equal(t, 35.0, c.Rate(), "a slow hold after the cut cuts again")
+}
+
+// Goroutines kept from a CPU show as scheduling latency, a signal that
+// cuts R although no handler measured anything slow.
+func TestSchedLatencySeesCPUQueueing(t *testing.T) {
+	t.Parallel()
+	var l schedLatency
+	l.p99SinceLast()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := 0; i < 1e5; i++ {
+					_ = i * i
+				}
+			}
+		})
+	}
+	time.AfterFunc(300*time.Millisecond, func() { close(stop) })
+	wg.Wait()
+	p99 := l.p99SinceLast()
+	t.Logf("scheduling latency p99 with %d spinning goroutines: %s", 8*runtime.GOMAXPROCS(0), p99)
+	require.Greater(t, p99, 2*time.Millisecond, "runnable goroutines waited for a CPU")
+
+	c := NewController(ControllerConfig{Initial: 100, Thresholds: Thresholds{SchedLatency: time.Millisecond}, Logger: testLogger(t)})
+	c.Step(t.Context(), Signals{SchedLatency: p99}, nil)
+	require.Equal(t, ReasonSchedLatency, c.State().Reason)
+	require.Equal(t, 50.0, c.Rate())
+}

@@ -1,0 +1,61 @@
+package webhooks
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"boxoffice/platform/promreg"
+)
+
+// metrics are the dispatcher's series. Labels come from small fixed sets
+// (error classes, reasons, circuit states): no per-endpoint or per-tenant
+// label, so cardinality does not grow with customers.
+type metrics struct {
+	attempts         *prometheus.CounterVec
+	attemptSeconds   prometheus.Observer
+	successLatency   prometheus.Observer
+	attemptsPerMsg   prometheus.Observer
+	deadLetters      *prometheus.CounterVec
+	throttled        *prometheus.CounterVec
+	oldestPending    prometheus.Gauge
+	endpointsByState *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	return &metrics{
+		attempts: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_webhook_attempts_total",
+			Help: "Webhook delivery attempts by error class (none for 2xx).",
+		}, []string{"error_class"})),
+		attemptSeconds: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "boxoffice_webhook_attempt_seconds",
+			Help:    "Duration of one webhook attempt, whatever its outcome.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		})),
+		successLatency: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "boxoffice_webhook_success_latency_seconds",
+			Help:    "Time from a message's fact to its successful delivery to one endpoint, retries included.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 36000, 108000},
+		})),
+		attemptsPerMsg: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "boxoffice_webhook_attempts_per_delivery",
+			Help:    "Attempts a delivery took to succeed or die.",
+			Buckets: []float64{1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20},
+		})),
+		deadLetters: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_webhook_dead_letters_total",
+			Help: "Deliveries that died: terminal answer, retries exhausted, endpoint gone, address refused or payload too large.",
+		}, []string{"reason"})),
+		throttled: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_webhook_throttled_total",
+			Help: "Deliveries put back without an attempt, by reason.",
+		}, []string{"reason"})),
+		oldestPending: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "boxoffice_webhook_oldest_pending_delivery_age_seconds",
+			Help: "Age of the oldest pending webhook delivery, refreshed every few seconds.",
+		})),
+		endpointsByState: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "boxoffice_webhook_endpoints",
+			Help: "Webhook endpoints by circuit state (closed, open, half_open) or disabled, refreshed every few seconds.",
+		}, []string{"state"})),
+	}
+}

@@ -1,0 +1,550 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"boxoffice/platform/db"
+	"boxoffice/platform/fault"
+	"boxoffice/sqlcgen"
+)
+
+// ErrNotFound is returned for an endpoint or message that does not exist
+// or belongs to another organizer: the two are indistinguishable.
+var ErrNotFound = fault.New(fault.CodeNotFound, "not found")
+
+// ErrEndpointDisabled is returned when an operation needs an enabled
+// endpoint (recover, replay to one endpoint).
+var ErrEndpointDisabled = fault.New(fault.CodeConflict, "endpoint is disabled")
+
+// ErrEndpointLimit is returned by Create when the organizer already has
+// the most endpoints allowed (ServiceConfig.MaxEndpoints), enabled or not.
+// Nothing was written.
+var ErrEndpointLimit = fault.New(fault.CodeConflict, "webhook endpoint limit reached")
+
+// ErrDuplicateURL is returned by Create and Update when another endpoint
+// of the organizer, enabled or not, already has the URL (compared in the
+// form URLKey gives). Nothing was written.
+var ErrDuplicateURL = fault.New(fault.CodeConflict, "another endpoint has this url")
+
+// ValidationError says which input is wrong and how. Nothing was written.
+type ValidationError struct {
+	// Location names the input, such as body.url.
+	Location string
+	// Message says what is wrong, in words safe to show the client.
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
+
+// Code is fault.CodeInvalid: the input breaks a rule.
+func (e *ValidationError) Code() fault.Code { return fault.CodeInvalid }
+
+// Limits of endpoint settings.
+const (
+	MaxEventTypeFilters = 20
+	MaxDescription      = 500
+	MaxConcurrencyLimit = 1000
+	MaxRateLimit        = 10000
+	// DefaultMaxConcurrency is an endpoint's concurrency unless set.
+	DefaultMaxConcurrency = 10
+	// DefaultMaxEndpoints is how many endpoints an organizer may have
+	// unless ServiceConfig.MaxEndpoints says otherwise.
+	DefaultMaxEndpoints = 20
+)
+
+// Service is what the organizer API does with endpoints and messages.
+// Every method is scoped to one organizer: another organizer's resources
+// are ErrNotFound. Secrets appear only in what Create and RotateSecret
+// return; Service never logs them.
+type Service struct {
+	pool         *pgxpool.Pool
+	guard        *Guard
+	maxEndpoints int
+	logger       *slog.Logger
+	q            *sqlcgen.Queries
+}
+
+// ServiceConfig configures a Service.
+type ServiceConfig struct {
+	// Guard vets endpoint URLs (SSRF). Defaults to a Guard that allows
+	// public https URLs only.
+	Guard *Guard
+	// MaxEndpoints caps one organizer's endpoints, enabled and disabled
+	// alike (a disabled one can be enabled again): every endpoint
+	// multiplies each of the organizer's events into one more delivery.
+	// Zero or less means the default. Defaults to 20.
+	MaxEndpoints int
+	// Logger logs changes to endpoints. Required.
+	Logger *slog.Logger
+}
+
+// read is the pool for sqlcgen's statements outside a transaction, their
+// errors interpreted (db.Interpreting): a missing row is db.ErrNotFound, a
+// unique violation db.ErrConflict.
+func (s *Service) read() db.DBTX { return db.Interpreting(s.pool) }
+
+// NewService returns a Service on pool.
+func NewService(pool *pgxpool.Pool, cfg ServiceConfig) *Service {
+	if cfg.Guard == nil {
+		cfg.Guard = &Guard{}
+	}
+	if cfg.MaxEndpoints <= 0 {
+		cfg.MaxEndpoints = DefaultMaxEndpoints
+	}
+	return &Service{
+		pool: pool, guard: cfg.Guard, maxEndpoints: cfg.MaxEndpoints,
+		logger: cfg.Logger.With("component", "webhooks"), q: sqlcgen.New(),
+	}
+}
+
+// MaxEndpoints is how many endpoints one organizer may have.
+func (s *Service) MaxEndpoints() int { return s.maxEndpoints }
+
+// Endpoint is an endpoint as the organizer sees it. Secret is set only in
+// what Create and RotateSecret return.
+type Endpoint struct {
+	ID                  uuid.UUID
+	OrganizerID         uuid.UUID
+	URL                 string
+	Description         string
+	EventTypes          []string
+	Enabled             bool
+	DisabledReason      string
+	RateLimitPerSecond  *int32
+	MaxConcurrency      int32
+	CircuitState        string
+	ConsecutiveFailures int32
+	FailingSince        *time.Time
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	Secret              string
+}
+
+func endpointOf(e sqlcgen.WebhookEndpoint) Endpoint {
+	out := Endpoint{
+		ID: e.ID, OrganizerID: e.OrganizerID, URL: e.Url, Description: e.Description,
+		EventTypes: nonNilStrings(e.EventTypes), Enabled: e.Enabled, RateLimitPerSecond: e.RateLimitPerSecond,
+		MaxConcurrency: e.MaxConcurrency, CircuitState: "closed", ConsecutiveFailures: e.ConsecutiveFailures,
+		FailingSince: e.FailingSince, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}
+	if e.DisabledReason != nil {
+		out.DisabledReason = *e.DisabledReason
+	}
+	if e.CircuitState == circuitOpen {
+		out.CircuitState = "open"
+		if e.CircuitOpenUntil != nil && !time.Now().Before(*e.CircuitOpenUntil) {
+			out.CircuitState = "half_open"
+		}
+	}
+	return out
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// EndpointParams creates an endpoint.
+type EndpointParams struct {
+	URL         string
+	Description string
+	// EventTypes filters what is delivered; empty means every type.
+	EventTypes []string
+	// Disabled creates the endpoint disabled.
+	Disabled bool
+	// RateLimitPerSecond caps deliveries per second; nil is unlimited.
+	RateLimitPerSecond *int32
+	// MaxConcurrency caps attempts in flight. Defaults to 10.
+	MaxConcurrency int32
+}
+
+// EndpointUpdate changes an endpoint; nil fields stay as they are.
+type EndpointUpdate struct {
+	URL            *string
+	Description    *string
+	EventTypes     *[]string
+	Enabled        *bool
+	MaxConcurrency *int32
+	// SetRateLimit sets the rate limit to RateLimitPerSecond (nil:
+	// unlimited); without it the limit stays.
+	SetRateLimit       bool
+	RateLimitPerSecond *int32
+}
+
+// checkURL vets raw and returns its URLKey.
+func (s *Service) checkURL(ctx context.Context, raw string) (string, error) {
+	u, err := s.guard.CheckURL(ctx, raw)
+	if err != nil {
+		if errors.Is(err, ErrRefusedURL) {
+			return "", &ValidationError{"body.url", err.Error()}
+		}
+		return "", &ValidationError{"body.url", "the host could not be resolved"}
+	}
+	return URLKey(u), nil
+}
+
+func checkEventTypes(types []string) error {
+	if len(types) > MaxEventTypeFilters {
+		return &ValidationError{"body.eventTypes", fmt.Sprintf("at most %d event types", MaxEventTypeFilters)}
+	}
+	for _, t := range types {
+		if !IsEventType(t) {
+			return &ValidationError{"body.eventTypes", fmt.Sprintf("unknown event type %q", t)}
+		}
+	}
+	return nil
+}
+
+func checkLimits(rate, concurrency *int32) error {
+	if rate != nil && (*rate < 1 || *rate > MaxRateLimit) {
+		return &ValidationError{"body.rateLimitPerSecond", fmt.Sprintf("must be from 1 to %d", MaxRateLimit)}
+	}
+	if concurrency != nil && (*concurrency < 1 || *concurrency > MaxConcurrencyLimit) {
+		return &ValidationError{"body.maxConcurrency", fmt.Sprintf("must be from 1 to %d", MaxConcurrencyLimit)}
+	}
+	return nil
+}
+
+func dedupe(types []string) []string {
+	out := slices.Clone(types)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Create validates p, vets its URL, and creates the endpoint with a fresh
+// secret, returned once in Endpoint.Secret. Returns a *ValidationError for
+// bad input or a refused URL, ErrEndpointLimit when the organizer has
+// MaxEndpoints already, ErrDuplicateURL when another of its endpoints has
+// the URL; nothing is written then. Concurrent creates of one organizer
+// are serialised, so the limit holds among them too.
+func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointParams) (Endpoint, error) {
+	if p.MaxConcurrency == 0 {
+		p.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if len(p.Description) > MaxDescription {
+		return Endpoint{}, &ValidationError{"body.description", "at most 500 bytes"}
+	}
+	if err := errors.Join(checkEventTypes(p.EventTypes), checkLimits(p.RateLimitPerSecond, &p.MaxConcurrency)); err != nil {
+		return Endpoint{}, firstValidation(err)
+	}
+	key, err := s.checkURL(ctx, p.URL)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	secret, err := NewSecret()
+	if err != nil {
+		return Endpoint{}, err
+	}
+	row, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
+		if err := s.q.WebhookEndpointLockOrganizer(ctx, tx, organizerID); err != nil {
+			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("lock organizer's endpoints: %w", err)
+		}
+		n, err := s.q.WebhookEndpointCountByOrganizer(ctx, tx, organizerID)
+		if err != nil {
+			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("count webhook endpoints: %w", err)
+		}
+		if int(n) >= s.maxEndpoints {
+			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("%w: at most %d", ErrEndpointLimit, s.maxEndpoints)
+		}
+		return s.q.WebhookEndpointInsert(ctx, tx, sqlcgen.WebhookEndpointInsertParams{
+			ID: uuid.Must(uuid.NewV7()), OrganizerID: organizerID, Url: p.URL, UrlKey: key, Description: p.Description,
+			EventTypes: nonNilStrings(dedupe(p.EventTypes)), Enabled: !p.Disabled,
+			RateLimitPerSecond: p.RateLimitPerSecond, MaxConcurrency: p.MaxConcurrency, Secret: secret,
+		})
+	})
+	switch {
+	case errors.Is(err, ErrEndpointLimit):
+		return Endpoint{}, err
+	case errors.Is(err, db.ErrConflict): // the only unique key besides a fresh id
+		return Endpoint{}, ErrDuplicateURL
+	case err != nil:
+		return Endpoint{}, fmt.Errorf("insert webhook endpoint: %w", err)
+	}
+	s.logger.InfoContext(ctx, "webhook endpoint created", "endpoint_id", row.ID.String(), "organizer_id", organizerID.String())
+	e := endpointOf(row)
+	e.Secret = secret
+	return e, nil
+}
+
+func firstValidation(err error) error {
+	var v *ValidationError
+	if errors.As(err, &v) {
+		return v
+	}
+	return err
+}
+
+// List returns up to limit of the organizer's endpoints, oldest first,
+// after the cursor when one is given.
+func (s *Service) List(ctx context.Context, organizerID uuid.UUID, after *Cursor, limit int) ([]Endpoint, error) {
+	p := sqlcgen.WebhookEndpointListParams{OrganizerID: organizerID, MaxRows: int32(limit)}
+	if after != nil {
+		p.AfterCreatedAt, p.AfterID = &after.CreatedAt, &after.ID
+	}
+	rows, err := s.q.WebhookEndpointList(ctx, s.read(), p)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+	}
+	out := make([]Endpoint, len(rows))
+	for i, r := range rows {
+		out[i] = endpointOf(r)
+	}
+	return out, nil
+}
+
+// Get returns one of the organizer's endpoints, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, organizerID, id uuid.UUID) (Endpoint, error) {
+	row, err := s.q.WebhookEndpointGet(ctx, s.read(), sqlcgen.WebhookEndpointGetParams{ID: id, OrganizerID: organizerID})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return Endpoint{}, ErrNotFound
+	case err != nil:
+		return Endpoint{}, fmt.Errorf("get webhook endpoint: %w", err)
+	}
+	return endpointOf(row), nil
+}
+
+// Update applies u to one of the organizer's endpoints. Disabling stops
+// its pending deliveries (kept as failed, for recover); enabling clears
+// its failure record and circuit. Returns ErrNotFound, or with nothing
+// written a *ValidationError, or ErrDuplicateURL when another endpoint of
+// the organizer has the new URL.
+func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u EndpointUpdate) (Endpoint, error) {
+	if u.Description != nil && len(*u.Description) > MaxDescription {
+		return Endpoint{}, &ValidationError{"body.description", "at most 500 bytes"}
+	}
+	var rate *int32
+	if u.SetRateLimit {
+		rate = u.RateLimitPerSecond
+	}
+	var types []string
+	if u.EventTypes != nil {
+		types = *u.EventTypes
+	}
+	if err := errors.Join(checkEventTypes(types), checkLimits(rate, u.MaxConcurrency)); err != nil {
+		return Endpoint{}, firstValidation(err)
+	}
+	var key *string
+	if u.URL != nil {
+		k, err := s.checkURL(ctx, *u.URL)
+		if err != nil {
+			return Endpoint{}, err
+		}
+		key = &k
+	}
+	p := sqlcgen.WebhookEndpointUpdateParams{
+		ID: id, OrganizerID: organizerID, Url: u.URL, UrlKey: key, Description: u.Description, MaxConcurrency: u.MaxConcurrency,
+		SetRateLimit: u.SetRateLimit, RateLimitPerSecond: u.RateLimitPerSecond, Enabled: u.Enabled,
+	}
+	if u.EventTypes != nil {
+		p.EventTypes = nonNilStrings(dedupe(*u.EventTypes))
+	}
+	row, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
+		row, err := s.q.WebhookEndpointUpdate(ctx, tx, p)
+		if err != nil {
+			return row, err
+		}
+		if !row.Enabled {
+			if _, err := s.q.WebhookDeliveryFailPendingByEndpoint(ctx, tx, row.ID); err != nil {
+				return row, fmt.Errorf("stop deliveries of disabled endpoint: %w", err)
+			}
+		}
+		return row, nil
+	})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return Endpoint{}, ErrNotFound
+	case errors.Is(err, db.ErrConflict):
+		return Endpoint{}, ErrDuplicateURL
+	case err != nil:
+		return Endpoint{}, fmt.Errorf("update webhook endpoint: %w", err)
+	}
+	s.logger.InfoContext(ctx, "webhook endpoint updated", "endpoint_id", id.String(), "organizer_id", organizerID.String(), "enabled", row.Enabled)
+	return endpointOf(row), nil
+}
+
+// Delete deletes one of the organizer's endpoints with its deliveries;
+// messages and their attempt history stay until retention. Returns
+// ErrNotFound.
+func (s *Service) Delete(ctx context.Context, organizerID, id uuid.UUID) error {
+	n, err := s.q.WebhookEndpointDelete(ctx, s.read(), sqlcgen.WebhookEndpointDeleteParams{ID: id, OrganizerID: organizerID})
+	if err != nil {
+		return fmt.Errorf("delete webhook endpoint: %w", err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	s.logger.InfoContext(ctx, "webhook endpoint deleted", "endpoint_id", id.String(), "organizer_id", organizerID.String())
+	return nil
+}
+
+// RotateSecret gives the endpoint a fresh secret, returned once in
+// Endpoint.Secret. The secret it replaces keeps signing beside it (two
+// signatures per delivery) for PreviousSecretOverlap. Returns ErrNotFound.
+func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (Endpoint, error) {
+	secret, err := NewSecret()
+	if err != nil {
+		return Endpoint{}, err
+	}
+	row, err := s.q.WebhookEndpointRotateSecret(ctx, s.read(), sqlcgen.WebhookEndpointRotateSecretParams{
+		ID: id, OrganizerID: organizerID, Secret: secret, Overlap: PreviousSecretOverlap,
+	})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return Endpoint{}, ErrNotFound
+	case err != nil:
+		return Endpoint{}, fmt.Errorf("rotate webhook secret: %w", err)
+	}
+	s.logger.InfoContext(ctx, "webhook endpoint secret rotated", "endpoint_id", id.String(), "organizer_id", organizerID.String())
+	e := endpointOf(row)
+	e.Secret = secret
+	return e, nil
+}
+
+// Recover queues again every failed or dead delivery of one of the
+// organizer's endpoints created since then, as replays with a fresh retry
+// schedule. Returns how many, ErrNotFound, or ErrEndpointDisabled.
+func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since time.Time) (int64, error) {
+	e, err := s.Get(ctx, organizerID, id)
+	if err != nil {
+		return 0, err
+	}
+	if !e.Enabled {
+		return 0, ErrEndpointDisabled
+	}
+	n, err := s.q.WebhookDeliveryRecover(ctx, s.read(), sqlcgen.WebhookDeliveryRecoverParams{
+		EndpointID: id, OrganizerID: organizerID, Since: since,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recover webhook deliveries: %w", err)
+	}
+	s.logger.InfoContext(ctx, "webhook deliveries recovered", "endpoint_id", id.String(), "organizer_id", organizerID.String(), "deliveries", n)
+	return n, nil
+}
+
+// Message is a stored message as the organizer sees it.
+type Message struct {
+	ID        uuid.UUID
+	EventType string
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+// MessageFilter selects messages. Zero fields do not filter.
+type MessageFilter struct {
+	EventType string
+	Since     time.Time
+	Before    *Cursor
+	Limit     int
+}
+
+// Messages returns the organizer's messages, newest first.
+func (s *Service) Messages(ctx context.Context, organizerID uuid.UUID, f MessageFilter) ([]Message, error) {
+	p := sqlcgen.WebhookMessageListParams{OrganizerID: organizerID, MaxRows: int32(f.Limit)}
+	if f.EventType != "" {
+		p.EventType = &f.EventType
+	}
+	if !f.Since.IsZero() {
+		p.Since = &f.Since
+	}
+	if f.Before != nil {
+		p.BeforeCreatedAt, p.BeforeID = &f.Before.CreatedAt, &f.Before.ID
+	}
+	rows, err := s.q.WebhookMessageList(ctx, s.read(), p)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook messages: %w", err)
+	}
+	out := make([]Message, len(rows))
+	for i, r := range rows {
+		out[i] = Message{ID: r.ID, EventType: r.EventType, Payload: r.Payload, CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+// Attempt is one recorded try of a message to an endpoint.
+type Attempt struct {
+	ID           int64
+	DeliveryID   uuid.UUID
+	EndpointID   uuid.UUID
+	Number       int32
+	Trigger      string
+	StatusCode   *int32
+	LatencyMs    int32
+	ErrorClass   string
+	ResponseBody string
+	CreatedAt    time.Time
+}
+
+// Attempts returns every attempt of one of the organizer's messages,
+// oldest first, or ErrNotFound.
+func (s *Service) Attempts(ctx context.Context, organizerID, messageID uuid.UUID) ([]Attempt, error) {
+	if _, err := s.message(ctx, organizerID, messageID); err != nil {
+		return nil, err
+	}
+	rows, err := s.q.WebhookAttemptListByMessage(ctx, s.read(), sqlcgen.WebhookAttemptListByMessageParams{
+		MessageID: messageID, OrganizerID: organizerID,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list webhook attempts: %w", err)
+	}
+	out := make([]Attempt, len(rows))
+	for i, r := range rows {
+		out[i] = Attempt{
+			ID: r.ID, DeliveryID: r.DeliveryID, EndpointID: r.EndpointID, Number: r.Number, Trigger: r.Trigger,
+			StatusCode: r.StatusCode, LatencyMs: r.LatencyMs, ErrorClass: r.ErrorClass, ResponseBody: r.ResponseBody,
+			CreatedAt: r.CreatedAt,
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) message(ctx context.Context, organizerID, id uuid.UUID) (sqlcgen.WebhookMessageGetRow, error) {
+	m, err := s.q.WebhookMessageGet(ctx, s.read(), sqlcgen.WebhookMessageGetParams{ID: id, OrganizerID: organizerID})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return m, ErrNotFound
+	case err != nil:
+		return m, fmt.Errorf("get webhook message: %w", err)
+	}
+	return m, nil
+}
+
+// Replay queues one of the organizer's messages again, unchanged and with
+// the same webhook-id: to every enabled endpoint it was delivered to, or
+// to endpointID when given (an endpoint of the same organizer, which need
+// not have had it). The next attempt of each is recorded with trigger
+// replay. Returns how many deliveries were queued, ErrNotFound (message
+// or endpoint), or ErrEndpointDisabled.
+func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
+	if _, err := s.message(ctx, organizerID, messageID); err != nil {
+		return 0, err
+	}
+	if endpointID != nil {
+		e, err := s.Get(ctx, organizerID, *endpointID)
+		if err != nil {
+			return 0, err
+		}
+		if !e.Enabled {
+			return 0, ErrEndpointDisabled
+		}
+	}
+	n, err := s.q.WebhookDeliveryReplay(ctx, s.read(), sqlcgen.WebhookDeliveryReplayParams{
+		MessageID: messageID, OrganizerID: organizerID, EndpointID: endpointID,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replay webhook message: %w", err)
+	}
+	s.logger.InfoContext(ctx, "webhook message replayed", "msg_id", MessageID(messageID), "organizer_id", organizerID.String(), "deliveries", n)
+	return n, nil
+}

@@ -1,0 +1,247 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"boxoffice/domain/payments/sandbox"
+	"boxoffice/platform/db"
+)
+
+// PurchaseResult is what a run of whole purchases measured.
+type PurchaseResult struct {
+	Elapsed  time.Duration
+	Started  int
+	Ticketed int
+	Failed   int // ended in another final state, or an HTTP error
+	// P50, P99 are the times from sending the hold to seeing the order
+	// ticketed on its event stream, buyer's side.
+	P50, P99 time.Duration
+	// HoldToIntent is the p50 and p99 of the time from sending the hold to
+	// the stream's `payment` event (the PaymentIntent is ready to
+	// confirm); AuthorizedToTicketed of the time from the sandbox's answer
+	// to the card confirmation to the stream's `ticketed` status. Both
+	// over the ticketed purchases, buyer's side.
+	HoldToIntent, AuthorizedToTicketed [2]time.Duration
+}
+
+// TicketedPerSec is completed purchases per second.
+func (r PurchaseResult) TicketedPerSec() float64 { return float64(r.Ticketed) / r.Elapsed.Seconds() }
+
+// PurchaseRun configures RunPurchases.
+type PurchaseRun struct {
+	// Concurrency is how many buyers are in a purchase at once (closed
+	// loop) when Rate is 0.
+	Concurrency int
+	// Rate, when positive, starts that many purchases a second whatever
+	// the system's pace (open loop), for measuring latency at a set load.
+	Rate float64
+	// Duration is how long purchases are started.
+	Duration time.Duration
+}
+
+// RunPurchases buys one seat at a time, like real buyers do in the sandbox:
+// admission, hold, wait for the PaymentIntent, confirm the card at the
+// sandbox, wait for the tickets. Seats are taken in order, so holds never
+// conflict and every purchase measures the whole path.
+func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (PurchaseResult, error) {
+	var (
+		next                 atomic.Int64
+		mu                   sync.Mutex
+		latencies, toIntent  []time.Duration
+		authorizedToTicketed []time.Duration
+		res                  PurchaseResult
+		wg                   sync.WaitGroup
+	)
+	purchase := func() {
+		i := int(next.Add(1)) - 1
+		if i >= len(ev.Seats) {
+			return
+		}
+		start := time.Now()
+		marks, ok := c.purchase(ctx, ev, ev.Seats[i])
+		mu.Lock()
+		defer mu.Unlock()
+		res.Started++
+		if ok {
+			res.Ticketed++
+			latencies = append(latencies, marks.ticketed.Sub(start))
+			toIntent = append(toIntent, marks.intent.Sub(marks.hold))
+			authorizedToTicketed = append(authorizedToTicketed, marks.ticketed.Sub(marks.authorized))
+		} else {
+			res.Failed++
+		}
+	}
+	begin := time.Now()
+	deadline := begin.Add(run.Duration)
+	if run.Rate > 0 {
+		tick := time.NewTicker(time.Duration(float64(time.Second) / run.Rate))
+		for now := range tick.C {
+			if now.After(deadline) || ctx.Err() != nil {
+				break
+			}
+			wg.Go(purchase)
+		}
+		tick.Stop()
+	} else {
+		for range run.Concurrency {
+			wg.Go(func() {
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					purchase()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(begin)
+	slices.Sort(latencies)
+	res.P50, res.P99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	for _, hop := range []struct {
+		d   []time.Duration
+		out *[2]time.Duration
+	}{{toIntent, &res.HoldToIntent}, {authorizedToTicketed, &res.AuthorizedToTicketed}} {
+		slices.Sort(hop.d)
+		hop.out[0], hop.out[1] = percentile(hop.d, 0.50), percentile(hop.d, 0.99)
+	}
+	return res, ctx.Err()
+}
+
+// purchaseMarks are when a purchase passed each step, buyer's side.
+type purchaseMarks struct {
+	hold, intent, authorized, ticketed time.Time
+}
+
+// purchase takes one buyer from admission to tickets; false when the order
+// did not end ticketed. The buyer follows the order by its event stream,
+// as a buyer's app does: the `payment` event says the PaymentIntent is
+// ready to confirm, the `status` events bring it to a final status.
+func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks purchaseMarks, ok bool) {
+	b, err := c.newBuyer(ctx, ev.ID)
+	if err != nil {
+		return marks, false
+	}
+	marks.hold = time.Now()
+	auth := map[string]string{"Authorization": "Bearer " + b.bearer}
+	var held struct{ OrderID string }
+	status, err := c.do(ctx, http.MethodPost, "/v1/events/"+ev.ID+"/holds", map[string]string{
+		"Authorization": "Bearer " + b.bearer, "X-Admission-Token": b.admission, "Idempotency-Key": uuid.NewString(),
+	}, map[string]any{"seatIds": []string{seat}}, &held)
+	if err != nil || status != http.StatusAccepted {
+		return marks, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/v1/orders/"+held.OrderID+"/events", nil)
+	if err != nil {
+		return marks, false
+	}
+	req.Header.Set("Authorization", "Bearer "+b.bearer)
+	res, err := c.Stream.Do(req)
+	if err != nil {
+		return marks, false
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return marks, false
+	}
+	sc := bufio.NewScanner(res.Body)
+	var event string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "payment":
+			marks.intent = time.Now()
+			var p struct{ PaymentIntentID string }
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &p) != nil || p.PaymentIntentID == "" {
+				return marks, false
+			}
+			status, err = c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/sandbox/payment-intents/%s/authorize", p.PaymentIntentID), auth, nil, nil)
+			if err != nil || status != http.StatusOK {
+				return marks, false
+			}
+			marks.authorized = time.Now()
+		case strings.HasPrefix(line, "data: ") && event == "status":
+			var st struct{ Status string }
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &st) != nil {
+				return marks, false
+			}
+			switch st.Status {
+			case "ticketed":
+				marks.ticketed = time.Now()
+				return marks, true
+			case "failed", "canceled", "refunded":
+				return marks, false
+			}
+		}
+	}
+	return marks, false
+}
+
+// SandboxRole reports whether a cost role (db.WithRole) is the sandbox
+// payment provider's rather than Boxoffice's: work a remote Stripe would
+// do on its own servers. They are its provider calls
+// (sandbox.ProviderRole), its webhook sender (the
+// "sandbox_webhooks" worker) and the API's sandbox-only pages, which stand
+// in for Stripe.js ("api sandbox-…" operations).
+func SandboxRole(role string) bool {
+	return role == sandbox.ProviderRole || role == "sandbox_webhooks" || strings.HasPrefix(role, "api sandbox-")
+}
+
+// PrintCosts writes what one ticketed order cost each role, from a run
+// that ticketed that many orders: transactions (writing ones), statements
+// and rows written, per ticketed order. Boxoffice's roles come first with
+// their total, "Boxoffice (all product roles)", the figure that is
+// Boxoffice's own; then the sandbox's (SandboxRole) with theirs, "sandbox
+// (stand-in for Stripe)"; then both together. A transaction writes when
+// one of its statements' command tags says so: a function that writes
+// called with SELECT (hold_reserve) counts as a read.
+func PrintCosts(w io.Writer, costs []db.RoleCost, ticketed int) {
+	n := float64(ticketed)
+	line := func(name string, c db.Cost) {
+		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f %9.2f %9.2f\n", name,
+			float64(c.Transactions)/n, float64(c.WriteTransactions)/n, float64(c.Statements)/n, float64(c.RowsWritten)/n,
+			float64(c.StatementTime)/float64(time.Millisecond)/n)
+	}
+	add := func(total *db.Cost, c db.Cost) {
+		total.Transactions += c.Transactions
+		total.WriteTransactions += c.WriteTransactions
+		total.Statements += c.Statements
+		total.RowsWritten += c.RowsWritten
+		total.StatementTime += c.StatementTime
+	}
+	fmt.Fprintf(w, "\n  %-44s %9s %9s %9s %9s %9s\n", "per ticketed order, by role", "tx", "write tx", "stmts", "rows", "db ms")
+	var product, sandbox db.Cost
+	for _, c := range costs {
+		if !SandboxRole(c.Role) {
+			line(c.Role, c.Cost)
+			add(&product, c.Cost)
+		}
+	}
+	line("Boxoffice (all product roles)", product)
+	fmt.Fprintln(w)
+	for _, c := range costs {
+		if SandboxRole(c.Role) {
+			line(c.Role, c.Cost)
+			add(&sandbox, c.Cost)
+		}
+	}
+	line("sandbox (stand-in for Stripe)", sandbox)
+	fmt.Fprintln(w)
+	all := product
+	add(&all, sandbox)
+	line("all roles", all)
+	fmt.Fprintln(w)
+}

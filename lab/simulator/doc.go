@@ -1,0 +1,25 @@
+// Package simulator simulates a high-demand onsale against a running
+// Boxoffice stack and reports what happened.
+//
+// Run drives N buyers that behave like real clients of the public API:
+// they arrive over time (spike, ramp or steady), join the waiting room and
+// poll it as told (honouring pollAfterSeconds and Retry-After), read the
+// seat map and go for the best seats with some randomness, hold with an
+// Idempotency-Key that they reuse on timeouts and 5xx, and then pay,
+// decline or walk away through the sandbox payment provider, following
+// their order by Server-Sent Events until it is ticketed or failed.
+//
+// Guarantees:
+//   - Every hold retry reuses its Idempotency-Key, so a retried hold never
+//     creates a second order.
+//   - Oversold is computed from what buyers were given (the tickets of
+//     their orders) against the seat map, independently of the server's
+//     own bookkeeping; the caller adds the invariant audit of package
+//     audit when it can reach the database.
+//   - Run never logs bearer tokens, admission tokens or client secrets.
+//
+// Stack starts a whole stack as separate processes (NATS cluster nodes,
+// API, relay, workers) from one binary, and Chaos kills and restarts some
+// of them at random moments. Report writes a self-contained HTML report
+// with inline SVG charts and a PNG of the main chart.
+package simulator

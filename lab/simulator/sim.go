@@ -1,0 +1,425 @@
+package simulator
+
+import (
+	"cmp"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"boxoffice/platform/auth"
+	"boxoffice/testkit/apiclient"
+)
+
+// Arrival patterns.
+const (
+	ArrivalSpike  = "spike"
+	ArrivalRamp   = "ramp"
+	ArrivalSteady = "steady"
+)
+
+// Config configures a simulation.
+type Config struct {
+	// APIs are the base URLs of the API processes; buyer i uses
+	// APIs[i%len(APIs)] for its whole visit. Required.
+	APIs []string
+	// SharedWaitingRoom says the API processes share one waiting room
+	// (Redis); when false each admits on its own and R is summed over
+	// them. Defaults to false.
+	SharedWaitingRoom bool
+	// JWTSecret signs the organizer and buyer tokens. Required.
+	JWTSecret []byte
+	// OrganizerID is the organizer the simulator acts as; it must own
+	// EventID when that is set, or the onsale signals are unavailable.
+	// Defaults to a random one.
+	OrganizerID uuid.UUID
+	// EventID is an existing event to sell; empty creates one with Seats
+	// seats. Defaults to empty.
+	EventID string
+	// Buyers is how many buyers arrive. Defaults to 1000.
+	Buyers int
+	// Seats is the size of the created event. Defaults to 100.
+	Seats int
+	// Arrival is spike, ramp or steady. Defaults to spike.
+	Arrival string
+	// Duration is the window over which buyers arrive. Defaults to 30s.
+	Duration time.Duration
+	// PayRatio is the share of buyers with a hold who pay; of the rest,
+	// half decline and half walk away so their holds expire. Must be in
+	// [0, 1]; the command defaults it to 0.9.
+	PayRatio float64
+	// Patience is how long a buyer waits in the queue before leaving.
+	// Defaults to 10m.
+	Patience time.Duration
+	// IntentWait bounds the wait for an order's PaymentIntent. Defaults to 2m.
+	IntentWait time.Duration
+	// FollowTimeout bounds following an order to a final status. Defaults to 10m.
+	FollowTimeout time.Duration
+	// SettleTimeout bounds the wait, after the last buyer, for walked-away
+	// holds to expire. Defaults to 6m.
+	SettleTimeout time.Duration
+	// RequestTimeout bounds one API request. Defaults to 15s.
+	RequestTimeout time.Duration
+	// Logger receives warnings. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Buyers = cmp.Or(c.Buyers, 1000)
+	c.Seats = cmp.Or(c.Seats, 100)
+	c.Arrival = cmp.Or(c.Arrival, ArrivalSpike)
+	c.Duration = cmp.Or(c.Duration, 30*time.Second)
+	c.Patience = cmp.Or(c.Patience, 10*time.Minute)
+	c.IntentWait = cmp.Or(c.IntentWait, 2*time.Minute)
+	c.FollowTimeout = cmp.Or(c.FollowTimeout, 10*time.Minute)
+	c.SettleTimeout = cmp.Or(c.SettleTimeout, 6*time.Minute)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, 15*time.Second)
+	if c.OrganizerID == uuid.Nil {
+		c.OrganizerID = uuid.New()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	switch {
+	case len(c.APIs) == 0:
+		return errors.New("onsale: at least one API URL is required")
+	case len(c.JWTSecret) == 0:
+		return errors.New("onsale: the JWT secret is required (BOXOFFICE_JWT_SECRET)")
+	case c.Buyers < 1 || c.Seats < 1:
+		return errors.New("onsale: buyers and seats must be positive")
+	case c.Seats > 100000:
+		return errors.New("onsale: at most 100000 seats")
+	case c.Arrival != ArrivalSpike && c.Arrival != ArrivalRamp && c.Arrival != ArrivalSteady:
+		return fmt.Errorf("onsale: arrival %q: want spike, ramp or steady", c.Arrival)
+	case c.PayRatio < 0 || c.PayRatio > 1:
+		return errors.New("onsale: pay ratio must be between 0 and 1")
+	case c.Duration < 0:
+		return errors.New("onsale: duration must not be negative")
+	}
+	return nil
+}
+
+// Sim is one simulation run. Create it with New, watch it with Live while
+// Run runs.
+type Sim struct {
+	cfg  Config
+	apis []*apiclient.Client
+	sses []*apiclient.Client
+	// ops reads the server's signals and the seat map for the report on
+	// connections of its own, as an operator's dashboard would: never
+	// queued behind the buyers' requests in this process.
+	ops      []*apiclient.Client
+	orgToken string
+	eventID  string
+	seatsN   int
+	started  time.Time
+
+	c            counters
+	holdLatency  latencies // first hold request to 202, retries included
+	holdRequest  latencies // each hold request
+	holdConn     latencies // each hold request's wait for a connection
+	holdServer   latencies // each hold request, written to its first response byte
+	timeToTicket latencies // first hold request to ticketed
+	intentWait   latencies // hold 202 to the order showing its PaymentIntent
+	payToTicket  latencies // card authorized to ticketed, seen by SSE
+	queueWait    latencies
+	soldOut      atomic.Bool
+	expired      atomic.Int64  // walked-away orders seen final after settling
+	lastR        atomic.Uint64 // math.Float64bits
+
+	// decoded are the seat maps buyers have decoded, by ETag: a buyer
+	// that receives a map another one already decoded reads its bytes and
+	// skips the decoding (45% of this process's CPU in a 5,000-buyer
+	// run), so the simulator takes less of the machine it shares with the
+	// stack; what each buyer asks of the server is unchanged.
+	decodedMu sync.Mutex
+	decoded   map[string][]seat
+
+	mu        sync.Mutex
+	tickets   map[string][]string // order → seats
+	abandoned []*buyer
+	errKinds  map[string]int
+	series    []Point
+}
+
+// New checks cfg and prepares a run.
+func New(cfg Config) (*Sim, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 2048,
+		MaxConnsPerHost:     4096,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	s := &Sim{cfg: cfg, tickets: map[string][]string{}, errKinds: map[string]int{}, decoded: map[string][]seat{}}
+	for _, u := range cfg.APIs {
+		u = strings.TrimRight(u, "/")
+		s.apis = append(s.apis, &apiclient.Client{BaseURL: u, HTTP: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}})
+		s.sses = append(s.sses, &apiclient.Client{BaseURL: u, HTTP: &http.Client{Transport: tr}})
+		s.ops = append(s.ops, &apiclient.Client{BaseURL: u, HTTP: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}, Timeout: cfg.RequestTimeout}})
+	}
+	return s, nil
+}
+
+// EventID is the event being sold, once Run has created or found it.
+func (s *Sim) EventID() string { return s.eventID }
+
+// Run creates the event (unless Config.EventID names one), lets the
+// buyers loose, samples the stack every second, waits for walked-away
+// holds to expire, and returns the result. It returns an error only when
+// the run could not start; buyers' errors are counted in the result.
+func (s *Sim) Run(ctx context.Context) (*Result, error) {
+	cfg := s.cfg
+	var err error
+	s.orgToken, err = auth.Mint(cfg.JWTSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: cfg.OrganizerID}, 4*time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("mint organizer token: %w", err)
+	}
+	if s.eventID = cfg.EventID; s.eventID == "" {
+		if s.eventID, err = s.createEvent(ctx); err != nil {
+			return nil, err
+		}
+	}
+	m, err := s.seatMap(ctx, s.apis[0], s.orgToken)
+	if err != nil {
+		return nil, fmt.Errorf("read the seat map: %w", err)
+	}
+	s.seatsN = len(m)
+	s.started = time.Now()
+
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); s.sample(sampleCtx) }()
+
+	var wg sync.WaitGroup
+	offsets := arrivals(cfg.Arrival, cfg.Buyers, cfg.Duration, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	for i, off := range offsets {
+		b := &buyer{sim: s, api: s.apis[i%len(s.apis)], sse: s.sses[i%len(s.sses)], rng: rand.New(rand.NewPCG(rand.Uint64(), uint64(i)))}
+		switch r := b.rng.Float64(); {
+		case r < cfg.PayRatio:
+			b.plan = "pay"
+		case r < cfg.PayRatio+(1-cfg.PayRatio)/2:
+			b.plan = "decline"
+		default:
+			b.plan = "abandon"
+		}
+		wg.Go(func() {
+			if sleep(ctx, time.Until(s.started.Add(off))) != nil {
+				return
+			}
+			b.run(ctx)
+		})
+	}
+	wg.Wait()
+	buyersDone := time.Since(s.started)
+	s.settle(ctx)
+	stopSampling()
+	<-sampled
+	return s.result(context.WithoutCancel(ctx), buyersDone), nil // an interrupted run still counts the seat map
+}
+
+// createEvent creates an event of cfg.Seats seats in rows of up to 20,
+// front rows first in the seat map.
+func (s *Sim) createEvent(ctx context.Context) (string, error) {
+	n := s.cfg.Seats
+	per := min(n, 20)
+	sections := []map[string]any{{"name": "Stalls", "rows": n / per, "seatsPerRow": per, "priceMinor": 8500}}
+	if rest := n % per; rest > 0 {
+		sections = append(sections, map[string]any{"name": "Balcony", "rows": 1, "seatsPerRow": rest, "priceMinor": 4500})
+	}
+	var ev struct {
+		ID string `json:"id"`
+	}
+	res, err := s.apis[0].Do(ctx, http.MethodPost, "/v1/events", s.orgToken, nil, map[string]any{
+		"name": fmt.Sprintf("Onsale simulation %s", time.Now().UTC().Format(time.DateTime)), "startsAt": time.Now().Add(30 * 24 * time.Hour),
+		"currency": "eur", "sections": sections,
+	}, &ev)
+	if err != nil {
+		return "", fmt.Errorf("create event: %w", err)
+	}
+	if res.Status != http.StatusCreated {
+		return "", fmt.Errorf("create event: status %d (%s)", res.Status, res.Problem.Type)
+	}
+	return ev.ID, nil
+}
+
+// seat is one seat of the seat map.
+type seat struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// seatMap reads the event's seat map, in the server's order: front first.
+func (s *Sim) seatMap(ctx context.Context, api *apiclient.Client, token string) ([]seat, error) {
+	var m struct {
+		Seats []seat `json:"seats"`
+	}
+	res, err := api.Do(ctx, http.MethodGet, "/v1/events/"+s.eventID+"/seats", token, nil, nil, &m)
+	if err != nil {
+		return nil, err
+	}
+	if res.Status != http.StatusOK {
+		return nil, fmt.Errorf("GET seat map: status %d", res.Status)
+	}
+	return m.Seats, nil
+}
+
+// seatMap reads the event's seat map as a browser with its own cache
+// would: with the ETag of the copy it has as If-None-Match, gzip
+// accepted. A 304 or a map some buyer already decoded costs no decoding.
+func (b *buyer) seatMap(ctx context.Context) ([]seat, error) {
+	s := b.sim
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.api.BaseURL+"/v1/events/"+s.eventID+"/seats", nil)
+	if err != nil {
+		return nil, fmt.Errorf("seat map request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	req.Header.Set("Accept-Encoding", "gzip")
+	if b.etag != "" {
+		req.Header.Set("If-None-Match", b.etag)
+	}
+	res, err := b.api.HTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET /v1/events/{id}/seats: %w", err)
+	}
+	defer res.Body.Close()
+	etag := res.Header.Get("ETag")
+	s.decodedMu.Lock()
+	m, ok := s.decoded[etag]
+	s.decodedMu.Unlock()
+	switch {
+	case res.StatusCode == http.StatusNotModified && ok:
+		return m, nil
+	case res.StatusCode == http.StatusNotModified: // forgotten: ask afresh
+		b.etag = ""
+		return b.seatMap(ctx)
+	case res.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("GET seat map: status %d", res.StatusCode)
+	case ok && etag != "":
+		_, _ = io.Copy(io.Discard, res.Body)
+		b.etag = etag
+		return m, nil
+	}
+	var body io.Reader = res.Body
+	if res.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			return nil, fmt.Errorf("seat map: %w", err)
+		}
+		defer zr.Close()
+		body = zr
+	}
+	var v struct {
+		Seats []seat `json:"seats"`
+	}
+	if err := json.NewDecoder(body).Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode seat map: %w", err)
+	}
+	if etag != "" {
+		s.decodedMu.Lock()
+		if len(s.decoded) >= 256 {
+			clear(s.decoded)
+		}
+		s.decoded[etag] = v.Seats
+		s.decodedMu.Unlock()
+		b.etag = etag
+	}
+	return v.Seats, nil
+}
+
+// noteError counts an error by its kind (never by its text, which may
+// carry ids).
+func (s *Sim) noteError(err error) {
+	s.c.errors.Add(1)
+	kind := "other"
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		kind = "timeout"
+	case strings.Contains(err.Error(), "connection refused"):
+		kind = "connection refused"
+	case strings.Contains(err.Error(), "connection reset"), strings.Contains(err.Error(), "EOF"):
+		kind = "connection reset"
+	}
+	s.mu.Lock()
+	s.errKinds[kind]++
+	s.mu.Unlock()
+}
+
+// noteStatus counts an unexpected HTTP status of a route.
+func (s *Sim) noteStatus(route string, status int) {
+	s.c.errors.Add(1)
+	s.mu.Lock()
+	s.errKinds[fmt.Sprintf("%s %d", route, status)]++
+	s.mu.Unlock()
+}
+
+func (s *Sim) recordTickets(orderID string, seatIDs []string) {
+	s.mu.Lock()
+	s.tickets[orderID] = seatIDs
+	s.mu.Unlock()
+}
+
+func (s *Sim) trackAbandoned(b *buyer) {
+	s.mu.Lock()
+	s.abandoned = append(s.abandoned, b)
+	s.mu.Unlock()
+}
+
+func (s *Sim) finish(b *buyer) {
+	s.c.done.Add(1)
+	if b.outcome == outcomeError && b.lastErr != nil {
+		s.cfg.Logger.Debug("buyer ended with an error", "error", b.lastErr.Error())
+	}
+}
+
+// settle waits until every walked-away order has reached a final status
+// (its hold expired) or SettleTimeout passes.
+func (s *Sim) settle(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SettleTimeout)
+	defer cancel()
+	s.mu.Lock()
+	pending := append([]*buyer(nil), s.abandoned...)
+	s.mu.Unlock()
+	total := len(pending)
+	for len(pending) > 0 {
+		var still []*buyer
+		for _, b := range pending {
+			var o orderView
+			res, err := b.api.Do(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
+			if err != nil || res.Status != http.StatusOK || !finalStatuses[o.Status] {
+				still = append(still, b)
+			}
+		}
+		pending = still
+		if len(pending) == 0 || sleep(ctx, 2*time.Second) != nil {
+			break
+		}
+	}
+	s.expired.Store(int64(total - len(pending)))
+	if len(pending) > 0 {
+		s.cfg.Logger.Warn("walked-away orders not final when settling ended", "orders", len(pending))
+	}
+}

@@ -1,0 +1,321 @@
+package simulator
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"boxoffice/testkit/procs"
+)
+
+// StackConfig configures a stack of separate processes started from one
+// boxoffice binary.
+type StackConfig struct {
+	// Bin is the boxoffice binary. Defaults to os.Executable().
+	Bin string
+	// Dir holds the processes' logs and NATS stores. Required.
+	Dir string
+	// DatabaseURL names the PostgreSQL server (and, unless FreshDatabase,
+	// the database) to use. Required.
+	DatabaseURL string
+	// FreshDatabase creates a new database on DatabaseURL's server, and
+	// Close drops it again unless KeepDatabase. Defaults to false.
+	FreshDatabase, KeepDatabase bool
+	// JWTSecret signs bearer tokens. Defaults to a random secret.
+	JWTSecret string
+	// HoldTTL is how long a hold lasts. Defaults to 1m, so walked-away
+	// holds expire within a run.
+	HoldTTL time.Duration
+	// RedisURL, when set, gives the API processes one shared waiting room.
+	// Defaults to empty: each API process has its own.
+	RedisURL string
+	// APIs, Relays and Workers are how many processes of each role run.
+	// Default to 2, 1 and 2.
+	APIs, Relays, Workers int
+	// DBMaxConns is each process's pool size. Defaults to 8.
+	DBMaxConns int
+	// Logger receives lifecycle messages. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Stack is a running set of processes: a 3-node NATS cluster (the
+// binary's hidden nats-node command), API, relay and worker processes.
+type Stack struct {
+	cfg         StackConfig
+	DatabaseURL string
+	NATSURL     string
+	APIs        []string
+	JWTSecret   string
+	// Names are the processes in start order: nats-1…3, api-N, relay-N,
+	// worker-N.
+	Names  []string
+	procs  map[string]*procs.Proc
+	dbName string
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// StartStack starts the stack and waits until every process is ready. On
+// error it stops whatever it started.
+func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
+	if cfg.Dir == "" || cfg.DatabaseURL == "" {
+		return nil, errors.New("onsale stack: Dir and DatabaseURL are required")
+	}
+	if cfg.Bin == "" {
+		if cfg.Bin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("onsale stack: find own binary: %w", err)
+		}
+	}
+	cfg.JWTSecret = cmp.Or(cfg.JWTSecret, randomHex(32))
+	cfg.HoldTTL = cmp.Or(cfg.HoldTTL, time.Minute)
+	cfg.APIs, cfg.Relays, cfg.Workers = cmp.Or(cfg.APIs, 2), cmp.Or(cfg.Relays, 1), cmp.Or(cfg.Workers, 2)
+	cfg.DBMaxConns = cmp.Or(cfg.DBMaxConns, 8)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Stack{cfg: cfg, procs: map[string]*procs.Proc{}, DatabaseURL: cfg.DatabaseURL, JWTSecret: cfg.JWTSecret}
+	defer func() {
+		if err != nil {
+			s.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if cfg.FreshDatabase {
+		if err := s.createDatabase(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	// A 3-node JetStream cluster on loopback, each node a process.
+	var client, cluster, monitor [3]int
+	for i := range 3 {
+		for _, p := range []*int{&client[i], &cluster[i], &monitor[i]} {
+			if *p, err = procs.FreePort(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var urls, health []string
+	for i := range 3 {
+		var routes []string
+		for j := range 3 {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cluster[j]))
+			}
+		}
+		name := fmt.Sprintf("nats-%d", i+1)
+		if err := s.add(name, nil, "nats-node", "-name", name, "-port", fmt.Sprint(client[i]),
+			"-cluster-port", fmt.Sprint(cluster[i]), "-http-port", fmt.Sprint(monitor[i]),
+			"-routes", strings.Join(routes, ","), "-store", filepath.Join(cfg.Dir, name)); err != nil {
+			return nil, err
+		}
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+		health = append(health, fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", monitor[i]))
+	}
+	for _, u := range health {
+		if err := waitHTTP(ctx, u, 60*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	s.NATSURL = strings.Join(urls, ",")
+
+	apiPorts := make([]int, cfg.APIs)
+	for i := range apiPorts {
+		if apiPorts[i], err = procs.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	ticketSeed := make([]byte, 32)
+	_, _ = rand.Read(ticketSeed)
+	base := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"DATABASE_URL=" + s.DatabaseURL,
+		fmt.Sprintf("DATABASE_MAX_CONNS=%d", cfg.DBMaxConns),
+		"NATS_URL=" + s.NATSURL,
+		"BOXOFFICE_STREAM_REPLICAS=3",
+		"BOXOFFICE_JWT_SECRET=" + cfg.JWTSecret,
+		"BOXOFFICE_ADMISSION_KEY=" + randomHex(32),
+		"BOXOFFICE_PAYMENTS=sandbox",
+		"STRIPE_WEBHOOK_SECRET=whsec_" + randomHex(24),
+		fmt.Sprintf("BOXOFFICE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:%d/v1/webhooks/stripe", apiPorts[0]),
+		"BOXOFFICE_TICKET_SIGNING_KEY=" + base64.StdEncoding.EncodeToString(ticketSeed),
+		"BOXOFFICE_HOLD_TTL=" + cfg.HoldTTL.String(),
+		"BOXOFFICE_WAITINGROOM_IP_LIMIT=-1", // every simulated buyer comes from 127.0.0.1
+		"BOXOFFICE_EVENT_READ_IP_LIMIT=-1",  // and reads the seat map from there
+	}
+	if cfg.RedisURL != "" {
+		base = append(base, "REDIS_URL="+cfg.RedisURL)
+	}
+	migrate := exec.CommandContext(ctx, cfg.Bin, "migrate")
+	migrate.Env = base
+	if out, err := migrate.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("boxoffice migrate: %w: %s", err, lastLines(string(out), 5))
+	}
+	var ready []string
+	for i, port := range apiPorts {
+		ops, err := procs.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		env := append(base[:len(base):len(base)], fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", ops))
+		if err := s.add(fmt.Sprintf("api-%d", i+1), env, "serve"); err != nil {
+			return nil, err
+		}
+		s.APIs = append(s.APIs, fmt.Sprintf("http://127.0.0.1:%d", port))
+		ready = append(ready, fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	}
+	roles := map[string]int{"relay": cfg.Relays, "work": cfg.Workers}
+	for _, role := range []string{"relay", "work"} {
+		for i := range roles[role] {
+			ops, err := procs.FreePort()
+			if err != nil {
+				return nil, err
+			}
+			name := fmt.Sprintf("%s-%d", strings.Replace(role, "work", "worker", 1), i+1)
+			env := append(base[:len(base):len(base)], fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", ops))
+			if err := s.add(name, env, role); err != nil {
+				return nil, err
+			}
+			ready = append(ready, fmt.Sprintf("http://127.0.0.1:%d/readyz", ops))
+		}
+	}
+	for _, u := range ready {
+		if err := waitHTTP(ctx, u, 90*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Logger.InfoContext(ctx, "stack ready", "dir", cfg.Dir, "apis", strings.Join(s.APIs, ","), "processes", len(s.Names))
+	return s, nil
+}
+
+func (s *Stack) add(name string, env []string, args ...string) error {
+	p, err := procs.New(procs.Spec{Name: name, Bin: s.cfg.Bin, Args: args, Env: env, LogPath: s.LogPath(name), OwnGroup: true})
+	if err != nil {
+		return err
+	}
+	s.procs[name] = p
+	s.Names = append(s.Names, name)
+	return p.Start()
+}
+
+// createDatabase creates a fresh database on the configured server and
+// points the stack at it. DDL on the server is outside what sqlc
+// generates, hence the literal statement.
+func (s *Stack) createDatabase(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect to create a database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	s.dbName = "boxoffice_onsale_" + randomHex(6)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{s.dbName}.Sanitize()); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	u, err := url.Parse(s.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	u.Path = "/" + s.dbName
+	s.DatabaseURL = u.String()
+	return nil
+}
+
+// DatabaseName is the fresh database's name, or "" when none was created.
+func (s *Stack) DatabaseName() string { return s.dbName }
+
+// Kill SIGKILLs the named process.
+func (s *Stack) Kill(name string) error {
+	p, ok := s.procs[name]
+	if !ok {
+		return fmt.Errorf("no process %q", name)
+	}
+	return p.Kill()
+}
+
+// Restart starts the named process again (after Kill).
+func (s *Stack) Restart(name string) error {
+	p, ok := s.procs[name]
+	if !ok {
+		return fmt.Errorf("no process %q", name)
+	}
+	return p.Start()
+}
+
+// LogPath is where the named process writes its output.
+func (s *Stack) LogPath(name string) string { return filepath.Join(s.cfg.Dir, name+".log") }
+
+// Close stops every process (SIGTERM, then SIGKILL after 15s), closes the
+// logs and drops a fresh database unless it is to be kept.
+func (s *Stack) Close(ctx context.Context) {
+	var wg sync.WaitGroup
+	// Roles first, then NATS, so the roles drain against a live bus.
+	for _, group := range [][]string{{"api", "relay", "worker"}, {"nats"}} {
+		for name, p := range s.procs {
+			for _, g := range group {
+				if strings.HasPrefix(name, g+"-") {
+					wg.Go(p.Stop)
+				}
+			}
+		}
+		wg.Wait()
+	}
+	for _, p := range s.procs {
+		_ = p.Close()
+	}
+	if s.dbName != "" && !s.cfg.KeepDatabase {
+		conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+		if err == nil {
+			_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{s.dbName}.Sanitize()+" WITH (FORCE)")
+			conn.Close(ctx)
+		}
+		if err != nil {
+			s.cfg.Logger.WarnContext(ctx, "drop the run's database", "database", s.dbName, "error", err.Error())
+		}
+	}
+}
+
+// waitHTTP waits until url answers 200.
+func waitHTTP(ctx context.Context, u string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := &http.Client{Timeout: 2 * time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return fmt.Errorf("wait for %s: %w", u, err)
+		}
+		if res, err := c.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if sleep(ctx, 200*time.Millisecond) != nil {
+			return fmt.Errorf("%s not ready after %s", u, timeout)
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

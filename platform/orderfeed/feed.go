@@ -1,0 +1,347 @@
+// Package orderfeed tells an API process's order event streams when their
+// order changed, so that a stream reads its order when something happened
+// to it instead of every few hundred milliseconds.
+//
+// A Feed follows one purchase cell's order events on the bus with an
+// ordered JetStream consumer (no durable state, each process its own) and
+// wakes the watchers of the event's order. A wake-up carries no status:
+// the watcher reads the order row, the one place every change lands, so
+// the feed can never show a status the database does not have. Every
+// order status change commits an order event to the outbox in its own
+// transaction, and the relay publishes it after the commit, so a wake-up
+// comes after the change is readable.
+//
+// Only the events that can change what a stream shows wake it (effectOf):
+// those committed in the transaction of an order status change or of the
+// payment row that names the order's PaymentIntent, and those after which a
+// consumer changes the status without an event of its own (PaymentFailed,
+// PaymentRefunded), which wake it with a follow-up (Watcher.FollowUp). The
+// commands and provider facts of a purchase that change neither
+// (HoldCreated, PaymentAuthorizationRequested, PaymentAuthorized,
+// CaptureRequested, PaymentCaptured, AuthorizationCanceled) wake nobody:
+// of the nine events of a ticketed purchase, four wake its streams. An
+// event type the feed does not know wakes them, so that a new event is
+// never missed.
+//
+// Guarantees:
+//   - While Healthy, every order event published to the cell's stream
+//     after Run started that can change what a stream shows wakes the
+//     watchers of its order, in stream order, once the ordered consumer
+//     has it.
+//   - When the feed stops being healthy (the connection to NATS is lost,
+//     the consumer cannot be created or keeps failing) and when it becomes
+//     healthy again, every watcher is woken, so that it reads its order
+//     and, while the feed is not healthy, falls back to reading on its
+//     own schedule. A watcher is never left waiting on a feed that cannot
+//     tell it anything.
+package orderfeed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"boxoffice/platform/bus"
+	"boxoffice/platform/outbox"
+)
+
+// Config configures a Feed.
+type Config struct {
+	// JetStream is the connection to the cell's bus. Required.
+	JetStream jetstream.JetStream
+	// Bus is the cell's namespace. Defaults to the default cell's.
+	Bus bus.Namespace
+	// Logger logs the feed's failures. Required.
+	Logger *slog.Logger
+	// CheckInterval is how often the feed checks its connection and
+	// consumer. Defaults to 1s.
+	CheckInterval time.Duration
+}
+
+// Feed wakes the watchers of each order when an event about the order is
+// published. Its zero value is not usable: use New.
+type Feed struct {
+	cfg    Config
+	logger *slog.Logger
+
+	// handled counts the order events the consumer delivered.
+	handled atomic.Uint64
+
+	mu       sync.Mutex
+	watchers map[uuid.UUID]map[*Watcher]struct{}
+	all      map[*Watcher]struct{}
+	healthy  bool
+}
+
+// Watcher is one watch of an order (Feed.Watch).
+type Watcher struct {
+	// C receives a value when the order may have changed or the feed's
+	// health changed. Wake-ups that come while one is pending are merged
+	// into it.
+	C <-chan struct{}
+
+	feed     *Feed
+	order    uuid.UUID
+	wake     chan struct{}
+	followUp atomic.Bool
+}
+
+// FollowUp reports whether an event that woke the watcher since the last
+// call is one a consumer applies next, possibly changing the order's
+// status with no event of its own (PaymentFailed, PaymentRefunded): the
+// watcher should read again a few times over the next seconds. Call it
+// after receiving from C; it forgets what it reported.
+func (w *Watcher) FollowUp() bool { return w.followUp.Swap(false) }
+
+// Stop ends the watch. C is not closed.
+func (w *Watcher) Stop() {
+	f := w.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.all, w)
+	if ws := f.watchers[w.order]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(f.watchers, w.order)
+		}
+	}
+}
+
+// effect is what an order event means for the streams showing its order.
+type effect int
+
+const (
+	// effectNone: the event is committed with no change a stream shows.
+	effectNone effect = iota
+	// effectChanged: the event may be committed with a change of the
+	// order's status or of the PaymentIntent its payment row names.
+	effectChanged
+	// effectFollowUp: a consumer applies the event next and may change
+	// the order's status without writing an event of its own.
+	effectFollowUp
+)
+
+// effectOf classifies an order event by the transactions that write it
+// (purchase/, payments/, consumers/, tickets/, reconcile/):
+//
+//   - PaymentIntentCreated: with the payments row of the intent (the
+//     stream's payment event).
+//   - OrderConfirmed (with CaptureRequested): pending_payment →
+//     capture_pending.
+//   - TicketIssueRequested: capture_pending → paid, by the saga; the
+//     reconciler's repair writes it alone, which costs a read.
+//   - TicketIssued: paid → ticketed.
+//   - OrderCanceled: pending_payment → canceled.
+//   - HoldExpired: pending_payment → failed (expiry, late authorization).
+//   - RefundRequested: paid/ticketed/failed/canceled → refunding.
+//   - AuthorizationCancelRequested: written with the release of an order
+//     (with OrderCanceled or HoldExpired, which wake already), and the
+//     only event of the saga's pending_payment → failed of an order whose
+//     hold is no longer active, and of some PaymentFailed steps.
+//   - PaymentFailed, PaymentRefunded: written by the provider ingress and
+//     the payments worker with no order change; the saga's step on them
+//     fails the order (with no event when there is no intent to cancel)
+//     or makes it refunded (never with an event).
+//
+// The rest are commands to the payments worker and provider facts whose
+// saga steps write an event of their own when they change the status.
+// An unknown type may change the order: it wakes.
+func effectOf(eventType string) effect {
+	switch eventType {
+	case outbox.TypeHoldCreated, outbox.TypePaymentAuthorizationRequested, outbox.TypePaymentAuthorized,
+		outbox.TypeCaptureRequested, outbox.TypePaymentCaptured, outbox.TypeAuthorizationCanceled:
+		return effectNone
+	case outbox.TypePaymentFailed, outbox.TypePaymentRefunded:
+		return effectFollowUp
+	}
+	return effectChanged
+}
+
+// New returns a feed for cfg; Run makes it follow the bus.
+func New(cfg Config) *Feed {
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = time.Second
+	}
+	return &Feed{
+		cfg: cfg, logger: cfg.Logger.With("component", "orderfeed", "cell", cfg.Bus.Cell()),
+		watchers: map[uuid.UUID]map[*Watcher]struct{}{}, all: map[*Watcher]struct{}{},
+	}
+}
+
+// Watch starts a watch of order: its C receives a value when order may
+// have changed or the feed's health changed. Stop it when done.
+func (f *Feed) Watch(order uuid.UUID) *Watcher {
+	wake := make(chan struct{}, 1)
+	w := &Watcher{C: wake, feed: f, order: order, wake: wake}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.watchers[order] == nil {
+		f.watchers[order] = map[*Watcher]struct{}{}
+	}
+	f.watchers[order][w] = struct{}{}
+	f.all[w] = struct{}{}
+	return w
+}
+
+// Healthy reports whether the feed follows the bus now: while it does
+// not, watchers must read on their own schedule.
+func (f *Feed) Healthy() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.healthy
+}
+
+// Handled is how many order events the feed has been delivered since it
+// was created, whether or not they woke anyone: once it has counted an
+// event, the wake-ups of that event (and of every event before it on the
+// stream) have been sent.
+func (f *Feed) Handled() uint64 { return f.handled.Load() }
+
+// Watching is how many watches are open.
+func (f *Feed) Watching() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.all)
+}
+
+func (f *Feed) setHealthy(healthy bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.healthy == healthy {
+		return
+	}
+	f.healthy = healthy
+	f.wakeAllLocked()
+}
+
+func notify(w *Watcher) {
+	select {
+	case w.wake <- struct{}{}:
+	default: // one is pending: it covers this one
+	}
+}
+
+// wakeOrder wakes the watchers of order, with a follow-up when followUp
+// (set before the wake-up is sent, so the receiver sees it).
+func (f *Feed) wakeOrder(order uuid.UUID, followUp bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for w := range f.watchers[order] {
+		if followUp {
+			w.followUp.Store(true)
+		}
+		notify(w)
+	}
+}
+
+// Run follows the cell's order events until ctx is done. It never fails
+// for a bus that is down: it reports unhealthy and tries again.
+func (f *Feed) Run(ctx context.Context) error {
+	defer f.setHealthy(false)
+	check := time.NewTicker(f.cfg.CheckInterval)
+	defer check.Stop()
+	var cc jetstream.ConsumeContext
+	defer func() {
+		if cc != nil {
+			cc.Stop()
+		}
+	}()
+	failed := make(chan struct{}, 1)
+	warned := false // one warning per outage, not one a second
+	for {
+		connected := f.cfg.JetStream.Conn().Status() == nats.CONNECTED
+		if cc == nil && connected {
+			var err error
+			if cc, err = f.consume(ctx, failed); err != nil {
+				if ctx.Err() == nil && !warned {
+					f.logger.WarnContext(ctx, "order feed cannot follow the bus; streams read on their own", "error", err.Error())
+					warned = true
+				}
+				cc = nil
+			} else if warned {
+				f.logger.InfoContext(ctx, "order feed follows the bus again")
+				warned = false
+			}
+		}
+		f.setHealthy(cc != nil && connected)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-failed:
+			if cc != nil {
+				cc.Stop()
+				cc = nil
+			}
+			f.setHealthy(false)
+		case <-check.C:
+		}
+	}
+}
+
+// consume starts an ordered consumer of the cell's order events from now
+// on. A consumer error that the ordered consumer does not recover from by
+// itself is sent on failed.
+func (f *Feed) consume(ctx context.Context, failed chan<- struct{}) (jetstream.ConsumeContext, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cons, err := f.cfg.JetStream.OrderedConsumer(cctx, f.cfg.Bus.Stream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{f.cfg.Bus.Subject(bus.SubjectPrefix + "order.>")},
+		DeliverPolicy:     jetstream.DeliverNewPolicy,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cons.Consume(func(msg jetstream.Msg) {
+		var env struct {
+			EventType   string    `json:"event_type"`
+			AggregateID uuid.UUID `json:"aggregate_id"`
+		}
+		if err := json.Unmarshal(msg.Data(), &env); err == nil && env.AggregateID != uuid.Nil {
+			if e := effectOf(env.EventType); e != effectNone {
+				f.wakeOrder(env.AggregateID, e == effectFollowUp)
+			}
+		}
+		f.handled.Add(1)
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		f.logger.WarnContext(ctx, "order feed consumer error", "error", err.Error())
+		if errors.Is(err, jetstream.ErrOrderedConsumerReset) {
+			// It recreates itself from the last message it delivered; what
+			// happened meanwhile is read by every watcher now.
+			f.wakeAll()
+		}
+		if isFatal(err) {
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+		}
+	}))
+}
+
+// isFatal reports whether a consume error ends the ordered consumer's
+// delivery until it is created again (the others it recovers from).
+func isFatal(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound)
+}
+
+func (f *Feed) wakeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wakeAllLocked()
+}
+
+// wakeAllLocked wakes every watcher; with f.mu held.
+func (f *Feed) wakeAllLocked() {
+	for w := range f.all {
+		notify(w)
+	}
+}

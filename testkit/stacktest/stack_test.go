@@ -1,0 +1,754 @@
+//go:build stack
+
+package stacktest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/platform/auth"
+	"boxoffice/testkit/apiclient"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/procs"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// The stack's secrets: none may appear in any process's logs.
+const (
+	jwtSecret     = "stacktest-jwt-secret-0123456789abcdef"
+	admissionKey  = "stacktest-admission-key-0123456789abcd"
+	webhookSecret = "whsec_stacktest_0123456789abcdef"
+	ticketSeed    = "c3RhY2t0ZXN0LXRpY2tldC1zZWVkLTMyLWJ5dGVzISE=" // base64 of 32 bytes
+)
+
+const (
+	buyers  = 80
+	seats   = 48
+	holdTTL = 20 * time.Second
+)
+
+type stack struct {
+	t       testing.TB
+	dir     string
+	dbURL   string
+	pool    *pgxpool.Pool
+	bin     string
+	natsURL string
+	apis    []string
+	procs   map[string]*procs.Proc
+	client  *http.Client
+}
+
+// freePort is procs.FreePort for a test: a loopback port below the
+// ephemeral range, never handed out twice.
+func freePort(t testing.TB) int {
+	t.Helper()
+	port, err := procs.FreePort()
+	require.NoError(t, err)
+	return port
+}
+
+// build compiles the boxoffice binary and nats-server from the module's
+// own pinned dependency.
+func build(t testing.TB, dir string) (boxoffice, natsServer string) {
+	t.Helper()
+	boxoffice, natsServer = filepath.Join(dir, "boxoffice"), filepath.Join(dir, "nats-server")
+	for out, pkg := range map[string]string{boxoffice: "boxoffice/cmd/boxoffice", natsServer: "github.com/nats-io/nats-server/v2"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = "../.."
+		msg, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go build %s: %s", pkg, msg)
+	}
+	return boxoffice, natsServer
+}
+
+func (s *stack) add(name, bin string, env []string, args ...string) *procs.Proc {
+	s.t.Helper()
+	p, err := procs.New(procs.Spec{Name: name, Bin: bin, Args: args, Env: env, LogPath: filepath.Join(s.dir, name+".log")})
+	require.NoError(s.t, err)
+	s.t.Cleanup(func() { _ = p.Close() })
+	s.procs[name] = p
+	require.NoError(s.t, p.Start())
+	return p
+}
+
+func waitHTTP(t testing.TB, url string, timeout time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		res, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, timeout, 100*time.Millisecond, "%s never answered 200", url)
+}
+
+func startStack(t testing.TB) *stack {
+	t.Helper()
+	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*procs.Proc{}, client: &http.Client{Timeout: 15 * time.Second}}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, p := range s.procs {
+			wg.Go(p.Stop)
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.Logf("process logs are in %s", s.dir)
+			for name := range s.procs {
+				tail(t, filepath.Join(s.dir, name+".log"), 15)
+			}
+		}
+	})
+	var natsBin string
+	s.bin, natsBin = build(t, s.dir)
+	s.dbURL = dbtest.NewURL(t)
+	var err error
+	s.pool, err = pgxpool.New(context.Background(), s.dbURL)
+	require.NoError(t, err)
+	t.Cleanup(s.pool.Close)
+
+	// A 3-node JetStream cluster on loopback.
+	var client, cluster, monitor [3]int
+	for i := range 3 {
+		client[i], cluster[i], monitor[i] = freePort(t), freePort(t), freePort(t)
+	}
+	var urls []string
+	for i := range 3 {
+		var routes []string
+		for j := range 3 {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cluster[j]))
+			}
+		}
+		name := fmt.Sprintf("nats-%d", i+1)
+		s.add(name, natsBin, nil,
+			"-a", "127.0.0.1", "-p", fmt.Sprint(client[i]), "-m", fmt.Sprint(monitor[i]),
+			"-js", "-sd", filepath.Join(s.dir, name), "--server_name", name, "--cluster_name", "stacktest",
+			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", cluster[i]), "--routes", strings.Join(routes, ","))
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+	}
+	for i := range 3 {
+		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", monitor[i]), 60*time.Second)
+	}
+	s.natsURL = strings.Join(urls, ",")
+
+	apiPorts := []int{freePort(t), freePort(t)}
+	base := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"DATABASE_URL=" + s.dbURL,
+		"DATABASE_MAX_CONNS=8",
+		"NATS_URL=" + s.natsURL,
+		"BOXOFFICE_STREAM_REPLICAS=3",
+		"BOXOFFICE_JWT_SECRET=" + jwtSecret,
+		"BOXOFFICE_ADMISSION_KEY=" + admissionKey,
+		"BOXOFFICE_PAYMENTS=sandbox",
+		"STRIPE_WEBHOOK_SECRET=" + webhookSecret,
+		fmt.Sprintf("BOXOFFICE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:%d/v1/webhooks/stripe", apiPorts[0]),
+		"BOXOFFICE_TICKET_SIGNING_KEY=" + ticketSeed,
+		"BOXOFFICE_HOLD_TTL=" + holdTTL.String(),
+		"BOXOFFICE_LOG_LEVEL=debug",
+		// The organizer's webhook receiver is this test, on loopback.
+		"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE=true",
+		"BOXOFFICE_WEBHOOK_RETRY_SCHEDULE=0s,200ms,500ms,1s,2s,2s,2s,2s",
+	}
+	migrate := exec.Command(s.bin, "migrate")
+	migrate.Env = base
+	msg, err := migrate.CombinedOutput()
+	require.NoError(t, err, "boxoffice migrate: %s", msg)
+
+	for i, port := range apiPorts {
+		s.add(fmt.Sprintf("api-%d", i+1), s.bin, append(base, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", freePort(t))), "serve")
+		s.apis = append(s.apis, fmt.Sprintf("http://127.0.0.1:%d", port))
+	}
+	var ops []string
+	for _, role := range []string{"relay-1", "relay-2", "worker-1", "worker-2"} {
+		port := freePort(t)
+		cmd := "relay"
+		if strings.HasPrefix(role, "worker") {
+			cmd = "work"
+		}
+		s.add(role, s.bin, append(base, fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", port)), cmd)
+		ops = append(ops, fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	}
+	for _, api := range s.apis {
+		waitHTTP(t, api+"/readyz", 60*time.Second)
+	}
+	for _, u := range ops {
+		waitHTTP(t, u, 60*time.Second)
+	}
+	return s
+}
+
+func tail(t testing.TB, path string, n int) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	t.Logf("--- %s (last %d lines)\n%s", filepath.Base(path), n, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+}
+
+// call makes one API request to a random API process and decodes a JSON
+// answer into out. Like a load balancer, it tries the other API process
+// when that one does not take the connection (it is restarting).
+func (s *stack) call(ctx context.Context, method, path, token string, headers map[string]string, body, out any) (int, error) {
+	first := rand.IntN(len(s.apis))
+	var res apiclient.Response
+	var err error
+	for i := range s.apis {
+		api := apiclient.Client{BaseURL: s.apis[(first+i)%len(s.apis)], HTTP: s.client}
+		if res, err = api.Do(ctx, method, path, token, headers, body, out); err == nil || res.Status != 0 {
+			break // an answer: the request reached an API process
+		}
+	}
+	return res.Status, err
+}
+
+// secrets collects what must never be logged.
+type secrets struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (s *secrets) add(v string) {
+	if v == "" {
+		return
+	}
+	s.mu.Lock()
+	s.list = append(s.list, v)
+	s.mu.Unlock()
+}
+
+type order struct {
+	Status  string `json:"status"`
+	Payment *struct {
+		PaymentIntentID string `json:"paymentIntentId"`
+		ClientSecret    string `json:"clientSecret"`
+	} `json:"payment"`
+	Tickets []struct {
+		ID string `json:"id"`
+	} `json:"tickets"`
+}
+
+// outcome is what one simulated buyer did.
+type outcome struct {
+	orderID string
+	token   string
+	plan    string // authorize, decline or abandon
+	err     error
+}
+
+// buyer joins the waiting room, holds one of the seats (another one when
+// it is taken), and pays, declines or abandons.
+func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec *secrets) outcome {
+	id := auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}
+	token, err := auth.Mint([]byte(jwtSecret), id, time.Hour)
+	if err != nil {
+		return outcome{err: err}
+	}
+	sec.add(token)
+	o := outcome{token: token}
+	var room struct {
+		AdmissionToken string `json:"admissionToken"`
+	}
+	for deadline := time.Now().Add(60 * time.Second); room.AdmissionToken == ""; {
+		method := http.MethodPost
+		if time.Now().After(deadline) {
+			return outcome{err: errors.New("never admitted")}
+		}
+		if code, err := s.call(ctx, method, "/v1/events/"+eventID+"/waiting-room", token, nil, nil, &room); err != nil || code >= 500 {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if room.AdmissionToken == "" {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	sec.add(room.AdmissionToken)
+
+	for attempt := 0; attempt < 4 && o.orderID == ""; attempt++ {
+		seat := seatIDs[rand.IntN(len(seatIDs))]
+		key := uuid.NewString()
+		for try := 0; try < 5; try++ {
+			var held struct {
+				OrderID string `json:"orderId"`
+			}
+			code, err := s.call(ctx, http.MethodPost, "/v1/events/"+eventID+"/holds", token,
+				map[string]string{"X-Admission-Token": room.AdmissionToken, "Idempotency-Key": key},
+				map[string]any{"seatIds": []string{seat}}, &held)
+			if err != nil || code >= 500 {
+				time.Sleep(100 * time.Millisecond) // a retry with the same key
+				continue
+			}
+			if code == http.StatusAccepted || code == http.StatusOK {
+				o.orderID = held.OrderID
+			}
+			break // 409: the seat is taken; try another one
+		}
+	}
+	if o.orderID == "" {
+		return o // sold out for this buyer: no order
+	}
+
+	switch r := rand.IntN(20); {
+	case r < 17:
+		o.plan = "authorize"
+	case r < 19:
+		o.plan = "decline"
+	default:
+		o.plan = "abandon"
+		return o
+	}
+	var ord order
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		ord = order{}
+		code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, token, nil, nil, &ord)
+		if err == nil && code == http.StatusOK && ord.Payment != nil && ord.Payment.PaymentIntentID != "" {
+			sec.add(ord.Payment.ClientSecret)
+			break
+		}
+		if err == nil && code == http.StatusOK && ord.Status != "pending_payment" {
+			return o // expired before its intent was made
+		}
+		if time.Now().After(deadline) {
+			o.err = fmt.Errorf("order %s never got a PaymentIntent", o.orderID)
+			return o
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	action := "authorize"
+	if o.plan == "decline" {
+		action = "decline"
+	}
+	for try := 0; try < 5; try++ {
+		code, err := s.call(ctx, http.MethodPost, "/v1/sandbox/payment-intents/"+ord.Payment.PaymentIntentID+"/"+action, token, nil, nil, nil)
+		if err == nil && code < 500 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return o
+}
+
+// receiver is an organizer's webhook endpoint: it verifies each delivery's
+// Standard Webhooks signature with the official library, refuses one in
+// ten with a 500 so that retries happen, and records what it accepted.
+type receiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	wh     *standardwebhooks.Webhook
+	byType map[string]map[string]bool // type → order ids
+	ids    map[string]int             // webhook-id → accepted deliveries
+	bad    int
+}
+
+func newReceiver(t testing.TB) *receiver {
+	r := &receiver{byType: map[string]map[string]bool{}, ids: map[string]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.wh == nil || r.wh.Verify(body, req.Header) != nil {
+			r.bad++
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if rand.IntN(10) == 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		var msg struct {
+			Type string `json:"type"`
+			Data struct {
+				OrderID string `json:"order_id"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		if r.byType[msg.Type] == nil {
+			r.byType[msg.Type] = map[string]bool{}
+		}
+		r.byType[msg.Type][msg.Data.OrderID] = true
+		r.ids[req.Header.Get("webhook-id")]++
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) setSecret(t testing.TB, secret string) {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	require.NoError(t, err)
+	r.mu.Lock()
+	r.wh = wh
+	r.mu.Unlock()
+}
+
+// got says whether the receiver accepted a message of type about order.
+func (r *receiver) got(typ, order string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byType[typ][order]
+}
+
+// waitQuiet waits until the stack is at rest: no active hold left to
+// expire, no outbox row, no sandbox webhook undelivered, no consumer with a
+// message pending or unacknowledged, and no stream grown, over two looks
+// a quarter of a second apart. Work moves in a cycle (outbox → bus →
+// consumer → outbox or sandbox → ingress → outbox), so one look at each
+// place could miss a piece of work moving between them; a piece in motion
+// is seen somewhere in one of two looks, or grows a stream between them.
+func (s *stack) waitQuiet(ctx context.Context, timeout time.Duration) {
+	s.t.Helper()
+	nc, err := nats.Connect(s.natsURL)
+	require.NoError(s.t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(s.t, err)
+	look := func() (string, uint64) {
+		var lastSeqs uint64
+		streams := js.ListStreams(ctx)
+		for info := range streams.Info() {
+			lastSeqs += info.State.LastSeq
+			stream, err := js.Stream(ctx, info.Config.Name)
+			if err != nil {
+				return err.Error(), 0
+			}
+			consumers := stream.ListConsumers(ctx)
+			for c := range consumers.Info() {
+				if c.NumPending+uint64(c.NumAckPending) > 0 {
+					return fmt.Sprintf("consumer %s has %d pending, %d unacknowledged", c.Name, c.NumPending, c.NumAckPending), 0
+				}
+			}
+			if err := consumers.Err(); err != nil {
+				return err.Error(), 0
+			}
+		}
+		if err := streams.Err(); err != nil {
+			return err.Error(), 0
+		}
+		for what, query := range map[string]string{
+			"active holds":                 "SELECT count(*) FROM holds WHERE status = 'active'",
+			"outbox rows":                  "SELECT count(*) FROM outbox",
+			"undelivered sandbox webhooks": "SELECT count(*) FROM sandbox_webhook_deliveries WHERE delivered_at IS NULL",
+		} {
+			var n int
+			if err := s.pool.QueryRow(ctx, query).Scan(&n); err != nil {
+				return err.Error(), 0
+			}
+			if n > 0 {
+				return fmt.Sprintf("%d %s", n, what), 0
+			}
+		}
+		return "", lastSeqs
+	}
+	for deadline := time.Now().Add(timeout); ; time.Sleep(250 * time.Millisecond) {
+		busy, seq1 := look()
+		if busy == "" {
+			time.Sleep(250 * time.Millisecond)
+			var seq2 uint64
+			if busy, seq2 = look(); busy == "" && seq1 != seq2 {
+				busy = "a stream grew"
+			}
+		}
+		if busy == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(s.t, "the stack never came to rest", busy)
+		}
+	}
+}
+
+// failureNote remembers the first failed assertion so that it can be
+// repeated as the test's last line, after the tails of the process logs:
+// CI shows the end of a failing test's output.
+type failureNote struct {
+	*testing.T
+	mu    sync.Mutex
+	first string
+}
+
+func (f *failureNote) Errorf(format string, args ...any) {
+	f.note(format, args...)
+	f.T.Errorf(format, args...)
+}
+
+func (f *failureNote) Fatalf(format string, args ...any) {
+	f.note(format, args...)
+	f.T.Fatalf(format, args...)
+}
+
+func (f *failureNote) note(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == "" {
+		f.first = "\n" + fmt.Sprintf(format, args...)
+	}
+}
+
+func (f *failureNote) repeat() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first != "" {
+		f.T.Logf("the first failure, repeated after the logs:%s", f.first)
+	}
+}
+
+// finalStatuses are the order statuses nothing moves on from by itself.
+var finalStatuses = map[string]bool{"ticketed": true, "failed": true, "canceled": true, "refunded": true}
+
+func TestStackSurvivesKills(tt *testing.T) {
+	t := &failureNote{T: tt}
+	tt.Cleanup(t.repeat) // registered first, so it runs after the logs' tails
+	s := startStack(t)
+	ctx := context.Background()
+	sec := &secrets{list: []string{jwtSecret, admissionKey, webhookSecret, ticketSeed}}
+
+	orgToken, err := auth.Mint([]byte(jwtSecret), auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: uuid.New()}, time.Hour)
+	require.NoError(t, err)
+	sec.add(orgToken)
+	var ev struct {
+		ID string `json:"id"`
+	}
+	code, err := s.call(ctx, http.MethodPost, "/v1/events", orgToken, nil, map[string]any{
+		"name": "Stack test", "startsAt": time.Now().Add(30 * 24 * time.Hour), "currency": "eur",
+		"sections": []map[string]any{{"name": "Floor", "rows": 1, "seatsPerRow": seats, "priceMinor": 4500}},
+	}, &ev)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code)
+	// The organizer subscribes an endpoint to what its systems need.
+	recv := newReceiver(t)
+	var endpoint struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	code, err = s.call(ctx, http.MethodPost, "/v1/webhook-endpoints", orgToken, nil, map[string]any{
+		"url": recv.srv.URL + "/hooks", "eventTypes": []string{"order.paid", "ticket.issued"},
+	}, &endpoint)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code)
+	require.True(t, strings.HasPrefix(endpoint.Secret, "whsec_"))
+	sec.add(endpoint.Secret)
+	recv.setSecret(t, endpoint.Secret)
+
+	var seatMap struct {
+		Seats []struct {
+			ID string `json:"id"`
+		} `json:"seats"`
+	}
+	code, err = s.call(ctx, http.MethodGet, "/v1/events/"+ev.ID+"/seats", orgToken, nil, nil, &seatMap)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	var seatIDs []string
+	for _, st := range seatMap.Seats {
+		seatIDs = append(seatIDs, st.ID)
+	}
+
+	// The buyers arrive over about four seconds; a NATS node, a worker and
+	// a relay are SIGKILLed in the middle of it and restarted later.
+	outcomes := make([]outcome, buyers)
+	var wg sync.WaitGroup
+	started := time.Now()
+	for i := range buyers {
+		wg.Go(func() {
+			time.Sleep(time.Duration(rand.IntN(4000)) * time.Millisecond)
+			outcomes[i] = s.buyer(ctx, ev.ID, seatIDs, sec)
+		})
+	}
+	time.Sleep(2 * time.Second)
+	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
+		require.NoError(t, s.procs[name].Kill(), name)
+		t.Logf("%s SIGKILLed at %s", name, time.Since(started).Round(time.Millisecond))
+	}
+	time.Sleep(4 * time.Second)
+	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
+		require.NoError(t, s.procs[name].Start(), name)
+		t.Logf("%s restarted at %s", name, time.Since(started).Round(time.Millisecond))
+	}
+	// Graceful shutdowns under load: each role drains what it has in
+	// flight and hands back what it claimed; nothing may be lost.
+	time.Sleep(2 * time.Second)
+	for _, name := range []string{"api-2", "worker-2", "relay-2"} {
+		s.procs[name].Stop()
+		t.Logf("%s stopped gracefully at %s", name, time.Since(started).Round(time.Millisecond))
+	}
+	time.Sleep(2 * time.Second)
+	for _, name := range []string{"api-2", "worker-2", "relay-2"} {
+		require.NoError(t, s.procs[name].Start(), name)
+		t.Logf("%s restarted at %s", name, time.Since(started).Round(time.Millisecond))
+	}
+	wg.Wait()
+	t.Logf("buyers done at %s", time.Since(started).Round(time.Millisecond))
+
+	// Every order reaches a final state: none is lost, abandoned holds
+	// expire, declined payments fail.
+	plans := map[string]int{}
+	var orders []outcome
+	for _, o := range outcomes {
+		require.NoError(t, o.err)
+		if o.orderID != "" {
+			orders = append(orders, o)
+			plans[o.plan]++
+		}
+	}
+	require.GreaterOrEqual(t, len(orders), seats/2, "buyers got orders")
+	statuses := map[string]int{}
+	require.Eventually(t, func() bool {
+		clear(statuses)
+		for _, o := range orders {
+			var ord order
+			code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, o.token, nil, nil, &ord)
+			if err != nil || code != http.StatusOK || !finalStatuses[ord.Status] {
+				return false
+			}
+			statuses[ord.Status]++
+		}
+		return true
+	}, holdTTL+90*time.Second, time.Second, "orders still in flight: %v", statuses)
+	t.Logf("orders by plan %v, by final status %v, after %s", plans, statuses, time.Since(started).Round(time.Millisecond))
+	require.Positive(t, statuses["ticketed"], "purchases went through")
+
+	// No oversell, counted directly as well as by the audit.
+	var tickets, soldSeats int
+	require.NoError(t, s.pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT seat_id) FROM tickets").Scan(&tickets, &soldSeats))
+	require.Equal(t, tickets, soldSeats, "a seat ticketed twice")
+	require.Equal(t, statuses["ticketed"], tickets, "one ticket per ticketed order's seat")
+	require.LessOrEqual(t, tickets, seats)
+
+	// The organizer's systems learned of every ticketed order, at least
+	// once, every delivery signed.
+	var ticketed []string
+	for _, o := range orders {
+		var ord order
+		if code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, o.token, nil, nil, &ord); err == nil && code == http.StatusOK && ord.Status == "ticketed" {
+			ticketed = append(ticketed, o.orderID)
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, id := range ticketed {
+			if !recv.got("order.paid", id) || !recv.got("ticket.issued", id) {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 250*time.Millisecond, "webhooks missing for ticketed orders")
+	recv.mu.Lock()
+	require.Zero(t, recv.bad, "a delivery failed signature verification")
+	t.Logf("webhooks: %d messages accepted, %d deliveries (duplicates after retries are allowed: at least once)", len(recv.ids), func() int {
+		n := 0
+		for _, c := range recv.ids {
+			n += c
+		}
+		return n
+	}())
+	recv.mu.Unlock()
+
+	// The stack comes to rest: the sandbox has delivered every webhook it
+	// owes (cancellations of expired orders' intents come back as late as
+	// this), everything committed has reached the bus, and every consumer
+	// has settled what it was given. Only then may a graceful stop be
+	// required to leave nothing behind.
+	s.waitQuiet(ctx, 60*time.Second)
+
+	audit := exec.Command(s.bin, "audit", "-outbox-age", "30s", "-hold-grace", "30s", "-capture-grace", "1m")
+	audit.Env = []string{"DATABASE_URL=" + s.dbURL, "NATS_URL=" + s.natsURL}
+	report, err := audit.CombinedOutput()
+	t.Logf("boxoffice audit:\n%s", report)
+	require.NoError(t, err, "the audit found a broken invariant")
+	require.Contains(t, string(report), "All 9 invariants hold.")
+	require.Contains(t, string(report), "0 dead letter(s)")
+
+	// Every role stopped gracefully leaves nothing claimed: no outbox lease,
+	// no webhook delivery leased to a dispatcher.
+	var stopping sync.WaitGroup
+	for name, p := range s.procs {
+		if !strings.HasPrefix(name, "nats-") {
+			stopping.Go(p.Stop)
+		}
+	}
+	stopping.Wait()
+	for what, query := range map[string]string{
+		"outbox leases":        "SELECT count(*) FROM outbox_leases",
+		"outbox rows":          "SELECT count(*) FROM outbox",
+		"leased webhook rows":  "SELECT count(*) FROM webhook_deliveries WHERE claimed_by IS NOT NULL",
+		"undelivered webhooks": "SELECT count(*) FROM sandbox_webhook_deliveries WHERE delivered_at IS NULL",
+	} {
+		var n int
+		require.NoError(t, s.pool.QueryRow(ctx, query).Scan(&n))
+		if n > 0 && what == "leased webhook rows" {
+			rows, _ := s.pool.Query(ctx, `SELECT status || ' ' || claimed_by || ' lease in ' || (lease_expires_at - now())::text || ' attempts ' || attempts || ' updated ' || (now() - updated_at)::text FROM webhook_deliveries WHERE claimed_by IS NOT NULL`)
+			for rows.Next() {
+				var d string
+				_ = rows.Scan(&d)
+				t.Logf("leased delivery: %s", d)
+			}
+			rows.Close()
+		}
+		require.Zero(t, n, "%s left after every role stopped gracefully", what)
+	}
+
+	// Logs: JSON, with correlation ids on the purchase path, and no secret
+	// from any role.
+	for _, p := range s.procs {
+		p.Stop()
+	}
+	for name := range s.procs {
+		if strings.HasPrefix(name, "nats-") {
+			continue
+		}
+		checkLogs(t, filepath.Join(s.dir, name+".log"), sec.list)
+	}
+}
+
+// checkLogs requires every line of a role's log to be JSON, every line
+// about an order to carry its correlation id (and, when it is about an
+// event, the event's causation id), and no secret anywhere.
+func checkLogs(t testing.TB, path string, secretList []string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, secret := range secretList {
+		require.NotContains(t, string(raw), secret, "%s logged a secret", filepath.Base(path))
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	lines, withOrder := 0, 0
+	for sc.Scan() {
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s: not a JSON line: %s", filepath.Base(path), sc.Text())
+		lines++
+		if _, ok := line["order_id"]; ok {
+			withOrder++
+			require.NotEmpty(t, line["correlation_id"], "%s: a line about an order without its correlation id: %s", filepath.Base(path), sc.Text())
+			if _, ok := line["event_id"]; ok {
+				require.Contains(t, line, "causation_id", "%s: a line about an event without its causation id: %s", filepath.Base(path), sc.Text())
+			}
+		}
+	}
+	require.NoError(t, sc.Err())
+	t.Logf("%s: %d JSON lines, %d about an order", filepath.Base(path), lines, withOrder)
+}
