@@ -42,12 +42,15 @@ vet:
 lint:
 	$(GO) tool golangci-lint run ./...
 
+## build: bin/boxoffice (the production roles) and bin/boxoffice-lab (the
+## same roles plus the benchmarks and the onsale simulator)
 build:
 	$(GO) build -o bin/boxoffice ./cmd/boxoffice
+	$(GO) build -o bin/boxoffice-lab ./cmd/boxoffice-lab
 
 ## bench: HTTP holds/s against the pgbench baseline of the seed's hold transaction
 bench:
-	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice bench holds
-	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice bench purchases
+	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice-lab bench holds
+	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice-lab bench purchases
 	TEST_DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) test -run '^$$' -bench BenchmarkHold -benchtime 5000x ./domain/purchase/
 	TEST_DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) test -run '^$$' -bench . -benchtime 1x ./relay/

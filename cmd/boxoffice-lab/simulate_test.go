@@ -23,15 +23,17 @@ import (
 // chromium is where Debian's chromium package installs the browser.
 const chromium = "/usr/bin/chromium"
 
-// `boxoffice onsale --spawn` runs a small onsale against a stack of
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// `boxoffice-lab simulate --spawn` runs a small onsale against a stack of
 // separate processes it starts itself (three NATS nodes from its hidden
 // nats-node command, two API processes, a relay, two workers): 300 buyers
 // contend for 40 seats, nothing is oversold, the audit passes, and the
 // report opens in headless Chromium with every chart drawn.
-func TestOnsaleCommand(t *testing.T) {
+func TestSimulateCommand(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "boxoffice")
+	bin := filepath.Join(dir, "boxoffice-lab")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
@@ -39,14 +41,14 @@ func TestOnsaleCommand(t *testing.T) {
 	reportDir := filepath.Join(dir, "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "onsale", "--spawn", "--fresh-db=false",
+	cmd := exec.CommandContext(ctx, bin, "simulate", "--spawn", "--fresh-db=false",
 		"--buyers", "300", "--seats", "40", "--arrival", "spike", "--duration", "4s", "--hold-ttl", "15s",
 		"--report", reportDir, "--progress", "plain")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbtest.NewURL(t)}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
-	t.Logf("boxoffice onsale:\n%s", stdout.String())
+	t.Logf("boxoffice-lab simulate:\n%s", stdout.String())
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	require.Contains(t, stdout.String(), "All 9 invariants hold.")
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+oversold\s+0$`), stdout.String())

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"cmp"
@@ -20,8 +20,8 @@ import (
 	"boxoffice/platform/bus"
 )
 
-// config is the process configuration, read once from the environment.
-type config struct {
+// Config is the process configuration, read once from the environment.
+type Config struct {
 	DatabaseURL  string
 	DBMaxConns   int32
 	HTTPAddr     string
@@ -89,7 +89,7 @@ func cellURLVar(name string) string {
 }
 
 // loadCells reads BOXOFFICE_CELLS and each listed cell's database URL.
-func loadCells(getenv func(string) string, c *config) error {
+func loadCells(getenv func(string) string, c *Config) error {
 	list := getenv("BOXOFFICE_CELLS")
 	if list == "" {
 		c.Cells = []cellConfig{{Name: c.Cell, DatabaseURL: c.DatabaseURL}}
@@ -140,10 +140,10 @@ type configError struct{ name, problem string }
 
 func (e *configError) Error() string { return e.name + ": " + e.problem }
 
-// loadConfig reads the environment. required lists the variables this role
+// LoadConfig reads the environment. required lists the variables this role
 // cannot run without; dev fills some with defaults before calling.
-func loadConfig(getenv func(string) string, required ...string) (config, error) {
-	c := config{
+func LoadConfig(getenv func(string) string, required ...string) (Config, error) {
+	c := Config{
 		DatabaseURL:  getenv("DATABASE_URL"),
 		HTTPAddr:     cmp.Or(getenv("HTTP_ADDR"), ":8080"),
 		JWTSecret:    []byte(getenv("BOXOFFICE_JWT_SECRET")),
@@ -273,18 +273,13 @@ func loadWebhookConfig(getenv func(string) string) (webhookConfig, error) {
 	return w, nil
 }
 
-func newLogger(level slog.Level) *slog.Logger {
+func NewLogger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
-
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "boxoffice: "+format+"\n", args...)
-	os.Exit(1)
 }
 
 // paymentsNeeds returns the configuration error of a role that moves money
 // or receives the provider's webhooks, if any.
-func (c config) paymentsNeeds() error {
+func (c Config) paymentsNeeds() error {
 	switch {
 	case c.Payments == "stripe" && c.StripeSecretKey == "":
 		return &configError{"STRIPE_SECRET_KEY", "is required when BOXOFFICE_PAYMENTS=stripe"}
@@ -296,7 +291,7 @@ func (c config) paymentsNeeds() error {
 
 // newProvider builds the payment provider the configuration names; sandbox
 // is also returned for its buyer actions and webhook sender.
-func newProvider(cfg config, pool *pgxpool.Pool, logger *slog.Logger) (payments.Provider, *sandbox.Sandbox, error) {
+func newProvider(cfg Config, pool *pgxpool.Pool, logger *slog.Logger) (payments.Provider, *sandbox.Sandbox, error) {
 	if err := cfg.paymentsNeeds(); err != nil {
 		return nil, nil, err
 	}

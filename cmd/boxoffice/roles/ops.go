@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 	"boxoffice/platform/db"
 )
 
-// newRegistry returns the process's metrics registry with the Go and
+// NewRegistry returns the process's metrics registry with the Go and
 // process collectors.
-func newRegistry(pool *pgxpool.Pool) *prometheus.Registry {
+func NewRegistry(pool *pgxpool.Pool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		db.NewCollector(pool))
@@ -72,10 +72,10 @@ func natsCheck(nc *nats.Conn) func(context.Context) error {
 	}
 }
 
-// connectBus connects to NATS and provisions the streams, retrying the
+// ConnectBus connects to NATS and provisions the streams, retrying the
 // provisioning while the server is not reachable yet, so that a role may
 // start before NATS does.
-func connectBus(ctx context.Context, cfg config, role string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+func ConnectBus(ctx context.Context, cfg Config, role string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	nc, js, err := bus.Connect(cfg.NATSURL, "boxoffice-"+role, logger)
 	if err != nil {
 		return nil, nil, err

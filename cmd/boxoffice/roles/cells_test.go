@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -41,7 +41,7 @@ import (
 type cellStack struct {
 	name string
 	pool *pgxpool.Pool
-	cfg  config
+	cfg  Config
 
 	mu     sync.Mutex
 	cancel map[string]context.CancelFunc
@@ -142,11 +142,11 @@ func TestTwoCells(t *testing.T) {
 		"STRIPE_WEBHOOK_SECRET":         "whsec_cells_test",
 		"BOXOFFICE_PAYMENTS":            "sandbox",
 		"BOXOFFICE_SANDBOX_WEBHOOK_URL": api + "/v1/webhooks/stripe",
-		"BOXOFFICE_TICKET_SIGNING_KEY":  base64.StdEncoding.EncodeToString(devTicketSeed()),
+		"BOXOFFICE_TICKET_SIGNING_KEY":  base64.StdEncoding.EncodeToString(DevTicketSeed()),
 		"DATABASE_MAX_CONNS":            "8",
 	}
 	getenv := func(k string) string { return env[k] }
-	cfg, err := loadConfig(getenv, "BOXOFFICE_JWT_SECRET")
+	cfg, err := LoadConfig(getenv, "BOXOFFICE_JWT_SECRET")
 	require.NoError(t, err)
 	require.Equal(t, []cellConfig{{"a", urlA}, {"b", urlB}}, cfg.Cells)
 
@@ -157,7 +157,7 @@ func TestTwoCells(t *testing.T) {
 	srvCtx, stopSrv := context.WithCancel(context.Background())
 	srvDone := make(chan error, 1+len(served.runs))
 	go func() {
-		srvDone <- serveHTTP(srvCtx, ln, newAPI(cfg, served.router, logger, prometheus.NewRegistry(), served.checks).Handler(), logger)
+		srvDone <- ServeHTTP(srvCtx, ln, NewAPI(cfg, served.router, logger, prometheus.NewRegistry(), served.checks).Handler(), logger)
 	}()
 	for _, run := range served.runs {
 		go func() { srvDone <- run(srvCtx) }()
@@ -172,7 +172,7 @@ func TestTwoCells(t *testing.T) {
 	// Each cell's back end, as `BOXOFFICE_CELL=<name> boxoffice relay|work`.
 	stacks := map[string]*cellStack{}
 	for _, cc := range cfg.Cells {
-		ccfg, err := loadConfig(func(k string) string {
+		ccfg, err := LoadConfig(func(k string) string {
 			if k == "BOXOFFICE_CELL" {
 				return cc.Name
 			}

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"cmp"
@@ -34,9 +34,9 @@ import (
 // Development-only secrets, used when the environment sets none. They are
 // public by design and must never be used in production.
 const (
-	devJWTSecret    = "boxoffice-dev-jwt-secret-not-for-production"
-	devAdmissionKey = "boxoffice-dev-admission-key-not-for-production"
-	devWebhookKey   = "whsec_boxoffice_dev_not_for_production"
+	DevJWTSecret    = "boxoffice-dev-jwt-secret-not-for-production"
+	DevAdmissionKey = "boxoffice-dev-admission-key-not-for-production"
+	DevWebhookKey   = "whsec_boxoffice_dev_not_for_production"
 )
 
 // The demo organizer owns the seeded event, so a second `dev` finds it.
@@ -51,9 +51,9 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 
 	getenv := func(name string) string {
 		defaults := map[string]string{
-			"BOXOFFICE_JWT_SECRET":    devJWTSecret,
-			"BOXOFFICE_ADMISSION_KEY": devAdmissionKey,
-			"STRIPE_WEBHOOK_SECRET":   devWebhookKey,
+			"BOXOFFICE_JWT_SECRET":    DevJWTSecret,
+			"BOXOFFICE_ADMISSION_KEY": DevAdmissionKey,
+			"STRIPE_WEBHOOK_SECRET":   DevWebhookKey,
 			"HTTP_ADDR":               "127.0.0.1:8080",
 			"OPS_ADDR":                "127.0.0.1:9090",
 			// A local receiver is the point of webhooks in dev.
@@ -61,11 +61,11 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		}
 		return cmp.Or(env(name), defaults[name])
 	}
-	cfg, err := loadConfig(getenv)
+	cfg, err := LoadConfig(getenv)
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg.LogLevel)
+	logger := NewLogger(cfg.LogLevel)
 
 	if cfg.DatabaseURL == "" {
 		url, stopPG, err := devDatabase(ctx, *dir, logger, out)
@@ -102,12 +102,12 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		cfg.NATSURL = ns.ClientURL()
 		natsNote = " (embedded; inspect with: nats --server " + cfg.NATSURL + " stream ls)"
 	}
-	nc, js, err := connectBus(ctx, cfg, "dev", logger)
+	nc, js, err := ConnectBus(ctx, cfg, "dev", logger)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	reg := newRegistry(pool)
+	reg := NewRegistry(pool)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -134,7 +134,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 	}
 	base := "http://" + ln.Addr().String()
 	if cfg.TicketSeed == nil {
-		cfg.TicketSeed = devTicketSeed()
+		cfg.TicketSeed = DevTicketSeed()
 	}
 	if env("BOXOFFICE_SANDBOX_WEBHOOK_URL") == "" {
 		cfg.SandboxWebhookURL = base + "/v1/webhooks/stripe"
@@ -159,15 +159,15 @@ Try it:
   curl -s -X POST -H "Authorization: Bearer $BUYER" %[1]s/v1/events/%[3]s/waiting-room
 
 Stop with Ctrl-C.
-`, base, redactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote, paymentsNote(cfg), "http://"+opsLn.Addr().String())
+`, base, RedactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote, paymentsNote(cfg), "http://"+opsLn.Addr().String())
 
-	return runStack(ctx, cfg, pool, nc, js, ln, opsLn, logger, reg)
+	return RunStack(ctx, cfg, pool, nc, js, ln, opsLn, logger, reg)
 }
 
-// runStack runs every role in this process — the API on ln, the relay,
+// RunStack runs every role in this process — the API on ln, the relay,
 // every worker, and /metrics, /healthz and /readyz on ops when it is not
 // nil — until ctx is done: what dev and `bench purchases` run.
-func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, ln, ops net.Listener, logger *slog.Logger, reg *prometheus.Registry) error {
+func RunStack(ctx context.Context, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, ln, ops net.Listener, logger *slog.Logger, reg *prometheus.Registry) error {
 	r, err := relay.New(pool, nc, relay.Config{Logger: logger, Registerer: reg, Bus: bus.ForCell(cfg.Cell)})
 	if err != nil {
 		return err
@@ -185,21 +185,21 @@ func runStack(ctx context.Context, cfg config, pool *pgxpool.Pool, nc *nats.Conn
 		return err
 	}
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc)}}
-	c, err := buildCell(ctx, cfg, cellDeps{
-		name: cfg.Cell, pool: pool, logger: logger, reg: reg, provider: provider, sandbox: sandbox, js: js, room: &waitingRoomOpts{},
+	c, err := BuildCell(ctx, cfg, CellDeps{
+		Name: cfg.Cell, Pool: pool, Logger: logger, Reg: reg, Provider: provider, Sandbox: sandbox, JS: js, Room: &WaitingRoomOpts{},
 	})
 	if err != nil {
 		return err
 	}
-	defer c.close()
+	defer c.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, ln, newAPI(cfg, cells.Single(c.Cell), logger, reg, checks).Handler(), logger)
+		return ServeHTTP(gctx, ln, NewAPI(cfg, cells.Single(c.Cell), logger, reg, checks).Handler(), logger)
 	})
 	if ops != nil {
-		g.Go(func() error { return serveHTTP(gctx, ops, opsHandler(reg, checks), logger) })
+		g.Go(func() error { return ServeHTTP(gctx, ops, opsHandler(reg, checks), logger) })
 	}
-	for _, run := range c.runs {
+	for _, run := range c.Runs {
 		g.Go(func() error { return run(gctx) })
 	}
 	g.Go(func() error { return r.Run(db.WithRole(gctx, "relay")) })
@@ -216,7 +216,7 @@ func devDatabase(ctx context.Context, dir string, logger *slog.Logger, out io.Wr
 	conn, err := net.DialTimeout("tcp", "127.0.0.1:5432", time.Second)
 	if err == nil {
 		conn.Close()
-		url, err := ensureDatabase(ctx, "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "boxoffice")
+		url, err := EnsureDatabase(ctx, "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "boxoffice")
 		if err != nil {
 			return "", nil, fmt.Errorf("a server answers on localhost:5432 but %w; set DATABASE_URL", err)
 		}
@@ -238,7 +238,7 @@ func devDatabase(ctx context.Context, dir string, logger *slog.Logger, out io.Wr
 			logger.Error("stop private postgres", "error", err.Error())
 		}
 	}
-	url, err := ensureDatabase(ctx, cluster.URL(), "boxoffice")
+	url, err := EnsureDatabase(ctx, cluster.URL(), "boxoffice")
 	if err != nil {
 		stop()
 		return "", nil, err
@@ -246,9 +246,9 @@ func devDatabase(ctx context.Context, dir string, logger *slog.Logger, out io.Wr
 	return url, stop, nil
 }
 
-// ensureDatabase creates database name on the server of adminURL if it is
+// EnsureDatabase creates database name on the server of adminURL if it is
 // missing and returns its URL.
-func ensureDatabase(ctx context.Context, adminURL, name string) (string, error) {
+func EnsureDatabase(ctx context.Context, adminURL, name string) (string, error) {
 	cc, err := pgx.ParseConfig(adminURL)
 	if err != nil {
 		return "", fmt.Errorf("parse database url: %w", err)
@@ -299,8 +299,8 @@ func seedDemo(ctx context.Context, pool *pgxpool.Pool, cell string) (catalog.Eve
 	return ev, nil
 }
 
-// redactURL drops any password from a connection URL before printing it.
-func redactURL(raw string) string {
+// RedactURL drops any password from a connection URL before printing it.
+func RedactURL(raw string) string {
 	cc, err := pgx.ParseConfig(raw)
 	if err != nil {
 		return "(unparseable)"
@@ -308,7 +308,7 @@ func redactURL(raw string) string {
 	return fmt.Sprintf("postgres://%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
 }
 
-func paymentsNote(cfg config) string {
+func paymentsNote(cfg Config) string {
 	if cfg.Payments == "sandbox" {
 		return "sandbox (confirm a card with POST /v1/sandbox/payment-intents/{id}/authorize)"
 	}

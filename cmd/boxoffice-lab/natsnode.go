@@ -14,7 +14,7 @@ import (
 )
 
 // runNATSNode runs `boxoffice nats-node` (hidden): one JetStream cluster
-// node in this process, from flags, until ctx is done. `boxoffice onsale
+// node in this process, from flags, until ctx is done. `boxoffice-lab simulate
 // --spawn` starts three of them so the stack needs no nats-server binary.
 func runNATSNode(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("nats-node", flag.ContinueOnError)

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -39,11 +39,11 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if !from.Before(to) {
 		return errors.New("the window is empty: -from must be before -to")
 	}
-	cfg, err := loadConfig(getenv, "DATABASE_URL")
+	cfg, err := LoadConfig(getenv, "DATABASE_URL")
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg.LogLevel)
+	logger := NewLogger(cfg.LogLevel)
 	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: 4, RegionEpoch: cfg.RegionEpoch})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // busRole is what the roles that work off the bus (relay, work) share:
 // configuration, the pool, a provisioned bus connection and a registry.
 type busRole struct {
-	cfg    config
+	cfg    Config
 	logger *slog.Logger
 	pool   *pgxpool.Pool
 	nc     *nats.Conn
@@ -31,16 +31,16 @@ type busRole struct {
 // openBusRole reads the configuration (DATABASE_URL and NATS_URL are
 // required), opens the pool and the bus, and provisions the streams.
 func openBusRole(ctx context.Context, name string) (*busRole, error) {
-	cfg, err := loadConfig(os.Getenv, "DATABASE_URL", "NATS_URL")
+	cfg, err := LoadConfig(os.Getenv, "DATABASE_URL", "NATS_URL")
 	if err != nil {
 		return nil, err
 	}
-	r := &busRole{cfg: cfg, logger: newLogger(cfg.LogLevel)}
+	r := &busRole{cfg: cfg, logger: NewLogger(cfg.LogLevel)}
 	if r.pool, err = db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch}); err != nil {
 		return nil, err
 	}
-	r.reg = newRegistry(r.pool)
-	if r.nc, r.js, err = connectBus(ctx, cfg, name, r.logger); err != nil {
+	r.reg = NewRegistry(r.pool)
+	if r.nc, r.js, err = ConnectBus(ctx, cfg, name, r.logger); err != nil {
 		r.pool.Close()
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (r *busRole) run(ctx context.Context, components ...func(context.Context) e
 		{Name: "nats", Func: natsCheck(r.nc), Required: true},
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(gctx, ln, opsHandler(r.reg, checks), r.logger) })
+	g.Go(func() error { return ServeHTTP(gctx, ln, opsHandler(r.reg, checks), r.logger) })
 	for _, run := range components {
 		g.Go(func() error { return run(gctx) })
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"boxoffice/cmd/boxoffice/roles"
 	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/lab/bench"
@@ -92,7 +93,7 @@ func runBenchStreams(ctx context.Context, args []string) error {
 	go func() { relayDone <- r.Run(relayCtx) }()
 	defer func() { stopRelay(); <-relayDone }() //nolint:errcheck // the relay's error is its shutdown's, past the measurement
 
-	fmt.Printf("boxoffice bench streams — %d order event streams on one API process (a child `boxoffice serve`), RLIMIT_NOFILE %d\n\n", *n, nofile)
+	fmt.Printf("boxoffice-lab bench streams — %d order event streams on one API process (a child `boxoffice serve`), RLIMIT_NOFILE %d\n\n", *n, nofile)
 	orders, err := streamOrders(ctx, cfg, pool, logger, *n)
 	if err != nil {
 		return err
@@ -167,7 +168,7 @@ func raiseOpenFiles(want uint64) (uint64, error) {
 // streamOrders creates an event of n seats and n orders awaiting payment
 // on it through the hold path, each of its own buyer (the API caps the
 // streams of one buyer), with a bearer token of that buyer.
-func streamOrders(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, n int) ([]bench.StreamOrder, error) {
+func streamOrders(ctx context.Context, cfg roles.Config, pool *pgxpool.Pool, logger *slog.Logger, n int) ([]bench.StreamOrder, error) {
 	start := time.Now()
 	const perRow = 500
 	cat := catalog.New(pool)
@@ -271,7 +272,7 @@ type childAPI struct {
 // startAPI runs binary serve on the bench database and bus, logging
 // warnings only, and waits until it is ready with its order feed following
 // the bus.
-func startAPI(ctx context.Context, binary string, cfg config, databaseURL string) (*childAPI, error) {
+func startAPI(ctx context.Context, binary string, cfg roles.Config, databaseURL string) (*childAPI, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -150,11 +150,11 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		{map[string]string{"BOXOFFICE_LOG_LEVEL": "loud"}, nil, "BOXOFFICE_LOG_LEVEL"},
 	}
 	for _, tc := range cases {
-		_, err := loadConfig(env(tc.vars), tc.required...)
+		_, err := LoadConfig(env(tc.vars), tc.required...)
 		require.Error(t, err)
 		require.True(t, strings.HasPrefix(err.Error(), tc.name+": "), err.Error())
 	}
-	cfg, err := loadConfig(env(map[string]string{}))
+	cfg, err := LoadConfig(env(map[string]string{}))
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Minute, cfg.HoldTTL)
 	require.Equal(t, ":8080", cfg.HTTPAddr)

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 
 // workDeps is what the workers are built from.
 type workDeps struct {
-	cfg      config
+	cfg      Config
 	pool     *pgxpool.Pool
 	js       jetstream.JetStream
 	logger   *slog.Logger
@@ -170,9 +170,9 @@ func startWorkers(d workDeps, names []string) ([]func(context.Context) error, er
 	return runs, nil
 }
 
-// devTicketSeed derives the public dev seed tickets are signed with when
+// DevTicketSeed derives the public dev seed tickets are signed with when
 // BOXOFFICE_TICKET_SIGNING_KEY is unset in dev.
-func devTicketSeed() []byte {
+func DevTicketSeed() []byte {
 	sum := sha256.Sum256([]byte("boxoffice-dev-ticket-signing-seed-not-for-production"))
 	return sum[:ed25519.SeedSize]
 }

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"encoding/json"
@@ -61,7 +61,7 @@ func (s composeService) dependencies(t *testing.T) map[string]string {
 
 func loadCompose(t *testing.T) composeFile {
 	t.Helper()
-	raw, err := os.ReadFile("../../compose.yaml")
+	raw, err := os.ReadFile("../../../compose.yaml")
 	require.NoError(t, err)
 	var f composeFile
 	require.NoError(t, yaml.Unmarshal(raw, &f))
@@ -79,7 +79,7 @@ func interpolate(v string) string {
 func sourceFiles(t *testing.T) map[string]string {
 	t.Helper()
 	files := map[string]string{}
-	require.NoError(t, filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+	require.NoError(t, filepath.WalkDir("../../..", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	src := sourceFiles(t)
 	var cmdSrc strings.Builder
 	for path, s := range src {
-		if strings.HasPrefix(path, "../../cmd/boxoffice/") {
+		if strings.HasPrefix(path, "../../../cmd/boxoffice/") {
 			cmdSrc.WriteString(s)
 		}
 	}
@@ -113,7 +113,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		known[m[1]] = true
 	}
 	require.True(t, known["DATABASE_URL"] && known["NATS_URL"], "the variable scan found the configuration")
-	mainSrc, err := os.ReadFile("main.go")
+	mainSrc, err := os.ReadFile("roles.go")
 	require.NoError(t, err)
 	var commands []string
 	for _, m := range regexp.MustCompile(`case "([a-z]+)":`).FindAllStringSubmatch(string(mainSrc), -1) {
@@ -134,7 +134,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			}
 			if s.Build != nil {
 				require.Equal(t, ".", s.Build)
-				require.FileExists(t, "../../Dockerfile")
+				require.FileExists(t, "../../../Dockerfile")
 			}
 			require.NotEmpty(t, s.Restart, "a restart policy")
 			for dep, cond := range s.dependencies(t) {
@@ -147,7 +147,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			for _, v := range s.Volumes {
 				src, _, _ := strings.Cut(v, ":")
 				if strings.HasPrefix(src, "./") {
-					_, err := os.Stat(filepath.Join("../..", src))
+					_, err := os.Stat(filepath.Join("../../..", src))
 					require.NoError(t, err, "mounted path exists")
 				} else {
 					require.Contains(t, f.Volumes, src, "named volume is declared")
@@ -178,7 +178,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			case "migrate":
 				required = []string{"DATABASE_URL"}
 			}
-			cfg, err := loadConfig(getenv, required...)
+			cfg, err := LoadConfig(getenv, required...)
 			require.NoError(t, err, "the role accepts its configuration")
 			if role == "migrate" {
 				require.Equal(t, "no", s.Restart)
@@ -202,7 +202,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 
 func TestPrometheusScrapesEveryRole(t *testing.T) {
 	f := loadCompose(t)
-	raw, err := os.ReadFile("../../deploy/prometheus/prometheus.yml")
+	raw, err := os.ReadFile("../../../deploy/prometheus/prometheus.yml")
 	require.NoError(t, err)
 	var cfg struct {
 		ScrapeConfigs []struct {
@@ -233,7 +233,7 @@ func TestPrometheusScrapesEveryRole(t *testing.T) {
 }
 
 func TestDashboardQueriesExportedMetrics(t *testing.T) {
-	raw, err := os.ReadFile("../../deploy/grafana/dashboards/boxoffice.json")
+	raw, err := os.ReadFile("../../../deploy/grafana/dashboards/boxoffice.json")
 	require.NoError(t, err)
 	var dash struct {
 		Panels []struct {

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -28,11 +28,11 @@ func runServe(ctx context.Context, args []string) error {
 	if os.Getenv("BOXOFFICE_CELLS") == "" {
 		required = append(required, "DATABASE_URL")
 	}
-	cfg, err := loadConfig(os.Getenv, required...)
+	cfg, err := LoadConfig(os.Getenv, required...)
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg.LogLevel)
+	logger := NewLogger(cfg.LogLevel)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var checks []handlers.Check
@@ -68,18 +68,18 @@ func runServe(ctx context.Context, args []string) error {
 	checks = append(served.checks, checks...)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, ln, newAPI(cfg, served.router, logger, reg, checks).Handler(), logger)
+		return ServeHTTP(gctx, ln, NewAPI(cfg, served.router, logger, reg, checks).Handler(), logger)
 	})
-	g.Go(func() error { return serveHTTP(gctx, opsLn, opsHandler(reg, checks), logger) })
+	g.Go(func() error { return ServeHTTP(gctx, opsLn, opsHandler(reg, checks), logger) })
 	for _, run := range served.runs {
 		g.Go(func() error { return run(gctx) })
 	}
 	return g.Wait()
 }
 
-// serveHTTP serves h on ln until ctx is done, then stops taking requests and
+// ServeHTTP serves h on ln until ctx is done, then stops taking requests and
 // lets in-flight ones finish for up to 10 seconds.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           h,
 		MaxHeaderBytes:    handlers.MaxHeaderBytes,
@@ -109,7 +109,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slo
 func runMigrate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
 	_ = fs.Parse(args)
-	cfg, err := loadConfig(os.Getenv, "DATABASE_URL")
+	cfg, err := LoadConfig(os.Getenv, "DATABASE_URL")
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, ou
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(getenv, "DATABASE_URL")
+	cfg, err := LoadConfig(getenv, "DATABASE_URL")
 	if err != nil {
 		return err
 	}

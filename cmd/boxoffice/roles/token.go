@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"flag"
@@ -18,7 +18,7 @@ func runToken(args []string) error {
 	org := fs.String("org", "", "organizer UUID, for organizers (default: a new one)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
 	_ = fs.Parse(args)
-	cfg, err := loadConfig(os.Getenv, "BOXOFFICE_JWT_SECRET")
+	cfg, err := LoadConfig(os.Getenv, "BOXOFFICE_JWT_SECRET")
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -34,25 +34,25 @@ func (w *waitingRoom) run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// waitingRoomOpts are the parts of newWaitingRoom a benchmark changes.
-type waitingRoomOpts struct {
-	// pending, when not nil, reads the consumers' backlog.
-	pending func(context.Context) (int64, error)
-	// thresholds override the controller's defaults.
-	thresholds waitingroom.Thresholds
-	// perUser overrides the per-buyer request limit (-1: none).
-	perUser int
-	// redisPrefix overrides the key prefix.
-	redisPrefix string
+// WaitingRoomOpts are the parts of NewWaitingRoom a benchmark changes.
+type WaitingRoomOpts struct {
+	// Pending, when not nil, reads the consumers' backlog.
+	Pending func(context.Context) (int64, error)
+	// Thresholds override the controller's defaults.
+	Thresholds waitingroom.Thresholds
+	// PerUser overrides the per-buyer request limit (-1: none).
+	PerUser int
+	// RedisPrefix overrides the key prefix.
+	RedisPrefix string
 }
 
-// newWaitingRoom builds the waiting room on Redis when REDIS_URL is set,
+// NewWaitingRoom builds the waiting room on Redis when REDIS_URL is set,
 // else in process, with a release controller reading the cell's signals:
 // hold latency (fed by the hold handler), the pool's acquire waits, the
 // outbox and live holds in PostgreSQL, and the consumers' backlog when
 // opts.pending is set. Redis need not answer at start-up: the waiting room
 // fails closed (503) until it does, and go-redis reconnects by itself.
-func newWaitingRoom(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer, opts waitingRoomOpts) (*waitingRoom, error) {
+func NewWaitingRoom(ctx context.Context, cfg Config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer, opts WaitingRoomOpts) (*waitingRoom, error) {
 	w := &waitingRoom{close: func() {}}
 	var store waitingroom.Store = waitingroom.NewMemoryStore()
 	if cfg.RedisURL != "" {
@@ -67,7 +67,7 @@ func newWaitingRoom(ctx context.Context, cfg config, pool *pgxpool.Pool, logger 
 		redis.SetLogger(redisLogger{logger})
 		w.rdb = redis.NewClient(ro)
 		w.close = func() { _ = w.rdb.Close() }
-		store = waitingroom.NewRedisStore(w.rdb, waitingroom.RedisStoreConfig{Prefix: opts.redisPrefix})
+		store = waitingroom.NewRedisStore(w.rdb, waitingroom.RedisStoreConfig{Prefix: opts.RedisPrefix})
 		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		if err := w.rdb.Ping(pingCtx).Err(); err != nil {
@@ -79,8 +79,8 @@ func newWaitingRoom(ctx context.Context, cfg config, pool *pgxpool.Pool, logger 
 	holds := waitingroom.NewLatencyWindow(10 * time.Second)
 	var room *waitingroom.Room
 	controller := waitingroom.NewController(waitingroom.ControllerConfig{
-		Signals:    waitingroom.NewCellSignals(pool, holds, opts.pending),
-		Thresholds: opts.thresholds,
+		Signals:    waitingroom.NewCellSignals(pool, holds, opts.Pending),
+		Thresholds: opts.Thresholds,
 		Initial:    cfg.AdmissionRate,
 		Max:        cfg.AdmissionRateMax,
 		DemandFunc: func() bool { return room.HasDemand() },
@@ -93,7 +93,7 @@ func newWaitingRoom(ctx context.Context, cfg config, pool *pgxpool.Pool, logger 
 		Events:      catalog.New(pool),
 		Onsales:     waitingroom.NewOnsales(pool),
 		Controller:  controller,
-		Limits:      waitingroom.Limits{PerIP: cfg.WaitingRoomIPLimit, PerUser: opts.perUser},
+		Limits:      waitingroom.Limits{PerIP: cfg.WaitingRoomIPLimit, PerUser: opts.PerUser},
 		HoldLatency: holds,
 		// A second-old seat map, read once a second per event for every
 		// join and admitter pass of this process.

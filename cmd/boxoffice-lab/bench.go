@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"boxoffice/cmd/boxoffice/roles"
 	"boxoffice/domain/cells"
 	"boxoffice/lab/bench"
 	"boxoffice/migrations"
@@ -40,7 +41,7 @@ func runBench(ctx context.Context, args []string) error {
 		return runBenchStreams(ctx, args[1:])
 	}
 	if len(args) == 0 || args[0] != "holds" {
-		return fmt.Errorf("usage: boxoffice bench holds|purchases|streams|waitingroom [flags]")
+		return fmt.Errorf("usage: boxoffice-lab bench holds|purchases|streams|waitingroom [flags]")
 	}
 	fs := flag.NewFlagSet("bench holds", flag.ExitOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
@@ -86,18 +87,18 @@ func runBench(ctx context.Context, args []string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	serverCtx, stopServers := context.WithCancel(gctx)
 	defer stopServers()
-	start := func(c config) (string, error) {
+	start := func(c roles.Config) (string, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return "", err
 		}
-		cell, err := buildCell(ctx, c, cellDeps{name: c.Cell, pool: pool, logger: logger})
+		cell, err := roles.BuildCell(ctx, c, roles.CellDeps{Name: c.Cell, Pool: pool, Logger: logger})
 		if err != nil {
 			ln.Close()
 			return "", err
 		}
 		g.Go(func() error {
-			return serveHTTP(serverCtx, ln, newAPI(c, cells.Single(cell.Cell), logger, nil, nil).Handler(), logger)
+			return roles.ServeHTTP(serverCtx, ln, roles.NewAPI(c, cells.Single(cell.Cell), logger, nil, nil).Handler(), logger)
 		})
 		return "http://" + ln.Addr().String(), nil
 	}
@@ -113,7 +114,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 
 	report := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
-	report("boxoffice bench holds — %s per phase, pool %d connections, PostgreSQL %s", *duration, pool.Config().MaxConns, redactURL(cfg.DatabaseURL))
+	report("boxoffice-lab bench holds — %s per phase, pool %d connections, PostgreSQL %s", *duration, pool.Config().MaxConns, roles.RedactURL(cfg.DatabaseURL))
 
 	maxClients := max(*hotClients, clients[0])
 	for _, c := range clients {
@@ -231,11 +232,11 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 
 	stackCtx, stopStack := context.WithCancel(ctx)
 	stack := make(chan error, 1)
-	go func() { stack <- runStack(stackCtx, cfg, pool, nc, js, ln, nil, logger, newRegistry(pool)) }()
+	go func() { stack <- roles.RunStack(stackCtx, cfg, pool, nc, js, ln, nil, logger, roles.NewRegistry(pool)) }()
 	defer func() { stopStack(); <-stack }() //nolint:errcheck // the stack's error is its shutdown's, past the measurement
 
 	client := bench.NewClient(base, cfg.JWTSecret, *concurrency*2)
-	fmt.Printf("boxoffice bench purchases — every role in one process, sandbox payments, %s per phase, pool %d connections\n\n", *duration, pool.Config().MaxConns)
+	fmt.Printf("boxoffice-lab bench purchases — every role in one process, sandbox payments, %s per phase, pool %d connections\n\n", *duration, pool.Config().MaxConns)
 	fmt.Printf("%-44s %12s %9s %9s %8s\n", "phase", "ticketed/s", "p50", "p99", "failed")
 	ev, err := client.CreateEvent(ctx, 200, 500)
 	if err != nil {
@@ -365,7 +366,7 @@ func printCPU(prof []byte, process, postgres time.Duration, ticketed int) {
 // benchBus starts an embedded JetStream server in a temporary directory,
 // points cfg at it and connects; stop closes the connection and removes
 // the server and its files.
-func benchBus(ctx context.Context, cfg *config, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, func(), error) {
+func benchBus(ctx context.Context, cfg *roles.Config, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, func(), error) {
 	storeDir, err := os.MkdirTemp("", "boxoffice-bench-nats-")
 	if err != nil {
 		return nil, nil, nil, err
@@ -376,7 +377,7 @@ func benchBus(ctx context.Context, cfg *config, logger *slog.Logger) (*nats.Conn
 		return nil, nil, nil, err
 	}
 	cfg.NATSURL = ns.ClientURL()
-	nc, js, err := connectBus(ctx, *cfg, "bench", logger)
+	nc, js, err := roles.ConnectBus(ctx, *cfg, "bench", logger)
 	if err != nil {
 		ns.Shutdown()
 		os.RemoveAll(storeDir)
@@ -402,15 +403,15 @@ func commits(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 // benchSetup reads the configuration (DATABASE_URL names the server; the
 // secrets are dev's, payments the sandbox's) and creates a fresh, migrated
 // database on that server, which cleanup drops.
-func benchSetup(ctx context.Context, tracer ...pgx.QueryTracer) (config, *pgxpool.Pool, func(), error) {
-	cfg, err := loadConfig(func(name string) string {
+func benchSetup(ctx context.Context, tracer ...pgx.QueryTracer) (roles.Config, *pgxpool.Pool, func(), error) {
+	cfg, err := roles.LoadConfig(func(name string) string {
 		switch name {
 		case "BOXOFFICE_JWT_SECRET":
-			return devJWTSecret
+			return roles.DevJWTSecret
 		case "BOXOFFICE_ADMISSION_KEY":
-			return devAdmissionKey
+			return roles.DevAdmissionKey
 		case "STRIPE_WEBHOOK_SECRET":
-			return devWebhookKey
+			return roles.DevWebhookKey
 		case "BOXOFFICE_PAYMENTS":
 			return "sandbox"
 		}
@@ -419,9 +420,9 @@ func benchSetup(ctx context.Context, tracer ...pgx.QueryTracer) (config, *pgxpoo
 	if err != nil {
 		return cfg, nil, nil, err
 	}
-	cfg.TicketSeed = devTicketSeed()
+	cfg.TicketSeed = roles.DevTicketSeed()
 	name := "boxoffice_bench_" + randomHex(4)
-	url, err := ensureDatabase(ctx, cfg.DatabaseURL, name)
+	url, err := roles.EnsureDatabase(ctx, cfg.DatabaseURL, name)
 	if err != nil {
 		return cfg, nil, nil, err
 	}

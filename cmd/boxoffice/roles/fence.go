@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func runFence(ctx context.Context, args []string, getenv func(string) string, ou
 	if *epoch < 1 {
 		return errors.New("--epoch N is required, N >= 1")
 	}
-	cfg, err := loadConfig(getenv, "DATABASE_URL")
+	cfg, err := LoadConfig(getenv, "DATABASE_URL")
 	if err != nil {
 		return err
 	}

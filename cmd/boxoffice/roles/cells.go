@@ -1,4 +1,4 @@
-package main
+package roles
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func (s *servedCells) names() []string {
 // its bus namespace's consumers when js is not nil). With one cell the
 // metrics are as they always were; with several, each cell's carry a
 // cell label and its waiting room its own Redis key prefix.
-func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *prometheus.Registry, js jetstream.JetStream) (_ *servedCells, err error) {
+func openCells(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry, js jetstream.JetStream) (_ *servedCells, err error) {
 	s := &servedCells{}
 	defer func() {
 		if err != nil {
@@ -71,11 +71,11 @@ func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *promet
 	for _, cc := range cfg.Cells {
 		clog := logger
 		var creg prometheus.Registerer = reg
-		var opts waitingRoomOpts
+		var opts WaitingRoomOpts
 		if multi {
 			clog = logger.With("cell", cc.Name)
 			creg = prometheus.WrapRegistererWith(prometheus.Labels{"cell": cc.Name}, reg)
-			opts.redisPrefix = "boxoffice:cell:" + cc.Name + ":"
+			opts.RedisPrefix = "boxoffice:cell:" + cc.Name + ":"
 		}
 		pool, err := db.NewPool(ctx, db.PoolConfig{URL: cc.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch})
 		if err != nil {
@@ -98,14 +98,14 @@ func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *promet
 				return nil, err
 			}
 		}
-		c, err := buildCell(ctx, cfg, cellDeps{
-			name: cc.Name, pool: pool, logger: clog, reg: creg, provider: provider, sandbox: sandbox, js: js, room: &opts,
+		c, err := BuildCell(ctx, cfg, CellDeps{
+			Name: cc.Name, Pool: pool, Logger: clog, Reg: creg, Provider: provider, Sandbox: sandbox, JS: js, Room: &opts,
 		})
 		if err != nil {
 			return nil, err
 		}
-		s.closes = append(s.closes, c.close)
-		s.runs = append(s.runs, c.runs...)
+		s.closes = append(s.closes, c.Close)
+		s.runs = append(s.runs, c.Runs...)
 		list = append(list, c.Cell)
 	}
 	router, err := cells.NewRouter(list...)
@@ -116,99 +116,99 @@ func openCells(ctx context.Context, cfg config, logger *slog.Logger, reg *promet
 	return s, nil
 }
 
-// cellDeps is what buildCell builds one purchase cell from.
-type cellDeps struct {
-	// name is the cell's name: BOXOFFICE_CELL, or one of BOXOFFICE_CELLS.
-	name string
-	// pool is the cell's database; the caller opens and closes it.
-	pool   *pgxpool.Pool
-	logger *slog.Logger
-	// reg, when not nil, receives the cell's metrics (its Stripe
+// CellDeps is what BuildCell builds one purchase cell from.
+type CellDeps struct {
+	// Name is the cell's Name: BOXOFFICE_CELL, or one of BOXOFFICE_CELLS.
+	Name string
+	// Pool is the cell's database; the caller opens and closes it.
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+	// Reg, when not nil, receives the cell's metrics (its Stripe
 	// ingress's and its waiting room's).
-	reg prometheus.Registerer
-	// provider is what the Stripe ingress consults when a webhook
+	Reg prometheus.Registerer
+	// Provider is what the Stripe ingress consults when a webhook
 	// disagrees with an order; sandbox, when not nil, adds the sandbox's
 	// buyer actions (BOXOFFICE_PAYMENTS=sandbox).
-	provider payments.Provider
-	sandbox  *sandbox.Sandbox
-	// js, when not nil, wakes the order event streams through the cell's
+	Provider payments.Provider
+	Sandbox  *sandbox.Sandbox
+	// JS, when not nil, wakes the order event streams through the cell's
 	// order feed, and gives the release controller the backlog of the
 	// cell's consumers unless room.pending is set. Nil: the streams read
 	// their order on a schedule.
-	js jetstream.JetStream
-	// room, when not nil, makes the cell's waiting room newWaitingRoom's
+	JS jetstream.JetStream
+	// Room, when not nil, makes the cell's waiting Room NewWaitingRoom's
 	// (Redis when REDIS_URL is set, a release controller on the cell's
-	// signals) with these options. Nil: an in-process room at a fixed
+	// signals) with these options. Nil: an in-process Room at a fixed
 	// rate with no admitter or controller running and no organizer
 	// settings, enough for bench holds, which admits a few buyers at
 	// once.
-	room *waitingRoomOpts
+	Room *WaitingRoomOpts
 }
 
-// builtCell is a cell with what runs and what closes it.
-type builtCell struct {
+// BuiltCell is a cell with what runs and what closes it.
+type BuiltCell struct {
 	*cells.Cell
-	// runs are the cell's waiting-room admitter and release controller
+	// Runs are the cell's waiting-room admitter and release controller
 	// (with deps.room) and its order feed (with deps.js); each returns
 	// when its context is done.
-	runs []func(context.Context) error
-	// rdb is the waiting room's Redis client (nil in process).
-	rdb *redis.Client
-	// close releases the waiting room's Redis client; the pool is the
+	Runs []func(context.Context) error
+	// Redis is the waiting room's Redis client (nil in process).
+	Redis *redis.Client
+	// Close releases the waiting room's Redis client; the pool is the
 	// caller's.
-	close func()
+	Close func()
 }
 
-// buildCell builds every service of one purchase cell on d.pool from cfg
+// BuildCell builds every service of one purchase cell on d.pool from cfg
 // (its hold TTL, webhook limits, Stripe webhook secret, admission key and
 // waiting-room settings): the one construction of a cell, for serve
 // (through openCells), dev, the benchmarks and the tests.
-func buildCell(ctx context.Context, cfg config, d cellDeps) (*builtCell, error) {
-	cfg.Cell = d.name
-	b := &builtCell{Cell: &cells.Cell{
-		Name:     d.name,
-		Pool:     d.pool,
-		Catalog:  catalog.New(d.pool).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second),
-		Purchase: purchase.NewService(d.pool, d.logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
-		Webhooks: webhooks.NewService(d.pool, webhooks.ServiceConfig{
-			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: d.logger, MaxEndpoints: cfg.Webhooks.MaxEndpoints,
+func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) {
+	cfg.Cell = d.Name
+	b := &BuiltCell{Cell: &cells.Cell{
+		Name:     d.Name,
+		Pool:     d.Pool,
+		Catalog:  catalog.New(d.Pool).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second),
+		Purchase: purchase.NewService(d.Pool, d.Logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
+		Webhooks: webhooks.NewService(d.Pool, webhooks.ServiceConfig{
+			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: d.Logger, MaxEndpoints: cfg.Webhooks.MaxEndpoints,
 		}),
-		Sandbox: d.sandbox,
-	}, close: func() {}}
+		Sandbox: d.Sandbox,
+	}, Close: func() {}}
 	if cfg.StripeWebhookSecret != "" {
-		ic := payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: d.logger, Provider: d.provider, Registerer: d.reg}
-		b.Ingress = payments.NewIngress(d.pool, ic)
+		ic := payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: d.Logger, Provider: d.Provider, Registerer: d.Reg}
+		b.Ingress = payments.NewIngress(d.Pool, ic)
 	}
-	if d.room == nil {
+	if d.Room == nil {
 		b.Room = waitingroom.NewRoom(waitingroom.RoomConfig{
 			Store: waitingroom.NewMemoryStore(), Signer: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
-			Events: b.Catalog, Logger: d.logger,
+			Events: b.Catalog, Logger: d.Logger,
 		})
 	} else {
-		opts := *d.room
-		if opts.pending == nil && d.js != nil {
-			opts.pending = consumerPendingIn(d.js, bus.ForCell(d.name))
+		opts := *d.Room
+		if opts.Pending == nil && d.JS != nil {
+			opts.Pending = consumerPendingIn(d.JS, bus.ForCell(d.Name))
 		}
-		wr, err := newWaitingRoom(ctx, cfg, d.pool, d.logger, d.reg, opts)
+		wr, err := NewWaitingRoom(ctx, cfg, d.Pool, d.Logger, d.Reg, opts)
 		if err != nil {
-			return nil, fmt.Errorf("waiting room of cell %s: %w", d.name, err)
+			return nil, fmt.Errorf("waiting room of cell %s: %w", d.Name, err)
 		}
-		b.Room, b.rdb, b.close = wr.room, wr.rdb, wr.close
-		b.runs = append(b.runs, func(ctx context.Context) error { return wr.run(db.WithRole(ctx, "waiting room")) })
+		b.Room, b.Redis, b.Close = wr.room, wr.rdb, wr.close
+		b.Runs = append(b.Runs, func(ctx context.Context) error { return wr.run(db.WithRole(ctx, "waiting room")) })
 	}
-	if d.js != nil {
-		b.Orders = orderfeed.New(orderfeed.Config{JetStream: d.js, Bus: bus.ForCell(d.name), Logger: d.logger})
-		b.runs = append(b.runs, b.Orders.Run)
+	if d.JS != nil {
+		b.Orders = orderfeed.New(orderfeed.Config{JetStream: d.JS, Bus: bus.ForCell(d.Name), Logger: d.Logger})
+		b.Runs = append(b.Runs, b.Orders.Run)
 	}
 	return b, nil
 }
 
-// newAPI returns the handlers of the cells of router, configured from cfg
+// NewAPI returns the handlers of the cells of router, configured from cfg
 // (JWT secret, admission key, ticket signing key, per-buyer and per-address
 // limits): the one construction of the API, for serve, dev, the
 // benchmarks and the tests. reg, when not nil, receives the API's
 // metrics; checks are what /readyz reports.
-func newAPI(cfg config, router *cells.Router, logger *slog.Logger, reg prometheus.Registerer, checks []handlers.Check) *handlers.Handlers {
+func NewAPI(cfg Config, router *cells.Router, logger *slog.Logger, reg prometheus.Registerer, checks []handlers.Check) *handlers.Handlers {
 	hc := handlers.Config{
 		Cells:      router,
 		Logger:     logger,

@@ -23,15 +23,15 @@ import (
 	"boxoffice/platform/db"
 )
 
-// errOnsaleBroken makes `boxoffice onsale` exit non-zero after a run that
+// errOnsaleBroken makes `boxoffice-lab simulate` exit non-zero after a run that
 // oversold a seat or whose audit found a broken invariant.
 var errOnsaleBroken = errors.New("a seat was oversold or the audit failed (see the summary)")
 
-// runOnsale runs `boxoffice onsale`: an onsale simulation against --api
+// runSimulate runs `boxoffice-lab simulate`: an onsale simulation against --api
 // (or a stack it spawns), the invariant audit, the summary and, with
 // --report, the HTML report.
-func runOnsale(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) (err error) {
-	fs := flag.NewFlagSet("onsale", flag.ContinueOnError)
+func runSimulate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) (err error) {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	apiFlag := fs.String("api", "http://127.0.0.1:8080", "API base URL(s), comma-separated; ignored with --spawn")
 	buyers := fs.Int("buyers", 1000, "buyers who arrive")
 	seats := fs.Int("seats", 100, "seats of the event the simulator creates")
@@ -60,7 +60,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	if *chaos && !*spawn {
 		return errors.New("--chaos needs --spawn: it kills processes it started")
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "onsale")
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "simulator")
 
 	cfg := simulator.Config{
 		APIs: strings.Split(*apiFlag, ","), SharedWaitingRoom: *sharedRoom, JWTSecret: []byte(getenv("BOXOFFICE_JWT_SECRET")),
@@ -178,7 +178,7 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	defer cancel()
 	if dbURL != "" {
 		var buf bytes.Buffer
-		ok, err := runOnsaleAudit(actx, dbURL, natsURL, &buf)
+		ok, err := runSimulateAudit(actx, dbURL, natsURL, &buf)
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -205,9 +205,9 @@ func runOnsale(ctx context.Context, args []string, getenv func(string) string, s
 	return nil
 }
 
-// runOnsaleAudit runs the invariant audit against the run's database and
+// runSimulateAudit runs the invariant audit against the run's database and
 // bus, and says whether every invariant holds.
-func runOnsaleAudit(ctx context.Context, dbURL, natsURL string, out io.Writer) (bool, error) {
+func runSimulateAudit(ctx context.Context, dbURL, natsURL string, out io.Writer) (bool, error) {
 	pool, err := db.NewPool(ctx, db.PoolConfig{URL: dbURL, MaxConns: 2})
 	if err != nil {
 		return false, err

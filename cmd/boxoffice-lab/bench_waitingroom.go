@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"boxoffice/cmd/boxoffice/roles"
 	"boxoffice/domain/catalog"
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
@@ -84,12 +85,12 @@ func runBenchWaitingRoom(ctx context.Context, args []string) error {
 	})
 }
 
-func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients, buyers int, cpuProfile string) error {
-	cell, err := buildCell(ctx, cfg, cellDeps{name: cfg.Cell, pool: pool, logger: logger, room: &waitingRoomOpts{redisPrefix: prefix}})
+func benchWaitingRoomHTTP(ctx context.Context, cfg roles.Config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, d time.Duration, clients, buyers int, cpuProfile string) error {
+	cell, err := roles.BuildCell(ctx, cfg, roles.CellDeps{Name: cfg.Cell, Pool: pool, Logger: logger, Room: &roles.WaitingRoomOpts{RedisPrefix: prefix}})
 	if err != nil {
 		return err
 	}
-	defer cell.close()
+	defer cell.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	serverCtx, stop := context.WithCancel(gctx)
 	defer func() { stop(); _ = g.Wait() }()
@@ -98,14 +99,14 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		if err != nil {
 			return "", err
 		}
-		g.Go(func() error { return serveHTTP(serverCtx, ln, h, logger) })
+		g.Go(func() error { return roles.ServeHTTP(serverCtx, ln, h, logger) })
 		return "http://" + ln.Addr().String(), nil
 	}
-	base, err := listen(newAPI(cfg, cells.Single(cell.Cell), logger, nil, nil).Handler())
+	base, err := listen(roles.NewAPI(cfg, cells.Single(cell.Cell), logger, nil, nil).Handler())
 	if err != nil {
 		return err
 	}
-	for _, run := range cell.runs {
+	for _, run := range cell.Runs {
 		g.Go(func() error { return run(serverCtx) })
 	}
 
@@ -124,7 +125,7 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 	// The minimal handler: plain net/http, no authentication, the same
 	// store (the same Lua script, pipelined the same way) on the same
 	// Redis, a hand-written answer.
-	minStore := waitingroom.NewRedisStore(cell.rdb, waitingroom.RedisStoreConfig{Prefix: prefix + "min:"})
+	minStore := waitingroom.NewRedisStore(cell.Redis, waitingroom.RedisStoreConfig{Prefix: prefix + "min:"})
 	minEv, err := newEvent()
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		return err
 	}
 
-	fmt.Printf("boxoffice bench waitingroom — Redis %s, PostgreSQL %s\n\n", cfg.RedisURL, redactURL(cfg.DatabaseURL))
+	fmt.Printf("boxoffice-lab bench waitingroom — Redis %s, PostgreSQL %s\n\n", cfg.RedisURL, roles.RedactURL(cfg.DatabaseURL))
 	fmt.Printf("HTTP join + poll, %d clients in a child process taking turns as %d buyers, %s per phase, event open at R=%.0f/s (most buyers queue)\n", clients, buyers, d, cfg.AdmissionRate)
 	fmt.Printf("  server CPU = this process's getrusage over the phase (HTTP server, waiting room, admitter, controller);\n")
 	fmt.Printf("  client CPU = the load generator's own getrusage over the phase; Redis from INFO cpu\n\n")
@@ -151,11 +152,11 @@ func benchWaitingRoomHTTP(ctx context.Context, cfg config, pool *pgxpool.Pool, l
 		onStart = func() error { return pprof.StartCPUProfile(f) }
 		onEnd = func() error { pprof.StopCPUProfile(); return nil }
 	}
-	wrRes, err := runLoadPhase(ctx, cell.rdb, base+"/v1/events/"+ev.String()+"/waiting-room", "jwt", clients, buyers, d, onStart, onEnd)
+	wrRes, err := runLoadPhase(ctx, cell.Redis, base+"/v1/events/"+ev.String()+"/waiting-room", "jwt", clients, buyers, d, onStart, onEnd)
 	if err != nil {
 		return err
 	}
-	minRes, err := runLoadPhase(ctx, cell.rdb, minBase+"/v1/events/"+minEv.String()+"/waiting-room", "user", clients, buyers, d, nil, nil)
+	minRes, err := runLoadPhase(ctx, cell.Redis, minBase+"/v1/events/"+minEv.String()+"/waiting-room", "user", clients, buyers, d, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -319,7 +320,7 @@ func runWaitingRoomLoad(ctx context.Context, args []string) error {
 		id := uuid.New()
 		switch *mode {
 		case "jwt":
-			tok, err := auth.Mint([]byte(devJWTSecret), auth.Identity{UserID: id, Role: auth.RoleBuyer}, time.Hour)
+			tok, err := auth.Mint([]byte(roles.DevJWTSecret), auth.Identity{UserID: id, Role: auth.RoleBuyer}, time.Hour)
 			if err != nil {
 				return err
 			}
@@ -396,17 +397,17 @@ type onsaleSim struct {
 	capacity      int64
 }
 
-func benchOnsale(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, sim onsaleSim) error {
-	cell, err := buildCell(ctx, cfg, cellDeps{name: cfg.Cell, pool: pool, logger: logger, room: &waitingRoomOpts{
-		redisPrefix: prefix, perUser: -1,
+func benchOnsale(ctx context.Context, cfg roles.Config, pool *pgxpool.Pool, logger *slog.Logger, prefix string, sim onsaleSim) error {
+	cell, err := roles.BuildCell(ctx, cfg, roles.CellDeps{Name: cfg.Cell, Pool: pool, Logger: logger, Room: &roles.WaitingRoomOpts{
+		RedisPrefix: prefix, PerUser: -1,
 		// No relay runs here, so the outbox only grows: the simulation's
 		// capacity signal is live holds.
-		thresholds: waitingroom.Thresholds{ActiveHolds: sim.capacity, OutboxAge: 24 * time.Hour},
+		Thresholds: waitingroom.Thresholds{ActiveHolds: sim.capacity, OutboxAge: 24 * time.Hour},
 	}})
 	if err != nil {
 		return err
 	}
-	defer cell.close()
+	defer cell.Close()
 	room, ctl := cell.Room, cell.Room.Controller()
 	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
 		OrganizerID: uuid.New(), Name: "simulated onsale", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: cfg.Cell,

@@ -1,0 +1,61 @@
+// Package roles is the wiring of the boxoffice binary: configuration from
+// the environment, the one construction of a purchase cell (BuildCell),
+// and each role (serve, relay, work, dev, …) that cmd/boxoffice runs. It
+// is the only place that wires concrete types together; cmd/boxoffice-lab
+// runs the same roles beside the benchmarks and the simulator.
+package roles
+
+import (
+	"context"
+	"errors"
+	"os"
+)
+
+// Usage lists the commands Run knows.
+const Usage = `commands:
+  dev       run everything on this machine: private or local PostgreSQL, demo data, tokens
+  serve     run the HTTP API
+  relay     publish the outbox to JetStream (the only publisher)
+  work      run the durable consumers [-only a,b]
+  migrate   apply database migrations (safe to run twice or concurrently)
+  fence     raise the region epoch (--epoch N): older processes can no longer write
+  reconcile compare the provider's PaymentIntents with orders and repair mismatches [-since 24h] [-dry-run]
+  audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
+  token     mint a development bearer token
+  healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
+  openapi   print the OpenAPI document (YAML)
+`
+
+// ErrUnknownCommand is Run's answer to a command it does not know.
+var ErrUnknownCommand = errors.New("unknown command")
+
+// Run runs the role or operator command cmd with its flags args until it
+// ends or ctx is done.
+func Run(ctx context.Context, cmd string, args []string) error {
+	switch cmd {
+	case "dev":
+		return runDev(ctx, args, os.Getenv, os.Stdout)
+	case "serve":
+		return runServe(ctx, args)
+	case "relay":
+		return runRelay(ctx, args)
+	case "work":
+		return runWork(ctx, args)
+	case "migrate":
+		return runMigrate(ctx, args)
+	case "fence":
+		return runFence(ctx, args, os.Getenv, os.Stdout)
+	case "reconcile":
+		return runReconcile(ctx, args, os.Getenv, os.Stdout)
+	case "audit":
+		return runAudit(ctx, args, os.Getenv, os.Stdout)
+	case "healthcheck":
+		return runHealthcheck(ctx, args)
+	case "token":
+		return runToken(args)
+	case "openapi":
+		return runOpenAPI(args)
+	default:
+		return ErrUnknownCommand
+	}
+}
