@@ -327,15 +327,15 @@ func must(d time.Duration, _ bool) time.Duration { return d }
 // profileParts split the benchmark process's CPU profile: a sample goes to
 // the outermost of its frames that names one of these.
 var profileParts = []bench.Part{
-	{Name: "simulated buyers (the benchmark's HTTP clients)", Prefixes: []string{"boxoffice/bench.", "net/http.(*persistConn)"}},
+	{Name: "simulated buyers (the benchmark's HTTP clients)", Prefixes: []string{"boxoffice/lab/bench.", "net/http.(*persistConn)"}},
 	{Name: "API (HTTP server: every request, the sandbox's page and Stripe webhooks included)", Prefixes: []string{"net/http.(*conn)"}},
 	{Name: "consumers (saga, payments with the sandbox's API, tickets, fan-out)", Prefixes: []string{"boxoffice/consumers."}},
 	{Name: "embedded NATS server", Prefixes: []string{"github.com/nats-io/nats-server/"}},
 	{Name: "relay", Prefixes: []string{"boxoffice/relay."}},
-	{Name: "sandbox webhook sender", Prefixes: []string{"boxoffice/payments.(*Sandbox)"}},
-	{Name: "order feed", Prefixes: []string{"boxoffice/orderfeed."}},
-	{Name: "webhooks dispatcher", Prefixes: []string{"boxoffice/webhooks."}},
-	{Name: "waiting room", Prefixes: []string{"boxoffice/waitingroom."}},
+	{Name: "sandbox webhook sender", Prefixes: []string{"boxoffice/domain/payments/sandbox.(*Sandbox)"}},
+	{Name: "order feed", Prefixes: []string{"boxoffice/platform/orderfeed."}},
+	{Name: "webhooks dispatcher", Prefixes: []string{"boxoffice/domain/webhooks."}},
+	{Name: "waiting room", Prefixes: []string{"boxoffice/domain/waitingroom."}},
 	{Name: "NATS client", Prefixes: []string{"github.com/nats-io/nats.go"}},
 	{Name: "pgx connections", Prefixes: []string{"github.com/jackc/pgx", "github.com/jackc/puddle"}},
 }

@@ -33,7 +33,7 @@ func TestSplitProfileAndProcessCPU(t *testing.T) {
 
 	shares, total, err := SplitProfile(buf.Bytes(), []Part{
 		{Name: "nothing", Prefixes: []string{"example.com/"}},
-		{Name: "spin", Prefixes: []string{"boxoffice/bench.spinForCPUTest"}},
+		{Name: "spin", Prefixes: []string{"boxoffice/lab/bench.spinForCPUTest"}},
 	})
 	require.NoError(t, err)
 	require.Greater(t, total, 0.1)
