@@ -116,9 +116,10 @@ func openCells(ctx context.Context, cfg Config, logger *slog.Logger, reg *promet
 	return s, nil
 }
 
-// CellDeps is what BuildCell builds one purchase cell from.
+// CellDeps are the parts of one purchase cell: BuildCell builds the cell's
+// services (its API side) from them, startWorkers its workers.
 type CellDeps struct {
-	// Name is the cell's Name: BOXOFFICE_CELL, or one of BOXOFFICE_CELLS.
+	// Name is the cell's name: BOXOFFICE_CELL, or one of BOXOFFICE_CELLS.
 	Name string
 	// Pool is the cell's database; the caller opens and closes it.
 	Pool   *pgxpool.Pool
@@ -127,18 +128,18 @@ type CellDeps struct {
 	// ingress's and its waiting room's).
 	Reg prometheus.Registerer
 	// Provider is what the Stripe ingress consults when a webhook
-	// disagrees with an order; sandbox, when not nil, adds the sandbox's
+	// disagrees with an order; Sandbox, when not nil, adds the sandbox's
 	// buyer actions (BOXOFFICE_PAYMENTS=sandbox).
 	Provider payments.Provider
 	Sandbox  *sandbox.Sandbox
 	// JS, when not nil, wakes the order event streams through the cell's
 	// order feed, and gives the release controller the backlog of the
-	// cell's consumers unless room.pending is set. Nil: the streams read
+	// cell's consumers unless Room.Pending is set. Nil: the streams read
 	// their order on a schedule.
 	JS jetstream.JetStream
-	// Room, when not nil, makes the cell's waiting Room NewWaitingRoom's
+	// Room, when not nil, makes the cell's waiting room NewWaitingRoom's
 	// (Redis when REDIS_URL is set, a release controller on the cell's
-	// signals) with these options. Nil: an in-process Room at a fixed
+	// signals) with these options. Nil: an in-process room at a fixed
 	// rate with no admitter or controller running and no organizer
 	// settings, enough for bench holds, which admits a few buyers at
 	// once.
@@ -149,7 +150,7 @@ type CellDeps struct {
 type BuiltCell struct {
 	*cells.Cell
 	// Runs are the cell's waiting-room admitter and release controller
-	// (with deps.room) and its order feed (with deps.js); each returns
+	// (with CellDeps.Room) and its order feed (with CellDeps.JS); each returns
 	// when its context is done.
 	Runs []func(context.Context) error
 	// Redis is the waiting room's Redis client (nil in process).
@@ -159,7 +160,7 @@ type BuiltCell struct {
 	Close func()
 }
 
-// BuildCell builds every service of one purchase cell on d.pool from cfg
+// BuildCell builds every service of one purchase cell on d.Pool from cfg
 // (its hold TTL, webhook limits, Stripe webhook secret, admission key and
 // waiting-room settings): the one construction of a cell, for serve
 // (through openCells), dev, the benchmarks and the tests.

@@ -62,9 +62,9 @@ func (c *cellStack) start(t *testing.T, role string, nc *nats.Conn, js jetstream
 	case "work":
 		provider, sandbox, err := newProvider(c.cfg, c.pool, logger)
 		require.NoError(t, err)
-		runs, err = startWorkers(workDeps{
-			cfg: c.cfg, pool: c.pool, js: js, logger: logger, reg: prometheus.NewRegistry(),
-			provider: provider, sandbox: sandbox,
+		runs, err = startWorkers(c.cfg, CellDeps{
+			Name: c.name, Pool: c.pool, JS: js, Logger: logger, Reg: prometheus.NewRegistry(),
+			Provider: provider, Sandbox: sandbox,
 		}, nil)
 		require.NoError(t, err)
 	}

@@ -178,16 +178,15 @@ func RunStack(ctx context.Context, cfg Config, pool *pgxpool.Pool, nc *nats.Conn
 	if err != nil {
 		return err
 	}
-	runs, err := startWorkers(workDeps{
-		cfg: cfg, pool: pool, js: js, logger: logger, reg: reg, provider: provider, sandbox: sandbox,
-	}, nil)
+	deps := CellDeps{
+		Name: cfg.Cell, Pool: pool, Logger: logger, Reg: reg, Provider: provider, Sandbox: sandbox, JS: js, Room: &WaitingRoomOpts{},
+	}
+	runs, err := startWorkers(cfg, deps, nil)
 	if err != nil {
 		return err
 	}
 	checks := []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}, {Name: "nats", Func: natsCheck(nc)}}
-	c, err := BuildCell(ctx, cfg, CellDeps{
-		Name: cfg.Cell, Pool: pool, Logger: logger, Reg: reg, Provider: provider, Sandbox: sandbox, JS: js, Room: &WaitingRoomOpts{},
-	})
+	c, err := BuildCell(ctx, cfg, deps)
 	if err != nil {
 		return err
 	}

@@ -6,17 +6,10 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"boxoffice/consumers"
-	"boxoffice/domain/payments"
-	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/webhooks"
@@ -24,22 +17,13 @@ import (
 	"boxoffice/platform/db"
 )
 
-// workDeps is what the workers are built from.
-type workDeps struct {
-	cfg      Config
-	pool     *pgxpool.Pool
-	js       jetstream.JetStream
-	logger   *slog.Logger
-	reg      prometheus.Registerer
-	provider payments.Provider
-	sandbox  *sandbox.Sandbox // nil unless BOXOFFICE_PAYMENTS=sandbox
-}
-
 // component is one worker `boxoffice work` runs: a durable consumer or a
-// loop.
+// loop. It is built from the same parts as the cell's API side
+// (CellDeps: the cell's name, pool, bus, logger, registerer and payment
+// provider; Room is not used) and cfg.
 type component struct {
 	name  string
-	build func(d workDeps) (func(context.Context) error, error)
+	build func(cfg Config, d CellDeps) (func(context.Context) error, error)
 }
 
 // components lists every worker of the product, in docs/saga.md's terms.
@@ -50,58 +34,58 @@ func components() []component {
 		}
 		return c.Run, nil
 	}
-	base := func(d workDeps) consumers.Config {
-		return consumers.Config{Logger: d.logger, Registerer: d.reg, Bus: bus.ForCell(d.cfg.Cell)}
+	base := func(d CellDeps) consumers.Config {
+		return consumers.Config{Logger: d.Logger, Registerer: d.Reg, Bus: bus.ForCell(d.Name)}
 	}
 	return []component{
-		{consumers.PurchaseSagaName, func(d workDeps) (func(context.Context) error, error) {
-			saga := purchase.NewSaga(purchase.SagaConfig{Logger: d.logger})
-			return consumer(consumers.NewPurchaseSaga(d.pool, d.js, base(d), saga))
+		{consumers.PurchaseSagaName, func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			saga := purchase.NewSaga(purchase.SagaConfig{Logger: d.Logger})
+			return consumer(consumers.NewPurchaseSaga(d.Pool, d.JS, base(d), saga))
 		}},
-		{consumers.PaymentCommandsName, func(d workDeps) (func(context.Context) error, error) {
+		{consumers.PaymentCommandsName, func(cfg Config, d CellDeps) (func(context.Context) error, error) {
 			pc, err := consumers.NewPaymentCommands(consumers.PaymentCommandsConfig{
-				Provider: d.provider, ProviderName: d.cfg.Payments, Logger: d.logger,
+				Provider: d.Provider, ProviderName: cfg.Payments, Logger: d.Logger,
 			})
 			if err != nil {
 				return nil, err
 			}
-			cfg := consumers.PaymentCommandsConsumerConfig()
-			cfg.Logger, cfg.Registerer, cfg.Bus = d.logger, d.reg, bus.ForCell(d.cfg.Cell)
-			return consumer(consumers.NewExternal(d.pool, d.js, cfg, pc.External))
+			cc := consumers.PaymentCommandsConsumerConfig()
+			cc.Logger, cc.Registerer, cc.Bus = d.Logger, d.Reg, bus.ForCell(d.Name)
+			return consumer(consumers.NewExternal(d.Pool, d.JS, cc, pc.External))
 		}},
-		{consumers.TicketsName, func(d workDeps) (func(context.Context) error, error) {
-			if d.cfg.TicketSeed == nil {
+		{consumers.TicketsName, func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			if cfg.TicketSeed == nil {
 				return nil, &configError{"BOXOFFICE_TICKET_SIGNING_KEY", "is required to sign tickets (base64 of a 32-byte Ed25519 seed)"}
 			}
-			signer, err := tickets.NewSigner(d.cfg.TicketSeed)
+			signer, err := tickets.NewSigner(cfg.TicketSeed)
 			if err != nil {
 				return nil, err
 			}
-			issuer := tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: d.logger})
-			return consumer(consumers.NewTickets(d.pool, d.js, base(d), issuer))
+			issuer := tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: d.Logger})
+			return consumer(consumers.NewTickets(d.Pool, d.JS, base(d), issuer))
 		}},
-		{"expiry", func(d workDeps) (func(context.Context) error, error) {
-			return purchase.NewExpirer(d.pool, purchase.ExpirerConfig{Logger: d.logger, Registerer: d.reg}).Run, nil
+		{"expiry", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			return purchase.NewExpirer(d.Pool, purchase.ExpirerConfig{Logger: d.Logger, Registerer: d.Reg}).Run, nil
 		}},
-		{consumers.WebhooksFanOutName, func(d workDeps) (func(context.Context) error, error) {
-			return consumer(consumers.NewWebhooksFanOut(d.pool, d.js, base(d)))
+		{consumers.WebhooksFanOutName, func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			return consumer(consumers.NewWebhooksFanOut(d.Pool, d.JS, base(d)))
 		}},
-		{"webhooks_dispatch", func(d workDeps) (func(context.Context) error, error) {
-			w := d.cfg.Webhooks
-			disp, err := webhooks.NewDispatcher(d.pool, webhooks.DispatcherConfig{
+		{"webhooks_dispatch", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			w := cfg.Webhooks
+			disp, err := webhooks.NewDispatcher(d.Pool, webhooks.DispatcherConfig{
 				Guard: &webhooks.Guard{AllowPrivate: w.AllowPrivate}, RetrySchedule: w.RetrySchedule, Timeout: w.Timeout,
-				Retention: w.Retention, DisableAfter: w.DisableAfter, Logger: d.logger, Registerer: d.reg,
+				Retention: w.Retention, DisableAfter: w.DisableAfter, Logger: d.Logger, Registerer: d.Reg,
 			})
 			if err != nil {
 				return nil, err
 			}
 			return disp.Run, nil
 		}},
-		{"sandbox_webhooks", func(d workDeps) (func(context.Context) error, error) {
-			if d.sandbox == nil {
+		{"sandbox_webhooks", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			if d.Sandbox == nil {
 				return nil, nil // only with the sandbox provider
 			}
-			return d.sandbox.RunWebhookSender, nil
+			return d.Sandbox.RunWebhookSender, nil
 		}},
 	}
 }
@@ -128,9 +112,9 @@ func runWork(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	runs, err := startWorkers(workDeps{
-		cfg: role.cfg, pool: role.pool, js: role.js, logger: role.logger, reg: role.reg,
-		provider: provider, sandbox: sandbox,
+	runs, err := startWorkers(role.cfg, CellDeps{
+		Name: role.cfg.Cell, Pool: role.pool, JS: role.js, Logger: role.logger, Reg: role.reg,
+		Provider: provider, Sandbox: sandbox,
 	}, names)
 	if err != nil {
 		return err
@@ -146,8 +130,9 @@ func componentNames() []string {
 	return names
 }
 
-// startWorkers builds the named workers (all when names is empty).
-func startWorkers(d workDeps, names []string) ([]func(context.Context) error, error) {
+// startWorkers builds the named workers of cell d (all when names is
+// empty).
+func startWorkers(cfg Config, d CellDeps, names []string) ([]func(context.Context) error, error) {
 	for _, n := range names {
 		if !slices.Contains(componentNames(), n) {
 			return nil, fmt.Errorf("-only: unknown worker %q (known: %s)", n, strings.Join(componentNames(), ", "))
@@ -158,7 +143,7 @@ func startWorkers(d workDeps, names []string) ([]func(context.Context) error, er
 		if len(names) > 0 && !slices.Contains(names, c.name) {
 			continue
 		}
-		run, err := c.build(d)
+		run, err := c.build(cfg, d)
 		if err != nil {
 			return nil, fmt.Errorf("worker %s: %w", c.name, err)
 		}
