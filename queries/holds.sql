@@ -41,7 +41,9 @@ WHERE id = @id::uuid AND status = ANY(@from_statuses::text[]);
 -- until the batch commits. SKIP LOCKED passes over rows another worker or
 -- a saga step holds, so concurrent workers take disjoint batches and the
 -- claim never waits (and so never deadlocks). A confirmed hold is never
--- claimed, whatever its expires_at says.
+-- claimed, whatever its expires_at says. 'active' is purchase.HoldActive,
+-- written out so that the partial index hold_expiry_idx (WHERE status =
+-- 'active') serves the claim.
 SELECT h.id, h.order_id, o.correlation_id,
        extract(epoch FROM now() - h.expires_at)::float8 AS delay_seconds,
        ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids
@@ -52,7 +54,8 @@ ORDER BY h.expires_at
 LIMIT @max_rows::int
 FOR UPDATE OF h, o SKIP LOCKED;
 
--- name: HoldExpireMany :execrows
--- Marks the given claimed holds expired.
-UPDATE holds SET status = 'expired'
-WHERE id = ANY(@ids::uuid[]) AND status = 'active';
+-- name: HoldTransitionMany :execrows
+-- Moves the given (claimed, locked) holds from from_status to to_status:
+-- the expiry worker's hold step. Returns how many moved.
+UPDATE holds SET status = @to_status::text
+WHERE id = ANY(@ids::uuid[]) AND status = @from_status::text;

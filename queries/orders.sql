@@ -45,12 +45,13 @@ UPDATE orders
 SET authorization_cancel_requested_at = now(), updated_at = now()
 WHERE id = @id::uuid AND authorization_cancel_requested_at IS NULL;
 
--- name: OrderFailExpired :many
--- The expiry worker's order step: orders of the given (claimed, locked)
--- holds still awaiting payment become failed. Returns the ids it moved.
+-- name: OrderTransitionMany :many
+-- Moves those of the given (locked) orders that are in from_status to
+-- to_status, as OrderTransition does one: the expiry worker's order step.
+-- Returns the ids it moved.
 UPDATE orders
-SET status = 'failed', version = version + 1, updated_at = now()
-WHERE id = ANY(@ids::uuid[]) AND status = 'pending_payment'
+SET status = @to_status::text, version = version + 1, updated_at = now()
+WHERE id = ANY(@ids::uuid[]) AND status = @from_status::text
 RETURNING id;
 
 -- name: OrderMarkAuthorizationCancelRequestedWithIntent :many

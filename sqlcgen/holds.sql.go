@@ -37,7 +37,9 @@ type HoldClaimExpiredRow struct {
 // until the batch commits. SKIP LOCKED passes over rows another worker or
 // a saga step holds, so concurrent workers take disjoint batches and the
 // claim never waits (and so never deadlocks). A confirmed hold is never
-// claimed, whatever its expires_at says.
+// claimed, whatever its expires_at says. 'active' is purchase.HoldActive,
+// written out so that the partial index hold_expiry_idx (WHERE status =
+// 'active') serves the claim.
 func (q *Queries) HoldClaimExpired(ctx context.Context, db DBTX, maxRows int32) ([]HoldClaimExpiredRow, error) {
 	rows, err := db.Query(ctx, holdClaimExpired, maxRows)
 	if err != nil {
@@ -62,20 +64,6 @@ func (q *Queries) HoldClaimExpired(ctx context.Context, db DBTX, maxRows int32) 
 		return nil, err
 	}
 	return items, nil
-}
-
-const holdExpireMany = `-- name: HoldExpireMany :execrows
-UPDATE holds SET status = 'expired'
-WHERE id = ANY($1::uuid[]) AND status = 'active'
-`
-
-// Marks the given claimed holds expired.
-func (q *Queries) HoldExpireMany(ctx context.Context, db DBTX, ids []uuid.UUID) (int64, error) {
-	result, err := db.Exec(ctx, holdExpireMany, ids)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const holdGetByOrderForUpdate = `-- name: HoldGetByOrderForUpdate :one
@@ -202,6 +190,27 @@ type HoldTransitionParams struct {
 // is in none of them.
 func (q *Queries) HoldTransition(ctx context.Context, db DBTX, arg HoldTransitionParams) (int64, error) {
 	result, err := db.Exec(ctx, holdTransition, arg.ToStatus, arg.ID, arg.FromStatuses)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const holdTransitionMany = `-- name: HoldTransitionMany :execrows
+UPDATE holds SET status = $1::text
+WHERE id = ANY($2::uuid[]) AND status = $3::text
+`
+
+type HoldTransitionManyParams struct {
+	ToStatus   string
+	Ids        []uuid.UUID
+	FromStatus string
+}
+
+// Moves the given (claimed, locked) holds from from_status to to_status:
+// the expiry worker's hold step. Returns how many moved.
+func (q *Queries) HoldTransitionMany(ctx context.Context, db DBTX, arg HoldTransitionManyParams) (int64, error) {
+	result, err := db.Exec(ctx, holdTransitionMany, arg.ToStatus, arg.Ids, arg.FromStatus)
 	if err != nil {
 		return 0, err
 	}

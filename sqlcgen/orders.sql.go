@@ -12,35 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const orderFailExpired = `-- name: OrderFailExpired :many
-UPDATE orders
-SET status = 'failed', version = version + 1, updated_at = now()
-WHERE id = ANY($1::uuid[]) AND status = 'pending_payment'
-RETURNING id
-`
-
-// The expiry worker's order step: orders of the given (claimed, locked)
-// holds still awaiting payment become failed. Returns the ids it moved.
-func (q *Queries) OrderFailExpired(ctx context.Context, db DBTX, ids []uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, orderFailExpired, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const orderGetForUpdate = `-- name: OrderGetForUpdate :one
 SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at FROM orders WHERE id = $1::uuid FOR UPDATE
 `
@@ -310,4 +281,40 @@ func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransit
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const orderTransitionMany = `-- name: OrderTransitionMany :many
+UPDATE orders
+SET status = $1::text, version = version + 1, updated_at = now()
+WHERE id = ANY($2::uuid[]) AND status = $3::text
+RETURNING id
+`
+
+type OrderTransitionManyParams struct {
+	ToStatus   string
+	Ids        []uuid.UUID
+	FromStatus string
+}
+
+// Moves those of the given (locked) orders that are in from_status to
+// to_status, as OrderTransition does one: the expiry worker's order step.
+// Returns the ids it moved.
+func (q *Queries) OrderTransitionMany(ctx context.Context, db DBTX, arg OrderTransitionManyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, orderTransitionMany, arg.ToStatus, arg.Ids, arg.FromStatus)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -2,20 +2,16 @@ package purchase
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/platform/backoff"
 	"boxoffice/platform/db"
-	"boxoffice/platform/outbox"
 	"boxoffice/platform/promreg"
-	"boxoffice/sqlcgen"
 )
 
 // ExpirerConfig configures NewExpirer. Zero (or negative) values stand for
@@ -36,7 +32,7 @@ type ExpirerConfig struct {
 
 // Expirer is the expiry worker (seed 000 §11): it expires active holds
 // past their expires_at by the database clock, in batches, each in one
-// transaction that
+// transaction that, through ExpiredHolds (the set-based OrderTx),
 //
 //   - claims the oldest expired active holds with their orders, FOR UPDATE
 //     SKIP LOCKED, so any number of expirers (and saga steps holding an
@@ -137,7 +133,7 @@ func (e *Expirer) Run(ctx context.Context) error {
 // itself, other expirers, saga steps and holds.
 func (e *Expirer) ExpireBatch(ctx context.Context) (int, error) {
 	type result struct {
-		claimed []sqlcgen.HoldClaimExpiredRow
+		claimed []ExpiredHold
 		failed  int
 		cancels int
 	}
@@ -147,65 +143,28 @@ func (e *Expirer) ExpireBatch(ctx context.Context) (int, error) {
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	r, err := db.WithTxV(txCtx, e.pool, func(ctx context.Context, tx pgx.Tx) (result, error) {
-		q := sqlcgen.New()
-		claimed, err := q.HoldClaimExpired(ctx, tx, int32(e.cfg.BatchSize))
+		batch, err := ClaimExpiredHolds(ctx, tx, e.cfg.BatchSize, nil)
+		if err != nil || batch.Len() == 0 {
+			return result{}, err
+		}
+		if _, err := batch.ReleaseSeats(ctx); err != nil {
+			return result{}, err
+		}
+		if err := batch.MoveHolds(ctx, HoldExpired); err != nil {
+			return result{}, err
+		}
+		failed, err := batch.MoveOrders(ctx, OrderPendingPayment, OrderFailed)
 		if err != nil {
-			return result{}, fmt.Errorf("claim expired holds: %w", err)
+			return result{}, err
 		}
-		if len(claimed) == 0 {
-			return result{}, nil
+		if err := batch.EmitExpired(ctx); err != nil {
+			return result{}, err
 		}
-		holdIDs := make([]uuid.UUID, len(claimed))
-		orderIDs := make([]uuid.UUID, len(claimed))
-		for i, c := range claimed {
-			holdIDs[i], orderIDs[i] = c.ID, c.OrderID
-		}
-		if _, err := q.HoldSeatLockSeats(ctx, tx, holdIDs); err != nil {
-			return result{}, fmt.Errorf("lock seats of expired holds: %w", err)
-		}
-		if _, err := q.HoldSeatReleaseByHolds(ctx, tx, holdIDs); err != nil {
-			return result{}, fmt.Errorf("release seats of expired holds: %w", err)
-		}
-		if n, err := q.HoldExpireMany(ctx, tx, holdIDs); err != nil {
-			return result{}, fmt.Errorf("mark holds expired: %w", err)
-		} else if n != int64(len(claimed)) {
-			// Unreachable: the claim locked them active.
-			return result{}, fmt.Errorf("mark holds expired: %d of %d claimed holds changed under their locks", int64(len(claimed))-n, len(claimed))
-		}
-		failed, err := q.OrderFailExpired(ctx, tx, orderIDs)
+		cancels, err := batch.RequestCancels(ctx, failed, ReasonHoldExpired)
 		if err != nil {
-			return result{}, fmt.Errorf("fail orders of expired holds: %w", err)
+			return result{}, err
 		}
-		cancels, err := q.OrderMarkAuthorizationCancelRequestedWithIntent(ctx, tx, failed)
-		if err != nil {
-			return result{}, fmt.Errorf("stamp cancel requests: %w", err)
-		}
-
-		now := time.Now()
-		expiredEvent := make(map[uuid.UUID]outbox.Envelope, len(claimed))
-		for _, c := range claimed {
-			env, raw, err := outbox.NewOrderEvent(outbox.TypeHoldExpired, c.OrderID, now, c.CorrelationID, "",
-				outbox.HoldExpired{OrderID: c.OrderID, HoldID: c.ID, SeatIDs: c.SeatIds})
-			if err != nil {
-				return result{}, err
-			}
-			if err := outbox.Insert(ctx, tx, env, raw); err != nil {
-				return result{}, err
-			}
-			expiredEvent[c.OrderID] = env
-		}
-		for _, c := range cancels {
-			cause := expiredEvent[c.ID]
-			env, raw, err := outbox.NewOrderEvent(outbox.TypeAuthorizationCancelRequested, c.ID, now, cause.CorrelationID, cause.EventID.String(),
-				outbox.AuthorizationCancelRequested{OrderID: c.ID, PaymentIntentID: c.PaymentIntentID, Reason: ReasonHoldExpired})
-			if err != nil {
-				return result{}, err
-			}
-			if err := outbox.Insert(ctx, tx, env, raw); err != nil {
-				return result{}, err
-			}
-		}
-		return result{claimed: claimed, failed: len(failed), cancels: len(cancels)}, nil
+		return result{claimed: batch.Claimed(), failed: len(failed), cancels: cancels}, nil
 	})
 	if err != nil {
 		return 0, err
@@ -218,7 +177,7 @@ func (e *Expirer) ExpireBatch(ctx context.Context) (int, error) {
 	e.expired.Add(float64(len(r.claimed)))
 	for _, c := range r.claimed {
 		e.delay.Observe(c.DelaySeconds)
-		e.logger.DebugContext(ctx, "hold expired", "order_id", c.OrderID, "hold_id", c.ID,
+		e.logger.DebugContext(ctx, "hold expired", "order_id", c.OrderID, "hold_id", c.HoldID,
 			"correlation_id", c.CorrelationID, "delay_seconds", c.DelaySeconds)
 	}
 	e.logger.InfoContext(ctx, "holds expired", "holds", len(r.claimed), "orders_failed", r.failed,

@@ -36,8 +36,8 @@ type Cause struct {
 // cancel, the organizer's refund, ticket issuance) locks it through
 // LockOrder (or a lock that checks its owner), checks the status it
 // expects, moves it along Transitions, releases its hold's seats and
-// writes its next events here. The expiry worker does the same moves for
-// a batch of holds at once in set-based SQL (Expirer).
+// writes its next events here. The expiry worker makes the same moves for
+// a batch of holds at once through ExpiredHolds, its set-based form.
 //
 // Locks are always taken in the order order row → hold row → seat rows →
 // hold_seats rows, the order the hold path (seats → hold_seats) and the
@@ -244,4 +244,164 @@ func (o *OrderTx) RequestCancel(ctx context.Context, intentID, reason string) (b
 	return true, o.Emit(ctx, outbox.TypeAuthorizationCancelRequested, outbox.AuthorizationCancelRequested{
 		OrderID: o.order.ID, PaymentIntentID: intentID, Reason: reason,
 	})
+}
+
+// ExpiredHolds is a batch of expired holds with their orders, claimed and
+// locked in one transaction: the set-based form of OrderTx, for the expiry
+// worker, which moves hundreds of orders at a time. Its moves are checked
+// against the same Transitions and HoldTransitions, release seats with
+// the same statements as OrderTx.ReleaseSeats, and its events are written
+// the way OrderTx.Emit writes them; only the statements take many ids.
+//
+// Locks: the claim takes hold and order rows together without waiting
+// (SKIP LOCKED), then ReleaseSeats locks the seats in seat id order, so
+// the batch never waits on an OrderTx holding an order and never
+// deadlocks with one.
+type ExpiredHolds struct {
+	tx      pgx.Tx
+	q       *sqlcgen.Queries
+	claimed []sqlcgen.HoldClaimExpiredRow
+	holds   []uuid.UUID
+	orders  []uuid.UUID
+	now     func() time.Time
+	// emitted is the HoldExpired event written per order: the cause of
+	// the order's cancel request.
+	emitted map[uuid.UUID]outbox.Envelope
+}
+
+// ClaimExpiredHolds claims up to limit active holds past their expires_at
+// by the database clock, oldest first, with their orders, both locked
+// for the rest of tx. Holds another transaction has locked are passed
+// over, so concurrent claims take disjoint batches. now stamps the events
+// written (default time.Now).
+func ClaimExpiredHolds(ctx context.Context, tx pgx.Tx, limit int, now func() time.Time) (*ExpiredHolds, error) {
+	tx = db.InterpretingTx(tx)
+	q := sqlcgen.New()
+	claimed, err := q.HoldClaimExpired(ctx, tx, int32(limit))
+	if err != nil {
+		return nil, fmt.Errorf("claim expired holds: %w", err)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	b := &ExpiredHolds{tx: tx, q: q, claimed: claimed, now: now, emitted: make(map[uuid.UUID]outbox.Envelope, len(claimed))}
+	for _, c := range claimed {
+		b.holds = append(b.holds, c.ID)
+		b.orders = append(b.orders, c.OrderID)
+	}
+	return b, nil
+}
+
+// Len is how many holds the batch claimed.
+func (b *ExpiredHolds) Len() int { return len(b.claimed) }
+
+// ExpiredHold is one hold ClaimExpiredHolds claimed.
+type ExpiredHold struct {
+	HoldID, OrderID uuid.UUID
+	CorrelationID   string
+	SeatIDs         []uuid.UUID
+	// DelaySeconds is how long past its expires_at the hold was when
+	// claimed, by the database clock.
+	DelaySeconds float64
+}
+
+// Claimed are the claimed holds, oldest expiry first.
+func (b *ExpiredHolds) Claimed() []ExpiredHold {
+	out := make([]ExpiredHold, len(b.claimed))
+	for i, c := range b.claimed {
+		out[i] = ExpiredHold{HoldID: c.ID, OrderID: c.OrderID, CorrelationID: c.CorrelationID, SeatIDs: c.SeatIds, DelaySeconds: c.DelaySeconds}
+	}
+	return out
+}
+
+// ReleaseSeats locks the seats the holds still own, in seat id order, and
+// puts them back on sale; seats a newer hold reclaimed stay with it. It
+// returns how many it released.
+func (b *ExpiredHolds) ReleaseSeats(ctx context.Context) (int64, error) {
+	if _, err := b.q.HoldSeatLockSeats(ctx, b.tx, b.holds); err != nil {
+		return 0, fmt.Errorf("lock seats of expired holds: %w", err)
+	}
+	n, err := b.q.HoldSeatReleaseByHolds(ctx, b.tx, b.holds)
+	if err != nil {
+		return 0, fmt.Errorf("release seats of expired holds: %w", err)
+	}
+	return n, nil
+}
+
+// MoveHolds moves every claimed hold from active (as claimed) to to,
+// along HoldTransitions.
+func (b *ExpiredHolds) MoveHolds(ctx context.Context, to HoldStatus) error {
+	if !CanMoveHold(HoldActive, to) {
+		return fmt.Errorf("holds: %s → %s is not a move of the hold lifecycle", HoldActive, to)
+	}
+	n, err := b.q.HoldTransitionMany(ctx, b.tx, sqlcgen.HoldTransitionManyParams{
+		Ids: b.holds, FromStatus: string(HoldActive), ToStatus: string(to),
+	})
+	if err != nil {
+		return fmt.Errorf("holds → %s: %w", to, err)
+	}
+	if n != int64(len(b.holds)) {
+		// Unreachable: the claim locked them active.
+		return fmt.Errorf("holds → %s: %d of %d claimed holds changed under their locks", to, int64(len(b.holds))-n, len(b.holds))
+	}
+	return nil
+}
+
+// MoveOrders moves the claimed holds' orders that are in from to to, along
+// Transitions, and returns the ids of those it moved (the others are
+// further along, or already final).
+func (b *ExpiredHolds) MoveOrders(ctx context.Context, from, to OrderStatus) ([]uuid.UUID, error) {
+	if !CanMove(from, to) {
+		return nil, fmt.Errorf("orders: %s → %s is not a move of the order lifecycle", from, to)
+	}
+	moved, err := b.q.OrderTransitionMany(ctx, b.tx, sqlcgen.OrderTransitionManyParams{
+		Ids: b.orders, FromStatus: string(from), ToStatus: string(to),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("orders %s → %s: %w", from, to, err)
+	}
+	return moved, nil
+}
+
+// EmitExpired writes HoldExpired for every claimed hold, in its order's
+// correlation.
+func (b *ExpiredHolds) EmitExpired(ctx context.Context) error {
+	now := b.now()
+	for _, c := range b.claimed {
+		env, raw, err := outbox.NewOrderEvent(outbox.TypeHoldExpired, c.OrderID, now, c.CorrelationID, "",
+			outbox.HoldExpired{OrderID: c.OrderID, HoldID: c.ID, SeatIDs: c.SeatIds})
+		if err != nil {
+			return err
+		}
+		if err := outbox.Insert(ctx, b.tx, env, raw); err != nil {
+			return err
+		}
+		b.emitted[c.OrderID] = env
+	}
+	return nil
+}
+
+// RequestCancels writes AuthorizationCancelRequested (with reason) for
+// each of orders that has a PaymentIntent and no cancel request yet — one
+// cancel request per order, whoever notices first, as
+// OrderTx.RequestCancel — caused by the order's HoldExpired (EmitExpired
+// first). It returns how many it wrote.
+func (b *ExpiredHolds) RequestCancels(ctx context.Context, orders []uuid.UUID, reason string) (int, error) {
+	cancels, err := b.q.OrderMarkAuthorizationCancelRequestedWithIntent(ctx, b.tx, orders)
+	if err != nil {
+		return 0, fmt.Errorf("stamp cancel requests: %w", err)
+	}
+	now := b.now()
+	for _, c := range cancels {
+		cause := b.emitted[c.ID]
+		env, raw, err := outbox.NewOrderEvent(outbox.TypeAuthorizationCancelRequested, c.ID, now, cause.CorrelationID, cause.EventID.String(),
+			outbox.AuthorizationCancelRequested{OrderID: c.ID, PaymentIntentID: c.PaymentIntentID, Reason: reason})
+		if err != nil {
+			return 0, err
+		}
+		if err := outbox.Insert(ctx, b.tx, env, raw); err != nil {
+			return 0, err
+		}
+	}
+	return len(cancels), nil
 }
