@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/consumers"
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
@@ -24,6 +23,7 @@ import (
 	"boxoffice/relay"
 	"boxoffice/testkit"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 	"boxoffice/testkit/natstest"
 )
 
@@ -55,13 +55,9 @@ func newSagaBus(t *testing.T) *sagaBus {
 	b.js = js
 	logger := b.logs.Logger
 
-	ev, err := catalog.New(b.pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "bus", StartsAt: time.Now().Add(24 * time.Hour), Currency: "usd", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 8, PriceMinor: 2500}},
-	})
-	require.NoError(t, err)
+	ev := fixture.NewEvent(t, b.pool, fixture.EventSpec{Name: "bus", Currency: "usd", SeatsPerRow: 8, PriceMinor: 2500})
 	b.eventID = ev.ID
-	require.NoError(t, b.pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&b.seats))
+	b.seats = ev.Seats
 	b.svc = purchase.NewService(b.pool, logger, purchase.Config{})
 
 	rl, err := relay.New(b.pool, nc, relay.Config{Logger: logger, IdleInterval: 5 * time.Millisecond})

@@ -2,7 +2,6 @@ package consumers
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,11 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
 	"boxoffice/platform/outbox"
-	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 )
 
 // ticketsBundle is a consumer test bundle with an order of two seats and
@@ -33,18 +31,9 @@ type ticketsBundle struct {
 func setupTickets(t *testing.T) *ticketsBundle {
 	t.Helper()
 	b := &ticketsBundle{testBundle: setup(t)}
-	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ev, err := catalog.New(b.pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "t", StartsAt: time.Now(), Currency: "eur", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 4, PriceMinor: 1000}},
-	})
-	require.NoError(t, err)
-	require.NoError(t, b.pool.QueryRow(ctx, "SELECT (array_agg(id ORDER BY id))[1:2] FROM seats WHERE event_id = $1", ev.ID).Scan(&b.seats))
-	h, err := purchase.NewService(b.pool, logger, purchase.Config{}).Hold(ctx, purchase.HoldParams{
-		UserID: uuid.New(), EventID: ev.ID, SeatIDs: b.seats, IdempotencyKey: "k", CorrelationID: "journey-1",
-	})
-	require.NoError(t, err)
+	ev := fixture.NewEvent(t, b.pool, fixture.EventSpec{Name: "t", StartsAt: time.Now(), SeatsPerRow: 4})
+	b.seats = ev.SeatsByID()[:2]
+	h := fixture.Hold(t, b.pool, ev.ID, "journey-1", b.seats...)
 	b.orderID, b.holdID = h.OrderID, h.HoldID
 	seed, err := tickets.GenerateSeed()
 	require.NoError(t, err)
@@ -55,8 +44,7 @@ func setupTickets(t *testing.T) *ticketsBundle {
 
 func (b *ticketsBundle) pay(t *testing.T) {
 	t.Helper()
-	dbtest.Exec(t, b.pool, "UPDATE holds SET status = 'confirmed' WHERE id = $1", b.holdID)
-	dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'paid' WHERE id = $1", b.orderID)
+	fixture.MarkPaid(t, b.pool, purchase.Hold{OrderID: b.orderID, HoldID: b.holdID})
 }
 
 func (b *ticketsBundle) consumer(t *testing.T) *Consumer {

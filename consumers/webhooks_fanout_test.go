@@ -20,13 +20,13 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/outbox"
 	"boxoffice/testkit"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 	"boxoffice/testkit/natstest"
 )
 
@@ -149,13 +149,8 @@ func waitForFanOut(t *testing.T, timeout time.Duration, what string, cond func()
 func (b *fanOutBundle) order(t *testing.T, org uuid.UUID) (eventID, orderID, holdID uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	ev, err := catalog.New(b.pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: org, Name: "show", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 4, PriceMinor: 2500}},
-	})
-	require.NoError(t, err)
-	var seats []uuid.UUID
-	require.NoError(t, b.pool.QueryRow(ctx, "SELECT (array_agg(id ORDER BY id))[1:2] FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	ev := fixture.NewEvent(t, b.pool, fixture.EventSpec{OrganizerID: org, Name: "show", StartsAt: time.Now().Add(time.Hour), SeatsPerRow: 4, PriceMinor: 2500})
+	seats := ev.SeatsByID()[:2]
 	h, err := purchase.NewService(b.pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{}).Hold(ctx, purchase.HoldParams{
 		UserID: uuid.New(), EventID: ev.ID, SeatIDs: seats, IdempotencyKey: uuid.NewString(), CorrelationID: "journey-1",
 	})

@@ -17,12 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/outbox"
 	"boxoffice/relay"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 	"boxoffice/testkit/natstest"
 )
 
@@ -283,13 +283,8 @@ func TestNATSOutageBacklogDrainsWhenNATSReturns(t *testing.T) {
 	b := setup(t)
 	ctx := t.Context()
 	const holds = 1000
-	ev, err := catalog.New(b.pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "outage", StartsAt: time.Now(), Currency: "usd", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 10, SeatsPerRow: holds / 10, PriceMinor: 2500}},
-	})
-	require.NoError(t, err)
-	var seats []uuid.UUID
-	require.NoError(t, b.pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	ev := fixture.NewEvent(t, b.pool, fixture.EventSpec{Name: "outage", StartsAt: time.Now(), Currency: "usd", Rows: 10, SeatsPerRow: holds / 10, PriceMinor: 2500})
+	seats := ev.Seats
 	require.Len(t, seats, holds)
 
 	r, reg := b.newRelay(t, relay.Config{AckTimeout: 2 * time.Second, StatsInterval: 50 * time.Millisecond})

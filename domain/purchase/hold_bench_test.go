@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 )
 
 // BenchmarkHold measures the hold transaction without HTTP: 16 concurrent
@@ -23,13 +22,8 @@ import (
 func BenchmarkHold(b *testing.B) {
 	pool := dbtest.New(b)
 	ctx := context.Background()
-	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "bench", StartsAt: time.Now(), Currency: "eur", Cell: "default",
-		Sections: []catalog.Section{{Name: "Floor", Rows: 200, SeatsPerRow: 500, PriceMinor: 5000}},
-	})
-	require.NoError(b, err)
-	var seats []uuid.UUID
-	require.NoError(b, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	ev := fixture.NewEvent(b, pool, fixture.EventSpec{Name: "bench", StartsAt: time.Now(), Section: "Floor", Rows: 200, SeatsPerRow: 500, PriceMinor: 5000})
+	seats := ev.Seats
 	svc := purchase.NewService(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{})
 
 	b.SetParallelism(8)

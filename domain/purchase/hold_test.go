@@ -20,6 +20,7 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/outbox"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -33,16 +34,10 @@ type testBundle struct {
 func setup(t testing.TB) (*purchase.Service, *testBundle) {
 	t.Helper()
 	pool := dbtest.New(t)
-	ctx := context.Background()
-	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "t", StartsAt: time.Now(), Currency: "usd", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 2, SeatsPerRow: 10, PriceMinor: 2500}},
-	})
-	require.NoError(t, err)
-	var seats []uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Name: "t", StartsAt: time.Now(), Currency: "usd", Rows: 2, PriceMinor: 2500})
+	seats := ev.Seats
 	svc := purchase.NewService(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{HoldTTL: 7 * time.Minute})
-	return svc, &testBundle{pool: pool, event: ev, seats: seats}
+	return svc, &testBundle{pool: pool, event: ev.Event, seats: seats}
 }
 
 // The HoldCreated row is written by SQL (hold_reserve) and read by Go

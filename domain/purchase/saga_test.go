@@ -14,13 +14,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/db"
 	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"
 	"boxoffice/testkit"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 )
 
 // secretMarker is the client secret every test payment row carries; it
@@ -47,14 +47,8 @@ type sagaBundle struct {
 func newSagaBundle(t *testing.T, rows, seatsPerRow int) *sagaBundle {
 	t.Helper()
 	pool := dbtest.New(t)
-	ctx := context.Background()
-	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "saga", StartsAt: time.Now().Add(24 * time.Hour), Currency: "usd", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: rows, SeatsPerRow: seatsPerRow, PriceMinor: 2500}},
-	})
-	require.NoError(t, err)
-	var seats []uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Name: "saga", Currency: "usd", Rows: rows, SeatsPerRow: seatsPerRow, PriceMinor: 2500})
+	seats := ev.Seats
 	logs := testkit.NewLog(t)
 	return &sagaBundle{
 		pool:    pool,

@@ -15,12 +15,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
 	"boxoffice/platform/db"
 	"boxoffice/platform/outbox"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -37,19 +37,10 @@ type testBundle struct {
 func setup(t *testing.T) (*tickets.Issuer, *testBundle) {
 	t.Helper()
 	pool := dbtest.New(t)
-	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "t", StartsAt: time.Now(), Currency: "eur", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 6, PriceMinor: 1000}},
-	})
-	require.NoError(t, err)
-	var seats []uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY id) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
-	h, err := purchase.NewService(pool, logger, purchase.Config{}).Hold(ctx, purchase.HoldParams{
-		UserID: uuid.New(), EventID: ev.ID, SeatIDs: seats[:2], IdempotencyKey: "k", CorrelationID: "journey-1",
-	})
-	require.NoError(t, err)
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Name: "t", StartsAt: time.Now(), SeatsPerRow: 6})
+	seats := ev.SeatsByID()
+	h := fixture.Hold(t, pool, ev.ID, "journey-1", seats[:2]...)
 	signer := newSigner(t)
 	return tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: logger}),
 		&testBundle{pool: pool, signer: signer, hold: h, seats: seats[:2]}
@@ -58,8 +49,7 @@ func setup(t *testing.T) (*tickets.Issuer, *testBundle) {
 // pay moves the order to paid the way the saga does.
 func (b *testBundle) pay(t *testing.T) {
 	t.Helper()
-	dbtest.Exec(t, b.pool, "UPDATE holds SET status = 'confirmed' WHERE id = $1", b.hold.HoldID)
-	dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'paid' WHERE id = $1", b.hold.OrderID)
+	fixture.MarkPaid(t, b.pool, b.hold)
 }
 
 func (b *testBundle) issue(t *testing.T, iss *tickets.Issuer) (tickets.Issued, error) {
@@ -247,13 +237,8 @@ func TestRefundRacesIssuance(t *testing.T) {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "t", StartsAt: time.Now(), Currency: "eur", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 2 * rounds, PriceMinor: 1000}},
-	})
-	require.NoError(t, err)
-	var seats []uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY id) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Name: "t", StartsAt: time.Now(), SeatsPerRow: 2 * rounds})
+	seats := ev.SeatsByID()
 	svc := purchase.NewService(pool, logger, purchase.Config{})
 	iss := tickets.NewIssuer(tickets.IssuerConfig{Signer: newSigner(t), Logger: logger})
 
@@ -266,8 +251,7 @@ func TestRefundRacesIssuance(t *testing.T) {
 		require.NoError(t, err)
 		dbtest.Exec(t, pool, `INSERT INTO payments (order_id, provider, payment_intent_id, client_secret, status, amount_minor, currency)
 			VALUES ($1, 'sandbox', $2, 'pi_x_secret_y', 'succeeded', 2000, 'eur')`, h.OrderID, fmt.Sprintf("pi_%d", i))
-		dbtest.Exec(t, pool, "UPDATE holds SET status = 'confirmed' WHERE id = $1", h.HoldID)
-		dbtest.Exec(t, pool, "UPDATE orders SET status = 'paid' WHERE id = $1", h.OrderID)
+		fixture.MarkPaid(t, pool, h)
 
 		var wg sync.WaitGroup
 		var refundErr, issueErr error

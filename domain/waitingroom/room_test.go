@@ -20,6 +20,7 @@ import (
 	"boxoffice/platform/admission"
 	"boxoffice/relay"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 	"boxoffice/testkit/natstest"
 	"boxoffice/testkit/redistest"
 )
@@ -30,12 +31,7 @@ func testLogger(tb testing.TB) *slog.Logger {
 
 func createEvent(t *testing.T, pool *pgxpool.Pool, seats int) catalog.Event {
 	t.Helper()
-	ev, err := catalog.New(pool).CreateEvent(t.Context(), catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "onsale", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: seats, PriceMinor: 1000}},
-	})
-	require.NoError(t, err)
-	return ev
+	return fixture.NewEvent(t, pool, fixture.EventSpec{Name: "onsale", StartsAt: time.Now().Add(time.Hour), SeatsPerRow: seats}).Event
 }
 
 // Redis killed (SIGKILL) and restarted in the middle of an onsale: while

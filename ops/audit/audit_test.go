@@ -13,11 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/purchase"
 	"boxoffice/ops/audit"
 	"boxoffice/platform/bus"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 	"boxoffice/testkit/natstest"
 )
 
@@ -36,13 +36,9 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	pool := dbtest.New(t)
 	ctx := context.Background()
-	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "audit", StartsAt: time.Now(), Currency: "eur", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 10, PriceMinor: 1000}},
-	})
-	require.NoError(t, err)
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Name: "audit", StartsAt: time.Now()})
 	w := &world{pool: pool}
-	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&w.seats))
+	w.seats = ev.Seats
 	svc := purchase.NewService(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{})
 	hold := func(seat uuid.UUID) purchase.Hold {
 		h, err := svc.Hold(ctx, purchase.HoldParams{

@@ -11,13 +11,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/purchase"
 	"boxoffice/ops/reconcile"
 	"boxoffice/platform/outbox"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -31,13 +31,8 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
-		OrganizerID: uuid.New(), Name: "reconcile", StartsAt: time.Now(), Currency: "eur", Cell: "default",
-		Sections: []catalog.Section{{Name: "A", Rows: 1, SeatsPerRow: 10, PriceMinor: 1000}},
-	})
-	require.NoError(t, err)
-	var seats []uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY position) FROM seats WHERE event_id = $1", ev.ID).Scan(&seats))
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Name: "reconcile", StartsAt: time.Now()})
+	seats := ev.Seats
 	svc := purchase.NewService(pool, logger, purchase.Config{})
 	sb, err := sandbox.New(pool, sandbox.Config{Logger: logger})
 	require.NoError(t, err)
