@@ -7,11 +7,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"boxoffice/cmd/boxoffice/roles"
 )
@@ -25,32 +21,16 @@ lab commands:
 ` + roles.Usage
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	cmd, args := os.Args[1], os.Args[2:]
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	var err error
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Print(usage)
-	case "bench":
-		err = runBench(ctx, args)
-	case "simulate":
-		err = runSimulate(ctx, args, os.Getenv, os.Stdout)
-	case "nats-node": // hidden: a NATS cluster node for simulate --spawn
-		err = runNATSNode(ctx, args)
-	default:
-		err = roles.Run(ctx, cmd, args)
-	}
-	stop()
-	switch {
-	case errors.Is(err, roles.ErrUnknownCommand):
-		fmt.Fprintf(os.Stderr, "boxoffice-lab: unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
-	case err != nil && !errors.Is(err, context.Canceled):
-		fmt.Fprintf(os.Stderr, "boxoffice-lab: %s: %v\n", cmd, err)
-		os.Exit(1)
-	}
+	roles.Main("boxoffice-lab", usage, func(ctx context.Context, cmd string, args []string) error {
+		switch cmd {
+		case "bench":
+			return runBench(ctx, args)
+		case "simulate":
+			return runSimulate(ctx, args, os.Getenv, os.Stdout)
+		case "nats-node": // hidden: a NATS cluster node for simulate --spawn
+			return runNATSNode(ctx, args)
+		default:
+			return roles.Run(ctx, cmd, args)
+		}
+	})
 }

@@ -8,7 +8,10 @@ package roles
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 // Usage lists the commands Run knows.
@@ -57,5 +60,33 @@ func Run(ctx context.Context, cmd string, args []string) error {
 		return runOpenAPI(args)
 	default:
 		return ErrUnknownCommand
+	}
+}
+
+// Main is a binary's main: it runs os.Args' command through run (Run, for
+// the production binary) under a context that SIGINT and SIGTERM cancel,
+// prints usage for help, and exits 2 with usage for a missing or unknown
+// command and 1 with the error of one that failed.
+func Main(binary, usage string, run func(ctx context.Context, cmd string, args []string) error) {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, cmd, args)
+	stop()
+	switch {
+	case errors.Is(err, ErrUnknownCommand):
+		fmt.Fprintf(os.Stderr, "%s: unknown command %q\n\n%s", binary, cmd, usage)
+		os.Exit(2)
+	case err != nil && !errors.Is(err, context.Canceled):
+		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", binary, cmd, err)
+		os.Exit(1)
 	}
 }
