@@ -21,6 +21,17 @@ func (h *Handlers) eventCell(ctx context.Context, eventID uuid.UUID) (*cells.Cel
 	return c, h.cellProblem(ctx, err, "No such event.", "event_id", eventID)
 }
 
+// eventPath parses an eventId path parameter and returns the event's
+// cell, or the 422, 404 or 503 problem.
+func (h *Handlers) eventPath(ctx context.Context, raw string) (*cells.Cell, uuid.UUID, error) {
+	eventID, err := parseUUID(raw, "path.eventId")
+	if err != nil {
+		return nil, eventID, err
+	}
+	c, err := h.eventCell(ctx, eventID)
+	return c, eventID, err
+}
+
 // orderCell returns the cell of the order, or a 404 or 503 problem.
 func (h *Handlers) orderCell(ctx context.Context, orderID uuid.UUID) (*cells.Cell, error) {
 	c, err := h.cells.ForOrder(ctx, orderID)

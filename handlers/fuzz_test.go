@@ -36,6 +36,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/purchase"
+	"boxoffice/domain/tickets"
 	"boxoffice/domain/waitingroom"
 	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
@@ -464,7 +465,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 			Ingress: payments.NewIngress(pool, payments.IngressConfig{
 				WebhookSecret: webhookSecret, Logger: logger, Provider: sb, Registerer: reg,
 			}),
-			Sandbox: sb, Webhooks: wh,
+			Sandbox: sb, Webhooks: wh, Door: tickets.NewDoor(pool, pub),
 		}),
 		TicketPublicKey: pub,
 		Checks:          []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}},

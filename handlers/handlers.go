@@ -146,6 +146,8 @@ func (h *Handlers) Handler() http.Handler {
 func (h *Handlers) Register(api huma.API) {
 	h.registerHealth(api)
 	h.registerEvents(api)
+	h.registerOrganizer(api)
+	h.registerCheckIns(api)
 	h.registerWaitingRoom(api)
 	h.registerOnsale(api)
 	h.registerHolds(api)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/domain/cells"
+	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
 	"boxoffice/platform/auth"
 )
@@ -29,19 +31,20 @@ type OnsaleSignals struct {
 
 // OnsaleBody is an onsale's settings and admission state.
 type OnsaleBody struct {
-	EventID        uuid.UUID     `json:"eventId"`
-	Phase          string        `json:"phase" enum:"scheduled,open,paused"`
-	OpensAt        *time.Time    `json:"opensAt,omitempty" doc:"When a scheduled onsale opens."`
-	Paused         bool          `json:"paused"`
-	MaxRate        int           `json:"maxRate" doc:"The organizer's cap on admissions per second; 0: none."`
-	SeatLimit      int           `json:"seatLimit" doc:"Seats one buyer may hold or own in the event; 0: no limit."`
-	AdmissionRate  float64       `json:"admissionRate" doc:"R: admissions per second now, the release controller's rate capped by maxRate."`
-	ControllerRate float64       `json:"controllerRate" doc:"The release controller's rate for the purchase cell."`
-	RateReason     string        `json:"rateReason" doc:"Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, sched_latency, signals_unavailable)."`
-	RateDetail     string        `json:"rateDetail,omitempty"`
-	RateChangedAt  time.Time     `json:"rateChangedAt"`
-	Queued         *int64        `json:"queued,omitempty" doc:"Buyers waiting; absent while the waiting room's store is unreachable."`
-	Signals        OnsaleSignals `json:"signals"`
+	EventID         uuid.UUID     `json:"eventId"`
+	Phase           string        `json:"phase" enum:"scheduled,open,paused"`
+	OpensAt         *time.Time    `json:"opensAt,omitempty" doc:"When a scheduled onsale opens."`
+	Paused          bool          `json:"paused"`
+	MaxRate         int           `json:"maxRate" doc:"The organizer's cap on admissions per second; 0: none."`
+	SeatLimit       int           `json:"seatLimit" doc:"Seats one buyer may hold or own in the event; 0: no limit."`
+	PaymentAttempts int           `json:"paymentAttempts" doc:"How many times a buyer may try to pay for an order; a decline before the last leaves the order awaiting payment with its seats."`
+	AdmissionRate   float64       `json:"admissionRate" doc:"R: admissions per second now, the release controller's rate capped by maxRate."`
+	ControllerRate  float64       `json:"controllerRate" doc:"The release controller's rate for the purchase cell."`
+	RateReason      string        `json:"rateReason" doc:"Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, sched_latency, signals_unavailable)."`
+	RateDetail      string        `json:"rateDetail,omitempty"`
+	RateChangedAt   time.Time     `json:"rateChangedAt"`
+	Queued          *int64        `json:"queued,omitempty" doc:"Buyers waiting; absent while the waiting room's store is unreachable."`
+	Signals         OnsaleSignals `json:"signals"`
 }
 
 // OnsaleOutput is an onsale's state.
@@ -54,10 +57,11 @@ type OnsaleOutput struct {
 type PatchOnsaleInput struct {
 	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	Body    struct {
-		OpensAt   *time.Time `json:"opensAt,omitempty" doc:"Schedule the opening: buyers who join before it are shuffled at random when it opens. A past time opens at once."`
-		Paused    *bool      `json:"paused,omitempty" doc:"Pause (true) or resume (false) admissions."`
-		MaxRate   *int       `json:"maxRate,omitempty" minimum:"0" maximum:"100000" doc:"Cap on admissions per second; 0 removes the cap."`
-		SeatLimit *int       `json:"seatLimit,omitempty" minimum:"0" maximum:"1000" doc:"Seats one buyer may hold or own; 0 removes the limit."`
+		OpensAt         *time.Time `json:"opensAt,omitempty" doc:"Schedule the opening: buyers who join before it are shuffled at random when it opens. A past time opens at once."`
+		Paused          *bool      `json:"paused,omitempty" doc:"Pause (true) or resume (false) admissions."`
+		MaxRate         *int       `json:"maxRate,omitempty" minimum:"0" maximum:"100000" doc:"Cap on admissions per second; 0 removes the cap."`
+		SeatLimit       *int       `json:"seatLimit,omitempty" minimum:"0" maximum:"1000" doc:"Seats one buyer may hold or own; 0 removes the limit."`
+		PaymentAttempts *int       `json:"paymentAttempts,omitempty" minimum:"0" maximum:"10" doc:"How many times a buyer may try to pay for an order, 1 to 10; 0 restores the default (3)."`
 	}
 }
 
@@ -140,7 +144,8 @@ func (h *Handlers) ownOnsale(ctx context.Context, raw string, change func(*waiti
 	s, c := o.Event.Settings, o.Control
 	out := &OnsaleOutput{Body: OnsaleBody{
 		EventID: eventID, Phase: string(o.Phase), OpensAt: s.OpensAt, Paused: s.Paused, MaxRate: s.MaxRate, SeatLimit: s.SeatLimit,
-		AdmissionRate: o.Rate, ControllerRate: c.Rate, RateReason: c.Reason, RateDetail: c.Detail, RateChangedAt: c.ChangedAt.UTC(),
+		PaymentAttempts: cmp.Or(s.PaymentAttempts, purchase.DefaultPaymentAttempts),
+		AdmissionRate:   o.Rate, ControllerRate: c.Rate, RateReason: c.Reason, RateDetail: c.Detail, RateChangedAt: c.ChangedAt.UTC(),
 		Signals: OnsaleSignals{
 			HoldP99Ms: c.Signals.HoldP99.Milliseconds(), PoolWaitMs: c.Signals.PoolWait.Milliseconds(),
 			OutboxAgeSeconds: int64(c.Signals.OutboxAge.Seconds()), ConsumerPending: c.Signals.ConsumerPending, ActiveHolds: c.Signals.ActiveHolds,
@@ -171,6 +176,9 @@ func (h *Handlers) patchOnsale(ctx context.Context, in *PatchOnsaleInput) (*Onsa
 		}
 		if b.SeatLimit != nil {
 			s.SeatLimit = *b.SeatLimit
+		}
+		if b.PaymentAttempts != nil {
+			s.PaymentAttempts = *b.PaymentAttempts
 		}
 	})
 }

@@ -1,11 +1,15 @@
 package handlers
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -16,6 +20,7 @@ import (
 	"boxoffice/platform/auth"
 	"boxoffice/platform/backoff"
 	"boxoffice/platform/orderfeed"
+	"boxoffice/platform/page"
 )
 
 // OrderPathInput names an order.
@@ -58,6 +63,16 @@ type OrderBody struct {
 	Hold        OrderHoldBody     `json:"hold"`
 	Payment     *OrderPaymentBody `json:"payment"`
 	Tickets     []OrderTicketBody `json:"tickets"`
+	LastDecline *DeclineBody      `json:"lastDecline,omitempty" doc:"The last declined payment attempt. While the order awaits payment and attempts are left, confirm the same PaymentIntent again (with another card)."`
+	// PaymentAttemptsLeft is how many more times the buyer may try.
+	PaymentAttemptsLeft int `json:"paymentAttemptsLeft" doc:"How many more times you may try to pay while the order awaits payment; 0 once it does not."`
+}
+
+// DeclineBody is a declined payment attempt.
+type DeclineBody struct {
+	Code       string    `json:"code" example:"insufficient_funds" doc:"The provider's decline code."`
+	Message    string    `json:"message" example:"Your card has insufficient funds." doc:"What to tell the buyer."`
+	DeclinedAt time.Time `json:"declinedAt"`
 }
 
 // OrderOutput is an order response.
@@ -65,7 +80,31 @@ type OrderOutput struct {
 	Body OrderBody
 }
 
+// ListOrdersInput selects the caller's orders.
+type ListOrdersInput struct {
+	EventID string `query:"eventId" format:"uuid" doc:"Only the orders of this event."`
+	Status  string `query:"status" maxLength:"200" example:"ticketed,refunded" doc:"Only orders in these statuses: one status, or several separated by commas."`
+	Cursor  string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
+	Limit   int    `query:"limit" minimum:"1" maximum:"100" default:"20"`
+}
+
+// ListOrdersOutput is a page of the caller's orders.
+type ListOrdersOutput struct {
+	Body struct {
+		Orders     []OrderBody `json:"orders" doc:"Newest first, each as GET /v1/orders/{orderId} shows it."`
+		NextCursor string      `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+	}
+}
+
 func (h *Handlers) registerOrders(api huma.API) {
+	register(api, secured(huma.Operation{
+		OperationID: "list-orders", Method: http.MethodGet, Path: "/v1/orders",
+		Summary: "List your orders", Tags: []string{"Orders"},
+		Description: "The caller's orders across every event, newest first, each with its seats, payment and tickets as " +
+			"`GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event " +
+			"and by status; page with `cursor`.",
+		Errors: []int{http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+	}, auth.RoleBuyer, auth.RoleOrganizer), h.listOrders)
 	register(api, secured(huma.Operation{
 		OperationID: "get-order", Method: http.MethodGet, Path: "/v1/orders/{orderId}",
 		Summary: "Get one of your orders", Tags: []string{"Orders"},
@@ -114,6 +153,78 @@ func (h *Handlers) registerOrders(api huma.API) {
 	}, auth.RoleBuyer, auth.RoleOrganizer), h.streamOrderEvents)
 }
 
+// orderFilter reads the filters and page of a list of orders.
+func orderFilter(eventID, status, cursor string, limit int) (purchase.OrderFilter, error) {
+	f := purchase.OrderFilter{Limit: limit}
+	if eventID != "" {
+		id, err := parseUUID(eventID, "query.eventId")
+		if err != nil {
+			return f, err
+		}
+		f.EventID = &id
+	}
+	if status != "" {
+		for _, name := range strings.Split(status, ",") {
+			st, ok := purchase.ParseOrderStatus(strings.TrimSpace(name))
+			if !ok {
+				return f, invalid("query.status", "unknown order status")
+			}
+			f.Statuses = append(f.Statuses, st)
+		}
+	}
+	if cursor != "" {
+		c, err := page.Parse(cursor)
+		if err != nil {
+			return f, invalid("query.cursor", "malformed cursor")
+		}
+		f.Before = &c
+	}
+	return f, nil
+}
+
+// listOrders reads the caller's orders from every cell that may hold some
+// (the event's cell alone when the list is of one event) and merges the
+// pages newest first.
+func (h *Handlers) listOrders(ctx context.Context, in *ListOrdersInput) (*ListOrdersOutput, error) {
+	f, err := orderFilter(in.EventID, in.Status, in.Cursor, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if f.Limit == 0 {
+		f.Limit = 20
+	}
+	var cs []*cells.Cell
+	if f.EventID != nil {
+		c, err := h.eventCell(ctx, *f.EventID)
+		if err != nil {
+			return nil, err
+		}
+		cs = []*cells.Cell{c}
+	} else {
+		cs = h.cells.Cells()
+	}
+	var orders []purchase.Order
+	for _, c := range cs {
+		os, err := c.Purchase.Orders(ctx, identity(ctx).UserID, f)
+		if err != nil {
+			return nil, h.problemFor(ctx, err, "list orders", "")
+		}
+		orders = append(orders, os...)
+	}
+	slices.SortFunc(orders, func(a, b purchase.Order) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), bytes.Compare(b.ID[:], a.ID[:]))
+	})
+	out := &ListOrdersOutput{}
+	out.Body.Orders = make([]OrderBody, 0, min(len(orders), f.Limit))
+	for _, o := range orders[:min(len(orders), f.Limit)] {
+		out.Body.Orders = append(out.Body.Orders, orderBody(o))
+	}
+	if len(orders) >= f.Limit {
+		out.Body.NextCursor = orders[f.Limit-1].Cursor().String()
+	}
+	return out, nil
+}
+
 func (h *Handlers) getOrder(ctx context.Context, in *OrderPathInput) (*OrderOutput, error) {
 	orderID, err := parseUUID(in.OrderID, "path.orderId")
 	if err != nil {
@@ -138,6 +249,10 @@ func orderBody(o purchase.Order) OrderBody {
 		CreatedAt: o.CreatedAt.UTC(),
 		Hold:      OrderHoldBody{ID: o.HoldID, Status: string(o.HoldStatus), ExpiresAt: o.HoldExpiresAt.UTC(), SeatIDs: o.SeatIDs},
 		Tickets:   make([]OrderTicketBody, 0, len(o.Tickets)),
+	}
+	body.PaymentAttemptsLeft = o.PaymentAttemptsLeft
+	if d := o.LastDecline; d != nil {
+		body.LastDecline = &DeclineBody{Code: d.Code, Message: d.Message, DeclinedAt: d.At.UTC()}
 	}
 	if p := o.Payment; p != nil {
 		body.Payment = &OrderPaymentBody{Status: p.Status, PaymentIntentID: p.PaymentIntentID, ClientSecret: p.ClientSecret}

@@ -19,6 +19,7 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/page"
 )
 
 // Problem types. Each is stable: clients may switch on it.
@@ -57,6 +58,8 @@ type Problem struct {
 	huma.ErrorModel
 	// SeatIDs names the seats that made a hold fail (seat-unavailable).
 	SeatIDs []uuid.UUID `json:"seatIds,omitempty" doc:"The requested seats that are held by someone else or sold."`
+	// CheckIn is the ticket's first check-in (already-checked-in).
+	CheckIn *CheckInBody `json:"checkIn,omitempty" doc:"When and at which gate the ticket was first used (already-checked-in)."`
 }
 
 func problem(status int, typ, detail string) *Problem {
@@ -262,7 +265,7 @@ var specificProblems = []specificProblem{
 		detail: "Another of your webhook endpoints has this URL; change that one instead."},
 	{err: webhooks.ErrEndpointDisabled, status: http.StatusConflict, typ: TypeConflict,
 		detail: "The endpoint is disabled; enable it first."},
-	{err: webhooks.ErrBadCursor, status: http.StatusUnprocessableEntity, typ: TypeValidation,
+	{err: page.ErrBadCursor, status: http.StatusUnprocessableEntity, typ: TypeValidation,
 		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "query.cursor", Message: "malformed cursor"}}},
 	{err: payments.ErrBadSignature, status: http.StatusBadRequest, typ: TypeMalformed,
 		detail: "The Stripe-Signature does not verify, or is not dated within the tolerance."},

@@ -20,6 +20,7 @@ import (
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/page"
 )
 
 // The one problem table: every domain error is answered by its specific
@@ -55,7 +56,7 @@ func TestProblemFor(t *testing.T) {
 		{purchase.ErrOrderNotRefundable, http.StatusConflict, TypeOrderNotRefundable, "", false},
 		{webhooks.ErrEndpointLimit, http.StatusConflict, TypeEndpointLimit, "", false},
 		{webhooks.ErrDuplicateURL, http.StatusConflict, TypeEndpointURLInUse, "", false},
-		{webhooks.ErrBadCursor, http.StatusUnprocessableEntity, TypeValidation, "Validation failed.", false},
+		{page.ErrBadCursor, http.StatusUnprocessableEntity, TypeValidation, "Validation failed.", false},
 		{&purchase.SeatUnavailableError{SeatIDs: []uuid.UUID{seat}}, http.StatusConflict, TypeSeatUnavailable, "", false},
 		{&catalog.ValidationError{Location: "body.name", Message: "expected a name"}, http.StatusUnprocessableEntity, TypeValidation, "Validation failed.", false},
 		{errors.New("secret internal text"), http.StatusInternalServerError, TypeInternal, "", false},

@@ -59,7 +59,9 @@ func (h *Handlers) registerSandbox(api huma.API) {
 		Summary: "Decline a payment's card (sandbox only)", Tags: []string{"Sandbox"},
 		Description: sandboxOnly + " The card is declined (card_declined, generic_decline): the intent stays in " +
 			"requires_payment_method and the sandbox sends a Stripe-format, signed payment_intent.payment_failed " +
-			"webhook to this deployment's /v1/webhooks/stripe, which fails the order's payment.",
+			"webhook to this deployment's /v1/webhooks/stripe. The order counts the decline and keeps awaiting " +
+			"payment while attempts are left (authorize or decline the same intent again); the last allowed " +
+			"decline fails it.",
 		Errors: errs,
 	}, auth.RoleBuyer), h.sandboxDecline)
 }

@@ -63,11 +63,7 @@ type revokedTicketsInput struct {
 }
 
 func (h *Handlers) listRevokedTickets(ctx context.Context, in *revokedTicketsInput) (*RevokedTicketsOutput, error) {
-	eventID, err := parseUUID(in.EventID, "path.eventId")
-	if err != nil {
-		return nil, err
-	}
-	c, err := h.eventCell(ctx, eventID)
+	c, eventID, err := h.eventPath(ctx, in.EventID)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/auth"
+	"boxoffice/platform/page"
 )
 
 // Problem types of webhook endpoints. Each is stable: clients may switch
@@ -236,9 +237,9 @@ func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndp
 	if err != nil {
 		return nil, err
 	}
-	var after *webhooks.Cursor
+	var after *page.Cursor
 	if in.Cursor != "" {
-		c, err := webhooks.ParseCursor(in.Cursor)
+		c, err := page.Parse(in.Cursor)
 		if err != nil {
 			return nil, h.webhookError(ctx, "list webhook endpoints", err)
 		}
@@ -259,7 +260,7 @@ func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndp
 	}
 	if len(es) == limit {
 		last := es[len(es)-1]
-		out.Body.NextCursor = webhooks.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+		out.Body.NextCursor = page.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
 	}
 	return out, nil
 }

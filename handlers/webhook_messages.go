@@ -11,6 +11,7 @@ import (
 
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/auth"
+	"boxoffice/platform/page"
 )
 
 // WebhookMessageBody is a message as it was (and is) sent.
@@ -110,7 +111,7 @@ func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessa
 		}
 	}
 	if in.Cursor != "" {
-		c, err := webhooks.ParseCursor(in.Cursor)
+		c, err := page.Parse(in.Cursor)
 		if err != nil {
 			return nil, h.webhookError(ctx, "list webhook messages", err)
 		}
@@ -129,7 +130,7 @@ func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessa
 	}
 	if len(ms) == f.Limit {
 		last := ms[len(ms)-1]
-		out.Body.NextCursor = webhooks.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+		out.Body.NextCursor = page.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
 	}
 	return out, nil
 }

@@ -1,8 +1,10 @@
 -- name: OrderGetForUser :one
 -- Returns the order only to its owner; anyone else gets no rows.
-SELECT o.*, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at
+SELECT o.*, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+       coalesce(os.payment_attempts, 0)::int AS payment_attempts
 FROM orders o
 JOIN holds h ON h.order_id = o.id
+LEFT JOIN onsales os ON os.event_id = o.event_id
 WHERE o.id = @id::uuid AND o.user_id = @user_id::uuid;
 
 -- name: OrderLockForOwner :one
@@ -72,3 +74,89 @@ RETURNING o.id, p.payment_intent_id::text AS payment_intent_id;
 -- payment ingress compares a provider event with, in the transaction that
 -- records the event, before deciding whether to re-read the intent.
 SELECT status, correlation_id FROM orders WHERE id = @id::uuid;
+
+-- name: OrderListForUser :many
+-- A buyer's orders with their holds, newest first: of one event when
+-- event_id is given, in one of statuses when it is not empty, and before
+-- the cursor (before_created_at, before_id) when given. order_user_idx
+-- serves it.
+SELECT o.*, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+       coalesce(os.payment_attempts, 0)::int AS payment_attempts
+FROM orders o
+JOIN holds h ON h.order_id = o.id
+LEFT JOIN onsales os ON os.event_id = o.event_id
+WHERE o.user_id = @user_id::uuid
+  AND (sqlc.narg(event_id)::uuid IS NULL OR o.event_id = sqlc.narg(event_id)::uuid)
+  AND (cardinality(@statuses::text[]) = 0 OR o.status = ANY(@statuses::text[]))
+  AND (sqlc.narg(before_created_at)::timestamptz IS NULL
+       OR (o.created_at, o.id) < (sqlc.narg(before_created_at)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY o.created_at DESC, o.id DESC
+LIMIT @max_rows::int;
+
+-- name: OrderListByEvent :many
+-- An event's orders for its organizer, newest first: of one buyer when
+-- user_id is given, in one of statuses when it is not empty, before the
+-- cursor when given. order_event_idx serves it.
+SELECT o.id, o.user_id, o.status, o.amount_minor, o.currency, o.created_at, o.updated_at,
+       (SELECT count(*) FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = o.id)::int AS seat_count
+FROM orders o
+WHERE o.event_id = @event_id::uuid
+  AND (sqlc.narg(user_id)::uuid IS NULL OR o.user_id = sqlc.narg(user_id)::uuid)
+  AND (cardinality(@statuses::text[]) = 0 OR o.status = ANY(@statuses::text[]))
+  AND (sqlc.narg(before_created_at)::timestamptz IS NULL
+       OR (o.created_at, o.id) < (sqlc.narg(before_created_at)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY o.created_at DESC, o.id DESC
+LIMIT @max_rows::int;
+
+-- name: EventSales :one
+-- The event's sales in one statement, so at one snapshot. Each seat is
+-- counted once, by what it is now: sold (a ticket that is not revoked),
+-- else held (an unreleased hold row whose hold is confirmed, or active and
+-- not past its expiry), else refunded (only revoked tickets: off sale),
+-- else available. Money is the orders': gross is the amount of orders in
+-- captured_statuses (money taken), refunded of those in refunded_status.
+WITH ev_orders AS (
+    SELECT id, status, amount_minor FROM orders WHERE event_id = @event_id::uuid
+), ticketed AS (
+    SELECT t.seat_id, bool_or(t.revoked_at IS NULL) AS live
+    FROM tickets t JOIN ev_orders o ON o.id = t.order_id
+    GROUP BY t.seat_id
+), held AS (
+    SELECT DISTINCT hs.seat_id
+    FROM ev_orders o
+    JOIN holds h ON h.order_id = o.id
+    JOIN hold_seats hs ON hs.hold_id = h.id AND hs.released_at IS NULL
+    WHERE h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now())
+), seat_state AS (
+    SELECT CASE
+               WHEN t.live THEN 'sold'
+               WHEN hd.seat_id IS NOT NULL THEN 'held'
+               WHEN t.seat_id IS NOT NULL THEN 'refunded'
+               ELSE 'available'
+           END AS state
+    FROM seats s
+    LEFT JOIN ticketed t ON t.seat_id = s.id
+    LEFT JOIN held hd ON hd.seat_id = s.id
+    WHERE s.event_id = @event_id::uuid
+)
+SELECT
+    (SELECT count(*) FROM seat_state)::int AS seats_total,
+    (SELECT count(*) FROM seat_state WHERE state = 'available')::int AS seats_available,
+    (SELECT count(*) FROM seat_state WHERE state = 'held')::int AS seats_held,
+    (SELECT count(*) FROM seat_state WHERE state = 'sold')::int AS seats_sold,
+    (SELECT count(*) FROM seat_state WHERE state = 'refunded')::int AS seats_refunded,
+    (SELECT count(*) FROM check_ins c WHERE c.event_id = @event_id::uuid)::int AS checked_in,
+    COALESCE((SELECT jsonb_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM ev_orders GROUP BY status) x), '{}')::jsonb AS orders_by_status,
+    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY(@captured_statuses::text[])), 0)::bigint AS gross_minor,
+    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = @refunded_status::text), 0)::bigint AS refunded_minor;
+
+-- name: OrderRecordDecline :one
+-- Counts a declined payment attempt of the (locked) order and keeps its
+-- code; returns the declines so far and the attempts the event allows
+-- (0: the default).
+UPDATE orders o
+SET payment_declines = payment_declines + 1, last_decline_code = @code::text, last_declined_at = now(),
+    version = version + 1, updated_at = now()
+WHERE o.id = @id::uuid
+RETURNING o.payment_declines,
+          coalesce((SELECT os.payment_attempts FROM onsales os WHERE os.event_id = o.event_id), 0)::int AS payment_attempts;

@@ -38,3 +38,6 @@ WHERE order_id = @order_id::uuid AND payment_intent_id = @payment_intent_id::tex
 -- name: PaymentIntentGetByOrder :one
 -- The order's PaymentIntent id and status, never its client secret.
 SELECT payment_intent_id, status FROM payments WHERE order_id = @order_id::uuid;
+
+-- name: PaymentListByOrders :many
+SELECT * FROM payments WHERE order_id = ANY(@order_ids::uuid[]);

@@ -23,3 +23,6 @@ FROM tickets t
 JOIN orders o ON o.id = t.order_id
 WHERE o.event_id = @event_id::uuid AND t.revoked_at IS NOT NULL
 ORDER BY t.revoked_at, t.id;
+
+-- name: TicketListByOrders :many
+SELECT * FROM tickets WHERE order_id = ANY(@order_ids::uuid[]) ORDER BY order_id, seat_id;

@@ -74,11 +74,30 @@ func (q *Queries) EventInsert(ctx context.Context, db DBTX, arg EventInsertParam
 }
 
 const eventListByOrganizer = `-- name: EventListByOrganizer :many
-SELECT id, organizer_id, name, starts_at, currency, purchase_cell, seat_count, created_at FROM events WHERE organizer_id = $1::uuid ORDER BY created_at
+SELECT id, organizer_id, name, starts_at, currency, purchase_cell, seat_count, created_at FROM events
+WHERE organizer_id = $1::uuid
+  AND ($2::timestamptz IS NULL
+       OR (created_at, id) > ($2::timestamptz, $3::uuid))
+ORDER BY created_at, id
+LIMIT $4::int
 `
 
-func (q *Queries) EventListByOrganizer(ctx context.Context, db DBTX, organizerID uuid.UUID) ([]Event, error) {
-	rows, err := db.Query(ctx, eventListByOrganizer, organizerID)
+type EventListByOrganizerParams struct {
+	OrganizerID    uuid.UUID
+	AfterCreatedAt *time.Time
+	AfterID        *uuid.UUID
+	MaxRows        int32
+}
+
+// The organizer's events, oldest first, after the cursor (after_created_at,
+// after_id) when given. event_organizer_idx serves it.
+func (q *Queries) EventListByOrganizer(ctx context.Context, db DBTX, arg EventListByOrganizerParams) ([]Event, error) {
+	rows, err := db.Query(ctx, eventListByOrganizer,
+		arg.OrganizerID,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

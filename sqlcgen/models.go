@@ -10,6 +10,14 @@ import (
 	"github.com/google/uuid"
 )
 
+type CheckIn struct {
+	TicketID   uuid.UUID
+	EventID    uuid.UUID
+	Gate       string
+	ScannedAt  time.Time
+	RecordedAt time.Time
+}
+
 type Event struct {
 	ID           uuid.UUID
 	OrganizerID  uuid.UUID
@@ -52,12 +60,13 @@ type Inbox struct {
 }
 
 type Onsale struct {
-	EventID   uuid.UUID
-	OpensAt   *time.Time
-	Paused    bool
-	MaxRate   *int32
-	SeatLimit *int32
-	UpdatedAt time.Time
+	EventID         uuid.UUID
+	OpensAt         *time.Time
+	Paused          bool
+	MaxRate         *int32
+	SeatLimit       *int32
+	UpdatedAt       time.Time
+	PaymentAttempts *int32
 }
 
 type Order struct {
@@ -72,6 +81,9 @@ type Order struct {
 	CreatedAt                      time.Time
 	UpdatedAt                      time.Time
 	AuthorizationCancelRequestedAt *time.Time
+	PaymentDeclines                int32
+	LastDeclineCode                *string
+	LastDeclinedAt                 *time.Time
 }
 
 type Organizer struct {

@@ -13,7 +13,7 @@ import (
 )
 
 const onsaleGet = `-- name: OnsaleGet :one
-SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at FROM onsales WHERE event_id = $1::uuid
+SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts FROM onsales WHERE event_id = $1::uuid
 `
 
 // The event's onsale settings; no row means the defaults (open, no cap, no
@@ -28,12 +28,13 @@ func (q *Queries) OnsaleGet(ctx context.Context, db DBTX, eventID uuid.UUID) (On
 		&i.MaxRate,
 		&i.SeatLimit,
 		&i.UpdatedAt,
+		&i.PaymentAttempts,
 	)
 	return i, err
 }
 
 const onsaleGetForUpdate = `-- name: OnsaleGetForUpdate :one
-SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at FROM onsales WHERE event_id = $1::uuid FOR UPDATE
+SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts FROM onsales WHERE event_id = $1::uuid FOR UPDATE
 `
 
 // Locks the event's onsale settings for a read-modify-write.
@@ -47,6 +48,7 @@ func (q *Queries) OnsaleGetForUpdate(ctx context.Context, db DBTX, eventID uuid.
 		&i.MaxRate,
 		&i.SeatLimit,
 		&i.UpdatedAt,
+		&i.PaymentAttempts,
 	)
 	return i, err
 }
@@ -73,24 +75,26 @@ func (q *Queries) OnsaleSignals(ctx context.Context, db DBTX) (OnsaleSignalsRow,
 }
 
 const onsaleUpsert = `-- name: OnsaleUpsert :one
-INSERT INTO onsales (event_id, opens_at, paused, max_rate, seat_limit)
+INSERT INTO onsales (event_id, opens_at, paused, max_rate, seat_limit, payment_attempts)
 VALUES ($1::uuid, $2::timestamptz, $3::bool,
-        $4::int, $5::int)
+        $4::int, $5::int, $6::int)
 ON CONFLICT (event_id) DO UPDATE
 SET opens_at = excluded.opens_at,
     paused = excluded.paused,
     max_rate = excluded.max_rate,
     seat_limit = excluded.seat_limit,
+    payment_attempts = excluded.payment_attempts,
     updated_at = now()
-RETURNING event_id, opens_at, paused, max_rate, seat_limit, updated_at
+RETURNING event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts
 `
 
 type OnsaleUpsertParams struct {
-	EventID   uuid.UUID
-	OpensAt   *time.Time
-	Paused    bool
-	MaxRate   *int32
-	SeatLimit *int32
+	EventID         uuid.UUID
+	OpensAt         *time.Time
+	Paused          bool
+	MaxRate         *int32
+	SeatLimit       *int32
+	PaymentAttempts *int32
 }
 
 // Writes the event's whole onsale settings.
@@ -101,6 +105,7 @@ func (q *Queries) OnsaleUpsert(ctx context.Context, db DBTX, arg OnsaleUpsertPar
 		arg.Paused,
 		arg.MaxRate,
 		arg.SeatLimit,
+		arg.PaymentAttempts,
 	)
 	var i Onsale
 	err := row.Scan(
@@ -110,6 +115,7 @@ func (q *Queries) OnsaleUpsert(ctx context.Context, db DBTX, arg OnsaleUpsertPar
 		&i.MaxRate,
 		&i.SeatLimit,
 		&i.UpdatedAt,
+		&i.PaymentAttempts,
 	)
 	return i, err
 }

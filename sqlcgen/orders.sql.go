@@ -12,8 +12,86 @@ import (
 	"github.com/google/uuid"
 )
 
+const eventSales = `-- name: EventSales :one
+WITH ev_orders AS (
+    SELECT id, status, amount_minor FROM orders WHERE event_id = $1::uuid
+), ticketed AS (
+    SELECT t.seat_id, bool_or(t.revoked_at IS NULL) AS live
+    FROM tickets t JOIN ev_orders o ON o.id = t.order_id
+    GROUP BY t.seat_id
+), held AS (
+    SELECT DISTINCT hs.seat_id
+    FROM ev_orders o
+    JOIN holds h ON h.order_id = o.id
+    JOIN hold_seats hs ON hs.hold_id = h.id AND hs.released_at IS NULL
+    WHERE h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now())
+), seat_state AS (
+    SELECT CASE
+               WHEN t.live THEN 'sold'
+               WHEN hd.seat_id IS NOT NULL THEN 'held'
+               WHEN t.seat_id IS NOT NULL THEN 'refunded'
+               ELSE 'available'
+           END AS state
+    FROM seats s
+    LEFT JOIN ticketed t ON t.seat_id = s.id
+    LEFT JOIN held hd ON hd.seat_id = s.id
+    WHERE s.event_id = $1::uuid
+)
+SELECT
+    (SELECT count(*) FROM seat_state)::int AS seats_total,
+    (SELECT count(*) FROM seat_state WHERE state = 'available')::int AS seats_available,
+    (SELECT count(*) FROM seat_state WHERE state = 'held')::int AS seats_held,
+    (SELECT count(*) FROM seat_state WHERE state = 'sold')::int AS seats_sold,
+    (SELECT count(*) FROM seat_state WHERE state = 'refunded')::int AS seats_refunded,
+    (SELECT count(*) FROM check_ins c WHERE c.event_id = $1::uuid)::int AS checked_in,
+    COALESCE((SELECT jsonb_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM ev_orders GROUP BY status) x), '{}')::jsonb AS orders_by_status,
+    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY($2::text[])), 0)::bigint AS gross_minor,
+    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = $3::text), 0)::bigint AS refunded_minor
+`
+
+type EventSalesParams struct {
+	EventID          uuid.UUID
+	CapturedStatuses []string
+	RefundedStatus   string
+}
+
+type EventSalesRow struct {
+	SeatsTotal     int32
+	SeatsAvailable int32
+	SeatsHeld      int32
+	SeatsSold      int32
+	SeatsRefunded  int32
+	CheckedIn      int32
+	OrdersByStatus []byte
+	GrossMinor     int64
+	RefundedMinor  int64
+}
+
+// The event's sales in one statement, so at one snapshot. Each seat is
+// counted once, by what it is now: sold (a ticket that is not revoked),
+// else held (an unreleased hold row whose hold is confirmed, or active and
+// not past its expiry), else refunded (only revoked tickets: off sale),
+// else available. Money is the orders': gross is the amount of orders in
+// captured_statuses (money taken), refunded of those in refunded_status.
+func (q *Queries) EventSales(ctx context.Context, db DBTX, arg EventSalesParams) (EventSalesRow, error) {
+	row := db.QueryRow(ctx, eventSales, arg.EventID, arg.CapturedStatuses, arg.RefundedStatus)
+	var i EventSalesRow
+	err := row.Scan(
+		&i.SeatsTotal,
+		&i.SeatsAvailable,
+		&i.SeatsHeld,
+		&i.SeatsSold,
+		&i.SeatsRefunded,
+		&i.CheckedIn,
+		&i.OrdersByStatus,
+		&i.GrossMinor,
+		&i.RefundedMinor,
+	)
+	return i, err
+}
+
 const orderGetForUpdate = `-- name: OrderGetForUpdate :one
-SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at FROM orders WHERE id = $1::uuid FOR UPDATE
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at FROM orders WHERE id = $1::uuid FOR UPDATE
 `
 
 // Locks the order row for the rest of the transaction: every saga step and
@@ -34,14 +112,19 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.AuthorizationCancelRequestedAt,
+		&i.PaymentDeclines,
+		&i.LastDeclineCode,
+		&i.LastDeclinedAt,
 	)
 	return i, err
 }
 
 const orderGetForUser = `-- name: OrderGetForUser :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+       coalesce(os.payment_attempts, 0)::int AS payment_attempts
 FROM orders o
 JOIN holds h ON h.order_id = o.id
+LEFT JOIN onsales os ON os.event_id = o.event_id
 WHERE o.id = $1::uuid AND o.user_id = $2::uuid
 `
 
@@ -62,9 +145,13 @@ type OrderGetForUserRow struct {
 	CreatedAt                      time.Time
 	UpdatedAt                      time.Time
 	AuthorizationCancelRequestedAt *time.Time
+	PaymentDeclines                int32
+	LastDeclineCode                *string
+	LastDeclinedAt                 *time.Time
 	HoldID                         uuid.UUID
 	HoldStatus                     string
 	HoldExpiresAt                  time.Time
+	PaymentAttempts                int32
 }
 
 // Returns the order only to its owner; anyone else gets no rows.
@@ -83,15 +170,186 @@ func (q *Queries) OrderGetForUser(ctx context.Context, db DBTX, arg OrderGetForU
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.AuthorizationCancelRequestedAt,
+		&i.PaymentDeclines,
+		&i.LastDeclineCode,
+		&i.LastDeclinedAt,
 		&i.HoldID,
 		&i.HoldStatus,
 		&i.HoldExpiresAt,
+		&i.PaymentAttempts,
 	)
 	return i, err
 }
 
+const orderListByEvent = `-- name: OrderListByEvent :many
+SELECT o.id, o.user_id, o.status, o.amount_minor, o.currency, o.created_at, o.updated_at,
+       (SELECT count(*) FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = o.id)::int AS seat_count
+FROM orders o
+WHERE o.event_id = $1::uuid
+  AND ($2::uuid IS NULL OR o.user_id = $2::uuid)
+  AND (cardinality($3::text[]) = 0 OR o.status = ANY($3::text[]))
+  AND ($4::timestamptz IS NULL
+       OR (o.created_at, o.id) < ($4::timestamptz, $5::uuid))
+ORDER BY o.created_at DESC, o.id DESC
+LIMIT $6::int
+`
+
+type OrderListByEventParams struct {
+	EventID         uuid.UUID
+	UserID          *uuid.UUID
+	Statuses        []string
+	BeforeCreatedAt *time.Time
+	BeforeID        *uuid.UUID
+	MaxRows         int32
+}
+
+type OrderListByEventRow struct {
+	ID          uuid.UUID
+	UserID      uuid.UUID
+	Status      string
+	AmountMinor int64
+	Currency    string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	SeatCount   int32
+}
+
+// An event's orders for its organizer, newest first: of one buyer when
+// user_id is given, in one of statuses when it is not empty, before the
+// cursor when given. order_event_idx serves it.
+func (q *Queries) OrderListByEvent(ctx context.Context, db DBTX, arg OrderListByEventParams) ([]OrderListByEventRow, error) {
+	rows, err := db.Query(ctx, orderListByEvent,
+		arg.EventID,
+		arg.UserID,
+		arg.Statuses,
+		arg.BeforeCreatedAt,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OrderListByEventRow
+	for rows.Next() {
+		var i OrderListByEventRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserID,
+			&i.Status,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SeatCount,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const orderListForUser = `-- name: OrderListForUser :many
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+       coalesce(os.payment_attempts, 0)::int AS payment_attempts
+FROM orders o
+JOIN holds h ON h.order_id = o.id
+LEFT JOIN onsales os ON os.event_id = o.event_id
+WHERE o.user_id = $1::uuid
+  AND ($2::uuid IS NULL OR o.event_id = $2::uuid)
+  AND (cardinality($3::text[]) = 0 OR o.status = ANY($3::text[]))
+  AND ($4::timestamptz IS NULL
+       OR (o.created_at, o.id) < ($4::timestamptz, $5::uuid))
+ORDER BY o.created_at DESC, o.id DESC
+LIMIT $6::int
+`
+
+type OrderListForUserParams struct {
+	UserID          uuid.UUID
+	EventID         *uuid.UUID
+	Statuses        []string
+	BeforeCreatedAt *time.Time
+	BeforeID        *uuid.UUID
+	MaxRows         int32
+}
+
+type OrderListForUserRow struct {
+	ID                             uuid.UUID
+	UserID                         uuid.UUID
+	EventID                        uuid.UUID
+	Status                         string
+	AmountMinor                    int64
+	Currency                       string
+	CorrelationID                  string
+	Version                        int32
+	CreatedAt                      time.Time
+	UpdatedAt                      time.Time
+	AuthorizationCancelRequestedAt *time.Time
+	PaymentDeclines                int32
+	LastDeclineCode                *string
+	LastDeclinedAt                 *time.Time
+	HoldID                         uuid.UUID
+	HoldStatus                     string
+	HoldExpiresAt                  time.Time
+	PaymentAttempts                int32
+}
+
+// A buyer's orders with their holds, newest first: of one event when
+// event_id is given, in one of statuses when it is not empty, and before
+// the cursor (before_created_at, before_id) when given. order_user_idx
+// serves it.
+func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListForUserParams) ([]OrderListForUserRow, error) {
+	rows, err := db.Query(ctx, orderListForUser,
+		arg.UserID,
+		arg.EventID,
+		arg.Statuses,
+		arg.BeforeCreatedAt,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OrderListForUserRow
+	for rows.Next() {
+		var i OrderListForUserRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserID,
+			&i.EventID,
+			&i.Status,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.CorrelationID,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.AuthorizationCancelRequestedAt,
+			&i.PaymentDeclines,
+			&i.LastDeclineCode,
+			&i.LastDeclinedAt,
+			&i.HoldID,
+			&i.HoldStatus,
+			&i.HoldExpiresAt,
+			&i.PaymentAttempts,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const orderLockForOrganizer = `-- name: OrderLockForOrganizer :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at
 FROM orders o
 JOIN events e ON e.id = o.event_id
 WHERE o.id = $1::uuid AND e.organizer_id = $2::uuid
@@ -120,12 +378,15 @@ func (q *Queries) OrderLockForOrganizer(ctx context.Context, db DBTX, arg OrderL
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.AuthorizationCancelRequestedAt,
+		&i.PaymentDeclines,
+		&i.LastDeclineCode,
+		&i.LastDeclinedAt,
 	)
 	return i, err
 }
 
 const orderLockForOwner = `-- name: OrderLockForOwner :one
-SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at FROM orders WHERE id = $1::uuid AND user_id = $2::uuid FOR UPDATE
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at FROM orders WHERE id = $1::uuid AND user_id = $2::uuid FOR UPDATE
 `
 
 type OrderLockForOwnerParams struct {
@@ -149,6 +410,9 @@ func (q *Queries) OrderLockForOwner(ctx context.Context, db DBTX, arg OrderLockF
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.AuthorizationCancelRequestedAt,
+		&i.PaymentDeclines,
+		&i.LastDeclineCode,
+		&i.LastDeclinedAt,
 	)
 	return i, err
 }
@@ -206,6 +470,35 @@ func (q *Queries) OrderMarkAuthorizationCancelRequestedWithIntent(ctx context.Co
 		return nil, err
 	}
 	return items, nil
+}
+
+const orderRecordDecline = `-- name: OrderRecordDecline :one
+UPDATE orders o
+SET payment_declines = payment_declines + 1, last_decline_code = $1::text, last_declined_at = now(),
+    version = version + 1, updated_at = now()
+WHERE o.id = $2::uuid
+RETURNING o.payment_declines,
+          coalesce((SELECT os.payment_attempts FROM onsales os WHERE os.event_id = o.event_id), 0)::int AS payment_attempts
+`
+
+type OrderRecordDeclineParams struct {
+	Code string
+	ID   uuid.UUID
+}
+
+type OrderRecordDeclineRow struct {
+	PaymentDeclines int32
+	PaymentAttempts int32
+}
+
+// Counts a declined payment attempt of the (locked) order and keeps its
+// code; returns the declines so far and the attempts the event allows
+// (0: the default).
+func (q *Queries) OrderRecordDecline(ctx context.Context, db DBTX, arg OrderRecordDeclineParams) (OrderRecordDeclineRow, error) {
+	row := db.QueryRow(ctx, orderRecordDecline, arg.Code, arg.ID)
+	var i OrderRecordDeclineRow
+	err := row.Scan(&i.PaymentDeclines, &i.PaymentAttempts)
+	return i, err
 }
 
 const orderStatusGet = `-- name: OrderStatusGet :one

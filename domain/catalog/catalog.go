@@ -16,6 +16,7 @@ import (
 
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/page"
 	"boxoffice/sqlcgen"
 )
 
@@ -411,9 +412,18 @@ func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) (SeatMap, er
 	return SeatMap{Seats: seats, Version: c.versions.Add(1), at: at}, nil
 }
 
-// EventsByOrganizer returns the organizer's events, oldest first.
-func (c *Catalog) EventsByOrganizer(ctx context.Context, organizerID uuid.UUID) ([]Event, error) {
-	rows, err := sqlcgen.New().EventListByOrganizer(ctx, c.read(), organizerID)
+// Cursor is the position of e in a list of events.
+func (e Event) Cursor() page.Cursor { return page.Cursor{CreatedAt: e.CreatedAt, ID: e.ID} }
+
+// EventsByOrganizer returns up to limit (1 to 100) of the organizer's
+// events, oldest first, after the cursor when it is not nil (Event.Cursor
+// of the last event of the page before).
+func (c *Catalog) EventsByOrganizer(ctx context.Context, organizerID uuid.UUID, after *page.Cursor, limit int) ([]Event, error) {
+	p := sqlcgen.EventListByOrganizerParams{OrganizerID: organizerID, MaxRows: int32(min(max(limit, 1), 100))}
+	if after != nil {
+		p.AfterCreatedAt, p.AfterID = &after.CreatedAt, &after.ID
+	}
+	rows, err := sqlcgen.New().EventListByOrganizer(ctx, c.read(), p)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}

@@ -36,6 +36,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/purchase"
+	"boxoffice/domain/tickets"
 	"boxoffice/domain/waitingroom"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/bus"
@@ -76,6 +77,9 @@ type Cell struct {
 	// Ingress applies the payment provider's webhooks to this cell's
 	// orders.
 	Ingress *payments.Ingress
+	// Door checks this cell's tickets in (nil without a ticket signing
+	// key).
+	Door *tickets.Door
 	// Sandbox is the cell's sandbox payment provider (nil with Stripe).
 	Sandbox *sandbox.Sandbox
 	// Orders wakes this process's order event streams when one of the

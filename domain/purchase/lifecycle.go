@@ -28,6 +28,19 @@ const (
 	OrderRefunded       OrderStatus = "refunded"
 )
 
+// OrderStatuses are every order status, in the lifecycle's order.
+var OrderStatuses = []OrderStatus{
+	OrderPendingPayment, OrderAuthorized, OrderCapturePending, OrderPaid, OrderTicketed,
+	OrderFailed, OrderCanceled, OrderRefunding, OrderRefunded,
+}
+
+// ParseOrderStatus returns the order status named s, and whether there is
+// one.
+func ParseOrderStatus(s string) (OrderStatus, bool) {
+	st := OrderStatus(s)
+	return st, slices.Contains(OrderStatuses, st)
+}
+
 // HoldStatus is where a hold is: it owns its seats while active or
 // confirmed.
 type HoldStatus string
@@ -114,6 +127,10 @@ func (s OrderStatus) AwaitsPayment() bool { return s == OrderPendingPayment }
 func (s OrderStatus) BeforeAuthorization() bool {
 	return s == OrderPendingPayment || s == OrderAuthorized
 }
+
+// Captured reports whether the order's money was taken: paid or ticketed,
+// or being or having been refunded.
+func (s OrderStatus) Captured() bool { return s.Paid() || s == OrderRefunding || s == OrderRefunded }
 
 // Released reports whether an order in s gave its seats back without
 // being paid: failed or canceled. Money that reaches such an order is

@@ -39,3 +39,21 @@ func TestTransitions(t *testing.T) {
 	require.False(t, purchase.CanMove(purchase.OrderRefunded, purchase.OrderRefunding))
 	require.False(t, purchase.CanMoveHold(purchase.HoldExpired, purchase.HoldActive))
 }
+
+// OrderStatuses lists every status the lifecycle moves between, once.
+func TestOrderStatusesAreTheLifecycles(t *testing.T) {
+	seen := map[purchase.OrderStatus]bool{}
+	for _, st := range purchase.OrderStatuses {
+		require.False(t, seen[st], "%s listed twice", st)
+		seen[st] = true
+		got, ok := purchase.ParseOrderStatus(string(st))
+		require.True(t, ok)
+		require.Equal(t, st, got)
+	}
+	for _, tr := range purchase.Transitions {
+		require.True(t, seen[tr.From], "%s is not in OrderStatuses", tr.From)
+		require.True(t, seen[tr.To], "%s is not in OrderStatuses", tr.To)
+	}
+	_, ok := purchase.ParseOrderStatus("shipped")
+	require.False(t, ok)
+}

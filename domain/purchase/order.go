@@ -10,6 +10,7 @@ import (
 
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/page"
 	"boxoffice/sqlcgen"
 )
 
@@ -33,6 +34,11 @@ type Order struct {
 	// PaymentIntent.
 	Payment *Payment
 	Tickets []OrderTicket
+	// LastDecline is the order's last declined payment attempt (nil: none).
+	LastDecline *Decline
+	// PaymentAttemptsLeft is how many more times the buyer may try to
+	// pay while the order awaits payment (0 once it does not).
+	PaymentAttemptsLeft int
 }
 
 // Payment is an order's payment as its owner sees it.
@@ -75,51 +81,145 @@ func (s *Service) IntentOrder(ctx context.Context, userID uuid.UUID, intentID st
 
 // Order returns the order with id if userID owns it, else ErrOrderNotFound.
 func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error) {
-	q := sqlcgen.New()
-	row, err := q.OrderGetForUser(ctx, s.read(), sqlcgen.OrderGetForUserParams{ID: id, UserID: userID})
+	row, err := sqlcgen.New().OrderGetForUser(ctx, s.read(), sqlcgen.OrderGetForUserParams{ID: id, UserID: userID})
 	if errors.Is(err, db.ErrNotFound) {
 		return Order{}, ErrOrderNotFound
 	} else if err != nil {
 		return Order{}, fmt.Errorf("get order: %w", err)
 	}
-	o := Order{
-		ID:            row.ID,
-		EventID:       row.EventID,
-		Status:        OrderStatus(row.Status),
-		AmountMinor:   row.AmountMinor,
-		Currency:      row.Currency,
-		CreatedAt:     row.CreatedAt,
-		HoldID:        row.HoldID,
-		HoldStatus:    HoldStatus(row.HoldStatus),
-		HoldExpiresAt: row.HoldExpiresAt,
-	}
-	if o.SeatIDs, err = q.HoldSeatListByHold(ctx, s.read(), row.HoldID); err != nil {
-		return Order{}, fmt.Errorf("list hold seats: %w", err)
-	}
-	payment, err := q.PaymentGetByOrder(ctx, s.read(), id)
-	switch {
-	case err == nil:
-		o.Payment = &Payment{Provider: payment.Provider, Status: payment.Status}
-		if payment.PaymentIntentID != nil {
-			o.Payment.PaymentIntentID = *payment.PaymentIntentID
-		}
-		if payment.ClientSecret != nil && o.Status.AwaitsPayment() {
-			o.Payment.ClientSecret = *payment.ClientSecret
-		}
-	case !errors.Is(err, db.ErrNotFound):
-		return Order{}, fmt.Errorf("get payment: %w", err)
-	}
-	tickets, err := q.TicketListByOrder(ctx, s.pool, id)
+	orders, err := s.complete(ctx, []sqlcgen.OrderListForUserRow{sqlcgen.OrderListForUserRow(row)})
 	if err != nil {
-		return Order{}, fmt.Errorf("list tickets: %w", err)
+		return Order{}, err
 	}
-	o.Tickets = make([]OrderTicket, 0, len(tickets))
+	return orders[0], nil
+}
+
+// OrderFilter selects a buyer's orders (Orders) or an event's
+// (EventOrders).
+type OrderFilter struct {
+	// EventID, when not nil, keeps the orders of that event (Orders).
+	EventID *uuid.UUID
+	// UserID, when not nil, keeps the orders of that buyer (EventOrders).
+	UserID *uuid.UUID
+	// Statuses, when not empty, keeps the orders in one of them.
+	Statuses []OrderStatus
+	// Before, when not nil, continues a list after the page that ended
+	// there.
+	Before *page.Cursor
+	// Limit is the most orders returned, 1 to 100; 0 means 50.
+	Limit int
+}
+
+func (f OrderFilter) limit() int {
+	if f.Limit <= 0 {
+		return 50
+	}
+	return min(f.Limit, 100)
+}
+
+func (f OrderFilter) statuses() []string {
+	out := make([]string, len(f.Statuses))
+	for i, st := range f.Statuses {
+		out[i] = string(st)
+	}
+	return out
+}
+
+func (f OrderFilter) before() (*time.Time, *uuid.UUID) {
+	if f.Before == nil {
+		return nil, nil
+	}
+	return &f.Before.CreatedAt, &f.Before.ID
+}
+
+// Orders returns userID's orders, newest first, as Order returns each:
+// with its seats, payment (the client secret only while the order awaits
+// payment) and tickets. The next page is the orders before the last one
+// returned (Cursor). Five statements, whatever the page size.
+func (s *Service) Orders(ctx context.Context, userID uuid.UUID, f OrderFilter) ([]Order, error) {
+	beforeAt, beforeID := f.before()
+	rows, err := sqlcgen.New().OrderListForUser(ctx, s.read(), sqlcgen.OrderListForUserParams{
+		UserID: userID, EventID: f.EventID, Statuses: f.statuses(),
+		BeforeCreatedAt: beforeAt, BeforeID: beforeID, MaxRows: int32(f.limit()),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	return s.complete(ctx, rows)
+}
+
+// Cursor is the position of o in a list of orders: the next page starts
+// after it.
+func (o Order) Cursor() page.Cursor { return page.Cursor{CreatedAt: o.CreatedAt, ID: o.ID} }
+
+// complete makes Orders of rows: their seats, payments and tickets, read
+// in one statement each.
+func (s *Service) complete(ctx context.Context, rows []sqlcgen.OrderListForUserRow) ([]Order, error) {
+	if len(rows) == 0 {
+		return []Order{}, nil
+	}
+	q := sqlcgen.New()
+	orders := make([]Order, len(rows))
+	orderIDs := make([]uuid.UUID, len(rows))
+	holdIDs := make([]uuid.UUID, len(rows))
+	byOrder := make(map[uuid.UUID]*Order, len(rows))
+	byHold := make(map[uuid.UUID]*Order, len(rows))
+	for i, row := range rows {
+		orders[i] = Order{
+			ID:            row.ID,
+			EventID:       row.EventID,
+			Status:        OrderStatus(row.Status),
+			AmountMinor:   row.AmountMinor,
+			Currency:      row.Currency,
+			CreatedAt:     row.CreatedAt,
+			HoldID:        row.HoldID,
+			HoldStatus:    HoldStatus(row.HoldStatus),
+			HoldExpiresAt: row.HoldExpiresAt,
+			SeatIDs:       []uuid.UUID{},
+			Tickets:       []OrderTicket{},
+		}
+		if row.LastDeclineCode != nil && row.LastDeclinedAt != nil {
+			orders[i].LastDecline = &Decline{Code: *row.LastDeclineCode, Message: DeclineMessage(*row.LastDeclineCode), At: *row.LastDeclinedAt}
+		}
+		if orders[i].Status.AwaitsPayment() {
+			orders[i].PaymentAttemptsLeft = max(attemptsAllowed(row.PaymentAttempts)-int(row.PaymentDeclines), 0)
+		}
+		orderIDs[i], holdIDs[i] = row.ID, row.HoldID
+		byOrder[row.ID], byHold[row.HoldID] = &orders[i], &orders[i]
+	}
+	seats, err := q.HoldSeatListByHolds(ctx, s.read(), holdIDs)
+	if err != nil {
+		return nil, fmt.Errorf("list hold seats: %w", err)
+	}
+	for _, hs := range seats {
+		o := byHold[hs.HoldID]
+		o.SeatIDs = append(o.SeatIDs, hs.SeatID)
+	}
+	payments, err := q.PaymentListByOrders(ctx, s.read(), orderIDs)
+	if err != nil {
+		return nil, fmt.Errorf("list payments: %w", err)
+	}
+	for _, p := range payments {
+		o := byOrder[p.OrderID]
+		o.Payment = &Payment{Provider: p.Provider, Status: p.Status}
+		if p.PaymentIntentID != nil {
+			o.Payment.PaymentIntentID = *p.PaymentIntentID
+		}
+		if p.ClientSecret != nil && o.Status.AwaitsPayment() {
+			o.Payment.ClientSecret = *p.ClientSecret
+		}
+	}
+	tickets, err := q.TicketListByOrders(ctx, s.read(), orderIDs)
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
 	for _, t := range tickets {
 		ot := OrderTicket{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt, RevokedAt: t.RevokedAt}
 		if t.QrPayload != nil {
 			ot.QRPayload = *t.QrPayload
 		}
+		o := byOrder[t.OrderID]
 		o.Tickets = append(o.Tickets, ot)
 	}
-	return o, nil
+	return orders, nil
 }

@@ -200,6 +200,18 @@ func (o *OrderTx) ReleaseSeats(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// RecordDecline counts a declined payment attempt of the order and keeps
+// its code for the buyer (Order.LastDecline). It returns the declines so
+// far and how many attempts the event allows (its onsale setting, or
+// DefaultPaymentAttempts); the order's status is the caller's to move.
+func (o *OrderTx) RecordDecline(ctx context.Context, code string) (declines, allowed int, err error) {
+	d, err := o.q.OrderRecordDecline(ctx, o.tx, sqlcgen.OrderRecordDeclineParams{ID: o.order.ID, Code: code})
+	if err != nil {
+		return 0, 0, fmt.Errorf("record decline: %w", err)
+	}
+	return int(d.PaymentDeclines), attemptsAllowed(d.PaymentAttempts), nil
+}
+
 // Emit writes the order's next event to the outbox, in the order's
 // correlation and caused by the Cause.
 func (o *OrderTx) Emit(ctx context.Context, eventType string, payload any) error {

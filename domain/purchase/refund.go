@@ -113,14 +113,10 @@ type RevokedTicket struct {
 // ticket's signed QR payload still verifies offline. It returns
 // ErrEventNotFound when organizerID does not organize the event.
 func (s *Service) RevokedTickets(ctx context.Context, organizerID, eventID uuid.UUID) ([]RevokedTicket, error) {
-	q := sqlcgen.New()
-	ev, err := q.EventGetByID(ctx, s.read(), eventID)
-	if errors.Is(err, db.ErrNotFound) || err == nil && ev.OrganizerID != organizerID {
-		return nil, ErrEventNotFound
-	} else if err != nil {
-		return nil, fmt.Errorf("get event: %w", err)
+	if _, err := s.organizedEvent(ctx, organizerID, eventID); err != nil {
+		return nil, err
 	}
-	rows, err := q.TicketListRevokedByEvent(ctx, s.read(), eventID)
+	rows, err := sqlcgen.New().TicketListRevokedByEvent(ctx, s.read(), eventID)
 	if err != nil {
 		return nil, fmt.Errorf("list revoked tickets: %w", err)
 	}

@@ -253,10 +253,20 @@ func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 	}
 }
 
-// PaymentFailed fails an order still awaiting payment or capture: order
-// failed, hold released, seats released, and AuthorizationCancelRequested
-// unless the intent was captured (or a cancel was requested already). For
-// an order in any other state it does nothing.
+// PaymentFailed answers a declined payment attempt or a refused capture.
+//
+// A decline of an order awaiting payment is counted on the order (its
+// code kept for the buyer); while the event's attempts (onsale
+// payment_attempts, default DefaultPaymentAttempts) are not used up, the
+// order keeps awaiting payment and its hold keeps the seats, for the
+// buyer to confirm the same PaymentIntent again (Stripe returns a
+// declined intent to requires_payment_method). The decline that uses up
+// the last attempt, or a refused capture (an order capture_pending), fails
+// the order: hold released, seats released, and
+// AuthorizationCancelRequested unless the intent was captured (or a
+// cancel was requested already). For an order in any other state it does
+// nothing. Each PaymentFailed is one attempt: the inbox applies an event
+// once, and the provider sends one per declined attempt.
 func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
 	st, p, err := open[outbox.PaymentFailed](ctx, s, tx, ev)
 	if err != nil {
@@ -266,6 +276,17 @@ func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope)
 	if st.Status() != OrderPendingPayment && st.Status() != OrderCapturePending {
 		st.log.InfoContext(ctx, "payment failure for an order past payment; ignored", "order_status", st.Status())
 		return nil
+	}
+	if st.Status() == OrderPendingPayment {
+		declines, allowed, err := st.RecordDecline(ctx, p.Code)
+		if err != nil {
+			return err
+		}
+		if declines < allowed {
+			st.log.InfoContext(ctx, "payment declined; the buyer may try again", "declines", declines, "attempts_left", allowed-declines)
+			return nil
+		}
+		st.log = st.log.With("declines", declines)
 	}
 	released, err := st.ReleaseSeats(ctx)
 	if err != nil {

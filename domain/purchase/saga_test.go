@@ -176,6 +176,14 @@ func (b *sagaBundle) state(t *testing.T, orderID uuid.UUID) state {
 	return s
 }
 
+// owner is the buyer of the order.
+func (b *sagaBundle) owner(t *testing.T, orderID uuid.UUID) uuid.UUID {
+	t.Helper()
+	var id uuid.UUID
+	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT user_id FROM orders WHERE id = $1", orderID).Scan(&id))
+	return id
+}
+
 // expire moves the order's hold expiry into the past.
 func (b *sagaBundle) expire(t *testing.T, orderID uuid.UUID) {
 	t.Helper()
@@ -458,17 +466,58 @@ func TestSagaPaymentCaptured(t *testing.T) {
 func TestSagaPaymentFailed(t *testing.T) {
 	t.Parallel()
 
-	t.Run("PendingPaymentFailsAndFreesTheSeats", func(t *testing.T) {
+	decline := func(t *testing.T, b *sagaBundle, orderID uuid.UUID, intent, code string) {
+		t.Helper()
+		require.NoError(t, b.apply(t, b.saga.PaymentFailed, b.event(t, outbox.TypePaymentFailed, orderID,
+			outbox.PaymentFailed{OrderID: orderID, PaymentIntentID: intent, Code: code})))
+	}
+
+	// A declined card leaves the order awaiting payment with its seats:
+	// the buyer tries again on the same intent, and the authorization of
+	// the third attempt confirms the order as if there had been none
+	// before.
+	t.Run("DeclinesBeforeTheLastAttemptKeepTheSeats", func(t *testing.T) {
 		t.Parallel()
 		b := newSagaBundle(t, 1, 4)
 		h := b.hold(t, b.seats[0], b.seats[1])
 		intent := b.pay(t, h.OrderID)
-		ev := b.event(t, outbox.TypePaymentFailed, h.OrderID, outbox.PaymentFailed{OrderID: h.OrderID, PaymentIntentID: intent, Code: "card_declined"})
+		ev := b.event(t, outbox.TypePaymentFailed, h.OrderID, outbox.PaymentFailed{OrderID: h.OrderID, PaymentIntentID: intent, Code: "insufficient_funds"})
 		require.NoError(t, b.apply(t, b.saga.PaymentFailed, ev))
-		require.NoError(t, b.apply(t, b.saga.PaymentFailed, b.event(t, outbox.TypePaymentFailed, h.OrderID,
-			outbox.PaymentFailed{OrderID: h.OrderID, PaymentIntentID: intent, Code: "card_declined"})))
+		require.NoError(t, b.apply(t, b.saga.PaymentFailed, ev), "the same decline delivered again")
+		require.Equal(t, state{order: "pending_payment", hold: "active", version: 1, owned: 2}, b.state(t, h.OrderID))
+		o, err := b.svc.Order(context.Background(), b.owner(t, h.OrderID), h.OrderID)
+		require.NoError(t, err)
+		require.Equal(t, 2, o.PaymentAttemptsLeft)
+		require.Equal(t, "insufficient_funds", o.LastDecline.Code)
+		require.Equal(t, "Your card has insufficient funds.", o.LastDecline.Message)
 
-		require.Equal(t, state{order: "failed", hold: "released", version: 1, owned: 0}, b.state(t, h.OrderID))
+		decline(t, b, h.OrderID, intent, "card_declined")
+		require.Equal(t, state{order: "pending_payment", hold: "active", version: 2, owned: 2}, b.state(t, h.OrderID))
+		require.Zero(t, b.count(t, h.OrderID, outbox.TypeAuthorizationCancelRequested))
+		_, err = b.tryHold(b.seats[0])
+		require.Error(t, err, "the seats stay the buyer's between attempts")
+
+		require.NoError(t, b.apply(t, b.saga.PaymentAuthorized, b.authorized(t, h.OrderID, intent)))
+		require.Equal(t, state{order: "capture_pending", hold: "confirmed", version: 3, owned: 2}, b.state(t, h.OrderID))
+		require.Equal(t, 1, b.count(t, h.OrderID, outbox.TypeCaptureRequested))
+		o, err = b.svc.Order(context.Background(), b.owner(t, h.OrderID), h.OrderID)
+		require.NoError(t, err)
+		require.Zero(t, o.PaymentAttemptsLeft, "no attempts once the order no longer awaits payment")
+	})
+
+	// The decline that uses up the last attempt fails the order: seats
+	// released once, one cancel, and a late authorization changes nothing.
+	t.Run("TheLastDeclineFailsAndFreesTheSeats", func(t *testing.T) {
+		t.Parallel()
+		b := newSagaBundle(t, 1, 4)
+		h := b.hold(t, b.seats[0], b.seats[1])
+		intent := b.pay(t, h.OrderID)
+		for range purchase.DefaultPaymentAttempts {
+			decline(t, b, h.OrderID, intent, "card_declined")
+		}
+		require.Equal(t, state{order: "failed", hold: "released", version: 4, owned: 0}, b.state(t, h.OrderID))
+		decline(t, b, h.OrderID, intent, "card_declined")
+		require.Equal(t, state{order: "failed", hold: "released", version: 4, owned: 0}, b.state(t, h.OrderID), "a decline after the failure changes nothing")
 		cancels := b.events(t, h.OrderID, outbox.TypeAuthorizationCancelRequested)
 		require.Len(t, cancels, 1)
 		require.Equal(t, outbox.AuthorizationCancelRequested{OrderID: h.OrderID, PaymentIntentID: intent, Reason: purchase.ReasonPaymentFailed},
@@ -479,6 +528,18 @@ func TestSagaPaymentFailed(t *testing.T) {
 		require.NoError(t, b.apply(t, b.saga.PaymentAuthorized, b.authorized(t, h.OrderID, intent)))
 		require.Equal(t, 1, b.count(t, h.OrderID, outbox.TypeAuthorizationCancelRequested))
 		require.Zero(t, b.count(t, h.OrderID, outbox.TypeCaptureRequested))
+	})
+
+	// The event's onsale settings say how many attempts a buyer has.
+	t.Run("TheEventSetsTheAttempts", func(t *testing.T) {
+		t.Parallel()
+		b := newSagaBundle(t, 1, 4)
+		dbtest.Exec(t, b.pool, "INSERT INTO onsales (event_id, payment_attempts) VALUES ($1, 1)", b.eventID)
+		h := b.hold(t)
+		intent := b.pay(t, h.OrderID)
+		decline(t, b, h.OrderID, intent, "card_declined")
+		require.Equal(t, state{order: "failed", hold: "released", version: 2, owned: 0}, b.state(t, h.OrderID))
+		require.Equal(t, 1, b.count(t, h.OrderID, outbox.TypeAuthorizationCancelRequested))
 	})
 
 	t.Run("CaptureFailedReleasesTheConfirmedHold", func(t *testing.T) {

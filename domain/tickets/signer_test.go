@@ -13,7 +13,7 @@ import (
 	"boxoffice/domain/tickets"
 )
 
-func newSigner(t *testing.T) *tickets.Signer {
+func newSigner(t testing.TB) *tickets.Signer {
 	t.Helper()
 	seed, err := tickets.GenerateSeed()
 	require.NoError(t, err)

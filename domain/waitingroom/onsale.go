@@ -27,6 +27,10 @@ type Settings struct {
 	// SeatLimit is how many seats one buyer may hold or own in the
 	// event; 0: no limit.
 	SeatLimit int
+	// PaymentAttempts is how many times a buyer may try to pay for an
+	// order (1 to 10); 0: purchase.DefaultPaymentAttempts. The saga reads
+	// it from the same row.
+	PaymentAttempts int
 }
 
 // Phase returns where the onsale stands at now.
@@ -55,6 +59,9 @@ func fromRow(r sqlcgen.Onsale) Settings {
 	}
 	if r.SeatLimit != nil {
 		s.SeatLimit = int(*r.SeatLimit)
+	}
+	if r.PaymentAttempts != nil {
+		s.PaymentAttempts = int(*r.PaymentAttempts)
 	}
 	return s
 }
@@ -95,6 +102,7 @@ func (o *Onsales) Update(ctx context.Context, eventID uuid.UUID, change func(*Se
 		change(&s)
 		row, err = q.OnsaleUpsert(ctx, tx, sqlcgen.OnsaleUpsertParams{
 			EventID: eventID, OpensAt: s.OpensAt, Paused: s.Paused, MaxRate: nonZero(s.MaxRate), SeatLimit: nonZero(s.SeatLimit),
+			PaymentAttempts: nonZero(s.PaymentAttempts),
 		})
 		if err != nil {
 			return Settings{}, fmt.Errorf("write onsale settings: %w", err)

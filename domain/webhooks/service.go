@@ -14,6 +14,7 @@ import (
 
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/page"
 	"boxoffice/sqlcgen"
 )
 
@@ -287,7 +288,7 @@ func firstValidation(err error) error {
 
 // List returns up to limit of the organizer's endpoints, oldest first,
 // after the cursor when one is given.
-func (s *Service) List(ctx context.Context, organizerID uuid.UUID, after *Cursor, limit int) ([]Endpoint, error) {
+func (s *Service) List(ctx context.Context, organizerID uuid.UUID, after *page.Cursor, limit int) ([]Endpoint, error) {
 	p := sqlcgen.WebhookEndpointListParams{OrganizerID: organizerID, MaxRows: int32(limit)}
 	if after != nil {
 		p.AfterCreatedAt, p.AfterID = &after.CreatedAt, &after.ID
@@ -445,7 +446,7 @@ type Message struct {
 type MessageFilter struct {
 	EventType string
 	Since     time.Time
-	Before    *Cursor
+	Before    *page.Cursor
 	Limit     int
 }
 

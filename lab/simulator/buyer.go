@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"boxoffice/domain/purchase"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/backoff"
 	"boxoffice/testkit/apiclient"
@@ -181,6 +182,12 @@ func (b *buyer) visit(ctx context.Context) string {
 	// and it was canceled, or an earlier attempt that timed out went
 	// through. The order's final status tells which.
 	ok, gone := b.confirm(ctx, piID, action)
+	// A buyer whose card is declined tries again with another, and
+	// another, until the order has no attempt left: a decline before the
+	// last keeps the order and its seats (purchase.DefaultPaymentAttempts).
+	for try := 1; action == "decline" && ok && try < purchase.DefaultPaymentAttempts; try++ {
+		ok, gone = b.confirm(ctx, piID, action)
+	}
 	if !ok && !gone {
 		return outcomeError
 	}

@@ -20,6 +20,9 @@ type Role string
 const (
 	RoleBuyer     Role = "buyer"
 	RoleOrganizer Role = "organizer"
+	// RoleScanner is a door scanner of one organizer: it may check tickets
+	// of that organizer's events in, and nothing else.
+	RoleScanner Role = "scanner"
 )
 
 // ErrInvalidToken is returned for a token that is malformed, badly signed,
@@ -31,7 +34,7 @@ var ErrInvalidToken = errors.New("invalid bearer token")
 type Identity struct {
 	UserID uuid.UUID
 	Role   Role
-	// OrganizerID is set for organizers only.
+	// OrganizerID is set for organizers and their scanners only.
 	OrganizerID uuid.UUID
 }
 
@@ -94,9 +97,9 @@ func (v *Verifier) verify(token string) (Identity, claims, error) {
 	id := Identity{UserID: sub, Role: c.Role}
 	switch c.Role {
 	case RoleBuyer:
-	case RoleOrganizer:
+	case RoleOrganizer, RoleScanner:
 		if id.OrganizerID, err = uuid.Parse(c.Org); err != nil {
-			return Identity{}, c, fmt.Errorf("%w: organizer token without a UUID org", ErrInvalidToken)
+			return Identity{}, c, fmt.Errorf("%w: %s token without a UUID org", ErrInvalidToken, c.Role)
 		}
 	default:
 		return Identity{}, c, fmt.Errorf("%w: unknown role", ErrInvalidToken)
@@ -116,7 +119,7 @@ func Mint(secret []byte, id Identity, ttl time.Duration) (string, error) {
 		},
 		Role: id.Role,
 	}
-	if id.Role == RoleOrganizer {
+	if id.Role == RoleOrganizer || id.Role == RoleScanner {
 		c.Org = id.OrganizerID.String()
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)

@@ -17,6 +17,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/purchase"
+	"boxoffice/domain/tickets"
 	"boxoffice/domain/waitingroom"
 	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
@@ -161,8 +162,8 @@ type BuiltCell struct {
 }
 
 // BuildCell builds every service of one purchase cell on d.Pool from cfg
-// (its hold TTL, webhook limits, Stripe webhook secret, admission key and
-// waiting-room settings): the one construction of a cell, for serve
+// (its hold TTL, webhook limits, Stripe webhook secret, admission key,
+// ticket signing key and waiting-room settings): the one construction of a cell, for serve
 // (through openCells), dev, the benchmarks and the tests.
 func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) {
 	cfg.Cell = d.Name
@@ -176,6 +177,9 @@ func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) 
 		}),
 		Sandbox: d.Sandbox,
 	}, Close: func() {}}
+	if cfg.TicketSeed != nil {
+		b.Door = tickets.NewDoor(d.Pool, ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey))
+	}
 	if cfg.StripeWebhookSecret != "" {
 		ic := payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: d.Logger, Provider: d.Provider, Registerer: d.Reg}
 		b.Ingress = payments.NewIngress(d.Pool, ic)

@@ -273,7 +273,7 @@ func EnsureDatabase(ctx context.Context, adminURL, name string) (string, error) 
 // unless a previous run did.
 func seedDemo(ctx context.Context, pool *pgxpool.Pool, cell string) (catalog.Event, error) {
 	c := catalog.New(pool)
-	existing, err := c.EventsByOrganizer(ctx, demoOrganizer)
+	existing, err := c.EventsByOrganizer(ctx, demoOrganizer, nil, 1)
 	if err != nil {
 		return catalog.Event{}, err
 	}

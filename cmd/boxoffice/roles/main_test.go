@@ -78,9 +78,11 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 	// confirms the card, the sandbox's signed webhook comes back through
 	// our own ingress, the order is confirmed, captured and ticketed.
 	type order struct {
-		Status  string
-		Payment *struct{ PaymentIntentID, ClientSecret string }
-		Tickets []struct{ ID, SeatID string }
+		Status              string
+		Payment             *struct{ PaymentIntentID, ClientSecret string }
+		Tickets             []struct{ ID, SeatID string }
+		LastDecline         *struct{ Code, Message string }
+		PaymentAttemptsLeft int
 	}
 	var o order
 	bearer := map[string]string{"Authorization": "Bearer " + buyer}
@@ -90,6 +92,22 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 			o.Payment != nil && o.Payment.PaymentIntentID != "" && o.Payment.ClientSecret != ""
 	}, 30*time.Second, 20*time.Millisecond, "the order never got a PaymentIntent")
 	require.Equal(t, "pending_payment", o.Status)
+	// Two declined cards first: each is counted on the order, which keeps
+	// awaiting payment with its seats held, on the same intent.
+	for declined := 1; declined <= 2; declined++ {
+		require.Equal(t, http.StatusOK, do(http.MethodPost, "/v1/sandbox/payment-intents/"+o.Payment.PaymentIntentID+"/decline", bearer, "", nil))
+		require.Eventually(t, func() bool {
+			o = order{}
+			return do(http.MethodGet, "/v1/orders/"+held.OrderID, bearer, "", &o) == http.StatusOK && o.PaymentAttemptsLeft == 3-declined
+		}, 30*time.Second, 20*time.Millisecond, "decline %d was not counted", declined)
+		require.Equal(t, "pending_payment", o.Status)
+		require.Equal(t, "generic_decline", o.LastDecline.Code)
+		// The seat map is cached for a second: it shows the hold soon.
+		require.Eventually(t, func() bool {
+			var now struct{ Seats []struct{ ID, Status string } }
+			return do(http.MethodGet, "/v1/events/"+event+"/seats", nil, "", &now) == http.StatusOK && now.Seats[0].Status == "held"
+		}, 10*time.Second, 50*time.Millisecond, "the seats stay held between attempts")
+	}
 	require.Equal(t, http.StatusOK, do(http.MethodPost, "/v1/sandbox/payment-intents/"+o.Payment.PaymentIntentID+"/authorize", bearer, "", nil))
 	start := time.Now()
 	require.Eventually(t, func() bool {

@@ -13,9 +13,9 @@ import (
 
 func runToken(args []string) error {
 	fs := flag.NewFlagSet("token", flag.ExitOnError)
-	role := fs.String("role", "buyer", "buyer or organizer")
+	role := fs.String("role", "buyer", "buyer, organizer, or scanner (a door scanner of the organizer -org)")
 	sub := fs.String("sub", "", "user UUID (default: a new one)")
-	org := fs.String("org", "", "organizer UUID, for organizers (default: a new one)")
+	org := fs.String("org", "", "organizer UUID, for organizers and scanners (default: a new one)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
 	_ = fs.Parse(args)
 	cfg, err := LoadConfig(os.Getenv, "BOXOFFICE_JWT_SECRET")
@@ -28,12 +28,12 @@ func runToken(args []string) error {
 	}
 	switch id.Role {
 	case auth.RoleBuyer:
-	case auth.RoleOrganizer:
+	case auth.RoleOrganizer, auth.RoleScanner:
 		if id.OrganizerID, err = uuidOrNew(*org); err != nil {
 			return fmt.Errorf("-org: %w", err)
 		}
 	default:
-		return fmt.Errorf("-role must be buyer or organizer")
+		return fmt.Errorf("-role must be buyer, organizer or scanner")
 	}
 	tok, err := auth.Mint(cfg.JWTSecret, id, *ttl)
 	if err != nil {

@@ -1,4 +1,8 @@
-package webhooks
+// Package page is the one cursor of the API's lists: a position in a list
+// ordered by (created_at, id), handed to clients as an opaque string and
+// handed back for the next page. Lists newest first continue before the
+// cursor, lists oldest first after it.
+package page
 
 import (
 	"encoding/base64"
@@ -18,6 +22,7 @@ type Cursor struct {
 }
 
 // ErrBadCursor is returned for a cursor string this package did not make.
+// It is fault.CodeInvalid: the client sent something it was not given.
 var ErrBadCursor = fault.New(fault.CodeInvalid, "malformed cursor")
 
 // String encodes c as an opaque URL-safe string.
@@ -25,9 +30,9 @@ func (c Cursor) String() string {
 	return base64.RawURLEncoding.EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID.String()))
 }
 
-// ParseCursor decodes a string made by Cursor.String. Returns ErrBadCursor
+// Parse decodes a string made by Cursor.String. Returns ErrBadCursor
 // for anything else.
-func ParseCursor(s string) (Cursor, error) {
+func Parse(s string) (Cursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return Cursor{}, ErrBadCursor

@@ -1,0 +1,128 @@
+package purchase
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"boxoffice/platform/db"
+	"boxoffice/platform/page"
+	"boxoffice/sqlcgen"
+)
+
+// Sales is an event's sales at one snapshot of its database.
+type Sales struct {
+	// Seats counts each seat once, by what it is now: Sold (a live
+	// ticket), else Held (a hold owns it), else Refunded (its ticket was
+	// revoked by a refund: off sale), else Available.
+	Seats SeatCounts
+	// CheckedIn is how many tickets were used at the door.
+	CheckedIn int
+	// OrdersByStatus counts the event's orders in each status, every
+	// status included.
+	OrdersByStatus map[OrderStatus]int
+	// GrossMinor is what buyers paid (orders whose money was captured:
+	// OrderStatus.Captured), RefundedMinor what was refunded, NetMinor the
+	// difference; in the event's currency.
+	GrossMinor, RefundedMinor, NetMinor int64
+	Currency                            string
+}
+
+// SeatCounts are an event's seats by what they are now.
+type SeatCounts struct {
+	Total, Available, Held, Sold, Refunded int
+}
+
+// organizedEvent returns the event if organizerID organizes it, else
+// ErrEventNotFound: another organizer's event does not exist for them.
+func (s *Service) organizedEvent(ctx context.Context, organizerID, eventID uuid.UUID) (sqlcgen.Event, error) {
+	ev, err := sqlcgen.New().EventGetByID(ctx, s.read(), eventID)
+	if errors.Is(err, db.ErrNotFound) || err == nil && ev.OrganizerID != organizerID {
+		return sqlcgen.Event{}, ErrEventNotFound
+	} else if err != nil {
+		return sqlcgen.Event{}, fmt.Errorf("get event: %w", err)
+	}
+	return ev, nil
+}
+
+// Sales returns the sales of the event organizerID organizes (else
+// ErrEventNotFound), read in one statement so every figure is of the same
+// moment.
+func (s *Service) Sales(ctx context.Context, organizerID, eventID uuid.UUID) (Sales, error) {
+	ev, err := s.organizedEvent(ctx, organizerID, eventID)
+	if err != nil {
+		return Sales{}, err
+	}
+	var captured []string
+	for _, st := range OrderStatuses {
+		if st.Captured() {
+			captured = append(captured, string(st))
+		}
+	}
+	row, err := sqlcgen.New().EventSales(ctx, s.read(), sqlcgen.EventSalesParams{
+		EventID: eventID, CapturedStatuses: captured, RefundedStatus: string(OrderRefunded),
+	})
+	if err != nil {
+		return Sales{}, fmt.Errorf("read sales: %w", err)
+	}
+	var byStatus map[string]int
+	if err := json.Unmarshal(row.OrdersByStatus, &byStatus); err != nil {
+		return Sales{}, fmt.Errorf("read sales: orders by status: %w", err)
+	}
+	out := Sales{
+		Seats: SeatCounts{
+			Total: int(row.SeatsTotal), Available: int(row.SeatsAvailable), Held: int(row.SeatsHeld),
+			Sold: int(row.SeatsSold), Refunded: int(row.SeatsRefunded),
+		},
+		CheckedIn:      int(row.CheckedIn),
+		OrdersByStatus: make(map[OrderStatus]int, len(OrderStatuses)),
+		GrossMinor:     row.GrossMinor, RefundedMinor: row.RefundedMinor, NetMinor: row.GrossMinor - row.RefundedMinor,
+		Currency: ev.Currency,
+	}
+	for _, st := range OrderStatuses {
+		out.OrdersByStatus[st] = byStatus[string(st)]
+	}
+	return out, nil
+}
+
+// EventOrder is an order as the organizer of its event sees it.
+type EventOrder struct {
+	ID, UserID           uuid.UUID
+	Status               OrderStatus
+	AmountMinor          int64
+	Currency             string
+	SeatCount            int
+	CreatedAt, UpdatedAt time.Time
+}
+
+// Cursor is the position of o in a list of orders.
+func (o EventOrder) Cursor() page.Cursor { return page.Cursor{CreatedAt: o.CreatedAt, ID: o.ID} }
+
+// EventOrders returns the orders of the event organizerID organizes (else
+// ErrEventNotFound), newest first, filtered by f (its UserID, Statuses,
+// Before and Limit; EventID is the event's).
+func (s *Service) EventOrders(ctx context.Context, organizerID, eventID uuid.UUID, f OrderFilter) ([]EventOrder, error) {
+	if _, err := s.organizedEvent(ctx, organizerID, eventID); err != nil {
+		return nil, err
+	}
+	beforeAt, beforeID := f.before()
+	rows, err := sqlcgen.New().OrderListByEvent(ctx, s.read(), sqlcgen.OrderListByEventParams{
+		EventID: eventID, UserID: f.UserID, Statuses: f.statuses(),
+		BeforeCreatedAt: beforeAt, BeforeID: beforeID, MaxRows: int32(f.limit()),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list event orders: %w", err)
+	}
+	out := make([]EventOrder, len(rows))
+	for i, r := range rows {
+		out[i] = EventOrder{
+			ID: r.ID, UserID: r.UserID, Status: OrderStatus(r.Status), AmountMinor: r.AmountMinor,
+			Currency: r.Currency, SeatCount: int(r.SeatCount), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,187 @@
+package handlers_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/domain/tickets"
+	"boxoffice/handlers"
+	"boxoffice/platform/auth"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
+)
+
+// doorBundle is an API whose cell has a door, an organizer with an event
+// of seats ticketed seats, and their QR payloads.
+type doorBundle struct {
+	*testBundle
+	orgID    uuid.UUID
+	orgToken string
+	scanner  string // a scanner token of the organizer
+	eventID  string
+	ticketID []uuid.UUID
+	payload  []string
+}
+
+func setupDoor(t *testing.T, seats int) *doorBundle {
+	t.Helper()
+	seed, err := tickets.GenerateSeed()
+	require.NoError(t, err)
+	signer, err := tickets.NewSigner(seed)
+	require.NoError(t, err)
+	pool := dbtest.New(t)
+	b := &doorBundle{testBundle: setupPool(t, pool, func(cfg *handlers.Config) {
+		cellOf(cfg).Door = tickets.NewDoor(pool, signer.PublicKey())
+	})}
+	b.orgToken, b.orgID = b.organizerOf(t)
+	b.scanner = b.token(t, auth.Identity{UserID: uuid.New(), Role: auth.RoleScanner, OrganizerID: b.orgID})
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{OrganizerID: b.orgID, SeatsPerRow: seats})
+	b.eventID = ev.ID.String()
+	b.ticketID, b.payload = fixture.Ticketed(t, pool, signer, ev)
+	return b
+}
+
+func (b *doorBundle) scan(t *testing.T, tok, payload, gate string) response {
+	t.Helper()
+	return b.do(t, http.MethodPost, "/v1/events/"+b.eventID+"/check-ins", bearer(tok), map[string]any{"qrPayload": payload, "gate": gate})
+}
+
+// Twenty scanners scan one ticket at once: exactly one lets it in, and
+// every other learns when and where it was first used.
+func TestCheckInFirstScanWins(t *testing.T) {
+	t.Parallel()
+	b := setupDoor(t, 3)
+	const scanners = 20
+	res := make([]response, scanners)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range scanners {
+		wg.Go(func() {
+			<-start
+			res[i] = b.scan(t, b.scanner, b.payload[0], fmt.Sprintf("gate-%d", i))
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	var winner map[string]any
+	for _, r := range res {
+		if r.status == http.StatusCreated {
+			require.Nil(t, winner, "a second scan was accepted")
+			winner = r.json(t)
+		}
+	}
+	require.NotNil(t, winner, "no scan was accepted")
+	require.Equal(t, b.ticketID[0].String(), winner["ticketId"])
+	for _, r := range res {
+		if r.status == http.StatusCreated {
+			continue
+		}
+		require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+		require.Equal(t, handlers.TypeAlreadyCheckedIn, problemType(t, r))
+		first := r.json(t)["checkIn"].(map[string]any)
+		require.Equal(t, winner["gate"], first["gate"])
+		require.Equal(t, winner["scannedAt"], first["scannedAt"])
+	}
+	require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins"))
+
+	counts := b.do(t, http.MethodGet, "/v1/events/"+b.eventID+"/check-ins", bearer(b.orgToken), nil)
+	require.Equal(t, http.StatusOK, counts.status, "%s", counts.body)
+	require.EqualValues(t, 1, counts.json(t)["total"])
+}
+
+// A revoked ticket is refused at the door; a payload that is not a signed
+// ticket of this event is invalid; nothing is recorded for either.
+func TestCheckInRefusesRevokedAndInvalid(t *testing.T) {
+	t.Parallel()
+	b := setupDoor(t, 3)
+	dbtest.Exec(t, b.pool, "UPDATE tickets SET revoked_at = now() WHERE id = $1", b.ticketID[1])
+	r := b.scan(t, b.scanner, b.payload[1], "north")
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Equal(t, handlers.TypeTicketRevoked, problemType(t, r))
+
+	other, err := tickets.GenerateSeed()
+	require.NoError(t, err)
+	forger, err := tickets.NewSigner(other)
+	require.NoError(t, err)
+	forged := forger.Sign(tickets.Ticket{ID: uuid.New(), OrderID: uuid.New(), SeatID: uuid.New(), EventID: uuid.MustParse(b.eventID), IssuedAt: time.Now()})
+	for _, p := range []string{forged, "BX1.garbage.more", b.payload[2][:len(b.payload[2])-2] + "AA"} {
+		r := b.scan(t, b.scanner, p, "north")
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
+		require.Equal(t, handlers.TypeTicketInvalid, problemType(t, r))
+	}
+	require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins"))
+}
+
+// Only the event's organizer and their scanners reach its door: another
+// organizer's scanner, or a buyer, gets nothing and writes nothing.
+func TestCheckInIsTheOrganizers(t *testing.T) {
+	t.Parallel()
+	b := setupDoor(t, 2)
+	_, strangerOrg := b.organizerOf(t)
+	stranger := b.token(t, auth.Identity{UserID: uuid.New(), Role: auth.RoleScanner, OrganizerID: strangerOrg})
+	r := b.scan(t, stranger, b.payload[0], "north")
+	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
+	counts := b.do(t, http.MethodGet, "/v1/events/"+b.eventID+"/check-ins", bearer(stranger), nil)
+	require.Equal(t, http.StatusNotFound, counts.status, "%s", counts.body)
+	_, buyer := b.buyer(t)
+	require.Equal(t, http.StatusForbidden, b.scan(t, buyer, b.payload[0], "north").status)
+	require.Equal(t, http.StatusUnauthorized, b.do(t, http.MethodPost, "/v1/events/"+b.eventID+"/check-ins", nil,
+		map[string]any{"qrPayload": b.payload[0], "gate": "north"}).status)
+	// A scanner's token is good for the door only.
+	require.Equal(t, http.StatusForbidden, b.do(t, http.MethodGet, "/v1/events/"+b.eventID+"/sales", bearer(b.scanner), nil).status)
+	require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins"))
+}
+
+// An offline scanner uploads 1,000 scans, 100 of them second scans of a
+// ticket: 900 are let in, and each of the 100 is reported with the scan
+// that won (the earliest of the batch).
+func TestCheckInBatch(t *testing.T) {
+	t.Parallel()
+	b := setupDoor(t, 900)
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	var scans []map[string]any
+	for i, p := range b.payload {
+		scans = append(scans, map[string]any{"qrPayload": p, "gate": "east", "scannedAt": base.Add(time.Duration(i) * time.Second)})
+	}
+	for i := range 100 {
+		// A later scan of ticket i at another gate, listed first.
+		scans = append([]map[string]any{{"qrPayload": b.payload[i], "gate": "west", "scannedAt": base.Add(time.Duration(i)*time.Second + time.Minute)}}, scans...)
+	}
+	require.Len(t, scans, 1000)
+	r := b.do(t, http.MethodPost, "/v1/events/"+b.eventID+"/check-ins/batch", bearer(b.scanner), map[string]any{"scans": scans})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	results := r.json(t)["results"].([]any)
+	require.Len(t, results, 1000)
+	outcomes := map[string]int{}
+	for i, raw := range results {
+		res := raw.(map[string]any)
+		outcomes[res["outcome"].(string)]++
+		if res["outcome"] == "duplicate" {
+			require.Less(t, i, 100, "only the late scans are duplicates")
+			require.Equal(t, "east", res["checkIn"].(map[string]any)["gate"], "the earliest scan won")
+		}
+	}
+	require.Equal(t, map[string]int{"accepted": 900, "duplicate": 100}, outcomes)
+	require.EqualValues(t, 900, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins"))
+
+	// The same upload again changes nothing: every scan is a duplicate.
+	r = b.do(t, http.MethodPost, "/v1/events/"+b.eventID+"/check-ins/batch", bearer(b.scanner), map[string]any{"scans": scans})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	for _, raw := range r.json(t)["results"].([]any) {
+		require.Equal(t, "duplicate", raw.(map[string]any)["outcome"])
+	}
+	require.EqualValues(t, 900, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins"))
+
+	counts := b.do(t, http.MethodGet, "/v1/events/"+b.eventID+"/check-ins", bearer(b.orgToken), nil)
+	require.Equal(t, http.StatusOK, counts.status, "%s", counts.body)
+	body := counts.json(t)
+	require.EqualValues(t, 900, body["total"])
+	require.Equal(t, "east", body["gates"].([]any)[0].(map[string]any)["gate"])
+}

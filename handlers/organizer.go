@@ -1,0 +1,203 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/platform/auth"
+	"boxoffice/platform/page"
+)
+
+// The organizer's views of their events: the list, the sales summary and
+// the orders. Another organizer's event does not exist for them (404).
+
+// ListEventsInput pages the caller's events.
+type ListEventsInput struct {
+	Cursor string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+}
+
+// ListEventsOutput is a page of the caller's events.
+type ListEventsOutput struct {
+	Body struct {
+		Events     []EventBody `json:"events" doc:"Oldest first."`
+		NextCursor string      `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+	}
+}
+
+// SeatCountsBody counts an event's seats by what each is now.
+type SeatCountsBody struct {
+	Total     int `json:"total"`
+	Available int `json:"available" doc:"On sale: no hold, no ticket."`
+	Held      int `json:"held" doc:"Owned by a hold that is confirmed, or active and not past its expiry."`
+	Sold      int `json:"sold" doc:"With a live ticket."`
+	Refunded  int `json:"refunded" doc:"Their ticket was revoked by a refund; off sale."`
+}
+
+// SalesBody is an event's sales at one moment.
+type SalesBody struct {
+	EventID        uuid.UUID      `json:"eventId"`
+	Seats          SeatCountsBody `json:"seats"`
+	CheckedIn      int            `json:"checkedIn" doc:"Tickets used at the door."`
+	OrdersByStatus map[string]int `json:"ordersByStatus" doc:"How many orders are in each status; every status is listed."`
+	GrossMinor     int64          `json:"grossMinor" doc:"What buyers paid: orders paid, ticketed, refunding or refunded; minor units."`
+	RefundedMinor  int64          `json:"refundedMinor" doc:"What was refunded; minor units."`
+	NetMinor       int64          `json:"netMinor" doc:"grossMinor - refundedMinor."`
+	Currency       string         `json:"currency"`
+}
+
+// SalesOutput is the sales response.
+type SalesOutput struct {
+	Body SalesBody
+}
+
+// ListEventOrdersInput selects an event's orders.
+type ListEventOrdersInput struct {
+	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	Status  string `query:"status" maxLength:"200" example:"ticketed,refunded" doc:"Only orders in these statuses: one status, or several separated by commas."`
+	BuyerID string `query:"buyerId" format:"uuid" doc:"Only the orders of this buyer (their user id)."`
+	Cursor  string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
+	Limit   int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+}
+
+// EventOrderBody is an order as the organizer of its event sees it.
+type EventOrderBody struct {
+	ID          uuid.UUID `json:"id"`
+	BuyerID     uuid.UUID `json:"buyerId"`
+	Status      string    `json:"status" enum:"pending_payment,authorized,capture_pending,paid,ticketed,failed,canceled,refunding,refunded"`
+	AmountMinor int64     `json:"amountMinor"`
+	Currency    string    `json:"currency"`
+	SeatCount   int       `json:"seatCount"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+}
+
+// ListEventOrdersOutput is a page of an event's orders.
+type ListEventOrdersOutput struct {
+	Body struct {
+		Orders     []EventOrderBody `json:"orders" doc:"Newest first."`
+		NextCursor string           `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+	}
+}
+
+func (h *Handlers) registerOrganizer(api huma.API) {
+	register(api, secured(huma.Operation{
+		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events",
+		Summary: "List your events", Tags: []string{"Events"},
+		Description: "The calling organizer's events, oldest first; page with `cursor`.",
+		Errors:      []int{http.StatusUnprocessableEntity},
+	}, auth.RoleOrganizer), h.listEvents)
+	register(api, secured(huma.Operation{
+		OperationID: "get-event-sales", Method: http.MethodGet, Path: "/v1/events/{eventId}/sales",
+		Summary: "Get your event's sales", Tags: []string{"Events"},
+		Description: "Seats by what they are now, tickets checked in, orders by status, and the money taken and " +
+			"refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event " +
+			"does not exist (404).",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, auth.RoleOrganizer), h.getEventSales)
+	register(api, secured(huma.Operation{
+		OperationID: "list-event-orders", Method: http.MethodGet, Path: "/v1/events/{eventId}/orders",
+		Summary: "List your event's orders", Tags: []string{"Events"},
+		Description: "Newest first; filter by status and buyer, page with `cursor`. Only the event's organizer " +
+			"sees them; for anyone else the event does not exist (404).",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, auth.RoleOrganizer), h.listEventOrders)
+}
+
+func (h *Handlers) listEvents(ctx context.Context, in *ListEventsInput) (*ListEventsOutput, error) {
+	var after *page.Cursor
+	if in.Cursor != "" {
+		c, err := page.Parse(in.Cursor)
+		if err != nil {
+			return nil, invalid("query.cursor", "malformed cursor")
+		}
+		after = &c
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := c.Catalog.EventsByOrganizer(ctx, identity(ctx).OrganizerID, after, limit)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "list events", "")
+	}
+	out := &ListEventsOutput{}
+	out.Body.Events = make([]EventBody, len(evs))
+	for i, ev := range evs {
+		out.Body.Events[i] = eventBody(ev)
+	}
+	if len(evs) == limit {
+		out.Body.NextCursor = evs[len(evs)-1].Cursor().String()
+	}
+	return out, nil
+}
+
+func (h *Handlers) getEventSales(ctx context.Context, in *EventPathInput) (*SalesOutput, error) {
+	c, eventID, err := h.eventPath(ctx, in.EventID)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.Purchase.Sales(ctx, identity(ctx).OrganizerID, eventID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "get event sales", "No such event.", "event_id", eventID)
+	}
+	body := SalesBody{
+		EventID:   eventID,
+		Seats:     SeatCountsBody(s.Seats),
+		CheckedIn: s.CheckedIn, OrdersByStatus: make(map[string]int, len(s.OrdersByStatus)),
+		GrossMinor: s.GrossMinor, RefundedMinor: s.RefundedMinor, NetMinor: s.NetMinor, Currency: s.Currency,
+	}
+	for st, n := range s.OrdersByStatus {
+		body.OrdersByStatus[string(st)] = n
+	}
+	return &SalesOutput{Body: body}, nil
+}
+
+func (h *Handlers) listEventOrders(ctx context.Context, in *ListEventOrdersInput) (*ListEventOrdersOutput, error) {
+	eventID, err := parseUUID(in.EventID, "path.eventId")
+	if err != nil {
+		return nil, err
+	}
+	f, err := orderFilter("", in.Status, in.Cursor, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if in.BuyerID != "" {
+		id, err := parseUUID(in.BuyerID, "query.buyerId")
+		if err != nil {
+			return nil, err
+		}
+		f.UserID = &id
+	}
+	if f.Limit == 0 {
+		f.Limit = 50
+	}
+	c, err := h.eventCell(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	orders, err := c.Purchase.EventOrders(ctx, identity(ctx).OrganizerID, eventID, f)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "list event orders", "No such event.", "event_id", eventID)
+	}
+	out := &ListEventOrdersOutput{}
+	out.Body.Orders = make([]EventOrderBody, len(orders))
+	for i, o := range orders {
+		out.Body.Orders[i] = EventOrderBody{
+			ID: o.ID, BuyerID: o.UserID, Status: string(o.Status), AmountMinor: o.AmountMinor, Currency: o.Currency,
+			SeatCount: o.SeatCount, CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+		}
+	}
+	if len(orders) == f.Limit {
+		out.Body.NextCursor = orders[len(orders)-1].Cursor().String()
+	}
+	return out, nil
+}

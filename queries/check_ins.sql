@@ -1,0 +1,30 @@
+-- name: CheckInRecord :many
+-- Records the first check-in of each scanned ticket of the event: the
+-- scans are taken in scanned_at order (then as given), and a ticket that
+-- is already in (from before, or from an earlier scan of this batch) is
+-- left alone by the primary key, so exactly one scan of a ticket wins
+-- however many scanners race. Only live tickets (not revoked) are
+-- recorded; that they are the event's, the caller has checked (the signed
+-- payload names the event), so each scan costs one primary-key lookup.
+-- Returns the tickets it recorded.
+INSERT INTO check_ins (ticket_id, event_id, gate, scanned_at)
+SELECT x.ticket_id, @event_id::uuid, x.gate, x.scanned_at
+FROM (SELECT unnest(@ticket_ids::uuid[]) AS ticket_id, unnest(@gates::text[]) AS gate,
+             unnest(@scanned_ats::timestamptz[]) AS scanned_at, generate_subscripts(@ticket_ids::uuid[], 1) AS n) x
+JOIN tickets t ON t.id = x.ticket_id AND t.revoked_at IS NULL
+ORDER BY x.scanned_at, x.n
+ON CONFLICT (ticket_id) DO NOTHING
+RETURNING ticket_id;
+
+-- name: CheckInState :many
+-- What the door knows of the given tickets: revoked or not, and their
+-- check-in when there is one.
+SELECT t.id, t.revoked_at, c.gate, c.scanned_at, c.recorded_at
+FROM tickets t
+LEFT JOIN check_ins c ON c.ticket_id = t.id
+WHERE t.id = ANY(@ticket_ids::uuid[]);
+
+-- name: CheckInCountsByGate :many
+SELECT gate, count(*)::int AS checked_in, max(scanned_at)::timestamptz AS last_scanned_at
+FROM check_ins WHERE event_id = @event_id::uuid
+GROUP BY gate ORDER BY gate;
