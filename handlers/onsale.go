@@ -38,6 +38,7 @@ type OnsaleBody struct {
 	MaxRate         int           `json:"maxRate" doc:"The organizer's cap on admissions per second; 0: none."`
 	SeatLimit       int           `json:"seatLimit" doc:"Seats one buyer may hold or own in the event; 0: no limit."`
 	PaymentAttempts int           `json:"paymentAttempts" doc:"How many times a buyer may try to pay for an order; a decline before the last leaves the order awaiting payment with its seats."`
+	HoldTTLSeconds  int           `json:"holdTtlSeconds" doc:"How long a hold of the event lasts, in seconds; 0: the deployment's default (BOXOFFICE_HOLD_TTL)."`
 	AdmissionRate   float64       `json:"admissionRate" doc:"R: admissions per second now, the release controller's rate capped by maxRate."`
 	ControllerRate  float64       `json:"controllerRate" doc:"The release controller's rate for the purchase cell."`
 	RateReason      string        `json:"rateReason" doc:"Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, sched_latency, signals_unavailable)."`
@@ -62,6 +63,7 @@ type PatchOnsaleInput struct {
 		MaxRate         *int       `json:"maxRate,omitempty" minimum:"0" maximum:"100000" doc:"Cap on admissions per second; 0 removes the cap."`
 		SeatLimit       *int       `json:"seatLimit,omitempty" minimum:"0" maximum:"1000" doc:"Seats one buyer may hold or own; 0 removes the limit."`
 		PaymentAttempts *int       `json:"paymentAttempts,omitempty" minimum:"0" maximum:"10" doc:"How many times a buyer may try to pay for an order, 1 to 10; 0 restores the default (3)."`
+		HoldTTLSeconds  *int       `json:"holdTtlSeconds,omitempty" minimum:"0" maximum:"1800" doc:"How long a hold of the event lasts, 60 to 1800 seconds; 0 restores the deployment's default. Holds made before keep their expiry."`
 	}
 }
 
@@ -145,6 +147,7 @@ func (h *Handlers) ownOnsale(ctx context.Context, raw string, change func(*waiti
 	out := &OnsaleOutput{Body: OnsaleBody{
 		EventID: eventID, Phase: string(o.Phase), OpensAt: s.OpensAt, Paused: s.Paused, MaxRate: s.MaxRate, SeatLimit: s.SeatLimit,
 		PaymentAttempts: cmp.Or(s.PaymentAttempts, purchase.DefaultPaymentAttempts),
+		HoldTTLSeconds:  int(s.HoldTTL / time.Second),
 		AdmissionRate:   o.Rate, ControllerRate: c.Rate, RateReason: c.Reason, RateDetail: c.Detail, RateChangedAt: c.ChangedAt.UTC(),
 		Signals: OnsaleSignals{
 			HoldP99Ms: c.Signals.HoldP99.Milliseconds(), PoolWaitMs: c.Signals.PoolWait.Milliseconds(),
@@ -163,6 +166,9 @@ func (h *Handlers) getOnsale(ctx context.Context, in *EventPathInput) (*OnsaleOu
 
 func (h *Handlers) patchOnsale(ctx context.Context, in *PatchOnsaleInput) (*OnsaleOutput, error) {
 	b := in.Body
+	if b.HoldTTLSeconds != nil && *b.HoldTTLSeconds > 0 && *b.HoldTTLSeconds < 60 {
+		return nil, invalid("body.holdTtlSeconds", "a hold lasts at least 60 seconds; 0 restores the default")
+	}
 	return h.ownOnsale(ctx, in.EventID, func(s *waitingroom.Settings) {
 		if b.OpensAt != nil {
 			t := b.OpensAt.UTC()
@@ -179,6 +185,9 @@ func (h *Handlers) patchOnsale(ctx context.Context, in *PatchOnsaleInput) (*Onsa
 		}
 		if b.PaymentAttempts != nil {
 			s.PaymentAttempts = *b.PaymentAttempts
+		}
+		if b.HoldTTLSeconds != nil {
+			s.HoldTTL = time.Duration(*b.HoldTTLSeconds) * time.Second
 		}
 	})
 }

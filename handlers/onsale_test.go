@@ -109,3 +109,33 @@ func TestRevokeAdmission(t *testing.T) {
 	require.Equal(t, handlers.TypeAdmissionInvalid, problemType(t, res))
 	require.Equal(t, http.StatusAccepted, b.hold(t, otherTok, otherAdm, ev.ID, "k", ev.Seats[0]).status)
 }
+
+// The organizer sets the event's hold lifetime within bounds; holds made
+// after it last that long.
+func TestHoldLifetimePerEvent(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	org := b.organizerWithID(t)
+	ev := b.createEvent(t, org)
+	path := "/v1/events/" + ev.ID + "/onsale"
+	for _, bad := range []int{30, 1801, -1} {
+		res := b.do(t, http.MethodPatch, path, bearer(org), map[string]any{"holdTtlSeconds": bad})
+		require.Equal(t, http.StatusUnprocessableEntity, res.status, "%d: %s", bad, res.body)
+	}
+	res := b.do(t, http.MethodPatch, path, bearer(org), map[string]any{"holdTtlSeconds": 120, "paymentAttempts": 5})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.EqualValues(t, 120, res.json(t)["holdTtlSeconds"])
+	require.EqualValues(t, 5, res.json(t)["paymentAttempts"])
+
+	_, tok := b.buyer(t)
+	res = b.hold(t, tok, b.admit(t, tok, ev.ID), ev.ID, "a", ev.Seats[0])
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+	expires, err := time.Parse(time.RFC3339Nano, res.json(t)["expiresAt"].(string))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(2*time.Minute), expires, 30*time.Second)
+
+	res = b.do(t, http.MethodPatch, path, bearer(org), map[string]any{"holdTtlSeconds": 0, "paymentAttempts": 0})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.EqualValues(t, 0, res.json(t)["holdTtlSeconds"], "0: the deployment's default")
+	require.EqualValues(t, 3, res.json(t)["paymentAttempts"], "the default")
+}

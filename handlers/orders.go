@@ -34,6 +34,9 @@ type OrderHoldBody struct {
 	Status    string      `json:"status" enum:"active,confirmed,expired,released"`
 	ExpiresAt time.Time   `json:"expiresAt"`
 	SeatIDs   []uuid.UUID `json:"seatIds"`
+	// PaymentGrace is set when the hold was kept longer for a payment
+	// being confirmed.
+	PaymentGrace bool `json:"paymentGrace,omitempty" doc:"The hold was kept a bounded grace longer (expiresAt includes it) because its payment was being confirmed, e.g. by 3-D Secure."`
 }
 
 // OrderPaymentBody is the payment of an order.
@@ -247,8 +250,9 @@ func orderBody(o purchase.Order) OrderBody {
 	body := OrderBody{
 		ID: o.ID, EventID: o.EventID, Status: string(o.Status), AmountMinor: o.AmountMinor, Currency: o.Currency,
 		CreatedAt: o.CreatedAt.UTC(),
-		Hold:      OrderHoldBody{ID: o.HoldID, Status: string(o.HoldStatus), ExpiresAt: o.HoldExpiresAt.UTC(), SeatIDs: o.SeatIDs},
-		Tickets:   make([]OrderTicketBody, 0, len(o.Tickets)),
+		Hold: OrderHoldBody{ID: o.HoldID, Status: string(o.HoldStatus), ExpiresAt: o.HoldExpiresAt.UTC(), SeatIDs: o.SeatIDs,
+			PaymentGrace: o.HoldGraced},
+		Tickets: make([]OrderTicketBody, 0, len(o.Tickets)),
 	}
 	body.PaymentAttemptsLeft = o.PaymentAttemptsLeft
 	if d := o.LastDecline; d != nil {

@@ -64,6 +64,20 @@ func (h *Handlers) registerSandbox(api huma.API) {
 			"decline fails it.",
 		Errors: errs,
 	}, auth.RoleBuyer), h.sandboxDecline)
+	register(api, secured(huma.Operation{
+		OperationID: "sandbox-challenge-payment-intent", Method: http.MethodPost,
+		Path:    "/v1/sandbox/payment-intents/{id}/challenge",
+		Summary: "Ask for a payment's 3-D Secure challenge (sandbox only)", Tags: []string{"Sandbox"},
+		Description: sandboxOnly + " The card's issuer asks for 3-D Secure: the intent moves to requires_action and " +
+			"the sandbox sends a signed payment_intent.requires_action webhook. The order's hold is then kept a " +
+			"bounded grace longer should it expire during the challenge; authorize (passed) or decline (failed) the " +
+			"intent to answer it.",
+		Errors: errs,
+	}, auth.RoleBuyer), h.sandboxChallenge)
+}
+
+func (h *Handlers) sandboxChallenge(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
+	return h.sandboxAction(ctx, "challenge", in.IntentID, (*sandbox.Sandbox).Challenge)
 }
 
 func (h *Handlers) sandboxAuthorize(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {

@@ -59,3 +59,14 @@ FOR UPDATE OF h, o SKIP LOCKED;
 -- the expiry worker's hold step. Returns how many moved.
 UPDATE holds SET status = @to_status::text
 WHERE id = ANY(@ids::uuid[]) AND status = @from_status::text;
+
+-- name: HoldGraceForPayment :one
+-- Extends the order's active hold, still owning its seats, because its
+-- PaymentIntent is being confirmed: to at least grace from now, and never
+-- past its expiry plus grace; once per hold (payment_grace_at). Returns
+-- the hold's expiry, or no row when nothing was extended.
+UPDATE holds
+SET expires_at = greatest(expires_at, least(expires_at + @grace::interval, now() + @grace::interval)),
+    payment_grace_at = now()
+WHERE order_id = @order_id::uuid AND status = 'active' AND payment_grace_at IS NULL AND expires_at > now()
+RETURNING expires_at;

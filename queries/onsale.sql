@@ -9,15 +9,17 @@ SELECT * FROM onsales WHERE event_id = @event_id::uuid FOR UPDATE;
 
 -- name: OnsaleUpsert :one
 -- Writes the event's whole onsale settings.
-INSERT INTO onsales (event_id, opens_at, paused, max_rate, seat_limit, payment_attempts)
+INSERT INTO onsales (event_id, opens_at, paused, max_rate, seat_limit, payment_attempts, hold_ttl_seconds)
 VALUES (@event_id::uuid, sqlc.narg('opens_at')::timestamptz, @paused::bool,
-        sqlc.narg('max_rate')::int, sqlc.narg('seat_limit')::int, sqlc.narg('payment_attempts')::int)
+        sqlc.narg('max_rate')::int, sqlc.narg('seat_limit')::int, sqlc.narg('payment_attempts')::int,
+        sqlc.narg('hold_ttl_seconds')::int)
 ON CONFLICT (event_id) DO UPDATE
 SET opens_at = excluded.opens_at,
     paused = excluded.paused,
     max_rate = excluded.max_rate,
     seat_limit = excluded.seat_limit,
     payment_attempts = excluded.payment_attempts,
+    hold_ttl_seconds = excluded.hold_ttl_seconds,
     updated_at = now()
 RETURNING *;
 

@@ -1,6 +1,7 @@
 -- name: OrderGetForUser :one
 -- Returns the order only to its owner; anyone else gets no rows.
 SELECT o.*, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+       h.payment_grace_at AS hold_payment_grace_at,
        coalesce(os.payment_attempts, 0)::int AS payment_attempts
 FROM orders o
 JOIN holds h ON h.order_id = o.id
@@ -81,6 +82,7 @@ SELECT status, correlation_id FROM orders WHERE id = @id::uuid;
 -- the cursor (before_created_at, before_id) when given. order_user_idx
 -- serves it.
 SELECT o.*, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+       h.payment_grace_at AS hold_payment_grace_at,
        coalesce(os.payment_attempts, 0)::int AS payment_attempts
 FROM orders o
 JOIN holds h ON h.order_id = o.id

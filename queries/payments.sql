@@ -41,3 +41,10 @@ SELECT payment_intent_id, status FROM payments WHERE order_id = @order_id::uuid;
 
 -- name: PaymentListByOrders :many
 SELECT * FROM payments WHERE order_id = ANY(@order_ids::uuid[]);
+
+-- name: PaymentRecordStatus :execrows
+-- Records the provider's status of the order's intent while it is being
+-- confirmed (requires_action, processing), unless the row moved on.
+UPDATE payments SET status = @status::text, updated_at = now()
+WHERE order_id = @order_id::uuid AND payment_intent_id = @payment_intent_id::text
+  AND status IN ('requires_payment_method', 'requires_confirmation', 'requires_action', 'processing');

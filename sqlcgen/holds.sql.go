@@ -67,7 +67,7 @@ func (q *Queries) HoldClaimExpired(ctx context.Context, db DBTX, maxRows int32) 
 }
 
 const holdGetByOrderForUpdate = `-- name: HoldGetByOrderForUpdate :one
-SELECT id, order_id, status, expires_at, created_at FROM holds WHERE order_id = $1::uuid FOR UPDATE
+SELECT id, order_id, status, expires_at, created_at, payment_grace_at FROM holds WHERE order_id = $1::uuid FOR UPDATE
 `
 
 // Locks the order's hold; take the order's lock first.
@@ -80,8 +80,33 @@ func (q *Queries) HoldGetByOrderForUpdate(ctx context.Context, db DBTX, orderID 
 		&i.Status,
 		&i.ExpiresAt,
 		&i.CreatedAt,
+		&i.PaymentGraceAt,
 	)
 	return i, err
+}
+
+const holdGraceForPayment = `-- name: HoldGraceForPayment :one
+UPDATE holds
+SET expires_at = greatest(expires_at, least(expires_at + $1::interval, now() + $1::interval)),
+    payment_grace_at = now()
+WHERE order_id = $2::uuid AND status = 'active' AND payment_grace_at IS NULL AND expires_at > now()
+RETURNING expires_at
+`
+
+type HoldGraceForPaymentParams struct {
+	Grace   time.Duration
+	OrderID uuid.UUID
+}
+
+// Extends the order's active hold, still owning its seats, because its
+// PaymentIntent is being confirmed: to at least grace from now, and never
+// past its expiry plus grace; once per hold (payment_grace_at). Returns
+// the hold's expiry, or no row when nothing was extended.
+func (q *Queries) HoldGraceForPayment(ctx context.Context, db DBTX, arg HoldGraceForPaymentParams) (time.Time, error) {
+	row := db.QueryRow(ctx, holdGraceForPayment, arg.Grace, arg.OrderID)
+	var expires_at time.Time
+	err := row.Scan(&expires_at)
+	return expires_at, err
 }
 
 const holdOwnsSeats = `-- name: HoldOwnsSeats :one

@@ -30,11 +30,12 @@ type Event struct {
 }
 
 type Hold struct {
-	ID        uuid.UUID
-	OrderID   uuid.UUID
-	Status    string
-	ExpiresAt time.Time
-	CreatedAt time.Time
+	ID             uuid.UUID
+	OrderID        uuid.UUID
+	Status         string
+	ExpiresAt      time.Time
+	CreatedAt      time.Time
+	PaymentGraceAt *time.Time
 }
 
 type HoldSeat struct {
@@ -67,6 +68,7 @@ type Onsale struct {
 	SeatLimit       *int32
 	UpdatedAt       time.Time
 	PaymentAttempts *int32
+	HoldTtlSeconds  *int32
 }
 
 type Order struct {

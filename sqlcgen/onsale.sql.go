@@ -13,7 +13,7 @@ import (
 )
 
 const onsaleGet = `-- name: OnsaleGet :one
-SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts FROM onsales WHERE event_id = $1::uuid
+SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts, hold_ttl_seconds FROM onsales WHERE event_id = $1::uuid
 `
 
 // The event's onsale settings; no row means the defaults (open, no cap, no
@@ -29,12 +29,13 @@ func (q *Queries) OnsaleGet(ctx context.Context, db DBTX, eventID uuid.UUID) (On
 		&i.SeatLimit,
 		&i.UpdatedAt,
 		&i.PaymentAttempts,
+		&i.HoldTtlSeconds,
 	)
 	return i, err
 }
 
 const onsaleGetForUpdate = `-- name: OnsaleGetForUpdate :one
-SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts FROM onsales WHERE event_id = $1::uuid FOR UPDATE
+SELECT event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts, hold_ttl_seconds FROM onsales WHERE event_id = $1::uuid FOR UPDATE
 `
 
 // Locks the event's onsale settings for a read-modify-write.
@@ -49,6 +50,7 @@ func (q *Queries) OnsaleGetForUpdate(ctx context.Context, db DBTX, eventID uuid.
 		&i.SeatLimit,
 		&i.UpdatedAt,
 		&i.PaymentAttempts,
+		&i.HoldTtlSeconds,
 	)
 	return i, err
 }
@@ -75,17 +77,19 @@ func (q *Queries) OnsaleSignals(ctx context.Context, db DBTX) (OnsaleSignalsRow,
 }
 
 const onsaleUpsert = `-- name: OnsaleUpsert :one
-INSERT INTO onsales (event_id, opens_at, paused, max_rate, seat_limit, payment_attempts)
+INSERT INTO onsales (event_id, opens_at, paused, max_rate, seat_limit, payment_attempts, hold_ttl_seconds)
 VALUES ($1::uuid, $2::timestamptz, $3::bool,
-        $4::int, $5::int, $6::int)
+        $4::int, $5::int, $6::int,
+        $7::int)
 ON CONFLICT (event_id) DO UPDATE
 SET opens_at = excluded.opens_at,
     paused = excluded.paused,
     max_rate = excluded.max_rate,
     seat_limit = excluded.seat_limit,
     payment_attempts = excluded.payment_attempts,
+    hold_ttl_seconds = excluded.hold_ttl_seconds,
     updated_at = now()
-RETURNING event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts
+RETURNING event_id, opens_at, paused, max_rate, seat_limit, updated_at, payment_attempts, hold_ttl_seconds
 `
 
 type OnsaleUpsertParams struct {
@@ -95,6 +99,7 @@ type OnsaleUpsertParams struct {
 	MaxRate         *int32
 	SeatLimit       *int32
 	PaymentAttempts *int32
+	HoldTtlSeconds  *int32
 }
 
 // Writes the event's whole onsale settings.
@@ -106,6 +111,7 @@ func (q *Queries) OnsaleUpsert(ctx context.Context, db DBTX, arg OnsaleUpsertPar
 		arg.MaxRate,
 		arg.SeatLimit,
 		arg.PaymentAttempts,
+		arg.HoldTtlSeconds,
 	)
 	var i Onsale
 	err := row.Scan(
@@ -116,6 +122,7 @@ func (q *Queries) OnsaleUpsert(ctx context.Context, db DBTX, arg OnsaleUpsertPar
 		&i.SeatLimit,
 		&i.UpdatedAt,
 		&i.PaymentAttempts,
+		&i.HoldTtlSeconds,
 	)
 	return i, err
 }

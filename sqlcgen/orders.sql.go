@@ -121,6 +121,7 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 
 const orderGetForUser = `-- name: OrderGetForUser :one
 SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+       h.payment_grace_at AS hold_payment_grace_at,
        coalesce(os.payment_attempts, 0)::int AS payment_attempts
 FROM orders o
 JOIN holds h ON h.order_id = o.id
@@ -151,6 +152,7 @@ type OrderGetForUserRow struct {
 	HoldID                         uuid.UUID
 	HoldStatus                     string
 	HoldExpiresAt                  time.Time
+	HoldPaymentGraceAt             *time.Time
 	PaymentAttempts                int32
 }
 
@@ -176,6 +178,7 @@ func (q *Queries) OrderGetForUser(ctx context.Context, db DBTX, arg OrderGetForU
 		&i.HoldID,
 		&i.HoldStatus,
 		&i.HoldExpiresAt,
+		&i.HoldPaymentGraceAt,
 		&i.PaymentAttempts,
 	)
 	return i, err
@@ -255,6 +258,7 @@ func (q *Queries) OrderListByEvent(ctx context.Context, db DBTX, arg OrderListBy
 
 const orderListForUser = `-- name: OrderListForUser :many
 SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+       h.payment_grace_at AS hold_payment_grace_at,
        coalesce(os.payment_attempts, 0)::int AS payment_attempts
 FROM orders o
 JOIN holds h ON h.order_id = o.id
@@ -295,6 +299,7 @@ type OrderListForUserRow struct {
 	HoldID                         uuid.UUID
 	HoldStatus                     string
 	HoldExpiresAt                  time.Time
+	HoldPaymentGraceAt             *time.Time
 	PaymentAttempts                int32
 }
 
@@ -336,6 +341,7 @@ func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListFo
 			&i.HoldID,
 			&i.HoldStatus,
 			&i.HoldExpiresAt,
+			&i.HoldPaymentGraceAt,
 			&i.PaymentAttempts,
 		); err != nil {
 			return nil, err

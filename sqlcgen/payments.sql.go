@@ -114,6 +114,28 @@ func (q *Queries) PaymentOrderByIntentForUser(ctx context.Context, db DBTX, arg 
 	return order_id, err
 }
 
+const paymentRecordStatus = `-- name: PaymentRecordStatus :execrows
+UPDATE payments SET status = $1::text, updated_at = now()
+WHERE order_id = $2::uuid AND payment_intent_id = $3::text
+  AND status IN ('requires_payment_method', 'requires_confirmation', 'requires_action', 'processing')
+`
+
+type PaymentRecordStatusParams struct {
+	Status          string
+	OrderID         uuid.UUID
+	PaymentIntentID string
+}
+
+// Records the provider's status of the order's intent while it is being
+// confirmed (requires_action, processing), unless the row moved on.
+func (q *Queries) PaymentRecordStatus(ctx context.Context, db DBTX, arg PaymentRecordStatusParams) (int64, error) {
+	result, err := db.Exec(ctx, paymentRecordStatus, arg.Status, arg.OrderID, arg.PaymentIntentID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const paymentSetStatus = `-- name: PaymentSetStatus :execrows
 UPDATE payments
 SET status = $1::text, updated_at = now()

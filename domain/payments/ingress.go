@@ -54,6 +54,11 @@ type IngressConfig struct {
 	// Registerer receives boxoffice_payment_webhook_mismatches_total.
 	// Defaults to none.
 	Registerer prometheus.Registerer
+	// PaymentGrace is how much longer, at most, an order's hold is kept
+	// when the provider says its intent is being confirmed
+	// (purchase.GraceForPayment). Zero defaults to
+	// purchase.DefaultPaymentGrace; negative turns the grace off.
+	PaymentGrace time.Duration
 }
 
 // Ingress turns the provider's signed webhooks into domain events.
@@ -156,7 +161,13 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 			if err != nil {
 				return fmt.Errorf("record provider event: %w", err)
 			}
-			if r.Duplicate = !first; r.Duplicate || m.typ == "" {
+			if r.Duplicate = !first; r.Duplicate {
+				return nil
+			}
+			if m.inFlight != "" {
+				return in.grace(ctx, tx, ev, m)
+			}
+			if m.typ == "" {
 				return nil
 			}
 			order, err := q.OrderStatusGet(ctx, tx, m.orderID)
@@ -206,6 +217,10 @@ type mapped struct {
 	orderID  uuid.UUID
 	payload  any
 	intentID string
+	// inFlight, for an intent being confirmed, is its status
+	// (requires_action, processing): no domain event, but the order's
+	// hold may be kept a little longer (purchase.GraceForPayment).
+	inFlight string
 }
 
 // reconcile re-reads the intent from the provider for an event that
@@ -277,6 +292,23 @@ func decodeObject(ev stripe.Event, v any) error {
 
 func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error) {
 	switch ev.Type {
+	case EventRequiresAction, EventProcessing:
+		var pi stripe.PaymentIntent
+		if err := decodeObject(ev, &pi); err != nil {
+			return mapped{}, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
+		}
+		if err := checkID("payment intent id", pi.ID, "pi_"); err != nil {
+			return mapped{}, err
+		}
+		orderID, ok, err := in.orderOf(ctx, pi.ID, pi.Metadata)
+		if err != nil || !ok {
+			return mapped{}, err
+		}
+		status := string(StatusRequiresAction)
+		if ev.Type == EventProcessing {
+			status = string(StatusProcessing)
+		}
+		return mapped{orderID: orderID, intentID: pi.ID, inFlight: status}, nil
 	case "payment_intent.amount_capturable_updated", "payment_intent.succeeded",
 		"payment_intent.payment_failed", "payment_intent.canceled":
 		var pi stripe.PaymentIntent
@@ -432,6 +464,27 @@ func checkType(typ string) error {
 func checkCode(what, code string) error {
 	if code != "" && !isToken(code, "") {
 		return fmt.Errorf("%w: %s is not a Stripe code", ErrInvalidEvent, what)
+	}
+	return nil
+}
+
+// grace applies an intent-in-flight event: the payments row's status, and
+// the order's hold kept for the grace (purchase.GraceForPayment).
+func (in *Ingress) grace(ctx context.Context, tx pgx.Tx, ev stripe.Event, m mapped) error {
+	grace := in.cfg.PaymentGrace
+	switch {
+	case grace == 0:
+		grace = purchase.DefaultPaymentGrace
+	case grace < 0:
+		grace = 0
+	}
+	extended, until, err := purchase.GraceForPayment(ctx, tx, m.orderID, m.intentID, m.inFlight, grace)
+	if err != nil {
+		return err
+	}
+	if extended {
+		in.logger.InfoContext(ctx, "payment being confirmed; hold kept for the grace",
+			"provider_event_id", ev.ID, "order_id", m.orderID, "intent_status", m.inFlight, "hold_expires_at", until)
 	}
 	return nil
 }

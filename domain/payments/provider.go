@@ -102,6 +102,11 @@ const (
 	EventSucceeded = "payment_intent.succeeded"
 	// EventCanceled: the intent was canceled.
 	EventCanceled = "payment_intent.canceled"
+	// EventRequiresAction: the buyer must complete a 3-D Secure challenge
+	// before the intent is authorized or declined.
+	EventRequiresAction = "payment_intent.requires_action"
+	// EventProcessing: an asynchronous payment method is being processed.
+	EventProcessing = "payment_intent.processing"
 	// EventChargeRefunded: the intent's charge was refunded; the event's
 	// object is a charge whose payment_intent names the intent.
 	EventChargeRefunded = "charge.refunded"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -12,16 +13,17 @@ import (
 	"boxoffice/platform/fault"
 )
 
-// seatLimits is a purchase.SeatLimits that answers limit, or err.
+// seatLimits is a purchase.OnsaleRules that answers limit and ttl, or err.
 type seatLimits struct {
 	limit int
+	ttl   time.Duration
 	err   error
 	asked []uuid.UUID
 }
 
-func (s *seatLimits) SeatLimit(_ context.Context, eventID uuid.UUID) (int, error) {
+func (s *seatLimits) CheckoutRules(_ context.Context, eventID uuid.UUID) (purchase.CheckoutRules, error) {
 	s.asked = append(s.asked, eventID)
-	return s.limit, s.err
+	return purchase.CheckoutRules{SeatLimit: s.limit, HoldTTL: s.ttl}, s.err
 }
 
 // Checkout holds within the limit it reads for the event, and holds
@@ -50,6 +52,12 @@ func TestCheckoutHoldsWithinTheEventsSeatLimit(t *testing.T) {
 	_, err = svc.Checkout(ctx, limits, params(b.seats[1]))
 	require.ErrorIs(t, err, purchase.ErrSeatLimit, "the limit read is the one the hold enforces")
 
-	_, err = svc.Checkout(ctx, &seatLimits{}, params(b.seats[1], b.seats[2]))
+	h, err = svc.Checkout(ctx, &seatLimits{}, params(b.seats[1], b.seats[2]))
 	require.NoError(t, err, "0 is no limit")
+	require.WithinDuration(t, time.Now().Add(7*time.Minute), h.ExpiresAt, 30*time.Second, "0 is the service's hold lifetime")
+
+	// The event's hold lifetime is the hold's.
+	h, err = svc.Checkout(ctx, &seatLimits{ttl: 90 * time.Second}, params(b.seats[3]))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(90*time.Second), h.ExpiresAt, 30*time.Second)
 }

@@ -89,6 +89,9 @@ type HoldParams struct {
 	SeatIDs        []uuid.UUID // 1–8 distinct ids; validated at the HTTP edge
 	IdempotencyKey string
 	CorrelationID  string
+	// HoldTTL, when not 0, is the hold's lifetime instead of the
+	// service's Config.HoldTTL (the event's onsale setting, by Checkout).
+	HoldTTL time.Duration
 	// SeatLimit is how many seats of the event one buyer may hold or own
 	// at once (the organizer's onsale setting); 0 for no limit. It is
 	// checked inside the hold transaction, under a lock of the (event,
@@ -171,7 +174,7 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 			UserID:          p.UserID,
 			OrderID:         h.OrderID,
 			HoldID:          h.HoldID,
-			HoldTtl:         s.cfg.HoldTTL,
+			HoldTtl:         cmp.Or(p.HoldTTL, s.cfg.HoldTTL),
 			IdempotencyKey:  p.IdempotencyKey,
 			RequestHash:     hash,
 			KeyTtl:          s.cfg.KeyTTL,

@@ -39,6 +39,9 @@ type Order struct {
 	// PaymentAttemptsLeft is how many more times the buyer may try to
 	// pay while the order awaits payment (0 once it does not).
 	PaymentAttemptsLeft int
+	// HoldGraced is set when the hold was kept longer because its payment
+	// was being confirmed (GraceForPayment); HoldExpiresAt includes it.
+	HoldGraced bool
 }
 
 // Payment is an order's payment as its owner sees it.
@@ -177,6 +180,7 @@ func (s *Service) complete(ctx context.Context, rows []sqlcgen.OrderListForUserR
 			HoldExpiresAt: row.HoldExpiresAt,
 			SeatIDs:       []uuid.UUID{},
 			Tickets:       []OrderTicket{},
+			HoldGraced:    row.HoldPaymentGraceAt != nil,
 		}
 		if row.LastDeclineCode != nil && row.LastDeclinedAt != nil {
 			orders[i].LastDecline = &Decline{Code: *row.LastDeclineCode, Message: DeclineMessage(*row.LastDeclineCode), At: *row.LastDeclinedAt}

@@ -1,6 +1,17 @@
 package purchase
 
-import "time"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"boxoffice/platform/db"
+	"boxoffice/sqlcgen"
+)
 
 // DefaultPaymentAttempts is how many times a buyer may try to pay for an
 // order when the event's onsale settings do not say: the decline that
@@ -49,4 +60,35 @@ func DeclineMessage(code string) string {
 		// stolen_card, fraudulent, …: nothing more is for the buyer.
 		return "Your card was declined."
 	}
+}
+
+// DefaultPaymentGrace is how much longer a hold is kept, at most, when
+// its PaymentIntent is being confirmed as it would expire.
+const DefaultPaymentGrace = 5 * time.Minute
+
+// GraceForPayment is what the payment ingress does when the provider says
+// the order's intent is being confirmed (status requires_action, a 3-D
+// Secure challenge; or processing, an asynchronous method): it records
+// that status on the payments row and, once per hold, extends the order's
+// active hold that still owns its seats so it lasts at least grace from
+// now but never past its expiry plus grace. An authorization in flight is
+// so not reclaimed under the buyer, and the grace cannot be renewed to
+// keep the seats. It reports whether the hold was extended, and until
+// when. It runs in the caller's transaction.
+func GraceForPayment(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, intentID, status string, grace time.Duration) (bool, time.Time, error) {
+	q, tx := sqlcgen.New(), db.InterpretingTx(tx)
+	if _, err := q.PaymentRecordStatus(ctx, tx, sqlcgen.PaymentRecordStatusParams{OrderID: orderID, PaymentIntentID: intentID, Status: status}); err != nil {
+		return false, time.Time{}, fmt.Errorf("record payment status: %w", err)
+	}
+	if grace <= 0 {
+		return false, time.Time{}, nil
+	}
+	until, err := q.HoldGraceForPayment(ctx, tx, sqlcgen.HoldGraceForPaymentParams{OrderID: orderID, Grace: grace})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return false, time.Time{}, nil // no active hold, graced before, or already past expiry
+	case err != nil:
+		return false, time.Time{}, fmt.Errorf("extend hold: %w", err)
+	}
+	return true, until, nil
 }

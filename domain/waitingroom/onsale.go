@@ -31,6 +31,9 @@ type Settings struct {
 	// order (1 to 10); 0: purchase.DefaultPaymentAttempts. The saga reads
 	// it from the same row.
 	PaymentAttempts int
+	// HoldTTL is how long a hold of the event lasts (1 to 30 minutes, in
+	// whole seconds); 0: the deployment's BOXOFFICE_HOLD_TTL.
+	HoldTTL time.Duration
 }
 
 // Phase returns where the onsale stands at now.
@@ -62,6 +65,9 @@ func fromRow(r sqlcgen.Onsale) Settings {
 	}
 	if r.PaymentAttempts != nil {
 		s.PaymentAttempts = int(*r.PaymentAttempts)
+	}
+	if r.HoldTtlSeconds != nil {
+		s.HoldTTL = time.Duration(*r.HoldTtlSeconds) * time.Second
 	}
 	return s
 }
@@ -102,7 +108,7 @@ func (o *Onsales) Update(ctx context.Context, eventID uuid.UUID, change func(*Se
 		change(&s)
 		row, err = q.OnsaleUpsert(ctx, tx, sqlcgen.OnsaleUpsertParams{
 			EventID: eventID, OpensAt: s.OpensAt, Paused: s.Paused, MaxRate: nonZero(s.MaxRate), SeatLimit: nonZero(s.SeatLimit),
-			PaymentAttempts: nonZero(s.PaymentAttempts),
+			PaymentAttempts: nonZero(s.PaymentAttempts), HoldTtlSeconds: nonZero(int(s.HoldTTL / time.Second)),
 		})
 		if err != nil {
 			return Settings{}, fmt.Errorf("write onsale settings: %w", err)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"boxoffice/domain/catalog"
+	"boxoffice/domain/purchase"
 	"boxoffice/platform/admission"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/promreg"
@@ -461,22 +462,22 @@ func (r *Room) ObserveHold(d time.Duration) {
 	}
 }
 
-// SeatLimit returns the event's per-buyer seat limit from the cached
-// onsale settings, 0 for none (or an unknown event: the hold itself
-// answers 404). The hold passes it to its transaction
-// (purchase.HoldParams.SeatLimit), the one place that counts the buyer's
-// seats, under a lock that concurrent holds of the buyer share.
-func (r *Room) SeatLimit(ctx context.Context, eventID uuid.UUID) (int, error) {
+// CheckoutRules returns the event's per-buyer seat limit and hold
+// lifetime from the cached onsale settings, zero for none (or an unknown
+// event: the hold itself answers 404). The hold passes them to its
+// transaction (purchase.HoldParams), the one place that counts the
+// buyer's seats, under a lock that concurrent holds of the buyer share.
+func (r *Room) CheckoutRules(ctx context.Context, eventID uuid.UUID) (purchase.CheckoutRules, error) {
 	ev, err := r.event(ctx, eventID)
 	switch {
 	case errors.Is(err, ErrEventNotFound):
-		return 0, nil
+		return purchase.CheckoutRules{}, nil
 	case err != nil:
-		return 0, err
+		return purchase.CheckoutRules{}, err
 	case r.cfg.Onsales == nil:
-		return 0, nil
+		return purchase.CheckoutRules{}, nil
 	}
-	return max(ev.Settings.SeatLimit, 0), nil
+	return purchase.CheckoutRules{SeatLimit: max(ev.Settings.SeatLimit, 0), HoldTTL: ev.Settings.HoldTTL}, nil
 }
 
 // Onsale is an onsale's state as its organizer sees it.

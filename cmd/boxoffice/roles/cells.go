@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -181,7 +182,10 @@ func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) 
 		b.Door = tickets.NewDoor(d.Pool, ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey))
 	}
 	if cfg.StripeWebhookSecret != "" {
-		ic := payments.IngressConfig{WebhookSecret: cfg.StripeWebhookSecret, Logger: d.Logger, Provider: d.Provider, Registerer: d.Reg}
+		ic := payments.IngressConfig{
+			WebhookSecret: cfg.StripeWebhookSecret, Logger: d.Logger, Provider: d.Provider, Registerer: d.Reg,
+			PaymentGrace: cmp.Or(cfg.PaymentGrace, -1), // 0 configured: no grace
+		}
 		b.Ingress = payments.NewIngress(d.Pool, ic)
 	}
 	if d.Room == nil {

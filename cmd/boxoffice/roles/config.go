@@ -28,6 +28,10 @@ type Config struct {
 	JWTSecret    []byte
 	AdmissionKey []byte
 	HoldTTL      time.Duration
+	// PaymentGrace is how much longer, at most, a hold is kept while its
+	// payment is being confirmed (BOXOFFICE_PAYMENT_GRACE, default 5m,
+	// at most 15m; 0 turns it off).
+	PaymentGrace time.Duration
 	// Cell is the purchase cell a relay or worker process serves
 	// (BOXOFFICE_CELL, default "default"): DATABASE_URL is that cell's
 	// database, and its events are on the cell's bus namespace.
@@ -189,6 +193,9 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 	c.DBMaxConns = int32(maxConns)
 	if c.HoldTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_HOLD_TTL"), "5m")); err != nil || c.HoldTTL <= 0 {
 		return c, &configError{"BOXOFFICE_HOLD_TTL", "must be a positive duration such as 5m"}
+	}
+	if c.PaymentGrace, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_PAYMENT_GRACE"), "5m")); err != nil || c.PaymentGrace < 0 || c.PaymentGrace > 15*time.Minute {
+		return c, &configError{"BOXOFFICE_PAYMENT_GRACE", "must be a duration from 0 to 15m, such as 5m"}
 	}
 	replicas, err := strconv.Atoi(cmp.Or(getenv("BOXOFFICE_STREAM_REPLICAS"), "1"))
 	if err != nil || replicas < 1 || replicas > 5 {

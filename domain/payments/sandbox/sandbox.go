@@ -133,6 +133,7 @@ const (
 	OpRefund    Operation = "refund"
 	OpAuthorize Operation = "authorize"
 	OpDecline   Operation = "decline"
+	OpChallenge Operation = "challenge"
 )
 
 // RequestCount is what the sandbox did with the requests of one
@@ -468,8 +469,22 @@ func (s *Sandbox) Decline(ctx context.Context, intentID string) (payments.Intent
 	})
 }
 
+// Challenge is the buyer confirming the intent with a card whose issuer
+// asks for 3-D Secure: the intent moves to requires_action and the sandbox
+// sends payment_intent.requires_action. The buyer then passes the
+// challenge (Authorize) or fails it (Decline). Errors as for Authorize.
+func (s *Sandbox) Challenge(ctx context.Context, intentID string) (payments.Intent, error) {
+	return s.buyerAction(ctx, "challenge", OpChallenge, intentID, func(ctx context.Context, tx pgx.Tx, _ sqlcgen.SandboxPaymentIntent) (sqlcgen.SandboxPaymentIntent, string, error) {
+		row, err := s.q.SandboxIntentUpdate(ctx, tx, sqlcgen.SandboxIntentUpdateParams{
+			ID:     intentID,
+			Status: string(payments.StatusRequiresAction),
+		})
+		return row, payments.EventRequiresAction, err
+	})
+}
+
 // buyerAction runs a buyer's confirmation of an intent, which must be in
-// requires_payment_method: change updates the locked row and names the
+// requires_payment_method (or requires_action, to answer a challenge): change updates the locked row and names the
 // event to send. A refusal is logged as a rejected request and returned.
 func (s *Sandbox) buyerAction(ctx context.Context, op string, kind Operation, intentID string, change confirmFunc) (payments.Intent, error) {
 	if intentID == "" {
@@ -514,7 +529,11 @@ func (s *Sandbox) confirm(ctx context.Context, tx pgx.Tx, op, intentID string, c
 	if err != nil {
 		return intentObject{}, err
 	}
-	if payments.IntentStatus(row.Status) != payments.StatusRequiresPaymentMethod {
+	st := payments.IntentStatus(row.Status)
+	// A 3-D Secure challenge (Challenge) leaves the intent in
+	// requires_action, which the buyer's answer (Authorize or Decline)
+	// completes; a second challenge is refused, as is anything else.
+	if st != payments.StatusRequiresPaymentMethod && (st != payments.StatusRequiresAction || op == "challenge") {
 		return intentObject{}, unexpectedState(op, intentID, fmt.Sprintf(
 			"This PaymentIntent's payment_method could not be updated because it has a status of %s.", row.Status))
 	}
