@@ -126,7 +126,8 @@ func (h *Handlers) registerOrders(api huma.API) {
 		OperationID: "refund-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/refund",
 		Summary: "Refund a paid order of your event", Tags: []string{"Orders"}, DefaultStatus: http.StatusAccepted,
 		Description: "For the organizer of the order's event: the order becomes refunding and the refund is sent to the " +
-			"payment provider; it becomes refunded once the provider confirms. Asking again returns the order " +
+			"payment provider; it becomes refunded once the provider confirms. Its tickets are revoked (refused at " +
+			"the door); with `resell: true` their seats go back on sale, else they stay off sale. Asking again returns the order " +
 			"without a second refund. An order that was not paid answers 409 `" + TypeOrderNotRefundable + "`; " +
 			"an order of another organizer's event, 404.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
@@ -301,7 +302,16 @@ type OrderStateOutput struct {
 	Body OrderStateBody
 }
 
-func (h *Handlers) refundOrder(ctx context.Context, in *OrderPathInput) (*OrderStateOutput, error) {
+// RefundOrderInput names the order to refund, with the organizer's choice
+// for its seats.
+type RefundOrderInput struct {
+	OrderPathInput
+	Body *struct {
+		Resell bool `json:"resell,omitempty" doc:"Put the order's ticketed seats back on sale (true), or keep them off sale (false, the default). Its tickets are revoked either way."`
+	}
+}
+
+func (h *Handlers) refundOrder(ctx context.Context, in *RefundOrderInput) (*OrderStateOutput, error) {
 	orderID, err := parseUUID(in.OrderID, "path.orderId")
 	if err != nil {
 		return nil, err
@@ -310,7 +320,11 @@ func (h *Handlers) refundOrder(ctx context.Context, in *OrderPathInput) (*OrderS
 	if err != nil {
 		return nil, err
 	}
-	st, err := c.Purchase.Refund(ctx, identity(ctx).OrganizerID, orderID)
+	var opts purchase.RefundOptions
+	if in.Body != nil {
+		opts.Resell = in.Body.Resell
+	}
+	st, err := c.Purchase.Refund(ctx, identity(ctx).OrganizerID, orderID, opts)
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "refund order", "No such order.", "order_id", orderID)
 	}

@@ -11,8 +11,10 @@ ORDER BY seat_id
 LIMIT 10;
 
 -- name: AuditSeatsWithTwoTickets :many
+-- Seats with two live tickets (revoked ones, of refunds, do not count).
 SELECT seat_id::text AS subject, count(*) OVER ()::bigint AS total
 FROM tickets
+WHERE revoked_at IS NULL
 GROUP BY seat_id
 HAVING count(*) > 1
 ORDER BY seat_id
@@ -23,6 +25,7 @@ SELECT hs.seat_id::text AS subject, count(*) OVER ()::bigint AS total
 FROM hold_seats hs
 JOIN holds h ON h.id = hs.hold_id
 JOIN tickets t ON t.seat_id = hs.seat_id AND t.order_id <> h.order_id
+                 AND (t.revoked_at IS NULL OR t.resale_at IS NULL)
 WHERE hs.released_at IS NULL
 ORDER BY hs.seat_id
 LIMIT 10;

@@ -114,13 +114,15 @@ LIMIT @max_rows::int;
 -- The event's sales in one statement, so at one snapshot. Each seat is
 -- counted once, by what it is now: sold (a ticket that is not revoked),
 -- else held (an unreleased hold row whose hold is confirmed, or active and
--- not past its expiry), else refunded (only revoked tickets: off sale),
--- else available. Money is the orders': gross is the amount of orders in
+-- not past its expiry), else refunded (its ticket revoked by a refund
+-- that kept it off sale), else available (a seat released for resale
+-- included). Money is the orders': gross is the amount of orders in
 -- captured_statuses (money taken), refunded of those in refunded_status.
 WITH ev_orders AS (
     SELECT id, status, amount_minor FROM orders WHERE event_id = @event_id::uuid
 ), ticketed AS (
-    SELECT t.seat_id, bool_or(t.revoked_at IS NULL) AS live
+    SELECT t.seat_id, bool_or(t.revoked_at IS NULL) AS live,
+           bool_or(t.revoked_at IS NOT NULL AND t.resale_at IS NULL) AS off_sale
     FROM tickets t JOIN ev_orders o ON o.id = t.order_id
     GROUP BY t.seat_id
 ), held AS (
@@ -133,7 +135,7 @@ WITH ev_orders AS (
     SELECT CASE
                WHEN t.live THEN 'sold'
                WHEN hd.seat_id IS NOT NULL THEN 'held'
-               WHEN t.seat_id IS NOT NULL THEN 'refunded'
+               WHEN t.off_sale THEN 'refunded'
                ELSE 'available'
            END AS state
     FROM seats s

@@ -12,8 +12,9 @@ SELECT unnest(@ids::uuid[]), @order_id::uuid, unnest(@seat_ids::uuid[]), @issued
 ON CONFLICT DO NOTHING;
 
 -- name: TicketRevokeByOrder :execrows
--- Revokes the order's tickets that are not revoked yet.
-UPDATE tickets SET revoked_at = now()
+-- Revokes the order's tickets that are not revoked yet, releasing their
+-- seats for resale when resell is true (else they stay off sale).
+UPDATE tickets SET revoked_at = now(), resale_at = CASE WHEN @resell::bool THEN now() END
 WHERE order_id = @order_id::uuid AND revoked_at IS NULL;
 
 -- name: TicketListRevokedByEvent :many

@@ -214,6 +214,7 @@ type Ticket struct {
 	IssuedAt  time.Time
 	QrPayload *string
 	RevokedAt *time.Time
+	ResaleAt  *time.Time
 }
 
 type WebhookAttempt struct {

@@ -28,7 +28,7 @@ SELECT s.id, s.section, s.label, s.price_minor,
             ELSE 'available'
         END)::text AS status
 FROM seats s
-LEFT JOIN tickets t ON t.seat_id = s.id
+LEFT JOIN tickets t ON t.seat_id = s.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL)
 LEFT JOIN hold_seats hs ON hs.seat_id = s.id AND hs.released_at IS NULL
 LEFT JOIN holds h ON h.id = hs.hold_id
     AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
@@ -44,7 +44,8 @@ type SeatListByEventRow struct {
 	Status     string
 }
 
-// The seat map. A seat is sold when it has a ticket and held while an
+// The seat map. A seat is sold when it has a live ticket, or a revoked one
+// whose refund kept it off sale, and held while an
 // unreleased hold row owns it and that hold is confirmed or not yet past
 // its expiry. The result is a hint: it may be stale by the time it is read.
 func (q *Queries) SeatListByEvent(ctx context.Context, db DBTX, eventID uuid.UUID) ([]SeatListByEventRow, error) {

@@ -43,7 +43,7 @@ func (q *Queries) TicketInsertBatch(ctx context.Context, db DBTX, arg TicketInse
 }
 
 const ticketListByOrder = `-- name: TicketListByOrder :many
-SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at FROM tickets WHERE order_id = $1::uuid ORDER BY seat_id
+SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at, resale_at FROM tickets WHERE order_id = $1::uuid ORDER BY seat_id
 `
 
 func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) ([]Ticket, error) {
@@ -62,6 +62,7 @@ func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.U
 			&i.IssuedAt,
 			&i.QrPayload,
 			&i.RevokedAt,
+			&i.ResaleAt,
 		); err != nil {
 			return nil, err
 		}
@@ -74,7 +75,7 @@ func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.U
 }
 
 const ticketListByOrders = `-- name: TicketListByOrders :many
-SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at FROM tickets WHERE order_id = ANY($1::uuid[]) ORDER BY order_id, seat_id
+SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at, resale_at FROM tickets WHERE order_id = ANY($1::uuid[]) ORDER BY order_id, seat_id
 `
 
 func (q *Queries) TicketListByOrders(ctx context.Context, db DBTX, orderIds []uuid.UUID) ([]Ticket, error) {
@@ -93,6 +94,7 @@ func (q *Queries) TicketListByOrders(ctx context.Context, db DBTX, orderIds []uu
 			&i.IssuedAt,
 			&i.QrPayload,
 			&i.RevokedAt,
+			&i.ResaleAt,
 		); err != nil {
 			return nil, err
 		}
@@ -139,13 +141,19 @@ func (q *Queries) TicketListRevokedByEvent(ctx context.Context, db DBTX, eventID
 }
 
 const ticketRevokeByOrder = `-- name: TicketRevokeByOrder :execrows
-UPDATE tickets SET revoked_at = now()
-WHERE order_id = $1::uuid AND revoked_at IS NULL
+UPDATE tickets SET revoked_at = now(), resale_at = CASE WHEN $1::bool THEN now() END
+WHERE order_id = $2::uuid AND revoked_at IS NULL
 `
 
-// Revokes the order's tickets that are not revoked yet.
-func (q *Queries) TicketRevokeByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) (int64, error) {
-	result, err := db.Exec(ctx, ticketRevokeByOrder, orderID)
+type TicketRevokeByOrderParams struct {
+	Resell  bool
+	OrderID uuid.UUID
+}
+
+// Revokes the order's tickets that are not revoked yet, releasing their
+// seats for resale when resell is true (else they stay off sale).
+func (q *Queries) TicketRevokeByOrder(ctx context.Context, db DBTX, arg TicketRevokeByOrderParams) (int64, error) {
+	result, err := db.Exec(ctx, ticketRevokeByOrder, arg.Resell, arg.OrderID)
 	if err != nil {
 		return 0, err
 	}

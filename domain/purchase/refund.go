@@ -32,16 +32,18 @@ const ReasonRefundByOrganizer = "requested_by_organizer"
 // goes to the outbox; the payments consumer refunds at the provider, and
 // the provider's webhook moves the order to refunded. In that same
 // transaction the order gives up what it owns: a ticketed order's tickets
-// are revoked (they stay, since a seat is ticketed at most once, ever, so
-// those seats are not sold again); a paid order not ticketed yet has its
-// confirmed hold released and its seats back on sale, and the tickets
-// worker then issues none (it issues only for paid orders).
+// are revoked (they admit nobody and are on the event's revocation list),
+// and their seats are back on sale when opts.Resell is set, else they stay
+// off sale; a paid order not ticketed yet has its confirmed hold released
+// and its seats back on sale whatever opts says (it owns no ticket that
+// could keep them off), and the tickets worker then issues none (it
+// issues only for paid orders).
 //
 // An order already refunding or refunded changes nothing and is returned,
 // so a retried request asks for one refund. Returns ErrOrderNotFound when
 // organizerID does not organize the order's event, and
 // ErrOrderNotRefundable for an order in any other state.
-func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID) (OrderState, error) {
+func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID, opts RefundOptions) (OrderState, error) {
 	return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (OrderState, error) {
 		q := sqlcgen.New()
 		row, err := q.OrderLockForOrganizer(ctx, tx, sqlcgen.OrderLockForOrganizerParams{ID: orderID, OrganizerID: organizerID})
@@ -65,7 +67,7 @@ func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID) (O
 		if payment.PaymentIntentID == nil || *payment.PaymentIntentID == "" {
 			return OrderState{}, fmt.Errorf("%s order %s has no payment intent", o.Status(), o.ID())
 		}
-		if err := giveUp(ctx, o); err != nil {
+		if err := giveUp(ctx, o, opts.Resell); err != nil {
 			return OrderState{}, err
 		}
 		if err := o.Move(ctx, OrderRefunding); err != nil {
@@ -81,11 +83,19 @@ func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID) (O
 	})
 }
 
-// giveUp revokes the tickets of a ticketed order, or releases the
-// confirmed hold of a paid one and puts its seats back on sale.
-func giveUp(ctx context.Context, o *OrderTx) error {
+// RefundOptions are the organizer's choices for a refund.
+type RefundOptions struct {
+	// Resell puts a ticketed order's seats back on sale; without it they
+	// stay off sale.
+	Resell bool
+}
+
+// giveUp revokes the tickets of a ticketed order (releasing their seats
+// for resale when resell is set), or releases the confirmed hold of a
+// paid one and puts its seats back on sale.
+func giveUp(ctx context.Context, o *OrderTx, resell bool) error {
 	if o.Status() == OrderTicketed {
-		if _, err := o.q.TicketRevokeByOrder(ctx, o.tx, o.ID()); err != nil {
+		if _, err := o.q.TicketRevokeByOrder(ctx, o.tx, sqlcgen.TicketRevokeByOrderParams{OrderID: o.ID(), Resell: resell}); err != nil {
 			return fmt.Errorf("revoke tickets: %w", err)
 		}
 		return nil

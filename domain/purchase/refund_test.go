@@ -30,7 +30,7 @@ func TestRefund(t *testing.T) {
 		for _, st := range []string{"paid", "ticketed"} {
 			svc, b, o := paidOrder(t, st)
 			for range 2 {
-				got, err := svc.Refund(context.Background(), b.event.OrganizerID, o.hold.OrderID)
+				got, err := svc.Refund(context.Background(), b.event.OrganizerID, o.hold.OrderID, purchase.RefundOptions{})
 				require.NoError(t, err, st)
 				require.Equal(t, purchase.OrderState{ID: o.hold.OrderID, EventID: b.event.ID, Status: "refunding", UpdatedAt: got.UpdatedAt}, got)
 			}
@@ -42,7 +42,7 @@ func TestRefund(t *testing.T) {
 	t.Run("RefundedOrderIsReturnedAsIs", func(t *testing.T) {
 		t.Parallel()
 		svc, b, o := paidOrder(t, "refunded")
-		got, err := svc.Refund(context.Background(), b.event.OrganizerID, o.hold.OrderID)
+		got, err := svc.Refund(context.Background(), b.event.OrganizerID, o.hold.OrderID, purchase.RefundOptions{})
 		require.NoError(t, err)
 		require.Equal(t, purchase.OrderRefunded, got.Status)
 		require.Empty(t, outboxPayloads[outbox.RefundRequested](t, b, o.hold.OrderID, outbox.TypeRefundRequested))
@@ -52,10 +52,10 @@ func TestRefund(t *testing.T) {
 		t.Parallel()
 		svc, b, o := paidOrder(t, "paid")
 		for _, who := range []uuid.UUID{uuid.New(), o.buyer} {
-			_, err := svc.Refund(context.Background(), who, o.hold.OrderID)
+			_, err := svc.Refund(context.Background(), who, o.hold.OrderID, purchase.RefundOptions{})
 			require.ErrorIs(t, err, purchase.ErrOrderNotFound)
 		}
-		_, err := svc.Refund(context.Background(), b.event.OrganizerID, uuid.New())
+		_, err := svc.Refund(context.Background(), b.event.OrganizerID, uuid.New(), purchase.RefundOptions{})
 		require.ErrorIs(t, err, purchase.ErrOrderNotFound)
 		require.Empty(t, outboxPayloads[outbox.RefundRequested](t, b, o.hold.OrderID, outbox.TypeRefundRequested))
 	})
@@ -64,7 +64,7 @@ func TestRefund(t *testing.T) {
 		t.Parallel()
 		for _, st := range []string{"pending_payment", "capture_pending", "failed", "canceled"} {
 			svc, b, o := paidOrder(t, st)
-			_, err := svc.Refund(context.Background(), b.event.OrganizerID, o.hold.OrderID)
+			_, err := svc.Refund(context.Background(), b.event.OrganizerID, o.hold.OrderID, purchase.RefundOptions{})
 			require.ErrorIs(t, err, purchase.ErrOrderNotRefundable, st)
 			require.Empty(t, outboxPayloads[outbox.RefundRequested](t, b, o.hold.OrderID, outbox.TypeRefundRequested), st)
 		}

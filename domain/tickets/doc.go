@@ -9,8 +9,10 @@
 // marks the order ticketed and writes TicketIssued to the outbox. Ticket
 // ids are UUIDv5 of (order id, seat id) under Namespace, and the insert
 // skips rows that exist, so however often issuance runs an order has one
-// ticket per seat with the same ids; ticket_seat_uq makes a seat's ticket
-// unique across orders whatever the code does.
+// ticket per seat with the same ids; ticket_seat_live_uq makes a seat's
+// live ticket unique across orders whatever the code does (a refund
+// revokes tickets; a seat a refund released for resale is ticketed again
+// to its next buyer).
 //
 // # QR payloads
 //

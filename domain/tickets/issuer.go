@@ -26,7 +26,7 @@ var (
 	// purchase's: one "order not found" in the tree.
 	ErrOrderNotFound = purchase.ErrOrderNotFound
 	// ErrSeatTicketed: a seat of the order already has a ticket of another
-	// order. ticket_seat_uq kept the seat from being sold twice; the
+	// order. ticket_seat_live_uq kept the seat from being sold twice; the
 	// purchase path should never have let it come this far, so this needs
 	// a person, not a retry.
 	ErrSeatTicketed = fault.New(fault.CodeConflict, "seat already ticketed to another order")

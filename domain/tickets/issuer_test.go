@@ -255,7 +255,7 @@ func TestRefundRacesIssuance(t *testing.T) {
 
 		var wg sync.WaitGroup
 		var refundErr, issueErr error
-		wg.Go(func() { _, refundErr = svc.Refund(ctx, ev.OrganizerID, h.OrderID) })
+		wg.Go(func() { _, refundErr = svc.Refund(ctx, ev.OrganizerID, h.OrderID, purchase.RefundOptions{}) })
 		wg.Go(func() {
 			_, issueErr = db.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (tickets.Issued, error) {
 				return iss.Issue(ctx, tx, tickets.IssueParams{OrderID: h.OrderID, CorrelationID: "journey", CausationID: "cause"})

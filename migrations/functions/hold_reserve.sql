@@ -121,7 +121,10 @@ BEGIN
     FROM (
         SELECT hs.seat_id FROM hold_seats hs WHERE hs.seat_id = ANY (p_seat_ids) AND hs.released_at IS NULL
         UNION
-        SELECT tk.seat_id FROM tickets tk WHERE tk.seat_id = ANY (p_seat_ids)
+        -- A live ticket owns its seat; a revoked one keeps it off sale
+        -- unless its refund released it for resale.
+        SELECT tk.seat_id FROM tickets tk
+        WHERE tk.seat_id = ANY (p_seat_ids) AND (tk.revoked_at IS NULL OR tk.resale_at IS NULL)
     ) t;
     IF v_taken IS NOT NULL THEN
         -- Perhaps taken by a concurrent twin of this very request, which

@@ -114,7 +114,7 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 			return w.seats[0].String()
 		}},
 		{"seat_two_tickets", func(t *testing.T, w *world) string {
-			dbtest.Exec(t, w.pool, "DROP INDEX ticket_seat_uq")
+			dbtest.Exec(t, w.pool, "DROP INDEX ticket_seat_live_uq")
 			dbtest.Exec(t, w.pool, "UPDATE payments SET status = 'succeeded' WHERE order_id = $1", w.confirmed.OrderID)
 			dbtest.Exec(t, w.pool, "UPDATE orders SET status = 'ticketed' WHERE id = $1", w.confirmed.OrderID)
 			dbtest.Exec(t, w.pool, "UPDATE hold_seats SET released_at = now() WHERE hold_id = $1", w.confirmed.HoldID)
