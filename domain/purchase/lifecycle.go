@@ -67,7 +67,7 @@ type Transition struct {
 // against it (TestSagaDocStates).
 var Transitions = []Transition{
 	{OrderPendingPayment, OrderCapturePending, "`PaymentAuthorized` while the hold owns its seats (saga)"},
-	{OrderPendingPayment, OrderFailed, "hold expired (expiry worker, or the saga on a late `PaymentAuthorized`); `PaymentFailed` (saga)"},
+	{OrderPendingPayment, OrderFailed, "hold expired (expiry worker, or the saga on a late `PaymentAuthorized`); the `PaymentFailed` that uses up the last payment attempt (saga)"},
 	{OrderPendingPayment, OrderCanceled, "the buyer's cancel (API)"},
 	{OrderCapturePending, OrderPaid, "`PaymentCaptured` (saga)"},
 	{OrderCapturePending, OrderFailed, "`PaymentFailed`, the capture refused (saga)"},
