@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/payments"
+	"boxoffice/domain/purchase"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"
@@ -183,9 +184,9 @@ func (p *PaymentCommands) authorize(ctx context.Context, ev outbox.Envelope) (Ha
 	}, nil
 }
 
-// CodeCaptureFailed is the PaymentFailed code of an authorization the
-// provider refused to capture.
-const CodeCaptureFailed = "capture_failed"
+// CodeCaptureFailed is purchase.CodeCaptureFailed: the PaymentFailed
+// code of a capture the provider refused.
+const CodeCaptureFailed = purchase.CodeCaptureFailed
 
 // capture collects an authorized intent. A refusal becomes PaymentFailed,
 // which fails the order and releases its seats, unless the provider says

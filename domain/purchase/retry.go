@@ -13,6 +13,11 @@ import (
 	"boxoffice/sqlcgen"
 )
 
+// CodeCaptureFailed is the PaymentFailed code of an authorization whose
+// capture the provider refused for good (the payments consumer writes
+// it). Any other code is a declined attempt to pay.
+const CodeCaptureFailed = "capture_failed"
+
 // DefaultPaymentAttempts is how many times a buyer may try to pay for an
 // order when the event's onsale settings do not say: the decline that
 // uses up the last attempt fails the order; the ones before leave it

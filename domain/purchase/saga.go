@@ -264,8 +264,10 @@ func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 // the last attempt, or a refused capture (an order capture_pending), fails
 // the order: hold released, seats released, and
 // AuthorizationCancelRequested unless the intent was captured (or a
-// cancel was requested already). For an order in any other state it does
-// nothing. Each PaymentFailed is one attempt: the inbox applies an event
+// cancel was requested already). A decline that reaches a capture_pending
+// order is of an earlier attempt (the bus may deliver it after the later
+// attempt's authorization) and changes nothing. For an order in any other
+// state it does nothing. Each PaymentFailed is one attempt: the inbox applies an event
 // once, and the provider sends one per declined attempt.
 func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
 	st, p, err := open[outbox.PaymentFailed](ctx, s, tx, ev)
@@ -275,6 +277,14 @@ func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope)
 	st.log = st.log.With("code", p.Code)
 	if st.Status() != OrderPendingPayment && st.Status() != OrderCapturePending {
 		st.log.InfoContext(ctx, "payment failure for an order past payment; ignored", "order_status", st.Status())
+		return nil
+	}
+	if st.Status() == OrderCapturePending && p.Code != CodeCaptureFailed {
+		// A decline of an earlier attempt, written while the order still
+		// awaited payment and applied after a later attempt's
+		// authorization: the buyer has paid; only a refused capture fails
+		// a capture_pending order.
+		st.log.InfoContext(ctx, "decline of an earlier attempt after the authorization; ignored", "order_status", st.Status())
 		return nil
 	}
 	if st.Status() == OrderPendingPayment {

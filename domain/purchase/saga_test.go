@@ -530,6 +530,21 @@ func TestSagaPaymentFailed(t *testing.T) {
 		require.Zero(t, b.count(t, h.OrderID, outbox.TypeCaptureRequested))
 	})
 
+	// A decline of an earlier attempt applied after a later attempt's
+	// authorization (the two events were written in that order, and the
+	// bus delivered them the other way round) leaves the paid-for order
+	// alone; only a refused capture fails a capture_pending order.
+	t.Run("AnEarlierDeclineAfterTheAuthorizationChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := newSagaBundle(t, 1, 4)
+		h := b.hold(t)
+		intent := b.pay(t, h.OrderID)
+		require.NoError(t, b.apply(t, b.saga.PaymentAuthorized, b.authorized(t, h.OrderID, intent)))
+		decline(t, b, h.OrderID, intent, "card_declined")
+		require.Equal(t, state{order: "capture_pending", hold: "confirmed", version: 1, owned: 1}, b.state(t, h.OrderID))
+		require.Zero(t, b.count(t, h.OrderID, outbox.TypeAuthorizationCancelRequested))
+	})
+
 	// The event's onsale settings say how many attempts a buyer has.
 	t.Run("TheEventSetsTheAttempts", func(t *testing.T) {
 		t.Parallel()
