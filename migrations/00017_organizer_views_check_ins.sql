@@ -3,7 +3,9 @@
 --
 -- order_event_idx serves GET /v1/events/{eventId}/orders (newest first)
 -- and the sales summary's orders by status. It costs the hold path one more
--- index entry per order.
+-- index entry per order. Migrations run in a transaction, so it is built
+-- without CONCURRENTLY and blocks writes to orders while it builds: on a
+-- large database, migrate outside an onsale.
 --
 -- check_ins records the first entry of each ticket. Its primary key is the
 -- ticket: the first check-in of a ticket wins by the database's constraint

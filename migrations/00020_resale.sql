@@ -4,7 +4,9 @@
 -- on sale. tickets.resale_at is set when the refund that revoked the
 -- ticket released its seat for resale (the organizer's resell: true); a
 -- revoked ticket without it keeps its seat off sale, as every refund did
--- before. A revoked ticket is refused at the door either way.
+-- before. A revoked ticket is refused at the door either way. The indexes
+-- are built inside the migration's transaction (no CONCURRENTLY): on a
+-- large database, migrate outside an onsale.
 
 -- +goose Up
 ALTER TABLE tickets ADD COLUMN resale_at timestamptz;
