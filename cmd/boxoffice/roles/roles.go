@@ -8,6 +8,7 @@ package roles
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -81,12 +82,28 @@ func Main(binary, usage string, run func(ctx context.Context, cmd string, args [
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cmd, args)
 	stop()
-	switch {
-	case errors.Is(err, ErrUnknownCommand):
+	code := exitCode(err)
+	switch code {
+	case 2:
 		fmt.Fprintf(os.Stderr, "%s: unknown command %q\n\n%s", binary, cmd, usage)
-		os.Exit(2)
-	case err != nil && !errors.Is(err, context.Canceled):
+	case 1:
 		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", binary, cmd, err)
-		os.Exit(1)
+	}
+	if code != 0 {
+		os.Exit(code)
+	}
+}
+
+// exitCode is the exit status of a command that returned err: 0 for none,
+// for -h or --help (the command's flags printed their usage) and for a
+// stop by signal; 2 for an unknown command; 1 for a failure.
+func exitCode(err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, context.Canceled):
+		return 0
+	case errors.Is(err, ErrUnknownCommand):
+		return 2
+	default:
+		return 1
 	}
 }
