@@ -121,7 +121,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	}
 
 	for _, need := range []string{"postgres", "nats-1", "nats-2", "nats-3", "redis", "stripe-mock", "migrate",
-		"api-1", "api-2", "relay", "worker-1", "worker-2", "prometheus", "grafana"} {
+		"api-1", "api-2", "relay-1", "relay-2", "worker-1", "worker-2", "prometheus", "grafana"} {
 		require.Contains(t, f.Services, need)
 	}
 	roles := map[string]int{}
@@ -197,7 +197,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			require.Equal(t, []string{"CMD", "/boxoffice", "healthcheck", "http://127.0.0.1:" + port + "/readyz"}, s.Healthcheck.Test)
 		})
 	}
-	require.Equal(t, map[string]int{"migrate": 1, "serve": 2, "relay": 1, "work": 2}, roles)
+	require.Equal(t, map[string]int{"migrate": 1, "serve": 2, "relay": 2, "work": 2}, roles, "relays run in pairs")
 }
 
 func TestPrometheusScrapesEveryRole(t *testing.T) {
