@@ -247,6 +247,12 @@ type PoolConfig struct {
 	// Tracer sees every query of the pool's connections (a CostTracer,
 	// say). Defaults to none.
 	Tracer pgx.QueryTracer
+	// StatementTimeout and LockTimeout are the sessions' statement_timeout
+	// and lock_timeout: a statement running longer, or waiting longer for
+	// a lock, fails instead of holding a connection (and every request
+	// queued behind it). Zero leaves the server's setting (none, by
+	// default).
+	StatementTimeout, LockTimeout time.Duration
 }
 
 // NewPool opens a pool and checks that the server answers.
@@ -260,6 +266,12 @@ func NewPool(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	}
 	if cfg.RegionEpoch > 0 {
 		pc.ConnConfig.RuntimeParams[regionEpochParam] = strconv.FormatInt(cfg.RegionEpoch, 10)
+	}
+	if cfg.StatementTimeout > 0 {
+		pc.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+	}
+	if cfg.LockTimeout > 0 {
+		pc.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10)
 	}
 	Configure(pc)
 	if cfg.Tracer != nil {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -64,4 +65,33 @@ func TestWithTxRollsBackOnError(t *testing.T) {
 	})
 	require.ErrorIs(t, err, db.ErrConflict)
 	require.EqualValues(t, 0, dbtest.Count(t, pool, "SELECT count(*) FROM notes"))
+}
+
+// A pool's statement and lock timeouts are its sessions': a statement
+// that runs too long, or waits too long for a lock another session holds,
+// fails instead of holding its connection.
+func TestPoolTimeouts(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	ctx := context.Background()
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: 2, StatementTimeout: 1500 * time.Millisecond, LockTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	defer pool.Close()
+	var st, lt string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')").Scan(&st, &lt))
+	require.Equal(t, "1500ms", st)
+	require.Equal(t, "300ms", lt)
+
+	_, err = pool.Exec(ctx, "SELECT pg_sleep(3)")
+	require.Equal(t, "57014", db.SQLState(err), "statement_timeout cancels it: %v", err)
+
+	dbtest.Exec(t, pool, "CREATE TABLE t (id int PRIMARY KEY)")
+	dbtest.Exec(t, pool, "INSERT INTO t VALUES (1)")
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT * FROM t WHERE id = 1 FOR UPDATE")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "SELECT * FROM t WHERE id = 1 FOR UPDATE")
+	require.Equal(t, "55P03", db.SQLState(err), "lock_timeout gives up the wait: %v", err)
 }

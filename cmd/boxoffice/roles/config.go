@@ -18,16 +18,21 @@ import (
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 )
 
 // Config is the process configuration, read once from the environment.
 type Config struct {
-	DatabaseURL  string
-	DBMaxConns   int32
-	HTTPAddr     string
-	JWTSecret    []byte
-	AdmissionKey []byte
-	HoldTTL      time.Duration
+	DatabaseURL string
+	DBMaxConns  int32
+	// DBStatementTimeout and DBLockTimeout bound every statement of the
+	// roles' pools (serve, relay, work): DATABASE_STATEMENT_TIMEOUT,
+	// default 30s, and DATABASE_LOCK_TIMEOUT, default 10s; 0 turns one off.
+	DBStatementTimeout, DBLockTimeout time.Duration
+	HTTPAddr                          string
+	JWTSecret                         []byte
+	AdmissionKey                      []byte
+	HoldTTL                           time.Duration
 	// PaymentGrace is how much longer, at most, a hold is kept while its
 	// payment is being confirmed (BOXOFFICE_PAYMENT_GRACE, default 5m,
 	// at most 15m; 0 turns it off).
@@ -191,6 +196,17 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 		return c, &configError{"DATABASE_MAX_CONNS", "must be a positive number"}
 	}
 	c.DBMaxConns = int32(maxConns)
+	for _, d := range []struct {
+		name, def string
+		to        *time.Duration
+	}{
+		{"DATABASE_STATEMENT_TIMEOUT", "30s", &c.DBStatementTimeout},
+		{"DATABASE_LOCK_TIMEOUT", "10s", &c.DBLockTimeout},
+	} {
+		if *d.to, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.to < 0 {
+			return c, &configError{d.name, "must be a duration such as " + d.def + ", or 0 for none"}
+		}
+	}
 	if c.HoldTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_HOLD_TTL"), "5m")); err != nil || c.HoldTTL <= 0 {
 		return c, &configError{"BOXOFFICE_HOLD_TTL", "must be a positive duration such as 5m"}
 	}
@@ -286,6 +302,15 @@ func NewLogger(level slog.Level) *slog.Logger {
 
 // paymentsNeeds returns the configuration error of a role that moves money
 // or receives the provider's webhooks, if any.
+// rolePool is the pool configuration of a role's database at url: the
+// process's size, region epoch and statement and lock timeouts.
+func (c Config) rolePool(url string) db.PoolConfig {
+	return db.PoolConfig{
+		URL: url, MaxConns: c.DBMaxConns, RegionEpoch: c.RegionEpoch,
+		StatementTimeout: c.DBStatementTimeout, LockTimeout: c.DBLockTimeout,
+	}
+}
+
 func (c Config) paymentsNeeds() error {
 	switch {
 	case c.Payments == "stripe" && c.StripeSecretKey == "":

@@ -166,6 +166,9 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		{map[string]string{"BOXOFFICE_HOLD_TTL": "-1m"}, nil, "BOXOFFICE_HOLD_TTL"},
 		{map[string]string{"DATABASE_MAX_CONNS": "0"}, nil, "DATABASE_MAX_CONNS"},
 		{map[string]string{"BOXOFFICE_LOG_LEVEL": "loud"}, nil, "BOXOFFICE_LOG_LEVEL"},
+		{map[string]string{"DATABASE_STATEMENT_TIMEOUT": "soon"}, nil, "DATABASE_STATEMENT_TIMEOUT"},
+		{map[string]string{"DATABASE_LOCK_TIMEOUT": "-1s"}, nil, "DATABASE_LOCK_TIMEOUT"},
+		{map[string]string{"BOXOFFICE_PAYMENT_GRACE": "1h"}, nil, "BOXOFFICE_PAYMENT_GRACE"},
 	}
 	for _, tc := range cases {
 		_, err := LoadConfig(env(tc.vars), tc.required...)
@@ -175,5 +178,8 @@ func TestConfigNamesTheVariable(t *testing.T) {
 	cfg, err := LoadConfig(env(map[string]string{}))
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Minute, cfg.HoldTTL)
+	require.Equal(t, 30*time.Second, cfg.DBStatementTimeout)
+	require.Equal(t, 10*time.Second, cfg.DBLockTimeout)
+	require.Equal(t, 5*time.Minute, cfg.PaymentGrace)
 	require.Equal(t, ":8080", cfg.HTTPAddr)
 }

@@ -36,7 +36,7 @@ func openBusRole(ctx context.Context, name string) (*busRole, error) {
 		return nil, err
 	}
 	r := &busRole{cfg: cfg, logger: NewLogger(cfg.LogLevel)}
-	if r.pool, err = db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch}); err != nil {
+	if r.pool, err = db.NewPool(ctx, cfg.rolePool(cfg.DatabaseURL)); err != nil {
 		return nil, err
 	}
 	r.reg = NewRegistry(r.pool)
