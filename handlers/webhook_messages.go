@@ -52,7 +52,7 @@ type WebhookAttemptBody struct {
 	Trigger      string    `json:"trigger" enum:"original,retry,replay"`
 	StatusCode   *int32    `json:"statusCode,omitempty" doc:"Absent when no answer came."`
 	LatencyMs    int32     `json:"latencyMs"`
-	ErrorClass   string    `json:"errorClass" enum:"none,timeout,connection,refused,redirect,http_408,http_429,http_5xx,http_4xx,gone,payload_too_large"`
+	ErrorClass   string    `json:"errorClass" enum:"none,timeout,connection,refused,redirect,http_408,http_429,http_5xx,http_4xx,gone,payload_too_large,secret_invalid"`
 	ResponseBody string    `json:"responseBody" doc:"The first KiB of the answer."`
 	CreatedAt    time.Time `json:"createdAt"`
 }

@@ -23,6 +23,7 @@ const (
 	ClassHTTP4xx         = "http_4xx"          // any other 4xx
 	ClassGone            = "gone"              // 410: the endpoint is disabled
 	ClassPayloadTooLarge = "payload_too_large" // never sent
+	ClassSecretInvalid   = "secret_invalid"    // never sent: the endpoint's secret cannot sign
 )
 
 // verdict is what an attempt's outcome means for its delivery.

@@ -483,7 +483,16 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 	req.Header.Set("User-Agent", "Boxoffice-Webhooks/1")
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	req.Header.Set(HeaderSignature, Sign(signingKeys(row, ts), id, ts, row.Payload))
+	keys := signingKeys(row, ts)
+	if len(keys) == 0 || !validSecret(row.Secret) {
+		// Never sent unsigned, nor signed with the previous secret alone:
+		// the attempt fails, counted by its class, and the delivery goes on
+		// on its schedule (a rotation can fix the secret).
+		r.Class, r.verdict = ClassSecretInvalid, verdictRetry
+		r.Response = "the endpoint's signing secret cannot be used"
+		return r
+	}
+	req.Header.Set(HeaderSignature, Sign(keys, id, ts, row.Payload))
 
 	start := time.Now()
 	resp, err := d.client.Do(req)
@@ -502,6 +511,12 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 	r.Class, r.verdict = classify(resp.StatusCode, nil)
 	r.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return r
+}
+
+// validSecret reports whether secret is a usable signing secret.
+func validSecret(secret string) bool {
+	_, err := ParseSecret(secret)
+	return err == nil
 }
 
 // signingKeys are the keys a message is signed with at ts: the current

@@ -183,6 +183,31 @@ func TestDispatcher(t *testing.T) {
 		require.Equal(t, deliveryRow{StatusDead, 3}, b.delivery(t, msg))
 	})
 
+	// An endpoint whose secret cannot sign is never sent a delivery,
+	// unsigned or signed with its previous secret alone: each attempt fails
+	// as secret_invalid, and the delivery dies on its schedule.
+	t.Run("AnUnusableSecretIsNeverSentUnsigned", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		org := uuid.New()
+		rc := newReceiver(t, status(http.StatusOK))
+		e := b.endpoint(t, org, rc.URL, EndpointParams{})
+		dbtest.Exec(t, b.pool, "UPDATE webhook_endpoints SET secret = 'whsec_not base64!' WHERE id = $1", e.ID)
+		msg := b.message(t, org, EventOrderPaid)
+		cfg := b.dispatcherConfig()
+		cfg.RetrySchedule = []time.Duration{0, 20 * time.Millisecond}
+		b.run(t, cfg, nil)
+
+		waitFor(t, 10*time.Second, "dead", func() bool { return b.delivery(t, msg).Status == StatusDead })
+		require.Empty(t, rc.requests(), "nothing was sent")
+		a := b.attempts(t, org, msg)
+		require.Len(t, a, 2)
+		for _, at := range a {
+			require.Equal(t, ClassSecretInvalid, at.ErrorClass)
+			require.Nil(t, at.StatusCode)
+		}
+	})
+
 	t.Run("ReplayKeepsWebhookIDAndRecordsReplay", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
