@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/testkit"
 	"boxoffice/testkit/dbtest"
 )
 
@@ -28,14 +27,8 @@ func TestPaymentGraceKeepsAHoldInFlight(t *testing.T) {
 		return map[string]string{"DATABASE_URL": url, "HTTP_ADDR": "127.0.0.1:0", "OPS_ADDR": "127.0.0.1:0",
 			"BOXOFFICE_LOG_LEVEL": "warn", "BOXOFFICE_PAYMENT_GRACE": grace.String()}[name]
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &testkit.Buffer{}
-	done := make(chan error, 1)
-	go func() { done <- runDev(ctx, []string{"-dir", t.TempDir()}, env, out) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	ctx := context.Background()
+	out := startDev(t, env)
 	re := regexp.MustCompile(`(?s)API\s+(\S+).*Demo event\s+(\S+).*Buyer token\s+(\S+)`)
 	require.Eventually(t, func() bool { return re.MatchString(out.String()) }, 60*time.Second, 50*time.Millisecond, "dev printed: %s", out)
 	m := re.FindStringSubmatch(out.String())

@@ -32,14 +32,7 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 	}
 	var metricsURL string
 	run := func() (api, natsURL, event, buyer string) {
-		ctx, cancel := context.WithCancel(context.Background())
-		out := &testkit.Buffer{}
-		done := make(chan error, 1)
-		go func() { done <- runDev(ctx, []string{"-dir", t.TempDir()}, env, out) }()
-		t.Cleanup(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
+		out := startDev(t, env)
 		re := regexp.MustCompile(`(?s)API\s+(\S+).*Metrics\s+(\S+).*NATS\s+(\S+).*Demo event\s+(\S+).*Buyer token\s+(\S+)`)
 		require.Eventually(t, func() bool { return re.MatchString(out.String()) }, 60*time.Second, 50*time.Millisecond, "dev printed: %s", out)
 		m := re.FindStringSubmatch(out.String())
@@ -150,6 +143,21 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 
 	_, _, again, _ := run()
 	require.Equal(t, event, again, "a second dev run seeds no second demo event")
+}
+
+// startDev runs `boxoffice dev` with env until the test ends, and returns
+// what it prints.
+func startDev(t *testing.T, env func(string) string) *testkit.Buffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &testkit.Buffer{}
+	done := make(chan error, 1)
+	go func() { done <- runDev(ctx, []string{"-dir", t.TempDir()}, env, out) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return out
 }
 
 func TestConfigNamesTheVariable(t *testing.T) {
