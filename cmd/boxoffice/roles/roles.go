@@ -25,6 +25,7 @@ const Usage = `commands:
   fence     raise the region epoch (--epoch N): older processes can no longer write
   reconcile compare the provider's PaymentIntents with orders and repair mismatches [-since 24h] [-dry-run]
   audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
+  dlq       dead letters: list [-consumer c] | show SEQ | replay|discard -by WHO -why TEXT SEQ...
   token     mint a development bearer token
   healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
   openapi   print the OpenAPI document (YAML)
@@ -53,6 +54,8 @@ func Run(ctx context.Context, cmd string, args []string) error {
 		return runReconcile(ctx, args, os.Getenv, os.Stdout)
 	case "audit":
 		return runAudit(ctx, args, os.Getenv, os.Stdout)
+	case "dlq":
+		return runDLQ(ctx, args, os.Getenv, os.Stdout)
 	case "healthcheck":
 		return runHealthcheck(ctx, args)
 	case "token":

@@ -13,6 +13,7 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/webhooks"
+	"boxoffice/ops/dlq"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 )
@@ -108,6 +109,8 @@ func runWork(ctx context.Context, args []string) error {
 		return err
 	}
 	defer role.Close()
+	// boxoffice_dead_letters{consumer}: what `boxoffice dlq` would list.
+	role.reg.MustRegister(dlq.NewDepthCollector(dlq.New(role.js, role.cfg.Streams.Namespace, role.logger)))
 	provider, sandbox, err := newProvider(role.cfg, role.pool, role.logger)
 	if err != nil {
 		return err
