@@ -56,6 +56,7 @@ type Expirer struct {
 	logger  *slog.Logger
 	expired prometheus.Counter
 	delay   prometheus.Observer
+	lastRun prometheus.Gauge
 }
 
 // NewExpirer returns the expirer cfg describes, expiring holds in pool.
@@ -79,6 +80,10 @@ func NewExpirer(pool *pgxpool.Pool, cfg ExpirerConfig) *Expirer {
 		expired: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "boxoffice_holds_expired_total",
 			Help: "Holds the expiry worker expired.",
+		})),
+		lastRun: promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "boxoffice_expiry_last_run_timestamp_seconds",
+			Help: "When the expiry worker last finished a batch (Unix time), with or without holds to expire: it goes stale when the expirer stops.",
 		})),
 		delay: promreg.Register(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "boxoffice_expiry_delay_seconds",
@@ -169,6 +174,7 @@ func (e *Expirer) ExpireBatch(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	e.lastRun.SetToCurrentTime()
 	if len(r.claimed) == 0 {
 		return 0, nil
 	}

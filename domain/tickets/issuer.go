@@ -10,10 +10,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/outbox"
+	"boxoffice/platform/promreg"
 	"boxoffice/sqlcgen"
 )
 
@@ -38,13 +40,19 @@ type IssuerConfig struct {
 	Signer *Signer
 	// Logger receives the issuer's logs. Required.
 	Logger *slog.Logger
+	// Registerer receives boxoffice_ticket_seat_conflicts_total: orders
+	// whose seat already had a live ticket of another order, which the
+	// purchase path should never let happen (ticket_seat_live_uq stopped
+	// the second ticket). Defaults to none.
+	Registerer prometheus.Registerer
 }
 
 // Issuer issues the tickets of paid orders.
 type Issuer struct {
-	signer *Signer
-	logger *slog.Logger
-	now    func() time.Time
+	signer    *Signer
+	logger    *slog.Logger
+	now       func() time.Time
+	conflicts prometheus.Counter
 }
 
 // NewIssuer returns an Issuer. It panics when cfg misses a required field,
@@ -53,7 +61,11 @@ func NewIssuer(cfg IssuerConfig) *Issuer {
 	if cfg.Signer == nil || cfg.Logger == nil {
 		panic("tickets: NewIssuer needs a Signer and a Logger")
 	}
-	return &Issuer{signer: cfg.Signer, logger: cfg.Logger.With("component", "tickets"), now: time.Now}
+	return &Issuer{signer: cfg.Signer, logger: cfg.Logger.With("component", "tickets"), now: time.Now,
+		conflicts: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "boxoffice_ticket_seat_conflicts_total",
+			Help: "Orders refused tickets because a seat already had a live ticket of another order.",
+		}))}
 }
 
 // IssueParams names the order to issue tickets for and the event that
@@ -163,6 +175,7 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	}
 	for _, id := range params.Ids {
 		if !have[id] {
+			i.conflicts.Inc()
 			return Issued{}, fmt.Errorf("order %s: %w", o.ID(), ErrSeatTicketed)
 		}
 	}

@@ -369,6 +369,10 @@ func NewController(cfg ControllerConfig) *Controller {
 			Help: "The release controller's last reading of each signal (seconds for latencies and ages).",
 		}, []string{"signal"})),
 	}
+	promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "boxoffice_admission_rate_floor",
+		Help: "The floor R never goes below: R pinned there means a signal keeps the cell over its threshold.",
+	})).Set(cfg.Min)
 	c.publish()
 	return c
 }

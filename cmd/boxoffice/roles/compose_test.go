@@ -266,3 +266,43 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	}
 	require.Greater(t, seen, 10)
 }
+
+// Every alert of deploy/prometheus/alerts.yml has a runbook section in
+// docs/alerts.md, a unit test in alerts_test.yml, and reads only metrics
+// the code exports (a misspelt series would never fire).
+func TestAlertsHaveRunbooks(t *testing.T) {
+	raw, err := os.ReadFile("../../../deploy/prometheus/alerts.yml")
+	require.NoError(t, err)
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string
+				Expr        string
+				Annotations map[string]string
+			}
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &rules))
+	runbooks, err := os.ReadFile("../../../docs/alerts.md")
+	require.NoError(t, err)
+	tests, err := os.ReadFile("../../../deploy/prometheus/alerts_test.yml")
+	require.NoError(t, err)
+	var src strings.Builder
+	for _, s := range sourceFiles(t) {
+		src.WriteString(s)
+	}
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			n++
+			require.Equal(t, "docs/alerts.md#"+strings.ToLower(r.Alert), r.Annotations["runbook"], r.Alert)
+			require.Contains(t, string(runbooks), "\n## "+r.Alert+"\n", "%s has no runbook section", r.Alert)
+			require.Contains(t, string(tests), "alertname: "+r.Alert+"\n", "%s has no promtool test", r.Alert)
+			for _, m := range regexp.MustCompile(`boxoffice_[a-z_]+`).FindAllString(r.Expr, -1) {
+				name := regexp.MustCompile(`_(bucket|count|sum)$`).ReplaceAllString(m, "")
+				require.Contains(t, src.String(), `"`+name+`"`, "%s reads %s, which no code exports", r.Alert, m)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, n, 14, "one alert per §16 signal")
+}

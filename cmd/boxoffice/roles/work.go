@@ -62,7 +62,7 @@ func components() []component {
 			if err != nil {
 				return nil, err
 			}
-			issuer := tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: d.Logger})
+			issuer := tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: d.Logger, Registerer: d.Reg})
 			return consumer(consumers.NewTickets(d.Pool, d.JS, base(d), issuer))
 		}},
 		{"expiry", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
