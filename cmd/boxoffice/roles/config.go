@@ -17,6 +17,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/webhooks"
+	"boxoffice/ops/retention"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 )
@@ -33,6 +34,11 @@ type Config struct {
 	JWTSecret                         []byte
 	AdmissionKey                      []byte
 	HoldTTL                           time.Duration
+	// InboxRetention and StripeEventRetention are how long the retention
+	// worker keeps inbox rows and Stripe event ids
+	// (BOXOFFICE_INBOX_RETENTION, default 35 days, at least 31;
+	// BOXOFFICE_STRIPE_EVENT_RETENTION, default 30 days, at least 3).
+	InboxRetention, StripeEventRetention time.Duration
 	// PaymentGrace is how much longer, at most, a hold is kept while its
 	// payment is being confirmed (BOXOFFICE_PAYMENT_GRACE, default 5m,
 	// at most 15m; 0 turns it off).
@@ -209,6 +215,18 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 	}
 	if c.HoldTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_HOLD_TTL"), "5m")); err != nil || c.HoldTTL <= 0 {
 		return c, &configError{"BOXOFFICE_HOLD_TTL", "must be a positive duration such as 5m"}
+	}
+	for _, d := range []struct {
+		name, def string
+		min       time.Duration
+		to        *time.Duration
+	}{
+		{"BOXOFFICE_INBOX_RETENTION", "840h", retention.MinInbox, &c.InboxRetention},
+		{"BOXOFFICE_STRIPE_EVENT_RETENTION", "720h", retention.MinStripeEvents, &c.StripeEventRetention},
+	} {
+		if *d.to, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.to < d.min {
+			return c, &configError{d.name, "must be a duration of at least " + d.min.String() + " (the window that depends on it), such as " + d.def}
+		}
 	}
 	if c.PaymentGrace, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_PAYMENT_GRACE"), "5m")); err != nil || c.PaymentGrace < 0 || c.PaymentGrace > 15*time.Minute {
 		return c, &configError{"BOXOFFICE_PAYMENT_GRACE", "must be a duration from 0 to 15m, such as 5m"}

@@ -177,6 +177,8 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		{map[string]string{"DATABASE_STATEMENT_TIMEOUT": "soon"}, nil, "DATABASE_STATEMENT_TIMEOUT"},
 		{map[string]string{"DATABASE_LOCK_TIMEOUT": "-1s"}, nil, "DATABASE_LOCK_TIMEOUT"},
 		{map[string]string{"BOXOFFICE_PAYMENT_GRACE": "1h"}, nil, "BOXOFFICE_PAYMENT_GRACE"},
+		{map[string]string{"BOXOFFICE_INBOX_RETENTION": "168h"}, nil, "BOXOFFICE_INBOX_RETENTION"},
+		{map[string]string{"BOXOFFICE_STRIPE_EVENT_RETENTION": "1h"}, nil, "BOXOFFICE_STRIPE_EVENT_RETENTION"},
 	}
 	for _, tc := range cases {
 		_, err := LoadConfig(env(tc.vars), tc.required...)

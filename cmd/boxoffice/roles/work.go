@@ -14,6 +14,7 @@ import (
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/webhooks"
 	"boxoffice/ops/dlq"
+	"boxoffice/ops/retention"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 )
@@ -81,6 +82,15 @@ func components() []component {
 				return nil, err
 			}
 			return disp.Run, nil
+		}},
+		{"retention", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			p, err := retention.New(d.Pool, retention.Config{
+				Inbox: cfg.InboxRetention, StripeEvents: cfg.StripeEventRetention, Logger: d.Logger, Registerer: d.Reg,
+			})
+			if err != nil {
+				return nil, err
+			}
+			return p.Run, nil
 		}},
 		{"sandbox_webhooks", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
 			if d.Sandbox == nil {
