@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -288,4 +289,28 @@ func NewPool(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
 	return pool, nil
+}
+
+// CheckConnectionBudget warns on logger when this pool, filled, would take
+// the server past its connection limit: the sessions open now (every
+// process's pools and others) plus this pool's size over max_connections
+// less the connections reserved for superusers. Every role calls it at
+// start, so the last process whose pools overcommit the server says so
+// before an onsale finds out. A failed read is logged, not returned.
+func CheckConnectionBudget(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) {
+	var maxConns, reserved, open int
+	err := pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int,
+		current_setting('superuser_reserved_connections')::int,
+		(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int`).Scan(&maxConns, &reserved, &open)
+	if err != nil {
+		logger.WarnContext(ctx, "connection budget: cannot read the server's limits", "error", err.Error())
+		return
+	}
+	mine := int(pool.Stat().MaxConns())
+	inUse := int(pool.Stat().TotalConns())
+	if others := open - inUse; others+mine > maxConns-reserved {
+		logger.WarnContext(ctx, "connection budget: the pools can exceed the server's connection limit",
+			"pool_max_connections", mine, "other_sessions", others, "max_connections", maxConns,
+			"superuser_reserved_connections", reserved)
+	}
 }

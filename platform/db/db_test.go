@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/platform/db"
+	"boxoffice/testkit"
 	"boxoffice/testkit/dbtest"
 )
 
@@ -94,4 +96,33 @@ func TestPoolTimeouts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "SELECT * FROM t WHERE id = 1 FOR UPDATE")
 	require.Equal(t, "55P03", db.SQLState(err), "lock_timeout gives up the wait: %v", err)
+}
+
+// A pool that, filled, would take the server past max_connections is
+// reported at start; one that fits is not (checked only while the shared
+// test server has room for it).
+func TestCheckConnectionBudget(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	ctx := context.Background()
+	check := func(size int32) bool {
+		pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: size})
+		require.NoError(t, err)
+		defer pool.Close()
+		logs := testkit.NewLog(t)
+		db.CheckConnectionBudget(ctx, pool, logs.Logger)
+		return strings.Contains(logs.String(), "can exceed the server's connection limit")
+	}
+	require.True(t, check(100000), "a pool larger than the server is reported")
+
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: 1})
+	require.NoError(t, err)
+	var room int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+		- (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int`).Scan(&room))
+	pool.Close()
+	if room < 10 {
+		t.Skipf("the shared server has %d connections to spare: too busy to check that a small pool is not reported", room)
+	}
+	require.False(t, check(2), "a pool that fits is not reported")
 }

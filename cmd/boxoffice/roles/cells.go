@@ -84,6 +84,7 @@ func openCells(ctx context.Context, cfg Config, logger *slog.Logger, reg *promet
 			return nil, err
 		}
 		s.closes = append(s.closes, pool.Close)
+		db.CheckConnectionBudget(ctx, pool, clog)
 		creg.MustRegister(db.NewCollector(pool))
 		name := "database"
 		if multi {

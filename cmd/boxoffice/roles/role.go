@@ -39,6 +39,7 @@ func openBusRole(ctx context.Context, name string) (*busRole, error) {
 	if r.pool, err = db.NewPool(ctx, cfg.rolePool(cfg.DatabaseURL)); err != nil {
 		return nil, err
 	}
+	db.CheckConnectionBudget(ctx, r.pool, r.logger)
 	r.reg = NewRegistry(r.pool)
 	if r.nc, r.js, err = ConnectBus(ctx, cfg, name, r.logger); err != nil {
 		r.pool.Close()
