@@ -215,15 +215,22 @@ func (o *OrderTx) RecordDecline(ctx context.Context, code string) (declines, all
 // Emit writes the order's next event to the outbox, in the order's
 // correlation and caused by the Cause.
 func (o *OrderTx) Emit(ctx context.Context, eventType string, payload any) error {
-	env, raw, err := outbox.NewOrderEvent(eventType, o.order.ID, o.cause.Now(), o.CorrelationID(), o.cause.CausationID, payload)
+	env, err := emit(ctx, o.tx, eventType, o.order.ID, o.cause.Now(), o.CorrelationID(), o.cause.CausationID, payload)
 	if err != nil {
-		return err
-	}
-	if err := outbox.Insert(ctx, o.tx, env, raw); err != nil {
 		return err
 	}
 	o.cause.Logger.DebugContext(ctx, "event written", "emitted_event_type", eventType, "emitted_event_id", env.EventID)
 	return nil
+}
+
+// emit writes one event about order orderID to the outbox in tx: the one
+// writer of order events for OrderTx and ExpiredHolds.
+func emit(ctx context.Context, tx pgx.Tx, eventType string, orderID uuid.UUID, at time.Time, correlationID, causationID string, payload any) (outbox.Envelope, error) {
+	env, raw, err := outbox.NewOrderEvent(eventType, orderID, at, correlationID, causationID, payload)
+	if err != nil {
+		return outbox.Envelope{}, err
+	}
+	return env, outbox.Insert(ctx, tx, env, raw)
 }
 
 // RequestCancel writes AuthorizationCancelRequested for the order's
@@ -380,12 +387,9 @@ func (b *ExpiredHolds) MoveOrders(ctx context.Context, from, to OrderStatus) ([]
 func (b *ExpiredHolds) EmitExpired(ctx context.Context) error {
 	now := b.now()
 	for _, c := range b.claimed {
-		env, raw, err := outbox.NewOrderEvent(outbox.TypeHoldExpired, c.OrderID, now, c.CorrelationID, "",
+		env, err := emit(ctx, b.tx, outbox.TypeHoldExpired, c.OrderID, now, c.CorrelationID, "",
 			outbox.HoldExpired{OrderID: c.OrderID, HoldID: c.ID, SeatIDs: c.SeatIds})
 		if err != nil {
-			return err
-		}
-		if err := outbox.Insert(ctx, b.tx, env, raw); err != nil {
 			return err
 		}
 		b.emitted[c.OrderID] = env
@@ -406,12 +410,8 @@ func (b *ExpiredHolds) RequestCancels(ctx context.Context, orders []uuid.UUID, r
 	now := b.now()
 	for _, c := range cancels {
 		cause := b.emitted[c.ID]
-		env, raw, err := outbox.NewOrderEvent(outbox.TypeAuthorizationCancelRequested, c.ID, now, cause.CorrelationID, cause.EventID.String(),
-			outbox.AuthorizationCancelRequested{OrderID: c.ID, PaymentIntentID: c.PaymentIntentID, Reason: reason})
-		if err != nil {
-			return 0, err
-		}
-		if err := outbox.Insert(ctx, b.tx, env, raw); err != nil {
+		if _, err := emit(ctx, b.tx, outbox.TypeAuthorizationCancelRequested, c.ID, now, cause.CorrelationID, cause.EventID.String(),
+			outbox.AuthorizationCancelRequested{OrderID: c.ID, PaymentIntentID: c.PaymentIntentID, Reason: reason}); err != nil {
 			return 0, err
 		}
 	}

@@ -123,7 +123,7 @@ type RevokedTicket struct {
 // ticket's signed QR payload still verifies offline. It returns
 // ErrEventNotFound when organizerID does not organize the event.
 func (s *Service) RevokedTickets(ctx context.Context, organizerID, eventID uuid.UUID) ([]RevokedTicket, error) {
-	if _, err := s.organizedEvent(ctx, organizerID, eventID); err != nil {
+	if _, err := OrganizedEvent(ctx, s.pool, organizerID, eventID); err != nil {
 		return nil, err
 	}
 	rows, err := sqlcgen.New().TicketListRevokedByEvent(ctx, s.read(), eventID)

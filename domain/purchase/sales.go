@@ -37,10 +37,11 @@ type SeatCounts struct {
 	Total, Available, Held, Sold, Refunded int
 }
 
-// organizedEvent returns the event if organizerID organizes it, else
+// OrganizedEvent returns the event if organizerID organizes it, else
 // ErrEventNotFound: another organizer's event does not exist for them.
-func (s *Service) organizedEvent(ctx context.Context, organizerID, eventID uuid.UUID) (sqlcgen.Event, error) {
-	ev, err := sqlcgen.New().EventGetByID(ctx, s.read(), eventID)
+// It reads through q (a pool or a transaction).
+func OrganizedEvent(ctx context.Context, q db.DBTX, organizerID, eventID uuid.UUID) (sqlcgen.Event, error) {
+	ev, err := sqlcgen.New().EventGetByID(ctx, db.Interpreting(q), eventID)
 	if errors.Is(err, db.ErrNotFound) || err == nil && ev.OrganizerID != organizerID {
 		return sqlcgen.Event{}, ErrEventNotFound
 	} else if err != nil {
@@ -53,7 +54,7 @@ func (s *Service) organizedEvent(ctx context.Context, organizerID, eventID uuid.
 // ErrEventNotFound), read in one statement so every figure is of the same
 // moment.
 func (s *Service) Sales(ctx context.Context, organizerID, eventID uuid.UUID) (Sales, error) {
-	ev, err := s.organizedEvent(ctx, organizerID, eventID)
+	ev, err := OrganizedEvent(ctx, s.pool, organizerID, eventID)
 	if err != nil {
 		return Sales{}, err
 	}
@@ -106,7 +107,7 @@ func (o EventOrder) Cursor() page.Cursor { return page.Cursor{CreatedAt: o.Creat
 // ErrEventNotFound), newest first, filtered by f (its UserID, Statuses,
 // Before and Limit; EventID is the event's).
 func (s *Service) EventOrders(ctx context.Context, organizerID, eventID uuid.UUID, f OrderFilter) ([]EventOrder, error) {
-	if _, err := s.organizedEvent(ctx, organizerID, eventID); err != nil {
+	if _, err := OrganizedEvent(ctx, s.pool, organizerID, eventID); err != nil {
 		return nil, err
 	}
 	beforeAt, beforeID := f.before()

@@ -3,7 +3,6 @@ package tickets
 import (
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"time"
 
@@ -86,18 +85,6 @@ func NewDoor(pool *pgxpool.Pool, key ed25519.PublicKey) *Door {
 	return &Door{pool: pool, key: key}
 }
 
-// organized returns purchase.ErrEventNotFound unless organizerID organizes
-// the event.
-func (d *Door) organized(ctx context.Context, organizerID, eventID uuid.UUID) error {
-	ev, err := sqlcgen.New().EventGetByID(ctx, db.Interpreting(d.pool), eventID)
-	if errors.Is(err, db.ErrNotFound) || err == nil && ev.OrganizerID != organizerID {
-		return purchase.ErrEventNotFound
-	} else if err != nil {
-		return fmt.Errorf("get event: %w", err)
-	}
-	return nil
-}
-
 // CheckIn takes up to MaxBatch scans (their times are truncated to
 // microseconds, the database's precision) of the event organizerID organizes
 // (else purchase.ErrEventNotFound) and answers each, in order: one
@@ -108,7 +95,7 @@ func (d *Door) CheckIn(ctx context.Context, organizerID, eventID uuid.UUID, scan
 	if len(scans) > MaxBatch {
 		return nil, fmt.Errorf("check in: %d scans, at most %d", len(scans), MaxBatch)
 	}
-	if err := d.organized(ctx, organizerID, eventID); err != nil {
+	if _, err := purchase.OrganizedEvent(ctx, d.pool, organizerID, eventID); err != nil {
 		return nil, err
 	}
 	results := make([]Result, len(scans))
@@ -184,7 +171,7 @@ func (d *Door) CheckIn(ctx context.Context, organizerID, eventID uuid.UUID, scan
 // Counts returns how many tickets of the event organizerID organizes came
 // in through each gate (else purchase.ErrEventNotFound).
 func (d *Door) Counts(ctx context.Context, organizerID, eventID uuid.UUID) ([]GateCount, error) {
-	if err := d.organized(ctx, organizerID, eventID); err != nil {
+	if _, err := purchase.OrganizedEvent(ctx, d.pool, organizerID, eventID); err != nil {
 		return nil, err
 	}
 	rows, err := sqlcgen.New().CheckInCountsByGate(ctx, db.Interpreting(d.pool), eventID)

@@ -202,30 +202,23 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 		return c, &configError{"DATABASE_MAX_CONNS", "must be a positive number"}
 	}
 	c.DBMaxConns = int32(maxConns)
-	for _, d := range []struct {
-		name, def string
-		to        *time.Duration
-	}{
-		{"DATABASE_STATEMENT_TIMEOUT", "30s", &c.DBStatementTimeout},
-		{"DATABASE_LOCK_TIMEOUT", "10s", &c.DBLockTimeout},
-	} {
-		if *d.to, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.to < 0 {
-			return c, &configError{d.name, "must be a duration such as " + d.def + ", or 0 for none"}
-		}
-	}
 	if c.HoldTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_HOLD_TTL"), "5m")); err != nil || c.HoldTTL <= 0 {
 		return c, &configError{"BOXOFFICE_HOLD_TTL", "must be a positive duration such as 5m"}
 	}
+	// Durations with a floor: 0 turns a timeout off; a retention may not
+	// be shorter than the window that depends on it.
 	for _, d := range []struct {
 		name, def string
 		min       time.Duration
 		to        *time.Duration
 	}{
+		{"DATABASE_STATEMENT_TIMEOUT", "30s", 0, &c.DBStatementTimeout},
+		{"DATABASE_LOCK_TIMEOUT", "10s", 0, &c.DBLockTimeout},
 		{"BOXOFFICE_INBOX_RETENTION", "840h", retention.MinInbox, &c.InboxRetention},
 		{"BOXOFFICE_STRIPE_EVENT_RETENTION", "720h", retention.MinStripeEvents, &c.StripeEventRetention},
 	} {
 		if *d.to, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.to < d.min {
-			return c, &configError{d.name, "must be a duration of at least " + d.min.String() + " (the window that depends on it), such as " + d.def}
+			return c, &configError{d.name, "must be a duration of at least " + d.min.String() + ", such as " + d.def}
 		}
 	}
 	if c.PaymentGrace, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_PAYMENT_GRACE"), "5m")); err != nil || c.PaymentGrace < 0 || c.PaymentGrace > 15*time.Minute {
