@@ -476,7 +476,7 @@ func TestHoldReclaimsOnlyExpiredUnconfirmedHolds(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, first.status)
 		// Ticketing passes ownership from the hold to a ticket row.
 		orderID := first.json(t)["orderId"]
-		dbtest.Exec(t, b.pool, "INSERT INTO tickets (id, order_id, seat_id) VALUES (gen_random_uuid(), $1, $2)", orderID, ev.Seats[0])
+		dbtest.Exec(t, b.pool, "INSERT INTO tickets (id, order_id, seat_id, event_id) SELECT gen_random_uuid(), $1, id, event_id FROM seats WHERE id = $2", orderID, ev.Seats[0])
 		dbtest.Exec(t, b.pool, "UPDATE hold_seats SET released_at = now()")
 		dbtest.Exec(t, b.pool, "UPDATE holds SET status = 'confirmed'")
 

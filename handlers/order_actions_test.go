@@ -190,8 +190,8 @@ func TestRefundOrder(t *testing.T) {
 		o := b.pendingOrder(t)
 		b.withPayment(t, o.id)
 		b.setOrderStatus(t, o.id, "ticketed")
-		dbtest.Exec(t, b.pool, `INSERT INTO tickets (id, order_id, seat_id, issued_at)
-			SELECT gen_random_uuid(), $1, seat_id, now() FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = $1`, o.id)
+		dbtest.Exec(t, b.pool, `INSERT INTO tickets (id, order_id, seat_id, event_id, issued_at)
+			SELECT gen_random_uuid(), $1, seat_id, event_id, now() FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = $1`, o.id)
 		list := "/v1/events/" + o.ev.ID + "/revoked-tickets"
 		before := b.do(t, http.MethodGet, list, bearer(o.orgToken), nil)
 		require.Equal(t, http.StatusOK, before.status, "%s", before.body)

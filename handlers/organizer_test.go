@@ -114,8 +114,8 @@ func TestOrganizerViews(t *testing.T) {
 	b.setOrderStatus(t, ids[1], "ticketed")
 	b.setOrderStatus(t, ids[2], "refunded")
 	for i, revoked := range map[int]bool{1: false, 2: true} {
-		dbtest.Exec(t, b.pool, `INSERT INTO tickets (id, order_id, seat_id, revoked_at)
-			VALUES ($1, $2, $3, CASE WHEN $4 THEN now() END)`, uuid.New(), ids[i], ev.Seats[i], revoked)
+		dbtest.Exec(t, b.pool, `INSERT INTO tickets (id, order_id, seat_id, event_id, revoked_at)
+			SELECT $1, $2, id, event_id, CASE WHEN $4 THEN now() END FROM seats WHERE id = $3`, uuid.New(), ids[i], ev.Seats[i], revoked)
 		dbtest.Exec(t, b.pool, "UPDATE hold_seats SET released_at = now() WHERE seat_id = $1", ev.Seats[i])
 	}
 	b.setOrderStatus(t, ids[3], "failed")

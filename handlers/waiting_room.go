@@ -35,7 +35,7 @@ func (in *WaitingRoomInput) Resolve(ctx huma.Context) []error {
 // WaitingRoomBody is a buyer's place in the waiting room.
 type WaitingRoomBody struct {
 	Status string `json:"status" enum:"queued,admitted,revoked" doc:"queued: poll GET until admitted. admitted: hold seats with admissionToken until expiresAt. revoked: the organizer revoked your admission; no token, holds are refused, and you may join again after expiresAt."`
-	Phase  string `json:"phase" enum:"scheduled,open,paused" doc:"scheduled: the onsale has not opened; the pre-queue is shuffled at random when it does. paused: nobody is admitted until the organizer resumes."`
+	Phase  string `json:"phase" enum:"scheduled,open,paused,sold_out" doc:"scheduled: the onsale has not opened; the pre-queue is shuffled at random when it does. paused: nobody is admitted until the organizer resumes. sold_out: the onsale is open but no seat is available or held; you keep your place on the waiting list and are admitted, in queue order, if seats come back (a refund that resells them). While seats are only held, the phase stays open: holds that expire or fail bring seats back, and about as many queued buyers as seats came back are admitted."`
 	// Position is 1 for the next buyer to be admitted.
 	Position             int64      `json:"position,omitempty" doc:"Queued only: 1 is next. Before a scheduled opening the pre-queue is in random order and later joiners may be placed ahead."`
 	EstimatedWaitSeconds int64      `json:"estimatedWaitSeconds,omitempty" doc:"Queued while open: position at the current admission rate."`
@@ -114,6 +114,9 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 	}
 	out := &WaitingRoomOutput{Status: http.StatusAccepted}
 	out.Body.Phase = string(v.Phase)
+	if v.SoldOut {
+		out.Body.Phase = "sold_out"
+	}
 	out.Body.OpensAt = v.OpensAt
 	switch v.Status {
 	case waitingroom.StatusLimited:

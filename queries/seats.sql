@@ -20,3 +20,17 @@ LEFT JOIN holds h ON h.id = hs.hold_id
     AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
 WHERE s.event_id = @event_id::uuid
 ORDER BY s.position;
+
+-- name: SeatInventory :one
+-- How many of the event's seats are held and sold, counted from the
+-- partial indexes of 00023: the work is in proportion to the seats held
+-- and sold, not to the seat map, and no row is shared with the hold path.
+-- Held counts an active hold past its expiry until the expirer reclaims
+-- it. Both counts are read at one snapshot.
+SELECT e.seat_count,
+       (SELECT count(*) FROM hold_seats hs
+        WHERE hs.event_id = e.id AND hs.released_at IS NULL)::int AS held,
+       (SELECT count(*) FROM tickets t
+        WHERE t.event_id = e.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL))::int AS sold
+FROM events e
+WHERE e.id = @event_id::uuid;

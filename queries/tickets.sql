@@ -6,8 +6,8 @@ SELECT * FROM tickets WHERE order_id = @order_id::uuid ORDER BY seat_id;
 -- issuance: same id, same seat) are left as they are, signed payload
 -- included. A seat ticketed to another order is skipped too: the caller
 -- checks that the order ended up with a ticket for each of its seats.
-INSERT INTO tickets (id, order_id, seat_id, issued_at, qr_payload)
-SELECT unnest(@ids::uuid[]), @order_id::uuid, unnest(@seat_ids::uuid[]), @issued_at::timestamptz,
+INSERT INTO tickets (id, order_id, event_id, seat_id, issued_at, qr_payload)
+SELECT unnest(@ids::uuid[]), @order_id::uuid, @event_id::uuid, unnest(@seat_ids::uuid[]), @issued_at::timestamptz,
        unnest(@qr_payloads::text[])
 ON CONFLICT DO NOTHING;
 

@@ -42,6 +42,7 @@ type HoldSeat struct {
 	HoldID     uuid.UUID
 	SeatID     uuid.UUID
 	ReleasedAt *time.Time
+	EventID    uuid.UUID
 }
 
 type IdempotencyKey struct {
@@ -215,6 +216,7 @@ type Ticket struct {
 	QrPayload *string
 	RevokedAt *time.Time
 	ResaleAt  *time.Time
+	EventID   uuid.UUID
 }
 
 type WebhookAttempt struct {

@@ -20,6 +20,34 @@ type SeatCopyFromParams struct {
 	PriceMinor int64
 }
 
+const seatInventory = `-- name: SeatInventory :one
+SELECT e.seat_count,
+       (SELECT count(*) FROM hold_seats hs
+        WHERE hs.event_id = e.id AND hs.released_at IS NULL)::int AS held,
+       (SELECT count(*) FROM tickets t
+        WHERE t.event_id = e.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL))::int AS sold
+FROM events e
+WHERE e.id = $1::uuid
+`
+
+type SeatInventoryRow struct {
+	SeatCount int32
+	Held      int32
+	Sold      int32
+}
+
+// How many of the event's seats are held and sold, counted from the
+// partial indexes of 00023: the work is in proportion to the seats held
+// and sold, not to the seat map, and no row is shared with the hold path.
+// Held counts an active hold past its expiry until the expirer reclaims
+// it. Both counts are read at one snapshot.
+func (q *Queries) SeatInventory(ctx context.Context, db DBTX, eventID uuid.UUID) (SeatInventoryRow, error) {
+	row := db.QueryRow(ctx, seatInventory, eventID)
+	var i SeatInventoryRow
+	err := row.Scan(&i.SeatCount, &i.Held, &i.Sold)
+	return i, err
+}
+
 const seatListByEvent = `-- name: SeatListByEvent :many
 SELECT s.id, s.section, s.label, s.price_minor,
        (CASE

@@ -13,15 +13,16 @@ import (
 )
 
 const ticketInsertBatch = `-- name: TicketInsertBatch :exec
-INSERT INTO tickets (id, order_id, seat_id, issued_at, qr_payload)
-SELECT unnest($1::uuid[]), $2::uuid, unnest($3::uuid[]), $4::timestamptz,
-       unnest($5::text[])
+INSERT INTO tickets (id, order_id, event_id, seat_id, issued_at, qr_payload)
+SELECT unnest($1::uuid[]), $2::uuid, $3::uuid, unnest($4::uuid[]), $5::timestamptz,
+       unnest($6::text[])
 ON CONFLICT DO NOTHING
 `
 
 type TicketInsertBatchParams struct {
 	Ids        []uuid.UUID
 	OrderID    uuid.UUID
+	EventID    uuid.UUID
 	SeatIds    []uuid.UUID
 	IssuedAt   time.Time
 	QrPayloads []string
@@ -35,6 +36,7 @@ func (q *Queries) TicketInsertBatch(ctx context.Context, db DBTX, arg TicketInse
 	_, err := db.Exec(ctx, ticketInsertBatch,
 		arg.Ids,
 		arg.OrderID,
+		arg.EventID,
 		arg.SeatIds,
 		arg.IssuedAt,
 		arg.QrPayloads,
@@ -43,7 +45,7 @@ func (q *Queries) TicketInsertBatch(ctx context.Context, db DBTX, arg TicketInse
 }
 
 const ticketListByOrder = `-- name: TicketListByOrder :many
-SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at, resale_at FROM tickets WHERE order_id = $1::uuid ORDER BY seat_id
+SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at, resale_at, event_id FROM tickets WHERE order_id = $1::uuid ORDER BY seat_id
 `
 
 func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) ([]Ticket, error) {
@@ -63,6 +65,7 @@ func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.U
 			&i.QrPayload,
 			&i.RevokedAt,
 			&i.ResaleAt,
+			&i.EventID,
 		); err != nil {
 			return nil, err
 		}
@@ -75,7 +78,7 @@ func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.U
 }
 
 const ticketListByOrders = `-- name: TicketListByOrders :many
-SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at, resale_at FROM tickets WHERE order_id = ANY($1::uuid[]) ORDER BY order_id, seat_id
+SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at, resale_at, event_id FROM tickets WHERE order_id = ANY($1::uuid[]) ORDER BY order_id, seat_id
 `
 
 func (q *Queries) TicketListByOrders(ctx context.Context, db DBTX, orderIds []uuid.UUID) ([]Ticket, error) {
@@ -95,6 +98,7 @@ func (q *Queries) TicketListByOrders(ctx context.Context, db DBTX, orderIds []uu
 			&i.QrPayload,
 			&i.RevokedAt,
 			&i.ResaleAt,
+			&i.EventID,
 		); err != nil {
 			return nil, err
 		}

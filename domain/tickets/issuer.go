@@ -153,7 +153,7 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	}
 
 	issuedAt := i.now().UTC().Truncate(time.Second)
-	params := sqlcgen.TicketInsertBatchParams{OrderID: o.ID(), IssuedAt: issuedAt}
+	params := sqlcgen.TicketInsertBatchParams{OrderID: o.ID(), EventID: o.EventID(), IssuedAt: issuedAt}
 	for _, seatID := range seatIDs {
 		t := Ticket{ID: ID(o.ID(), seatID), OrderID: o.ID(), SeatID: seatID, EventID: o.EventID(), IssuedAt: issuedAt}
 		params.Ids = append(params.Ids, t.ID)

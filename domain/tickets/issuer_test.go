@@ -219,7 +219,7 @@ func TestIssue(t *testing.T) {
 		// half the order.
 		dbtest.Exec(t, b.pool, `INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)
 			SELECT $1, gen_random_uuid(), event_id, 'ticketed', 0, currency, 'x' FROM orders LIMIT 1`, uuid.New())
-		dbtest.Exec(t, b.pool, "INSERT INTO tickets (id, order_id, seat_id) SELECT gen_random_uuid(), id, $1 FROM orders WHERE status = 'ticketed'", b.seats[1])
+		dbtest.Exec(t, b.pool, "INSERT INTO tickets (id, order_id, seat_id, event_id) SELECT gen_random_uuid(), id, $1, event_id FROM orders WHERE status = 'ticketed'", b.seats[1])
 		_, err := b.issue(t, iss)
 		require.ErrorIs(t, err, tickets.ErrSeatTicketed)
 		require.Equal(t, "paid", b.status(t))

@@ -21,8 +21,10 @@
 //
 // Queued buyers are told when to poll again (PollAfter: half their
 // estimated wait, 1 to 30 seconds), so a long queue's polls cost about its
-// length ÷ 30 requests a second. With SeatsLeftFunc, nobody is admitted
-// while the event has no available seat.
+// length ÷ 30 requests a second. With InventoryFunc, nobody is admitted
+// while the event has no available seat, queued buyers are told when it
+// is sold out (no seat available or held), and seats that come back admit
+// about as many buyers, in queue order (RoomConfig.InventoryFunc).
 //
 // Failure: with Redis unreachable, Join and Poll fail closed (no admission
 // is issued) and the admitter retries every tick; admissions already

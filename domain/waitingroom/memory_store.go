@@ -33,6 +33,26 @@ type memEvent struct {
 	full     bool // bucket never used: starts full
 	limits   map[string]int
 	limitSec int64
+	claims   []time.Time // admission times, oldest first (AdmitParams.Seats)
+}
+
+// claim records an admission at now and forgets those older than window.
+func (e *memEvent) claim(now time.Time, window time.Duration) {
+	e.trimClaims(now, window)
+	if window > 0 {
+		e.claims = append(e.claims, now)
+	}
+}
+
+// trimClaims forgets the admissions older than window and returns how
+// many are left.
+func (e *memEvent) trimClaims(now time.Time, window time.Duration) int {
+	i := 0
+	for i < len(e.claims) && !e.claims[i].After(now.Add(-window)) {
+		i++
+	}
+	e.claims = e.claims[i:]
+	return len(e.claims)
 }
 
 // NewMemoryStore returns an empty in-process store.
@@ -133,6 +153,7 @@ func (s *MemoryStore) enter(p JoinParams, join bool) Entry {
 			e.tokens, e.tokensAt, e.full = t-1, p.Now, false
 			a := Admission{JTI: p.JTI, IssuedAt: p.Now, ExpiresAt: p.Now.Add(p.TTL)}
 			e.admitted[p.UserID] = a
+			e.claim(p.Now, p.ClaimWindow)
 			return Entry{Status: StatusAdmitted, Admission: a}
 		}
 	}
@@ -163,8 +184,12 @@ func (s *MemoryStore) Admit(_ context.Context, p AdmitParams) ([]uuid.UUID, erro
 	e := s.event(p.EventID)
 	e.flush()
 	t := e.refill(p.Now, p.Rate, p.Burst)
+	limit := p.Max
+	if n := e.trimClaims(p.Now, p.ClaimWindow); p.Seats >= 0 {
+		limit = min(limit, p.Seats-n)
+	}
 	var out []uuid.UUID
-	for t >= 1 && len(out) < p.Max && e.head < len(e.queue) {
+	for t >= 1 && len(out) < limit && e.head < len(e.queue) {
 		u := e.queue[e.head]
 		e.queue[e.head] = uuid.Nil
 		e.head++
@@ -173,6 +198,7 @@ func (s *MemoryStore) Admit(_ context.Context, p AdmitParams) ([]uuid.UUID, erro
 			continue
 		}
 		e.admitted[u] = Admission{JTI: uuid.New(), IssuedAt: p.Now, ExpiresAt: p.Now.Add(p.TTL)}
+		e.claim(p.Now, p.ClaimWindow)
 		out = append(out, u)
 		t--
 	}

@@ -157,11 +157,16 @@ local function save(key, t, now)
   redis.call('HSET', key, 't', string.format('%.6f', t), 'ts', string.format('%.0f', now))
   redis.call('PEXPIRE', key, 86400000)
 end
+local function claim(key, user, now, window)
+  if window <= 0 then return end
+  redis.call('ZADD', key, now, user)
+  redis.call('PEXPIRE', key, window)
+end
 `
 
-// joinScript: KEYS q, seq, b, a:user, rl:u, rl:ip, active.
+// joinScript: KEYS q, seq, b, a:user, rl:u, rl:ip, active, claims.
 // ARGV user, now_ms, phase, rate, burst, jti, ttl_ms, user_limit, ip_limit,
-// pre_score, event_id, join (1) or poll (0).
+// pre_score, event_id, join (1) or poll (0), claim window ms.
 var joinScript = redis.NewScript(luaHelpers + `
 local now = tonumber(ARGV[2])
 if limited(KEYS[5], tonumber(ARGV[8])) or limited(KEYS[6], tonumber(ARGV[9])) then
@@ -180,6 +185,7 @@ if ARGV[3] == 'open' and redis.call('ZCARD', KEYS[1]) == 0 then
     rec = ARGV[6] .. '|' .. string.format('%.0f', now) .. '|' .. string.format('%.0f', now + ttl)
     redis.call('SET', KEYS[4], rec, 'PX', ttl)
     save(KEYS[3], t - 1, now)
+    claim(KEYS[8], ARGV[1], now, tonumber(ARGV[13]))
     return {'admitted', rec}
   end
 end
@@ -196,15 +202,23 @@ redis.call('SADD', KEYS[7], ARGV[11])
 return {'queued', redis.call('ZRANK', KEYS[1], ARGV[1])}
 `)
 
-// admitScript: KEYS q, b, active. ARGV now_ms, rate, burst, max, ttl_ms,
-// jti_base (a UUID), admission key prefix, event_id. Pops up to the
-// bucket's whole tokens from the head of the queue and records an
-// admission for each popped buyer who has none (never twice).
+// admitScript: KEYS q, b, active, claims. ARGV now_ms, rate, burst, max,
+// ttl_ms, jti_base (a UUID), admission key prefix, event_id, seats (-1:
+// no bound), claim window ms. Pops up to the bucket's whole tokens (and,
+// when seats is not negative, at most seats less the admissions of the
+// window) from the head of the queue and records an admission for each
+// popped buyer who has none (never twice).
 var admitScript = redis.NewScript(luaHelpers + `
 local now, rate, burst, max, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local seats, window = tonumber(ARGV[9]), tonumber(ARGV[10])
 local t = refill(KEYS[2], now, rate, burst)
 local n = math.floor(t)
 if n > max then n = max end
+if window > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - window) end
+if seats >= 0 then
+  local left = seats - redis.call('ZCARD', KEYS[4])
+  if n > left then n = left end
+end
 local out = {}
 if n >= 1 then
   local popped = redis.call('ZPOPMIN', KEYS[1], n)
@@ -214,6 +228,7 @@ if n >= 1 then
     local akey = ARGV[7] .. popped[k]
     if redis.call('EXISTS', akey) == 0 then
       redis.call('SET', akey, base .. string.format('%08x', #out + 1) .. '|' .. iat .. '|' .. exp, 'PX', ttl)
+      claim(KEYS[4], popped[k], now, window)
       out[#out + 1] = popped[k]
     end
   end
@@ -242,14 +257,14 @@ func (s *RedisStore) joinArgs(p JoinParams, join bool) ([]string, []any) {
 	keys := []string{
 		ev + "q", ev + "seq", ev + "b", ev + "a:" + user,
 		ev + "rl:u:" + user + ":" + sec, ev + "rl:ip:" + p.IP + ":" + sec,
-		s.prefix + "wr:active",
+		s.prefix + "wr:active", ev + "claims",
 	}
 	j := "0"
 	if join {
 		j = "1"
 	}
 	args := []any{user, p.Now.UnixMilli(), string(p.Phase), p.Rate, p.Burst, p.JTI.String(), p.TTL.Milliseconds(),
-		p.Limits.PerUser, p.Limits.PerIP, p.PreScore, p.EventID.String(), j}
+		p.Limits.PerUser, p.Limits.PerIP, p.PreScore, p.EventID.String(), j, p.ClaimWindow.Milliseconds()}
 	return keys, args
 }
 
@@ -307,9 +322,9 @@ func (s *RedisStore) JoinMany(ctx context.Context, ps []JoinParams) ([]Entry, er
 
 // Admit implements Store.
 func (s *RedisStore) Admit(ctx context.Context, p AdmitParams) ([]uuid.UUID, error) {
-	keys := []string{s.eventKey(p.EventID, "q"), s.eventKey(p.EventID, "b"), s.prefix + "wr:active"}
+	keys := []string{s.eventKey(p.EventID, "q"), s.eventKey(p.EventID, "b"), s.prefix + "wr:active", s.eventKey(p.EventID, "claims")}
 	res, err := admitScript.Run(ctx, s.rdb, keys, p.Now.UnixMilli(), p.Rate, p.Burst, p.Max, p.TTL.Milliseconds(),
-		uuid.NewString(), s.eventKey(p.EventID, "a:"), p.EventID.String()).StringSlice()
+		uuid.NewString(), s.eventKey(p.EventID, "a:"), p.EventID.String(), p.Seats, p.ClaimWindow.Milliseconds()).StringSlice()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("admit", err)
 	}

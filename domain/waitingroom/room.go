@@ -68,15 +68,24 @@ type RoomConfig struct {
 	// HoldLatency receives the latency of every hold, for the
 	// controller. Defaults to none.
 	HoldLatency *LatencyWindow
-	// SeatsLeftFunc says how many of an event's seats are neither held
-	// nor sold (a hint, at most a second or so old). While it says none,
-	// nobody is admitted, neither from the queue nor at once on joining:
-	// an admitted buyer could only look at a full seat map and leave, and
-	// thousands of them at once are a load that slows every hold. Seats
-	// come back when holds expire or are released, and admission resumes
-	// then, at most as many a pass as there are seats left. Defaults to
-	// none: admission ignores seats.
-	SeatsLeftFunc func(ctx context.Context, eventID uuid.UUID) (int, error)
+	// InventoryFunc counts an event's held and sold seats (a hint, at
+	// most a second or so old: see InventoryFrom). While no seat is
+	// available, nobody is admitted, neither from the queue nor at once on
+	// joining: an admitted buyer could only look at a full seat map and
+	// leave, and thousands of them at once are a load that slows every
+	// hold. While none is held either, the onsale is sold out and queued
+	// buyers are told so (View.SoldOut); they keep their place. When seats
+	// come back (an expiry, a cancel, a failed payment, a refund that
+	// resells), the admitter admits about as many queued buyers as came
+	// back, in queue order: while seats are scarce (fewer than R admits in
+	// ClaimWindow), each admission counts against the seats left for
+	// ClaimWindow, whichever process made it. Defaults to none: admission
+	// ignores seats.
+	InventoryFunc func(ctx context.Context, eventID uuid.UUID) (catalog.Inventory, error)
+	// ClaimWindow is how long an admission counts against the seats left
+	// while they are scarce: about the time an admitted buyer takes to
+	// hold. Defaults to 20s.
+	ClaimWindow time.Duration
 	// Logger logs admitter and store failures. Required.
 	Logger *slog.Logger
 	// Registerer receives the waiting room's metrics. Defaults to none.
@@ -140,6 +149,9 @@ func NewRoom(cfg RoomConfig) *Room {
 	}
 	if cfg.SettingsTTL <= 0 {
 		cfg.SettingsTTL = time.Second
+	}
+	if cfg.ClaimWindow <= 0 {
+		cfg.ClaimWindow = 20 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -269,6 +281,10 @@ type View struct {
 	// see PollAfter.
 	PollAfter time.Duration
 	OpensAt   *time.Time
+	// SoldOut is set while the onsale is open and no seat is available or
+	// held (see RoomConfig.InventoryFunc): a queued buyer keeps their
+	// place and is admitted if seats come back.
+	SoldOut bool
 }
 
 // Poll hints: a queued buyer is told to poll again after half of their
@@ -328,12 +344,15 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 	p := JoinParams{
 		EventID: eventID, UserID: userID, IP: ip, Now: now, Limits: r.cfg.Limits,
 		Phase: phase, Rate: rate, Burst: r.burst(rate), TTL: r.cfg.Signer.TTL(),
+		ClaimWindow: r.cfg.ClaimWindow,
 	}
+	inv, known, _ := r.inventory(ctx, eventID)
 	var e Entry
 	if join {
-		if left, _ := r.seatsLeft(ctx, eventID); left == 0 {
-			// No seat to hold: queue the buyer rather than admit at once
-			// (an empty bucket admits nobody and is left as it is).
+		if known && r.seatBudget(inv, rate) >= 0 {
+			// No seat, or few: queue the buyer rather than admit at once,
+			// so that the admitter matches admissions to seats (an empty
+			// bucket admits nobody and is left as it is).
 			p.Rate, p.Burst = 0, 0
 		}
 		p.JTI = uuid.New()
@@ -353,12 +372,18 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		e.Status = StatusRevoked
 	}
 	r.requests.WithLabelValues(string(e.Status)).Inc()
-	v := View{Status: e.Status, Phase: phase, OpensAt: ev.Settings.OpensAt, RetryAfter: e.RetryAfter}
+	v := View{Status: e.Status, Phase: phase, OpensAt: ev.Settings.OpensAt, RetryAfter: e.RetryAfter,
+		SoldOut: phase == PhaseOpen && known && inv.SoldOut()}
 	switch e.Status {
 	case StatusRevoked:
 		v.ExpiresAt = e.Admission.ExpiresAt.Truncate(time.Second)
 	case StatusQueued:
 		v.Position = e.Ahead + 1
+		if v.SoldOut {
+			// Nothing to wait for but a resale: no estimate, rare polls.
+			v.PollAfter = MaxPollAfter
+			break
+		}
 		if phase == PhaseOpen && rate > 0 {
 			v.EstimatedWait = time.Duration(float64(v.Position) / rate * float64(time.Second))
 		}
@@ -380,18 +405,30 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 	return v, nil
 }
 
-// seatsLeft is SeatsLeftFunc's answer, -1 (unknown: admit as usual) when
-// there is none or it fails, so a seat count that cannot be read never
-// stops an onsale. The admitter reports the error (Run logs it).
-func (r *Room) seatsLeft(ctx context.Context, eventID uuid.UUID) (int, error) {
-	if r.cfg.SeatsLeftFunc == nil {
-		return -1, nil
+// inventory is InventoryFunc's answer; known is false when there is none
+// or it fails, so that a seat count that cannot be read never stops an
+// onsale (admission goes on as if seats were plenty). The admitter reports
+// the error (Run logs it).
+func (r *Room) inventory(ctx context.Context, eventID uuid.UUID) (inv catalog.Inventory, known bool, err error) {
+	if r.cfg.InventoryFunc == nil {
+		return catalog.Inventory{}, false, nil
 	}
-	n, err := r.cfg.SeatsLeftFunc(ctx, eventID)
+	inv, err = r.cfg.InventoryFunc(ctx, eventID)
 	if err != nil {
-		return -1, fmt.Errorf("count seats left: %w", err)
+		return catalog.Inventory{}, false, fmt.Errorf("count seats: %w", err)
 	}
-	return n, nil
+	return inv, true, nil
+}
+
+// seatBudget is the Seats bound of an admitter pass: the seats available
+// while they are scarce (no more than R admits in ClaimWindow), else -1
+// (no bound: the bucket alone paces admission, and a buyer is admitted at
+// once on joining when it has a token).
+func (r *Room) seatBudget(inv catalog.Inventory, rate float64) int {
+	if left := inv.Available(); float64(left) <= rate*r.cfg.ClaimWindow.Seconds() {
+		return left
+	}
+	return -1
 }
 
 // preScore draws a pre-queue score uniformly from [0, 2^52) with
@@ -590,16 +627,17 @@ func (r *Room) AdmitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error
 	}
 	rate := r.rate(ev.Settings)
 	burst := r.burst(rate)
-	limit := int(burst)
-	left, seatsErr := r.seatsLeft(ctx, id)
-	switch {
-	case left == 0:
-		return nil, nil
-	case left > 0:
-		limit = min(limit, left)
+	seats := -1
+	inv, known, seatsErr := r.inventory(ctx, id)
+	if known {
+		if inv.Available() == 0 {
+			return nil, nil
+		}
+		seats = r.seatBudget(inv, rate)
 	}
 	users, err := r.cfg.Store.Admit(ctx, AdmitParams{
-		EventID: id, Now: r.cfg.Now(), Rate: rate, Burst: burst, TTL: r.cfg.Signer.TTL(), Max: limit,
+		EventID: id, Now: r.cfg.Now(), Rate: rate, Burst: burst, TTL: r.cfg.Signer.TTL(), Max: int(burst),
+		Seats: seats, ClaimWindow: r.cfg.ClaimWindow,
 	})
 	err = errors.Join(err, seatsErr)
 	r.admitted.Add(float64(len(users)))
@@ -611,40 +649,48 @@ func (r *Room) AdmitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error
 	return users, err
 }
 
-// SeatsLeftFrom is a SeatsLeftFunc that counts the available seats of the
-// event's seat map from c (give it a Catalog with WithSeatMapCache, so the
-// admitter and the joins read the database at most once per TTL). The
-// count is kept per map version: the map is walked once per read from the
-// database, not once per request.
-func SeatsLeftFrom(c *catalog.Catalog) func(ctx context.Context, eventID uuid.UUID) (int, error) {
-	type count struct {
-		version uint64
-		n       int
+// InventoryFrom is an InventoryFunc that counts an event's seats with
+// c.Inventory at most once per ttl in this process (0: at every call),
+// however many joins and admitter passes ask; concurrent callers share
+// one read.
+func InventoryFrom(c *catalog.Catalog, ttl time.Duration) func(ctx context.Context, eventID uuid.UUID) (catalog.Inventory, error) {
+	type read struct {
+		inv catalog.Inventory
+		at  time.Time
 	}
 	var (
-		mu     sync.Mutex
-		counts = map[uuid.UUID]count{}
+		mu    sync.Mutex
+		reads = map[uuid.UUID]read{}
+		group singleflight.Group
 	)
-	return func(ctx context.Context, eventID uuid.UUID) (int, error) {
-		m, err := c.SeatMap(ctx, eventID)
-		if err != nil {
-			return 0, err
-		}
+	return func(ctx context.Context, eventID uuid.UUID) (catalog.Inventory, error) {
 		mu.Lock()
-		defer mu.Unlock()
-		if got, ok := counts[eventID]; ok && got.version == m.Version {
-			return got.n, nil
+		got, ok := reads[eventID]
+		mu.Unlock()
+		if ok && time.Since(got.at) < ttl {
+			return got.inv, nil
 		}
-		n := 0
-		for _, s := range m.Seats {
-			if s.Status == "available" {
-				n++
+		v, err, _ := group.Do(eventID.String(), func() (any, error) {
+			// Shared by every caller waiting on it: it must not end when
+			// the request that started it goes away.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			at := time.Now()
+			inv, err := c.Inventory(ctx, eventID)
+			if err != nil {
+				return catalog.Inventory{}, err
 			}
+			mu.Lock()
+			if len(reads) >= 10_000 {
+				clear(reads)
+			}
+			reads[eventID] = read{inv: inv, at: at}
+			mu.Unlock()
+			return inv, nil
+		})
+		if err != nil {
+			return catalog.Inventory{}, err
 		}
-		if len(counts) >= 10_000 {
-			clear(counts)
-		}
-		counts[eventID] = count{version: m.Version, n: n}
-		return n, nil
+		return v.(catalog.Inventory), nil
 	}
 }

@@ -316,7 +316,7 @@ func TestNoAdmissionWhileNoSeatIsLeft(t *testing.T) {
 			Store:  s,
 			Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
 			Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
-			SeatsLeftFunc: SeatsLeftFrom(catalog.New(pool)),
+			InventoryFunc: InventoryFrom(catalog.New(pool), 0),
 		})
 		svc := purchase.NewService(pool, testLogger(t), purchase.Config{HoldTTL: time.Hour})
 		holder := uuid.New()
@@ -340,6 +340,104 @@ func TestNoAdmissionWhileNoSeatIsLeft(t *testing.T) {
 		got, err = room.AdmitEvent(ctx, ev.ID)
 		require.NoError(t, err)
 		require.Equal(t, buyers[:2], got, "two seats left: the first two are admitted, the third waits")
+	})
+}
+
+// Sold out, and seats that come back (issue 17, item 7): while every seat
+// is held nobody is admitted; when ten holds expire, ten queued buyers are
+// admitted, in queue order, and no more however often the admitter runs,
+// since each admission counts against the seats left for the claim
+// window; once every seat is sold, queued buyers are told it is sold out
+// and keep their place.
+func TestSeatsThatComeBackAdmitAsManyBuyers(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		const seatCount = 12
+		ev := createEvent(t, pool, seatCount)
+		seats, err := catalog.New(pool).Seats(ctx, ev.ID)
+		require.NoError(t, err)
+		room := NewRoom(RoomConfig{
+			Store:  s,
+			Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+			Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			Controller:    NewController(ControllerConfig{Initial: 1000, Logger: testLogger(t)}),
+			InventoryFunc: InventoryFrom(catalog.New(pool), 0),
+			ClaimWindow:   time.Hour,
+		})
+		svc := purchase.NewService(pool, testLogger(t), purchase.Config{HoldTTL: time.Hour})
+		hold := func(seat uuid.UUID) purchase.Hold {
+			h, err := svc.Hold(ctx, purchase.HoldParams{
+				UserID: uuid.New(), EventID: ev.ID, SeatIDs: []uuid.UUID{seat}, IdempotencyKey: "k", CorrelationID: "test",
+			})
+			require.NoError(t, err)
+			return h
+		}
+		var holds []purchase.Hold
+		for _, seat := range seats {
+			holds = append(holds, hold(seat.ID))
+		}
+
+		queued := make([]uuid.UUID, 30)
+		for i := range queued {
+			queued[i] = uuid.New()
+			v, err := room.Join(ctx, queued[i], ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusQueued, v.Status, "every seat is held: nobody is admitted at once")
+			require.False(t, v.SoldOut, "held seats may come back: not sold out")
+		}
+		got, err := room.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Empty(t, got, "every seat is held: nobody is admitted from the queue")
+
+		// Ten holds expire and the expirer gives their seats back.
+		ids := make([]uuid.UUID, 10)
+		for i := range ids {
+			ids[i] = holds[i].HoldID
+		}
+		dbtest.Exec(t, pool, "UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = ANY($1)", ids)
+		n, err := purchase.NewExpirer(pool, purchase.ExpirerConfig{}).ExpireBatch(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 10, n)
+
+		var admitted []uuid.UUID
+		for range 5 {
+			got, err := room.AdmitEvent(ctx, ev.ID)
+			require.NoError(t, err)
+			admitted = append(admitted, got...)
+		}
+		require.Equal(t, queued[:10], admitted, "ten seats came back: the first ten queued buyers, once each")
+		v, err := room.Poll(ctx, queued[10], ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusQueued, v.Status)
+		require.EqualValues(t, 1, v.Position, "the eleventh waits at the head")
+
+		// The admitted buyers hold the ten seats and every seat is
+		// ticketed: the tickets own the seats, the holds let go of them.
+		for _, seat := range seats[:10] {
+			hold(seat.ID)
+		}
+		dbtest.Exec(t, pool, `INSERT INTO tickets (id, order_id, seat_id, event_id)
+			SELECT gen_random_uuid(), h.order_id, hs.seat_id, hs.event_id
+			FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id
+			WHERE hs.event_id = $1 AND hs.released_at IS NULL`, ev.ID)
+		dbtest.Exec(t, pool, "UPDATE hold_seats SET released_at = now() WHERE event_id = $1 AND released_at IS NULL", ev.ID)
+		inv, err := catalog.New(pool).Inventory(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Equal(t, catalog.Inventory{Seats: seatCount, Held: 0, Sold: seatCount}, inv)
+
+		v, err = room.Poll(ctx, queued[10], ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusQueued, v.Status, "a sold-out onsale keeps its waiting list")
+		require.True(t, v.SoldOut, "nothing is available or held: sold out")
+		v, err = room.Join(ctx, uuid.New(), ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.Equal(t, StatusQueued, v.Status)
+		require.True(t, v.SoldOut, "a buyer who joins a sold-out onsale is told at once")
+		got, err = room.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Empty(t, got, "sold out: nobody is admitted")
 	})
 }
 

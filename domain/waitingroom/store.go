@@ -91,6 +91,9 @@ type JoinParams struct {
 	// PreScore places the buyer in the pre-queue: a uniformly random
 	// number in [0, 2^52), drawn with crypto/rand.
 	PreScore uint64
+	// ClaimWindow is how long an admission counts against the seats left
+	// (see AdmitParams.Seats); a buyer admitted at once is recorded too.
+	ClaimWindow time.Duration
 }
 
 // AdmitParams are what Admit needs.
@@ -101,6 +104,13 @@ type AdmitParams struct {
 	TTL         time.Duration
 	// Max bounds how many buyers one call admits.
 	Max int
+	// Seats, when not negative, is how many seats are left: the call
+	// admits at most Seats less the buyers admitted in the last
+	// ClaimWindow (by any process sharing the store, at once on joining
+	// included), so seats that come back admit about as many buyers.
+	Seats int
+	// ClaimWindow is how long an admission counts against Seats.
+	ClaimWindow time.Duration
 }
 
 // Store keeps the queues, admissions, rate buckets and revocations. Every

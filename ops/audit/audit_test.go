@@ -67,7 +67,7 @@ func (w *world) pay(t *testing.T, orderID uuid.UUID, status string) {
 
 func (w *world) ticket(t *testing.T, orderID, seat uuid.UUID) {
 	t.Helper()
-	dbtest.Exec(t, w.pool, "INSERT INTO tickets (id, order_id, seat_id, issued_at) VALUES (gen_random_uuid(), $1, $2, now())", orderID, seat)
+	dbtest.Exec(t, w.pool, "INSERT INTO tickets (id, order_id, seat_id, event_id, issued_at) SELECT gen_random_uuid(), $1, id, event_id, now() FROM seats WHERE id = $2", orderID, seat)
 }
 
 func run(t *testing.T, w *world) audit.Report {
@@ -110,7 +110,7 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 	}{
 		{"seat_two_active_holds", func(t *testing.T, w *world) string {
 			dbtest.Exec(t, w.pool, "DROP INDEX hold_seat_active_uq")
-			dbtest.Exec(t, w.pool, "INSERT INTO hold_seats (hold_id, seat_id) VALUES ($1, $2)", w.confirmed.HoldID, w.seats[0])
+			dbtest.Exec(t, w.pool, "INSERT INTO hold_seats (hold_id, seat_id, event_id) SELECT $1, id, event_id FROM seats WHERE id = $2", w.confirmed.HoldID, w.seats[0])
 			return w.seats[0].String()
 		}},
 		{"seat_two_tickets", func(t *testing.T, w *world) string {

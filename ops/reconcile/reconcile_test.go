@@ -63,7 +63,7 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 			VALUES ($1, 'sandbox', $2, $3, $4, 1000, 'eur')`, h.OrderID, in.ID, in.ClientSecret, string(intent))
 		dbtest.Exec(t, pool, "UPDATE orders SET status = $2 WHERE id = $1", h.OrderID, orderStatus)
 		if orderStatus == "ticketed" {
-			dbtest.Exec(t, pool, "INSERT INTO tickets (id, order_id, seat_id, issued_at) VALUES (gen_random_uuid(), $1, $2, now())", h.OrderID, seats[next-1])
+			dbtest.Exec(t, pool, "INSERT INTO tickets (id, order_id, seat_id, event_id, issued_at) SELECT gen_random_uuid(), $1, id, event_id, now() FROM seats WHERE id = $2", h.OrderID, seats[next-1])
 		}
 		return h.OrderID, in.ID
 	}

@@ -259,6 +259,7 @@ type outcome struct {
 	orderID string
 	token   string
 	plan    string // authorize, decline (then authorize) or abandon
+	soldOut bool   // the waiting room said sold out before admitting
 	err     error
 }
 
@@ -275,8 +276,16 @@ func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec
 	o := outcome{token: token}
 	var room struct {
 		AdmissionToken string `json:"admissionToken"`
+		Phase          string `json:"phase"`
 	}
-	for deadline := time.Now().Add(60 * time.Second); room.AdmissionToken == ""; {
+	// Long enough for seats to come back twice (an abandoned hold expires
+	// after holdTTL, and the room counts an admission against the seats
+	// left for its claim window): a buyer still queued then is a bug.
+	for deadline := time.Now().Add(120 * time.Second); room.AdmissionToken == ""; {
+		if room.Phase == "sold_out" {
+			o.soldOut = true
+			return o // every seat sold: no order, and the room said so
+		}
 		method := http.MethodPost
 		if time.Now().After(deadline) {
 			return outcome{err: errors.New("never admitted")}
@@ -292,7 +301,27 @@ func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec
 	sec.add(room.AdmissionToken)
 
 	for attempt := 0; attempt < 4 && o.orderID == ""; attempt++ {
+		// Like a buyer in front of the seat map: an available seat (the
+		// map is a hint; the hold decides), or any when it cannot be read.
 		seat := seatIDs[rand.IntN(len(seatIDs))]
+		var seatMap struct {
+			Seats []struct {
+				ID     string `json:"id"`
+				Status string `json:"status"`
+			} `json:"seats"`
+		}
+		if code, err := s.call(ctx, http.MethodGet, "/v1/events/"+eventID+"/seats", token, nil, nil, &seatMap); err == nil && code == http.StatusOK {
+			var free []string
+			for _, st := range seatMap.Seats {
+				if st.Status == "available" {
+					free = append(free, st.ID)
+				}
+			}
+			if len(free) == 0 {
+				break // nothing left to hold
+			}
+			seat = free[rand.IntN(len(free))]
+		}
 		key := uuid.NewString()
 		for try := 0; try < 5; try++ {
 			var held struct {
@@ -615,14 +644,19 @@ func TestStackSurvivesKills(tt *testing.T) {
 	// fails, when the hold expired in between).
 	plans := map[string]int{}
 	var orders []outcome
+	soldOut := 0
 	for _, o := range outcomes {
 		require.NoError(t, o.err)
+		if o.soldOut {
+			soldOut++
+		}
 		if o.orderID != "" {
 			orders = append(orders, o)
 			plans[o.plan]++
 		}
 	}
 	require.GreaterOrEqual(t, len(orders), seats/2, "buyers got orders")
+	t.Logf("%d buyers were told sold out while queued", soldOut)
 	statuses := map[string]int{}
 	require.Eventually(t, func() bool {
 		clear(statuses)

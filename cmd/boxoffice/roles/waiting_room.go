@@ -95,9 +95,9 @@ func NewWaitingRoom(ctx context.Context, cfg Config, pool *pgxpool.Pool, logger 
 		Controller:  controller,
 		Limits:      waitingroom.Limits{PerIP: cfg.WaitingRoomIPLimit, PerUser: opts.PerUser},
 		HoldLatency: holds,
-		// A second-old seat map, read once a second per event for every
-		// join and admitter pass of this process.
-		SeatsLeftFunc: waitingroom.SeatsLeftFrom(catalog.New(pool).WithSeatMapCache(time.Second)),
+		// Seat counts at most a second old, read once a second per event
+		// for every join and admitter pass of this process.
+		InventoryFunc: waitingroom.InventoryFrom(catalog.New(pool), time.Second),
 		Logger:        logger,
 		Registerer:    reg,
 	})
