@@ -71,7 +71,9 @@ type PaymentCommandsConfig struct {
 //	                               permanent refusal → PaymentFailed{code: capture_failed}
 //	AuthorizationCancelRequested   Cancel "cancel:<order_id>" → payments.status; an intent
 //	                               that can no longer be canceled → nothing
-//	RefundRequested                Refund "refund:<order_id>"; already refunded → nothing
+//	RefundRequested                Refund "refund:<order_id>" (whole: what is left) or
+//	                               "refund:<refund_id>" (amount_minor of selected
+//	                               tickets); already refunded → nothing
 //
 // The provider's later facts (authorized, captured, canceled, refunded)
 // arrive through its webhooks, not from here. A retryable provider error
@@ -264,8 +266,9 @@ func (p *PaymentCommands) cancel(ctx context.Context, ev outbox.Envelope) (Handl
 	return nil, p.providerError(ctx, log, "cancel", err)
 }
 
-// refund refunds a captured intent once. The charge.refunded webhook
-// brings PaymentRefunded.
+// refund refunds a captured intent, or the amount of one refund of
+// selected tickets, once per refund (its idempotency key). The
+// charge.refunded webhook brings PaymentRefunded.
 func (p *PaymentCommands) refund(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error) {
 	cmd, err := paymentPayload[outbox.RefundRequested](ev)
 	if err != nil {
@@ -277,7 +280,11 @@ func (p *PaymentCommands) refund(ctx context.Context, ev outbox.Envelope) (Handl
 		return nil, Permanent(fmt.Errorf("%s names no payment intent", ev.EventType))
 	}
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
-	ref, err := p.cfg.Provider.Refund(callCtx, cmd.PaymentIntentID, "refund:"+orderID.String())
+	key := "refund:" + orderID.String()
+	if cmd.RefundID != uuid.Nil {
+		key = "refund:" + cmd.RefundID.String()
+	}
+	ref, err := p.cfg.Provider.Refund(callCtx, cmd.PaymentIntentID, cmd.AmountMinor, key)
 	cancel()
 	switch {
 	case err == nil:

@@ -468,6 +468,61 @@ func TestPaymentCommands(t *testing.T) {
 		require.Empty(t, b.deadLetters(t))
 	})
 
+	t.Run("PartialRefundsRefundTheirAmountOnceEach", func(t *testing.T) {
+		t.Parallel()
+		b := setupPayments(t)
+		orderID := b.order(t)
+		in := b.intent(t, orderID, true)
+		_, err := b.sandbox.Capture(context.Background(), in.ID, "capture:"+orderID.String())
+		require.NoError(t, err)
+		publish := func(cmd outbox.RefundRequested) uint64 {
+			ev, raw := command(t, outbox.TypeRefundRequested, orderID, cmd)
+			return b.publishCommand(t, ev.EventID.String(), ev, raw)
+		}
+		amounts := func() []int64 {
+			rows, err := b.pool.Query(context.Background(), "SELECT amount FROM sandbox_refunds WHERE payment_intent_id = $1 ORDER BY amount", in.ID)
+			require.NoError(t, err)
+			got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			require.NoError(t, err)
+			return got
+		}
+		// Two refunds of selected tickets, each delivered and crashed
+		// before commit three times, in whatever order the consumer takes
+		// them.
+		publish(outbox.RefundRequested{OrderID: orderID, PaymentIntentID: in.ID, Reason: "requested_by_organizer", RefundID: uuid.New(), AmountMinor: 1000})
+		seq := publish(outbox.RefundRequested{OrderID: orderID, PaymentIntentID: in.ID, Reason: "requested_by_organizer", RefundID: uuid.New(), AmountMinor: 500})
+		b.consumer(t, b.sandbox, crashBeforeCommit(6))
+		b.waitSettled(t, PaymentCommandsName, seq)
+		require.Equal(t, []int64{500, 1000}, amounts(), "each partial refund once, with its amount")
+		// Then the whole refund: what they left.
+		b.waitSettled(t, PaymentCommandsName, publish(outbox.RefundRequested{OrderID: orderID, PaymentIntentID: in.ID, Reason: "requested_by_organizer"}))
+		require.Equal(t, []int64{500, 1000, 3500}, amounts())
+		require.Equal(t, int64(3), b.requests(t, in.ID, sandbox.OpRefund).Performed)
+		require.Empty(t, b.deadLetters(t))
+	})
+
+	// A whole refund and a partial one it follows, taken in either order
+	// (the consumer does not keep order between messages): taken first,
+	// the whole refund refunds everything and the partial one finds
+	// nothing left and is acked; taken second, it refunds what the partial
+	// one left. The charge is refunded exactly once in full either way.
+	t.Run("WholeAndPartialRefundInEitherOrderRefundTheChargeOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setupPayments(t)
+		orderID := b.order(t)
+		in := b.intent(t, orderID, true)
+		_, err := b.sandbox.Capture(context.Background(), in.ID, "capture:"+orderID.String())
+		require.NoError(t, err)
+		whole, wholeRaw := command(t, outbox.TypeRefundRequested, orderID, outbox.RefundRequested{OrderID: orderID, PaymentIntentID: in.ID, Reason: "requested_by_organizer"})
+		b.publishCommand(t, whole.EventID.String(), whole, wholeRaw)
+		part, partRaw := command(t, outbox.TypeRefundRequested, orderID, outbox.RefundRequested{OrderID: orderID, PaymentIntentID: in.ID, Reason: "requested_by_organizer", RefundID: uuid.New(), AmountMinor: 1000})
+		seq := b.publishCommand(t, part.EventID.String(), part, partRaw)
+		b.consumer(t, b.sandbox, nil)
+		b.waitSettled(t, PaymentCommandsName, seq)
+		require.Equal(t, int64(5000), b.count(t, `SELECT sum(amount) FROM sandbox_refunds`))
+		require.Empty(t, b.deadLetters(t))
+	})
+
 	t.Run("RefundOfARefundedIntentIsAcked", func(t *testing.T) {
 		t.Parallel()
 		b := setupPayments(t)
@@ -475,7 +530,7 @@ func TestPaymentCommands(t *testing.T) {
 		in := b.intent(t, orderID, true)
 		_, err := b.sandbox.Capture(context.Background(), in.ID, "capture:"+orderID.String())
 		require.NoError(t, err)
-		_, err = b.sandbox.Refund(context.Background(), in.ID, "refund:support-desk")
+		_, err = b.sandbox.Refund(context.Background(), in.ID, 0, "refund:support-desk")
 		require.NoError(t, err)
 		ev, raw := command(t, outbox.TypeRefundRequested, orderID,
 			outbox.RefundRequested{OrderID: orderID, PaymentIntentID: in.ID, Reason: "organizer_refund"})

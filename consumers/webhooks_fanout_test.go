@@ -33,9 +33,9 @@ import (
 // The webhooks fan-out consumer's tests, moved here from package webhooks
 // with the consumer (webhooks cannot import this package).
 
-// errNotYet is the text of the fan-out's retry of a payment failure the
+// errNotYet is the text of the fan-out's retry of an event (a payment failure, a refund) the
 // saga has not applied yet (webhooks' errNotYet).
-const errNotYet = "order not failed yet: the saga has not applied the payment failure"
+const errNotYet = "the saga has not applied the event to the order yet"
 
 // fanOutBundle is a test's database, a logger whose output is scanned for
 // every endpoint secret when the test ends, and a webhooks Service that
@@ -296,6 +296,58 @@ func TestWebhooksFanOut(t *testing.T) {
 	require.Zero(t, count(disabled.ID), "a disabled endpoint gets nothing new")
 	require.Zero(t, count(foreign.ID))
 	require.Equal(t, int64(5), dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_messages"))
+}
+
+// Refunds as organizers see them: a refund of selected tickets is
+// order.partially_refunded with the charge's refunded total; the charge
+// refunded in full is order.refunded, put off while the saga has not made
+// the order refunded yet.
+func TestWebhooksFanOutRefunds(t *testing.T) {
+	t.Parallel()
+	b := setupFanOut(t)
+	ns := natstest.New(t)
+	_, js := ns.Connect(t)
+	org := uuid.New()
+	_, orderID, _ := b.order(t, org)
+	b.endpoint(t, org, "http://127.0.0.1:1/all", webhooks.EndpointParams{})
+	c, err := NewWebhooksFanOut(b.pool, js, Config{
+		Logger: b.logger, Registerer: b.reg, BackoffBase: time.Millisecond, BackoffMax: 50 * time.Millisecond, MaxDeliver: 1000,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	refunded := func(amount int64) outbox.Envelope {
+		return fanOutEvent(t, outbox.TypePaymentRefunded, orderID, outbox.PaymentRefunded{OrderID: orderID, PaymentIntentID: "pi_x", AmountRefunded: amount})
+	}
+
+	dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'ticketed' WHERE id = $1", orderID)
+	publishEvent(t, js, refunded(2000), uuid.NewString())
+	waitForFanOut(t, 10*time.Second, "order.partially_refunded", func() bool { return len(b.messages(t, org)) == 1 })
+
+	dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'refunding' WHERE id = $1", orderID)
+	full := refunded(5000)
+	last := publishEvent(t, js, full, uuid.NewString())
+	b.logs.WaitForLine(t, 10*time.Second, "the fan-out to put off the full refund", func(l testkit.Line) bool {
+		e, _ := l["error"].(string)
+		return l["msg"] == "handler failed; retrying later" && l["event_id"] == full.EventID.String() && strings.Contains(e, errNotYet)
+	})
+	require.Len(t, b.messages(t, org), 1, "no order.refunded while the order is refunding")
+	dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'refunded' WHERE id = $1", orderID)
+	waitForFanOut(t, 10*time.Second, "order.refunded", func() bool { return len(b.messages(t, org)) == 2 })
+	waitFanOutSettled(t, js, last)
+
+	got := map[string]int64{}
+	for _, m := range b.messages(t, org) {
+		var d webhooks.OrderRefundedData
+		require.NoError(t, json.Unmarshal(m.Body.Data, &d))
+		got[m.EventType] = d.AmountRefunded
+	}
+	require.Equal(t, map[string]int64{webhooks.EventOrderPartiallyRefunded: 2000, webhooks.EventOrderRefunded: 5000}, got)
 }
 
 // TestWebhooksFanOutEndToEnd: a domain event on JetStream reaches the organizer's

@@ -229,8 +229,8 @@ func TestOrderStreamsArePushed(t *testing.T) {
 		defer closeStream()
 		require.Contains(t, nextPushed(t, events, 5*time.Second).data, `"status":"pending_payment"`)
 		oid := uuid.MustParse(orderID)
-		commitOrderEvent(t, pool, outbox.TypePaymentRefunded, oid,
-			outbox.PaymentRefunded{OrderID: oid, PaymentIntentID: "pi_push_test_refund"}, nil)
+		commitOrderEvent(t, pool, outbox.TypePaymentRefunded, oid, outbox.PaymentRefunded{OrderID: oid, PaymentIntentID: "pi_push_test_refund",
+			AmountRefunded: dbtest.Count(t, pool, "SELECT amount_minor FROM orders WHERE id = $1", oid)}, nil)
 		// Once the relay has published the event the stream is woken and
 		// reads; the consumer's transition comes a moment later, with no
 		// event of its own. (Were it to come before that read, the read

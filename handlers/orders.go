@@ -68,7 +68,18 @@ type OrderBody struct {
 	Tickets     []OrderTicketBody `json:"tickets"`
 	LastDecline *DeclineBody      `json:"lastDecline,omitempty" doc:"The last declined payment attempt. While the order awaits payment and attempts are left, confirm the same PaymentIntent again (with another card)."`
 	// PaymentAttemptsLeft is how many more times the buyer may try.
-	PaymentAttemptsLeft int `json:"paymentAttemptsLeft" doc:"How many more times you may try to pay while the order awaits payment; 0 once it does not."`
+	PaymentAttemptsLeft int               `json:"paymentAttemptsLeft" doc:"How many more times you may try to pay while the order awaits payment; 0 once it does not."`
+	Refunds             []OrderRefundBody `json:"refunds" doc:"Refunds of selected tickets, oldest first. A refund of the whole order shows as its status (refunding, refunded) instead."`
+}
+
+// OrderRefundBody is a refund of selected tickets of an order.
+type OrderRefundBody struct {
+	ID          uuid.UUID   `json:"id"`
+	TicketIDs   []uuid.UUID `json:"ticketIds" doc:"The tickets refunded: revoked, and refused at the door."`
+	AmountMinor int64       `json:"amountMinor" doc:"The refunded amount: the prices of the tickets' seats."`
+	Status      string      `json:"status" enum:"requested,succeeded" doc:"requested: sent to the payment provider. succeeded: the provider confirmed it."`
+	RequestedAt time.Time   `json:"requestedAt"`
+	SucceededAt *time.Time  `json:"succeededAt,omitempty"`
 }
 
 // DeclineBody is a declined payment attempt.
@@ -127,9 +138,11 @@ func (h *Handlers) registerOrders(api huma.API) {
 		Summary: "Refund a paid order of your event", Tags: []string{"Orders"}, DefaultStatus: http.StatusAccepted,
 		Description: "For the organizer of the order's event: the order becomes refunding and the refund is sent to the " +
 			"payment provider; it becomes refunded once the provider confirms. Its tickets are revoked (refused at " +
-			"the door); with `resell: true` their seats go back on sale, else they stay off sale. Asking again returns the order " +
-			"without a second refund. An order that was not paid answers 409 `" + TypeOrderNotRefundable + "`; " +
-			"an order of another organizer's event, 404.",
+			"the door); with `resell: true` their seats go back on sale, else they stay off sale. With `ticketIds`, only those " +
+			"tickets of a ticketed order are refunded (their seats' prices): the order stays ticketed and lists the refund under " +
+			"`refunds` (requested, then succeeded once the provider confirms). Asking again returns the order " +
+			"without a second refund. An order that was not paid (or, with `ticketIds`, not ticketed) answers 409 `" + TypeOrderNotRefundable + "`; " +
+			"a ticket that is not the order's, 422; an order of another organizer's event, 404.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.refundOrder)
 	register(api, secured(huma.Operation{
@@ -254,6 +267,15 @@ func orderBody(o purchase.Order) OrderBody {
 		Hold: OrderHoldBody{ID: o.HoldID, Status: string(o.HoldStatus), ExpiresAt: o.HoldExpiresAt.UTC(), SeatIDs: o.SeatIDs,
 			PaymentGrace: o.HoldGraced},
 		Tickets: make([]OrderTicketBody, 0, len(o.Tickets)),
+		Refunds: make([]OrderRefundBody, 0, len(o.Refunds)),
+	}
+	for _, r := range o.Refunds {
+		rb := OrderRefundBody{ID: r.ID, TicketIDs: r.TicketIDs, AmountMinor: r.AmountMinor, Status: r.Status, RequestedAt: r.RequestedAt.UTC()}
+		if r.SucceededAt != nil {
+			at := r.SucceededAt.UTC()
+			rb.SucceededAt = &at
+		}
+		body.Refunds = append(body.Refunds, rb)
 	}
 	body.PaymentAttemptsLeft = o.PaymentAttemptsLeft
 	if d := o.LastDecline; d != nil {
@@ -307,7 +329,8 @@ type OrderStateOutput struct {
 type RefundOrderInput struct {
 	OrderPathInput
 	Body *struct {
-		Resell bool `json:"resell,omitempty" doc:"Put the order's ticketed seats back on sale (true), or keep them off sale (false, the default). Its tickets are revoked either way."`
+		Resell    bool        `json:"resell,omitempty" doc:"Put the refunded tickets' seats back on sale (true), or keep them off sale (false, the default). The tickets are revoked either way."`
+		TicketIDs []uuid.UUID `json:"ticketIds,omitempty" maxItems:"100" uniqueItems:"true" doc:"Refund only these tickets of a ticketed order (a partial refund): their seats' prices are refunded, they are revoked, and the order stays ticketed with its other tickets. Naming every ticket the order has left refunds the whole order. Tickets refunded already are skipped. Omit to refund the whole order (what earlier partial refunds left of it)."`
 	}
 }
 
@@ -322,7 +345,7 @@ func (h *Handlers) refundOrder(ctx context.Context, in *RefundOrderInput) (*Orde
 	}
 	var opts purchase.RefundOptions
 	if in.Body != nil {
-		opts.Resell = in.Body.Resell
+		opts.Resell, opts.TicketIDs = in.Body.Resell, in.Body.TicketIDs
 	}
 	st, err := c.Purchase.Refund(ctx, identity(ctx).OrganizerID, orderID, opts)
 	if err != nil {

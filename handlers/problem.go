@@ -255,6 +255,8 @@ var specificProblems = []specificProblem{
 		detail: "This hold would give you more seats of this event than its organizer allows per buyer."},
 	{err: purchase.ErrSeatsNotInEvent, status: http.StatusUnprocessableEntity, typ: TypeValidation,
 		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.seatIds", Message: "every seat must be a seat of this event"}}},
+	{err: purchase.ErrTicketsNotInOrder, status: http.StatusUnprocessableEntity, typ: TypeValidation,
+		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.ticketIds", Message: "every ticket must be a ticket of this order"}}},
 	{err: purchase.ErrOrderNotCancelable, status: http.StatusConflict, typ: TypeOrderNotCancelable,
 		detail: "Only an order awaiting payment can be canceled; a paid order can be refunded by the event's organizer."},
 	{err: purchase.ErrOrderNotRefundable, status: http.StatusConflict, typ: TypeOrderNotRefundable,

@@ -86,3 +86,79 @@ func TestRefundResell(t *testing.T) {
 	require.EqualValues(t, 1, seats["sold"], "the resold seat")
 	require.EqualValues(t, 1, seats["refunded"], "the seat kept off sale")
 }
+
+// A refund of selected tickets over HTTP: one ticket of a two-ticket order
+// is refunded (202, the order stays ticketed and lists the refund), that
+// ticket is refused at the door while the other admits; a ticket of
+// another order or a malformed id is a 422 that writes nothing; and the
+// sales summary counts the refund once the provider confirms it.
+func TestPartialRefundOverHTTP(t *testing.T) {
+	t.Parallel()
+	seed, err := tickets.GenerateSeed()
+	require.NoError(t, err)
+	signer, err := tickets.NewSigner(seed)
+	require.NoError(t, err)
+	pool := dbtest.New(t)
+	b := setupPool(t, pool, func(cfg *handlers.Config) { cellOf(cfg).Door = tickets.NewDoor(pool, signer.PublicKey()) })
+	org, orgID := b.organizerOf(t)
+	scanner := b.token(t, auth.Identity{UserID: uuid.New(), Role: auth.RoleScanner, OrganizerID: orgID})
+	ev := b.createEvent(t, org)
+	issuer := tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: b.logs.Logger})
+
+	_, buyer := b.buyer(t)
+	res := b.hold(t, buyer, b.admit(t, buyer, ev.ID), ev.ID, uuid.NewString(), ev.Seats[0], ev.Seats[1])
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+	orderID := res.json(t)["orderId"].(string)
+	dbtest.Exec(t, b.pool, `INSERT INTO payments (order_id, provider, payment_intent_id, status, amount_minor, currency)
+		SELECT id, 'sandbox', $2, 'succeeded', amount_minor, currency FROM orders WHERE id = $1`, orderID, "pi_"+strings.ReplaceAll(uuid.NewString(), "-", ""))
+	b.setOrderStatus(t, orderID, "paid")
+	require.NoError(t, db.WithTx(context.Background(), b.pool, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := issuer.Issue(ctx, tx, tickets.IssueParams{OrderID: uuid.MustParse(orderID)})
+		return err
+	}))
+	order := b.do(t, http.MethodGet, "/v1/orders/"+orderID, bearer(buyer), nil).json(t)
+	tks := order["tickets"].([]any)
+	require.Len(t, tks, 2)
+	first, second := tks[0].(map[string]any), tks[1].(map[string]any)
+	path := "/v1/orders/" + orderID + "/refund"
+
+	for name, body := range map[string]any{
+		"AnotherOrdersTicket": map[string]any{"ticketIds": []string{first["id"].(string), uuid.NewString()}},
+		"NotAUUID":            map[string]any{"ticketIds": []string{"seat-1"}},
+		"Duplicates":          map[string]any{"ticketIds": []string{first["id"].(string), first["id"].(string)}},
+	} {
+		r := b.do(t, http.MethodPost, path, bearer(org), body)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s: %s", name, r.body)
+	}
+	require.Zero(t, b.outboxCount(t, orderID, "RefundRequested"), "a refused refund writes nothing")
+
+	r := b.do(t, http.MethodPost, path, bearer(org), map[string]any{"ticketIds": []string{first["id"].(string)}})
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	require.Equal(t, "ticketed", r.json(t)["status"], "the order keeps its other ticket")
+	require.EqualValues(t, 1, b.outboxCount(t, orderID, "RefundRequested"))
+
+	order = b.do(t, http.MethodGet, "/v1/orders/"+orderID, bearer(buyer), nil).json(t)
+	refunds := order["refunds"].([]any)
+	require.Len(t, refunds, 1)
+	refund := refunds[0].(map[string]any)
+	require.Equal(t, []any{first["id"]}, refund["ticketIds"])
+	require.Equal(t, "requested", refund["status"])
+	require.EqualValues(t, order["amountMinor"].(float64)/2, refund["amountMinor"], "one of two seats at one price")
+
+	scan := func(payload any) response {
+		return b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/check-ins", bearer(scanner), map[string]any{"qrPayload": payload, "gate": "main"})
+	}
+	rs := scan(first["qrPayload"])
+	require.Equal(t, http.StatusConflict, rs.status, "%s", rs.body)
+	require.Equal(t, handlers.TypeTicketRevoked, problemType(t, rs))
+	require.Equal(t, http.StatusCreated, scan(second["qrPayload"]).status)
+
+	sales := func() map[string]any {
+		res := b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/sales", bearer(org), nil)
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		return res.json(t)
+	}
+	require.EqualValues(t, 0, sales()["refundedMinor"], "not refunded until the provider confirms")
+	dbtest.Exec(t, b.pool, "UPDATE refunds SET status = 'succeeded', succeeded_at = now() WHERE order_id = $1", orderID)
+	require.EqualValues(t, refund["amountMinor"], sales()["refundedMinor"])
+}

@@ -117,7 +117,8 @@ LIMIT @max_rows::int;
 -- not past its expiry), else refunded (its ticket revoked by a refund
 -- that kept it off sale), else available (a seat released for resale
 -- included). Money is the orders': gross is the amount of orders in
--- captured_statuses (money taken), refunded of those in refunded_status.
+-- captured_statuses (money taken), refunded of those in refunded_status
+-- plus the confirmed partial refunds of the others.
 WITH ev_orders AS (
     SELECT id, status, amount_minor FROM orders WHERE event_id = @event_id::uuid
 ), ticketed AS (
@@ -152,7 +153,9 @@ SELECT
     (SELECT count(*) FROM check_ins c WHERE c.event_id = @event_id::uuid)::int AS checked_in,
     COALESCE((SELECT jsonb_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM ev_orders GROUP BY status) x), '{}')::jsonb AS orders_by_status,
     COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY(@captured_statuses::text[])), 0)::bigint AS gross_minor,
-    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = @refunded_status::text), 0)::bigint AS refunded_minor;
+    (COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = @refunded_status::text), 0)
+     + COALESCE((SELECT sum(r.amount_minor) FROM refunds r JOIN ev_orders o ON o.id = r.order_id
+                 WHERE o.status <> @refunded_status::text AND r.status = 'succeeded'), 0))::bigint AS refunded_minor;
 
 -- name: OrderRecordDecline :one
 -- Counts a declined payment attempt of the (locked) order and keeps its

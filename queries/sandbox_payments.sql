@@ -39,8 +39,9 @@ INSERT INTO sandbox_refunds (id, payment_intent_id, amount, currency)
 VALUES (@id::text, @payment_intent_id::text, @amount::bigint, @currency::text)
 RETURNING *;
 
--- name: SandboxRefundExists :one
-SELECT EXISTS (SELECT 1 FROM sandbox_refunds WHERE payment_intent_id = @payment_intent_id::text) AS refunded;
+-- name: SandboxRefundTotal :one
+-- What the intent's charge has had refunded so far.
+SELECT COALESCE(sum(amount), 0)::bigint AS refunded FROM sandbox_refunds WHERE payment_intent_id = @payment_intent_id::text;
 
 -- name: SandboxIdempotencyKeyClaim :one
 -- Claims key for this transaction's request. Returns false when the key is

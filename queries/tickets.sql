@@ -27,3 +27,24 @@ ORDER BY t.revoked_at, t.id;
 
 -- name: TicketListByOrders :many
 SELECT * FROM tickets WHERE order_id = ANY(@order_ids::uuid[]) ORDER BY order_id, seat_id;
+
+-- name: TicketLockForRefund :many
+-- Locks the order's live tickets among ids, with their seat's price.
+SELECT t.id, s.price_minor
+FROM tickets t JOIN seats s ON s.id = t.seat_id
+WHERE t.order_id = @order_id::uuid AND t.id = ANY(@ids::uuid[]) AND t.revoked_at IS NULL
+ORDER BY t.id
+FOR UPDATE OF t;
+
+-- name: TicketOfOrderExists :many
+-- Which of ids are tickets of the order, live or not.
+SELECT id FROM tickets WHERE order_id = @order_id::uuid AND id = ANY(@ids::uuid[]);
+
+-- name: TicketCountLiveByOrder :one
+SELECT count(*)::int FROM tickets WHERE order_id = @order_id::uuid AND revoked_at IS NULL;
+
+-- name: TicketRevokeByIDs :execrows
+-- Revokes the given tickets of the order, releasing their seats for resale
+-- when resell is true.
+UPDATE tickets SET revoked_at = now(), resale_at = CASE WHEN @resell::bool THEN now() END
+WHERE order_id = @order_id::uuid AND id = ANY(@ids::uuid[]) AND revoked_at IS NULL;

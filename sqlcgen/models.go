@@ -132,6 +132,18 @@ type ReconcileRepair struct {
 	CreatedAt       time.Time
 }
 
+type Refund struct {
+	ID              uuid.UUID
+	OrderID         uuid.UUID
+	TicketIds       []uuid.UUID
+	AmountMinor     int64
+	CumulativeMinor int64
+	Resell          bool
+	Status          string
+	RequestedAt     time.Time
+	SucceededAt     *time.Time
+}
+
 type RegionEpoch struct {
 	Singleton bool
 	Epoch     int64

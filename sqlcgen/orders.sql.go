@@ -47,7 +47,9 @@ SELECT
     (SELECT count(*) FROM check_ins c WHERE c.event_id = $1::uuid)::int AS checked_in,
     COALESCE((SELECT jsonb_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM ev_orders GROUP BY status) x), '{}')::jsonb AS orders_by_status,
     COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY($2::text[])), 0)::bigint AS gross_minor,
-    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = $3::text), 0)::bigint AS refunded_minor
+    (COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = $3::text), 0)
+     + COALESCE((SELECT sum(r.amount_minor) FROM refunds r JOIN ev_orders o ON o.id = r.order_id
+                 WHERE o.status <> $3::text AND r.status = 'succeeded'), 0))::bigint AS refunded_minor
 `
 
 type EventSalesParams struct {
@@ -74,7 +76,8 @@ type EventSalesRow struct {
 // not past its expiry), else refunded (its ticket revoked by a refund
 // that kept it off sale), else available (a seat released for resale
 // included). Money is the orders': gross is the amount of orders in
-// captured_statuses (money taken), refunded of those in refunded_status.
+// captured_statuses (money taken), refunded of those in refunded_status
+// plus the confirmed partial refunds of the others.
 func (q *Queries) EventSales(ctx context.Context, db DBTX, arg EventSalesParams) (EventSalesRow, error) {
 	row := db.QueryRow(ctx, eventSales, arg.EventID, arg.CapturedStatuses, arg.RefundedStatus)
 	var i EventSalesRow

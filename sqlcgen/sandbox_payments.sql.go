@@ -266,17 +266,6 @@ func (q *Queries) SandboxIntentUpdate(ctx context.Context, db DBTX, arg SandboxI
 	return i, err
 }
 
-const sandboxRefundExists = `-- name: SandboxRefundExists :one
-SELECT EXISTS (SELECT 1 FROM sandbox_refunds WHERE payment_intent_id = $1::text) AS refunded
-`
-
-func (q *Queries) SandboxRefundExists(ctx context.Context, db DBTX, paymentIntentID string) (bool, error) {
-	row := db.QueryRow(ctx, sandboxRefundExists, paymentIntentID)
-	var refunded bool
-	err := row.Scan(&refunded)
-	return refunded, err
-}
-
 const sandboxRefundInsert = `-- name: SandboxRefundInsert :one
 INSERT INTO sandbox_refunds (id, payment_intent_id, amount, currency)
 VALUES ($1::text, $2::text, $3::bigint, $4::text)
@@ -306,6 +295,18 @@ func (q *Queries) SandboxRefundInsert(ctx context.Context, db DBTX, arg SandboxR
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const sandboxRefundTotal = `-- name: SandboxRefundTotal :one
+SELECT COALESCE(sum(amount), 0)::bigint AS refunded FROM sandbox_refunds WHERE payment_intent_id = $1::text
+`
+
+// What the intent's charge has had refunded so far.
+func (q *Queries) SandboxRefundTotal(ctx context.Context, db DBTX, paymentIntentID string) (int64, error) {
+	row := db.QueryRow(ctx, sandboxRefundTotal, paymentIntentID)
+	var refunded int64
+	err := row.Scan(&refunded)
+	return refunded, err
 }
 
 const sandboxRequestCount = `-- name: SandboxRequestCount :one

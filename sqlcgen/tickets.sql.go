@@ -12,6 +12,17 @@ import (
 	"github.com/google/uuid"
 )
 
+const ticketCountLiveByOrder = `-- name: TicketCountLiveByOrder :one
+SELECT count(*)::int FROM tickets WHERE order_id = $1::uuid AND revoked_at IS NULL
+`
+
+func (q *Queries) TicketCountLiveByOrder(ctx context.Context, db DBTX, orderID uuid.UUID) (int32, error) {
+	row := db.QueryRow(ctx, ticketCountLiveByOrder, orderID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const ticketInsertBatch = `-- name: TicketInsertBatch :exec
 INSERT INTO tickets (id, order_id, event_id, seat_id, issued_at, qr_payload)
 SELECT unnest($1::uuid[]), $2::uuid, $3::uuid, unnest($4::uuid[]), $5::timestamptz,
@@ -142,6 +153,96 @@ func (q *Queries) TicketListRevokedByEvent(ctx context.Context, db DBTX, eventID
 		return nil, err
 	}
 	return items, nil
+}
+
+const ticketLockForRefund = `-- name: TicketLockForRefund :many
+SELECT t.id, s.price_minor
+FROM tickets t JOIN seats s ON s.id = t.seat_id
+WHERE t.order_id = $1::uuid AND t.id = ANY($2::uuid[]) AND t.revoked_at IS NULL
+ORDER BY t.id
+FOR UPDATE OF t
+`
+
+type TicketLockForRefundParams struct {
+	OrderID uuid.UUID
+	Ids     []uuid.UUID
+}
+
+type TicketLockForRefundRow struct {
+	ID         uuid.UUID
+	PriceMinor int64
+}
+
+// Locks the order's live tickets among ids, with their seat's price.
+func (q *Queries) TicketLockForRefund(ctx context.Context, db DBTX, arg TicketLockForRefundParams) ([]TicketLockForRefundRow, error) {
+	rows, err := db.Query(ctx, ticketLockForRefund, arg.OrderID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TicketLockForRefundRow
+	for rows.Next() {
+		var i TicketLockForRefundRow
+		if err := rows.Scan(&i.ID, &i.PriceMinor); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const ticketOfOrderExists = `-- name: TicketOfOrderExists :many
+SELECT id FROM tickets WHERE order_id = $1::uuid AND id = ANY($2::uuid[])
+`
+
+type TicketOfOrderExistsParams struct {
+	OrderID uuid.UUID
+	Ids     []uuid.UUID
+}
+
+// Which of ids are tickets of the order, live or not.
+func (q *Queries) TicketOfOrderExists(ctx context.Context, db DBTX, arg TicketOfOrderExistsParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, ticketOfOrderExists, arg.OrderID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const ticketRevokeByIDs = `-- name: TicketRevokeByIDs :execrows
+UPDATE tickets SET revoked_at = now(), resale_at = CASE WHEN $1::bool THEN now() END
+WHERE order_id = $2::uuid AND id = ANY($3::uuid[]) AND revoked_at IS NULL
+`
+
+type TicketRevokeByIDsParams struct {
+	Resell  bool
+	OrderID uuid.UUID
+	Ids     []uuid.UUID
+}
+
+// Revokes the given tickets of the order, releasing their seats for resale
+// when resell is true.
+func (q *Queries) TicketRevokeByIDs(ctx context.Context, db DBTX, arg TicketRevokeByIDsParams) (int64, error) {
+	result, err := db.Exec(ctx, ticketRevokeByIDs, arg.Resell, arg.OrderID, arg.Ids)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const ticketRevokeByOrder = `-- name: TicketRevokeByOrder :execrows

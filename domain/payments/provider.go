@@ -37,11 +37,14 @@ type Provider interface {
 	// the buyer's card is released. Any other status is a permanent error
 	// with code CodeUnexpectedState. Use the key "cancel:<order_id>".
 	Cancel(ctx context.Context, intentID, idempotencyKey string) (Intent, error)
-	// Refund refunds the whole captured amount of a succeeded intent. An
-	// intent is refunded at most once: a second refund under another key
-	// is a permanent error with code CodeChargeAlreadyRefunded. Use the key
-	// "refund:<order_id>".
-	Refund(ctx context.Context, intentID, idempotencyKey string) (Refund, error)
+	// Refund refunds amountMinor of a succeeded intent's captured amount,
+	// or (amountMinor 0) whatever of it is not refunded yet. A charge
+	// refunded in full refunds nothing more: another refund under another
+	// key is a permanent error with code CodeChargeAlreadyRefunded, and an
+	// amount above what is left one with CodeInvalidRequest. Use the key
+	// "refund:<order_id>" for the refund of a whole order and
+	// "refund:<refund_id>" for a refund of selected tickets.
+	Refund(ctx context.Context, intentID string, amountMinor int64, idempotencyKey string) (Refund, error)
 	// Get reads an intent as the provider sees it now: the truth to
 	// consult when a webhook and local state disagree. An unknown intent is
 	// a permanent error with code CodeResourceMissing.

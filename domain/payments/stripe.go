@@ -178,13 +178,20 @@ func (s *Stripe) Cancel(ctx context.Context, intentID, idempotencyKey string) (I
 	return intentFromStripe(pi), nil
 }
 
-// Refund implements Provider: a refund of the intent's whole charge.
-func (s *Stripe) Refund(ctx context.Context, intentID, idempotencyKey string) (Refund, error) {
+// Refund implements Provider: a refund of amountMinor of the intent's
+// charge, or of what is left of it.
+func (s *Stripe) Refund(ctx context.Context, intentID string, amountMinor int64, idempotencyKey string) (Refund, error) {
 	const op = "refund"
 	if err := ValidateMutation(op, intentID, idempotencyKey); err != nil {
 		return Refund{}, err
 	}
+	if amountMinor < 0 {
+		return Refund{}, Invalid(op, intentID, "refund amount must not be negative")
+	}
 	params := &stripe.RefundParams{PaymentIntent: stripe.String(intentID)}
+	if amountMinor > 0 {
+		params.Amount = stripe.Int64(amountMinor)
+	}
 	params.Context = ctx
 	params.SetIdempotencyKey(idempotencyKey)
 	r, err := s.refunds.New(params)

@@ -42,6 +42,20 @@ type Order struct {
 	// HoldGraced is set when the hold was kept longer because its payment
 	// was being confirmed (GraceForPayment); HoldExpiresAt includes it.
 	HoldGraced bool
+	// Refunds are the refunds of selected tickets, oldest first (a whole
+	// refund is the order's status, not one of these).
+	Refunds []Refund
+}
+
+// Refund is a refund of selected tickets of an order: requested until
+// the provider reports the charge refunded that far, then succeeded.
+type Refund struct {
+	ID          uuid.UUID
+	TicketIDs   []uuid.UUID
+	AmountMinor int64
+	Status      string
+	RequestedAt time.Time
+	SucceededAt *time.Time
 }
 
 // Payment is an order's payment as its owner sees it.
@@ -224,6 +238,15 @@ func (s *Service) complete(ctx context.Context, rows []sqlcgen.OrderListForUserR
 		}
 		o := byOrder[t.OrderID]
 		o.Tickets = append(o.Tickets, ot)
+	}
+	refunds, err := q.RefundListByOrders(ctx, s.read(), orderIDs)
+	if err != nil {
+		return nil, fmt.Errorf("list refunds: %w", err)
+	}
+	for _, r := range refunds {
+		o := byOrder[r.OrderID]
+		o.Refunds = append(o.Refunds, Refund{ID: r.ID, TicketIDs: r.TicketIds, AmountMinor: r.AmountMinor,
+			Status: r.Status, RequestedAt: r.RequestedAt, SucceededAt: r.SucceededAt})
 	}
 	return orders, nil
 }

@@ -79,6 +79,9 @@ func newOrderTx(tx pgx.Tx, row sqlcgen.Order, cause Cause) *OrderTx {
 // ID is the order's id.
 func (o *OrderTx) ID() uuid.UUID { return o.order.ID }
 
+// AmountMinor is the order's amount, in minor units of its currency.
+func (o *OrderTx) AmountMinor() int64 { return o.order.AmountMinor }
+
 // EventID is the id of the order's event (the show, not a domain event).
 func (o *OrderTx) EventID() uuid.UUID { return o.order.EventID }
 

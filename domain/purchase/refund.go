@@ -20,6 +20,10 @@ import (
 // refund yet.
 var ErrOrderNotRefundable = fault.New(fault.CodeConflict, "order cannot be refunded")
 
+// ErrTicketsNotInOrder is returned by Refund for selected tickets that
+// are not all tickets of the order.
+var ErrTicketsNotInOrder = fault.New(fault.CodeInvalid, "tickets not in order")
+
 // ReasonRefundByOrganizer is the reason of the RefundRequested that
 // Refund emits.
 const ReasonRefundByOrganizer = "requested_by_organizer"
@@ -39,10 +43,18 @@ const ReasonRefundByOrganizer = "requested_by_organizer"
 // could keep them off), and the tickets worker then issues none (it
 // issues only for paid orders).
 //
+// With opts.TicketIDs, only those tickets of a ticketed order are
+// refunded (refundTickets): the order stays ticketed with its other
+// tickets, unless the selection is every ticket it has left, which is the
+// whole refund above. A whole refund after partial ones refunds what they
+// left.
+//
 // An order already refunding or refunded changes nothing and is returned,
 // so a retried request asks for one refund. Returns ErrOrderNotFound when
-// organizerID does not organize the order's event, and
-// ErrOrderNotRefundable for an order in any other state.
+// organizerID does not organize the order's event, ErrTicketsNotInOrder
+// when a selected ticket is not the order's, and ErrOrderNotRefundable
+// for an order in any other state (or a selection of tickets of an order
+// that is not ticketed).
 func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID, opts RefundOptions) (OrderState, error) {
 	return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (OrderState, error) {
 		q := sqlcgen.New()
@@ -59,6 +71,12 @@ func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID, op
 			return state, nil
 		case !o.Status().Paid():
 			return OrderState{}, ErrOrderNotRefundable
+		}
+		if len(opts.TicketIDs) > 0 {
+			whole, err := refundTickets(ctx, o, opts)
+			if err != nil || !whole {
+				return state, err
+			}
 		}
 		payment, err := q.PaymentIntentGetByOrder(ctx, tx, o.ID())
 		if err != nil {
@@ -88,6 +106,79 @@ type RefundOptions struct {
 	// Resell puts a ticketed order's seats back on sale; without it they
 	// stay off sale.
 	Resell bool
+	// TicketIDs, when set, refunds only these tickets of the order (at
+	// most MaxRefundTickets, distinct).
+	TicketIDs []uuid.UUID
+}
+
+// MaxRefundTickets bounds the tickets one partial refund names.
+const MaxRefundTickets = 100
+
+// refundTickets refunds the selected tickets of the locked order o, in
+// its transaction: their amount is the sum of their seats' prices, a
+// refunds row records it (after every earlier refund of the order),
+// RefundRequested with the refund's id and amount goes to the outbox, and
+// the tickets are revoked (their seats back on sale with opts.Resell).
+// Tickets already revoked by an earlier refund are skipped, so a retried
+// request refunds nothing twice. It reports whole when the selection is
+// every ticket the order has left: the caller then refunds the order as a
+// whole.
+func refundTickets(ctx context.Context, o *OrderTx, opts RefundOptions) (whole bool, err error) {
+	if o.Status() != OrderTicketed {
+		return false, ErrOrderNotRefundable
+	}
+	mine, err := o.q.TicketOfOrderExists(ctx, o.tx, sqlcgen.TicketOfOrderExistsParams{OrderID: o.ID(), Ids: opts.TicketIDs})
+	if err != nil {
+		return false, fmt.Errorf("look up tickets: %w", err)
+	}
+	if len(mine) != len(opts.TicketIDs) {
+		return false, ErrTicketsNotInOrder
+	}
+	live, err := o.q.TicketLockForRefund(ctx, o.tx, sqlcgen.TicketLockForRefundParams{OrderID: o.ID(), Ids: opts.TicketIDs})
+	if err != nil {
+		return false, fmt.Errorf("lock tickets: %w", err)
+	}
+	if len(live) == 0 {
+		return false, nil // refunded already: nothing to do
+	}
+	left, err := o.q.TicketCountLiveByOrder(ctx, o.tx, o.ID())
+	if err != nil {
+		return false, fmt.Errorf("count tickets: %w", err)
+	}
+	if int(left) == len(live) {
+		return true, nil
+	}
+	ids := make([]uuid.UUID, len(live))
+	var amount int64
+	for i, t := range live {
+		ids[i] = t.ID
+		amount += t.PriceMinor
+	}
+	payment, err := o.q.PaymentIntentGetByOrder(ctx, o.tx, o.ID())
+	if err != nil {
+		return false, fmt.Errorf("get payment of ticketed order: %w", err)
+	}
+	if payment.PaymentIntentID == nil || *payment.PaymentIntentID == "" {
+		return false, fmt.Errorf("ticketed order %s has no payment intent", o.ID())
+	}
+	if amount <= 0 {
+		// Free seats: nothing to send to the provider.
+		_, err := o.q.TicketRevokeByIDs(ctx, o.tx, sqlcgen.TicketRevokeByIDsParams{OrderID: o.ID(), Ids: ids, Resell: opts.Resell})
+		return false, err
+	}
+	refund, err := o.q.RefundInsert(ctx, o.tx, sqlcgen.RefundInsertParams{
+		ID: uuid.New(), OrderID: o.ID(), TicketIds: ids, AmountMinor: amount, Resell: opts.Resell,
+	})
+	if err != nil {
+		return false, fmt.Errorf("record refund: %w", err)
+	}
+	if _, err := o.q.TicketRevokeByIDs(ctx, o.tx, sqlcgen.TicketRevokeByIDsParams{OrderID: o.ID(), Ids: ids, Resell: opts.Resell}); err != nil {
+		return false, fmt.Errorf("revoke tickets: %w", err)
+	}
+	return false, o.Emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
+		OrderID: o.ID(), PaymentIntentID: *payment.PaymentIntentID, Reason: ReasonRefundByOrganizer,
+		RefundID: refund.ID, AmountMinor: amount,
+	})
 }
 
 // giveUp revokes the tickets of a ticketed order (releasing their seats

@@ -323,24 +323,47 @@ func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope)
 	return st.requestCancel(ctx, p.PaymentIntentID, ReasonPaymentFailed)
 }
 
-// PaymentRefunded completes a refund: order refunding → refunded. A
-// refund of an order in any other state changes nothing; one of a paid or
-// ticketed order was made outside Boxoffice and is logged as a warning.
+// PaymentRefunded records what the provider refunded. AmountRefunded is
+// the charge's refunded total (charge.refunded) or at least one refund's
+// amount (refund.updated): either way no more than has been refunded, so
+// whatever it covers is done. The order's refunds of selected tickets
+// that the total covers are confirmed; a refunding order whose whole
+// amount it covers becomes refunded (a webhook of an earlier partial
+// refund, arriving late, leaves it refunding). Duplicates and webhooks
+// out of order change nothing more. A refund of a paid or ticketed order
+// that nobody asked for was made outside Boxoffice and is logged as a
+// warning; of an order in any other state, it changes nothing.
 func (s *Saga) PaymentRefunded(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
 	st, p, err := open[outbox.PaymentRefunded](ctx, s, tx, ev)
 	if err != nil {
 		return err
 	}
+	confirmed, err := sqlcgen.New().RefundConfirmUpTo(ctx, tx, sqlcgen.RefundConfirmUpToParams{
+		OrderID: st.ID(), AmountRefunded: p.AmountRefunded,
+	})
+	if err != nil {
+		return fmt.Errorf("confirm refunds: %w", err)
+	}
+	if confirmed > 0 {
+		st.log.InfoContext(ctx, "refunds of selected tickets confirmed", "refunds", confirmed, "amount_refunded", p.AmountRefunded)
+	}
 	switch st.Status() {
 	case OrderRefunding:
+		if p.AmountRefunded < st.AmountMinor() {
+			st.log.InfoContext(ctx, "part of the order refunded; the rest is still on its way",
+				"amount_refunded", p.AmountRefunded, "amount_minor", st.AmountMinor())
+			return nil
+		}
 		if err := st.Move(ctx, OrderRefunded); err != nil {
 			return err
 		}
 		st.log.InfoContext(ctx, "order refunded", "amount_refunded", p.AmountRefunded)
 		return nil
 	case OrderPaid, OrderTicketed:
-		st.log.WarnContext(ctx, "refund of an order nobody asked to refund; made outside Boxoffice?",
-			"order_status", st.Status(), "amount_refunded", p.AmountRefunded)
+		if confirmed == 0 {
+			st.log.WarnContext(ctx, "refund of an order nobody asked to refund; made outside Boxoffice?",
+				"order_status", st.Status(), "amount_refunded", p.AmountRefunded)
+		}
 		return nil
 	default:
 		st.log.InfoContext(ctx, "refund already applied or not ours; ignored", "order_status", st.Status())

@@ -148,7 +148,7 @@ func (s *MemoryStore) enter(p JoinParams, join bool) Entry {
 	if !join {
 		return Entry{Status: StatusNone}
 	}
-	if p.Phase == PhaseOpen && len(e.queue) == e.head {
+	if p.Phase == PhaseOpen && len(e.queue) == e.head && (p.Seats <= 0 || p.Seats > e.trimClaims(p.Now, p.ClaimWindow)) {
 		if t := e.refill(p.Now, p.Rate, p.Burst); t >= 1 {
 			e.tokens, e.tokensAt, e.full = t-1, p.Now, false
 			a := Admission{JTI: p.JTI, IssuedAt: p.Now, ExpiresAt: p.Now.Add(p.TTL)}
@@ -185,7 +185,7 @@ func (s *MemoryStore) Admit(_ context.Context, p AdmitParams) ([]uuid.UUID, erro
 	e.flush()
 	t := e.refill(p.Now, p.Rate, p.Burst)
 	limit := p.Max
-	if n := e.trimClaims(p.Now, p.ClaimWindow); p.Seats >= 0 {
+	if n := e.trimClaims(p.Now, p.ClaimWindow); p.Seats > 0 {
 		limit = min(limit, p.Seats-n)
 	}
 	var out []uuid.UUID

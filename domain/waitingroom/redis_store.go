@@ -166,7 +166,9 @@ end
 
 // joinScript: KEYS q, seq, b, a:user, rl:u, rl:ip, active, claims.
 // ARGV user, now_ms, phase, rate, burst, jti, ttl_ms, user_limit, ip_limit,
-// pre_score, event_id, join (1) or poll (0), claim window ms.
+// pre_score, event_id, join (1) or poll (0), claim window ms, seats (0: no
+// bound; else admitted at once only while seats exceed the window's
+// admissions).
 var joinScript = redis.NewScript(luaHelpers + `
 local now = tonumber(ARGV[2])
 if limited(KEYS[5], tonumber(ARGV[8])) or limited(KEYS[6], tonumber(ARGV[9])) then
@@ -177,7 +179,13 @@ if rec then return {'admitted', rec} end
 local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
 if rank then return {'queued', rank} end
 if ARGV[12] ~= '1' then return {'none'} end
-if ARGV[3] == 'open' and redis.call('ZCARD', KEYS[1]) == 0 then
+local seats, window = tonumber(ARGV[14]), tonumber(ARGV[13])
+local room = true
+if seats > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now - window)
+  room = seats > redis.call('ZCARD', KEYS[8])
+end
+if room and ARGV[3] == 'open' and redis.call('ZCARD', KEYS[1]) == 0 then
   local rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
   local t = refill(KEYS[3], now, rate, burst)
   if t >= 1 then
@@ -185,7 +193,7 @@ if ARGV[3] == 'open' and redis.call('ZCARD', KEYS[1]) == 0 then
     rec = ARGV[6] .. '|' .. string.format('%.0f', now) .. '|' .. string.format('%.0f', now + ttl)
     redis.call('SET', KEYS[4], rec, 'PX', ttl)
     save(KEYS[3], t - 1, now)
-    claim(KEYS[8], ARGV[1], now, tonumber(ARGV[13]))
+    claim(KEYS[8], ARGV[1], now, window)
     return {'admitted', rec}
   end
 end
@@ -203,9 +211,9 @@ return {'queued', redis.call('ZRANK', KEYS[1], ARGV[1])}
 `)
 
 // admitScript: KEYS q, b, active, claims. ARGV now_ms, rate, burst, max,
-// ttl_ms, jti_base (a UUID), admission key prefix, event_id, seats (-1:
-// no bound), claim window ms. Pops up to the bucket's whole tokens (and,
-// when seats is not negative, at most seats less the admissions of the
+// ttl_ms, jti_base (a UUID), admission key prefix, event_id, seats (0: no
+// bound), claim window ms. Pops up to the bucket's whole tokens (and,
+// when seats is positive, at most seats less the admissions of the
 // window) from the head of the queue and records an admission for each
 // popped buyer who has none (never twice).
 var admitScript = redis.NewScript(luaHelpers + `
@@ -215,7 +223,7 @@ local t = refill(KEYS[2], now, rate, burst)
 local n = math.floor(t)
 if n > max then n = max end
 if window > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - window) end
-if seats >= 0 then
+if seats > 0 then
   local left = seats - redis.call('ZCARD', KEYS[4])
   if n > left then n = left end
 end
@@ -264,7 +272,7 @@ func (s *RedisStore) joinArgs(p JoinParams, join bool) ([]string, []any) {
 		j = "1"
 	}
 	args := []any{user, p.Now.UnixMilli(), string(p.Phase), p.Rate, p.Burst, p.JTI.String(), p.TTL.Milliseconds(),
-		p.Limits.PerUser, p.Limits.PerIP, p.PreScore, p.EventID.String(), j, p.ClaimWindow.Milliseconds()}
+		p.Limits.PerUser, p.Limits.PerIP, p.PreScore, p.EventID.String(), j, p.ClaimWindow.Milliseconds(), p.Seats}
 	return keys, args
 }
 

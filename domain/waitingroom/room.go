@@ -78,9 +78,9 @@ type RoomConfig struct {
 	// come back (an expiry, a cancel, a failed payment, a refund that
 	// resells), the admitter admits about as many queued buyers as came
 	// back, in queue order: while seats are scarce (fewer than R admits in
-	// ClaimWindow), each admission counts against the seats left for
-	// ClaimWindow, whichever process made it. Defaults to none: admission
-	// ignores seats.
+	// ClaimWindow), each admission (from the queue, or at once on
+	// joining) counts against the seats left for ClaimWindow, whichever
+	// process made it. Defaults to none: admission ignores seats.
 	InventoryFunc func(ctx context.Context, eventID uuid.UUID) (catalog.Inventory, error)
 	// ClaimWindow is how long an admission counts against the seats left
 	// while they are scarce: about the time an admitted buyer takes to
@@ -349,11 +349,15 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 	inv, known, _ := r.inventory(ctx, eventID)
 	var e Entry
 	if join {
-		if known && r.seatBudget(inv, rate) >= 0 {
-			// No seat, or few: queue the buyer rather than admit at once,
-			// so that the admitter matches admissions to seats (an empty
-			// bucket admits nobody and is left as it is).
+		switch {
+		case known && inv.Available() == 0:
+			// No seat to hold: queue the buyer rather than admit at once
+			// (an empty bucket admits nobody and is left as it is).
 			p.Rate, p.Burst = 0, 0
+		case known:
+			// Few seats: admitted at once only while the recent
+			// admissions leave one.
+			p.Seats = r.seatBudget(inv, rate)
 		}
 		p.JTI = uuid.New()
 		p.PreScore = preScore()
@@ -420,15 +424,14 @@ func (r *Room) inventory(ctx context.Context, eventID uuid.UUID) (inv catalog.In
 	return inv, true, nil
 }
 
-// seatBudget is the Seats bound of an admitter pass: the seats available
-// while they are scarce (no more than R admits in ClaimWindow), else -1
-// (no bound: the bucket alone paces admission, and a buyer is admitted at
-// once on joining when it has a token).
+// seatBudget is the Seats bound of a join or an admitter pass: the seats
+// available while they are scarce (no more than R admits in
+// ClaimWindow), else 0 (no bound: the bucket alone paces admission).
 func (r *Room) seatBudget(inv catalog.Inventory, rate float64) int {
 	if left := inv.Available(); float64(left) <= rate*r.cfg.ClaimWindow.Seconds() {
 		return left
 	}
-	return -1
+	return 0
 }
 
 // preScore draws a pre-queue score uniformly from [0, 2^52) with
@@ -627,7 +630,7 @@ func (r *Room) AdmitEvent(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error
 	}
 	rate := r.rate(ev.Settings)
 	burst := r.burst(rate)
-	seats := -1
+	seats := 0
 	inv, known, seatsErr := r.inventory(ctx, id)
 	if known {
 		if inv.Available() == 0 {

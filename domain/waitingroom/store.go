@@ -91,6 +91,10 @@ type JoinParams struct {
 	// PreScore places the buyer in the pre-queue: a uniformly random
 	// number in [0, 2^52), drawn with crypto/rand.
 	PreScore uint64
+	// Seats, when positive, bounds admission at once as AdmitParams.Seats
+	// bounds the admitter: the buyer is queued unless Seats exceeds the
+	// admissions of the last ClaimWindow. 0: no bound.
+	Seats int
 	// ClaimWindow is how long an admission counts against the seats left
 	// (see AdmitParams.Seats); a buyer admitted at once is recorded too.
 	ClaimWindow time.Duration
@@ -104,10 +108,11 @@ type AdmitParams struct {
 	TTL         time.Duration
 	// Max bounds how many buyers one call admits.
 	Max int
-	// Seats, when not negative, is how many seats are left: the call
-	// admits at most Seats less the buyers admitted in the last
-	// ClaimWindow (by any process sharing the store, at once on joining
-	// included), so seats that come back admit about as many buyers.
+	// Seats, when positive, is how many seats are left: the call admits
+	// at most Seats less the buyers admitted in the last ClaimWindow (by
+	// any process sharing the store, at once on joining included), so
+	// seats that come back admit about as many buyers. 0: no bound (a
+	// caller with no seat left admits nobody and does not call).
 	Seats int
 	// ClaimWindow is how long an admission counts against Seats.
 	ClaimWindow time.Duration

@@ -23,13 +23,16 @@ const (
 	EventOrderFailed    = "order.failed"
 	EventOrderCanceled  = "order.canceled"
 	EventOrderRefunded  = "order.refunded"
-	EventHoldExpired    = "hold.expired"
+	// EventOrderPartiallyRefunded: some of the order's tickets were
+	// refunded; amount_refunded is the charge's refunded total so far.
+	EventOrderPartiallyRefunded = "order.partially_refunded"
+	EventHoldExpired            = "hold.expired"
 )
 
 // EventTypes lists every public event type.
 var EventTypes = []string{
 	EventOrderConfirmed, EventOrderPaid, EventTicketIssued, EventOrderFailed,
-	EventOrderCanceled, EventOrderRefunded, EventHoldExpired,
+	EventOrderCanceled, EventOrderRefunded, EventOrderPartiallyRefunded, EventHoldExpired,
 }
 
 // IsEventType reports whether t is a public event type.
@@ -94,7 +97,8 @@ type OrderCanceledData struct {
 	Reason string `json:"reason"`
 }
 
-// OrderRefundedData is the data of order.refunded.
+// OrderRefundedData is the data of order.refunded and
+// order.partially_refunded.
 type OrderRefundedData struct {
 	OrderData
 	AmountRefunded int64 `json:"amount_refunded"`
@@ -120,7 +124,7 @@ type fact struct {
 
 // errNotYet is a transient error: the fact cannot be judged until the
 // saga has applied it.
-var errNotYet = errors.New("order not failed yet: the saga has not applied the payment failure")
+var errNotYet = errors.New("the saga has not applied the event to the order yet")
 
 // errUndecodable marks a payload that does not decode: no retry helps.
 var errUndecodable = errors.New("payload does not decode")
@@ -186,6 +190,15 @@ func factsOf(ev outbox.Envelope, o sqlcgen.WebhookOrderSubjectRow) ([]fact, erro
 		var p outbox.PaymentRefunded
 		if err := decode(ev, &p); err != nil {
 			return nil, err
+		}
+		// The charge refunded in full is order.refunded once the saga has
+		// made the order refunded; anything less (a refund of selected
+		// tickets, or a late webhook of one) is order.partially_refunded.
+		switch st := purchase.OrderStatus(o.Status); {
+		case p.AmountRefunded < o.AmountMinor:
+			return []fact{{EventOrderPartiallyRefunded, key, OrderRefundedData{base, p.AmountRefunded}}}, nil
+		case st == purchase.OrderRefunding:
+			return nil, errNotYet
 		}
 		return []fact{{EventOrderRefunded, key, OrderRefundedData{base, p.AmountRefunded}}}, nil
 	}

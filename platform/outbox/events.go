@@ -112,11 +112,15 @@ type AuthorizationCancelRequested struct {
 	Reason          string    `json:"reason"`
 }
 
-// RefundRequested is the payload of TypeRefundRequested.
+// RefundRequested is the payload of TypeRefundRequested: refund the
+// order's whole charge (what is left of it) or, with RefundID, the
+// AmountMinor of one refund of selected tickets.
 type RefundRequested struct {
 	OrderID         uuid.UUID `json:"order_id"`
 	PaymentIntentID string    `json:"payment_intent_id"`
 	Reason          string    `json:"reason"`
+	RefundID        uuid.UUID `json:"refund_id,omitzero"`
+	AmountMinor     int64     `json:"amount_minor,omitempty"`
 }
 
 // OrderCanceled is the payload of TypeOrderCanceled.

@@ -340,13 +340,16 @@ func (s *Sandbox) Cancel(ctx context.Context, intentID, idempotencyKey string) (
 }
 
 // Refund implements Provider.
-func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (payments.Refund, error) {
+func (s *Sandbox) Refund(ctx context.Context, intentID string, amountMinor int64, idempotencyKey string) (payments.Refund, error) {
 	const op = "refund"
 	ctx = db.WithRole(ctx, ProviderRole)
 	if err := payments.ValidateMutation(op, intentID, idempotencyKey); err != nil {
 		return payments.Refund{}, err
 	}
-	hash := requestHash(OpRefund, map[string]any{"intent": intentID})
+	if amountMinor < 0 {
+		return payments.Refund{}, payments.Invalid(op, intentID, "refund amount must not be negative")
+	}
+	hash := requestHash(OpRefund, map[string]any{"intent": intentID, "amount": amountMinor})
 	resp, err := s.idempotent(ctx, op, OpRefund, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
 		row, err := s.lockIntent(ctx, tx, op, intentID)
 		if err != nil {
@@ -355,27 +358,35 @@ func (s *Sandbox) Refund(ctx context.Context, intentID, idempotencyKey string) (
 		if payments.IntentStatus(row.Status) != payments.StatusSucceeded || row.LatestCharge == nil {
 			return response{}, unexpectedState(op, intentID, "This PaymentIntent does not have a successful charge to refund.")
 		}
-		refunded, err := s.q.SandboxRefundExists(ctx, tx, intentID)
+		refunded, err := s.q.SandboxRefundTotal(ctx, tx, intentID)
 		if err != nil {
-			return response{}, fmt.Errorf("look up refund: %w", err)
+			return response{}, fmt.Errorf("look up refunds: %w", err)
 		}
-		if refunded {
+		left := row.AmountReceived - refunded
+		if left <= 0 {
 			return response{}, &payments.Error{
 				Op: op, IntentID: intentID, Code: payments.CodeChargeAlreadyRefunded, HTTPStatus: http.StatusBadRequest,
 				Message: fmt.Sprintf("Charge %s has already been refunded.", *row.LatestCharge),
 			}
 		}
+		amount := cmp.Or(amountMinor, left)
+		if amount > left {
+			return response{}, &payments.Error{
+				Op: op, IntentID: intentID, Code: payments.CodeInvalidRequest, HTTPStatus: http.StatusBadRequest,
+				Message: fmt.Sprintf("Refund amount (%d) is greater than unrefunded amount on charge (%d).", amount, left),
+			}
+		}
 		ref, err := s.q.SandboxRefundInsert(ctx, tx, sqlcgen.SandboxRefundInsertParams{
 			ID:              randomID("re_", 24),
 			PaymentIntentID: intentID,
-			Amount:          row.AmountReceived,
+			Amount:          amount,
 			Currency:        row.Currency,
 		})
 		if err != nil {
 			return response{}, fmt.Errorf("insert refund: %w", err)
 		}
 		refObj := refundObjectFromRow(ref, *row.LatestCharge)
-		charge, err := chargeObjectFromRows(row, &refObj)
+		charge, err := chargeObjectFromRows(row, &refObj, refunded+amount)
 		if err != nil {
 			return response{}, err
 		}

@@ -256,6 +256,37 @@ func TestSandbox(t *testing.T) {
 		b.recv.wait(t, in.ID, payments.EventAmountCapturableUpdated, payments.EventSucceeded)
 	})
 
+	t.Run("PartialRefundsAddUp", func(t *testing.T) {
+		t.Parallel()
+		sb, b := setupSandbox(t)
+		ctx := t.Context()
+		orderID, in := createAuthorized(t, sb)
+		_, err := sb.Capture(ctx, in.ID, "capture:"+orderID.String())
+		require.NoError(t, err)
+
+		part, err := sb.Refund(ctx, in.ID, 1000, "refund:part-1")
+		require.NoError(t, err)
+		require.Equal(t, int64(1000), part.AmountMinor)
+		again, err := sb.Refund(ctx, in.ID, 1000, "refund:part-1")
+		require.NoError(t, err)
+		require.Equal(t, part, again, "a retried partial refund is replayed, not refunded twice")
+		_, err = sb.Refund(ctx, in.ID, 2000, "refund:too-much")
+		requireCode(t, err, payments.CodeInvalidRequest, false)
+		rest, err := sb.Refund(ctx, in.ID, 0, "refund:"+orderID.String())
+		require.NoError(t, err)
+		require.Equal(t, int64(1500), rest.AmountMinor, "no amount: what is left")
+		_, err = sb.Refund(ctx, in.ID, 0, "refund:another-key")
+		requireCode(t, err, payments.CodeChargeAlreadyRefunded, false)
+		require.Equal(t, int64(2500), dbtest.Count(t, b.pool, "SELECT sum(amount) FROM sandbox_refunds WHERE payment_intent_id = $1", in.ID))
+
+		events := b.recv.wait(t, in.ID, payments.EventAmountCapturableUpdated, payments.EventSucceeded, payments.EventChargeRefunded, payments.EventChargeRefunded)
+		var first, second stripe.Charge
+		require.NoError(t, json.Unmarshal(events[2].Data.Raw, &first))
+		require.NoError(t, json.Unmarshal(events[3].Data.Raw, &second))
+		require.Equal(t, []int64{1000, 2500}, []int64{first.AmountRefunded, second.AmountRefunded}, "the charge's refunded total, each time")
+		require.Equal(t, []bool{false, true}, []bool{first.Refunded, second.Refunded})
+	})
+
 	t.Run("RefundRetriedRefundsOnce", func(t *testing.T) {
 		t.Parallel()
 		sb, b := setupSandbox(t)
@@ -265,7 +296,7 @@ func TestSandbox(t *testing.T) {
 		require.NoError(t, err)
 
 		key := "refund:" + orderID.String()
-		first, err := sb.Refund(ctx, in.ID, key)
+		first, err := sb.Refund(ctx, in.ID, 0, key)
 		require.NoError(t, err)
 		require.Regexp(t, `^re_[0-9A-Za-z]{24}$`, first.ID)
 		require.Equal(t, in.ID, first.IntentID)
@@ -273,11 +304,11 @@ func TestSandbox(t *testing.T) {
 		require.Equal(t, "usd", first.Currency)
 		require.Equal(t, "succeeded", first.Status)
 
-		again, err := sb.Refund(ctx, in.ID, key)
+		again, err := sb.Refund(ctx, in.ID, 0, key)
 		require.NoError(t, err)
 		require.Equal(t, first, again)
 
-		_, err = sb.Refund(ctx, in.ID, "refund:another-key")
+		_, err = sb.Refund(ctx, in.ID, 0, "refund:another-key")
 		requireCode(t, err, payments.CodeChargeAlreadyRefunded, false)
 
 		count, err := sb.RequestCount(ctx, in.ID, sandbox.OpRefund)
@@ -357,7 +388,7 @@ func TestSandbox(t *testing.T) {
 		requireCode(t, err, payments.CodeUnexpectedState, false)
 		_, err = sb.Authorize(ctx, in.ID)
 		requireCode(t, err, payments.CodeUnexpectedState, false)
-		_, err = sb.Refund(ctx, in.ID, "refund:"+orderID.String())
+		_, err = sb.Refund(ctx, in.ID, 0, "refund:"+orderID.String())
 		requireCode(t, err, payments.CodeUnexpectedState, false)
 		require.Equal(t, []string{payments.EventAmountCapturableUpdated, payments.EventCanceled}, queuedTypes(t, sb, in.ID))
 	})
@@ -595,9 +626,9 @@ func TestSandbox(t *testing.T) {
 		require.NoError(t, err)
 		_, err = sb.Capture(ctx, in.ID, "capture:"+orderID.String())
 		require.NoError(t, err)
-		_, err = sb.Refund(ctx, in.ID, "refund:"+orderID.String())
+		_, err = sb.Refund(ctx, in.ID, 0, "refund:"+orderID.String())
 		require.NoError(t, err)
-		_, err = sb.Refund(ctx, in.ID, "refund:other")
+		_, err = sb.Refund(ctx, in.ID, 0, "refund:other")
 		errs = append(errs, err)
 		_, err = sb.Cancel(ctx, in.ID, "cancel:"+orderID.String())
 		errs = append(errs, err)

@@ -197,9 +197,10 @@ func (o refundObject) refund() payments.Refund {
 	}
 }
 
-// chargeObjectFromRows is the intent's (captured) charge after ref. Like
-// Stripe, the charge carries the intent's metadata.
-func chargeObjectFromRows(row sqlcgen.SandboxPaymentIntent, ref *refundObject) (chargeObject, error) {
+// chargeObjectFromRows is the intent's (captured) charge after ref, with
+// refunded refunded in all (ref included). Like Stripe, the charge carries
+// the intent's metadata.
+func chargeObjectFromRows(row sqlcgen.SandboxPaymentIntent, ref *refundObject, refunded int64) (chargeObject, error) {
 	pi, err := intentObjectFromRow(row)
 	if err != nil {
 		return chargeObject{}, err
@@ -219,8 +220,8 @@ func chargeObjectFromRows(row sqlcgen.SandboxPaymentIntent, ref *refundObject) (
 		Status:         "succeeded",
 	}
 	if ref != nil {
-		ch.AmountRefunded = ref.Amount
-		ch.Refunded = ref.Amount >= row.AmountReceived
+		ch.AmountRefunded = refunded
+		ch.Refunded = refunded >= row.AmountReceived
 		ch.Refunds.Data = append(ch.Refunds.Data, *ref)
 	}
 	return ch, nil
