@@ -33,12 +33,22 @@ func PaymentCommandsSubjects() []string {
 	}
 }
 
+// PaymentCommandsMaxDeliver is the payments consumer's MaxDeliver: with
+// the default schedule (1s·n⁴ ±10%, at most 10 minutes) a command whose
+// provider stays unreachable is retried for at least 27 hours before it
+// is dead-lettered, so an outage of the provider, even a long one, is
+// waited out rather than turned into dead letters; the
+// PaymentCommandsRetrying alert fires after 15 minutes of it.
+const PaymentCommandsMaxDeliver = 170
+
 // PaymentCommandsConsumerConfig is the Config of the payments consumer: its
-// name, its subjects, and DoubleAck, since it moves money. The caller adds
-// the Logger, the Registerer and any tuning, and builds it with
+// name, its subjects, DoubleAck, since it moves money, and its day-long
+// retry window (PaymentCommandsMaxDeliver). The caller adds the Logger,
+// the Registerer and any tuning, and builds it with
 // NewExternal(pool, js, cfg, paymentCommands.External).
 func PaymentCommandsConsumerConfig() Config {
-	return Config{Name: PaymentCommandsName, FilterSubjects: PaymentCommandsSubjects(), DoubleAck: true}
+	return Config{Name: PaymentCommandsName, FilterSubjects: PaymentCommandsSubjects(), DoubleAck: true,
+		MaxDeliver: PaymentCommandsMaxDeliver}
 }
 
 // PaymentCommandsConfig configures NewPaymentCommands.

@@ -245,6 +245,77 @@ func (p *lostResponse) CreateIntent(ctx context.Context, params payments.CreateI
 	return in, err
 }
 
+// The payments consumer waits out a provider outage of a day: the sum of
+// its retry delays before a dead letter, each at the low end of its
+// jitter, is at least 24 hours (with the production schedule: the
+// consumer's default base and cap).
+func TestPaymentCommandsRetryForADay(t *testing.T) {
+	cfg := PaymentCommandsConsumerConfig().withDefaults()
+	var total time.Duration
+	for attempt := uint64(1); attempt < uint64(cfg.MaxDeliver); attempt++ {
+		total += backoff(attempt, cfg.BackoffBase, cfg.BackoffMax, -0.1)
+	}
+	require.GreaterOrEqual(t, total, 24*time.Hour, "retried for %s", total)
+	t.Logf("a payment command is retried for at least %s before it is dead-lettered", total.Round(time.Minute))
+}
+
+// unreachable is a provider that cannot be reached until up is closed:
+// every call fails as a dropped connection does.
+type unreachable struct {
+	*sandbox.Sandbox
+	up    chan struct{}
+	calls atomic.Int64
+}
+
+func (p *unreachable) Capture(ctx context.Context, intentID, key string) (payments.Intent, error) {
+	p.calls.Add(1)
+	select {
+	case <-p.up:
+		return p.Sandbox.Capture(ctx, intentID, key)
+	default:
+		return payments.Intent{}, &payments.Error{Op: "capture", Code: payments.CodeNetwork, Retryable: true, Err: errors.New("dial tcp: connection refused")}
+	}
+}
+
+// The provider unreachable for a simulated three hours: the production
+// schedule shortened a thousandfold (base 1ms, cap 600ms for 1s and 10m),
+// so three hours of outage are about 11 seconds and 22 deliveries. The
+// capture is not dead-lettered, and it is applied once the provider is
+// back.
+func TestPaymentCommandsWaitOutAnOutage(t *testing.T) {
+	t.Parallel()
+	const scale = 1000
+	b := setupPayments(t)
+	orderID := b.order(t)
+	in := b.intent(t, orderID, true)
+	p := &unreachable{Sandbox: b.sandbox, up: make(chan struct{})}
+	pc, err := NewPaymentCommands(PaymentCommandsConfig{Provider: p, ProviderName: "sandbox", Logger: b.logger})
+	require.NoError(t, err)
+	cfg := PaymentCommandsConsumerConfig()
+	cfg.AckWait = 5 * time.Second
+	cfg.BackoffBase, cfg.BackoffMax = time.Second/scale, 10*time.Minute/scale
+	run(t, b.newExternalConsumer(t, cfg, pc.External))
+
+	ev, raw := command(t, outbox.TypeCaptureRequested, orderID, outbox.CaptureRequested{OrderID: orderID, PaymentIntentID: in.ID})
+	seq := b.publishCommand(t, ev.EventID.String(), ev, raw)
+	// Three hours, scaled: wait on the deliveries the schedule makes in
+	// that time rather than on a clock.
+	var outage time.Duration
+	deliveries := 0
+	for d := 1; outage < 3*time.Hour/scale; d++ {
+		outage += backoff(uint64(d), cfg.BackoffBase, cfg.BackoffMax, 0)
+		deliveries = d + 1
+	}
+	require.Eventually(t, func() bool { return p.calls.Load() >= int64(deliveries) }, time.Minute, 10*time.Millisecond,
+		"the provider was called %d times", p.calls.Load())
+	require.Empty(t, b.deadLetters(t), "three hours of outage dead-letter nothing")
+	close(p.up)
+	b.waitSettled(t, PaymentCommandsName, seq)
+	require.Equal(t, int64(1), b.requests(t, in.ID, sandbox.OpCapture).Performed)
+	require.Empty(t, b.deadLetters(t))
+	t.Logf("the provider was down for %d deliveries (about 3 hours at full scale)", p.calls.Load()-1)
+}
+
 func TestPaymentCommands(t *testing.T) {
 	t.Parallel()
 

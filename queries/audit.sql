@@ -50,6 +50,21 @@ WHERE p.status = 'succeeded'
 ORDER BY p.order_id
 LIMIT 10;
 
+-- name: AuditRefundsStuck :many
+-- Refunds asked for and not confirmed by the provider after the grace
+-- period: orders refunding, and refunds of selected tickets still
+-- requested (subject: the order).
+SELECT x.order_id::text AS subject, count(*) OVER ()::bigint AS total
+FROM (
+    SELECT o.id AS order_id FROM orders o
+    WHERE o.status = 'refunding' AND o.updated_at < now() - @grace::interval
+    UNION
+    SELECT r.order_id FROM refunds r
+    WHERE r.status = 'requested' AND r.requested_at < now() - @grace::interval
+) x
+ORDER BY x.order_id
+LIMIT 10;
+
 -- name: AuditConfirmedOrdersWithoutAuthorization :many
 SELECT o.id::text AS subject, count(*) OVER ()::bigint AS total
 FROM orders o

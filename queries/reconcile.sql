@@ -1,7 +1,9 @@
 -- name: ReconcileOrder :one
 -- What reconciliation compares a PaymentIntent with: the order, whether a
--- cancel was requested, and how many tickets it has.
+-- cancel was requested, how many tickets it has, and how long it has been
+-- in its status (by the database clock).
 SELECT o.status, o.correlation_id,
+       (now() - o.updated_at)::interval AS in_status_for,
        (o.authorization_cancel_requested_at IS NOT NULL)::boolean AS cancel_requested,
        (SELECT count(*) FROM tickets t WHERE t.order_id = o.id)::bigint AS tickets
 FROM orders o

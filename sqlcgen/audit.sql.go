@@ -119,6 +119,47 @@ func (q *Queries) AuditOverdueActiveHolds(ctx context.Context, db DBTX, grace ti
 	return items, nil
 }
 
+const auditRefundsStuck = `-- name: AuditRefundsStuck :many
+SELECT x.order_id::text AS subject, count(*) OVER ()::bigint AS total
+FROM (
+    SELECT o.id AS order_id FROM orders o
+    WHERE o.status = 'refunding' AND o.updated_at < now() - $1::interval
+    UNION
+    SELECT r.order_id FROM refunds r
+    WHERE r.status = 'requested' AND r.requested_at < now() - $1::interval
+) x
+ORDER BY x.order_id
+LIMIT 10
+`
+
+type AuditRefundsStuckRow struct {
+	Subject string
+	Total   int64
+}
+
+// Refunds asked for and not confirmed by the provider after the grace
+// period: orders refunding, and refunds of selected tickets still
+// requested (subject: the order).
+func (q *Queries) AuditRefundsStuck(ctx context.Context, db DBTX, grace time.Duration) ([]AuditRefundsStuckRow, error) {
+	rows, err := db.Query(ctx, auditRefundsStuck, grace)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AuditRefundsStuckRow
+	for rows.Next() {
+		var i AuditRefundsStuckRow
+		if err := rows.Scan(&i.Subject, &i.Total); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditSeatsHeldAndTicketedElsewhere = `-- name: AuditSeatsHeldAndTicketedElsewhere :many
 SELECT hs.seat_id::text AS subject, count(*) OVER ()::bigint AS total
 FROM hold_seats hs

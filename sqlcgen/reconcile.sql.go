@@ -9,10 +9,12 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"time"
 )
 
 const reconcileOrder = `-- name: ReconcileOrder :one
 SELECT o.status, o.correlation_id,
+       (now() - o.updated_at)::interval AS in_status_for,
        (o.authorization_cancel_requested_at IS NOT NULL)::boolean AS cancel_requested,
        (SELECT count(*) FROM tickets t WHERE t.order_id = o.id)::bigint AS tickets
 FROM orders o
@@ -22,18 +24,21 @@ WHERE o.id = $1::uuid
 type ReconcileOrderRow struct {
 	Status          string
 	CorrelationID   string
+	InStatusFor     time.Duration
 	CancelRequested bool
 	Tickets         int64
 }
 
 // What reconciliation compares a PaymentIntent with: the order, whether a
-// cancel was requested, and how many tickets it has.
+// cancel was requested, how many tickets it has, and how long it has been
+// in its status (by the database clock).
 func (q *Queries) ReconcileOrder(ctx context.Context, db DBTX, orderID uuid.UUID) (ReconcileOrderRow, error) {
 	row := db.QueryRow(ctx, reconcileOrder, orderID)
 	var i ReconcileOrderRow
 	err := row.Scan(
 		&i.Status,
 		&i.CorrelationID,
+		&i.InStatusFor,
 		&i.CancelRequested,
 		&i.Tickets,
 	)

@@ -139,6 +139,9 @@ type Intent struct {
 	AmountCapturable int64 `json:"amount_capturable"`
 	// AmountReceived is what has been collected.
 	AmountReceived int64 `json:"amount_received"`
+	// AmountRefunded is what of it has been refunded (the latest charge's
+	// amount_refunded), as Get and List report it.
+	AmountRefunded int64 `json:"amount_refunded"`
 	// Metadata is the intent's metadata, "order_id" included.
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// LastPaymentError says why the last attempt to pay failed, or is nil.

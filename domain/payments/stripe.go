@@ -220,6 +220,7 @@ func (s *Stripe) Get(ctx context.Context, intentID string) (Intent, error) {
 	}
 	params := &stripe.PaymentIntentParams{}
 	params.Context = ctx
+	params.AddExpand("latest_charge") // for amount_refunded
 	pi, err := s.intents.Get(intentID, params)
 	if err != nil {
 		return Intent{}, fromStripe(op, intentID, err)
@@ -239,6 +240,7 @@ func (s *Stripe) List(ctx context.Context, createdFrom, createdTo time.Time) ([]
 	}
 	params.Context = ctx
 	params.Limit = stripe.Int64(100)
+	params.AddExpand("data.latest_charge") // for amount_refunded
 	var out []Intent
 	it := s.intents.List(params)
 	for it.Next() {
@@ -262,6 +264,9 @@ func intentFromStripe(pi *stripe.PaymentIntent) Intent {
 		AmountReceived:   pi.AmountReceived,
 		Metadata:         pi.Metadata,
 		Created:          time.Unix(pi.Created, 0).UTC(),
+	}
+	if ch := pi.LatestCharge; ch != nil {
+		in.AmountRefunded = ch.AmountRefunded
 	}
 	if e := pi.LastPaymentError; e != nil {
 		in.LastPaymentError = &PaymentError{Code: string(e.Code), DeclineCode: string(e.DeclineCode), Message: e.Msg}

@@ -121,7 +121,7 @@ func syntheticResult() *Result {
 	r.Chaos = []ChaosEvent{{T: 5, Process: "relay-1", Action: "killed"}, {T: 8, Process: "relay-1", Action: "restarted"}}
 	r.Summary = Summary{Sold: 50, Ticketed: 45, PeakTicketed: 8}
 	ok := true
-	r.AuditOK, r.Audit = &ok, "All 9 invariants hold.\n"
+	r.AuditOK, r.Audit = &ok, "All 10 invariants hold.\n"
 	return r
 }
 

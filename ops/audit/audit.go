@@ -43,6 +43,12 @@ type Thresholds struct {
 	// DeliveryWait: a webhook delivery due this long ago and not attempted.
 	// Defaults to 10m.
 	DeliveryWait time.Duration
+	// RefundGrace: a refund asked for (an order refunding, a refund of
+	// selected tickets requested) and not confirmed by the provider this
+	// long after. Defaults to 1h: the payments consumer retries a provider
+	// outage for about a day, so a refund this old is an outage to look
+	// at, or a command reconcile will send again.
+	RefundGrace time.Duration
 }
 
 func (t Thresholds) withDefaults() Thresholds {
@@ -50,6 +56,7 @@ func (t Thresholds) withDefaults() Thresholds {
 	t.HoldGrace = cmp.Or(t.HoldGrace, time.Minute)
 	t.CaptureGrace = cmp.Or(t.CaptureGrace, 5*time.Minute)
 	t.DeliveryWait = cmp.Or(t.DeliveryWait, 10*time.Minute)
+	t.RefundGrace = cmp.Or(t.RefundGrace, time.Hour)
 	return t
 }
 
@@ -138,6 +145,8 @@ func Run(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, th Thr
 	c, err = found(q.AuditCapturesWithoutTicketsOrRefund(ctx, pool, th.CaptureGrace))
 	keep(add("capture_without_tickets_or_refund",
 		fmt.Sprintf("every captured payment is ticketed or refunded within %s", th.CaptureGrace), c, err))
+	c, err = found(q.AuditRefundsStuck(ctx, pool, th.RefundGrace))
+	keep(add("refund_stuck", fmt.Sprintf("every refund asked for is confirmed by the provider within %s", th.RefundGrace), c, err))
 	c, err = found(q.AuditConfirmedOrdersWithoutAuthorization(ctx, pool))
 	keep(add("confirmed_without_authorization", "every confirmed order has an authorized or captured payment", c, err))
 	c, err = found(q.AuditStaleOutboxRows(ctx, pool, th.OutboxAge))

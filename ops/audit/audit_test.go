@@ -93,10 +93,10 @@ func TestHealthyWorldPasses(t *testing.T) {
 	w := newWorld(t)
 	r := run(t, w)
 	require.True(t, r.OK(), "%v", failing(r))
-	require.Len(t, r.Checks, 9)
+	require.Len(t, r.Checks, 10)
 	var out bytes.Buffer
 	require.NoError(t, r.Write(&out))
-	require.Contains(t, out.String(), "All 9 invariants hold.")
+	require.Contains(t, out.String(), "All 10 invariants hold.")
 	require.Contains(t, out.String(), "stream: not checked")
 }
 
@@ -136,6 +136,15 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 			dbtest.Exec(t, w.pool, "UPDATE payments SET status = 'succeeded', updated_at = now() - interval '1 hour' WHERE order_id = $1", w.confirmed.OrderID)
 			dbtest.Exec(t, w.pool, "UPDATE orders SET status = 'paid', updated_at = now() - interval '1 hour' WHERE id = $1", w.confirmed.OrderID)
 			return w.confirmed.OrderID.String()
+		}},
+		{"refund_stuck", func(t *testing.T, w *world) string {
+			dbtest.Exec(t, w.pool, "UPDATE orders SET status = 'refunding', updated_at = now() - interval '2 hours' WHERE id = $1", w.ticketed.OrderID)
+			return w.ticketed.OrderID.String()
+		}},
+		{"refund_stuck", func(t *testing.T, w *world) string { // a refund of selected tickets
+			dbtest.Exec(t, w.pool, `INSERT INTO refunds (id, order_id, ticket_ids, amount_minor, cumulative_minor, resell, requested_at)
+				VALUES (gen_random_uuid(), $1, ARRAY[gen_random_uuid()], 100, 100, false, now() - interval '2 hours')`, w.ticketed.OrderID)
+			return w.ticketed.OrderID.String()
 		}},
 		{"confirmed_without_authorization", func(t *testing.T, w *world) string {
 			dbtest.Exec(t, w.pool, "UPDATE payments SET status = 'requires_payment_method' WHERE order_id = $1", w.confirmed.OrderID)
@@ -177,7 +186,7 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 			require.NoError(t, r.Write(&out))
 			require.Contains(t, out.String(), "FAIL  "+tc.check)
 			require.Contains(t, out.String(), subject)
-			require.Contains(t, out.String(), "1 of 9 invariants broken.")
+			require.Contains(t, out.String(), "1 of 10 invariants broken.")
 		})
 	}
 }

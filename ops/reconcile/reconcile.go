@@ -18,7 +18,22 @@
 //     refunds the released one;
 //   - captured, order paid but without tickets → TicketIssueRequested;
 //   - captured, order still awaiting payment (both webhooks lost) →
-//     PaymentAuthorized and PaymentCaptured.
+//     PaymentAuthorized and PaymentCaptured;
+//   - authorized, order capture_pending: the capture command was lost
+//     (dead-lettered, or never published) → CaptureRequested;
+//   - authorized, order released with a cancel requested: the cancel
+//     command was lost → AuthorizationCancelRequested again;
+//   - captured, order refunding, the charge not refunded in full: the
+//     refund command was lost → RefundRequested (what is left);
+//   - captured, order refunding, the charge refunded in full: the refund
+//     webhook was lost → PaymentRefunded.
+//
+// The last four are states every order passes through for a moment: they
+// are repaired only once the order has been in them for Config.Settle.
+// Every command is re-sent under the idempotency key the saga used
+// ("capture:", "cancel:", "refund:" and the order id), so a repair racing
+// the normal path acts once at the provider; the provider's answer to a
+// command it already applied (captured, canceled, refunded) is acked.
 //
 // Each (intent, repair) is recorded in reconcile_repairs in the same
 // transaction, so a second run, or two at once, repairs nothing twice; a
@@ -27,6 +42,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,7 +68,17 @@ const (
 	RepairCancel        = "authorized_but_released"
 	RepairCapture       = "capture_not_applied"
 	RepairTickets       = "captured_not_ticketed"
+	RepairCaptureSent   = "capture_not_sent"
+	RepairCancelSent    = "cancel_not_sent"
+	RepairRefundSent    = "refund_not_sent"
+	RepairRefund        = "refund_not_applied"
 )
+
+// Repairs lists every repair, for metrics and reports.
+var Repairs = []string{
+	RepairAuthorization, RepairCancel, RepairCapture, RepairTickets,
+	RepairCaptureSent, RepairCancelSent, RepairRefundSent, RepairRefund,
+}
 
 // Finding is one PaymentIntent that disagreed with its order.
 type Finding struct {
@@ -87,7 +113,14 @@ type Config struct {
 	Logger   *slog.Logger
 	// DryRun reports what would be repaired and writes nothing.
 	DryRun bool
+	// Settle is how long an order must have been capture_pending,
+	// refunding, or released with a cancel asked for, before a command
+	// that should have moved it on counts as lost. Defaults to 10m.
+	Settle time.Duration
 }
+
+// DefaultSettle is Config.Settle's default.
+const DefaultSettle = 10 * time.Minute
 
 // Run lists the provider's intents created in [from, to) and repairs each
 // mismatch with its order, as the package documentation describes.
@@ -138,7 +171,7 @@ func check(ctx context.Context, cfg Config, in payments.Intent) (Finding, bool, 
 			return fmt.Errorf("read order: %w", err)
 		}
 		f.OrderStatus = order.Status
-		plan := decide(in.Status, state)
+		plan := decide(in, state, cmp.Or(cfg.Settle, DefaultSettle))
 		if plan.repair == "" {
 			return nil
 		}
@@ -206,16 +239,23 @@ type plan struct {
 }
 
 // decide is the mismatch table of the package documentation.
-func decide(status payments.IntentStatus, o sqlcgen.ReconcileOrderRow) plan {
+func decide(in payments.Intent, o sqlcgen.ReconcileOrderRow, settle time.Duration) plan {
 	order := purchase.OrderStatus(o.Status)
-	switch status {
+	settled := o.InStatusFor >= settle
+	switch in.Status {
 	case payments.StatusRequiresCapture:
 		switch {
 		case order.BeforeAuthorization():
 			return plan{RepairAuthorization, "authorized at the provider; the order never learned it", []string{outbox.TypePaymentAuthorized}}
+		case order == purchase.OrderCapturePending && settled:
+			return plan{RepairCaptureSent, "confirmed and authorized, never captured: the capture is sent again", []string{outbox.TypeCaptureRequested}}
 		case order.Released() || order == purchase.OrderRefunded:
 			if o.CancelRequested {
-				return plan{} // a cancel is on its way
+				if !settled {
+					return plan{} // a cancel is on its way
+				}
+				return plan{RepairCancelSent, "a cancel was asked for and never reached the provider: it is sent again",
+					[]string{outbox.TypeAuthorizationCancelRequested}}
 			}
 			return plan{RepairCancel, "authorized at the provider for an order that no longer wants it", []string{outbox.TypeAuthorizationCancelRequested}}
 		}
@@ -232,6 +272,13 @@ func decide(status payments.IntentStatus, o sqlcgen.ReconcileOrderRow) plan {
 			if o.Tickets == 0 {
 				return plan{RepairTickets, "paid without tickets", []string{outbox.TypeTicketIssueRequested}}
 			}
+		case order == purchase.OrderRefunding && !settled:
+			return plan{} // the refund is on its way
+		case order == purchase.OrderRefunding && in.AmountRefunded < in.AmountReceived:
+			return plan{RepairRefundSent, "refunding, and the provider has not refunded the charge in full: the refund is sent again",
+				[]string{outbox.TypeRefundRequested}}
+		case order == purchase.OrderRefunding:
+			return plan{RepairRefund, "refunded at the provider; the order never learned it", []string{outbox.TypePaymentRefunded}}
 		}
 	}
 	return plan{}
@@ -251,6 +298,12 @@ func payloadFor(ctx context.Context, tx pgx.Tx, typ string, orderID uuid.UUID, i
 		return outbox.PaymentCaptured{OrderID: orderID, PaymentIntentID: in.ID, AmountReceived: in.AmountReceived, ProviderEventID: "reconcile"}, nil
 	case outbox.TypeAuthorizationCancelRequested:
 		return outbox.AuthorizationCancelRequested{OrderID: orderID, PaymentIntentID: in.ID, Reason: "reconcile"}, nil
+	case outbox.TypeCaptureRequested:
+		return outbox.CaptureRequested{OrderID: orderID, PaymentIntentID: in.ID}, nil
+	case outbox.TypeRefundRequested:
+		return outbox.RefundRequested{OrderID: orderID, PaymentIntentID: in.ID, Reason: "reconcile"}, nil
+	case outbox.TypePaymentRefunded:
+		return outbox.PaymentRefunded{OrderID: orderID, PaymentIntentID: in.ID, AmountRefunded: in.AmountRefunded, ProviderEventID: "reconcile"}, nil
 	case outbox.TypeTicketIssueRequested:
 		q := sqlcgen.New()
 		hold, err := q.HoldGetByOrderForUpdate(ctx, tx, orderID)

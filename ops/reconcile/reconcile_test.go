@@ -31,7 +31,7 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Name: "reconcile", StartsAt: time.Now()})
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Name: "reconcile", StartsAt: time.Now(), SeatsPerRow: 20})
 	seats := ev.Seats
 	svc := purchase.NewService(pool, logger, purchase.Config{})
 	sb, err := sandbox.New(pool, sandbox.Config{Logger: logger})
@@ -73,6 +73,23 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 	releasedCaptured, _ := order(payments.StatusSucceeded, "canceled")
 	paidNoTickets, _ := order(payments.StatusSucceeded, "paid")
 	bothLost, _ := order(payments.StatusSucceeded, "pending_payment")
+	// Commands lost on their way (dead-lettered, or never published):
+	// states every order passes through, repaired once they have lasted
+	// Settle.
+	aged := func(orderID uuid.UUID) {
+		dbtest.Exec(t, pool, "UPDATE orders SET updated_at = now() - interval '1 hour' WHERE id = $1", orderID)
+	}
+	captureNotSent, _ := order(payments.StatusRequiresCapture, "capture_pending")
+	aged(captureNotSent)
+	cancelNotSent, _ := order(payments.StatusRequiresCapture, "failed")
+	dbtest.Exec(t, pool, "UPDATE orders SET authorization_cancel_requested_at = now() - interval '1 hour' WHERE id = $1", cancelNotSent)
+	aged(cancelNotSent)
+	refundNotSent, _ := order(payments.StatusSucceeded, "refunding")
+	aged(refundNotSent)
+	refundNotApplied, refundedIntent := order(payments.StatusSucceeded, "refunding")
+	_, err = sb.Refund(ctx, refundedIntent, 0, "refund:"+refundNotApplied.String())
+	require.NoError(t, err)
+	aged(refundNotApplied)
 	fine := []uuid.UUID{}
 	for _, c := range []struct {
 		intent payments.IntentStatus
@@ -81,6 +98,7 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 		{payments.StatusSucceeded, "ticketed"},
 		{payments.StatusRequiresCapture, "capture_pending"},
 		{payments.StatusRequiresPaymentMethod, "pending_payment"},
+		{payments.StatusSucceeded, "refunding"}, // the refund is on its way
 	} {
 		id, _ := order(c.intent, c.order)
 		fine = append(fine, id)
@@ -120,8 +138,8 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 
 	before := outboxCount()
 	dry := run(true)
-	require.Equal(t, 10, dry.Intents)
-	require.Len(t, dry.Findings, 7, "six mismatches and the stranger")
+	require.Equal(t, 15, dry.Intents)
+	require.Len(t, dry.Findings, 11, "ten mismatches and the stranger")
 	require.Equal(t, before, outboxCount(), "a dry run writes nothing")
 	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM reconcile_repairs"))
 
@@ -136,13 +154,20 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 			require.Contains(t, f.Note, "does not exist here")
 		}
 	}
-	require.Equal(t, 6, applied)
+	require.Equal(t, 10, applied)
 	require.Equal(t, []string{outbox.TypePaymentAuthorized}, types(lostAuthorization))
 	require.Equal(t, []string{outbox.TypeAuthorizationCancelRequested}, types(releasedAuthorized))
 	require.Equal(t, []string{outbox.TypePaymentCaptured}, types(lostCapture))
 	require.Equal(t, []string{outbox.TypePaymentCaptured}, types(releasedCaptured), "the saga refunds a capture of a released order")
 	require.Equal(t, []string{outbox.TypeTicketIssueRequested}, types(paidNoTickets))
 	require.Equal(t, []string{outbox.TypePaymentAuthorized, outbox.TypePaymentCaptured}, types(bothLost))
+	require.Equal(t, []string{outbox.TypeCaptureRequested}, types(captureNotSent))
+	require.Equal(t, []string{outbox.TypeAuthorizationCancelRequested}, types(cancelNotSent))
+	require.Equal(t, []string{outbox.TypeRefundRequested}, types(refundNotSent))
+	require.Equal(t, []string{outbox.TypePaymentRefunded}, types(refundNotApplied))
+	var refunded outbox.PaymentRefunded
+	require.NoError(t, pool.QueryRow(ctx, "SELECT envelope->'payload' FROM outbox WHERE aggregate_id = $1 AND event_type = 'PaymentRefunded'", refundNotApplied).Scan(&refunded))
+	require.EqualValues(t, 1000, refunded.AmountRefunded, "the refunded total, as the provider reports it")
 	for _, id := range fine {
 		require.Empty(t, types(id), "an order that agrees with its intent is left alone")
 	}
@@ -155,5 +180,5 @@ func TestReconcileRepairsEachMismatchOnce(t *testing.T) {
 		require.False(t, f.Applied, "%s repaired twice", f.IntentID)
 	}
 	require.Equal(t, after, outboxCount(), "a second run changes nothing")
-	require.EqualValues(t, 6, dbtest.Count(t, pool, "SELECT count(*) FROM reconcile_repairs"))
+	require.EqualValues(t, 10, dbtest.Count(t, pool, "SELECT count(*) FROM reconcile_repairs"))
 }

@@ -30,6 +30,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, ou
 	fs.DurationVar(&th.HoldGrace, "hold-grace", 0, "an active hold this long past its expiry is stuck (default 1m)")
 	fs.DurationVar(&th.CaptureGrace, "capture-grace", 0, "a captured payment neither ticketed nor refunded for longer is stuck (default 5m)")
 	fs.DurationVar(&th.DeliveryWait, "delivery-wait", 0, "a webhook delivery due this long ago and not attempted is stuck (default 10m)")
+	fs.DurationVar(&th.RefundGrace, "refund-grace", 0, "a refund asked for and not confirmed by the provider for longer is stuck (default 1h)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -39,6 +39,10 @@ type Config struct {
 	// (BOXOFFICE_INBOX_RETENTION, default 35 days, at least 31;
 	// BOXOFFICE_STRIPE_EVENT_RETENTION, default 30 days, at least 3).
 	InboxRetention, StripeEventRetention time.Duration
+	// ReconcileInterval is how often `work` reconciles the provider's
+	// last day of intents with the orders, one process of the cell at a
+	// time (BOXOFFICE_RECONCILE_INTERVAL, default 15m, at least 1m).
+	ReconcileInterval time.Duration
 	// PaymentGrace is how much longer, at most, a hold is kept while its
 	// payment is being confirmed (BOXOFFICE_PAYMENT_GRACE, default 5m,
 	// at most 15m; 0 turns it off).
@@ -216,6 +220,7 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 		{"DATABASE_LOCK_TIMEOUT", "10s", 0, &c.DBLockTimeout},
 		{"BOXOFFICE_INBOX_RETENTION", "840h", retention.MinInbox, &c.InboxRetention},
 		{"BOXOFFICE_STRIPE_EVENT_RETENTION", "720h", retention.MinStripeEvents, &c.StripeEventRetention},
+		{"BOXOFFICE_RECONCILE_INTERVAL", "15m", time.Minute, &c.ReconcileInterval},
 	} {
 		if *d.to, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.to < d.min {
 			return c, &configError{d.name, "must be a duration of at least " + d.min.String() + ", such as " + d.def}

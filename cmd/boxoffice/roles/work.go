@@ -14,6 +14,7 @@ import (
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/webhooks"
 	"boxoffice/ops/dlq"
+	"boxoffice/ops/reconcile"
 	"boxoffice/ops/retention"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
@@ -91,6 +92,11 @@ func components() []component {
 				return nil, err
 			}
 			return p.Run, nil
+		}},
+		{"reconcile", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			return reconcile.NewSchedule(reconcile.ScheduleConfig{
+				Pool: d.Pool, Provider: d.Provider, Interval: cfg.ReconcileInterval, Logger: d.Logger, Registerer: d.Reg,
+			}).Run, nil
 		}},
 		{"sandbox_webhooks", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
 			if d.Sandbox == nil {

@@ -413,7 +413,21 @@ func (s *Sandbox) Get(ctx context.Context, intentID string) (payments.Intent, er
 	if err != nil {
 		return payments.Intent{}, s.dbError(op, intentID, err)
 	}
-	return obj.intent(), nil
+	return s.withRefunded(ctx, op, obj.intent())
+}
+
+// withRefunded sets in.AmountRefunded, as Stripe's expanded latest
+// charge reports it.
+func (s *Sandbox) withRefunded(ctx context.Context, op string, in payments.Intent) (payments.Intent, error) {
+	if in.AmountReceived == 0 {
+		return in, nil
+	}
+	refunded, err := s.q.SandboxRefundTotal(ctx, s.read(), in.ID)
+	if err != nil {
+		return payments.Intent{}, s.dbError(op, in.ID, err)
+	}
+	in.AmountRefunded = refunded
+	return in, nil
 }
 
 // List implements Provider.
@@ -433,7 +447,11 @@ func (s *Sandbox) List(ctx context.Context, createdFrom, createdTo time.Time) ([
 		if err != nil {
 			return nil, s.dbError(op, row.ID, err)
 		}
-		out = append(out, obj.intent())
+		in, err := s.withRefunded(ctx, op, obj.intent())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
 	}
 	return out, nil
 }
