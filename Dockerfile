@@ -6,8 +6,14 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# Static (no cgo), reproducible (-trimpath), without debug tables.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/boxoffice ./cmd/boxoffice
+# Static (no cgo), reproducible (-trimpath), without debug tables; the
+# version and commit for `boxoffice version` come from the build
+# (docker build --build-arg VERSION=… --build-arg COMMIT=$(git rev-parse HEAD)).
+ARG VERSION=dev
+ARG COMMIT=unknown
+RUN CGO_ENABLED=0 go build -trimpath \
+    -ldflags="-s -w -X boxoffice/cmd/boxoffice/roles.Version=${VERSION} -X boxoffice/cmd/boxoffice/roles.Commit=${COMMIT}" \
+    -o /out/boxoffice ./cmd/boxoffice
 
 # distroless/static: no shell, no package manager; runs as uid 65532.
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -19,7 +19,8 @@ test-batch1:
 	BOXOFFICE_CONSUMER_BATCH_SIZE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list -f '{{.ImportPath}} {{join .Deps " "}}' ./... | awk '$$1 == "boxoffice/consumers" || / boxoffice\/consumers( |$$)/ { print $$1 }')
 
 ## test-stack: api x2, relay x2, worker x2 as processes on a 3-node NATS
-## cluster; kills a NATS node, a worker and a relay mid-run; then audits
+## cluster; kills a NATS node, a worker, a relay and PostgreSQL mid-run;
+## then audits
 STACK_RUNS ?= 1
 test-stack:
 	$(GO) test -tags stack -count=$(STACK_RUNS) -timeout 30m -v -run TestStackSurvivesKills ./testkit/stacktest/
@@ -44,9 +45,12 @@ lint:
 
 ## build: bin/boxoffice (the production roles) and bin/boxoffice-lab (the
 ## same roles plus the benchmarks and the onsale simulator)
+VERSION ?= $(shell git describe --tags --always 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X boxoffice/cmd/boxoffice/roles.Version=$(VERSION) -X boxoffice/cmd/boxoffice/roles.Commit=$(COMMIT)
 build:
-	$(GO) build -o bin/boxoffice ./cmd/boxoffice
-	$(GO) build -o bin/boxoffice-lab ./cmd/boxoffice-lab
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/boxoffice ./cmd/boxoffice
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/boxoffice-lab ./cmd/boxoffice-lab
 
 ## bench: HTTP holds/s against the pgbench baseline of the seed's hold transaction
 bench:

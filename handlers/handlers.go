@@ -292,8 +292,12 @@ func (h *Handlers) internal(ctx context.Context, msg string, err error, attrs ..
 		return problem(http.StatusServiceUnavailable, TypeFenced,
 			"This region no longer serves writes: it was failed over to another region. Nothing was changed.")
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		// Overloaded, not broken: a load this server bounds took too long.
+	if errors.Is(err, context.DeadlineExceeded) || db.IsBusy(err) {
+		// Overloaded, not broken: a load this server bounds took too long,
+		// or a lock the request needed was held elsewhere past
+		// DATABASE_LOCK_TIMEOUT (or a statement ran past
+		// DATABASE_STATEMENT_TIMEOUT). Nothing was written: the
+		// transaction rolled back.
 		h.logger.WarnContext(ctx, msg+": timed out", append(attrs, "correlation_id", CorrelationID(ctx), "error", err.Error())...)
 		return huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
 			"The server is too busy to answer in time. Try again shortly; a retried hold with the same Idempotency-Key returns the original order."),

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/handlers"
+	"boxoffice/platform/db"
 	"boxoffice/testkit/dbtest"
 )
 
@@ -286,4 +288,38 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		res := b.do(t, http.MethodGet, path, map[string]string{"Authorization": header}, nil)
 		requireProblem(t, res, http.StatusUnauthorized, handlers.TypeUnauthorized)
 	}
+}
+
+// A seat whose row lock another session holds past the pool's
+// lock_timeout: a hold on it answers 503 with Retry-After and writes
+// nothing, and a hold on another seat of the same event goes through.
+func TestHoldBehindALongLockIsA503(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	ctx := context.Background()
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: 8, LockTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	b := setupPool(t, pool)
+	org := b.organizer(t)
+	ev := b.createEvent(t, org)
+
+	// Another session locks seat 0 and keeps it until the test ends.
+	locker, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = locker.Rollback(context.Background()) })
+	_, err = locker.Exec(ctx, "SELECT 1 FROM seats WHERE id = $1 FOR UPDATE", ev.Seats[0])
+	require.NoError(t, err)
+
+	_, buyer := b.buyer(t)
+	adm := b.admit(t, buyer, ev.ID)
+	res := b.hold(t, buyer, adm, ev.ID, "locked", ev.Seats[0])
+	require.Equal(t, http.StatusServiceUnavailable, res.status, "%s", res.body)
+	require.Equal(t, handlers.TypeUnavailable, problemType(t, res))
+	require.NotEmpty(t, res.header.Get("Retry-After"))
+	require.NotContains(t, res.body, "55P03", "no SQL in the answer")
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM orders"), "nothing written")
+
+	res = b.hold(t, buyer, adm, ev.ID, "free", ev.Seats[1])
+	require.Equal(t, http.StatusAccepted, res.status, "another seat is not behind the lock: %s", res.body)
 }

@@ -203,11 +203,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 // Connect opens a connection that keeps reconnecting for as long as the
 // process lives, so a NATS outage pauses publishing and consuming instead of
 // ending them. The first connection attempt also retries in the background.
-func Connect(url, name string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url,
+//
+// Credentials come in url (nats://user:password@host:4222, for every
+// server of the list) or as extra options (nats.UserCredentials for a
+// .creds file). The URL is logged only redacted: a password never
+// reaches the log.
+func Connect(url, name string, logger *slog.Logger, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	opts := append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -225,7 +230,8 @@ func Connect(url, name string, logger *slog.Logger) (*nats.Conn, jetstream.JetSt
 			}
 			logger.Warn("nats asynchronous error", attrs...)
 		}),
-	)
+	}, extra...)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to nats: %w", err)
 	}

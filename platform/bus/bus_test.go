@@ -2,14 +2,17 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/platform/bus"
+	"boxoffice/testkit"
 	"boxoffice/testkit/natstest"
 )
 
@@ -49,4 +52,30 @@ func TestProvisionIsIdempotentAndConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"dlq.ticketing.>"}, dinfo.Config.Subjects)
 	require.Equal(t, 30*24*time.Hour, dinfo.Config.MaxAge)
+}
+
+// A server that wants a user and password: the credentials in the URL
+// connect, and the log of a reconnect names the server with the password
+// redacted.
+func TestConnectWithCredentialsInTheURL(t *testing.T) {
+	t.Parallel()
+	const password = "s3cret-nats-password"
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		NoSigs: true, NoLog: true, Username: "boxoffice", Password: password})
+	require.NoError(t, err)
+	srv.Start()
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	t.Cleanup(srv.Shutdown)
+
+	logs := testkit.NewLog(t)
+	nc, js, err := bus.Connect(fmt.Sprintf("nats://boxoffice:%s@%s", password, srv.Addr()), "test", logs.Logger)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	_, err = js.AccountInfo(t.Context())
+	require.NoError(t, err, "authenticated, and JetStream answers")
+
+	require.NoError(t, nc.ForceReconnect())
+	line := logs.WaitForLine(t, 10*time.Second, "the reconnect's log line", func(l testkit.Line) bool { return l["msg"] == "nats reconnected" })
+	require.Contains(t, line["url"], srv.Addr().String(), "the server is named")
+	logs.RequireNoSecrets(t, password)
 }

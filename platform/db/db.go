@@ -200,6 +200,18 @@ func IsUnavailable(err error) bool {
 	return strings.HasPrefix(SQLState(err), "57P")
 }
 
+// IsBusy says whether err is a statement the pool's own limits ended:
+// lock_timeout (55P03, a lock held elsewhere for too long) or
+// statement_timeout (57014). The database answers, but what the statement
+// needed was busy; the same request may succeed shortly.
+func IsBusy(err error) bool {
+	switch SQLState(err) {
+	case "55P03", "57014":
+		return true
+	}
+	return false
+}
+
 // SQLState returns the SQLSTATE code of a PostgreSQL error, or "".
 func SQLState(err error) string {
 	var pgErr *pgconn.PgError

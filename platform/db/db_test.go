@@ -51,7 +51,12 @@ func TestWithTxRetriesDeadlocks(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
-	require.EqualValues(t, 3, attempts.Load(), "exactly one transaction was aborted and run again")
+	// PostgreSQL aborts one of the two, or (when both deadlock checks run
+	// before the first abort lands, as on a loaded machine) both: at
+	// least one attempt more than the two transactions, and each applied
+	// once.
+	require.GreaterOrEqual(t, attempts.Load(), int32(3), "a deadlocked transaction was aborted and run again")
+	require.LessOrEqual(t, attempts.Load(), int32(4))
 	require.EqualValues(t, 4, dbtest.Count(t, pool, "SELECT sum(balance) FROM accounts"))
 }
 

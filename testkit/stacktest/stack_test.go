@@ -16,8 +16,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/platform/auth"
+	"boxoffice/platform/pgcluster"
 	"boxoffice/testkit/apiclient"
 	"boxoffice/testkit/dbtest"
 	"boxoffice/testkit/procs"
@@ -53,6 +56,7 @@ const (
 type stack struct {
 	t       testing.TB
 	dir     string
+	db      *database
 	dbURL   string
 	pool    *pgxpool.Pool
 	bin     string
@@ -60,6 +64,8 @@ type stack struct {
 	apis    []string
 	procs   map[string]*procs.Proc
 	client  *http.Client
+	// ready are the /readyz of every role process.
+	ready []string
 }
 
 // freePort is procs.FreePort for a test: a loopback port below the
@@ -125,7 +131,8 @@ func startStack(t testing.TB) *stack {
 	})
 	var natsBin string
 	s.bin, natsBin = build(t, s.dir)
-	s.dbURL = dbtest.NewURL(t)
+	s.db = startDatabase(t)
+	s.dbURL = s.db.c.URL()
 	var err error
 	s.pool, err = pgxpool.New(context.Background(), s.dbURL)
 	require.NoError(t, err)
@@ -200,7 +207,120 @@ func startStack(t testing.TB) *stack {
 	for _, u := range ops {
 		waitHTTP(t, u, 60*time.Second)
 	}
+	s.ready = append(ops, s.apis[0]+"/readyz", s.apis[1]+"/readyz")
 	return s
+}
+
+// database is the stack's own PostgreSQL cluster, on a fixed port so that
+// it comes back where every role's pool looks for it. It runs durably
+// (fsync and synchronous commit on): a SIGKILL of the server must lose no
+// committed transaction.
+type database struct {
+	dir  string
+	port int
+	c    *pgcluster.Cluster
+}
+
+func startDatabase(t testing.TB) *database {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 { // the cluster runs as another user, who must enter it
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+	}
+	d := &database{dir: filepath.Join(dir, "pg"), port: freePort(t)}
+	d.start(t)
+	t.Cleanup(func() { _ = d.c.Stop(context.Background()) })
+	return d
+}
+
+func (d *database) start(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Right after a SIGKILL the server's backends may still hold its
+	// shared memory for a moment: starting again waits them out.
+	var err error
+	for {
+		if d.c, err = pgcluster.Start(ctx, pgcluster.Config{Dir: d.dir, Port: d.port, Temporary: true}); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.NoError(t, err, "start the stack's PostgreSQL")
+}
+
+// kill SIGKILLs the postmaster, as the kernel's OOM killer or a lost
+// machine would end it: no checkpoint, no goodbye to its clients.
+func (d *database) kill(t testing.TB) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(d.dir, "data", "postmaster.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 10*time.Second, 20*time.Millisecond, "the postmaster is gone")
+}
+
+// firstHold measures the outage as a buyer feels it: a buyer admitted
+// before the database dies tries to hold a seat, all the while, from the
+// moment back is closed (the database is running again), and firstHold
+// says how long after that the first hold went through. It gives up (ok
+// false) when nothing is left to hold.
+func (s *stack) firstHold(ctx context.Context, eventID string, back <-chan time.Time) (time.Duration, bool) {
+	token, err := auth.Mint([]byte(jwtSecret), auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, time.Hour)
+	if err != nil {
+		return 0, false
+	}
+	// What the buyer saw while it could not hold, for the report.
+	seen := map[string]int{}
+	defer func() { s.t.Logf("first-hold probe: answers before the first hold %v", seen) }()
+	note := func(step string, code int, err error) {
+		if err != nil {
+			seen[step+": error"]++
+		} else {
+			seen[fmt.Sprintf("%s: %d", step, code)]++
+		}
+	}
+	var room struct {
+		AdmissionToken string `json:"admissionToken"`
+	}
+	for deadline := time.Now().Add(time.Minute); room.AdmissionToken == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		_, _ = s.call(ctx, http.MethodPost, "/v1/events/"+eventID+"/waiting-room", token, nil, nil, &room)
+	}
+	if room.AdmissionToken == "" {
+		return 0, false
+	}
+	since := <-back
+	for deadline := since.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var seatMap struct {
+			Seats []struct {
+				ID     string `json:"id"`
+				Status string `json:"status"`
+			} `json:"seats"`
+		}
+		if code, err := s.call(ctx, http.MethodGet, "/v1/events/"+eventID+"/seats", token, nil, nil, &seatMap); err != nil || code != http.StatusOK {
+			note("seats", code, err)
+			continue
+		}
+		free := ""
+		for _, st := range seatMap.Seats {
+			if st.Status == "available" {
+				free = st.ID
+				break
+			}
+		}
+		if free == "" {
+			return 0, false
+		}
+		code, err := s.call(ctx, http.MethodPost, "/v1/events/"+eventID+"/holds", token,
+			map[string]string{"X-Admission-Token": room.AdmissionToken, "Idempotency-Key": uuid.NewString()},
+			map[string]any{"seatIds": []string{free}}, nil)
+		if err == nil && (code == http.StatusAccepted || code == http.StatusOK) {
+			return time.Since(since), true
+		}
+		note("hold", code, err)
+	}
+	return 0, false
 }
 
 func tail(t testing.TB, path string, n int) {
@@ -614,12 +734,33 @@ func TestStackSurvivesKills(tt *testing.T) {
 			outcomes[i] = s.buyer(ctx, ev.ID, seatIDs, sec)
 		})
 	}
+	type probe struct {
+		after time.Duration
+		ok    bool
+	}
+	dbBack := make(chan time.Time, 1)
+	firstHold := make(chan probe, 1)
+	go func() {
+		d, ok := s.firstHold(ctx, ev.ID, dbBack)
+		firstHold <- probe{d, ok}
+	}()
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
 		require.NoError(t, s.procs[name].Kill(), name)
 		t.Logf("%s SIGKILLed at %s", name, time.Since(started).Round(time.Millisecond))
 	}
-	time.Sleep(4 * time.Second)
+	// The database dies mid-onsale too, and comes back two seconds later
+	// on the same port: every role reconnects by itself (none is
+	// restarted for it), and the time until a buyer holds again is the
+	// outage as buyers feel it.
+	time.Sleep(time.Second)
+	s.db.kill(t)
+	t.Logf("PostgreSQL SIGKILLed at %s", time.Since(started).Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	s.db.start(t)
+	dbBack <- time.Now()
+	t.Logf("PostgreSQL restarted at %s", time.Since(started).Round(time.Millisecond))
+	time.Sleep(time.Second)
 	for _, name := range []string{"nats-2", "worker-1", "relay-1"} {
 		require.NoError(t, s.procs[name].Start(), name)
 		t.Logf("%s restarted at %s", name, time.Since(started).Round(time.Millisecond))
@@ -638,6 +779,15 @@ func TestStackSurvivesKills(tt *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("buyers done at %s", time.Since(started).Round(time.Millisecond))
+	if p := <-firstHold; p.ok {
+		t.Logf("first successful hold %s after PostgreSQL came back", p.after.Round(time.Millisecond))
+	} else {
+		t.Logf("no hold after PostgreSQL came back: nothing was left to hold")
+	}
+	// No role was restarted for the database: each is still up and ready.
+	for _, u := range s.ready {
+		waitHTTP(t, u, 30*time.Second)
+	}
 
 	// Every order reaches a final state: none is lost, abandoned holds
 	// expire, a declined card followed by one that pays tickets (or

@@ -31,7 +31,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, ou
 	fs.DurationVar(&th.CaptureGrace, "capture-grace", 0, "a captured payment neither ticketed nor refunded for longer is stuck (default 5m)")
 	fs.DurationVar(&th.DeliveryWait, "delivery-wait", 0, "a webhook delivery due this long ago and not attempted is stuck (default 10m)")
 	fs.DurationVar(&th.RefundGrace, "refund-grace", 0, "a refund asked for and not confirmed by the provider for longer is stuck (default 1h)")
-	if err := fs.Parse(args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := LoadConfig(getenv, "DATABASE_URL")
@@ -48,7 +48,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, ou
 		// The audit only reads: no provisioning, and a bus that does not
 		// answer is reported, not fatal.
 		logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-		nc, jsc, err := bus.Connect(cfg.NATSURL, "boxoffice-audit", logger)
+		nc, jsc, err := bus.Connect(cfg.NATSURL, "boxoffice-audit", logger, cfg.natsOptions()...)
 		if err == nil {
 			defer nc.Close()
 			js = jsc

@@ -2,6 +2,7 @@ package roles
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )
@@ -305,4 +308,28 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, n, 14, "one alert per §16 signal")
+}
+
+// compose.yaml as Docker Compose itself reads it: the compose
+// specification's own loader (schema, interpolation with the file's
+// defaults, extension anchors, the depends_on graph) accepts it, and
+// every service the checks above name is one it sees.
+func TestComposeFollowsTheSpecification(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	require.NoError(t, err)
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "compose.yaml")},
+		cli.WithWorkingDirectory(root), cli.WithName("boxoffice"), cli.WithEnv([]string{}))
+	require.NoError(t, err)
+	project, err := opts.LoadProject(t.Context())
+	require.NoError(t, err, "the compose specification's loader refuses compose.yaml")
+	f := loadCompose(t)
+	require.ElementsMatch(t, slices.Collect(maps.Keys(f.Services)), project.ServiceNames(), "the loader and the checks see the same services")
+	for _, name := range []string{"relay-1", "relay-2"} {
+		svc, err := project.GetService(name)
+		require.NoError(t, err)
+		require.Equal(t, types.ShellCommand{"relay"}, svc.Command, "%s runs the relay", name)
+	}
+	redis, err := project.GetService("redis")
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(redis.Command, " "), "--appendonly yes", "admissions survive a Redis restart")
 }

@@ -58,8 +58,12 @@ type Config struct {
 	Cells    []cellConfig
 	LogLevel slog.Level
 	NATSURL  string
-	Streams  bus.Config
-	OpsAddr  string
+	// NATSCreds is a NATS credentials file (a user JWT and its nkey seed;
+	// NATS_CREDS), for servers that use decentralised auth. A user and
+	// password go in NATS_URL instead (nats://user:password@host:4222).
+	NATSCreds string
+	Streams   bus.Config
+	OpsAddr   string
 	// StripeWebhookSecret verifies provider webhooks (and signs the
 	// sandbox's); unset, the API's webhook route answers 404.
 	StripeWebhookSecret string
@@ -169,6 +173,7 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 		AdmissionKey: []byte(getenv("BOXOFFICE_ADMISSION_KEY")),
 		Cell:         cmp.Or(getenv("BOXOFFICE_CELL"), "default"),
 		NATSURL:      getenv("NATS_URL"),
+		NATSCreds:    getenv("NATS_CREDS"),
 		OpsAddr:      cmp.Or(getenv("OPS_ADDR"), ":9090"),
 
 		StripeWebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"),

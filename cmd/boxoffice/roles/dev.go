@@ -45,9 +45,11 @@ var demoOrganizer = uuid.MustParse("d0000000-0000-4000-8000-000000000001")
 // runDev runs `boxoffice dev`, reading the environment through env and
 // printing what a developer needs to out.
 func runDev(ctx context.Context, args []string, env func(string) string, out io.Writer) error {
-	fs := flag.NewFlagSet("dev", flag.ExitOnError)
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".boxoffice", "state directory (private PostgreSQL data)")
-	_ = fs.Parse(args)
+	if err := ParseFlags(fs, args); err != nil {
+		return err
+	}
 
 	getenv := func(name string) string {
 		defaults := map[string]string{

@@ -33,7 +33,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, out 
 	olderThan := fs.Duration("older-than", 0, "list: only dead letters stored at least this long ago")
 	by := fs.String("by", "", "replay, discard: who asks (logged)")
 	why := fs.String("why", "", "replay, discard: why (logged)")
-	if err := fs.Parse(args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := LoadConfig(getenv, "NATS_URL")

@@ -19,7 +19,7 @@ import (
 func runFence(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("fence", flag.ContinueOnError)
 	epoch := fs.Int64("epoch", 0, "the new region epoch (required; greater than or equal to the current one)")
-	if err := fs.Parse(args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *epoch < 1 {

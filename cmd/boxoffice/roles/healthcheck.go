@@ -13,7 +13,7 @@ import (
 // the image has no shell and no curl.
 func runHealthcheck(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

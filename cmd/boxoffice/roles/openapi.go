@@ -12,8 +12,10 @@ import (
 )
 
 func runOpenAPI(args []string) error {
-	fs := flag.NewFlagSet("openapi", flag.ExitOnError)
-	_ = fs.Parse(args)
+	fs := flag.NewFlagSet("openapi", flag.ContinueOnError)
+	if err := ParseFlags(fs, args); err != nil {
+		return err
+	}
 	// The document describes the operations, not a deployment: one cell
 	// without services registers every operation but the sandbox's, as
 	// `serve` does with Stripe payments.

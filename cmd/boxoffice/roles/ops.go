@@ -76,7 +76,7 @@ func natsCheck(nc *nats.Conn) func(context.Context) error {
 // provisioning while the server is not reachable yet, so that a role may
 // start before NATS does.
 func ConnectBus(ctx context.Context, cfg Config, role string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	nc, js, err := bus.Connect(cfg.NATSURL, "boxoffice-"+role, logger)
+	nc, js, err := bus.Connect(cfg.NATSURL, "boxoffice-"+role, logger, cfg.natsOptions()...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -99,4 +99,13 @@ func ConnectBus(ctx context.Context, cfg Config, role string, logger *slog.Logge
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// natsOptions are the connection options every role's NATS connection
+// takes from cfg: the credentials file, when NATS_CREDS names one.
+func (c Config) natsOptions() []nats.Option {
+	if c.NATSCreds == "" {
+		return nil
+	}
+	return []nats.Option{nats.UserCredentials(c.NATSCreds)}
 }

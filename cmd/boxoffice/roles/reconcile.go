@@ -21,7 +21,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	fromFlag := fs.String("from", "", "window start, RFC 3339 (default: now - since)")
 	toFlag := fs.String("to", "", "window end, RFC 3339 (default: now)")
 	dryRun := fs.Bool("dry-run", false, "report the mismatches and what would repair them; write nothing")
-	if err := fs.Parse(args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	to, from := time.Now(), time.Now().Add(-*since)

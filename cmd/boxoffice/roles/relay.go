@@ -14,8 +14,10 @@ import (
 // It serves one purchase cell (BOXOFFICE_CELL): that cell's database, into
 // that cell's bus namespace.
 func runRelay(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("relay", flag.ExitOnError)
-	_ = fs.Parse(args)
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	if err := ParseFlags(fs, args); err != nil {
+		return err
+	}
 	role, err := openBusRole(ctx, "relay")
 	if err != nil {
 		return err

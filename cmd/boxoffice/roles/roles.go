@@ -29,6 +29,8 @@ const Usage = `commands:
   token     mint a development bearer token
   healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
   openapi   print the OpenAPI document (YAML)
+  version   print the version and commit
+  help CMD  print a command's flags
 `
 
 // ErrUnknownCommand is Run's answer to a command it does not know.
@@ -68,9 +70,12 @@ func Run(ctx context.Context, cmd string, args []string) error {
 }
 
 // Main is a binary's main: it runs os.Args' command through run (Run, for
-// the production binary) under a context that SIGINT and SIGTERM cancel,
-// prints usage for help, and exits 2 with usage for a missing or unknown
-// command and 1 with the error of one that failed.
+// the production binary) under a context that SIGINT and SIGTERM cancel.
+// `help`, -h and --help print usage, `help CMD` that command's flags (as
+// `CMD -h` does), and `version` the version and commit, all exiting 0; a
+// missing command prints usage and exits 2; an unknown command or flag
+// prints one line and exits 2; a command that fails prints its error and
+// exits 1.
 func Main(binary, usage string, run func(ctx context.Context, cmd string, args []string) error) {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
@@ -79,18 +84,24 @@ func Main(binary, usage string, run func(ctx context.Context, cmd string, args [
 	cmd, args := os.Args[1], os.Args[2:]
 	switch cmd {
 	case "help", "-h", "--help":
-		fmt.Print(usage)
+		if len(args) == 0 {
+			fmt.Print(usage)
+			return
+		}
+		cmd, args = args[0], []string{"-h"}
+	case "version", "--version":
+		fmt.Println(VersionLine(binary))
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cmd, args)
 	stop()
 	code := exitCode(err)
-	switch code {
-	case 2:
-		fmt.Fprintf(os.Stderr, "%s: unknown command %q\n\n%s", binary, cmd, usage)
-	case 1:
-		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", binary, cmd, err)
+	switch {
+	case errors.Is(err, ErrUnknownCommand):
+		fmt.Fprintf(os.Stderr, "%s: unknown command %q (%s help lists the commands)\n", binary, cmd, binary)
+	case code != 0:
+		fmt.Fprintf(os.Stderr, "%s %s: %v\n", binary, cmd, err)
 	}
 	if code != 0 {
 		os.Exit(code)
@@ -99,12 +110,14 @@ func Main(binary, usage string, run func(ctx context.Context, cmd string, args [
 
 // exitCode is the exit status of a command that returned err: 0 for none,
 // for -h or --help (the command's flags printed their usage) and for a
-// stop by signal; 2 for an unknown command; 1 for a failure.
+// stop by signal; 2 for an unknown command or a command line that does
+// not parse (UsageError); 1 for a failure.
 func exitCode(err error) int {
+	var usage *UsageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, context.Canceled):
 		return 0
-	case errors.Is(err, ErrUnknownCommand):
+	case errors.Is(err, ErrUnknownCommand), errors.As(err, &usage):
 		return 2
 	default:
 		return 1

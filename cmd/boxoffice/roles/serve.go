@@ -22,8 +22,10 @@ import (
 )
 
 func runServe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ExitOnError)
-	_ = fs.Parse(args)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	if err := ParseFlags(fs, args); err != nil {
+		return err
+	}
 	required := []string{"BOXOFFICE_JWT_SECRET", "BOXOFFICE_ADMISSION_KEY"}
 	if os.Getenv("BOXOFFICE_CELLS") == "" {
 		required = append(required, "DATABASE_URL")
@@ -40,7 +42,7 @@ func runServe(ctx context.Context, args []string) error {
 	if cfg.NATSURL != "" {
 		// The API never publishes (the relay does); NATS is only reported,
 		// and read for the release controllers' consumer backlogs.
-		nc, j, err := bus.Connect(cfg.NATSURL, "boxoffice-serve", logger)
+		nc, j, err := bus.Connect(cfg.NATSURL, "boxoffice-serve", logger, cfg.natsOptions()...)
 		if err != nil {
 			return err
 		}
@@ -107,8 +109,10 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slo
 }
 
 func runMigrate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
-	_ = fs.Parse(args)
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	if err := ParseFlags(fs, args); err != nil {
+		return err
+	}
 	cfg, err := LoadConfig(os.Getenv, "DATABASE_URL")
 	if err != nil {
 		return err

@@ -12,12 +12,14 @@ import (
 )
 
 func runToken(args []string) error {
-	fs := flag.NewFlagSet("token", flag.ExitOnError)
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	role := fs.String("role", "buyer", "buyer, organizer, or scanner (a door scanner of the organizer -org)")
 	sub := fs.String("sub", "", "user UUID (default: a new one)")
 	org := fs.String("org", "", "organizer UUID, for organizers and scanners (default: a new one)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
-	_ = fs.Parse(args)
+	if err := ParseFlags(fs, args); err != nil {
+		return err
+	}
 	cfg, err := LoadConfig(os.Getenv, "BOXOFFICE_JWT_SECRET")
 	if err != nil {
 		return err

@@ -113,9 +113,11 @@ func components() []component {
 // (BOXOFFICE_CELL): that cell's database and bus namespace; run workers
 // per cell, and a cell's workers never wait on another cell.
 func runWork(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("work", flag.ExitOnError)
+	fs := flag.NewFlagSet("work", flag.ContinueOnError)
 	only := fs.String("only", "", "comma-separated workers to run (default: all): "+strings.Join(componentNames(), ", "))
-	_ = fs.Parse(args)
+	if err := ParseFlags(fs, args); err != nil {
+		return err
+	}
 	var names []string
 	if *only != "" {
 		names = strings.Split(*only, ",")
