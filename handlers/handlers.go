@@ -127,9 +127,11 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
 	cfg.CreateHooks = nil // no $schema links in response bodies
+	cfg.Servers = servers
 	api := humago.New(mux, cfg)
 	api.UseMiddleware(h.metrics.middleware, labelRole, h.authenticate(api))
 	h.Register(api)
+	finishDocument(api)
 	return api
 }
 

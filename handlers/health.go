@@ -34,6 +34,7 @@ func (h *Handlers) registerHealth(api huma.API) {
 	register(api, huma.Operation{
 		OperationID: "get-healthz", Method: http.MethodGet, Path: "/healthz",
 		Summary: "Liveness: the process is up", Tags: []string{"Operations"},
+		Description: "Public. 200 while the process serves HTTP, whatever its dependencies: restart it only when this stops answering.",
 	}, func(ctx context.Context, _ *struct{}) (*HealthOutput, error) {
 		out := &HealthOutput{Status: http.StatusOK}
 		out.Body.Status = "ok"
@@ -42,7 +43,9 @@ func (h *Handlers) registerHealth(api huma.API) {
 	register(api, huma.Operation{
 		OperationID: "get-readyz", Method: http.MethodGet, Path: "/readyz",
 		Summary: "Readiness: the database answers (NATS is reported, not required)",
-		Tags:    []string{"Operations"},
+		Description: "Public. 200 when the purchase cells' databases answer within 2 seconds, with each dependency's state in checks; " +
+			"503 when one does not, so a load balancer sends buyers elsewhere. NATS is reported but not required: holds are written to the outbox either way.",
+		Tags: []string{"Operations"},
 		Responses: map[string]*huma.Response{
 			"503": {Description: "A required dependency does not answer."},
 		},

@@ -19,6 +19,10 @@ import (
 // states (checkInput), the same way for every input struct. A handler never
 // sees text that PostgreSQL would refuse.
 func register[I, O any](api huma.API, op huma.Operation, handler func(context.Context, *I) (*O, error)) {
+	if op.Security == nil {
+		// Public, and saying so: an empty requirement list, not a missing one.
+		op.Security = []map[string][]string{}
+	}
 	plan := inputPlanFor(reflect.TypeFor[I]())
 	huma.Register(api, op, func(ctx context.Context, in *I) (*O, error) {
 		if errs := plan.check(reflect.ValueOf(in).Elem()); len(errs) > 0 {

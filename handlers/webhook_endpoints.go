@@ -158,6 +158,7 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-endpoints", Method: http.MethodGet, Path: "/v1/webhook-endpoints",
 		Summary: "List your webhook endpoints", Tags: tags, Errors: errs(),
+		Description: "For organizers: every endpoint you created, with its subscribed event types, status and rate, never its secret.",
 	}, auth.RoleOrganizer), h.listWebhookEndpoints)
 	register(api, secured(huma.Operation{
 		OperationID: "get-webhook-endpoint", Method: http.MethodGet, Path: "/v1/webhook-endpoints/{endpointId}",

@@ -84,6 +84,7 @@ func (h *Handlers) registerWebhookMessages(api huma.API, tags []string, errs fun
 	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-attempts", Method: http.MethodGet, Path: "/v1/webhook-messages/{messageId}/attempts",
 		Summary: "List every attempt to send a message", Tags: tags, Errors: errs(),
+		Description: "For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry or replay), outcome, status code and latency. 404 for a message of another organizer.",
 	}, auth.RoleOrganizer), h.listWebhookAttempts)
 	register(api, secured(huma.Operation{
 		OperationID: "replay-webhook-message", Method: http.MethodPost, Path: "/v1/webhook-messages/{messageId}/replay",

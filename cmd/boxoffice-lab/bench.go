@@ -40,8 +40,11 @@ func runBench(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "streams" {
 		return runBenchStreams(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "retention" {
+		return runBenchRetention(ctx, args[1:])
+	}
 	if len(args) == 0 || args[0] != "holds" {
-		return fmt.Errorf("usage: boxoffice-lab bench holds|purchases|streams|waitingroom [flags]")
+		return fmt.Errorf("usage: boxoffice-lab bench holds|purchases|retention|streams|waitingroom [flags]")
 	}
 	fs := flag.NewFlagSet("bench holds", flag.ExitOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
