@@ -191,7 +191,8 @@ func TestRefundOrder(t *testing.T) {
 		b.withPayment(t, o.id)
 		b.setOrderStatus(t, o.id, "ticketed")
 		dbtest.Exec(t, b.pool, `INSERT INTO tickets (id, order_id, seat_id, event_id, issued_at)
-			SELECT gen_random_uuid(), $1, seat_id, event_id, now() FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = $1`, o.id)
+			SELECT gen_random_uuid(), $1, hs.seat_id, s.event_id, now()
+			FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id JOIN seats s ON s.id = hs.seat_id WHERE h.order_id = $1`, o.id)
 		list := "/v1/events/" + o.ev.ID + "/revoked-tickets"
 		before := b.do(t, http.MethodGet, list, bearer(o.orgToken), nil)
 		require.Equal(t, http.StatusOK, before.status, "%s", before.body)

@@ -42,7 +42,6 @@ type HoldSeat struct {
 	HoldID     uuid.UUID
 	SeatID     uuid.UUID
 	ReleasedAt *time.Time
-	EventID    uuid.UUID
 }
 
 type IdempotencyKey struct {

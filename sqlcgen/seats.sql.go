@@ -22,8 +22,8 @@ type SeatCopyFromParams struct {
 
 const seatInventory = `-- name: SeatInventory :one
 SELECT e.seat_count,
-       (SELECT count(*) FROM hold_seats hs
-        WHERE hs.event_id = e.id AND hs.released_at IS NULL)::int AS held,
+       (SELECT count(*) FROM hold_seats hs JOIN seats s ON s.id = hs.seat_id
+        WHERE hs.released_at IS NULL AND s.event_id = e.id)::int AS held,
        (SELECT count(*) FROM tickets t
         WHERE t.event_id = e.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL))::int AS sold
 FROM events e
@@ -36,11 +36,12 @@ type SeatInventoryRow struct {
 	Sold      int32
 }
 
-// How many of the event's seats are held and sold, counted from the
-// partial indexes of 00023: the work is in proportion to the seats held
-// and sold, not to the seat map, and no row is shared with the hold path.
-// Held counts an active hold past its expiry until the expirer reclaims
-// it. Both counts are read at one snapshot.
+// How many of the event's seats are held and sold (00023): held from the
+// unreleased hold_seats rows (hold_seat_active_uq, in proportion to the
+// seats held now), sold from the event's tickets that keep a seat
+// (ticket_sold_event_idx); never the seat map, and nothing the hold path
+// writes. Held counts an active hold past its expiry until the expirer
+// reclaims it. Both counts are read at one snapshot.
 func (q *Queries) SeatInventory(ctx context.Context, db DBTX, eventID uuid.UUID) (SeatInventoryRow, error) {
 	row := db.QueryRow(ctx, seatInventory, eventID)
 	var i SeatInventoryRow

@@ -29,13 +29,15 @@ var retentionTables = []struct{ name, count string }{
 
 // runBenchRetention shows that those tables stay flat over a long run of
 // purchases. Every role runs in this process, as for `bench purchases`;
-// each simulated day is -day of real purchases, after which the clock of
-// the time-bounded rows is moved back one day (inbox.processed_at,
-// stripe_events.received_at, idempotency_keys.expires_at: the only columns
-// the retention reads) and the production retention pass runs with its
-// production windows (35 days of inbox, 30 of Stripe event ids, keys
-// until they expire). Row counts grow for as long as the windows and are
-// flat after; the orders, the business's own record, grow for ever.
+// each simulated day is -day of real purchases, after which the
+// production retention pass runs with its production windows (35 days of
+// inbox, 30 of Stripe event ids) as of that day's end: the pass takes its
+// clock as an argument. The day's new inbox rows and Stripe event ids are
+// dated that simulated day (one update of each new row, as the day ends),
+// older rows are left alone. Idempotency keys expire by the database's
+// clock (24 hours after their hold), so theirs is moved back a day each
+// night instead. Row counts grow for as long as the windows and are flat
+// after; the orders, the business's own record, grow for ever.
 func runBenchRetention(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench retention", flag.ContinueOnError)
 	days := fs.Int("days", 45, "simulated days (more than the longest retention, 35)")
@@ -78,8 +80,9 @@ func runBenchRetention(ctx context.Context, args []string) error {
 	for _, t := range retentionTables {
 		fmt.Printf(" %16s", t.name)
 	}
-	fmt.Printf(" %12s\n", "inbox MB")
+	fmt.Printf(" %12s %14s\n", "inbox MB", "stripe_ev. MB")
 	var orders int64
+	start := time.Now()
 	for d := 1; d <= *days; d++ {
 		ev, err := client.CreateEvent(ctx, 10, 500)
 		if err != nil {
@@ -89,18 +92,28 @@ func runBenchRetention(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		// Midnight: the day's rows are a day older.
+		// The end of day d.
+		simulated := start.Add(time.Duration(d) * 24 * time.Hour)
 		for _, stmt := range []string{
-			"UPDATE inbox SET processed_at = processed_at - interval '1 day'",
-			"UPDATE stripe_events SET received_at = received_at - interval '1 day'",
-			"UPDATE idempotency_keys SET expires_at = expires_at - interval '1 day'",
+			// Rows still on the real clock (earlier than any simulated
+			// day) are this day's.
+			"UPDATE inbox SET processed_at = $1 WHERE processed_at < $2",
+			"UPDATE stripe_events SET received_at = $1 WHERE received_at < $2",
 		} {
-			if _, err := pool.Exec(ctx, stmt); err != nil {
-				return fmt.Errorf("age the rows: %w", err)
+			if _, err := pool.Exec(ctx, stmt, simulated, start.Add(12*time.Hour)); err != nil {
+				return fmt.Errorf("date the day's rows: %w", err)
 			}
 		}
-		if _, err := pruner.Pass(ctx, time.Now()); err != nil {
+		if _, err := pool.Exec(ctx, "UPDATE idempotency_keys SET expires_at = expires_at - interval '1 day'"); err != nil {
+			return fmt.Errorf("age the idempotency keys: %w", err)
+		}
+		if _, err := pruner.Pass(ctx, simulated.Add(time.Minute)); err != nil {
 			return err
+		}
+		// A day is long enough for autovacuum to make the deleted rows'
+		// space reusable; the simulated one is seconds, so vacuum here.
+		if _, err := pool.Exec(ctx, "VACUUM inbox, stripe_events, idempotency_keys"); err != nil {
+			return fmt.Errorf("vacuum: %w", err)
 		}
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&orders); err != nil {
 			return err
@@ -113,11 +126,11 @@ func runBenchRetention(ctx context.Context, args []string) error {
 			}
 			fmt.Printf(" %16d", n)
 		}
-		var inboxBytes int64
-		if err := pool.QueryRow(ctx, "SELECT pg_total_relation_size('inbox')").Scan(&inboxBytes); err != nil {
+		var inboxBytes, eventBytes int64
+		if err := pool.QueryRow(ctx, "SELECT pg_total_relation_size('inbox'), pg_total_relation_size('stripe_events')").Scan(&inboxBytes, &eventBytes); err != nil {
 			return err
 		}
-		fmt.Printf(" %12.1f\n", float64(inboxBytes)/(1<<20))
+		fmt.Printf(" %12.1f %14.1f\n", float64(inboxBytes)/(1<<20), float64(eventBytes)/(1<<20))
 	}
 	return nil
 }

@@ -32,7 +32,8 @@ func TestPartialRefund(t *testing.T) {
 		dbtest.Exec(t, b.pool, "UPDATE payments SET status = 'succeeded', client_secret = NULL WHERE order_id = $1", h.OrderID)
 		dbtest.Exec(t, b.pool, "UPDATE holds SET status = 'confirmed' WHERE order_id = $1", h.OrderID)
 		dbtest.Exec(t, b.pool, `INSERT INTO tickets (id, order_id, seat_id, event_id)
-			SELECT gen_random_uuid(), h.order_id, hs.seat_id, hs.event_id FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = $1`, h.OrderID)
+			SELECT gen_random_uuid(), h.order_id, hs.seat_id, s.event_id
+			FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id JOIN seats s ON s.id = hs.seat_id WHERE h.order_id = $1`, h.OrderID)
 		dbtest.Exec(t, b.pool, "UPDATE hold_seats SET released_at = now() WHERE hold_id = $1", h.HoldID)
 		dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'ticketed' WHERE id = $1", h.OrderID)
 		var org uuid.UUID

@@ -81,8 +81,8 @@ func onsaleDay(b *testing.B) (*pgxpool.Pool, uuid.UUID, fixture.Event) {
 		// Seat i belongs to order i/2; a ticketed order's seats are released
 		// to its tickets.
 		`WITH s AS (SELECT id, (row_number() OVER (ORDER BY position) - 1)::int AS i FROM seats WHERE event_id = $1)
-		 INSERT INTO hold_seats (hold_id, seat_id, event_id, released_at)
-		 SELECT md5('h' || (i / 2))::uuid, id, $1, CASE WHEN i < 50000 THEN now() END FROM s WHERE i < 51000`,
+		 INSERT INTO hold_seats (hold_id, seat_id, released_at)
+		 SELECT md5('h' || (i / 2))::uuid, id, CASE WHEN i < 50000 THEN now() END FROM s WHERE i < 51000`,
 		`WITH s AS (SELECT id, (row_number() OVER (ORDER BY position) - 1)::int AS i FROM seats WHERE event_id = $1)
 		 INSERT INTO tickets (id, order_id, seat_id, event_id) SELECT gen_random_uuid(), md5('o' || (i / 2))::uuid, id, $1 FROM s WHERE i < 50000`,
 		`VACUUM ANALYZE`, // as autovacuum leaves it between onsales

@@ -419,10 +419,11 @@ func TestSeatsThatComeBackAdmitAsManyBuyers(t *testing.T) {
 			hold(seat.ID)
 		}
 		dbtest.Exec(t, pool, `INSERT INTO tickets (id, order_id, seat_id, event_id)
-			SELECT gen_random_uuid(), h.order_id, hs.seat_id, hs.event_id
-			FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id
-			WHERE hs.event_id = $1 AND hs.released_at IS NULL`, ev.ID)
-		dbtest.Exec(t, pool, "UPDATE hold_seats SET released_at = now() WHERE event_id = $1 AND released_at IS NULL", ev.ID)
+			SELECT gen_random_uuid(), h.order_id, hs.seat_id, s.event_id
+			FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id JOIN seats s ON s.id = hs.seat_id
+			WHERE s.event_id = $1 AND hs.released_at IS NULL`, ev.ID)
+		dbtest.Exec(t, pool, `UPDATE hold_seats hs SET released_at = now() FROM seats s
+			WHERE s.id = hs.seat_id AND s.event_id = $1 AND hs.released_at IS NULL`, ev.ID)
 		inv, err := catalog.New(pool).Inventory(ctx, ev.ID)
 		require.NoError(t, err)
 		require.Equal(t, catalog.Inventory{Seats: seatCount, Held: 0, Sold: seatCount}, inv)

@@ -14,8 +14,7 @@
 -- History: 00002 introduced it; 00014 added p_seat_limit (the organizer's
 -- per-buyer limit, checked under a lock of the (event, buyer) pair, so two
 -- holds of one buyer racing each other cannot together exceed it); 00016
--- added p_authorization_id and the PaymentAuthorizationRequested row; 00023
--- gave hold_seats the event id, for the waiting room's seat counts.
+-- added p_authorization_id and the PaymentAuthorizationRequested row.
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -157,8 +156,8 @@ BEGIN
     INSERT INTO holds (id, order_id, status, expires_at)
     VALUES (p_hold_id, p_order_id, 'active', v_expires);
 
-    INSERT INTO hold_seats (hold_id, seat_id, event_id)
-    SELECT p_hold_id, seat, p_event_id FROM unnest(p_seat_ids) AS seat;
+    INSERT INTO hold_seats (hold_id, seat_id)
+    SELECT p_hold_id, seat FROM unnest(p_seat_ids) AS seat;
 
     -- The HoldCreated envelope (DESIGN.md § Events) and, caused by it, the
     -- PaymentAuthorizationRequested that asks the payments consumer for the
