@@ -24,7 +24,11 @@ The dead letters of BOXOFFICE_CELL's bus namespace, on NATS_URL.`
 // runDLQ runs `boxoffice dlq`: the dead-letter workflow (package dlq).
 func runDLQ(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New(dlqUsage)
+		return &UsageError{errors.New(dlqUsage)}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(out, dlqUsage)
+		return flag.ErrHelp
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
