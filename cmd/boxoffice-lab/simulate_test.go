@@ -39,7 +39,7 @@ func TestSimulateCommand(t *testing.T) {
 	require.NoError(t, err, "go build: %s", out)
 
 	reportDir := filepath.Join(dir, "report")
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "simulate", "--spawn", "--fresh-db=false",
 		"--buyers", "300", "--seats", "40", "--arrival", "spike", "--duration", "4s", "--hold-ttl", "15s",

@@ -268,9 +268,15 @@ func (b *buyer) admit(ctx context.Context) (string, bool) {
 			b.sim.noteStatus("waiting-room", res.Status)
 			wait = 2 * time.Second
 		}
-		if err := sleep(ctx, b.jitter(wait)); err != nil {
+		t := time.NewTimer(b.jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			b.outcome = outcomeError
 			return "", false
+		case <-s.soldOut.Done():
+			t.Stop() // the loop's next turn leaves sold out
+		case <-t.C:
 		}
 	}
 }

@@ -140,7 +140,7 @@ type Sim struct {
 	intentWait   latencies // hold 202 to the order showing its PaymentIntent
 	payToTicket  latencies // card authorized to ticketed, seen by SSE
 	queueWait    latencies
-	soldOut      atomic.Bool
+	soldOut      soldOutSignal
 	expired      atomic.Int64  // walked-away orders seen final after settling
 	lastR        atomic.Uint64 // math.Float64bits
 
@@ -173,7 +173,8 @@ func New(cfg Config) (*Sim, error) {
 		MaxConnsPerHost:     4096,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	s := &Sim{cfg: cfg, tickets: map[string][]string{}, errKinds: map[string]int{}, decoded: map[string][]seat{}}
+	s := &Sim{cfg: cfg, tickets: map[string][]string{}, errKinds: map[string]int{}, decoded: map[string][]seat{},
+		soldOut: soldOutSignal{ch: make(chan struct{})}}
 	for _, u := range cfg.APIs {
 		u = strings.TrimRight(u, "/")
 		s.apis = append(s.apis, &apiclient.Client{BaseURL: u, HTTP: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}})
@@ -423,3 +424,32 @@ func (s *Sim) settle(ctx context.Context) {
 		s.cfg.Logger.Warn("walked-away orders not final when settling ended", "orders", len(pending))
 	}
 }
+
+// soldOutSignal is the event page's "sold out" banner: set once, seen at
+// once by every buyer, including those waiting between two polls of the
+// waiting room (a buyer does not sit out its poll interval on a page
+// that already says sold out).
+type soldOutSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+// Store sets the signal; only true sets it (it is never cleared).
+func (s *soldOutSignal) Store(v bool) {
+	if v {
+		s.once.Do(func() { close(s.ch) })
+	}
+}
+
+// Load reports whether the signal is set.
+func (s *soldOutSignal) Load() bool {
+	select {
+	case <-s.ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Done is closed when the signal is set.
+func (s *soldOutSignal) Done() <-chan struct{} { return s.ch }
