@@ -25,15 +25,23 @@ STACK_RUNS ?= 1
 test-stack:
 	$(GO) test -tags stack -count=$(STACK_RUNS) -timeout 30m -v -run TestStackSurvivesKills ./testkit/stacktest/
 
-## generate: sqlc code from queries/ + migrations/, and openapi.yaml
+## generate: sqlc code from queries/ + migrations/, openapi.yaml, the
+## reference page /docs serves (.ci/build-reference), and the
+## Go client in client/ (oapi-codegen, from the 3.0 rendering of the same
+## document: client/oapi-codegen.yaml)
 generate:
 	$(GO) tool sqlc generate
 	$(GO) run ./cmd/boxoffice openapi > openapi.yaml
+	.ci/build-reference
+	@spec=$$(mktemp) && trap 'rm -f "$$spec"' EXIT && \
+		$(GO) run ./cmd/boxoffice openapi --3.0 > "$$spec" && \
+		$(GO) tool oapi-codegen -config client/oapi-codegen.yaml "$$spec"
 
-## check-generated: fail when sqlcgen/ or openapi.yaml drift from their sources
+## check-generated: fail when sqlcgen/, openapi.yaml or client/ drift from their sources
+GENERATED := sqlcgen openapi.yaml client handlers/reference.html
 check-generated: generate
-	@git diff --exit-code -- sqlcgen openapi.yaml
-	@test -z "$$(git status --porcelain -- sqlcgen openapi.yaml)" || { git status --porcelain -- sqlcgen openapi.yaml; echo "generated files are not committed"; exit 1; }
+	@git diff --exit-code -- $(GENERATED)
+	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "generated files are not committed"; exit 1; }
 
 vet:
 	$(GO) vet ./...

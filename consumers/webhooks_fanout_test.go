@@ -1,7 +1,9 @@
 package consumers
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -51,11 +53,20 @@ type fanOutBundle struct {
 	secrets []string
 }
 
+// fanOutKeys seals the endpoint secrets of these tests.
+var fanOutKeys = func() *webhooks.Keyring {
+	k, err := webhooks.ParseKeyring("test:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, webhooks.KeyringKeyBytes)))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 func setupFanOut(t *testing.T) *fanOutBundle {
 	t.Helper()
 	b := &fanOutBundle{pool: dbtest.New(t), logs: testkit.NewLog(t), reg: prometheus.NewRegistry()}
 	b.logger = b.logs.Logger
-	b.svc = webhooks.NewService(b.pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{AllowPrivate: true}, Logger: b.logger})
+	b.svc = webhooks.NewService(b.pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{AllowPrivate: true}, Keys: fanOutKeys, Logger: b.logger})
 	t.Cleanup(func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -86,6 +97,7 @@ func (b *fanOutBundle) runDispatcher(t *testing.T) {
 	t.Helper()
 	d, err := webhooks.NewDispatcher(b.pool, webhooks.DispatcherConfig{
 		Guard:         &webhooks.Guard{AllowPrivate: true},
+		Keys:          fanOutKeys,
 		RetrySchedule: []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond, time.Second},
 		Timeout:       2 * time.Second,
 		Lease:         4 * time.Second,

@@ -41,6 +41,7 @@ import (
 	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
 	"boxoffice/platform/admission"
+	"boxoffice/platform/apikey"
 	"boxoffice/platform/auth"
 	"boxoffice/sqlcgen"
 	"boxoffice/testkit/dbtest"
@@ -201,6 +202,7 @@ var fuzzParamFixtures = map[string]func(e *fuzzEnv) string{
 	"id":         func(e *fuzzEnv) string { return e.intentID },
 	"endpointId": func(e *fuzzEnv) string { return e.endpointID.String() },
 	"messageId":  func(e *fuzzEnv) string { return e.messageID.String() },
+	"apiKeyId":   func(e *fuzzEnv) string { return e.apiKeyID.String() },
 }
 
 // fuzzBodies are ordinary bodies per operation, for the per-operation seeds.
@@ -210,6 +212,7 @@ var fuzzBodies = map[string]string{
 	"create-hold":              `{"seatIds":["$SEAT"]}`,
 	"update-onsale":            `{"maxRate":1000}`,
 	"revoke-admission":         `{"userId":"$BUYER"}`,
+	"create-api-key":           `{"name":"fuzz"}`,
 	"create-webhook-endpoint":  `{"url":"https://hooks.example.com/fuzz","description":"fuzz","eventTypes":["order.paid"]}`,
 	"update-webhook-endpoint":  `{"description":"fuzzed","rateLimitPerSecond":5}`,
 	"recover-webhook-endpoint": `{"since":"2020-01-01T00:00:00Z"}`,
@@ -437,6 +440,7 @@ type fuzzEnv struct {
 	intentID   string
 	endpointID uuid.UUID
 	messageID  uuid.UUID
+	apiKeyID   uuid.UUID
 }
 
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
@@ -448,7 +452,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	pur := purchase.NewService(pool, logger, purchase.Config{})
 	sb, err := sandbox.New(pool, sandbox.Config{WebhookSecret: webhookSecret, Logger: logger})
 	require.NoError(tb, err)
-	wh := webhooks.NewService(pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{Resolver: stubResolver{}}, Logger: logger})
+	wh := webhooks.NewService(pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{Resolver: stubResolver{}}, Keys: testWebhookKeys, Logger: logger})
 	reg := prometheus.NewRegistry()
 	room := waitingroom.NewRoom(waitingroom.RoomConfig{
 		Store: waitingroom.NewMemoryStore(), Signer: signer, Events: cat,
@@ -465,13 +469,15 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 			Ingress: payments.NewIngress(pool, payments.IngressConfig{
 				WebhookSecret: webhookSecret, Logger: logger, Provider: sb, Registerer: reg,
 			}),
-			Sandbox: sb, Webhooks: wh, Door: tickets.NewDoor(pool, pub),
+			Sandbox: sb, Webhooks: wh, Door: tickets.NewDoor(pool, pub), APIKeys: apikey.NewStore(pool),
 		}),
 		TicketPublicKey: pub,
 		Checks:          []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}},
 		Registerer:      reg,
 	}
-	srv := httptest.NewServer(handlers.New(cfg).Handler())
+	// Every answer, to seeds and to what the fuzzer finds, must also be
+	// one openapi.yaml documents (contract_test.go).
+	srv := httptest.NewServer(validating(tb, handlers.New(cfg).Handler()))
 	tb.Cleanup(srv.Close)
 	e := &fuzzEnv{
 		pool: pool, srv: srv, signer: signer, catalog: cat, purchase: pur, sandbox: sb, webhooks: wh,
@@ -558,6 +564,9 @@ func (e *fuzzEnv) fixtures(tb testing.TB) {
 	}
 	e.newOrder(tb)
 	e.newEndpoint(tb)
+	key, _, err := apikey.NewStore(e.pool).Create(ctx, e.orgID, "fuzz")
+	require.NoError(tb, err)
+	e.apiKeyID = key.ID
 	q := sqlcgen.New()
 	e.messageID, err = q.WebhookMessageInsert(ctx, e.pool, sqlcgen.WebhookMessageInsertParams{
 		ID: uuid.Must(uuid.NewV7()), OrganizerID: e.orgID, EventType: "order.paid",

@@ -22,6 +22,7 @@ import (
 
 	"boxoffice/domain/cells"
 	"boxoffice/platform/admission"
+	"boxoffice/platform/apikey"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/db"
 )
@@ -122,13 +123,17 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 	cfg := huma.DefaultConfig("Boxoffice API", Version)
 	cfg.Info.Description = "Assigned-seat ticketing for high-demand onsales. " +
 		"Errors are RFC 9457 problems with a stable `type`. " +
-		"Authenticate with `Authorization: Bearer <JWT>` (HS256; claims sub, exp, role, and org for organizers)."
+		"Authenticate with `Authorization: Bearer <token>`: a JWT of the deployment's identity provider " +
+		"(RS256, ES256 or EdDSA, from its JWKS; claims iss, aud, sub, exp, role, and org for organizers), " +
+		"an HS256 JWT in development, or an organizer API key (`bo_live_…`, see /v1/api-keys)."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
 	cfg.CreateHooks = nil // no $schema links in response bodies
+	cfg.DocsPath = ""     // huma's page loads its scripts from a CDN; ours is self-contained
 	cfg.Servers = servers
 	api := humago.New(mux, cfg)
+	mux.HandleFunc("GET /docs", serveReference)
 	api.UseMiddleware(h.metrics.middleware, labelRole, h.authenticate(api))
 	h.Register(api)
 	finishDocument(api)
@@ -158,6 +163,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerStripeWebhook(api)
 	h.registerSandbox(api)
 	h.registerWebhooks(api)
+	h.registerAPIKeys(api)
 }
 
 const roleKey = "role"
@@ -195,7 +201,23 @@ func (h *Handlers) authenticate(api huma.API) func(huma.Context, func(huma.Conte
 			writeProblem(api, ctx, problem(http.StatusUnauthorized, TypeUnauthorized, "A bearer token is required."))
 			return
 		}
-		id, err := h.bearers.verify(h.cfg.Bearer, token, time.Now())
+		var id auth.Identity
+		var err error
+		if apikey.IsKey(token) {
+			// Never cached: a revoked key is refused by the next request.
+			id, err = h.verifyAPIKey(ctx.Context(), token)
+		} else {
+			id, err = h.bearers.verify(h.cfg.Bearer, token, time.Now())
+		}
+		if err != nil && !errors.Is(err, auth.ErrInvalidToken) {
+			// The organizer's cell did not answer: not the caller's fault.
+			h.logger.WarnContext(ctx.Context(), "api key not checked: purchase cell unavailable",
+				"correlation_id", CorrelationID(ctx.Context()), "error", err.Error())
+			ctx.SetHeader("Retry-After", "5")
+			writeProblem(api, ctx, problem(http.StatusServiceUnavailable, TypeCellUnavailable,
+				"The purchase cell that serves this is not answering; other events are not affected. Try again shortly."))
+			return
+		}
 		if err != nil {
 			h.logger.InfoContext(ctx.Context(), "bearer token rejected",
 				"correlation_id", CorrelationID(ctx.Context()), "reason", err.Error())

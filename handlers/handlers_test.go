@@ -84,7 +84,7 @@ func setupPool(t *testing.T, pool *pgxpool.Pool, opts ...func(*handlers.Config))
 	if c := cellOf(&cfg); c.Room == nil {
 		c.Room = fixedRoom(signer, c.Catalog, logger)
 	}
-	srv := httptest.NewServer(handlers.New(cfg).Handler())
+	srv := httptest.NewServer(validating(t, handlers.New(cfg).Handler()))
 	t.Cleanup(srv.Close)
 	b := &testBundle{pool: pool, srv: srv, logs: logs, signer: signer}
 	b.remember(webhookSecret)

@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -18,6 +20,8 @@ var tagDescriptions = []*huma.Tag{
 	{Name: "Check-in", Description: "The door: scan a ticket once, upload offline scans in batches, count entries per gate."},
 	{Name: "Onsale", Description: "An organizer's onsale settings: opening time, admission rate, per-buyer limit, hold lifetime, pause; revoke admissions."},
 	{Name: "Webhooks", Description: "Signed, retried, replayable Standard Webhooks to the organizer's systems: endpoints, messages and their attempts."},
+	{Name: "API keys", Description: "Organizer API keys for your own systems: create one (shown once), list them, revoke one at once."},
+	{Name: "Webhook messages", Description: "What your webhook endpoints receive: one entry per message type, with its Standard Webhooks headers and body, and what your answer means. docs/webhooks.md says how to verify, deduplicate and acknowledge them."},
 	{Name: "Payments", Description: "The payment provider's webhook: Stripe events, verified before they are read."},
 	{Name: "Sandbox", Description: "Development only (BOXOFFICE_PAYMENTS=sandbox): play the buyer's part at the payment provider."},
 	{Name: "Operations", Description: "Liveness and readiness, for load balancers and orchestrators."},
@@ -43,6 +47,10 @@ var servers = []*huma.Server{{
 func finishDocument(api huma.API) {
 	doc := api.OpenAPI()
 	doc.Tags = tagDescriptions
+	declareWebhooks(api)
+	addRequestExamples(doc)
+	declareCommonResponses(doc)
+	declareCorrelationHeader(doc) // after: the responses added above carry it too
 	var visit func(s *huma.Schema)
 	seen := map[*huma.Schema]bool{}
 	visit = func(s *huma.Schema) {
@@ -84,6 +92,98 @@ func finishDocument(api huma.API) {
 		}
 	}
 }
+
+// commonResponses are what any operation may answer besides its own
+// declared errors: the platform's, not the operation's (the edge reads
+// headers and bodies before any handler runs; the database may be
+// overloaded under any query). Handler tests validate every response
+// against the document (contract_test.go), so a status written here that
+// the server cannot send, or one it sends that is missing, is seen.
+var commonResponses = []struct {
+	status int
+	// bodyOnly: only operations that take a request body.
+	bodyOnly    bool
+	description string
+}{
+	{http.StatusBadRequest, false, "Malformed: a header, a query parameter or the body cannot be parsed. Nothing was changed."},
+	{http.StatusRequestTimeout, true, "The request body did not arrive in time. Nothing was changed; send it again (with the same Idempotency-Key where there is one)."},
+	{http.StatusRequestEntityTooLarge, true, "The request body is larger than this operation accepts. Nothing was changed."},
+	{http.StatusUnsupportedMediaType, true, "The request body is not application/json. Nothing was changed."},
+	{http.StatusRequestHeaderFieldsTooLarge, false, "The request's headers are too large. Nothing was changed."},
+	{http.StatusServiceUnavailable, false, "Unavailable for a moment — the database is overloaded or a lock waited too long, or this region " +
+		"was failed over (/problems/fenced). Nothing was changed; retry after Retry-After."},
+}
+
+// declareCommonResponses adds commonResponses to every operation that does
+// not declare them itself, and documents the headers of the answers that
+// carry them: WWW-Authenticate on 401, Retry-After on 429 and 503.
+func declareCommonResponses(doc *huma.OpenAPI) {
+	problemBody := func() map[string]*huma.MediaType {
+		return map[string]*huma.MediaType{"application/problem+json": {Schema: &huma.Schema{Ref: "#/components/schemas/Problem"}}}
+	}
+	header := func(desc string) *huma.Param {
+		return &huma.Param{Description: desc, Schema: &huma.Schema{Type: "string"}}
+	}
+	for _, item := range doc.Paths {
+		for _, op := range operations(item) {
+			if op.Responses == nil {
+				op.Responses = map[string]*huma.Response{}
+			}
+			for _, c := range commonResponses {
+				code := strconv.Itoa(c.status)
+				if _, ok := op.Responses[code]; ok || (c.bodyOnly && op.RequestBody == nil) {
+					continue
+				}
+				op.Responses[code] = &huma.Response{Description: c.description, Content: problemBody()}
+			}
+			for code, res := range op.Responses {
+				if res.Headers == nil {
+					res.Headers = map[string]*huma.Param{}
+				}
+				switch code {
+				case "401":
+					res.Headers["WWW-Authenticate"] = header("The scheme to authenticate with (RFC 6750): Bearer, with error=\"invalid_token\" when the token was refused.")
+				case "429", "503":
+					if res.Headers["Retry-After"] == nil {
+						res.Headers["Retry-After"] = header("Seconds to wait before retrying.")
+					}
+				}
+			}
+		}
+	}
+}
+
+// correlationHeader is the header every response carries (the middleware
+// of handlers.go): the request's own X-Correlation-Id when well-formed,
+// else a fresh one; the same id is in the server's logs and in the
+// events and webhooks the request causes.
+const correlationHeader = "X-Correlation-Id"
+
+// declareCorrelationHeader documents correlationHeader once, in
+// components, and on every response of every operation.
+func declareCorrelationHeader(doc *huma.OpenAPI) {
+	if doc.Components.Headers == nil {
+		doc.Components.Headers = map[string]*huma.Header{}
+	}
+	doc.Components.Headers[correlationHeader] = &huma.Header{
+		Description: "The id that ties this response to the server's logs and to the events and webhooks the request " +
+			"caused: the request's own X-Correlation-Id when it is well-formed (1–64 letters, digits, '.', '_', ':' or '-'), " +
+			"else a fresh UUID. Quote it when you ask for support.",
+		Schema: &huma.Schema{Type: "string", MaxLength: ptr(64), Pattern: correlationPattern.String()},
+	}
+	for _, item := range doc.Paths {
+		for _, op := range operations(item) {
+			for _, res := range op.Responses {
+				if res.Headers == nil {
+					res.Headers = map[string]*huma.Param{}
+				}
+				res.Headers[correlationHeader] = &huma.Param{Ref: "#/components/headers/" + correlationHeader}
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // operations are the operations of a path.
 func operations(item *huma.PathItem) []*huma.Operation {

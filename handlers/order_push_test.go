@@ -144,7 +144,7 @@ func TestOrderStreamsArePushed(t *testing.T) {
 			Logger: logger, Bearer: auth.NewVerifier(jwtSecret), Admission: signer,
 			OrderStreamPoll: poll, OrderStreamSafetyRead: time.Hour, HoldsPerSecond: -1,
 		})
-		srv := httptest.NewServer(h.Handler())
+		srv := httptest.NewServer(validating(t, h.Handler()))
 		t.Cleanup(srv.Close)
 		return srv.URL, feed
 	}

@@ -64,7 +64,7 @@ type OrderBody struct {
 	Currency    string            `json:"currency"`
 	CreatedAt   time.Time         `json:"createdAt"`
 	Hold        OrderHoldBody     `json:"hold"`
-	Payment     *OrderPaymentBody `json:"payment"`
+	Payment     *OrderPaymentBody `json:"payment,omitempty" doc:"The order's payment at the provider; absent until its PaymentIntent exists."`
 	Tickets     []OrderTicketBody `json:"tickets"`
 	LastDecline *DeclineBody      `json:"lastDecline,omitempty" doc:"The last declined payment attempt. While the order awaits payment and attempts are left, confirm the same PaymentIntent again (with another card)."`
 	// PaymentAttemptsLeft is how many more times the buyer may try.
@@ -166,6 +166,10 @@ func (h *Handlers) registerOrders(api huma.API) {
 					"x-payment-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderPaymentEvent](), true, ""),
 				},
 			}}},
+			Headers: map[string]*huma.Param{"X-Accel-Buffering": {
+				Description: "Always no: tells a proxy in front (nginx) not to buffer the stream.",
+				Schema:      &huma.Schema{Type: huma.TypeString, Enum: []any{"no"}},
+			}},
 		}},
 	}, auth.RoleBuyer, auth.RoleOrganizer), h.streamOrderEvents)
 }

@@ -18,6 +18,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/webhooks"
+	"boxoffice/platform/apikey"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/page"
 )
@@ -267,6 +268,9 @@ var specificProblems = []specificProblem{
 		detail: "Another of your webhook endpoints has this URL; change that one instead."},
 	{err: webhooks.ErrEndpointDisabled, status: http.StatusConflict, typ: TypeConflict,
 		detail: "The endpoint is disabled; enable it first."},
+	{err: apikey.ErrLimit, status: http.StatusConflict, typ: TypeAPIKeyLimit,
+		detail: "You have the most API keys allowed that are not revoked; revoke one first."},
+	{err: apikey.ErrNotFound, status: http.StatusNotFound, typ: TypeNotFound, detail: "No such API key."},
 	{err: page.ErrBadCursor, status: http.StatusUnprocessableEntity, typ: TypeValidation,
 		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "query.cursor", Message: "malformed cursor"}}},
 	{err: payments.ErrBadSignature, status: http.StatusBadRequest, typ: TypeMalformed,

@@ -60,7 +60,7 @@ func setupSandbox(t *testing.T) *sandboxBundle {
 		Bearer:    auth.NewVerifier(jwtSecret),
 		Admission: b.signer,
 	})
-	mux.Handle("/", h.Handler())
+	mux.Handle("/", validating(t, h.Handler()))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -57,6 +57,15 @@ type WaitingRoomOutput struct {
 
 func (h *Handlers) registerWaitingRoom(api huma.API) {
 	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests, http.StatusServiceUnavailable}
+	// queued is the 202 both operations answer while the buyer waits; the
+	// body is the 200's (huma declares that one from WaitingRoomOutput).
+	queued := func() map[string]*huma.Response {
+		return map[string]*huma.Response{"202": {
+			Description: "Queued: your place and estimated wait; poll GET again after pollAfterSeconds (also sent as Retry-After).",
+			Content:     map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Ref: "#/components/schemas/WaitingRoomBody"}}},
+			Headers:     map[string]*huma.Param{"Retry-After": {Description: "The same as pollAfterSeconds.", Schema: &huma.Schema{Type: huma.TypeString}}},
+		}}
+	}
 	register(api, secured(huma.Operation{
 		OperationID: "join-waiting-room", Method: http.MethodPost, Path: "/v1/events/{eventId}/waiting-room",
 		Summary: "Join the waiting room",
@@ -64,14 +73,14 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 			"nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); " +
 			"otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); " +
 			"503 with Retry-After while the waiting room cannot admit anyone.",
-		Tags: []string{"Waiting room"}, Errors: errs,
+		Tags: []string{"Waiting room"}, Errors: errs, Responses: queued(),
 	}, auth.RoleBuyer), h.joinWaitingRoom)
 	register(api, secured(huma.Operation{
 		OperationID: "get-waiting-room", Method: http.MethodGet, Path: "/v1/events/{eventId}/waiting-room",
 		Summary: "Get your place in the waiting room",
 		Description: "Buyers only. Your position and estimated wait, or your admission token once admitted (the same token on every poll). " +
 			"Status revoked, without a token, when the organizer revoked your admission. 404 if you have not joined or your admission expired.",
-		Tags: []string{"Waiting room"}, Errors: errs,
+		Tags: []string{"Waiting room"}, Errors: errs, Responses: queued(),
 	}, auth.RoleBuyer), h.pollWaitingRoom)
 }
 

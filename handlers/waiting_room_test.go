@@ -77,7 +77,7 @@ func setupRoom(t *testing.T, o roomOpts) *roomBundle {
 		Bearer:    auth.NewVerifier(jwtSecret),
 		Admission: signer,
 	})
-	srv := httptest.NewServer(h.Handler())
+	srv := httptest.NewServer(validating(t, h.Handler()))
 	t.Cleanup(srv.Close)
 	b := &testBundle{pool: pool, srv: srv, logs: logs, signer: signer}
 	t.Cleanup(b.requireNoSecretsLogged(t))

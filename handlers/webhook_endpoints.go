@@ -32,19 +32,31 @@ const (
 // WebhookEndpointBody is an endpoint as reads return it: never its
 // secret.
 type WebhookEndpointBody struct {
-	ID                  uuid.UUID  `json:"id"`
-	URL                 string     `json:"url"`
-	Description         string     `json:"description"`
-	EventTypes          []string   `json:"eventTypes" doc:"Public event types delivered; empty means every type."`
-	Enabled             bool       `json:"enabled"`
-	DisabledReason      string     `json:"disabledReason,omitempty" enum:"user,gone,failing" doc:"Why the endpoint is disabled: by you, the receiver answered 410, or it failed consistently for days."`
-	RateLimitPerSecond  *int32     `json:"rateLimitPerSecond,omitempty" doc:"Deliveries per second; absent is unlimited."`
-	MaxConcurrency      int32      `json:"maxConcurrency" doc:"Attempts in flight at once."`
-	CircuitState        string     `json:"circuitState" enum:"closed,open,half_open" doc:"open: nothing is sent for a while after sustained failure; half_open: one probe at a time."`
-	ConsecutiveFailures int32      `json:"consecutiveFailures"`
-	FailingSince        *time.Time `json:"failingSince,omitempty" doc:"First failure since the last success."`
-	CreatedAt           time.Time  `json:"createdAt"`
-	UpdatedAt           time.Time  `json:"updatedAt"`
+	ID                  uuid.UUID                 `json:"id"`
+	URL                 string                    `json:"url"`
+	Description         string                    `json:"description"`
+	EventTypes          []string                  `json:"eventTypes" doc:"Public event types and notices delivered; empty means every event type (notices only when named)."`
+	Enabled             bool                      `json:"enabled"`
+	DisabledReason      string                    `json:"disabledReason,omitempty" enum:"user,gone,failing" doc:"Why the endpoint is disabled: by you, the receiver answered 410, or it failed consistently for days."`
+	RateLimitPerSecond  *int32                    `json:"rateLimitPerSecond,omitempty" doc:"Deliveries per second; absent is unlimited."`
+	MaxConcurrency      int32                     `json:"maxConcurrency" doc:"Attempts in flight at once."`
+	CircuitState        string                    `json:"circuitState" enum:"closed,open,half_open" doc:"open: nothing is sent for a while after sustained failure; half_open: one probe at a time."`
+	ConsecutiveFailures int32                     `json:"consecutiveFailures"`
+	FailingSince        *time.Time                `json:"failingSince,omitempty" doc:"First failure since the last success."`
+	Health              WebhookEndpointHealthBody `json:"health"`
+	CreatedAt           time.Time                 `json:"createdAt"`
+	UpdatedAt           time.Time                 `json:"updatedAt"`
+}
+
+// WebhookEndpointHealthBody is how deliveries to an endpoint are going.
+type WebhookEndpointHealthBody struct {
+	LastSuccessAt    *time.Time `json:"lastSuccessAt,omitempty" doc:"When a delivery to it last succeeded, to within 10 seconds; absent before the first."`
+	FailureStreak    int32      `json:"failureStreak" doc:"Retryable failures since the last success; 10 in a row open the breaker."`
+	FailingSince     *time.Time `json:"failingSince,omitempty" doc:"First failure since the last success; failing 5 days (unless the deployment says otherwise) disables the endpoint."`
+	Breaker          string     `json:"breaker" enum:"closed,open,half_open" doc:"The circuit breaker: closed (sending), open (nothing is sent until breakerOpenUntil), half_open (one probe at a time; a success closes it)."`
+	BreakerOpenUntil *time.Time `json:"breakerOpenUntil,omitempty" doc:"When an open breaker lets a probe through."`
+	DisabledAt       *time.Time `json:"disabledAt,omitempty" doc:"When the endpoint was disabled; absent while enabled."`
+	DisabledReason   string     `json:"disabledReason,omitempty" enum:"user,gone,failing" doc:"Why: by you, the receiver answered 410, or it failed consistently for days. The last two also send an endpoint.disabled notice to your other endpoints that subscribe to it."`
 }
 
 // WebhookEndpointSecretBody is an endpoint with its signing secret: only
@@ -55,12 +67,20 @@ type WebhookEndpointSecretBody struct {
 }
 
 func webhookEndpointBody(e webhooks.Endpoint) WebhookEndpointBody {
-	return WebhookEndpointBody{
+	b := WebhookEndpointBody{
 		ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Enabled: e.Enabled,
 		DisabledReason: e.DisabledReason, RateLimitPerSecond: e.RateLimitPerSecond, MaxConcurrency: e.MaxConcurrency,
 		CircuitState: e.CircuitState, ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince),
+		Health: WebhookEndpointHealthBody{
+			LastSuccessAt: utc(e.LastSuccessAt), FailureStreak: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince),
+			Breaker: e.CircuitState, DisabledAt: utc(e.DisabledAt), DisabledReason: e.DisabledReason,
+		},
 		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(),
 	}
+	if e.CircuitState == "open" {
+		b.Health.BreakerOpenUntil = utc(e.CircuitOpenUntil)
+	}
+	return b
 }
 
 func utc(t *time.Time) *time.Time {
@@ -76,7 +96,7 @@ type CreateWebhookEndpointInput struct {
 	Body struct {
 		URL                string   `json:"url" minLength:"1" maxLength:"2048" example:"https://hooks.example.com/boxoffice" doc:"https URL that resolves to public addresses only."`
 		Description        string   `json:"description,omitempty" maxLength:"500"`
-		EventTypes         []string `json:"eventTypes,omitempty" maxItems:"20" doc:"Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, hold.expired; empty means every type."`
+		EventTypes         []string `json:"eventTypes,omitempty" maxItems:"20" doc:"Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled and delivery.exhausted (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them."`
 		Enabled            *bool    `json:"enabled,omitempty" doc:"Defaults to true."`
 		RateLimitPerSecond *int32   `json:"rateLimitPerSecond,omitempty" minimum:"1" maximum:"10000" doc:"Deliveries per second; absent is unlimited."`
 		MaxConcurrency     int32    `json:"maxConcurrency,omitempty" minimum:"1" maximum:"1000" doc:"Attempts in flight at once. Defaults to 10."`
@@ -119,7 +139,7 @@ type UpdateWebhookEndpointInput struct {
 	Body       struct {
 		URL                *string   `json:"url,omitempty" minLength:"1" maxLength:"2048"`
 		Description        *string   `json:"description,omitempty" maxLength:"500"`
-		EventTypes         *[]string `json:"eventTypes,omitempty" maxItems:"20" doc:"Replaces the filter; [] means every type."`
+		EventTypes         *[]string `json:"eventTypes,omitempty" maxItems:"20" doc:"Replaces the filter; [] means every event type (notices only when named)."`
 		Enabled            *bool     `json:"enabled,omitempty" doc:"false stops deliveries (kept for recover); true clears the failure record and circuit."`
 		RateLimitPerSecond *int32    `json:"rateLimitPerSecond,omitempty" minimum:"0" maximum:"10000" doc:"Deliveries per second; 0 removes the limit."`
 		MaxConcurrency     *int32    `json:"maxConcurrency,omitempty" minimum:"1" maximum:"1000"`
@@ -132,6 +152,11 @@ type RecoverWebhookEndpointInput struct {
 	Body       struct {
 		Since time.Time `json:"since" doc:"Failed and dead deliveries of messages since then are sent again."`
 	}
+}
+
+// TestWebhookEndpointOutput is the webhook.test message queued.
+type TestWebhookEndpointOutput struct {
+	Body WebhookMessageBody
 }
 
 // QueuedOutput says how many deliveries were queued.
@@ -162,7 +187,10 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	}, auth.RoleOrganizer), h.listWebhookEndpoints)
 	register(api, secured(huma.Operation{
 		OperationID: "get-webhook-endpoint", Method: http.MethodGet, Path: "/v1/webhook-endpoints/{endpointId}",
-		Summary: "Get a webhook endpoint", Description: "Never returns the secret.", Tags: tags, Errors: errs(),
+		Summary: "Get a webhook endpoint",
+		Description: "Its settings and `health`: the last success, the failure streak, the circuit breaker's state, and when and why it was disabled. " +
+			"Never returns the secret.",
+		Tags: tags, Errors: errs(),
 	}, auth.RoleOrganizer), h.getWebhookEndpoint)
 	register(api, secured(huma.Operation{
 		OperationID: "update-webhook-endpoint", Method: http.MethodPatch, Path: "/v1/webhook-endpoints/{endpointId}",
@@ -187,6 +215,14 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 		Description: "Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.",
 		Tags:        tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.recoverWebhookEndpoint)
+	register(api, secured(huma.Operation{
+		OperationID: "test-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/test",
+		Summary: "Send a test delivery",
+		Description: "Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, " +
+			"sent, retried and recorded like every other message, so it shows in the message list and its attempts. " +
+			"409 when the endpoint is disabled.",
+		Tags: tags, DefaultStatus: http.StatusAccepted, Errors: errs(http.StatusConflict),
+	}, auth.RoleOrganizer), h.testWebhookEndpoint)
 	h.registerWebhookMessages(api, tags, errs)
 }
 
@@ -358,4 +394,20 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 	out := &QueuedOutput{}
 	out.Body.Queued = n
 	return out, nil
+}
+
+func (h *Handlers) testWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*TestWebhookEndpointOutput, error) {
+	svc, err := h.webhooksService(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	if err != nil {
+		return nil, err
+	}
+	m, err := svc.SendTest(ctx, identity(ctx).OrganizerID, id)
+	if err != nil {
+		return nil, h.webhookError(ctx, "test webhook endpoint", err)
+	}
+	return &TestWebhookEndpointOutput{Body: webhookMessageBody(m)}, nil
 }

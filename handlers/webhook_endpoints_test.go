@@ -39,13 +39,13 @@ func setupWebhooks(t *testing.T, allowPrivate bool) *testBundle {
 			Catalog:  cat,
 			Purchase: purchase.NewService(pool, logger, purchase.Config{}),
 			Room:     fixedRoom(signer, cat, logger),
-			Webhooks: webhooks.NewService(pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{AllowPrivate: allowPrivate}, Logger: logger}),
+			Webhooks: webhooks.NewService(pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{AllowPrivate: allowPrivate}, Keys: testWebhookKeys, Logger: logger}),
 		}),
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(jwtSecret),
 		Admission: signer,
 	})
-	srv := httptest.NewServer(h.Handler())
+	srv := httptest.NewServer(validating(t, h.Handler()))
 	t.Cleanup(srv.Close)
 	b := &testBundle{pool: pool, srv: srv, logs: logs}
 	t.Cleanup(b.requireNoSecretsLogged(t))

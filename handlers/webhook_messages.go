@@ -14,21 +14,49 @@ import (
 	"boxoffice/platform/page"
 )
 
-// WebhookMessageBody is a message as it was (and is) sent.
+// WebhookMessageBody is a message as it was (and is) sent, with its
+// delivery to each endpoint.
 type WebhookMessageBody struct {
-	ID        uuid.UUID       `json:"id"`
-	WebhookID string          `json:"webhookId" doc:"The webhook-id header of every attempt: msg_<id>."`
-	Type      string          `json:"type"`
-	CreatedAt time.Time       `json:"createdAt"`
-	Payload   json.RawMessage `json:"payload" doc:"The exact JSON body every attempt sends: {type, timestamp, data}."`
+	ID         uuid.UUID             `json:"id"`
+	WebhookID  string                `json:"webhookId" doc:"The webhook-id header of every attempt: msg_<id>."`
+	Type       string                `json:"type"`
+	CreatedAt  time.Time             `json:"createdAt"`
+	Payload    json.RawMessage       `json:"payload" doc:"The exact JSON body every attempt sends: {type, timestamp, data}."`
+	Deliveries []WebhookDeliveryBody `json:"deliveries" doc:"Its delivery to each endpoint it was queued for (none left for a deleted endpoint)."`
+}
+
+// WebhookDeliveryBody is one endpoint's delivery of a message.
+type WebhookDeliveryBody struct {
+	EndpointID    uuid.UUID  `json:"endpointId"`
+	Status        string     `json:"status" enum:"succeeded,pending,failed,dead" doc:"succeeded: the endpoint answered 2xx. pending: not attempted yet since it was queued, replayed or recovered. failed: its last attempt failed and it will be retried at nextAttemptAt. dead: it will not be sent again unless you replay or recover it (its retries were used up, the answer was terminal — a redirect, a 4xx other than 408 and 429, or 410 — or its endpoint was disabled)."`
+	Attempts      int32      `json:"attempts" doc:"Attempts made, replays included."`
+	LastError     string     `json:"lastError,omitempty" doc:"The last failed attempt's error class, with its status code when an answer came."`
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty" doc:"When a pending or failed delivery is next due."`
+	UpdatedAt     time.Time  `json:"updatedAt"`
+}
+
+func webhookMessageBody(m webhooks.Message) WebhookMessageBody {
+	b := WebhookMessageBody{
+		ID: m.ID, WebhookID: webhooks.MessageID(m.ID), Type: m.EventType, CreatedAt: m.CreatedAt.UTC(), Payload: m.Payload,
+		Deliveries: make([]WebhookDeliveryBody, len(m.Deliveries)),
+	}
+	for i, d := range m.Deliveries {
+		b.Deliveries[i] = WebhookDeliveryBody{
+			EndpointID: d.EndpointID, Status: d.Status, Attempts: d.Attempts, LastError: d.LastError,
+			NextAttemptAt: utc(d.NextAttemptAt), UpdatedAt: d.UpdatedAt.UTC(),
+		}
+	}
+	return b
 }
 
 // ListWebhookMessagesInput filters and pages messages.
 type ListWebhookMessagesInput struct {
-	Type   string `query:"type" maxLength:"100" doc:"Only messages of this event type."`
-	Since  string `query:"since" maxLength:"64" doc:"Only messages since this RFC 3339 time." example:"2026-01-01T00:00:00Z"`
-	Cursor string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+	Type       string `query:"type" maxLength:"100" doc:"Only messages of this type (an event type, a notice type, or webhook.test)."`
+	Status     string `query:"status" enum:"succeeded,pending,failed,dead" doc:"Only messages with a delivery in this status (to endpointId, when given); see deliveries[].status."`
+	EndpointID string `query:"endpointId" format:"uuid" doc:"Only messages with a delivery to this endpoint."`
+	Since      string `query:"since" maxLength:"64" doc:"Only messages since this RFC 3339 time." example:"2026-01-01T00:00:00Z"`
+	Cursor     string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
+	Limit      int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
 }
 
 // ListWebhookMessagesOutput is a page of messages, newest first.
@@ -78,7 +106,9 @@ type ReplayWebhookMessageInput struct {
 func (h *Handlers) registerWebhookMessages(api huma.API, tags []string, errs func(...int) []int) {
 	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-messages", Method: http.MethodGet, Path: "/v1/webhook-messages",
-		Summary: "List the webhook messages of your events", Description: "Newest first; filter by type and time.",
+		Summary: "List the webhook messages of your events",
+		Description: "Newest first, each with its delivery status per endpoint (succeeded, pending, failed, dead); " +
+			"filter by type, delivery status, endpoint and time; page with `cursor`.",
 		Tags: tags, Errors: errs(),
 	}, auth.RoleOrganizer), h.listWebhookMessages)
 	register(api, secured(huma.Operation{
@@ -103,8 +133,16 @@ func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessa
 	if f.Limit == 0 {
 		f.Limit = 50
 	}
-	if in.Type != "" && !webhooks.IsEventType(in.Type) {
+	if in.Type != "" && !webhooks.IsMessageType(in.Type) {
 		return nil, invalid("query.type", "unknown event type")
+	}
+	f.Status = in.Status
+	if in.EndpointID != "" {
+		id, err := parseUUID(in.EndpointID, "query.endpointId")
+		if err != nil {
+			return nil, err
+		}
+		f.EndpointID = &id
 	}
 	if in.Since != "" {
 		if f.Since, err = time.Parse(time.RFC3339Nano, in.Since); err != nil {
@@ -125,9 +163,7 @@ func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessa
 	out := &ListWebhookMessagesOutput{}
 	out.Body.Messages = make([]WebhookMessageBody, len(ms))
 	for i, m := range ms {
-		out.Body.Messages[i] = WebhookMessageBody{
-			ID: m.ID, WebhookID: webhooks.MessageID(m.ID), Type: m.EventType, CreatedAt: m.CreatedAt.UTC(), Payload: m.Payload,
-		}
+		out.Body.Messages[i] = webhookMessageBody(m)
 	}
 	if len(ms) == f.Limit {
 		last := ms[len(ms)-1]

@@ -8,7 +8,8 @@
 -- due again then. The claim changes no indexed column, so it is a HOT
 -- update; leased rows stay in the due index and are skipped by the lease
 -- filter. SKIP LOCKED keeps dispatchers from waiting on each other. Each
--- row comes with its message's bytes and its endpoint's settings.
+-- row comes with its message's type and bytes and its endpoint's settings
+-- (secrets sealed, as stored).
 WITH picked AS (
     SELECT d.id
     FROM (SELECT organizer_id FROM webhook_endpoints WHERE enabled GROUP BY organizer_id ORDER BY random()) o
@@ -27,7 +28,7 @@ SET claimed_by = @dispatcher_id::text, lease_expires_at = now() + @lease::interv
 FROM webhook_messages m, webhook_endpoints e
 WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND m.id = d.message_id AND e.id = d.endpoint_id
 RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry_base, d.next_trigger,
-          m.payload, m.created_at AS message_created_at, m.order_id, m.correlation_id,
+          d.acknowledged_at, m.event_type, m.payload, m.created_at AS message_created_at, m.order_id, m.correlation_id,
           e.url, e.secret, e.previous_secret, e.previous_secret_expires_at, e.rate_limit_per_second,
           e.max_concurrency, e.circuit_state, e.circuit_open_until, e.enabled, now()::timestamptz AS claimed_at;
 
@@ -42,11 +43,12 @@ SET next_attempt_at = now() + make_interval(secs => (@delays_ms::bigint[])[array
 WHERE d.id = ANY(@ids::uuid[]) AND d.claimed_by = @dispatcher_id::text AND d.status = 'pending';
 
 -- name: WebhookDeliverySucceed :exec
--- Records one successful attempt of each delivery. Only deliveries
--- dispatcher_id still holds are changed: one replayed meanwhile belongs to
--- the replay.
+-- Records one successful attempt of each delivery, and when the endpoint
+-- first acknowledged it. Only deliveries dispatcher_id still holds are
+-- changed: one replayed meanwhile belongs to the replay.
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, status = 'succeeded', next_attempt_at = NULL, last_error = NULL,
+    acknowledged_at = coalesce(d.acknowledged_at, now()),
     claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE d.id = ANY(@ids::uuid[]) AND d.claimed_by = @dispatcher_id::text;
 
@@ -119,3 +121,56 @@ SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
 SELECT coalesce(extract(epoch FROM now() - (
            SELECT created_at FROM webhook_deliveries WHERE status = 'pending' ORDER BY created_at LIMIT 1)), 0)::float8
            AS oldest_pending_age_seconds;
+
+-- name: WebhookNoticeInsert :execrows
+-- Stores an operational notice (endpoint.disabled, delivery.exhausted) of
+-- an organizer and queues it, due at once, for every enabled endpoint of
+-- that organizer, except the one the notice is about, that lists the
+-- notice's type in its filter (an empty filter does not take notices).
+-- Nothing is stored when no endpoint takes it, nor a second time for a
+-- source_key stored before. Returns the deliveries queued.
+WITH subscribers AS (
+    SELECT e.id FROM webhook_endpoints e
+    WHERE e.organizer_id = @organizer_id::uuid AND e.enabled AND e.id <> @about_endpoint_id::uuid
+      AND @event_type::text = ANY(e.event_types)
+), msg AS (
+    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, created_at)
+    SELECT @id::uuid, @organizer_id::uuid, @event_type::text, @payload::bytea, @source_key::text, @created_at::timestamptz
+    WHERE EXISTS (SELECT 1 FROM subscribers)
+    ON CONFLICT (organizer_id, source_key) DO NOTHING
+    RETURNING id
+)
+INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at)
+SELECT gen_random_uuid(), msg.id, s.id, @organizer_id::uuid, now()
+FROM msg CROSS JOIN subscribers s;
+
+-- name: WebhookTestInsert :one
+-- Stores a webhook.test message of an organizer and queues it for one of
+-- its enabled endpoints only, due at once, whatever the endpoint's filter.
+-- No row when the endpoint is not the organizer's or is disabled.
+WITH target AS (
+    SELECT e.id FROM webhook_endpoints e
+    WHERE e.id = @endpoint_id::uuid AND e.organizer_id = @organizer_id::uuid AND e.enabled
+), msg AS (
+    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, created_at)
+    SELECT @id::uuid, @organizer_id::uuid, 'webhook.test', @payload::bytea, 'webhook.test:' || (@id::uuid)::text,
+           @created_at::timestamptz
+    FROM target
+    RETURNING id, created_at
+), delivery AS (
+    INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at)
+    SELECT gen_random_uuid(), msg.id, target.id, @organizer_id::uuid, now() FROM msg CROSS JOIN target
+)
+SELECT id, created_at FROM msg;
+
+-- name: WebhookDeliveryListByMessages :many
+-- Lists the deliveries of an organizer's messages, with each one's status
+-- as the API states it (see WebhookMessageList for the mapping).
+SELECT d.message_id, d.endpoint_id,
+       (CASE WHEN d.status = 'pending' AND d.attempts > d.retry_base THEN 'failed'
+             WHEN d.status IN ('failed', 'dead') THEN 'dead'
+             ELSE d.status END)::text AS status,
+       d.attempts, d.last_error, d.next_attempt_at, d.acknowledged_at, d.updated_at
+FROM webhook_deliveries d
+WHERE d.message_id = ANY(@message_ids::uuid[]) AND d.organizer_id = @organizer_id::uuid
+ORDER BY d.message_id, d.endpoint_id;

@@ -8,13 +8,15 @@ SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || (@organize
 SELECT count(*)::int AS endpoints FROM webhook_endpoints WHERE organizer_id = @organizer_id::uuid;
 
 -- name: WebhookEndpointInsert :one
--- Creates an endpoint for an organizer. A url_key another endpoint of the
--- organizer has is a unique violation.
+-- Creates an endpoint for an organizer; secret is already sealed
+-- (webhooks.Keyring). A url_key another endpoint of the organizer has is a
+-- unique violation.
 INSERT INTO webhook_endpoints (id, organizer_id, url, url_key, description, event_types, enabled, disabled_reason,
-                               rate_limit_per_second, max_concurrency, secret)
+                               rate_limit_per_second, max_concurrency, secret, disabled_at)
 VALUES (@id::uuid, @organizer_id::uuid, @url::text, @url_key::text, @description::text, @event_types::text[], @enabled::boolean,
         CASE WHEN @enabled::boolean THEN NULL ELSE 'user' END,
-        sqlc.narg('rate_limit_per_second')::int, @max_concurrency::int, @secret::text)
+        sqlc.narg('rate_limit_per_second')::int, @max_concurrency::int, @secret::text,
+        CASE WHEN @enabled::boolean THEN NULL ELSE now() END)
 RETURNING *;
 
 -- name: WebhookEndpointList :many
@@ -51,6 +53,11 @@ UPDATE webhook_endpoints SET
         WHEN sqlc.narg('enabled')::boolean THEN NULL
         WHEN enabled THEN 'user'
         ELSE disabled_reason END,
+    disabled_at = CASE
+        WHEN sqlc.narg('enabled')::boolean IS NULL THEN disabled_at
+        WHEN sqlc.narg('enabled')::boolean THEN NULL
+        WHEN enabled THEN now()
+        ELSE disabled_at END,
     consecutive_failures = CASE WHEN sqlc.narg('enabled')::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
     failing_since = CASE WHEN sqlc.narg('enabled')::boolean AND NOT enabled THEN NULL ELSE failing_since END,
     circuit_state = CASE WHEN sqlc.narg('enabled')::boolean AND NOT enabled THEN 'closed' ELSE circuit_state END,
@@ -75,18 +82,23 @@ UPDATE webhook_endpoints SET
 WHERE id = @id::uuid AND organizer_id = @organizer_id::uuid
 RETURNING *;
 
--- name: WebhookEndpointDisable :execrows
--- Disables an enabled endpoint for reason ('gone' or 'failing'); a no-op
--- for one already disabled.
-UPDATE webhook_endpoints SET enabled = false, disabled_reason = @reason::text, updated_at = now()
-WHERE id = @id::uuid AND enabled;
+-- name: WebhookEndpointDisable :one
+-- Disables an enabled endpoint for reason ('gone' or 'failing') and
+-- returns what a notice of it says. No row for one already disabled: each
+-- disabling is returned once.
+UPDATE webhook_endpoints SET enabled = false, disabled_reason = @reason::text, disabled_at = now(), updated_at = now()
+WHERE id = @id::uuid AND enabled
+RETURNING organizer_id, disabled_at::timestamptz AS disabled_at, failing_since;
 
 -- name: WebhookEndpointRecordSuccess :exec
 -- Records that the endpoints answered with success: failures forgotten,
--- circuit closed.
+-- circuit closed, last_success_at now. A healthy endpoint's row is written
+-- at most every 10 seconds: last_success_at is exact to within that.
 UPDATE webhook_endpoints SET consecutive_failures = 0, failing_since = NULL,
-    circuit_state = 'closed', circuit_open_until = NULL
-WHERE id = ANY(@ids::uuid[]) AND (consecutive_failures <> 0 OR circuit_state <> 'closed');
+    circuit_state = 'closed', circuit_open_until = NULL, last_success_at = now()
+WHERE id = ANY(@ids::uuid[])
+  AND (consecutive_failures <> 0 OR circuit_state <> 'closed'
+       OR last_success_at IS NULL OR last_success_at < now() - interval '10 seconds');
 
 -- name: WebhookEndpointRecordFailures :one
 -- Adds failures to the endpoint's run of consecutive failures. Once the run
@@ -112,3 +124,26 @@ SELECT count(*) FILTER (WHERE enabled AND circuit_state = 'closed')::bigint AS c
        count(*) FILTER (WHERE enabled AND circuit_state = 'open' AND circuit_open_until <= now())::bigint AS half_open,
        count(*) FILTER (WHERE NOT enabled)::bigint AS disabled
 FROM webhook_endpoints;
+
+-- name: WebhookEndpointSecretsToReseal :many
+-- Locks up to max_rows endpoints after the id cursor whose secret, or
+-- previous secret, is not sealed under the key whose stored values start
+-- with prefix (v1:<current key id>:), legacy plaintext included; endpoints
+-- another transaction holds are skipped for this pass.
+SELECT id, secret, previous_secret, previous_secret_expires_at FROM webhook_endpoints
+WHERE id > @after::uuid
+  AND (NOT starts_with(secret, @prefix::text) OR NOT starts_with(previous_secret, @prefix::text))
+ORDER BY id
+LIMIT @max_rows::int
+FOR UPDATE SKIP LOCKED;
+
+-- name: WebhookEndpointReseal :exec
+-- Stores an endpoint's secrets sealed anew (same plaintext, current key);
+-- a NULL previous_secret drops the previous secret and its expiry. Call it
+-- in the transaction of WebhookEndpointSecretsToReseal.
+UPDATE webhook_endpoints SET
+    secret = @secret::text,
+    previous_secret = sqlc.narg('previous_secret')::text,
+    previous_secret_expires_at = CASE WHEN sqlc.narg('previous_secret')::text IS NULL THEN NULL
+                                      ELSE previous_secret_expires_at END
+WHERE id = @id::uuid;

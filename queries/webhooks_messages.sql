@@ -34,14 +34,29 @@ ON CONFLICT (message_id, endpoint_id) DO NOTHING;
 
 -- name: WebhookMessageList :many
 -- Lists an organizer's messages, newest first, optionally of one type and
--- since a time, after the cursor (created_at, id) when one is given.
-SELECT id, organizer_id, event_type, payload, created_at FROM webhook_messages
-WHERE organizer_id = @organizer_id::uuid
-  AND (sqlc.narg('event_type')::text IS NULL OR event_type = sqlc.narg('event_type')::text)
-  AND (sqlc.narg('since')::timestamptz IS NULL OR created_at >= sqlc.narg('since')::timestamptz)
+-- since a time, after the cursor (created_at, id) when one is given; with
+-- status or endpoint_id, only messages that have a delivery (to that
+-- endpoint) in that status. A delivery's status as the API states it:
+-- succeeded; pending (not attempted since it was queued, replayed or
+-- recovered); failed (pending again after a failed attempt: it will be
+-- retried); dead (retries exhausted, a terminal answer, or stopped because
+-- its endpoint was disabled — stored 'dead' or 'failed'). The same mapping
+-- is in WebhookDeliveryListByMessages.
+SELECT m.id, m.organizer_id, m.event_type, m.payload, m.created_at FROM webhook_messages m
+WHERE m.organizer_id = @organizer_id::uuid
+  AND (sqlc.narg('event_type')::text IS NULL OR m.event_type = sqlc.narg('event_type')::text)
+  AND (sqlc.narg('since')::timestamptz IS NULL OR m.created_at >= sqlc.narg('since')::timestamptz)
   AND (sqlc.narg('before_created_at')::timestamptz IS NULL
-       OR (created_at, id) < (sqlc.narg('before_created_at')::timestamptz, sqlc.narg('before_id')::uuid))
-ORDER BY created_at DESC, id DESC
+       OR (m.created_at, m.id) < (sqlc.narg('before_created_at')::timestamptz, sqlc.narg('before_id')::uuid))
+  AND ((sqlc.narg('status')::text IS NULL AND sqlc.narg('endpoint_id')::uuid IS NULL) OR EXISTS (
+      SELECT 1 FROM webhook_deliveries d
+      WHERE d.message_id = m.id
+        AND (sqlc.narg('endpoint_id')::uuid IS NULL OR d.endpoint_id = sqlc.narg('endpoint_id')::uuid)
+        AND (sqlc.narg('status')::text IS NULL
+             OR CASE WHEN d.status = 'pending' AND d.attempts > d.retry_base THEN 'failed'
+                     WHEN d.status IN ('failed', 'dead') THEN 'dead'
+                     ELSE d.status END = sqlc.narg('status')::text)))
+ORDER BY m.created_at DESC, m.id DESC
 LIMIT @max_rows::int;
 
 -- name: WebhookMessageGet :one

@@ -10,6 +10,17 @@ import (
 	"github.com/google/uuid"
 )
 
+type ApiKey struct {
+	ID          uuid.UUID
+	OrganizerID uuid.UUID
+	Name        string
+	Prefix      string
+	SecretHash  []byte
+	CreatedAt   time.Time
+	LastUsedAt  *time.Time
+	RevokedAt   *time.Time
+}
+
 type CheckIn struct {
 	TicketID   uuid.UUID
 	EventID    uuid.UUID
@@ -260,18 +271,20 @@ type WebhookDelivery struct {
 	LastError      *string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	AcknowledgedAt *time.Time
 }
 
 type WebhookEndpoint struct {
-	ID                      uuid.UUID
-	OrganizerID             uuid.UUID
-	Url                     string
-	Description             string
-	EventTypes              []string
-	Enabled                 bool
-	DisabledReason          *string
-	RateLimitPerSecond      *int32
-	MaxConcurrency          int32
+	ID                 uuid.UUID
+	OrganizerID        uuid.UUID
+	Url                string
+	Description        string
+	EventTypes         []string
+	Enabled            bool
+	DisabledReason     *string
+	RateLimitPerSecond *int32
+	MaxConcurrency     int32
+	// v1:<key id>:<base64 nonce||AES-256-GCM ciphertext> (webhooks.Keyring); a legacy whsec_ plaintext until the webhooks_secrets job re-seals it
 	Secret                  string
 	PreviousSecret          *string
 	PreviousSecretExpiresAt *time.Time
@@ -283,6 +296,8 @@ type WebhookEndpoint struct {
 	CreatedAt               time.Time
 	UpdatedAt               time.Time
 	UrlKey                  *string
+	LastSuccessAt           *time.Time
+	DisabledAt              *time.Time
 }
 
 type WebhookMessage struct {

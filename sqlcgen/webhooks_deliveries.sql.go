@@ -45,7 +45,7 @@ SET claimed_by = $1::text, lease_expires_at = now() + $2::interval
 FROM webhook_messages m, webhook_endpoints e
 WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND m.id = d.message_id AND e.id = d.endpoint_id
 RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry_base, d.next_trigger,
-          m.payload, m.created_at AS message_created_at, m.order_id, m.correlation_id,
+          d.acknowledged_at, m.event_type, m.payload, m.created_at AS message_created_at, m.order_id, m.correlation_id,
           e.url, e.secret, e.previous_secret, e.previous_secret_expires_at, e.rate_limit_per_second,
           e.max_concurrency, e.circuit_state, e.circuit_open_until, e.enabled, now()::timestamptz AS claimed_at
 `
@@ -67,6 +67,8 @@ type WebhookDeliveryClaimRow struct {
 	Attempts                int32
 	RetryBase               int32
 	NextTrigger             string
+	AcknowledgedAt          *time.Time
+	EventType               string
 	Payload                 []byte
 	MessageCreatedAt        time.Time
 	OrderID                 *uuid.UUID
@@ -92,7 +94,8 @@ type WebhookDeliveryClaimRow struct {
 // due again then. The claim changes no indexed column, so it is a HOT
 // update; leased rows stay in the due index and are skipped by the lease
 // filter. SKIP LOCKED keeps dispatchers from waiting on each other. Each
-// row comes with its message's bytes and its endpoint's settings.
+// row comes with its message's type and bytes and its endpoint's settings
+// (secrets sealed, as stored).
 func (q *Queries) WebhookDeliveryClaim(ctx context.Context, db DBTX, arg WebhookDeliveryClaimParams) ([]WebhookDeliveryClaimRow, error) {
 	rows, err := db.Query(ctx, webhookDeliveryClaim,
 		arg.DispatcherID,
@@ -117,6 +120,8 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, db DBTX, arg Webhook
 			&i.Attempts,
 			&i.RetryBase,
 			&i.NextTrigger,
+			&i.AcknowledgedAt,
+			&i.EventType,
 			&i.Payload,
 			&i.MessageCreatedAt,
 			&i.OrderID,
@@ -195,6 +200,64 @@ func (q *Queries) WebhookDeliveryFailPendingByEndpoint(ctx context.Context, db D
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const webhookDeliveryListByMessages = `-- name: WebhookDeliveryListByMessages :many
+SELECT d.message_id, d.endpoint_id,
+       (CASE WHEN d.status = 'pending' AND d.attempts > d.retry_base THEN 'failed'
+             WHEN d.status IN ('failed', 'dead') THEN 'dead'
+             ELSE d.status END)::text AS status,
+       d.attempts, d.last_error, d.next_attempt_at, d.acknowledged_at, d.updated_at
+FROM webhook_deliveries d
+WHERE d.message_id = ANY($1::uuid[]) AND d.organizer_id = $2::uuid
+ORDER BY d.message_id, d.endpoint_id
+`
+
+type WebhookDeliveryListByMessagesParams struct {
+	MessageIds  []uuid.UUID
+	OrganizerID uuid.UUID
+}
+
+type WebhookDeliveryListByMessagesRow struct {
+	MessageID      uuid.UUID
+	EndpointID     uuid.UUID
+	Status         string
+	Attempts       int32
+	LastError      *string
+	NextAttemptAt  *time.Time
+	AcknowledgedAt *time.Time
+	UpdatedAt      time.Time
+}
+
+// Lists the deliveries of an organizer's messages, with each one's status
+// as the API states it (see WebhookMessageList for the mapping).
+func (q *Queries) WebhookDeliveryListByMessages(ctx context.Context, db DBTX, arg WebhookDeliveryListByMessagesParams) ([]WebhookDeliveryListByMessagesRow, error) {
+	rows, err := db.Query(ctx, webhookDeliveryListByMessages, arg.MessageIds, arg.OrganizerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookDeliveryListByMessagesRow
+	for rows.Next() {
+		var i WebhookDeliveryListByMessagesRow
+		if err := rows.Scan(
+			&i.MessageID,
+			&i.EndpointID,
+			&i.Status,
+			&i.Attempts,
+			&i.LastError,
+			&i.NextAttemptAt,
+			&i.AcknowledgedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const webhookDeliveryRecover = `-- name: WebhookDeliveryRecover :execrows
@@ -292,6 +355,7 @@ func (q *Queries) WebhookDeliveryStats(ctx context.Context, db DBTX) (float64, e
 const webhookDeliverySucceed = `-- name: WebhookDeliverySucceed :exec
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, status = 'succeeded', next_attempt_at = NULL, last_error = NULL,
+    acknowledged_at = coalesce(d.acknowledged_at, now()),
     claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE d.id = ANY($1::uuid[]) AND d.claimed_by = $2::text
 `
@@ -301,9 +365,9 @@ type WebhookDeliverySucceedParams struct {
 	DispatcherID string
 }
 
-// Records one successful attempt of each delivery. Only deliveries
-// dispatcher_id still holds are changed: one replayed meanwhile belongs to
-// the replay.
+// Records one successful attempt of each delivery, and when the endpoint
+// first acknowledged it. Only deliveries dispatcher_id still holds are
+// changed: one replayed meanwhile belongs to the replay.
 func (q *Queries) WebhookDeliverySucceed(ctx context.Context, db DBTX, arg WebhookDeliverySucceedParams) error {
 	_, err := db.Exec(ctx, webhookDeliverySucceed, arg.Ids, arg.DispatcherID)
 	return err
@@ -318,4 +382,99 @@ SELECT set_config('synchronous_commit', 'off', true)
 func (q *Queries) WebhookFlushAsyncCommit(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, webhookFlushAsyncCommit)
 	return err
+}
+
+const webhookNoticeInsert = `-- name: WebhookNoticeInsert :execrows
+WITH subscribers AS (
+    SELECT e.id FROM webhook_endpoints e
+    WHERE e.organizer_id = $1::uuid AND e.enabled AND e.id <> $2::uuid
+      AND $3::text = ANY(e.event_types)
+), msg AS (
+    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, created_at)
+    SELECT $4::uuid, $1::uuid, $3::text, $5::bytea, $6::text, $7::timestamptz
+    WHERE EXISTS (SELECT 1 FROM subscribers)
+    ON CONFLICT (organizer_id, source_key) DO NOTHING
+    RETURNING id
+)
+INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at)
+SELECT gen_random_uuid(), msg.id, s.id, $1::uuid, now()
+FROM msg CROSS JOIN subscribers s
+`
+
+type WebhookNoticeInsertParams struct {
+	OrganizerID     uuid.UUID
+	AboutEndpointID uuid.UUID
+	EventType       string
+	ID              uuid.UUID
+	Payload         []byte
+	SourceKey       string
+	CreatedAt       time.Time
+}
+
+// Stores an operational notice (endpoint.disabled, delivery.exhausted) of
+// an organizer and queues it, due at once, for every enabled endpoint of
+// that organizer, except the one the notice is about, that lists the
+// notice's type in its filter (an empty filter does not take notices).
+// Nothing is stored when no endpoint takes it, nor a second time for a
+// source_key stored before. Returns the deliveries queued.
+func (q *Queries) WebhookNoticeInsert(ctx context.Context, db DBTX, arg WebhookNoticeInsertParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookNoticeInsert,
+		arg.OrganizerID,
+		arg.AboutEndpointID,
+		arg.EventType,
+		arg.ID,
+		arg.Payload,
+		arg.SourceKey,
+		arg.CreatedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const webhookTestInsert = `-- name: WebhookTestInsert :one
+WITH target AS (
+    SELECT e.id FROM webhook_endpoints e
+    WHERE e.id = $1::uuid AND e.organizer_id = $2::uuid AND e.enabled
+), msg AS (
+    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, created_at)
+    SELECT $3::uuid, $2::uuid, 'webhook.test', $4::bytea, 'webhook.test:' || ($3::uuid)::text,
+           $5::timestamptz
+    FROM target
+    RETURNING id, created_at
+), delivery AS (
+    INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at)
+    SELECT gen_random_uuid(), msg.id, target.id, $2::uuid, now() FROM msg CROSS JOIN target
+)
+SELECT id, created_at FROM msg
+`
+
+type WebhookTestInsertParams struct {
+	EndpointID  uuid.UUID
+	OrganizerID uuid.UUID
+	ID          uuid.UUID
+	Payload     []byte
+	CreatedAt   time.Time
+}
+
+type WebhookTestInsertRow struct {
+	ID        uuid.UUID
+	CreatedAt time.Time
+}
+
+// Stores a webhook.test message of an organizer and queues it for one of
+// its enabled endpoints only, due at once, whatever the endpoint's filter.
+// No row when the endpoint is not the organizer's or is disabled.
+func (q *Queries) WebhookTestInsert(ctx context.Context, db DBTX, arg WebhookTestInsertParams) (WebhookTestInsertRow, error) {
+	row := db.QueryRow(ctx, webhookTestInsert,
+		arg.EndpointID,
+		arg.OrganizerID,
+		arg.ID,
+		arg.Payload,
+		arg.CreatedAt,
+	)
+	var i WebhookTestInsertRow
+	err := row.Scan(&i.ID, &i.CreatedAt)
+	return i, err
 }

@@ -72,9 +72,10 @@ func (q *Queries) WebhookEndpointDelete(ctx context.Context, db DBTX, arg Webhoo
 	return result.RowsAffected(), nil
 }
 
-const webhookEndpointDisable = `-- name: WebhookEndpointDisable :execrows
-UPDATE webhook_endpoints SET enabled = false, disabled_reason = $1::text, updated_at = now()
+const webhookEndpointDisable = `-- name: WebhookEndpointDisable :one
+UPDATE webhook_endpoints SET enabled = false, disabled_reason = $1::text, disabled_at = now(), updated_at = now()
 WHERE id = $2::uuid AND enabled
+RETURNING organizer_id, disabled_at::timestamptz AS disabled_at, failing_since
 `
 
 type WebhookEndpointDisableParams struct {
@@ -82,18 +83,24 @@ type WebhookEndpointDisableParams struct {
 	ID     uuid.UUID
 }
 
-// Disables an enabled endpoint for reason ('gone' or 'failing'); a no-op
-// for one already disabled.
-func (q *Queries) WebhookEndpointDisable(ctx context.Context, db DBTX, arg WebhookEndpointDisableParams) (int64, error) {
-	result, err := db.Exec(ctx, webhookEndpointDisable, arg.Reason, arg.ID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type WebhookEndpointDisableRow struct {
+	OrganizerID  uuid.UUID
+	DisabledAt   time.Time
+	FailingSince *time.Time
+}
+
+// Disables an enabled endpoint for reason ('gone' or 'failing') and
+// returns what a notice of it says. No row for one already disabled: each
+// disabling is returned once.
+func (q *Queries) WebhookEndpointDisable(ctx context.Context, db DBTX, arg WebhookEndpointDisableParams) (WebhookEndpointDisableRow, error) {
+	row := db.QueryRow(ctx, webhookEndpointDisable, arg.Reason, arg.ID)
+	var i WebhookEndpointDisableRow
+	err := row.Scan(&i.OrganizerID, &i.DisabledAt, &i.FailingSince)
+	return i, err
 }
 
 const webhookEndpointGet = `-- name: WebhookEndpointGet :one
-SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key FROM webhook_endpoints WHERE id = $1::uuid AND organizer_id = $2::uuid
+SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at FROM webhook_endpoints WHERE id = $1::uuid AND organizer_id = $2::uuid
 `
 
 type WebhookEndpointGetParams struct {
@@ -126,17 +133,20 @@ func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, arg WebhookEn
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.UrlKey,
+		&i.LastSuccessAt,
+		&i.DisabledAt,
 	)
 	return i, err
 }
 
 const webhookEndpointInsert = `-- name: WebhookEndpointInsert :one
 INSERT INTO webhook_endpoints (id, organizer_id, url, url_key, description, event_types, enabled, disabled_reason,
-                               rate_limit_per_second, max_concurrency, secret)
+                               rate_limit_per_second, max_concurrency, secret, disabled_at)
 VALUES ($1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::text[], $7::boolean,
         CASE WHEN $7::boolean THEN NULL ELSE 'user' END,
-        $8::int, $9::int, $10::text)
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key
+        $8::int, $9::int, $10::text,
+        CASE WHEN $7::boolean THEN NULL ELSE now() END)
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at
 `
 
 type WebhookEndpointInsertParams struct {
@@ -152,8 +162,9 @@ type WebhookEndpointInsertParams struct {
 	Secret             string
 }
 
-// Creates an endpoint for an organizer. A url_key another endpoint of the
-// organizer has is a unique violation.
+// Creates an endpoint for an organizer; secret is already sealed
+// (webhooks.Keyring). A url_key another endpoint of the organizer has is a
+// unique violation.
 func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg WebhookEndpointInsertParams) (WebhookEndpoint, error) {
 	row := db.QueryRow(ctx, webhookEndpointInsert,
 		arg.ID,
@@ -189,12 +200,14 @@ func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg Webhoo
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.UrlKey,
+		&i.LastSuccessAt,
+		&i.DisabledAt,
 	)
 	return i, err
 }
 
 const webhookEndpointList = `-- name: WebhookEndpointList :many
-SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key FROM webhook_endpoints
+SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at FROM webhook_endpoints
 WHERE organizer_id = $1::uuid
   AND ($2::timestamptz IS NULL
        OR (created_at, id) > ($2::timestamptz, $3::uuid))
@@ -246,6 +259,8 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, arg WebhookE
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.UrlKey,
+			&i.LastSuccessAt,
+			&i.DisabledAt,
 		); err != nil {
 			return nil, err
 		}
@@ -318,14 +333,40 @@ func (q *Queries) WebhookEndpointRecordFailures(ctx context.Context, db DBTX, ar
 
 const webhookEndpointRecordSuccess = `-- name: WebhookEndpointRecordSuccess :exec
 UPDATE webhook_endpoints SET consecutive_failures = 0, failing_since = NULL,
-    circuit_state = 'closed', circuit_open_until = NULL
-WHERE id = ANY($1::uuid[]) AND (consecutive_failures <> 0 OR circuit_state <> 'closed')
+    circuit_state = 'closed', circuit_open_until = NULL, last_success_at = now()
+WHERE id = ANY($1::uuid[])
+  AND (consecutive_failures <> 0 OR circuit_state <> 'closed'
+       OR last_success_at IS NULL OR last_success_at < now() - interval '10 seconds')
 `
 
 // Records that the endpoints answered with success: failures forgotten,
-// circuit closed.
+// circuit closed, last_success_at now. A healthy endpoint's row is written
+// at most every 10 seconds: last_success_at is exact to within that.
 func (q *Queries) WebhookEndpointRecordSuccess(ctx context.Context, db DBTX, ids []uuid.UUID) error {
 	_, err := db.Exec(ctx, webhookEndpointRecordSuccess, ids)
+	return err
+}
+
+const webhookEndpointReseal = `-- name: WebhookEndpointReseal :exec
+UPDATE webhook_endpoints SET
+    secret = $1::text,
+    previous_secret = $2::text,
+    previous_secret_expires_at = CASE WHEN $2::text IS NULL THEN NULL
+                                      ELSE previous_secret_expires_at END
+WHERE id = $3::uuid
+`
+
+type WebhookEndpointResealParams struct {
+	Secret         string
+	PreviousSecret *string
+	ID             uuid.UUID
+}
+
+// Stores an endpoint's secrets sealed anew (same plaintext, current key);
+// a NULL previous_secret drops the previous secret and its expiry. Call it
+// in the transaction of WebhookEndpointSecretsToReseal.
+func (q *Queries) WebhookEndpointReseal(ctx context.Context, db DBTX, arg WebhookEndpointResealParams) error {
+	_, err := db.Exec(ctx, webhookEndpointReseal, arg.Secret, arg.PreviousSecret, arg.ID)
 	return err
 }
 
@@ -336,7 +377,7 @@ UPDATE webhook_endpoints SET
     secret = $2::text,
     updated_at = now()
 WHERE id = $3::uuid AND organizer_id = $4::uuid
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at
 `
 
 type WebhookEndpointRotateSecretParams struct {
@@ -377,8 +418,61 @@ func (q *Queries) WebhookEndpointRotateSecret(ctx context.Context, db DBTX, arg 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.UrlKey,
+		&i.LastSuccessAt,
+		&i.DisabledAt,
 	)
 	return i, err
+}
+
+const webhookEndpointSecretsToReseal = `-- name: WebhookEndpointSecretsToReseal :many
+SELECT id, secret, previous_secret, previous_secret_expires_at FROM webhook_endpoints
+WHERE id > $1::uuid
+  AND (NOT starts_with(secret, $2::text) OR NOT starts_with(previous_secret, $2::text))
+ORDER BY id
+LIMIT $3::int
+FOR UPDATE SKIP LOCKED
+`
+
+type WebhookEndpointSecretsToResealParams struct {
+	After   uuid.UUID
+	Prefix  string
+	MaxRows int32
+}
+
+type WebhookEndpointSecretsToResealRow struct {
+	ID                      uuid.UUID
+	Secret                  string
+	PreviousSecret          *string
+	PreviousSecretExpiresAt *time.Time
+}
+
+// Locks up to max_rows endpoints after the id cursor whose secret, or
+// previous secret, is not sealed under the key whose stored values start
+// with prefix (v1:<current key id>:), legacy plaintext included; endpoints
+// another transaction holds are skipped for this pass.
+func (q *Queries) WebhookEndpointSecretsToReseal(ctx context.Context, db DBTX, arg WebhookEndpointSecretsToResealParams) ([]WebhookEndpointSecretsToResealRow, error) {
+	rows, err := db.Query(ctx, webhookEndpointSecretsToReseal, arg.After, arg.Prefix, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookEndpointSecretsToResealRow
+	for rows.Next() {
+		var i WebhookEndpointSecretsToResealRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Secret,
+			&i.PreviousSecret,
+			&i.PreviousSecretExpiresAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const webhookEndpointUpdate = `-- name: WebhookEndpointUpdate :one
@@ -396,13 +490,18 @@ UPDATE webhook_endpoints SET
         WHEN $8::boolean THEN NULL
         WHEN enabled THEN 'user'
         ELSE disabled_reason END,
+    disabled_at = CASE
+        WHEN $8::boolean IS NULL THEN disabled_at
+        WHEN $8::boolean THEN NULL
+        WHEN enabled THEN now()
+        ELSE disabled_at END,
     consecutive_failures = CASE WHEN $8::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
     failing_since = CASE WHEN $8::boolean AND NOT enabled THEN NULL ELSE failing_since END,
     circuit_state = CASE WHEN $8::boolean AND NOT enabled THEN 'closed' ELSE circuit_state END,
     circuit_open_until = CASE WHEN $8::boolean AND NOT enabled THEN NULL ELSE circuit_open_until END,
     updated_at = now()
 WHERE id = $9::uuid AND organizer_id = $10::uuid
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at
 `
 
 type WebhookEndpointUpdateParams struct {
@@ -458,6 +557,8 @@ func (q *Queries) WebhookEndpointUpdate(ctx context.Context, db DBTX, arg Webhoo
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.UrlKey,
+		&i.LastSuccessAt,
+		&i.DisabledAt,
 	)
 	return i, err
 }

@@ -188,14 +188,22 @@ func (q *Queries) WebhookMessageInsert(ctx context.Context, db DBTX, arg Webhook
 }
 
 const webhookMessageList = `-- name: WebhookMessageList :many
-SELECT id, organizer_id, event_type, payload, created_at FROM webhook_messages
-WHERE organizer_id = $1::uuid
-  AND ($2::text IS NULL OR event_type = $2::text)
-  AND ($3::timestamptz IS NULL OR created_at >= $3::timestamptz)
+SELECT m.id, m.organizer_id, m.event_type, m.payload, m.created_at FROM webhook_messages m
+WHERE m.organizer_id = $1::uuid
+  AND ($2::text IS NULL OR m.event_type = $2::text)
+  AND ($3::timestamptz IS NULL OR m.created_at >= $3::timestamptz)
   AND ($4::timestamptz IS NULL
-       OR (created_at, id) < ($4::timestamptz, $5::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT $6::int
+       OR (m.created_at, m.id) < ($4::timestamptz, $5::uuid))
+  AND (($6::text IS NULL AND $7::uuid IS NULL) OR EXISTS (
+      SELECT 1 FROM webhook_deliveries d
+      WHERE d.message_id = m.id
+        AND ($7::uuid IS NULL OR d.endpoint_id = $7::uuid)
+        AND ($6::text IS NULL
+             OR CASE WHEN d.status = 'pending' AND d.attempts > d.retry_base THEN 'failed'
+                     WHEN d.status IN ('failed', 'dead') THEN 'dead'
+                     ELSE d.status END = $6::text)))
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT $8::int
 `
 
 type WebhookMessageListParams struct {
@@ -204,6 +212,8 @@ type WebhookMessageListParams struct {
 	Since           *time.Time
 	BeforeCreatedAt *time.Time
 	BeforeID        *uuid.UUID
+	Status          *string
+	EndpointID      *uuid.UUID
 	MaxRows         int32
 }
 
@@ -216,7 +226,14 @@ type WebhookMessageListRow struct {
 }
 
 // Lists an organizer's messages, newest first, optionally of one type and
-// since a time, after the cursor (created_at, id) when one is given.
+// since a time, after the cursor (created_at, id) when one is given; with
+// status or endpoint_id, only messages that have a delivery (to that
+// endpoint) in that status. A delivery's status as the API states it:
+// succeeded; pending (not attempted since it was queued, replayed or
+// recovered); failed (pending again after a failed attempt: it will be
+// retried); dead (retries exhausted, a terminal answer, or stopped because
+// its endpoint was disabled — stored 'dead' or 'failed'). The same mapping
+// is in WebhookDeliveryListByMessages.
 func (q *Queries) WebhookMessageList(ctx context.Context, db DBTX, arg WebhookMessageListParams) ([]WebhookMessageListRow, error) {
 	rows, err := db.Query(ctx, webhookMessageList,
 		arg.OrganizerID,
@@ -224,6 +241,8 @@ func (q *Queries) WebhookMessageList(ctx context.Context, db DBTX, arg WebhookMe
 		arg.Since,
 		arg.BeforeCreatedAt,
 		arg.BeforeID,
+		arg.Status,
+		arg.EndpointID,
 		arg.MaxRows,
 	)
 	if err != nil {

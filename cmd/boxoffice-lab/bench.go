@@ -415,6 +415,8 @@ func benchSetup(ctx context.Context, tracer ...pgx.QueryTracer) (roles.Config, *
 			return roles.DevAdmissionKey
 		case "STRIPE_WEBHOOK_SECRET":
 			return roles.DevWebhookKey
+		case "BOXOFFICE_WEBHOOK_SECRET_KEYS":
+			return roles.DevWebhookSecretKeys
 		case "BOXOFFICE_PAYMENTS":
 			return "sandbox"
 		}

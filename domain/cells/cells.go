@@ -39,6 +39,7 @@ import (
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/waitingroom"
 	"boxoffice/domain/webhooks"
+	"boxoffice/platform/apikey"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/orderfeed"
@@ -82,6 +83,9 @@ type Cell struct {
 	Door *tickets.Door
 	// Sandbox is the cell's sandbox payment provider (nil with Stripe).
 	Sandbox *sandbox.Sandbox
+	// APIKeys keeps the API keys of the organizers in the cell (nil: the
+	// process serves no API keys).
+	APIKeys *apikey.Store
 	// Orders wakes this process's order event streams when one of the
 	// cell's orders changes (nil: the streams read their order on a
 	// schedule).

@@ -39,7 +39,7 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	b := &testBundle{pool: dbtest.New(t), logs: testkit.NewLog(t), reg: prometheus.NewRegistry()}
 	b.logger = b.logs.Logger
-	b.svc = NewService(b.pool, ServiceConfig{Guard: &Guard{AllowPrivate: true}, Logger: b.logger})
+	b.svc = NewService(b.pool, ServiceConfig{Guard: &Guard{AllowPrivate: true}, Keys: testKeys, Logger: b.logger})
 	t.Cleanup(func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -105,6 +105,7 @@ func (b *testBundle) messageDue(t *testing.T, org uuid.UUID, eventType string, a
 func (b *testBundle) dispatcherConfig() DispatcherConfig {
 	return DispatcherConfig{
 		Guard:         &Guard{AllowPrivate: true},
+		Keys:          testKeys,
 		RetrySchedule: []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond, time.Second},
 		Timeout:       2 * time.Second,
 		Lease:         4 * time.Second,

@@ -50,6 +50,8 @@ type DispatcherConfig struct {
 	// Guard vets every connection (SSRF). Defaults to a Guard that allows
 	// public addresses only.
 	Guard *Guard
+	// Keys opens the endpoints' sealed secrets to sign with. Required.
+	Keys *Keyring
 	// RetrySchedule is the delay before each attempt; its length is the
 	// number of attempts before a delivery is dead. Defaults to
 	// DefaultRetrySchedule.
@@ -158,6 +160,9 @@ func (c DispatcherConfig) Validate() error {
 	var errs []error
 	if c.Logger == nil {
 		errs = append(errs, errors.New("Logger is required"))
+	}
+	if c.Keys == nil {
+		errs = append(errs, errors.New("Keys is required"))
 	}
 	if c.Jitter < 0 || c.Jitter >= 1 {
 		errs = append(errs, errors.New("Jitter must be in [0, 1)"))

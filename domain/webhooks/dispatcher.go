@@ -157,6 +157,9 @@ type result struct {
 	retryAfter time.Duration
 	At         time.Time
 	probe      bool
+	// sent says a request went out (whatever came back): false when the
+	// attempt failed before sending, as one whose secret cannot sign.
+	sent bool
 }
 
 // NewDispatcher returns a dispatcher for cfg. Returns an error naming
@@ -483,11 +486,13 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 	req.Header.Set("User-Agent", "Boxoffice-Webhooks/1")
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	keys := signingKeys(row, ts)
-	if len(keys) == 0 || !validSecret(row.Secret) {
+	keys, err := d.signingKeys(ctx, row, ts)
+	if err != nil {
 		// Never sent unsigned, nor signed with the previous secret alone:
-		// the attempt fails, counted by its class, and the delivery goes on
-		// on its schedule (a rotation can fix the secret).
+		// the attempt fails, counted by its class and in the signature
+		// failures by reason, and the delivery goes on on its schedule (a
+		// rotation, or restoring the key, can fix the secret).
+		d.metrics.signatureFailures.WithLabelValues(secretReason(err)).Inc()
 		r.Class, r.verdict = ClassSecretInvalid, verdictRetry
 		r.Response = "the endpoint's signing secret cannot be used"
 		return r
@@ -495,6 +500,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 	req.Header.Set(HeaderSignature, Sign(keys, id, ts, row.Payload))
 
 	start := time.Now()
+	r.sent = true
 	resp, err := d.client.Do(req)
 	if err != nil {
 		r.Latency = time.Since(start)
@@ -513,25 +519,28 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 	return r
 }
 
-// validSecret reports whether secret is a usable signing secret.
-func validSecret(secret string) bool {
-	_, err := ParseSecret(secret)
-	return err == nil
-}
-
 // signingKeys are the keys a message is signed with at ts: the current
-// secret, and the previous one while its overlap lasts.
-func signingKeys(row sqlcgen.WebhookDeliveryClaimRow, ts time.Time) []Key {
-	keys := make([]Key, 0, 2)
-	if k, err := ParseSecret(row.Secret); err == nil {
-		keys = append(keys, k)
+// secret, and the previous one while its overlap lasts, both opened with
+// the keyring. Returns a *SecretError when the current secret cannot be
+// used; a previous secret that cannot is left out (the delivery is still
+// signed, with the current one) and counted as previous_<reason>.
+func (d *Dispatcher) signingKeys(ctx context.Context, row sqlcgen.WebhookDeliveryClaimRow, ts time.Time) ([]Key, error) {
+	cur, err := d.cfg.Keys.openKey(row.EndpointID, row.Secret)
+	if err != nil {
+		return nil, err
 	}
+	keys := []Key{cur}
 	if row.PreviousSecret != nil && row.PreviousSecretExpiresAt != nil && ts.Before(*row.PreviousSecretExpiresAt) {
-		if k, err := ParseSecret(*row.PreviousSecret); err == nil {
-			keys = append(keys, k)
+		prev, err := d.cfg.Keys.openKey(row.EndpointID, *row.PreviousSecret)
+		if err != nil {
+			d.metrics.signatureFailures.WithLabelValues("previous_" + secretReason(err)).Inc()
+			d.logger.DebugContext(ctx, "previous webhook secret cannot be used; signing with the current one only",
+				"endpoint_id", row.EndpointID.String(), "reason", secretReason(err))
+			return keys, nil
 		}
+		keys = append(keys, prev)
 	}
-	return keys
+	return keys, nil
 }
 
 // transportError describes a failed request without its URL, which may
@@ -591,6 +600,10 @@ func (d *Dispatcher) flushLoop(ctx context.Context) {
 	}
 }
 
+// deadExhausted is the dead-letter reason of a delivery whose retries ran
+// out: the one that makes a delivery.exhausted notice.
+const deadExhausted = "exhausted"
+
 // outcome is what a batch does to one delivery.
 type outcome struct {
 	status string
@@ -617,7 +630,7 @@ func (d *Dispatcher) decide(r result) outcome {
 	}
 	made := int(r.Number - r.Delivery.RetryBase)
 	if made >= len(d.cfg.RetrySchedule) {
-		return outcome{status: StatusDead, reason: "exhausted"}
+		return outcome{status: StatusDead, reason: deadExhausted}
 	}
 	delay := max(d.jitter(d.cfg.RetrySchedule[made]), r.retryAfter)
 	return outcome{status: StatusPending, delay: delay}
@@ -716,6 +729,13 @@ func (d *Dispatcher) flush(ctx context.Context, batch []result) {
 					return nil, fmt.Errorf("complete failed deliveries: %w", err)
 				}
 			}
+			for i, r := range batch {
+				if outcomes[i].reason == deadExhausted {
+					if err := d.noticeExhausted(ctx, tx, r); err != nil {
+						return nil, err
+					}
+				}
+			}
 			return d.recordHealth(ctx, tx, order, tallies)
 		})
 		if err == nil || ctx.Err() != nil {
@@ -773,11 +793,19 @@ func (d *Dispatcher) recordHealth(ctx context.Context, tx pgx.Tx, order []uuid.U
 		}
 	}
 	for id, reason := range disabled {
-		if _, err := d.q.WebhookEndpointDisable(ctx, tx, sqlcgen.WebhookEndpointDisableParams{ID: id, Reason: reason}); err != nil {
+		row, err := d.q.WebhookEndpointDisable(ctx, tx, sqlcgen.WebhookEndpointDisableParams{ID: id, Reason: reason})
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			delete(disabled, id) // disabled (or deleted) meanwhile: not this batch's transition
+			continue
+		case err != nil:
 			return nil, fmt.Errorf("disable endpoint: %w", err)
 		}
 		if _, err := d.q.WebhookDeliveryFailPendingByEndpoint(ctx, tx, id); err != nil {
 			return nil, fmt.Errorf("stop deliveries of disabled endpoint: %w", err)
+		}
+		if err := d.noticeDisabled(ctx, tx, id, reason, row); err != nil {
+			return nil, err
 		}
 	}
 	return disabled, nil
@@ -797,6 +825,12 @@ func (d *Dispatcher) observe(ctx context.Context, r result, o outcome) {
 	m := d.metrics
 	m.attempts.WithLabelValues(r.Class).Inc()
 	m.attemptSeconds.Observe(r.Latency.Seconds())
+	if r.sent && r.Delivery.AcknowledgedAt != nil {
+		// The endpoint had acknowledged this webhook-id before (a recorded
+		// 2xx): a replay or a recover. A send again after a 2xx whose
+		// recording was lost leaves no trace to tell it by.
+		m.duplicates.Inc()
+	}
 	attrs := []any{
 		"msg_id", MessageID(r.Delivery.MessageID), "delivery_id", r.Delivery.ID.String(),
 		"endpoint_id", r.Delivery.EndpointID.String(), "organizer_id", r.Delivery.OrganizerID.String(),

@@ -31,7 +31,7 @@ func BenchmarkDispatch(b *testing.B) {
 	}))
 	b.Cleanup(sink.Close)
 	org := uuid.New()
-	svc := NewService(pool, ServiceConfig{Guard: &Guard{AllowPrivate: true}, Logger: logger})
+	svc := NewService(pool, ServiceConfig{Guard: &Guard{AllowPrivate: true}, Keys: testKeys, Logger: logger})
 	e, err := svc.Create(context.Background(), org, EndpointParams{URL: sink.URL, MaxConcurrency: MaxConcurrencyLimit})
 	require.NoError(b, err)
 	queue(b, pool, org, e.ID, b.N)
@@ -39,7 +39,7 @@ func BenchmarkDispatch(b *testing.B) {
 	require.NoError(b, err)
 
 	d, err := NewDispatcher(pool, DispatcherConfig{
-		Guard: &Guard{AllowPrivate: true}, PollInterval: 5 * time.Millisecond, Logger: logger,
+		Guard: &Guard{AllowPrivate: true}, Keys: testKeys, PollInterval: 5 * time.Millisecond, Logger: logger,
 		MaxInFlightPerOrganizer: 1024, MaxInFlight: 1024, BatchSize: 1000,
 	})
 	require.NoError(b, err)

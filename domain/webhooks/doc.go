@@ -33,6 +33,23 @@
 //     replay sends the same bytes with the same webhook-id and records the
 //     attempt as replay.
 //
+// Besides the facts about orders there are messages about the organizer's
+// own endpoints (MessageTypes lists every type with its data's Go type): a
+// webhook.test the organizer asks for (Service.SendTest), sent to that
+// endpoint only; and the notices endpoint.disabled (once per disabling by
+// the dispatcher) and delivery.exhausted (once per delivery whose retries
+// ran out), stored in the transaction that records the cause and sent
+// only to the same organizer's other enabled endpoints whose filter names
+// the notice — never to the endpoint it is about, never to another
+// organizer, and never about a notice or a test.
+//
+// Secrets are sealed at rest (Keyring: AES-256-GCM under keys from the
+// environment, bound to the endpoint's id) and opened only to sign. An
+// attempt whose secret cannot be opened or parsed is failed as
+// secret_invalid, counted by reason, and nothing is sent: a delivery is
+// never sent unsigned. The Resealer moves rows onto the current key in the
+// background, legacy plaintext ones included.
+//
 // The Guard keeps all of it away from internal networks: URLs are vetted
 // when an endpoint is saved, and every connection dials only an address
 // it vetted at that moment, so DNS rebinding cannot redirect it.

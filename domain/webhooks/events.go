@@ -29,14 +29,89 @@ const (
 	EventHoldExpired            = "hold.expired"
 )
 
-// EventTypes lists every public event type.
+// Message types that are not about an order, also a contract: a test the
+// organizer asked for, and operational notices about their own endpoints.
+const (
+	// EventWebhookTest is sent to one endpoint when the organizer asks
+	// for it (POST /v1/webhook-endpoints/{endpointId}/test), whatever its
+	// filter. It cannot be subscribed to.
+	EventWebhookTest = "webhook.test"
+	// EventEndpointDisabled: the dispatcher disabled one of the
+	// organizer's endpoints (it answered 410, or failed every attempt for
+	// days). Sent once per disabling.
+	EventEndpointDisabled = "endpoint.disabled"
+	// EventDeliveryExhausted: a delivery to one of the organizer's
+	// endpoints used up its retries and is dead. Sent once per exhausted
+	// delivery (again if it is recovered and exhausts again).
+	EventDeliveryExhausted = "delivery.exhausted"
+)
+
+// EventTypes lists every public event type: the facts about orders, which
+// an endpoint gets when its filter is empty or names them.
 var EventTypes = []string{
 	EventOrderConfirmed, EventOrderPaid, EventTicketIssued, EventOrderFailed,
 	EventOrderCanceled, EventOrderRefunded, EventOrderPartiallyRefunded, EventHoldExpired,
 }
 
-// IsEventType reports whether t is a public event type.
+// NoticeTypes lists the operational notices. An endpoint gets a notice
+// only when its filter names the notice's type (an empty filter means
+// every event type, not the notices), never a notice about itself, and
+// never one about another organizer's endpoint.
+var NoticeTypes = []string{EventEndpointDisabled, EventDeliveryExhausted}
+
+// MessageType is one type a message may have: its name, when it is sent,
+// and the Go type its data is encoded from.
+type MessageType struct {
+	// Name is the message's "type", such as order.paid.
+	Name string
+	// Kind is KindEvent, KindNotice or KindTest.
+	Kind string
+	// Description says when a message of the type is sent.
+	Description string
+	// Data is a zero value of the named struct the message's "data" is
+	// the JSON of.
+	Data any
+}
+
+// Kinds of message type.
+const (
+	KindEvent  = "event"  // a fact about an order (EventTypes)
+	KindNotice = "notice" // an operational notice (NoticeTypes)
+	KindTest   = "test"   // webhook.test
+)
+
+// MessageTypes lists every type a message may have, each with the Go type
+// of its data: the registry payload documentation is generated from. Every
+// entry of EventTypes and NoticeTypes is here, and webhook.test.
+var MessageTypes = []MessageType{
+	{EventOrderConfirmed, KindEvent, "The buyer's payment is authorized and the seats are confirmed to the order.", OrderConfirmedData{}},
+	{EventOrderPaid, KindEvent, "The payment was captured.", OrderPaidData{}},
+	{EventTicketIssued, KindEvent, "The order's tickets were issued.", TicketIssuedData{}},
+	{EventOrderFailed, KindEvent, "The order failed: its hold expired or its payment was declined.", OrderFailedData{}},
+	{EventOrderCanceled, KindEvent, "The order was canceled.", OrderCanceledData{}},
+	{EventOrderRefunded, KindEvent, "The order's charge was refunded in full.", OrderRefundedData{}},
+	{EventOrderPartiallyRefunded, KindEvent, "Some of the order's tickets were refunded.", OrderRefundedData{}},
+	{EventHoldExpired, KindEvent, "The order's hold expired; its seats went back on sale.", HoldExpiredData{}},
+	{EventEndpointDisabled, KindNotice, "The dispatcher disabled another of your endpoints.", EndpointDisabledData{}},
+	{EventDeliveryExhausted, KindNotice, "A delivery to another of your endpoints used up its retries.", DeliveryExhaustedData{}},
+	{EventWebhookTest, KindTest, "You asked for a test delivery to this endpoint.", WebhookTestData{}},
+}
+
+// IsEventType reports whether t is a public event type (EventTypes).
 func IsEventType(t string) bool { return slices.Contains(EventTypes, t) }
+
+// IsNoticeType reports whether t is an operational notice (NoticeTypes).
+func IsNoticeType(t string) bool { return slices.Contains(NoticeTypes, t) }
+
+// IsSubscribable reports whether an endpoint's filter may name t: an
+// event type or a notice, not webhook.test.
+func IsSubscribable(t string) bool { return IsEventType(t) || IsNoticeType(t) }
+
+// IsMessageType reports whether t is the type of some message
+// (MessageTypes).
+func IsMessageType(t string) bool {
+	return slices.ContainsFunc(MessageTypes, func(m MessageType) bool { return m.Name == t })
+}
 
 // sourceTypes are the internal events the fan-out reads, and sourceFor
 // which public types each may become.
@@ -110,6 +185,54 @@ type HoldExpiredData struct {
 	OrderData
 	HoldID  uuid.UUID   `json:"hold_id"`
 	SeatIDs []uuid.UUID `json:"seat_ids"`
+}
+
+// WebhookTestData is the data of webhook.test: a message the organizer
+// asked for to check their receiver. It goes to that endpoint only, signed
+// and retried like any other, and says nothing about orders.
+type WebhookTestData struct {
+	// EndpointID is the endpoint the test was asked for.
+	EndpointID uuid.UUID `json:"endpoint_id"`
+	// Message is a fixed human-readable note.
+	Message string `json:"message"`
+}
+
+// EndpointDisabledData is the data of endpoint.disabled: the dispatcher
+// disabled one of the organizer's endpoints. Its pending deliveries were
+// stopped and are kept for recover and replay; enabling it (PATCH
+// enabled: true) resumes new deliveries. The endpoint's URL is not
+// included: it may carry a token meant for that receiver only.
+type EndpointDisabledData struct {
+	// EndpointID is the endpoint that was disabled.
+	EndpointID uuid.UUID `json:"endpoint_id"`
+	// Reason is gone (it answered 410) or failing (it failed every
+	// attempt for the configured time, 5 days unless the deployment
+	// says otherwise).
+	Reason string `json:"reason"`
+	// DisabledAt is when it was disabled.
+	DisabledAt time.Time `json:"disabled_at"`
+	// FailingSince is its first failure since its last success, when it
+	// was failing.
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+}
+
+// DeliveryExhaustedData is the data of delivery.exhausted: a delivery to
+// one of the organizer's endpoints used up its retries and is dead; it
+// can be sent again with recover or replay. Notices and tests are not
+// themselves the subject of a notice.
+type DeliveryExhaustedData struct {
+	// EndpointID is the endpoint the delivery was for.
+	EndpointID uuid.UUID `json:"endpoint_id"`
+	// MessageID is the webhook-id of the message that was not delivered
+	// (msg_<uuid>).
+	MessageID string `json:"message_id"`
+	// EventType is that message's type.
+	EventType string `json:"event_type"`
+	// Attempts is how many attempts the delivery made in all.
+	Attempts int32 `json:"attempts"`
+	// LastError is the last attempt's error class, with its status code
+	// when an answer came, such as "http_5xx (status 503)".
+	LastError string `json:"last_error"`
 }
 
 // fact is one public message a domain event becomes. sourceKey makes it

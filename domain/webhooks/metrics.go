@@ -18,6 +18,11 @@ type metrics struct {
 	throttled        *prometheus.CounterVec
 	oldestPending    prometheus.Gauge
 	endpointsByState *prometheus.GaugeVec
+	// signatureFailures counts attempts that could not be signed (nothing
+	// was sent), by reason: unknown_key, decrypt_failed, malformed; and
+	// previous_<reason> for a rotated-out secret left out of a signature.
+	signatureFailures *prometheus.CounterVec
+	duplicates        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,5 +62,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "boxoffice_webhook_endpoints",
 			Help: "Webhook endpoints by circuit state (closed, open, half_open) or disabled, refreshed every few seconds.",
 		}, []string{"state"})),
+		signatureFailures: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_webhook_signature_failures_total",
+			Help: "Webhook attempts not sent because the endpoint's secret could not sign (reason unknown_key, decrypt_failed, malformed), and rotated-out secrets left out of a signature (previous_<reason>).",
+		}, []string{"reason"})),
+		duplicates: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "boxoffice_webhook_duplicate_deliveries_total",
+			Help: "Webhook requests sent with a webhook-id the endpoint had already acknowledged with a recorded 2xx (replays and recovers of succeeded deliveries). A send again after a 2xx whose recording was lost cannot be told apart and is not counted.",
+		})),
 	}
 }

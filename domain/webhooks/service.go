@@ -69,6 +69,7 @@ const (
 type Service struct {
 	pool         *pgxpool.Pool
 	guard        *Guard
+	keys         *Keyring
 	maxEndpoints int
 	logger       *slog.Logger
 	q            *sqlcgen.Queries
@@ -79,6 +80,9 @@ type ServiceConfig struct {
 	// Guard vets endpoint URLs (SSRF). Defaults to a Guard that allows
 	// public https URLs only.
 	Guard *Guard
+	// Keys seals the secrets Create and RotateSecret make before they are
+	// stored. Required: NewService panics without it.
+	Keys *Keyring
 	// MaxEndpoints caps one organizer's endpoints, enabled and disabled
 	// alike (a disabled one can be enabled again): every endpoint
 	// multiplies each of the organizer's events into one more delivery.
@@ -93,8 +97,12 @@ type ServiceConfig struct {
 // unique violation db.ErrConflict.
 func (s *Service) read() db.DBTX { return db.Interpreting(s.pool) }
 
-// NewService returns a Service on pool.
+// NewService returns a Service on pool. It panics when cfg.Keys or
+// cfg.Logger is nil (a wiring mistake: no secret may be stored unsealed).
 func NewService(pool *pgxpool.Pool, cfg ServiceConfig) *Service {
+	if cfg.Keys == nil || cfg.Logger == nil {
+		panic("webhooks.NewService: Keys and Logger are required")
+	}
 	if cfg.Guard == nil {
 		cfg.Guard = &Guard{}
 	}
@@ -102,7 +110,7 @@ func NewService(pool *pgxpool.Pool, cfg ServiceConfig) *Service {
 		cfg.MaxEndpoints = DefaultMaxEndpoints
 	}
 	return &Service{
-		pool: pool, guard: cfg.Guard, maxEndpoints: cfg.MaxEndpoints,
+		pool: pool, guard: cfg.Guard, keys: cfg.Keys, maxEndpoints: cfg.MaxEndpoints,
 		logger: cfg.Logger.With("component", "webhooks"), q: sqlcgen.New(),
 	}
 }
@@ -113,21 +121,32 @@ func (s *Service) MaxEndpoints() int { return s.maxEndpoints }
 // Endpoint is an endpoint as the organizer sees it. Secret is set only in
 // what Create and RotateSecret return.
 type Endpoint struct {
-	ID                  uuid.UUID
-	OrganizerID         uuid.UUID
-	URL                 string
-	Description         string
-	EventTypes          []string
-	Enabled             bool
-	DisabledReason      string
-	RateLimitPerSecond  *int32
-	MaxConcurrency      int32
-	CircuitState        string
+	ID                 uuid.UUID
+	OrganizerID        uuid.UUID
+	URL                string
+	Description        string
+	EventTypes         []string
+	Enabled            bool
+	DisabledReason     string
+	RateLimitPerSecond *int32
+	MaxConcurrency     int32
+	// CircuitState is the breaker's state: closed, open (nothing is sent
+	// until CircuitOpenUntil) or half_open (one probe at a time).
+	CircuitState string
+	// CircuitOpenUntil is when an open circuit lets a probe through.
+	CircuitOpenUntil *time.Time
+	// ConsecutiveFailures is the failure streak: retryable failures since
+	// the last success.
 	ConsecutiveFailures int32
 	FailingSince        *time.Time
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
-	Secret              string
+	// LastSuccessAt is when a delivery to it last succeeded, to within
+	// 10 seconds; nil before the first.
+	LastSuccessAt *time.Time
+	// DisabledAt is when it was disabled; nil while enabled.
+	DisabledAt *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	Secret     string
 }
 
 func endpointOf(e sqlcgen.WebhookEndpoint) Endpoint {
@@ -135,13 +154,15 @@ func endpointOf(e sqlcgen.WebhookEndpoint) Endpoint {
 		ID: e.ID, OrganizerID: e.OrganizerID, URL: e.Url, Description: e.Description,
 		EventTypes: nonNilStrings(e.EventTypes), Enabled: e.Enabled, RateLimitPerSecond: e.RateLimitPerSecond,
 		MaxConcurrency: e.MaxConcurrency, CircuitState: "closed", ConsecutiveFailures: e.ConsecutiveFailures,
-		FailingSince: e.FailingSince, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		FailingSince: e.FailingSince, LastSuccessAt: e.LastSuccessAt, DisabledAt: e.DisabledAt,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 	if e.DisabledReason != nil {
 		out.DisabledReason = *e.DisabledReason
 	}
 	if e.CircuitState == circuitOpen {
 		out.CircuitState = "open"
+		out.CircuitOpenUntil = e.CircuitOpenUntil
 		if e.CircuitOpenUntil != nil && !time.Now().Before(*e.CircuitOpenUntil) {
 			out.CircuitState = "half_open"
 		}
@@ -200,7 +221,7 @@ func checkEventTypes(types []string) error {
 		return &ValidationError{"body.eventTypes", fmt.Sprintf("at most %d event types", MaxEventTypeFilters)}
 	}
 	for _, t := range types {
-		if !IsEventType(t) {
+		if !IsSubscribable(t) {
 			return &ValidationError{"body.eventTypes", fmt.Sprintf("unknown event type %q", t)}
 		}
 	}
@@ -247,6 +268,11 @@ func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointP
 	if err != nil {
 		return Endpoint{}, err
 	}
+	id := uuid.Must(uuid.NewV7())
+	sealed, err := s.keys.Seal(id, secret)
+	if err != nil {
+		return Endpoint{}, err
+	}
 	row, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
 		if err := s.q.WebhookEndpointLockOrganizer(ctx, tx, organizerID); err != nil {
 			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("lock organizer's endpoints: %w", err)
@@ -259,9 +285,9 @@ func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointP
 			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("%w: at most %d", ErrEndpointLimit, s.maxEndpoints)
 		}
 		return s.q.WebhookEndpointInsert(ctx, tx, sqlcgen.WebhookEndpointInsertParams{
-			ID: uuid.Must(uuid.NewV7()), OrganizerID: organizerID, Url: p.URL, UrlKey: key, Description: p.Description,
+			ID: id, OrganizerID: organizerID, Url: p.URL, UrlKey: key, Description: p.Description,
 			EventTypes: nonNilStrings(dedupe(p.EventTypes)), Enabled: !p.Disabled,
-			RateLimitPerSecond: p.RateLimitPerSecond, MaxConcurrency: p.MaxConcurrency, Secret: secret,
+			RateLimitPerSecond: p.RateLimitPerSecond, MaxConcurrency: p.MaxConcurrency, Secret: sealed,
 		})
 	})
 	switch {
@@ -398,8 +424,12 @@ func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (
 	if err != nil {
 		return Endpoint{}, err
 	}
+	sealed, err := s.keys.Seal(id, secret)
+	if err != nil {
+		return Endpoint{}, err
+	}
 	row, err := s.q.WebhookEndpointRotateSecret(ctx, s.read(), sqlcgen.WebhookEndpointRotateSecretParams{
-		ID: id, OrganizerID: organizerID, Secret: secret, Overlap: PreviousSecretOverlap,
+		ID: id, OrganizerID: organizerID, Secret: sealed, Overlap: PreviousSecretOverlap,
 	})
 	switch {
 	case errors.Is(err, db.ErrNotFound):
@@ -434,27 +464,71 @@ func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since 
 	return n, nil
 }
 
-// Message is a stored message as the organizer sees it.
+// Message is a stored message as the organizer sees it, with its
+// deliveries (Messages fills them; other methods leave them nil).
 type Message struct {
-	ID        uuid.UUID
-	EventType string
-	Payload   []byte
-	CreatedAt time.Time
+	ID         uuid.UUID
+	EventType  string
+	Payload    []byte
+	CreatedAt  time.Time
+	Deliveries []MessageDelivery
+}
+
+// Delivery statuses as the API states them (MessageDelivery.Status):
+// DeliverySucceeded; DeliveryPending, not attempted since it was queued,
+// replayed or recovered; DeliveryFailed, its last attempt failed and it
+// will be retried; DeliveryDead, it will not be sent again unless replayed
+// or recovered (its retries were used up, an answer was terminal, or its
+// endpoint was disabled).
+const (
+	DeliverySucceeded = "succeeded"
+	DeliveryPending   = "pending"
+	DeliveryFailed    = "failed"
+	DeliveryDead      = "dead"
+)
+
+// DeliveryStatuses lists the statuses a MessageFilter may ask for.
+var DeliveryStatuses = []string{DeliverySucceeded, DeliveryPending, DeliveryFailed, DeliveryDead}
+
+// MessageDelivery is one endpoint's delivery of a message.
+type MessageDelivery struct {
+	EndpointID uuid.UUID
+	// Status is DeliverySucceeded, DeliveryPending, DeliveryFailed or
+	// DeliveryDead.
+	Status   string
+	Attempts int32
+	// LastError is the last failed attempt's error class (with its status
+	// code), or "" after a success.
+	LastError string
+	// NextAttemptAt is when a pending or failed delivery is due.
+	NextAttemptAt *time.Time
+	// AcknowledgedAt is when the endpoint first answered 2xx to it.
+	AcknowledgedAt *time.Time
+	UpdatedAt      time.Time
 }
 
 // MessageFilter selects messages. Zero fields do not filter.
 type MessageFilter struct {
 	EventType string
 	Since     time.Time
-	Before    *page.Cursor
-	Limit     int
+	// Status keeps the messages with a delivery in that status (one of
+	// DeliveryStatuses); with EndpointID, a delivery to that endpoint.
+	Status string
+	// EndpointID keeps the messages with a delivery to that endpoint.
+	EndpointID *uuid.UUID
+	Before     *page.Cursor
+	Limit      int
 }
 
-// Messages returns the organizer's messages, newest first.
+// Messages returns the organizer's messages, newest first, each with its
+// deliveries (by endpoint id).
 func (s *Service) Messages(ctx context.Context, organizerID uuid.UUID, f MessageFilter) ([]Message, error) {
-	p := sqlcgen.WebhookMessageListParams{OrganizerID: organizerID, MaxRows: int32(f.Limit)}
+	p := sqlcgen.WebhookMessageListParams{OrganizerID: organizerID, MaxRows: int32(f.Limit), EndpointID: f.EndpointID}
 	if f.EventType != "" {
 		p.EventType = &f.EventType
+	}
+	if f.Status != "" {
+		p.Status = &f.Status
 	}
 	if !f.Since.IsZero() {
 		p.Since = &f.Since
@@ -467,10 +541,68 @@ func (s *Service) Messages(ctx context.Context, organizerID uuid.UUID, f Message
 		return nil, fmt.Errorf("list webhook messages: %w", err)
 	}
 	out := make([]Message, len(rows))
+	ids := make([]uuid.UUID, len(rows))
+	at := make(map[uuid.UUID]int, len(rows))
 	for i, r := range rows {
-		out[i] = Message{ID: r.ID, EventType: r.EventType, Payload: r.Payload, CreatedAt: r.CreatedAt}
+		out[i] = Message{ID: r.ID, EventType: r.EventType, Payload: r.Payload, CreatedAt: r.CreatedAt, Deliveries: []MessageDelivery{}}
+		ids[i], at[r.ID] = r.ID, i
+	}
+	if len(rows) == 0 {
+		return out, nil
+	}
+	ds, err := s.q.WebhookDeliveryListByMessages(ctx, s.read(), sqlcgen.WebhookDeliveryListByMessagesParams{
+		MessageIds: ids, OrganizerID: organizerID,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	for _, d := range ds {
+		md := MessageDelivery{
+			EndpointID: d.EndpointID, Status: d.Status, Attempts: d.Attempts, AcknowledgedAt: d.AcknowledgedAt, UpdatedAt: d.UpdatedAt,
+		}
+		if d.LastError != nil && d.Status != DeliverySucceeded {
+			md.LastError = *d.LastError
+		}
+		if d.Status == DeliveryPending || d.Status == DeliveryFailed {
+			md.NextAttemptAt = d.NextAttemptAt
+		}
+		m := &out[at[d.MessageID]]
+		m.Deliveries = append(m.Deliveries, md)
 	}
 	return out, nil
+}
+
+// SendTest queues a signed webhook.test message for one of the
+// organizer's endpoints only, due at once, through the same dispatcher,
+// signing, retries and attempt log as every other message (its data is
+// WebhookTestData). Returns the message, ErrNotFound, or
+// ErrEndpointDisabled.
+func (s *Service) SendTest(ctx context.Context, organizerID, endpointID uuid.UUID) (Message, error) {
+	e, err := s.Get(ctx, organizerID, endpointID)
+	if err != nil {
+		return Message{}, err
+	}
+	if !e.Enabled {
+		return Message{}, ErrEndpointDisabled
+	}
+	now := time.Now()
+	body, err := encodeBody(EventWebhookTest, now, WebhookTestData{EndpointID: endpointID, Message: testMessage})
+	if err != nil {
+		return Message{}, err
+	}
+	row, err := s.q.WebhookTestInsert(ctx, s.read(), sqlcgen.WebhookTestInsertParams{
+		ID: uuid.Must(uuid.NewV7()), OrganizerID: organizerID, EndpointID: endpointID, Payload: body, CreatedAt: now,
+	})
+	switch {
+	case errors.Is(err, db.ErrNotFound): // disabled or deleted since Get
+		return Message{}, ErrEndpointDisabled
+	case err != nil:
+		return Message{}, fmt.Errorf("queue webhook test: %w", err)
+	}
+	s.logger.InfoContext(ctx, "webhook test queued", "msg_id", MessageID(row.ID), "endpoint_id", endpointID.String(), "organizer_id", organizerID.String())
+	return Message{ID: row.ID, EventType: EventWebhookTest, Payload: body, CreatedAt: row.CreatedAt, Deliveries: []MessageDelivery{{
+		EndpointID: endpointID, Status: DeliveryPending, NextAttemptAt: &row.CreatedAt, UpdatedAt: row.CreatedAt,
+	}}}, nil
 }
 
 // Attempt is one recorded try of a message to an endpoint.

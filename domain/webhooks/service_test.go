@@ -24,6 +24,7 @@ func publicService(t *testing.T, b *testBundle, maxEndpoints int) *Service {
 			"hooks.example.com": public, "Hooks.Example.COM": public, "other.example.com": public,
 		})},
 		MaxEndpoints: maxEndpoints,
+		Keys:         testKeys,
 		Logger:       b.logger,
 	})
 }
@@ -98,7 +99,7 @@ func TestEndpointLimit(t *testing.T) {
 
 	t.Run("DefaultsTo20", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, 20, NewService(nil, ServiceConfig{Logger: setup(t).logger}).MaxEndpoints())
+		require.Equal(t, 20, NewService(nil, ServiceConfig{Keys: testKeys, Logger: setup(t).logger}).MaxEndpoints())
 	})
 }
 

@@ -14,17 +14,19 @@ import (
 
 	"github.com/google/uuid"
 
+	"boxoffice/client"
 	"boxoffice/platform/auth"
-	"boxoffice/testkit/apiclient"
 )
 
-// Client drives the API like many buyers at once.
+// Client drives the API like many buyers at once, through the generated
+// client (boxoffice/client).
 type Client struct {
 	BaseURL   string
 	JWTSecret []byte
-	HTTP      *http.Client
-	// Stream opens order event streams.
-	Stream *http.Client
+	// api makes the requests, each bounded by 30s.
+	api *client.ClientWithResponses
+	// stream opens order event streams.
+	stream *client.Client
 }
 
 // NewClient returns a Client whose connection pool fits conns concurrent
@@ -37,23 +39,26 @@ func NewClient(baseURL string, jwtSecret []byte, conns int) *Client {
 	// own, without the requests' timeout.
 	str := http.DefaultTransport.(*http.Transport).Clone()
 	str.MaxIdleConns, str.MaxIdleConnsPerHost = conns, conns
-	return &Client{BaseURL: baseURL, JWTSecret: jwtSecret,
-		HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}, Stream: &http.Client{Transport: str}}
+	// NewClient and NewClientWithResponses fail only on an option that
+	// fails; these do not.
+	api, _ := client.NewClientWithResponses(baseURL, client.WithHTTPClient(&http.Client{Transport: tr, Timeout: 30 * time.Second}))
+	stream, _ := client.NewClient(baseURL, client.WithHTTPClient(&http.Client{Transport: str}))
+	return &Client{BaseURL: baseURL, JWTSecret: jwtSecret, api: api, stream: stream}
 }
 
-// do sends one API request; headers carry the bearer token. It returns an
-// error only when no answer arrived or a 2xx answer did not decode into
-// out.
-func (c *Client) do(ctx context.Context, method, path string, headers map[string]string, body any, out any) (int, error) {
-	api := apiclient.Client{BaseURL: c.BaseURL, HTTP: c.HTTP}
-	res, err := api.Do(ctx, method, path, "", headers, body, out)
-	return res.Status, err
+// status is res's HTTP status, or 0 when err says no answer arrived.
+func status(res interface{ StatusCode() int }, err error) int {
+	if err != nil {
+		return 0
+	}
+	return res.StatusCode()
 }
 
 // Event is an event created for a benchmark, with its seat ids in layout
 // order.
 type Event struct {
 	ID       string
+	event    uuid.UUID // ID, as the client's path parameters take it
 	Seats    []string
 	Creation time.Duration // how long POST /v1/events took
 }
@@ -64,54 +69,71 @@ func (c *Client) CreateEvent(ctx context.Context, rows, seatsPerRow int) (Event,
 	if err != nil {
 		return Event{}, err
 	}
-	body := map[string]any{
-		"name": "Bench", "startsAt": time.Now().Add(24 * time.Hour).UTC(), "currency": "eur",
-		"sections": []map[string]any{{"name": "Floor", "rows": rows, "seatsPerRow": seatsPerRow, "priceMinor": 5000}},
+	body := client.CreateEventJSONRequestBody{
+		Name: "Bench", StartsAt: time.Now().Add(24 * time.Hour).UTC(), Currency: "eur",
+		Sections: []client.SectionInput{{Name: "Floor", Rows: int64(rows), SeatsPerRow: int64(seatsPerRow), PriceMinor: 5000}},
 	}
-	var ev struct{ ID string }
 	start := time.Now()
-	status, err := c.do(ctx, http.MethodPost, "/v1/events", map[string]string{"Authorization": "Bearer " + org}, body, &ev)
+	ev, err := c.api.CreateEventWithResponse(ctx, body, client.WithBearer(org))
 	took := time.Since(start)
-	if err != nil || status != http.StatusCreated {
-		return Event{}, fmt.Errorf("create event: status %d: %v", status, err)
+	if err != nil || ev.JSON201 == nil {
+		return Event{}, fmt.Errorf("create event: status %d: %v", status(ev, err), err)
 	}
-	var seats struct{ Seats []struct{ ID string } }
-	if status, err := c.do(ctx, http.MethodGet, "/v1/events/"+ev.ID+"/seats", nil, nil, &seats); err != nil || status != http.StatusOK {
-		return Event{}, fmt.Errorf("list seats: status %d: %v", status, err)
+	id, err := uuid.Parse(ev.JSON201.ID)
+	if err != nil {
+		return Event{}, fmt.Errorf("create event: id %q: %w", ev.JSON201.ID, err)
 	}
-	out := Event{ID: ev.ID, Creation: took}
-	for _, s := range seats.Seats {
+	seats, err := c.api.ListSeatsWithResponse(ctx, id, nil)
+	if err != nil || seats.JSON200 == nil {
+		return Event{}, fmt.Errorf("list seats: status %d: %v", status(seats, err), err)
+	}
+	out := Event{ID: ev.JSON201.ID, event: id, Creation: took}
+	for _, s := range seats.JSON200.Seats {
 		out.Seats = append(out.Seats, s.ID)
 	}
 	return out, nil
 }
 
 type buyer struct {
-	bearer, admission string
+	auth      client.RequestEditorFn // the buyer's bearer token
+	admission string
 }
 
-func (c *Client) newBuyer(ctx context.Context, eventID string) (buyer, error) {
+func (c *Client) newBuyer(ctx context.Context, event uuid.UUID) (buyer, error) {
 	tok, err := auth.Mint(c.JWTSecret, auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, time.Hour)
 	if err != nil {
 		return buyer{}, err
 	}
-	var adm struct{ AdmissionToken string }
-	path := "/v1/events/" + eventID + "/waiting-room"
-	headers := map[string]string{"Authorization": "Bearer " + tok}
-	status, err := c.do(ctx, http.MethodPost, path, headers, nil, &adm)
+	bearer := client.WithBearer(tok)
+	// admission is the token of a 200 (a 202, queued, has none), or "".
+	admission := func(res interface{ StatusCode() int }, room *client.WaitingRoomBody) string {
+		if res.StatusCode() != http.StatusOK || room == nil || room.AdmissionToken == nil {
+			return ""
+		}
+		return *room.AdmissionToken
+	}
+	joined, err := c.api.JoinWaitingRoomWithResponse(ctx, event, bearer)
+	code := status(joined, err)
+	var adm string
+	if err == nil {
+		adm = admission(joined, joined.JSON200)
+	}
 	// Queued (the release controller admits fewer than arrive): wait in
 	// line as a buyer does, polling.
-	for deadline := time.Now().Add(time.Minute); err == nil && status == http.StatusAccepted && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Minute); err == nil && code == http.StatusAccepted && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
-		status, err = c.do(ctx, http.MethodGet, path, headers, nil, &adm)
-		if status == http.StatusOK && adm.AdmissionToken == "" {
-			status = http.StatusAccepted // still queued
+		var polled *client.GetWaitingRoomResponse
+		polled, err = c.api.GetWaitingRoomWithResponse(ctx, event, bearer)
+		if code = status(polled, err); err == nil {
+			if adm = admission(polled, polled.JSON200); code == http.StatusOK && adm == "" {
+				code = http.StatusAccepted // still queued
+			}
 		}
 	}
-	if err != nil || status != http.StatusOK {
-		return buyer{}, fmt.Errorf("join waiting room: status %d: %v", status, err)
+	if err != nil || code != http.StatusOK {
+		return buyer{}, fmt.Errorf("join waiting room: status %d: %v", code, err)
 	}
-	return buyer{bearer: tok, admission: adm.AdmissionToken}, nil
+	return buyer{auth: bearer, admission: adm}, nil
 }
 
 // HoldResult is what one run of concurrent holds measured.
@@ -138,7 +160,7 @@ func (c *Client) RunHolds(ctx context.Context, ev Event, clients int, d time.Dur
 	buyers := make([]buyer, clients)
 	for i := range buyers {
 		var err error
-		if buyers[i], err = c.newBuyer(ctx, ev.ID); err != nil {
+		if buyers[i], err = c.newBuyer(ctx, ev.event); err != nil {
 			return HoldResult{}, err
 		}
 	}
@@ -158,16 +180,14 @@ func (c *Client) RunHolds(ctx context.Context, ev Event, clients int, d time.Dur
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				i := rng.IntN(len(ev.Seats) - 1)
 				t0 := time.Now()
-				status, err := c.do(ctx, http.MethodPost, "/v1/events/"+ev.ID+"/holds", map[string]string{
-					"Authorization":     "Bearer " + b.bearer,
-					"X-Admission-Token": b.admission,
-					"Idempotency-Key":   uuid.NewString(),
-				}, map[string]any{"seatIds": []string{ev.Seats[i], ev.Seats[i+1]}}, nil)
-				switch {
-				case err == nil && status == http.StatusAccepted:
+				res, err := c.api.CreateHoldWithResponse(ctx, ev.event,
+					&client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: b.admission},
+					client.CreateHoldJSONRequestBody{SeatIds: []string{ev.Seats[i], ev.Seats[i+1]}}, b.auth)
+				switch code := status(res, err); {
+				case code == http.StatusAccepted:
 					held++
 					local = append(local, time.Since(t0))
-				case err == nil && status == http.StatusConflict:
+				case code == http.StatusConflict:
 					conflicts++
 				default:
 					errs++

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"boxoffice/client"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/platform/db"
 )
@@ -127,27 +128,24 @@ type purchaseMarks struct {
 // as a buyer's app does: the `payment` event says the PaymentIntent is
 // ready to confirm, the `status` events bring it to a final status.
 func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks purchaseMarks, ok bool) {
-	b, err := c.newBuyer(ctx, ev.ID)
+	b, err := c.newBuyer(ctx, ev.event)
 	if err != nil {
 		return marks, false
 	}
 	marks.hold = time.Now()
-	auth := map[string]string{"Authorization": "Bearer " + b.bearer}
-	var held struct{ OrderID string }
-	status, err := c.do(ctx, http.MethodPost, "/v1/events/"+ev.ID+"/holds", map[string]string{
-		"Authorization": "Bearer " + b.bearer, "X-Admission-Token": b.admission, "Idempotency-Key": uuid.NewString(),
-	}, map[string]any{"seatIds": []string{seat}}, &held)
-	if err != nil || status != http.StatusAccepted {
+	held, err := c.api.CreateHoldWithResponse(ctx, ev.event,
+		&client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: b.admission},
+		client.CreateHoldJSONRequestBody{SeatIds: []string{seat}}, b.auth)
+	if err != nil || held.JSON202 == nil {
+		return marks, false
+	}
+	order, err := uuid.Parse(held.JSON202.OrderID)
+	if err != nil {
 		return marks, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/v1/orders/"+held.OrderID+"/events", nil)
-	if err != nil {
-		return marks, false
-	}
-	req.Header.Set("Authorization", "Bearer "+b.bearer)
-	res, err := c.Stream.Do(req)
+	res, err := c.stream.StreamOrderEvents(ctx, order, nil, b.auth)
 	if err != nil {
 		return marks, false
 	}
@@ -168,8 +166,8 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks pur
 			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &p) != nil || p.PaymentIntentID == "" {
 				return marks, false
 			}
-			status, err = c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/sandbox/payment-intents/%s/authorize", p.PaymentIntentID), auth, nil, nil)
-			if err != nil || status != http.StatusOK {
+			paid, err := c.api.SandboxPaymentIntentWithResponse(ctx, p.PaymentIntentID, client.SandboxAuthorize, b.auth)
+			if err != nil || paid.JSON200 == nil {
 				return marks, false
 			}
 			marks.authorized = time.Now()

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"boxoffice/client"
 )
 
 // StreamOrder is an order whose event stream a benchmark opens, with a
@@ -129,7 +131,10 @@ func RunStreams(ctx context.Context, run StreamsRun) (StreamsResult, error) {
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = 0, 0, 0
 	tr.DisableCompression = true
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
+	api, err := client.NewClient(run.BaseURL, client.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		return res, fmt.Errorf("streams: API %s: %w", run.BaseURL, err)
+	}
 	sctx, closeStreams := context.WithCancel(ctx)
 	defer closeStreams()
 
@@ -166,7 +171,7 @@ func RunStreams(ctx context.Context, run StreamsRun) (StreamsResult, error) {
 					}
 				}
 				defer done(errors.New("the stream ended before its first event"))
-				follow(sctx, client, run.BaseURL, s, done)
+				follow(sctx, api, s, done)
 			})
 		}
 		opening.Wait()
@@ -265,14 +270,8 @@ collect:
 // ends; opened is called once, with nil at the first status event or with
 // the error that kept the stream from opening. The first status event
 // that differs from the first one is timed into s.changed.
-func follow(ctx context.Context, client *http.Client, baseURL string, s *stream, opened func(error)) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/v1/orders/"+s.order.ID.String()+"/events", nil)
-	if err != nil {
-		opened(err)
-		return
-	}
-	req.Header.Set("Authorization", "Bearer "+s.order.Bearer)
-	res, err := client.Do(req)
+func follow(ctx context.Context, api *client.Client, s *stream, opened func(error)) {
+	res, err := api.StreamOrderEvents(ctx, s.order.ID, nil, client.WithBearer(s.order.Bearer))
 	if err != nil {
 		opened(err)
 		return

@@ -16,10 +16,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"boxoffice/client"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/backoff"
-	"boxoffice/testkit/apiclient"
 )
 
 // Problem types the buyer reacts to.
@@ -50,16 +50,17 @@ var finalStatuses = map[string]bool{"ticketed": true, "failed": true, "canceled"
 // buyer is one simulated client. It uses one API process throughout, as a
 // client behind a sticky load balancer would.
 type buyer struct {
-	sim   *Sim
-	api   *apiclient.Client
-	sse   *apiclient.Client
-	rng   *rand.Rand
-	token string
-	plan  string // pay, decline or abandon
-	etag  string // of the last seat map read
+	sim  *Sim
+	api  *client.ClientWithResponses
+	sse  *client.Client
+	rng  *rand.Rand
+	auth client.RequestEditorFn // the buyer's bearer token
+	plan string                 // pay, decline or abandon
+	etag string                 // of the last seat map read
 
 	arrived time.Time
 	orderID string
+	order   uuid.UUID // orderID, as the client's path parameters take it
 	outcome string
 	lastErr error
 }
@@ -103,7 +104,7 @@ func (b *buyer) run(ctx context.Context) {
 		b.fail(fmt.Errorf("mint buyer token: %w", err))
 		return
 	}
-	b.token = token
+	b.auth = client.WithBearer(token)
 	b.outcome = b.visit(ctx)
 	switch b.outcome {
 	case outcomeTicketed:
@@ -174,9 +175,9 @@ func (b *buyer) visit(ctx context.Context) string {
 	if err := sleep(ctx, time.Duration(200+b.rng.IntN(800))*time.Millisecond); err != nil {
 		return outcomeError
 	}
-	action := "authorize"
+	action := client.SandboxAuthorize
 	if b.plan == "decline" {
-		action = "decline"
+		action = client.SandboxDecline
 	}
 	// 409 (gone): the intent no longer awaits a card — its hold expired
 	// and it was canceled, or an earlier attempt that timed out went
@@ -185,13 +186,13 @@ func (b *buyer) visit(ctx context.Context) string {
 	// A buyer whose card is declined tries again with another, and
 	// another, until the order has no attempt left: a decline before the
 	// last keeps the order and its seats (purchase.DefaultPaymentAttempts).
-	for try := 1; action == "decline" && ok && try < purchase.DefaultPaymentAttempts; try++ {
+	for try := 1; action == client.SandboxDecline && ok && try < purchase.DefaultPaymentAttempts; try++ {
 		ok, gone = b.confirm(ctx, piID, action)
 	}
 	if !ok && !gone {
 		return outcomeError
 	}
-	if ok && action == "authorize" {
+	if ok && action == client.SandboxAuthorize {
 		s.c.paid.Add(1)
 	}
 	paidAt := time.Now()
@@ -210,18 +211,52 @@ func (b *buyer) visit(ctx context.Context) string {
 	case final == "":
 		b.fail(fmt.Errorf("order %s: no final status", b.orderID))
 		return outcomeError
-	case action == "decline" && !gone:
+	case action == client.SandboxDecline && !gone:
 		return outcomeDeclined
 	default:
 		return outcomeFailed
 	}
 }
 
-// waitingRoomView is the waiting room's answer.
-type waitingRoomView struct {
-	Status           string `json:"status"`
-	PollAfterSeconds int64  `json:"pollAfterSeconds"`
-	AdmissionToken   string `json:"admissionToken"`
+// waitingRoomAnswer is what join and poll answer alike: the status,
+// the body of a 200 or 202 (else zero), and Retry-After.
+type waitingRoomAnswer struct {
+	status     int
+	room       client.WaitingRoomBody
+	retryAfter time.Duration
+}
+
+// waitingRoom joins the waiting room (POST) or polls it (GET). The
+// generated client decodes a 200; the body of the 202 a queued buyer
+// gets, which openapi.yaml does not list, is decoded here from the
+// bytes the client keeps.
+func (b *buyer) waitingRoom(ctx context.Context, method string) (waitingRoomAnswer, error) {
+	var body []byte
+	var typed *client.WaitingRoomBody
+	var hr *http.Response
+	if method == http.MethodPost {
+		res, err := b.api.JoinWaitingRoomWithResponse(ctx, b.sim.event, b.auth)
+		if err != nil {
+			return waitingRoomAnswer{}, fmt.Errorf("POST /v1/events/{id}/waiting-room: %w", err)
+		}
+		body, typed, hr = res.Body, res.JSON200, res.HTTPResponse
+	} else {
+		res, err := b.api.GetWaitingRoomWithResponse(ctx, b.sim.event, b.auth)
+		if err != nil {
+			return waitingRoomAnswer{}, fmt.Errorf("GET /v1/events/{id}/waiting-room: %w", err)
+		}
+		body, typed, hr = res.Body, res.JSON200, res.HTTPResponse
+	}
+	a := waitingRoomAnswer{status: hr.StatusCode, retryAfter: client.RetryAfter(hr)}
+	switch {
+	case typed != nil:
+		a.room = *typed
+	case hr.StatusCode == http.StatusAccepted:
+		if err := json.Unmarshal(body, &a.room); err != nil {
+			return a, fmt.Errorf("%s /v1/events/{id}/waiting-room: decode 202: %w", method, err)
+		}
+	}
+	return a, nil
 }
 
 // admit joins the waiting room and polls it until admitted. It returns
@@ -229,7 +264,6 @@ type waitingRoomView struct {
 // patience, or the run ended.
 func (b *buyer) admit(ctx context.Context) (string, bool) {
 	s := b.sim
-	path := "/v1/events/" + s.eventID + "/waiting-room"
 	s.c.queued.Add(1)
 	defer s.c.queued.Add(-1)
 	deadline := time.Now().Add(s.cfg.Patience)
@@ -247,25 +281,24 @@ func (b *buyer) admit(ctx context.Context) (string, bool) {
 			b.outcome = outcomeGaveUp
 			return "", false
 		}
-		var v waitingRoomView
-		res, err := b.api.Do(ctx, method, path, b.token, nil, nil, &v)
+		res, err := b.waitingRoom(ctx, method)
 		var wait time.Duration
 		switch {
 		case err != nil:
 			b.sim.noteError(err)
 			wait = 500 * time.Millisecond
-		case res.Status == http.StatusOK && v.AdmissionToken != "":
-			return v.AdmissionToken, true
-		case res.Status == http.StatusAccepted:
+		case res.status == http.StatusOK && deref(res.room.AdmissionToken) != "":
+			return *res.room.AdmissionToken, true
+		case res.status == http.StatusAccepted:
 			method = http.MethodGet
-			wait = time.Duration(max(1, v.PollAfterSeconds)) * time.Second
-		case res.Status == http.StatusNotFound && method == http.MethodGet:
+			wait = time.Duration(max(1, deref(res.room.PollAfterSeconds))) * time.Second
+		case res.status == http.StatusNotFound && method == http.MethodGet:
 			method = http.MethodPost // our admission lapsed or the room forgot us: join again
 			wait = 0
-		case res.Status == http.StatusTooManyRequests || res.Status == http.StatusServiceUnavailable:
-			wait = max(res.RetryAfter, time.Second)
+		case res.status == http.StatusTooManyRequests || res.status == http.StatusServiceUnavailable:
+			wait = max(res.retryAfter, time.Second)
 		default:
-			b.sim.noteStatus("waiting-room", res.Status)
+			b.sim.noteStatus("waiting-room", res.status)
 			wait = 2 * time.Second
 		}
 		t := time.NewTimer(b.jitter(wait))
@@ -329,24 +362,24 @@ func (b *buyer) hold(ctx context.Context, admission string) bool {
 		switch {
 		case ok:
 			return true
-		case res.Status == http.StatusConflict && res.Problem.Type == typeSeatUnavailable:
+		case res.status == http.StatusConflict && res.problem.Type == typeSeatUnavailable:
 			s.c.conflicts.Add(1)
 			for _, id := range pick {
 				taken[id] = true
 			}
-			for _, id := range res.Problem.SeatIDs {
+			for _, id := range res.problem.SeatIds {
 				taken[id] = true
 			}
-		case res.Status == http.StatusConflict && res.Problem.Type == typeSeatLimit:
+		case res.status == http.StatusConflict && res.problem.Type == typeSeatLimit:
 			b.outcome = outcomeSoldOut
 			return false
-		case res.Status == http.StatusForbidden:
-			s.noteStatus("holds", res.Status)
+		case res.status == http.StatusForbidden:
+			s.noteStatus("holds", res.status)
 			b.outcome = outcomeReadmit
 			return false
 		default: // retries exhausted, …
-			if res.Status != 0 {
-				s.noteStatus("holds", res.Status)
+			if res.status != 0 {
+				s.noteStatus("holds", res.status)
 			}
 			b.outcome = outcomeError
 			return false
@@ -356,26 +389,29 @@ func (b *buyer) hold(ctx context.Context, admission string) bool {
 	return false
 }
 
+// holdAnswer is what the last hold request answered: its status (0
+// without an answer), its problem and Retry-After.
+type holdAnswer struct {
+	status     int
+	problem    client.Problem
+	retryAfter time.Duration
+}
+
 // holdOnce sends one hold, retrying timeouts, connection errors, 429 and
 // 5xx with the same Idempotency-Key: a retry returns the original order.
-func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string) (apiclient.Response, bool) {
+func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string) (holdAnswer, bool) {
 	s := b.sim
-	key := uuid.NewString()
-	headers := map[string]string{"Idempotency-Key": key, "X-Admission-Token": admission}
-	body := map[string]any{"seatIds": seatIDs}
+	params := &client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: admission}
+	body := client.CreateHoldJSONRequestBody{SeatIds: seatIDs}
 	start := time.Now()
-	var res apiclient.Response
+	var res holdAnswer
 	for try := range 6 {
 		if try > 0 {
 			s.c.retries.Add(1)
-			if sleep(ctx, b.jitter(max(holdRetries.Delay(try), res.RetryAfter))) != nil {
-				return apiclient.Response{}, false
+			if sleep(ctx, b.jitter(max(holdRetries.Delay(try), res.retryAfter))) != nil {
+				return holdAnswer{}, false
 			}
 		}
-		var out struct {
-			OrderID string `json:"orderId"`
-		}
-		var err error
 		reqStart := time.Now()
 		// Where the request's time goes: waiting for a connection, the
 		// server's part (last byte written to first byte read), the rest
@@ -389,7 +425,7 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 			WroteRequest:         func(httptrace.WroteRequestInfo) { now(&wrote) },
 			GotFirstResponseByte: func() { now(&firstByte) },
 		})
-		res, err = b.api.Do(tctx, http.MethodPost, "/v1/events/"+s.eventID+"/holds", b.token, headers, body, &out)
+		held, err := b.api.CreateHoldWithResponse(tctx, s.event, params, body, b.auth)
 		s.holdRequest.add(time.Since(reqStart))
 		if a, z := getConn.Load(), gotConn.Load(); a != 0 && z != 0 {
 			s.holdConn.add(time.Duration(z - a))
@@ -397,19 +433,27 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 		if a, z := wrote.Load(), firstByte.Load(); a != 0 && z != 0 {
 			s.holdServer.add(time.Duration(z - a))
 		}
-		switch {
-		case err != nil:
-			s.noteError(err)
-			res = apiclient.Response{}
+		if err != nil {
+			s.noteError(fmt.Errorf("POST /v1/events/{id}/holds: %w", err))
+			res = holdAnswer{}
 			continue
-		case res.Status == http.StatusAccepted || res.Status == http.StatusOK:
+		}
+		res = holdAnswer{status: held.StatusCode(), retryAfter: client.RetryAfter(held.HTTPResponse)}
+		switch {
+		case held.JSON202 != nil:
+			order, err := uuid.Parse(held.JSON202.OrderID)
+			if err != nil {
+				b.fail(fmt.Errorf("hold: order id %q: %w", held.JSON202.OrderID, err))
+				return holdAnswer{}, false
+			}
 			s.holdLatency.add(time.Since(start))
-			b.orderID = out.OrderID
+			b.orderID, b.order = held.JSON202.OrderID, order
 			return res, true
-		case res.Status == http.StatusTooManyRequests || res.Status >= 500 || res.Status == statusClientClosed:
-			s.noteStatus("holds", res.Status)
+		case res.status == http.StatusTooManyRequests || res.status >= 500 || res.status == statusClientClosed:
+			s.noteStatus("holds", res.status)
 			continue
 		default:
+			res.problem = client.ProblemOf(held.HTTPResponse, held.Body)
 			return res, false
 		}
 	}
@@ -422,7 +466,7 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 func (b *buyer) choose(seats []seat, taken map[string]bool, want int) []string {
 	var free []int
 	for i, st := range seats {
-		if st.Status == "available" && !taken[st.ID] {
+		if st.Status == client.SeatBodyStatusAvailable && !taken[st.ID] {
 			free = append(free, i)
 		}
 	}
@@ -441,15 +485,14 @@ func (b *buyer) choose(seats []seat, taken map[string]bool, want int) []string {
 	return pick
 }
 
-// orderView is the part of an order the buyer reads.
-type orderView struct {
-	Status  string `json:"status"`
-	Payment *struct {
-		PaymentIntentID string `json:"paymentIntentId"`
-	} `json:"payment"`
-	Tickets []struct {
-		SeatID string `json:"seatId"`
-	} `json:"tickets"`
+// deref is *p, or the zero value when p is nil: the generated client
+// makes optional fields pointers.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
 }
 
 // awaitIntent reads the order until it has a PaymentIntent (as a checkout
@@ -459,17 +502,16 @@ func (b *buyer) awaitIntent(ctx context.Context) (piID, status string) {
 	s := b.sim
 	deadline := time.Now().Add(s.cfg.IntentWait)
 	for {
-		var o orderView
-		res, err := b.api.Do(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
+		res, err := b.api.GetOrderWithResponse(ctx, b.order, b.auth)
 		switch {
 		case err != nil:
-			s.noteError(err)
-		case res.Status == http.StatusOK && o.Payment != nil && o.Payment.PaymentIntentID != "":
-			return o.Payment.PaymentIntentID, o.Status
-		case res.Status == http.StatusOK && finalStatuses[o.Status]:
-			return "", o.Status
-		case res.Status != http.StatusOK:
-			s.noteStatus("orders", res.Status)
+			s.noteError(fmt.Errorf("GET /v1/orders/{id}: %w", err))
+		case res.JSON200 != nil && res.JSON200.Payment != nil && deref(res.JSON200.Payment.PaymentIntentID) != "":
+			return *res.JSON200.Payment.PaymentIntentID, string(res.JSON200.Status)
+		case res.JSON200 != nil && finalStatuses[string(res.JSON200.Status)]:
+			return "", string(res.JSON200.Status)
+		case res.JSON200 == nil:
+			s.noteStatus("orders", res.StatusCode())
 		}
 		if time.Now().After(deadline) {
 			b.fail(fmt.Errorf("order %s: no PaymentIntent after %s", b.orderID, s.cfg.IntentWait))
@@ -485,25 +527,29 @@ func (b *buyer) awaitIntent(ctx context.Context) (piID, status string) {
 // confirm authorizes or declines the intent in the sandbox, retrying
 // transport errors and 5xx. gone is true when the sandbox answered 409:
 // the intent was canceled (its hold expired) before the buyer paid.
-func (b *buyer) confirm(ctx context.Context, piID, action string) (ok, gone bool) {
+func (b *buyer) confirm(ctx context.Context, piID string, action client.SandboxAction) (ok, gone bool) {
 	s := b.sim
 	for try := range 6 {
 		if try > 0 && sleep(ctx, b.jitter(confirmRetries.Delay(try))) != nil {
 			return false, false
 		}
-		res, err := b.api.Do(ctx, http.MethodPost, "/v1/sandbox/payment-intents/"+piID+"/"+action, b.token, nil, nil, nil)
+		res, err := b.api.SandboxPaymentIntentWithResponse(ctx, piID, action, b.auth)
+		var status int
+		if err == nil {
+			status = res.StatusCode()
+		}
 		switch {
 		case err != nil:
-			s.noteError(err)
-		case res.Status < 300:
+			s.noteError(fmt.Errorf("POST /v1/sandbox/payment-intents/{id}/%s: %w", action, err))
+		case status < 300:
 			return true, false
-		case res.Status == http.StatusConflict:
+		case status == http.StatusConflict:
 			return false, true
-		case res.Status >= 500 || res.Status == http.StatusTooManyRequests || res.Status == statusClientClosed:
-			s.noteStatus("sandbox", res.Status)
+		case status >= 500 || status == http.StatusTooManyRequests || status == statusClientClosed:
+			s.noteStatus("sandbox", status)
 		default:
-			s.noteStatus("sandbox", res.Status)
-			b.outcome, b.lastErr = outcomeError, fmt.Errorf("sandbox %s: status %d", action, res.Status)
+			s.noteStatus("sandbox", status)
+			b.outcome, b.lastErr = outcomeError, fmt.Errorf("sandbox %s: status %d", action, status)
 			return false, false
 		}
 	}
@@ -535,17 +581,16 @@ func (b *buyer) follow(ctx context.Context) string {
 	return ""
 }
 
+// acceptEventStream asks for the order's events as Server-Sent Events.
+var acceptEventStream = client.WithHeader("Accept", "text/event-stream")
+
 // stream reads one SSE connection and returns the last status it saw.
+// The generated client opens it (StreamOrderEvents returns the answer
+// unread); reading the stream line by line is the buyer's.
 func (b *buyer) stream(ctx context.Context, limit time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.sse.BaseURL+"/v1/orders/"+b.orderID+"/events", nil)
-	if err != nil {
-		return "", fmt.Errorf("order events request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := b.sse.HTTP.Do(req)
+	res, err := b.sse.StreamOrderEvents(ctx, b.order, nil, b.auth, acceptEventStream)
 	if err != nil {
 		return "", fmt.Errorf("GET /v1/orders/{id}/events: %w", err)
 	}
@@ -586,13 +631,12 @@ func (b *buyer) collectTickets(ctx context.Context) {
 		if try > 0 && sleep(ctx, b.jitter(500*time.Millisecond)) != nil {
 			return
 		}
-		var o orderView
-		res, err := b.api.Do(ctx, http.MethodGet, "/v1/orders/"+b.orderID, b.token, nil, nil, &o)
-		if err != nil || res.Status != http.StatusOK {
+		res, err := b.api.GetOrderWithResponse(ctx, b.order, b.auth)
+		if err != nil || res.JSON200 == nil {
 			continue
 		}
-		ids := make([]string, 0, len(o.Tickets))
-		for _, t := range o.Tickets {
+		ids := make([]string, 0, len(res.JSON200.Tickets))
+		for _, t := range res.JSON200.Tickets {
 			ids = append(ids, t.SeatID)
 		}
 		slices.Sort(ids)

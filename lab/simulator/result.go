@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"boxoffice/client"
 )
 
 // Result is what a run produced: its settings, the per-second series and
@@ -138,9 +140,9 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 		sum.MaxOutboxAge = max(sum.MaxOutboxAge, p.OutboxAge)
 		sum.MaxQueued = max(sum.MaxQueued, p.Queued)
 	}
-	if m, err := s.seatMap(ctx, s.apis[0], s.orgToken); err == nil {
+	if m, err := s.seatMap(ctx, s.apis[0], s.org); err == nil {
 		for _, st := range m {
-			if st.Status == "sold" {
+			if st.Status == client.SeatBodyStatusSold {
 				sum.SeatMapSold++
 			}
 		}

@@ -3,9 +3,10 @@ package simulator
 import (
 	"context"
 	"math"
-	"net/http"
 	"sync"
 	"time"
+
+	"boxoffice/client"
 )
 
 // Point is one second of a run. Counts are cumulative unless named as a
@@ -45,20 +46,6 @@ type Point struct {
 	SeatsAvailable int `json:"seatsAvailable"`
 	SeatsHeld      int `json:"seatsHeld"`
 	SeatsSold      int `json:"seatsSold"`
-}
-
-// onsaleView is GET /v1/events/{id}/onsale.
-type onsaleView struct {
-	AdmissionRate  float64 `json:"admissionRate"`
-	ControllerRate float64 `json:"controllerRate"`
-	RateReason     string  `json:"rateReason"`
-	Queued         *int64  `json:"queued"`
-	Signals        struct {
-		HoldP99Ms        int64 `json:"holdP99Ms"`
-		OutboxAgeSeconds int64 `json:"outboxAgeSeconds"`
-		ConsumerPending  int64 `json:"consumerPending"`
-		ActiveHolds      int64 `json:"activeHolds"`
-	} `json:"signals"`
 }
 
 // Live is what the progress display shows.
@@ -172,12 +159,12 @@ func (s *Sim) readSignals(ctx context.Context, p *Point) {
 			break
 		}
 		rctx, cancel := context.WithTimeout(ctx, signalTimeout)
-		var v onsaleView
-		res, err := api.Do(rctx, http.MethodGet, "/v1/events/"+s.eventID+"/onsale", s.orgToken, nil, nil, &v)
+		res, err := api.GetOnsaleWithResponse(rctx, s.event, s.org)
 		cancel()
-		if err != nil || res.Status != http.StatusOK {
+		if err != nil || res.JSON200 == nil {
 			continue
 		}
+		v := res.JSON200
 		if !ok {
 			p.R, p.ControllerRate, p.ServerQueued = 0, 0, 0
 			ok = true
@@ -202,18 +189,18 @@ func (s *Sim) readSignals(ctx context.Context, p *Point) {
 func (s *Sim) readSeats(ctx context.Context, p *Point) {
 	rctx, cancel := context.WithTimeout(ctx, signalTimeout)
 	defer cancel()
-	m, err := s.seatMap(rctx, s.ops[0], s.orgToken)
+	m, err := s.seatMap(rctx, s.ops[0], s.org)
 	if err != nil {
 		p.SeatsAvailable, p.SeatsHeld, p.SeatsSold = -1, -1, -1
 		return
 	}
 	for _, st := range m {
 		switch st.Status {
-		case "available":
+		case client.SeatBodyStatusAvailable:
 			p.SeatsAvailable++
-		case "held":
+		case client.SeatBodyStatusHeld:
 			p.SeatsHeld++
-		case "sold":
+		case client.SeatBodyStatusSold:
 			p.SeatsSold++
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/client"
 	"boxoffice/testkit"
 )
 
@@ -81,9 +82,9 @@ func TestChooseFavoursTheFront(t *testing.T) {
 	t.Parallel()
 	seats := make([]seat, 100)
 	for i := range seats {
-		seats[i] = seat{ID: string(rune('A'+i/10)) + string(rune('0'+i%10)), Status: "available"}
+		seats[i] = seat{ID: string(rune('A'+i/10)) + string(rune('0'+i%10)), Status: client.SeatBodyStatusAvailable}
 	}
-	seats[0].Status = "sold"
+	seats[0].Status = client.SeatBodyStatusSold
 	b := &buyer{rng: rand.New(rand.NewPCG(3, 4))}
 	front := 0
 	for range 5000 {
@@ -103,8 +104,21 @@ func TestChooseFavoursTheFront(t *testing.T) {
 		pick := b.choose(seats[:3], nil, 2)
 		require.NotEmpty(t, pick)
 		require.LessOrEqual(t, len(pick), 2)
-		require.Nil(t, b.choose([]seat{{ID: "x", Status: "held"}}, nil, 1), "nothing available")
+		require.Nil(t, b.choose([]seat{{ID: "x", Status: client.SeatBodyStatusHeld}}, nil, 1), "nothing available")
 	})
+}
+
+// The buyers' seat is two fields of the generated client.SeatBody, under
+// the same JSON names: what the server sends decodes into both alike.
+func TestSeatIsPartOfSeatBody(t *testing.T) {
+	t.Parallel()
+	want := client.SeatBody{ID: "5d1c0b7e-2d8a-4c55-9d0e-1a2b3c4d5e6f", Label: "A-1", Section: "Stalls", PriceMinor: 8500,
+		Status: client.SeatBodyStatusHeld}
+	raw, err := json.Marshal(want)
+	require.NoError(t, err)
+	var got seat
+	require.NoError(t, json.Unmarshal(raw, &got))
+	require.Equal(t, seat{ID: want.ID, Status: want.Status}, got)
 }
 
 // syntheticResult is a run's result without a run.

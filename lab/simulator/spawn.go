@@ -158,6 +158,8 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		"STRIPE_WEBHOOK_SECRET=whsec_" + randomHex(24),
 		fmt.Sprintf("BOXOFFICE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:%d/v1/webhooks/stripe", apiPorts[0]),
 		"BOXOFFICE_TICKET_SIGNING_KEY=" + base64.StdEncoding.EncodeToString(ticketSeed),
+		// 32 random hex digits are the 32 bytes of the key.
+		"BOXOFFICE_WEBHOOK_SECRET_KEYS=sim:" + base64.StdEncoding.EncodeToString([]byte(randomHex(16))),
 		"BOXOFFICE_HOLD_TTL=" + cfg.HoldTTL.String(),
 		"BOXOFFICE_WAITINGROOM_IP_LIMIT=-1", // every simulated buyer comes from 127.0.0.1
 		"BOXOFFICE_EVENT_READ_IP_LIMIT=-1",  // and reads the seat map from there

@@ -3,13 +3,30 @@
 // in one purchase cell. A token proves admission, not that a seat is free,
 // and it is reusable until it expires, so a buyer retrying a hold with the
 // same Idempotency-Key is never turned away.
+//
+// Tokens are JWTs signed with Ed25519 ("alg": "EdDSA") and carry the kid
+// of their key (its RFC 7638 thumbprint). The public keys are published
+// as a JWK Set (Signer.JWKS), so that an edge worker or CDN can verify a
+// token with a Verifier built from that set alone, holding no secret.
+// HS256 tokens of a legacy shared key (SignerConfig.Key) keep verifying
+// while that key is configured, for the admissions issued before a
+// deployment moved to Ed25519.
 package admission
 
 import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 )
@@ -34,41 +51,187 @@ type jwtClaims struct {
 	Cell    string `json:"cell"`
 }
 
-// Signer issues and verifies admission tokens with one HS256 key.
-type Signer struct {
-	key    []byte
-	ttl    time.Duration
+// Verifier verifies admission tokens with public keys only (and, during
+// a migration, a legacy HS256 key). It is safe for concurrent use.
+type Verifier struct {
+	keys   map[string]ed25519.PublicKey
+	legacy []byte
 	parser *jwt.Parser
-	now    func() time.Time
+}
+
+// NewVerifier returns a Verifier of the tokens signed by the private
+// halves of keys, which must be Ed25519 keys.
+func NewVerifier(keys ...ed25519.PublicKey) *Verifier {
+	return newVerifier(keys, nil)
+}
+
+func newVerifier(keys []ed25519.PublicKey, legacy []byte) *Verifier {
+	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys)), legacy: legacy}
+	for _, k := range keys {
+		v.keys[KeyID(k)] = k
+	}
+	methods := []string{jwt.SigningMethodEdDSA.Alg()}
+	if len(legacy) > 0 {
+		methods = append(methods, jwt.SigningMethodHS256.Alg())
+	}
+	v.parser = jwt.NewParser(jwt.WithValidMethods(methods), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
+	return v
+}
+
+// NewVerifierFromJWKS returns a Verifier of the Ed25519 keys of a JWK Set
+// such as Signer.JWKS returns (what GET /v1/admission-keys serves). A set
+// with no Ed25519 key is an error; keys of other types are ignored.
+func NewVerifierFromJWKS(raw []byte) (*Verifier, error) {
+	var set jwkset.JWKSMarshal
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return nil, fmt.Errorf("admission: decode JWK Set: %w", err)
+	}
+	jwks, err := set.JWKSlice()
+	if err != nil {
+		return nil, fmt.Errorf("admission: read JWK Set: %w", err)
+	}
+	var keys []ed25519.PublicKey
+	for _, j := range jwks {
+		if k, ok := j.Key().(ed25519.PublicKey); ok {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("admission: the JWK Set has no Ed25519 key")
+	}
+	return NewVerifier(keys...), nil
+}
+
+// KeyID is the kid of an Ed25519 public key: its RFC 7638 JWK thumbprint
+// (SHA-256, unpadded base64url).
+func KeyID(pub ed25519.PublicKey) string {
+	canonical := `{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
+	sum := sha256.Sum256([]byte(canonical))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// ParseSigningKey reads an Ed25519 private key written as a PEM PKCS #8
+// block ("BEGIN PRIVATE KEY", as `openssl genpkey -algorithm ed25519`
+// writes), or as the standard base64 of its 32-byte seed or 64-byte
+// private key.
+func ParseSigningKey(s string) (ed25519.PrivateKey, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "-----BEGIN") {
+		block, _ := pem.Decode([]byte(s))
+		if block == nil {
+			return nil, errors.New("not a PEM block")
+		}
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse PKCS #8 key: %w", err)
+		}
+		ed, ok := k.(ed25519.PrivateKey)
+		if !ok {
+			return nil, errors.New("the PEM key is not an Ed25519 key")
+		}
+		return ed, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, errors.New("neither PEM nor base64")
+	}
+	switch len(raw) {
+	case ed25519.SeedSize:
+		return ed25519.NewKeyFromSeed(raw), nil
+	case ed25519.PrivateKeySize:
+		k := ed25519.NewKeyFromSeed(raw[:ed25519.SeedSize])
+		if !k.Equal(ed25519.PrivateKey(raw)) {
+			return nil, errors.New("the 64-byte key's public half does not match its seed")
+		}
+		return k, nil
+	}
+	return nil, errors.New("base64 of 32 or 64 bytes expected")
+}
+
+// Signer issues and verifies admission tokens with one Ed25519 key.
+type Signer struct {
+	*Verifier
+	key ed25519.PrivateKey
+	kid string
+	ttl time.Duration
+	now func() time.Time
 }
 
 // SignerConfig configures NewSigner.
 type SignerConfig struct {
-	// Key signs and verifies tokens. Required.
+	// SigningKey signs tokens. Defaults to the key derived from Key:
+	// one of the two is required.
+	SigningKey ed25519.PrivateKey
+	// Key is the legacy HS256 key: tokens it signed keep verifying while
+	// it is set, and without a SigningKey the Ed25519 key is derived from
+	// it (HMAC-SHA256 of a fixed label), so that a deployment configured
+	// with Key alone moves to Ed25519 without a new secret. Defaults to
+	// none: HS256 tokens are refused.
 	Key []byte
 	// TTL is how long a token admits its buyer. Defaults to 15m.
 	TTL time.Duration
 }
 
-// NewSigner returns a Signer. It panics on an empty key, a programmer
-// error: configuration is validated before this is called.
+// derivedKeyLabel is what DeriveSigningKey authenticates with the legacy
+// key: changing it changes every derived key.
+const derivedKeyLabel = "boxoffice admission Ed25519 signing key v1"
+
+// DeriveSigningKey is the Ed25519 key NewSigner uses for a legacy HS256
+// key when no SigningKey is given.
+func DeriveSigningKey(legacy []byte) ed25519.PrivateKey {
+	m := hmac.New(sha256.New, legacy)
+	m.Write([]byte(derivedKeyLabel))
+	return ed25519.NewKeyFromSeed(m.Sum(nil))
+}
+
+// NewSigner returns a Signer. It panics without a SigningKey or a Key, a
+// programmer error: configuration is validated before this is called.
 func NewSigner(cfg SignerConfig) *Signer {
-	if len(cfg.Key) == 0 {
-		panic("admission: empty key")
+	if len(cfg.SigningKey) == 0 {
+		if len(cfg.Key) == 0 {
+			panic("admission: no signing key")
+		}
+		cfg.SigningKey = DeriveSigningKey(cfg.Key)
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = 15 * time.Minute
 	}
+	pub := cfg.SigningKey.Public().(ed25519.PublicKey)
 	return &Signer{
-		key: cfg.Key,
-		ttl: cfg.TTL,
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-		),
-		now: time.Now,
+		Verifier: newVerifier([]ed25519.PublicKey{pub}, cfg.Key),
+		key:      cfg.SigningKey,
+		kid:      KeyID(pub),
+		ttl:      cfg.TTL,
+		now:      time.Now,
 	}
+}
+
+// PublicKey is the key the Signer's tokens verify with.
+func (s *Signer) PublicKey() ed25519.PublicKey { return s.key.Public().(ed25519.PublicKey) }
+
+// JWKS is the JWK Set of the Signer's public key (kty OKP, crv Ed25519,
+// alg EdDSA, use sig, kid): what an edge verifier needs, and nothing
+// secret.
+func (s *Signer) JWKS() JWKS {
+	return JWKS{Keys: []JWK{{
+		KeyType: "OKP", Curve: "Ed25519", Algorithm: "EdDSA", Use: "sig", KeyID: s.kid,
+		X: base64.RawURLEncoding.EncodeToString(s.PublicKey()),
+	}}}
+}
+
+// JWKS is a JWK Set (RFC 7517) of Ed25519 public keys.
+type JWKS struct {
+	Keys []JWK `json:"keys"`
+}
+
+// JWK is one Ed25519 public key (RFC 8037).
+type JWK struct {
+	KeyType   string `json:"kty"`
+	Curve     string `json:"crv"`
+	Algorithm string `json:"alg"`
+	Use       string `json:"use"`
+	KeyID     string `json:"kid"`
+	X         string `json:"x"`
 }
 
 // Issue returns a signed token admitting userID to eventID in cell.
@@ -109,7 +272,9 @@ func (s *Signer) sign(c Claims) (string, error) {
 		EventID: c.EventID.String(),
 		Cell:    c.Cell,
 	}
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jc).SignedString(s.key)
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jc)
+	t.Header["kid"] = s.kid
+	tok, err := t.SignedString(s.key)
 	if err != nil {
 		return "", fmt.Errorf("sign admission token: %w", err)
 	}
@@ -118,8 +283,8 @@ func (s *Signer) sign(c Claims) (string, error) {
 
 // Verify checks that token is validly signed, unexpired, and binds exactly
 // userID, eventID and cell. Every failure is ErrInvalid.
-func (s *Signer) Verify(token string, userID, eventID uuid.UUID, cell string) (Claims, error) {
-	c, err := s.VerifyForRouting(token, userID, eventID)
+func (v *Verifier) Verify(token string, userID, eventID uuid.UUID, cell string) (Claims, error) {
+	c, err := v.VerifyForRouting(token, userID, eventID)
 	if err != nil {
 		return Claims{}, err
 	}
@@ -133,9 +298,9 @@ func (s *Signer) Verify(token string, userID, eventID uuid.UUID, cell string) (C
 // checks everything but the cell, and the caller sends the request to
 // Claims.Cell (refusing a cell it does not serve). The cell is signed, so
 // a buyer cannot choose it.
-func (s *Signer) VerifyForRouting(token string, userID, eventID uuid.UUID) (Claims, error) {
+func (v *Verifier) VerifyForRouting(token string, userID, eventID uuid.UUID) (Claims, error) {
 	var jc jwtClaims
-	if _, err := s.parser.ParseWithClaims(token, &jc, func(*jwt.Token) (any, error) { return s.key, nil }); err != nil {
+	if _, err := v.parser.ParseWithClaims(token, &jc, v.keyFor); err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c := Claims{Cell: jc.Cell}
@@ -151,4 +316,23 @@ func (s *Signer) VerifyForRouting(token string, userID, eventID uuid.UUID) (Clai
 	}
 	c.IssuedAt, c.ExpiresAt = jc.IssuedAt.Time, jc.ExpiresAt.Time
 	return c, nil
+}
+
+// keyFor is the key that verifies t: the Ed25519 key its kid names, or the
+// legacy HS256 key. The parser admits no other algorithm, and each key
+// serves its own algorithm only.
+func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
+	switch t.Method.Alg() {
+	case jwt.SigningMethodEdDSA.Alg():
+		kid, _ := t.Header["kid"].(string)
+		if k, ok := v.keys[kid]; ok {
+			return k, nil
+		}
+		return nil, errors.New("unknown kid")
+	case jwt.SigningMethodHS256.Alg():
+		if len(v.legacy) > 0 {
+			return v.legacy, nil
+		}
+	}
+	return nil, fmt.Errorf("alg %s is not accepted", t.Method.Alg())
 }

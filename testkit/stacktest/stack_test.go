@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,9 +31,9 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/client"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/pgcluster"
-	"boxoffice/testkit/apiclient"
 	"boxoffice/testkit/dbtest"
 	"boxoffice/testkit/procs"
 )
@@ -63,7 +64,9 @@ type stack struct {
 	natsURL string
 	apis    []string
 	procs   map[string]*procs.Proc
-	client  *http.Client
+	// api is the generated client, sending each request to a random API
+	// process (balancer).
+	api *client.ClientWithResponses
 	// ready are the /readyz of every role process.
 	ready []string
 }
@@ -115,7 +118,7 @@ func waitHTTP(t testing.TB, url string, timeout time.Duration) {
 
 func startStack(t testing.TB) *stack {
 	t.Helper()
-	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*procs.Proc{}, client: &http.Client{Timeout: 15 * time.Second}}
+	s := &stack{t: t, dir: t.TempDir(), procs: map[string]*procs.Proc{}}
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, p := range s.procs {
@@ -139,9 +142,9 @@ func startStack(t testing.TB) *stack {
 	t.Cleanup(s.pool.Close)
 
 	// A 3-node JetStream cluster on loopback.
-	var client, cluster, monitor [3]int
+	var clientPort, cluster, monitor [3]int
 	for i := range 3 {
-		client[i], cluster[i], monitor[i] = freePort(t), freePort(t), freePort(t)
+		clientPort[i], cluster[i], monitor[i] = freePort(t), freePort(t), freePort(t)
 	}
 	var urls []string
 	for i := range 3 {
@@ -153,10 +156,10 @@ func startStack(t testing.TB) *stack {
 		}
 		name := fmt.Sprintf("nats-%d", i+1)
 		s.add(name, natsBin, nil,
-			"-a", "127.0.0.1", "-p", fmt.Sprint(client[i]), "-m", fmt.Sprint(monitor[i]),
+			"-a", "127.0.0.1", "-p", fmt.Sprint(clientPort[i]), "-m", fmt.Sprint(monitor[i]),
 			"-js", "-sd", filepath.Join(s.dir, name), "--server_name", name, "--cluster_name", "stacktest",
 			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", cluster[i]), "--routes", strings.Join(routes, ","))
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", clientPort[i]))
 	}
 	for i := range 3 {
 		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", monitor[i]), 60*time.Second)
@@ -181,6 +184,7 @@ func startStack(t testing.TB) *stack {
 		// The organizer's webhook receiver is this test, on loopback.
 		"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE=true",
 		"BOXOFFICE_WEBHOOK_RETRY_SCHEDULE=0s,200ms,500ms,1s,2s,2s,2s,2s",
+		"BOXOFFICE_WEBHOOK_SECRET_KEYS=stack:UF/K5dMb5Bgo13o6YC3Euddcl+GNRkxjH4UNpQgn2Yw=",
 	}
 	migrate := exec.Command(s.bin, "migrate")
 	migrate.Env = base
@@ -208,6 +212,9 @@ func startStack(t testing.TB) *stack {
 		waitHTTP(t, u, 60*time.Second)
 	}
 	s.ready = append(ops, s.apis[0]+"/readyz", s.apis[1]+"/readyz")
+	api, err := client.NewClientWithResponses(s.apis[0], client.WithHTTPClient(&balancer{apis: s.apis, http: &http.Client{Timeout: 15 * time.Second}}))
+	require.NoError(t, err)
+	s.api = api
 	return s
 }
 
@@ -266,7 +273,7 @@ func (d *database) kill(t testing.TB) {
 // moment back is closed (the database is running again), and firstHold
 // says how long after that the first hold went through. It gives up (ok
 // false) when nothing is left to hold.
-func (s *stack) firstHold(ctx context.Context, eventID string, back <-chan time.Time) (time.Duration, bool) {
+func (s *stack) firstHold(ctx context.Context, eventID uuid.UUID, back <-chan time.Time) (time.Duration, bool) {
 	token, err := auth.Mint([]byte(jwtSecret), auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, time.Hour)
 	if err != nil {
 		return 0, false
@@ -281,44 +288,30 @@ func (s *stack) firstHold(ctx context.Context, eventID string, back <-chan time.
 			seen[fmt.Sprintf("%s: %d", step, code)]++
 		}
 	}
-	var room struct {
-		AdmissionToken string `json:"admissionToken"`
+	var admission string
+	for deadline := time.Now().Add(time.Minute); admission == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if room, _, err := s.joinRoom(ctx, eventID, token); err == nil && room.AdmissionToken != nil {
+			admission = *room.AdmissionToken
+		}
 	}
-	for deadline := time.Now().Add(time.Minute); room.AdmissionToken == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		_, _ = s.call(ctx, http.MethodPost, "/v1/events/"+eventID+"/waiting-room", token, nil, nil, &room)
-	}
-	if room.AdmissionToken == "" {
+	if admission == "" {
 		return 0, false
 	}
 	since := <-back
 	for deadline := since.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var seatMap struct {
-			Seats []struct {
-				ID     string `json:"id"`
-				Status string `json:"status"`
-			} `json:"seats"`
-		}
-		if code, err := s.call(ctx, http.MethodGet, "/v1/events/"+eventID+"/seats", token, nil, nil, &seatMap); err != nil || code != http.StatusOK {
-			note("seats", code, err)
+		free, status, err := s.availableSeats(ctx, eventID, token)
+		if err != nil || status != http.StatusOK {
+			note("seats", status, err)
 			continue
 		}
-		free := ""
-		for _, st := range seatMap.Seats {
-			if st.Status == "available" {
-				free = st.ID
-				break
-			}
-		}
-		if free == "" {
+		if len(free) == 0 {
 			return 0, false
 		}
-		code, err := s.call(ctx, http.MethodPost, "/v1/events/"+eventID+"/holds", token,
-			map[string]string{"X-Admission-Token": room.AdmissionToken, "Idempotency-Key": uuid.NewString()},
-			map[string]any{"seatIds": []string{free}}, nil)
-		if err == nil && (code == http.StatusAccepted || code == http.StatusOK) {
+		res, err := s.hold(ctx, eventID, token, admission, uuid.NewString(), free[0])
+		if err == nil && res.JSON202 != nil {
 			return time.Since(since), true
 		}
-		note("hold", code, err)
+		note("hold", code(res, err), err)
 	}
 	return 0, false
 }
@@ -332,20 +325,101 @@ func tail(t testing.TB, path string, n int) {
 	t.Logf("--- %s (last %d lines)\n%s", filepath.Base(path), n, strings.Join(lines[max(0, len(lines)-n):], "\n"))
 }
 
-// call makes one API request to a random API process and decodes a JSON
-// answer into out. Like a load balancer, it tries the other API process
-// when that one does not take the connection (it is restarting).
-func (s *stack) call(ctx context.Context, method, path, token string, headers map[string]string, body, out any) (int, error) {
-	first := rand.IntN(len(s.apis))
-	var res apiclient.Response
+// balancer is the generated client's HTTP doer: it sends each request to
+// a random API process and, like a load balancer, to the other one when
+// that one does not answer (it is restarting).
+type balancer struct {
+	apis []string // base URLs
+	http *http.Client
+}
+
+func (b *balancer) Do(req *http.Request) (*http.Response, error) {
+	first := rand.IntN(len(b.apis))
 	var err error
-	for i := range s.apis {
-		api := apiclient.Client{BaseURL: s.apis[(first+i)%len(s.apis)], HTTP: s.client}
-		if res, err = api.Do(ctx, method, path, token, headers, body, out); err == nil || res.Status != 0 {
-			break // an answer: the request reached an API process
+	for i := range b.apis {
+		base, perr := url.Parse(b.apis[(first+i)%len(b.apis)])
+		if perr != nil {
+			return nil, perr
+		}
+		r := req.Clone(req.Context())
+		r.URL.Scheme, r.URL.Host, r.Host = base.Scheme, base.Host, ""
+		if req.GetBody != nil {
+			if r.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		var res *http.Response
+		if res, err = b.http.Do(r); err == nil {
+			return res, nil // an answer: the request reached an API process
 		}
 	}
-	return res.Status, err
+	return nil, err
+}
+
+// bearer is the token as the client's request editor.
+func bearer(token string) client.RequestEditorFn { return client.WithBearer(token) }
+
+// code is the status of a generated client's answer, or 0 when err says
+// none arrived.
+func code(res interface{ StatusCode() int }, err error) int {
+	if err != nil {
+		return 0
+	}
+	return res.StatusCode()
+}
+
+// joinRoom joins the waiting room (again) and returns what it answered:
+// the body of a 200 or of the 202 a queued buyer gets, which openapi.yaml
+// does not list and the generated client therefore keeps undecoded.
+func (s *stack) joinRoom(ctx context.Context, event uuid.UUID, token string) (client.WaitingRoomBody, int, error) {
+	res, err := s.api.JoinWaitingRoomWithResponse(ctx, event, bearer(token))
+	if err != nil {
+		return client.WaitingRoomBody{}, 0, err
+	}
+	var room client.WaitingRoomBody
+	switch {
+	case res.JSON200 != nil:
+		room = *res.JSON200
+	case res.StatusCode() == http.StatusAccepted:
+		if err := json.Unmarshal(res.Body, &room); err != nil {
+			return room, res.StatusCode(), err
+		}
+	}
+	return room, res.StatusCode(), nil
+}
+
+// availableSeats are the seats the map shows available, in map order,
+// with the map's status (0 and err when no answer arrived).
+func (s *stack) availableSeats(ctx context.Context, event uuid.UUID, token string) (free []string, status int, err error) {
+	res, err := s.api.ListSeatsWithResponse(ctx, event, nil, bearer(token))
+	if err != nil || res.JSON200 == nil {
+		return nil, code(res, err), err
+	}
+	for _, st := range res.JSON200.Seats {
+		if st.Status == client.SeatBodyStatusAvailable {
+			free = append(free, st.ID)
+		}
+	}
+	return free, res.StatusCode(), nil
+}
+
+// hold holds seat for the admitted buyer with key as its Idempotency-Key.
+func (s *stack) hold(ctx context.Context, event uuid.UUID, token, admission, key, seat string) (*client.CreateHoldResponse, error) {
+	return s.api.CreateHoldWithResponse(ctx, event, &client.CreateHoldParams{IdempotencyKey: key, XAdmissionToken: admission},
+		client.CreateHoldJSONRequestBody{SeatIds: []string{seat}}, bearer(token))
+}
+
+// getOrder reads the order as its buyer; nil when it could not be read.
+func (s *stack) getOrder(ctx context.Context, orderID, token string) *client.OrderBody {
+	id, err := uuid.Parse(orderID)
+	if err != nil {
+		return nil
+	}
+	res, err := s.api.GetOrderWithResponse(ctx, id, bearer(token))
+	if err != nil {
+		return nil
+	}
+	return res.JSON200
 }
 
 // secrets collects what must never be logged.
@@ -363,17 +437,6 @@ func (s *secrets) add(v string) {
 	s.mu.Unlock()
 }
 
-type order struct {
-	Status  string `json:"status"`
-	Payment *struct {
-		PaymentIntentID string `json:"paymentIntentId"`
-		ClientSecret    string `json:"clientSecret"`
-	} `json:"payment"`
-	Tickets []struct {
-		ID string `json:"id"`
-	} `json:"tickets"`
-}
-
 // outcome is what one simulated buyer did.
 type outcome struct {
 	orderID string
@@ -386,7 +449,7 @@ type outcome struct {
 // buyer joins the waiting room, holds one of the seats (another one when
 // it is taken), and pays, has a card declined and pays with another, or
 // abandons.
-func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec *secrets) outcome {
+func (s *stack) buyer(ctx context.Context, eventID uuid.UUID, seatIDs []string, sec *secrets) outcome {
 	id := auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}
 	token, err := auth.Mint([]byte(jwtSecret), id, time.Hour)
 	if err != nil {
@@ -394,49 +457,41 @@ func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec
 	}
 	sec.add(token)
 	o := outcome{token: token}
-	var room struct {
-		AdmissionToken string `json:"admissionToken"`
-		Phase          string `json:"phase"`
-	}
+	var admission string
+	var phase client.WaitingRoomBodyPhase
 	// Long enough for seats to come back twice (an abandoned hold expires
 	// after holdTTL, and the room counts an admission against the seats
 	// left for its claim window): a buyer still queued then is a bug.
-	for deadline := time.Now().Add(120 * time.Second); room.AdmissionToken == ""; {
-		if room.Phase == "sold_out" {
+	for deadline := time.Now().Add(120 * time.Second); admission == ""; {
+		if phase == client.WaitingRoomBodyPhaseSoldOut {
 			o.soldOut = true
 			return o // every seat sold: no order, and the room said so
 		}
-		method := http.MethodPost
 		if time.Now().After(deadline) {
 			return outcome{err: errors.New("never admitted")}
 		}
-		if code, err := s.call(ctx, method, "/v1/events/"+eventID+"/waiting-room", token, nil, nil, &room); err != nil || code >= 500 {
+		room, status, err := s.joinRoom(ctx, eventID, token)
+		if err != nil || status >= 500 {
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
-		if room.AdmissionToken == "" {
+		if status < 300 {
+			phase = room.Phase
+			if room.AdmissionToken != nil {
+				admission = *room.AdmissionToken
+			}
+		}
+		if admission == "" {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	sec.add(room.AdmissionToken)
+	sec.add(admission)
 
 	for attempt := 0; attempt < 4 && o.orderID == ""; attempt++ {
 		// Like a buyer in front of the seat map: an available seat (the
 		// map is a hint; the hold decides), or any when it cannot be read.
 		seat := seatIDs[rand.IntN(len(seatIDs))]
-		var seatMap struct {
-			Seats []struct {
-				ID     string `json:"id"`
-				Status string `json:"status"`
-			} `json:"seats"`
-		}
-		if code, err := s.call(ctx, http.MethodGet, "/v1/events/"+eventID+"/seats", token, nil, nil, &seatMap); err == nil && code == http.StatusOK {
-			var free []string
-			for _, st := range seatMap.Seats {
-				if st.Status == "available" {
-					free = append(free, st.ID)
-				}
-			}
+		if free, status, err := s.availableSeats(ctx, eventID, token); err == nil && status == http.StatusOK {
 			if len(free) == 0 {
 				break // nothing left to hold
 			}
@@ -444,18 +499,13 @@ func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec
 		}
 		key := uuid.NewString()
 		for try := 0; try < 5; try++ {
-			var held struct {
-				OrderID string `json:"orderId"`
-			}
-			code, err := s.call(ctx, http.MethodPost, "/v1/events/"+eventID+"/holds", token,
-				map[string]string{"X-Admission-Token": room.AdmissionToken, "Idempotency-Key": key},
-				map[string]any{"seatIds": []string{seat}}, &held)
-			if err != nil || code >= 500 {
+			held, err := s.hold(ctx, eventID, token, admission, key, seat)
+			if err != nil || held.StatusCode() >= 500 {
 				time.Sleep(100 * time.Millisecond) // a retry with the same key
 				continue
 			}
-			if code == http.StatusAccepted || code == http.StatusOK {
-				o.orderID = held.OrderID
+			if held.JSON202 != nil {
+				o.orderID = held.JSON202.OrderID
 			}
 			break // 409: the seat is taken; try another one
 		}
@@ -473,15 +523,17 @@ func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec
 		o.plan = "abandon"
 		return o
 	}
-	var ord order
+	var intent string
 	for deadline := time.Now().Add(90 * time.Second); ; {
-		ord = order{}
-		code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, token, nil, nil, &ord)
-		if err == nil && code == http.StatusOK && ord.Payment != nil && ord.Payment.PaymentIntentID != "" {
-			sec.add(ord.Payment.ClientSecret)
+		ord := s.getOrder(ctx, o.orderID, token)
+		if ord != nil && ord.Payment != nil && ord.Payment.PaymentIntentID != nil && *ord.Payment.PaymentIntentID != "" {
+			intent = *ord.Payment.PaymentIntentID
+			if ord.Payment.ClientSecret != nil {
+				sec.add(*ord.Payment.ClientSecret)
+			}
 			break
 		}
-		if err == nil && code == http.StatusOK && ord.Status != "pending_payment" {
+		if ord != nil && ord.Status != client.OrderBodyStatusPendingPayment {
 			return o // expired before its intent was made
 		}
 		if time.Now().After(deadline) {
@@ -493,14 +545,14 @@ func (s *stack) buyer(ctx context.Context, eventID string, seatIDs []string, sec
 	// A buyer who planned to decline has a card declined first, then pays
 	// with another on the same intent: the order keeps its seats between
 	// the two attempts.
-	actions := []string{"authorize"}
+	actions := []client.SandboxAction{client.SandboxAuthorize}
 	if o.plan == "decline" {
-		actions = []string{"decline", "authorize"}
+		actions = []client.SandboxAction{client.SandboxDecline, client.SandboxAuthorize}
 	}
 	for _, action := range actions {
 		for try := 0; try < 5; try++ {
-			code, err := s.call(ctx, http.MethodPost, "/v1/sandbox/payment-intents/"+ord.Payment.PaymentIntentID+"/"+action, token, nil, nil, nil)
-			if err == nil && code < 500 {
+			res, err := s.api.SandboxPaymentIntentWithResponse(ctx, intent, action, bearer(token))
+			if err == nil && res.StatusCode() < 500 {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -686,40 +738,34 @@ func TestStackSurvivesKills(tt *testing.T) {
 	orgToken, err := auth.Mint([]byte(jwtSecret), auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: uuid.New()}, time.Hour)
 	require.NoError(t, err)
 	sec.add(orgToken)
-	var ev struct {
-		ID string `json:"id"`
-	}
-	code, err := s.call(ctx, http.MethodPost, "/v1/events", orgToken, nil, map[string]any{
-		"name": "Stack test", "startsAt": time.Now().Add(30 * 24 * time.Hour), "currency": "eur",
-		"sections": []map[string]any{{"name": "Floor", "rows": 1, "seatsPerRow": seats, "priceMinor": 4500}},
-	}, &ev)
+	created, err := s.api.CreateEventWithResponse(ctx, client.CreateEventJSONRequestBody{
+		Name: "Stack test", StartsAt: time.Now().Add(30 * 24 * time.Hour), Currency: "eur",
+		Sections: []client.SectionInput{{Name: "Floor", Rows: 1, SeatsPerRow: seats, PriceMinor: 4500}},
+	}, bearer(orgToken))
 	require.NoError(t, err)
-	require.Equal(t, http.StatusCreated, code)
+	require.Equal(t, http.StatusCreated, created.StatusCode())
+	require.NotNil(t, created.JSON201)
+	ev, err := uuid.Parse(created.JSON201.ID)
+	require.NoError(t, err)
 	// The organizer subscribes an endpoint to what its systems need.
 	recv := newReceiver(t)
-	var endpoint struct {
-		ID     string `json:"id"`
-		Secret string `json:"secret"`
-	}
-	code, err = s.call(ctx, http.MethodPost, "/v1/webhook-endpoints", orgToken, nil, map[string]any{
-		"url": recv.srv.URL + "/hooks", "eventTypes": []string{"order.paid", "ticket.issued"},
-	}, &endpoint)
+	endpoint, err := s.api.CreateWebhookEndpointWithResponse(ctx, client.CreateWebhookEndpointJSONRequestBody{
+		URL: recv.srv.URL + "/hooks", EventTypes: []string{"order.paid", "ticket.issued"},
+	}, bearer(orgToken))
 	require.NoError(t, err)
-	require.Equal(t, http.StatusCreated, code)
-	require.True(t, strings.HasPrefix(endpoint.Secret, "whsec_"))
-	sec.add(endpoint.Secret)
-	recv.setSecret(t, endpoint.Secret)
+	require.Equal(t, http.StatusCreated, endpoint.StatusCode())
+	require.NotNil(t, endpoint.JSON201)
+	secret := endpoint.JSON201.Secret
+	require.True(t, strings.HasPrefix(secret, "whsec_"))
+	sec.add(secret)
+	recv.setSecret(t, secret)
 
-	var seatMap struct {
-		Seats []struct {
-			ID string `json:"id"`
-		} `json:"seats"`
-	}
-	code, err = s.call(ctx, http.MethodGet, "/v1/events/"+ev.ID+"/seats", orgToken, nil, nil, &seatMap)
+	seatMap, err := s.api.ListSeatsWithResponse(ctx, ev, nil, bearer(orgToken))
 	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, http.StatusOK, seatMap.StatusCode())
+	require.NotNil(t, seatMap.JSON200)
 	var seatIDs []string
-	for _, st := range seatMap.Seats {
+	for _, st := range seatMap.JSON200.Seats {
 		seatIDs = append(seatIDs, st.ID)
 	}
 
@@ -731,7 +777,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	for i := range buyers {
 		wg.Go(func() {
 			time.Sleep(time.Duration(rand.IntN(4000)) * time.Millisecond)
-			outcomes[i] = s.buyer(ctx, ev.ID, seatIDs, sec)
+			outcomes[i] = s.buyer(ctx, ev, seatIDs, sec)
 		})
 	}
 	type probe struct {
@@ -741,7 +787,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	dbBack := make(chan time.Time, 1)
 	firstHold := make(chan probe, 1)
 	go func() {
-		d, ok := s.firstHold(ctx, ev.ID, dbBack)
+		d, ok := s.firstHold(ctx, ev, dbBack)
 		firstHold <- probe{d, ok}
 	}()
 	time.Sleep(2 * time.Second)
@@ -811,12 +857,11 @@ func TestStackSurvivesKills(tt *testing.T) {
 	require.Eventually(t, func() bool {
 		clear(statuses)
 		for _, o := range orders {
-			var ord order
-			code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, o.token, nil, nil, &ord)
-			if err != nil || code != http.StatusOK || !finalStatuses[ord.Status] {
+			ord := s.getOrder(ctx, o.orderID, o.token)
+			if ord == nil || !finalStatuses[string(ord.Status)] {
 				return false
 			}
-			statuses[ord.Status]++
+			statuses[string(ord.Status)]++
 		}
 		return true
 	}, holdTTL+90*time.Second, time.Second, "orders still in flight: %v", statuses)
@@ -834,8 +879,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	// once, every delivery signed.
 	var ticketed []string
 	for _, o := range orders {
-		var ord order
-		if code, err := s.call(ctx, http.MethodGet, "/v1/orders/"+o.orderID, o.token, nil, nil, &ord); err == nil && code == http.StatusOK && ord.Status == "ticketed" {
+		if ord := s.getOrder(ctx, o.orderID, o.token); ord != nil && ord.Status == client.OrderBodyStatusTicketed {
 			ticketed = append(ticketed, o.orderID)
 		}
 	}

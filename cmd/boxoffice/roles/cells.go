@@ -22,7 +22,7 @@ import (
 	"boxoffice/domain/waitingroom"
 	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
-	"boxoffice/platform/admission"
+	"boxoffice/platform/apikey"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
@@ -174,11 +174,17 @@ func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) 
 		Pool:     d.Pool,
 		Catalog:  catalog.New(d.Pool).WithSeatMapCache(time.Second).WithEventCache(time.Minute, 5*time.Second),
 		Purchase: purchase.NewService(d.Pool, d.Logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
-		Webhooks: webhooks.NewService(d.Pool, webhooks.ServiceConfig{
-			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Logger: d.Logger, MaxEndpoints: cfg.Webhooks.MaxEndpoints,
-		}),
-		Sandbox: d.Sandbox,
+		Sandbox:  d.Sandbox,
+		APIKeys:  apikey.NewStore(d.Pool),
 	}, Close: func() {}}
+	// Without a key to seal their secrets there are no webhook endpoints:
+	// the routes answer 404 (serve requires the key; benchmarks need none).
+	if cfg.Webhooks.SecretKeys != nil {
+		b.Webhooks = webhooks.NewService(d.Pool, webhooks.ServiceConfig{
+			Guard: &webhooks.Guard{AllowPrivate: cfg.Webhooks.AllowPrivate}, Keys: cfg.Webhooks.SecretKeys,
+			Logger: d.Logger, MaxEndpoints: cfg.Webhooks.MaxEndpoints,
+		})
+	}
 	if cfg.TicketSeed != nil {
 		b.Door = tickets.NewDoor(d.Pool, ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey))
 	}
@@ -191,7 +197,7 @@ func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) 
 	}
 	if d.Room == nil {
 		b.Room = waitingroom.NewRoom(waitingroom.RoomConfig{
-			Store: waitingroom.NewMemoryStore(), Signer: admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
+			Store: waitingroom.NewMemoryStore(), Signer: cfg.admissionSigner(),
 			Events: b.Catalog, Logger: d.Logger,
 		})
 	} else {
@@ -222,13 +228,16 @@ func NewAPI(cfg Config, router *cells.Router, logger *slog.Logger, reg prometheu
 	hc := handlers.Config{
 		Cells:      router,
 		Logger:     logger,
-		Bearer:     auth.NewVerifier(cfg.JWTSecret),
-		Admission:  admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
+		Bearer:     cfg.bearer,
+		Admission:  cfg.admissionSigner(),
 		Checks:     checks,
 		Registerer: reg,
 
 		HoldsPerSecond:      cfg.HoldRateLimit,
 		EventReadsPerSecond: cfg.EventReadIPLimit,
+	}
+	if hc.Bearer == nil {
+		hc.Bearer = auth.NewVerifier(cfg.JWTSecret)
 	}
 	if cfg.TicketSeed != nil {
 		hc.TicketPublicKey = ed25519.NewKeyFromSeed(cfg.TicketSeed).Public().(ed25519.PublicKey)

@@ -3,7 +3,6 @@ package roles
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/client"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
 	"boxoffice/platform/admission"
@@ -30,7 +30,6 @@ import (
 	"boxoffice/platform/pgcluster"
 	"boxoffice/relay"
 	"boxoffice/testkit"
-	"boxoffice/testkit/apiclient"
 	"boxoffice/testkit/dbtest"
 	"boxoffice/testkit/natstest"
 )
@@ -143,6 +142,7 @@ func TestTwoCells(t *testing.T) {
 		"BOXOFFICE_PAYMENTS":            "sandbox",
 		"BOXOFFICE_SANDBOX_WEBHOOK_URL": api + "/v1/webhooks/stripe",
 		"BOXOFFICE_TICKET_SIGNING_KEY":  base64.StdEncoding.EncodeToString(DevTicketSeed()),
+		"BOXOFFICE_WEBHOOK_SECRET_KEYS": DevWebhookSecretKeys,
 		"DATABASE_MAX_CONNS":            "8",
 	}
 	getenv := func(k string) string { return env[k] }
@@ -202,7 +202,9 @@ func TestTwoCells(t *testing.T) {
 			}
 		}
 	}
-	c := &cellsClient{t: t, api: &apiclient.Client{BaseURL: api}, secret: []byte(env["BOXOFFICE_JWT_SECRET"])}
+	apiClient, err := client.NewClientWithResponses(api)
+	require.NoError(t, err)
+	c := &cellsClient{t: t, api: apiClient, secret: []byte(env["BOXOFFICE_JWT_SECRET"])}
 	eventA := c.createEvent(organizerIn("a"))
 	eventB := c.createEvent(organizerIn("b"))
 	require.Equal(t, int64(1), dbtest.Count(t, a.pool, `SELECT count(*) FROM events WHERE id = $1 AND purchase_cell = 'a'`, eventA))
@@ -229,8 +231,8 @@ func TestTwoCells(t *testing.T) {
 		requireStreamHas(t, js, bus.Namespace{}, 0)
 
 		// A token for cell a does not buy in cell b's event.
-		code := c.do(http.MethodPost, "/v1/events/"+eventB.String()+"/holds", c.buyerToken(buyer), map[string]string{"X-Admission-Token": token, "Idempotency-Key": uuid.NewString()}, `{"seatIds":["`+c.seats(eventB)[0]+`"]}`, nil).Status
-		require.Equal(t, http.StatusForbidden, code)
+		res := c.holdSeat(buyer, eventB, token, c.seats(eventB)[0])
+		require.Equal(t, http.StatusForbidden, res.StatusCode())
 	})
 
 	t.Run("EachCellsRelayAndWorkersRunIndependently", func(t *testing.T) {
@@ -246,9 +248,9 @@ func TestTwoCells(t *testing.T) {
 		// Nothing of cell b's moved: its hold's two events (HoldCreated,
 		// PaymentAuthorizationRequested) are not even published.
 		require.Equal(t, int64(2), dbtest.Count(t, b.pool, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, orderB))
-		var o cellsOrder
-		_ = c.do(http.MethodGet, "/v1/orders/"+orderB.String(), c.buyerToken(buyerB), nil, "", &o)
-		require.Nil(t, o.Payment, "cell b's order moved without its relay")
+		o := c.order(buyerB, orderB)
+		require.NotNil(t, o.JSON200)
+		require.Nil(t, o.JSON200.Payment, "cell b's order moved without its relay")
 
 		b.start(t, "relay", nc, js, logger.With("cell", "b"))
 		c.payAndWait(buyerB, orderB)
@@ -268,23 +270,39 @@ func TestTwoCells(t *testing.T) {
 		// Cell b's event answers 503 cell-unavailable, with Retry-After,
 		// once the catalog's one-second cache of its seat map (read by
 		// the holds above) has run out: cell a's purchase may take less.
+		bearerB := client.WithBearer(c.buyerToken(buyerB))
 		require.Eventually(t, func() bool {
-			code := c.do(http.MethodGet, "/v1/events/"+eventB.String()+"/seats", c.buyerToken(buyerB), nil, "", nil).Status
-			return code == http.StatusServiceUnavailable
+			res, err := c.api.ListSeatsWithResponse(context.Background(), eventB, nil, bearerB)
+			return err == nil && res.StatusCode() == http.StatusServiceUnavailable
 		}, 10*time.Second, 50*time.Millisecond, "cell b's seat map still served with its cell down")
-		for _, req := range []struct{ method, path, headers, body string }{
-			{http.MethodGet, "/v1/events/" + eventB.String() + "/seats", "", ""},
-			{http.MethodPost, "/v1/events/" + eventB.String() + "/holds", tokenB, `{"seatIds":["` + uuid.NewString() + `"]}`},
-			{http.MethodGet, "/v1/events/" + uuid.NewString(), "", ""}, // unknown: may be in b
+		for _, req := range []struct {
+			name string
+			do   func() (*http.Response, []byte, error)
+		}{
+			{"GET seats", func() (*http.Response, []byte, error) {
+				res, err := c.api.ListSeatsWithResponse(context.Background(), eventB, nil, bearerB)
+				if err != nil {
+					return nil, nil, err
+				}
+				return res.HTTPResponse, res.Body, nil
+			}},
+			{"POST holds", func() (*http.Response, []byte, error) {
+				res := c.holdSeat(buyerB, eventB, tokenB, uuid.NewString())
+				return res.HTTPResponse, res.Body, nil
+			}},
+			{"GET an unknown event, which may be in b", func() (*http.Response, []byte, error) {
+				res, err := c.api.GetEventWithResponse(context.Background(), uuid.New(), nil, bearerB)
+				if err != nil {
+					return nil, nil, err
+				}
+				return res.HTTPResponse, res.Body, nil
+			}},
 		} {
-			h := map[string]string{"Idempotency-Key": uuid.NewString()}
-			if req.headers != "" {
-				h["X-Admission-Token"] = req.headers
-			}
-			res := c.do(req.method, req.path, c.buyerToken(buyerB), h, req.body, nil)
-			require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s %s", req.method, req.path)
-			require.Equal(t, handlers.TypeCellUnavailable, res.Problem.Type, "%s %s", req.method, req.path)
-			require.NotEmpty(t, res.Header.Get("Retry-After"))
+			res, body, err := req.do()
+			require.NoError(t, err, req.name)
+			require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, req.name)
+			require.Equal(t, handlers.TypeCellUnavailable, client.ProblemOf(res, body).Type, req.name)
+			require.NotEmpty(t, res.Header.Get("Retry-After"), req.name)
 		}
 	})
 	logs.RequireNoSecrets(t, env["STRIPE_WEBHOOK_SECRET"])
@@ -304,15 +322,11 @@ func requireStreamHas(t *testing.T, js jetstream.JetStream, ns bus.Namespace, wa
 	}, 10*time.Second, 50*time.Millisecond, "stream %s should hold %d HoldCreated", ns.Stream(), want)
 }
 
-type cellsOrder struct {
-	Status  string
-	Payment *struct{ PaymentIntentID string }
-}
-
-// cellsClient is a buyer's and an organizer's HTTP client of the API.
+// cellsClient is a buyer's and an organizer's client of the API: the
+// generated one.
 type cellsClient struct {
 	t      *testing.T
-	api    *apiclient.Client
+	api    *client.ClientWithResponses
 	secret []byte
 }
 
@@ -326,35 +340,26 @@ func (c *cellsClient) buyerToken(id uuid.UUID) string {
 	return c.token(auth.Identity{UserID: id, Role: auth.RoleBuyer})
 }
 
-// do sends one API request as bearer; body, when not empty, is JSON. A
-// 2xx answer is decoded into out; an error's problem is in the Response.
-func (c *cellsClient) do(method, path, bearer string, headers map[string]string, body string, out any) apiclient.Response {
-	c.t.Helper()
-	var raw any
-	if body != "" {
-		raw = json.RawMessage(body)
-	}
-	res, err := c.api.Do(context.Background(), method, path, bearer, headers, raw, out)
-	require.NoError(c.t, err, "%s %s", method, path)
-	return res
-}
-
 func (c *cellsClient) createEvent(organizer uuid.UUID) uuid.UUID {
 	c.t.Helper()
-	var ev struct{ ID uuid.UUID }
-	code := c.do(http.MethodPost, "/v1/events", c.token(auth.Identity{UserID: organizer, OrganizerID: organizer, Role: auth.RoleOrganizer}), nil,
-		`{"name":"cells","startsAt":"2030-01-01T20:00:00Z","currency":"eur","sections":[{"name":"A","rows":2,"seatsPerRow":5,"priceMinor":1000}]}`, &ev).Status
-	require.Equal(c.t, http.StatusCreated, code)
-	return ev.ID
+	res, err := c.api.CreateEventWithResponse(context.Background(), client.CreateEventJSONRequestBody{
+		Name: "cells", StartsAt: time.Date(2030, 1, 1, 20, 0, 0, 0, time.UTC), Currency: "eur",
+		Sections: []client.SectionInput{{Name: "A", Rows: 2, SeatsPerRow: 5, PriceMinor: 1000}},
+	}, client.WithBearer(c.token(auth.Identity{UserID: organizer, OrganizerID: organizer, Role: auth.RoleOrganizer})))
+	require.NoError(c.t, err)
+	require.Equal(c.t, http.StatusCreated, res.StatusCode())
+	id, err := uuid.Parse(res.JSON201.ID)
+	require.NoError(c.t, err)
+	return id
 }
 
 func (c *cellsClient) seats(event uuid.UUID) []string {
 	c.t.Helper()
-	var m struct{ Seats []struct{ ID string } }
-	code := c.do(http.MethodGet, "/v1/events/"+event.String()+"/seats", c.buyerToken(uuid.New()), nil, "", &m).Status
-	require.Equal(c.t, http.StatusOK, code)
+	res, err := c.api.ListSeatsWithResponse(context.Background(), event, nil, client.WithBearer(c.buyerToken(uuid.New())))
+	require.NoError(c.t, err)
+	require.Equal(c.t, http.StatusOK, res.StatusCode())
 	var ids []string
-	for _, s := range m.Seats {
+	for _, s := range res.JSON200.Seats {
 		ids = append(ids, s.ID)
 	}
 	return ids
@@ -363,45 +368,78 @@ func (c *cellsClient) seats(event uuid.UUID) []string {
 // admit joins the waiting room and polls it until admitted.
 func (c *cellsClient) admit(buyer, event uuid.UUID) string {
 	c.t.Helper()
-	var v struct{ AdmissionToken string }
-	code := c.do(http.MethodPost, "/v1/events/"+event.String()+"/waiting-room", c.buyerToken(buyer), nil, "", &v).Status
-	require.Contains(c.t, []int{http.StatusOK, http.StatusAccepted}, code)
+	bearer := client.WithBearer(c.buyerToken(buyer))
+	// token is the admission of a 200; a 202 (queued) has none.
+	token := func(room *client.WaitingRoomBody) string {
+		if room == nil || room.AdmissionToken == nil {
+			return ""
+		}
+		return *room.AdmissionToken
+	}
+	joined, err := c.api.JoinWaitingRoomWithResponse(context.Background(), event, bearer)
+	require.NoError(c.t, err)
+	require.Contains(c.t, []int{http.StatusOK, http.StatusAccepted}, joined.StatusCode())
+	admission := token(joined.JSON200)
 	require.Eventually(c.t, func() bool {
-		if v.AdmissionToken != "" {
+		if admission != "" {
 			return true
 		}
-		c.do(http.MethodGet, "/v1/events/"+event.String()+"/waiting-room", c.buyerToken(buyer), nil, "", &v)
-		return v.AdmissionToken != ""
+		if res, err := c.api.GetWaitingRoomWithResponse(context.Background(), event, bearer); err == nil {
+			admission = token(res.JSON200)
+		}
+		return admission != ""
 	}, 30*time.Second, 50*time.Millisecond, "never admitted")
-	return v.AdmissionToken
+	return admission
+}
+
+// holdSeat asks for one seat with a fresh Idempotency-Key.
+func (c *cellsClient) holdSeat(buyer, event uuid.UUID, admission, seat string) *client.CreateHoldResponse {
+	c.t.Helper()
+	res, err := c.api.CreateHoldWithResponse(context.Background(), event,
+		&client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: admission},
+		client.CreateHoldJSONRequestBody{SeatIds: []string{seat}}, client.WithBearer(c.buyerToken(buyer)))
+	require.NoError(c.t, err)
+	return res
 }
 
 func (c *cellsClient) hold(buyer, event uuid.UUID, token string, seat int) uuid.UUID {
 	c.t.Helper()
-	var h struct{ OrderID uuid.UUID }
-	code := c.do(http.MethodPost, "/v1/events/"+event.String()+"/holds", c.buyerToken(buyer),
-		map[string]string{"X-Admission-Token": token, "Idempotency-Key": uuid.NewString()},
-		`{"seatIds":["`+c.seats(event)[seat]+`"]}`, &h).Status
-	require.Equal(c.t, http.StatusAccepted, code)
-	return h.OrderID
+	res := c.holdSeat(buyer, event, token, c.seats(event)[seat])
+	require.Equal(c.t, http.StatusAccepted, res.StatusCode())
+	id, err := uuid.Parse(res.JSON202.OrderID)
+	require.NoError(c.t, err)
+	return id
+}
+
+// order reads the order as its buyer.
+func (c *cellsClient) order(buyer, order uuid.UUID) *client.GetOrderResponse {
+	c.t.Helper()
+	res, err := c.api.GetOrderWithResponse(context.Background(), order, client.WithBearer(c.buyerToken(buyer)))
+	require.NoError(c.t, err)
+	return res
 }
 
 // payAndWait authorizes the order's PaymentIntent in the sandbox once the
 // saga has created it, and waits until the order is ticketed.
 func (c *cellsClient) payAndWait(buyer, order uuid.UUID) {
 	c.t.Helper()
-	bearer := c.buyerToken(buyer)
-	var o cellsOrder
+	var intent string
 	require.Eventually(c.t, func() bool {
-		o = cellsOrder{}
-		code := c.do(http.MethodGet, "/v1/orders/"+order.String(), bearer, nil, "", &o).Status
-		return code == http.StatusOK && o.Payment != nil && o.Payment.PaymentIntentID != ""
+		o := c.order(buyer, order).JSON200
+		if o == nil || o.Payment == nil || o.Payment.PaymentIntentID == nil {
+			return false
+		}
+		intent = *o.Payment.PaymentIntentID
+		return intent != ""
 	}, 30*time.Second, 20*time.Millisecond, "order %s never got a PaymentIntent", order)
-	code := c.do(http.MethodPost, "/v1/sandbox/payment-intents/"+o.Payment.PaymentIntentID+"/authorize", bearer, nil, "", nil).Status
-	require.Equal(c.t, http.StatusOK, code)
+	res, err := c.api.SandboxPaymentIntentWithResponse(context.Background(), intent, client.SandboxAuthorize, client.WithBearer(c.buyerToken(buyer)))
+	require.NoError(c.t, err)
+	require.Equal(c.t, http.StatusOK, res.StatusCode())
+	var last client.OrderBodyStatus
 	require.Eventually(c.t, func() bool {
-		o = cellsOrder{}
-		code := c.do(http.MethodGet, "/v1/orders/"+order.String(), bearer, nil, "", &o).Status
-		return code == http.StatusOK && o.Status == "ticketed"
-	}, 30*time.Second, 20*time.Millisecond, "order %s never got ticketed (last %q)", order, &o.Status)
+		if o := c.order(buyer, order).JSON200; o != nil {
+			last = o.Status
+		}
+		return last == client.OrderBodyStatusTicketed
+	}, 30*time.Second, 20*time.Millisecond, "order %s never got ticketed (last %q)", order, &last)
 }

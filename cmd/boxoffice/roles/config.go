@@ -2,10 +2,12 @@ package roles
 
 import (
 	"cmp"
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +20,8 @@ import (
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/webhooks"
 	"boxoffice/ops/retention"
+	"boxoffice/platform/admission"
+	"boxoffice/platform/auth"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 )
@@ -31,9 +35,27 @@ type Config struct {
 	// default 30s, and DATABASE_LOCK_TIMEOUT, default 10s; 0 turns one off.
 	DBStatementTimeout, DBLockTimeout time.Duration
 	HTTPAddr                          string
-	JWTSecret                         []byte
-	AdmissionKey                      []byte
-	HoldTTL                           time.Duration
+	// JWTSecret verifies HS256 bearer tokens (BOXOFFICE_JWT_SECRET): for
+	// development and tests; required by serve without a JWKS URL.
+	JWTSecret []byte
+	// JWKSURL is the identity provider's JWK Set (BOXOFFICE_JWKS_URL):
+	// bearer tokens signed with RS256, ES256 or EdDSA by its keys, with
+	// the issuer JWTIssuer (BOXOFFICE_JWT_ISSUER) and the audience
+	// JWTAudience (BOXOFFICE_JWT_AUDIENCE), both required with it.
+	JWKSURL, JWTIssuer, JWTAudience string
+	// AdmissionSigningKey signs admission tokens
+	// (BOXOFFICE_ADMISSION_SIGNING_KEY: a PEM PKCS #8 Ed25519 key, or the
+	// base64 of its 32-byte seed). Without it the key is derived from
+	// AdmissionKey.
+	AdmissionSigningKey ed25519.PrivateKey
+	// AdmissionKey is the legacy HS256 admission key
+	// (BOXOFFICE_ADMISSION_KEY): tokens it signed keep verifying while it
+	// is set. serve requires it or AdmissionSigningKey.
+	AdmissionKey []byte
+	// bearer is the bearer verifier openBearer built (serve, dev); nil,
+	// NewAPI verifies HS256 tokens of JWTSecret.
+	bearer  *auth.Verifier
+	HoldTTL time.Duration
 	// InboxRetention and StripeEventRetention are how long the retention
 	// worker keeps inbox rows and Stripe event ids
 	// (BOXOFFICE_INBOX_RETENTION, default 35 days, at least 31;
@@ -156,7 +178,20 @@ type webhookConfig struct {
 	// DisableAfter disables an endpoint that failed every attempt for that
 	// long (BOXOFFICE_WEBHOOK_DISABLE_AFTER). Defaults to 120h (5 days).
 	DisableAfter time.Duration
+	// SecretKeys seal endpoint secrets at rest
+	// (BOXOFFICE_WEBHOOK_SECRET_KEYS: comma-separated <key id>:<base64 of
+	// 32 bytes>, the first sealing, all opening). Required by serve and by
+	// work's webhook workers. Defaults to none; dev sets
+	// DevWebhookSecretKeys.
+	SecretKeys *webhooks.Keyring
 }
+
+// webhookKeysVar names the endpoint-secret key list.
+const webhookKeysVar = "BOXOFFICE_WEBHOOK_SECRET_KEYS"
+
+// errNoWebhookKeys is the configuration error of a role that stores or
+// signs with endpoint secrets and has no key to seal them with.
+var errNoWebhookKeys = &configError{webhookKeysVar, "is required to seal webhook endpoint secrets (comma-separated <key id>:<base64 of 32 bytes>, the first one sealing)"}
 
 // configError names the variable that stops start-up.
 type configError struct{ name, problem string }
@@ -170,6 +205,9 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 		DatabaseURL:  getenv("DATABASE_URL"),
 		HTTPAddr:     cmp.Or(getenv("HTTP_ADDR"), ":8080"),
 		JWTSecret:    []byte(getenv("BOXOFFICE_JWT_SECRET")),
+		JWKSURL:      getenv("BOXOFFICE_JWKS_URL"),
+		JWTIssuer:    getenv("BOXOFFICE_JWT_ISSUER"),
+		JWTAudience:  getenv("BOXOFFICE_JWT_AUDIENCE"),
 		AdmissionKey: []byte(getenv("BOXOFFICE_ADMISSION_KEY")),
 		Cell:         cmp.Or(getenv("BOXOFFICE_CELL"), "default"),
 		NATSURL:      getenv("NATS_URL"),
@@ -205,6 +243,9 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 		if len(v) > 0 && len(v) < 32 {
 			return c, &configError{name, "must be at least 32 bytes"}
 		}
+	}
+	if err := loadIdentity(getenv, &c); err != nil {
+		return c, err
 	}
 	maxConns, err := strconv.Atoi(cmp.Or(getenv("DATABASE_MAX_CONNS"), "16"))
 	if err != nil || maxConns < 1 {
@@ -287,6 +328,61 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 	return c, nil
 }
 
+// loadIdentity reads the JWKS settings and the admission signing key.
+func loadIdentity(getenv func(string) string, c *Config) error {
+	if c.JWKSURL != "" {
+		u, err := url.Parse(c.JWKSURL)
+		switch {
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
+			return &configError{"BOXOFFICE_JWKS_URL", "must be an https URL"}
+		case c.JWTIssuer == "":
+			return &configError{"BOXOFFICE_JWT_ISSUER", "is required with BOXOFFICE_JWKS_URL"}
+		case c.JWTAudience == "":
+			return &configError{"BOXOFFICE_JWT_AUDIENCE", "is required with BOXOFFICE_JWKS_URL"}
+		}
+	}
+	if v := getenv("BOXOFFICE_ADMISSION_SIGNING_KEY"); v != "" {
+		k, err := admission.ParseSigningKey(v)
+		if err != nil {
+			// The reason only: never the value.
+			return &configError{"BOXOFFICE_ADMISSION_SIGNING_KEY", "must be a PEM PKCS #8 Ed25519 private key or the base64 of its 32-byte seed (" + err.Error() + ")"}
+		}
+		c.AdmissionSigningKey = k
+	}
+	return nil
+}
+
+// serveNeeds is the configuration error of a role that serves the API,
+// if any: a way to verify bearer tokens and a key to sign admissions.
+func (c Config) serveNeeds() error {
+	switch {
+	case c.JWKSURL == "" && len(c.JWTSecret) == 0:
+		return &configError{"BOXOFFICE_JWKS_URL", "or BOXOFFICE_JWT_SECRET is required"}
+	case c.AdmissionSigningKey == nil && len(c.AdmissionKey) == 0:
+		return &configError{"BOXOFFICE_ADMISSION_SIGNING_KEY", "(or the legacy BOXOFFICE_ADMISSION_KEY) is required"}
+	}
+	return nil
+}
+
+// admissionSigner is the signer of the process's admission tokens.
+func (c Config) admissionSigner() *admission.Signer {
+	return admission.NewSigner(admission.SignerConfig{SigningKey: c.AdmissionSigningKey, Key: c.AdmissionKey})
+}
+
+// openBearer builds the bearer verifier of cfg into cfg.bearer: with a
+// JWKS URL it fetches the JWK Set (an error if it cannot) and refreshes
+// it until ctx is done.
+func openBearer(ctx context.Context, cfg *Config, logger *slog.Logger) error {
+	v, err := auth.New(ctx, auth.VerifierConfig{
+		Secret: cfg.JWTSecret, JWKSURL: cfg.JWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	cfg.bearer = v
+	return nil
+}
+
 // loadWebhookConfig reads the BOXOFFICE_WEBHOOK_* variables.
 func loadWebhookConfig(getenv func(string) string) (webhookConfig, error) {
 	var w webhookConfig
@@ -300,6 +396,11 @@ func loadWebhookConfig(getenv func(string) string) (webhookConfig, error) {
 	if v := getenv("BOXOFFICE_WEBHOOK_RETRY_SCHEDULE"); v != "" {
 		if w.RetrySchedule, err = webhooks.ParseRetrySchedule(v); err != nil {
 			return w, &configError{"BOXOFFICE_WEBHOOK_RETRY_SCHEDULE", "must be comma-separated durations such as 0s,5s,5m,30m"}
+		}
+	}
+	if v := getenv("BOXOFFICE_WEBHOOK_SECRET_KEYS"); v != "" {
+		if w.SecretKeys, err = webhooks.ParseKeyring(v); err != nil {
+			return w, &configError{webhookKeysVar, err.Error()}
 		}
 	}
 	for _, d := range []struct {

@@ -37,6 +37,9 @@ const (
 	DevJWTSecret    = "boxoffice-dev-jwt-secret-not-for-production"
 	DevAdmissionKey = "boxoffice-dev-admission-key-not-for-production"
 	DevWebhookKey   = "whsec_boxoffice_dev_not_for_production"
+	// DevWebhookSecretKeys seals organizers' endpoint secrets in dev
+	// (BOXOFFICE_WEBHOOK_SECRET_KEYS): the SHA-256 of a public phrase.
+	DevWebhookSecretKeys = "dev:fWc7KXgq9FfX0wYc4Cu63uLCSD0LREvAYn2acHPLrx8="
 )
 
 // The demo organizer owns the seeded event, so a second `dev` finds it.
@@ -56,6 +59,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 			"BOXOFFICE_JWT_SECRET":    DevJWTSecret,
 			"BOXOFFICE_ADMISSION_KEY": DevAdmissionKey,
 			"STRIPE_WEBHOOK_SECRET":   DevWebhookKey,
+			webhookKeysVar:            DevWebhookSecretKeys,
 			"HTTP_ADDR":               "127.0.0.1:8080",
 			"OPS_ADDR":                "127.0.0.1:9090",
 			// A local receiver is the point of webhooks in dev.
@@ -68,6 +72,9 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return err
 	}
 	logger := NewLogger(cfg.LogLevel)
+	if err := openBearer(ctx, &cfg, logger); err != nil {
+		return err
+	}
 
 	if cfg.DatabaseURL == "" {
 		url, stopPG, err := devDatabase(ctx, *dir, logger, out)

@@ -179,6 +179,10 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		{map[string]string{"BOXOFFICE_PAYMENT_GRACE": "1h"}, nil, "BOXOFFICE_PAYMENT_GRACE"},
 		{map[string]string{"BOXOFFICE_INBOX_RETENTION": "168h"}, nil, "BOXOFFICE_INBOX_RETENTION"},
 		{map[string]string{"BOXOFFICE_STRIPE_EVENT_RETENTION": "1h"}, nil, "BOXOFFICE_STRIPE_EVENT_RETENTION"},
+		{map[string]string{"BOXOFFICE_JWKS_URL": "https://idp.example.com/jwks"}, nil, "BOXOFFICE_JWT_ISSUER"},
+		{map[string]string{"BOXOFFICE_JWKS_URL": "https://idp.example.com/jwks", "BOXOFFICE_JWT_ISSUER": "https://idp.example.com/"}, nil, "BOXOFFICE_JWT_AUDIENCE"},
+		{map[string]string{"BOXOFFICE_JWKS_URL": "idp.example.com/jwks"}, nil, "BOXOFFICE_JWKS_URL"},
+		{map[string]string{"BOXOFFICE_ADMISSION_SIGNING_KEY": "not-a-key"}, nil, "BOXOFFICE_ADMISSION_SIGNING_KEY"},
 	}
 	for _, tc := range cases {
 		_, err := LoadConfig(env(tc.vars), tc.required...)

@@ -13,6 +13,8 @@ import (
 
 func runOpenAPI(args []string) error {
 	fs := flag.NewFlagSet("openapi", flag.ContinueOnError)
+	v30 := fs.Bool("3.0", false, "print the document downgraded to OpenAPI 3.0.3, for generators that read only 3.0 "+
+		"(make generate builds the Go client in client/ from it); openapi.yaml is the 3.1 document")
 	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -22,7 +24,17 @@ func runOpenAPI(args []string) error {
 	h := handlers.New(handlers.Config{
 		Cells: cells.Single(&cells.Cell{Name: cells.Default}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	spec, err := h.NewAPI(http.NewServeMux()).OpenAPI().YAML()
+	doc := h.NewAPI(http.NewServeMux()).OpenAPI()
+	render := doc.YAML
+	if *v30 {
+		// huma's own downgrade of the same document: type arrays with
+		// "null" become nullable, examples an example. OpenAPI 3.0 has no
+		// webhooks object: what a receiver gets is not a call a client
+		// makes, so the 3.0 stream leaves it out.
+		doc.Webhooks = nil
+		render = doc.DowngradeYAML
+	}
+	spec, err := render()
 	if err != nil {
 		return fmt.Errorf("render openapi: %w", err)
 	}

@@ -26,7 +26,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
-	required := []string{"BOXOFFICE_JWT_SECRET", "BOXOFFICE_ADMISSION_KEY"}
+	var required []string
 	if os.Getenv("BOXOFFICE_CELLS") == "" {
 		required = append(required, "DATABASE_URL")
 	}
@@ -34,7 +34,16 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := cfg.serveNeeds(); err != nil {
+		return err
+	}
+	if cfg.Webhooks.SecretKeys == nil {
+		return errNoWebhookKeys
+	}
 	logger := NewLogger(cfg.LogLevel)
+	if err := openBearer(ctx, &cfg, logger); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var checks []handlers.Check

@@ -14,7 +14,6 @@ import (
 
 	"boxoffice/domain/catalog"
 	"boxoffice/domain/waitingroom"
-	"boxoffice/platform/admission"
 	"boxoffice/platform/bus"
 )
 
@@ -89,7 +88,7 @@ func NewWaitingRoom(ctx context.Context, cfg Config, pool *pgxpool.Pool, logger 
 	})
 	room = waitingroom.NewRoom(waitingroom.RoomConfig{
 		Store:       store,
-		Signer:      admission.NewSigner(admission.SignerConfig{Key: cfg.AdmissionKey}),
+		Signer:      cfg.admissionSigner(),
 		Events:      catalog.New(pool),
 		Onsales:     waitingroom.NewOnsales(pool),
 		Controller:  controller,

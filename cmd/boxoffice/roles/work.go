@@ -75,14 +75,30 @@ func components() []component {
 		}},
 		{"webhooks_dispatch", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
 			w := cfg.Webhooks
+			if w.SecretKeys == nil {
+				return nil, errNoWebhookKeys
+			}
 			disp, err := webhooks.NewDispatcher(d.Pool, webhooks.DispatcherConfig{
-				Guard: &webhooks.Guard{AllowPrivate: w.AllowPrivate}, RetrySchedule: w.RetrySchedule, Timeout: w.Timeout,
+				Guard: &webhooks.Guard{AllowPrivate: w.AllowPrivate}, Keys: w.SecretKeys, RetrySchedule: w.RetrySchedule, Timeout: w.Timeout,
 				Retention: w.Retention, DisableAfter: w.DisableAfter, Logger: d.Logger, Registerer: d.Reg,
 			})
 			if err != nil {
 				return nil, err
 			}
 			return disp.Run, nil
+		}},
+		// Endpoint secrets not sealed under the first key of
+		// BOXOFFICE_WEBHOOK_SECRET_KEYS (legacy plaintext, or an older key)
+		// are sealed anew at start and every 10 minutes, in batches.
+		{"webhooks_secrets", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			if cfg.Webhooks.SecretKeys == nil {
+				return nil, errNoWebhookKeys
+			}
+			r, err := webhooks.NewResealer(d.Pool, webhooks.ResealerConfig{Keys: cfg.Webhooks.SecretKeys, Logger: d.Logger, Registerer: d.Reg})
+			if err != nil {
+				return nil, err
+			}
+			return r.Run, nil
 		}},
 		{"retention", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
 			p, err := retention.New(d.Pool, retention.Config{
