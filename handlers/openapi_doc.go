@@ -9,7 +9,7 @@ import (
 )
 
 // tagDescriptions declares every tag an operation uses, in the order the
-// reference shows them. TestEveryTagIsDeclared fails on a tag used and not
+// reference shows them. TestTheDocumentTheToolsRead fails on a tag used and not
 // declared here.
 var tagDescriptions = []*huma.Tag{
 	{Name: "Events", Description: "An organizer's events and their seats: create an event, list yours, read its seat map, its sales and its orders."},

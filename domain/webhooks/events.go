@@ -133,58 +133,58 @@ type Body struct {
 // event, and the order's amount. No message ever carries a client secret,
 // a token, card data or a provider's internal ids.
 type OrderData struct {
-	OrderID     uuid.UUID `json:"order_id"`
-	EventID     uuid.UUID `json:"event_id"`
-	AmountMinor int64     `json:"amount_minor"`
-	Currency    string    `json:"currency"`
+	OrderID     uuid.UUID `json:"order_id" format:"uuid" doc:"The order."`
+	EventID     uuid.UUID `json:"event_id" format:"uuid" doc:"The order's event."`
+	AmountMinor int64     `json:"amount_minor" doc:"The order's amount, in minor units of currency."`
+	Currency    string    `json:"currency" doc:"ISO 4217, lower case."`
 }
 
 // OrderConfirmedData is the data of order.confirmed: the buyer's payment
 // is authorized and the seats are confirmed to the order.
 type OrderConfirmedData struct {
 	OrderData
-	HoldID uuid.UUID `json:"hold_id"`
+	HoldID uuid.UUID `json:"hold_id" format:"uuid" doc:"The order's hold."`
 }
 
 // OrderPaidData is the data of order.paid: the payment was captured.
 type OrderPaidData struct {
 	OrderData
-	AmountReceived int64 `json:"amount_received"`
+	AmountReceived int64 `json:"amount_received" doc:"What was captured, in minor units."`
 }
 
 // TicketIssuedData is the data of ticket.issued: the order's tickets.
 type TicketIssuedData struct {
 	OrderData
-	TicketIDs []uuid.UUID `json:"ticket_ids"`
+	TicketIDs []uuid.UUID `json:"ticket_ids" doc:"The tickets issued."`
 }
 
 // OrderFailedData is the data of order.failed. Reason is hold_expired or
 // payment_failed; Code is the provider's decline code, when there is one.
 type OrderFailedData struct {
 	OrderData
-	Reason string `json:"reason"`
-	Code   string `json:"code,omitempty"`
+	Reason string `json:"reason" enum:"hold_expired,payment_failed" doc:"Why it failed."`
+	Code   string `json:"code,omitempty" doc:"The provider's decline code, when there is one (such as card_declined)."`
 }
 
 // OrderCanceledData is the data of order.canceled.
 type OrderCanceledData struct {
 	OrderData
-	Reason string `json:"reason"`
+	Reason string `json:"reason" doc:"Why it was canceled, such as canceled_by_buyer."`
 }
 
 // OrderRefundedData is the data of order.refunded and
 // order.partially_refunded.
 type OrderRefundedData struct {
 	OrderData
-	AmountRefunded int64 `json:"amount_refunded"`
+	AmountRefunded int64 `json:"amount_refunded" doc:"The charge's refunded total so far, in minor units."`
 }
 
 // HoldExpiredData is the data of hold.expired: the hold's seats went back
 // on sale.
 type HoldExpiredData struct {
 	OrderData
-	HoldID  uuid.UUID   `json:"hold_id"`
-	SeatIDs []uuid.UUID `json:"seat_ids"`
+	HoldID  uuid.UUID   `json:"hold_id" format:"uuid" doc:"The hold that expired."`
+	SeatIDs []uuid.UUID `json:"seat_ids" doc:"Its seats, back on sale."`
 }
 
 // WebhookTestData is the data of webhook.test: a message the organizer
@@ -192,9 +192,9 @@ type HoldExpiredData struct {
 // and retried like any other, and says nothing about orders.
 type WebhookTestData struct {
 	// EndpointID is the endpoint the test was asked for.
-	EndpointID uuid.UUID `json:"endpoint_id"`
+	EndpointID uuid.UUID `json:"endpoint_id" format:"uuid" doc:"The endpoint the test was asked for."`
 	// Message is a fixed human-readable note.
-	Message string `json:"message"`
+	Message string `json:"message" doc:"A fixed human-readable note."`
 }
 
 // EndpointDisabledData is the data of endpoint.disabled: the dispatcher
@@ -204,16 +204,16 @@ type WebhookTestData struct {
 // included: it may carry a token meant for that receiver only.
 type EndpointDisabledData struct {
 	// EndpointID is the endpoint that was disabled.
-	EndpointID uuid.UUID `json:"endpoint_id"`
+	EndpointID uuid.UUID `json:"endpoint_id" format:"uuid" doc:"The endpoint that was disabled."`
 	// Reason is gone (it answered 410) or failing (it failed every
 	// attempt for the configured time, 5 days unless the deployment
 	// says otherwise).
-	Reason string `json:"reason"`
+	Reason string `json:"reason" enum:"gone,failing" doc:"gone: it answered 410; failing: it failed every attempt for the deployment's disable-after time (5 days by default)."`
 	// DisabledAt is when it was disabled.
-	DisabledAt time.Time `json:"disabled_at"`
+	DisabledAt time.Time `json:"disabled_at" doc:"When it was disabled."`
 	// FailingSince is its first failure since its last success, when it
 	// was failing.
-	FailingSince *time.Time `json:"failing_since,omitempty"`
+	FailingSince *time.Time `json:"failing_since,omitempty" doc:"Its first failure since its last success, when it was failing."`
 }
 
 // DeliveryExhaustedData is the data of delivery.exhausted: a delivery to
@@ -222,17 +222,17 @@ type EndpointDisabledData struct {
 // themselves the subject of a notice.
 type DeliveryExhaustedData struct {
 	// EndpointID is the endpoint the delivery was for.
-	EndpointID uuid.UUID `json:"endpoint_id"`
+	EndpointID uuid.UUID `json:"endpoint_id" format:"uuid" doc:"The endpoint the delivery was for."`
 	// MessageID is the webhook-id of the message that was not delivered
 	// (msg_<uuid>).
-	MessageID string `json:"message_id"`
+	MessageID string `json:"message_id" doc:"The webhook-id of the message that was not delivered (msg_<uuid>)."`
 	// EventType is that message's type.
-	EventType string `json:"event_type"`
+	EventType string `json:"event_type" doc:"That message's type."`
 	// Attempts is how many attempts the delivery made in all.
-	Attempts int32 `json:"attempts"`
+	Attempts int32 `json:"attempts" doc:"How many attempts the delivery made in all."`
 	// LastError is the last attempt's error class, with its status code
 	// when an answer came, such as "http_5xx (status 503)".
-	LastError string `json:"last_error"`
+	LastError string `json:"last_error" doc:"The last attempt's error class, with its status code when an answer came, such as http_5xx (status 503)."`
 }
 
 // fact is one public message a domain event becomes. sourceKey makes it
