@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/MicahParks/jwkset"
@@ -57,7 +58,20 @@ type Verifier struct {
 	keys   map[string]ed25519.PublicKey
 	legacy []byte
 	parser *jwt.Parser
+	now    func() time.Time
+
+	// verified remembers the tokens that verified, by their exact string,
+	// with their claims, until each one's expiry: a buyer's holds and
+	// retries with one admission pay for the Ed25519 verification (about
+	// a fifth of an API process's CPU per hold, measured) once per process.
+	// A hit answers what verifying again would; a token that did not
+	// verify is never remembered. At most verifiedMax are kept (all are
+	// forgotten when it is full).
+	mu       sync.RWMutex
+	verified map[string]Claims
 }
+
+const verifiedMax = 100_000
 
 // NewVerifier returns a Verifier of the tokens signed by the private
 // halves of keys, which must be Ed25519 keys.
@@ -66,7 +80,7 @@ func NewVerifier(keys ...ed25519.PublicKey) *Verifier {
 }
 
 func newVerifier(keys []ed25519.PublicKey, legacy []byte) *Verifier {
-	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys)), legacy: legacy}
+	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys)), legacy: legacy, now: time.Now, verified: map[string]Claims{}}
 	for _, k := range keys {
 		v.keys[KeyID(k)] = k
 	}
@@ -74,7 +88,8 @@ func newVerifier(keys []ed25519.PublicKey, legacy []byte) *Verifier {
 	if len(legacy) > 0 {
 		methods = append(methods, jwt.SigningMethodHS256.Alg())
 	}
-	v.parser = jwt.NewParser(jwt.WithValidMethods(methods), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
+	v.parser = jwt.NewParser(jwt.WithValidMethods(methods), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
+		jwt.WithTimeFunc(func() time.Time { return v.now() }))
 	return v
 }
 
@@ -299,22 +314,54 @@ func (v *Verifier) Verify(token string, userID, eventID uuid.UUID, cell string) 
 // Claims.Cell (refusing a cell it does not serve). The cell is signed, so
 // a buyer cannot choose it.
 func (v *Verifier) VerifyForRouting(token string, userID, eventID uuid.UUID) (Claims, error) {
+	c, err := v.claims(token)
+	if err != nil {
+		return Claims{}, err
+	}
+	if c.UserID != userID {
+		return Claims{}, fmt.Errorf("%w: issued to another user", ErrInvalid)
+	}
+	if c.EventID != eventID {
+		return Claims{}, fmt.Errorf("%w: issued for another event", ErrInvalid)
+	}
+	return c, nil
+}
+
+// claims returns what token binds once its signature, algorithm, expiry
+// and ids check out: remembered (verified) until it expires.
+func (v *Verifier) claims(token string) (Claims, error) {
+	now := v.now()
+	v.mu.RLock()
+	c, ok := v.verified[token]
+	v.mu.RUnlock()
+	if ok && now.Before(c.ExpiresAt) {
+		return c, nil
+	}
 	var jc jwtClaims
 	if _, err := v.parser.ParseWithClaims(token, &jc, v.keyFor); err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	c := Claims{Cell: jc.Cell}
+	c = Claims{Cell: jc.Cell}
 	var err error
 	if c.ID, err = uuid.Parse(jc.ID); err != nil {
 		return Claims{}, fmt.Errorf("%w: jti", ErrInvalid)
 	}
-	if c.UserID, err = uuid.Parse(jc.Subject); err != nil || c.UserID != userID {
-		return Claims{}, fmt.Errorf("%w: issued to another user", ErrInvalid)
+	if c.UserID, err = uuid.Parse(jc.Subject); err != nil {
+		return Claims{}, fmt.Errorf("%w: sub", ErrInvalid)
 	}
-	if c.EventID, err = uuid.Parse(jc.EventID); err != nil || c.EventID != eventID {
-		return Claims{}, fmt.Errorf("%w: issued for another event", ErrInvalid)
+	if c.EventID, err = uuid.Parse(jc.EventID); err != nil {
+		return Claims{}, fmt.Errorf("%w: event_id", ErrInvalid)
+	}
+	if jc.IssuedAt == nil {
+		return Claims{}, fmt.Errorf("%w: iat", ErrInvalid)
 	}
 	c.IssuedAt, c.ExpiresAt = jc.IssuedAt.Time, jc.ExpiresAt.Time
+	v.mu.Lock()
+	if len(v.verified) >= verifiedMax {
+		clear(v.verified)
+	}
+	v.verified[token] = c
+	v.mu.Unlock()
 	return c, nil
 }
 
