@@ -900,7 +900,12 @@ func (e *fuzzEnv) replaceConsumed(t *testing.T, op fuzzOp, in fuzzInput) {
 	switch op.id {
 	case "delete-webhook-endpoint":
 		e.newEndpoint(t)
-	case "cancel-order", "refund-order", "sandbox-authorize-payment-intent", "sandbox-decline-payment-intent":
+	case "cancel-order", "refund-order", "sandbox-authorize-payment-intent", "sandbox-decline-payment-intent",
+		"sandbox-challenge-payment-intent":
+		// A challenged intent awaits the buyer's answer: a second
+		// challenge is refused, and the sandbox logs the refusal in its
+		// request log, as a provider does (a record of what was asked of
+		// it, not a change the refused request made).
 		e.newOrder(t)
 	}
 }
