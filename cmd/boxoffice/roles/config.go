@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -333,8 +334,10 @@ func loadIdentity(getenv func(string) string, c *Config) error {
 	if c.JWKSURL != "" {
 		u, err := url.Parse(c.JWKSURL)
 		switch {
-		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
-			return &configError{"BOXOFFICE_JWKS_URL", "must be an https URL"}
+		case err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))):
+			// The keys that sign every bearer token: fetched over plain
+			// http, anyone on the path could swap in their own.
+			return &configError{"BOXOFFICE_JWKS_URL", "must be an https URL (http only for a loopback address)"}
 		case c.JWTIssuer == "":
 			return &configError{"BOXOFFICE_JWT_ISSUER", "is required with BOXOFFICE_JWKS_URL"}
 		case c.JWTAudience == "":
@@ -350,6 +353,15 @@ func loadIdentity(getenv func(string) string, c *Config) error {
 		c.AdmissionSigningKey = k
 	}
 	return nil
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // serveNeeds is the configuration error of a role that serves the API,

@@ -182,12 +182,17 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		{map[string]string{"BOXOFFICE_JWKS_URL": "https://idp.example.com/jwks"}, nil, "BOXOFFICE_JWT_ISSUER"},
 		{map[string]string{"BOXOFFICE_JWKS_URL": "https://idp.example.com/jwks", "BOXOFFICE_JWT_ISSUER": "https://idp.example.com/"}, nil, "BOXOFFICE_JWT_AUDIENCE"},
 		{map[string]string{"BOXOFFICE_JWKS_URL": "idp.example.com/jwks"}, nil, "BOXOFFICE_JWKS_URL"},
+		{map[string]string{"BOXOFFICE_JWKS_URL": "http://idp.example.com/jwks", "BOXOFFICE_JWT_ISSUER": "i", "BOXOFFICE_JWT_AUDIENCE": "a"}, nil, "BOXOFFICE_JWKS_URL"},
 		{map[string]string{"BOXOFFICE_ADMISSION_SIGNING_KEY": "not-a-key"}, nil, "BOXOFFICE_ADMISSION_SIGNING_KEY"},
 	}
 	for _, tc := range cases {
 		_, err := LoadConfig(env(tc.vars), tc.required...)
 		require.Error(t, err)
 		require.True(t, strings.HasPrefix(err.Error(), tc.name+": "), err.Error())
+	}
+	for _, u := range []string{"https://idp.example.com/jwks", "http://127.0.0.1:9000/jwks", "http://localhost/jwks", "http://[::1]/jwks"} {
+		_, err := LoadConfig(env(map[string]string{"BOXOFFICE_JWKS_URL": u, "BOXOFFICE_JWT_ISSUER": "i", "BOXOFFICE_JWT_AUDIENCE": "a"}))
+		require.NoError(t, err, "%s: https, or http to a loopback address", u)
 	}
 	cfg, err := LoadConfig(env(map[string]string{}))
 	require.NoError(t, err)
