@@ -245,6 +245,20 @@ func (h *Handlers) webhooksService(ctx context.Context) (*webhooks.Service, erro
 	return c.Webhooks, nil
 }
 
+// endpointOf is what every operation on one endpoint starts from: the
+// webhooks service of the caller's cell and the endpoint id of the path.
+func (h *Handlers) endpointOf(ctx context.Context, endpointID string) (*webhooks.Service, uuid.UUID, error) {
+	svc, err := h.webhooksService(ctx)
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	id, err := parseUUID(endpointID, "path.endpointId")
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	return svc, id, nil
+}
+
 func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookEndpointInput) (*WebhookEndpointSecretOutput, error) {
 	svc, err := h.webhooksService(ctx)
 	if err != nil {
@@ -303,11 +317,7 @@ func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndp
 }
 
 func (h *Handlers) getWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointOutput, error) {
-	svc, err := h.webhooksService(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
@@ -319,11 +329,7 @@ func (h *Handlers) getWebhookEndpoint(ctx context.Context, in *WebhookEndpointPa
 }
 
 func (h *Handlers) updateWebhookEndpoint(ctx context.Context, in *UpdateWebhookEndpointInput) (*WebhookEndpointOutput, error) {
-	svc, err := h.webhooksService(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
@@ -345,11 +351,7 @@ func (h *Handlers) updateWebhookEndpoint(ctx context.Context, in *UpdateWebhookE
 }
 
 func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*struct{}, error) {
-	svc, err := h.webhooksService(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
@@ -360,11 +362,7 @@ func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpoin
 }
 
 func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointSecretOutput, error) {
-	svc, err := h.webhooksService(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
@@ -379,11 +377,7 @@ func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *WebhookEndpointP
 }
 
 func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhookEndpointInput) (*QueuedOutput, error) {
-	svc, err := h.webhooksService(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
@@ -397,11 +391,7 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 }
 
 func (h *Handlers) testWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*TestWebhookEndpointOutput, error) {
-	svc, err := h.webhooksService(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseUUID(in.EndpointID, "path.endpointId")
+	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
