@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -25,6 +24,7 @@ import (
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/db"
+	"boxoffice/platform/verified"
 )
 
 // Config holds what the handlers need.
@@ -97,7 +97,7 @@ type Handlers struct {
 	// seatMaps are the encoded seat maps (representation.go).
 	seatMaps *seatMapCache
 	// bearers are the verified bearer tokens.
-	bearers *bearerCache
+	bearers *verified.Cache[auth.Identity]
 	// heartbeats signal the open order event streams' heartbeats
 	// (stream_clock.go).
 	heartbeats *streamClock
@@ -110,7 +110,7 @@ func New(cfg Config) *Handlers {
 		panic("handlers: Config.Cells is required")
 	}
 	return &Handlers{cfg: cfg, logger: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer), cells: cfg.Cells,
-		limits: newLimits(cfg), seatMaps: newSeatMapCache(), bearers: &bearerCache{m: map[string]bearerEntry{}},
+		limits: newLimits(cfg), seatMaps: newSeatMapCache(), bearers: verified.New[auth.Identity](),
 		heartbeats: newStreamClock(orderEventsHeartbeatTick, int(orderEventsHeartbeat/orderEventsHeartbeatTick))}
 }
 
@@ -207,7 +207,7 @@ func (h *Handlers) authenticate(api huma.API) func(huma.Context, func(huma.Conte
 			// Never cached: a revoked key is refused by the next request.
 			id, err = h.verifyAPIKey(ctx.Context(), token)
 		} else {
-			id, err = h.bearers.verify(h.cfg.Bearer, token, time.Now())
+			id, err = h.verifyBearer(token, time.Now())
 		}
 		if err != nil && !errors.Is(err, auth.ErrInvalidToken) {
 			// The organizer's cell did not answer: not the caller's fault.
@@ -235,46 +235,19 @@ func (h *Handlers) authenticate(api huma.API) func(huma.Context, func(huma.Conte
 	}
 }
 
-// bearerCache remembers the bearer tokens it verified, until each one's
-// expiry: a buyer in the waiting room sends the same token on every poll,
-// and parsing and checking it (base64, JSON, HMAC) was an eighth of the
-// server's CPU per poll. Only the exact token string that verified is
-// remembered, with the expiry from its own verified payload, so a hit is
-// exactly what Verify would answer until then; a token that does not
-// verify, or has no expiry, is never remembered. At most bearerCacheMax
-// tokens are kept (all are forgotten when it is full).
-type bearerCache struct {
-	mu sync.RWMutex
-	m  map[string]bearerEntry
-}
-
-type bearerEntry struct {
-	id  auth.Identity
-	exp time.Time
-}
-
-const bearerCacheMax = 100_000
-
-// verify returns the identity of token as v.Verify would at now.
-func (c *bearerCache) verify(v *auth.Verifier, token string, now time.Time) (auth.Identity, error) {
-	c.mu.RLock()
-	e, ok := c.m[token]
-	c.mu.RUnlock()
-	if ok && now.Before(e.exp) {
-		return e.id, nil
+// verifyBearer returns the identity of token as h.cfg.Bearer.Verify would
+// at now, remembering verified tokens until they expire (package
+// verified): a buyer polling the waiting room presents the same token on
+// every poll, and verifying it each time was 14% of the server's CPU.
+func (h *Handlers) verifyBearer(token string, now time.Time) (auth.Identity, error) {
+	if id, ok := h.bearers.Get(token, now); ok {
+		return id, nil
 	}
-	id, exp, err := v.VerifyUntil(token)
+	id, exp, err := h.cfg.Bearer.VerifyUntil(token)
 	if err != nil {
 		return id, err
 	}
-	if !exp.IsZero() {
-		c.mu.Lock()
-		if len(c.m) >= bearerCacheMax {
-			clear(c.m)
-		}
-		c.m[token] = bearerEntry{id: id, exp: exp}
-		c.mu.Unlock()
-	}
+	h.bearers.Put(token, id, exp)
 	return id, nil
 }
 

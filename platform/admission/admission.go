@@ -24,12 +24,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+
+	"boxoffice/platform/verified"
 )
 
 // ErrInvalid is returned for a token that is malformed, forged, expired, or
@@ -60,18 +61,12 @@ type Verifier struct {
 	parser *jwt.Parser
 	now    func() time.Time
 
-	// verified remembers the tokens that verified, by their exact string,
-	// with their claims, until each one's expiry: a buyer's holds and
-	// retries with one admission pay for the Ed25519 verification (about
-	// a fifth of an API process's CPU per hold, measured) once per process.
-	// A hit answers what verifying again would; a token that did not
-	// verify is never remembered. At most verifiedMax are kept (all are
-	// forgotten when it is full).
-	mu       sync.RWMutex
-	verified map[string]Claims
+	// verified remembers the tokens that verified until each one's
+	// expiry (package verified): a buyer's holds and retries with one
+	// admission pay for the Ed25519 verification (about a fifth of an API
+	// process's CPU per hold, measured) once per process.
+	verified *verified.Cache[Claims]
 }
-
-const verifiedMax = 100_000
 
 // NewVerifier returns a Verifier of the tokens signed by the private
 // halves of keys, which must be Ed25519 keys.
@@ -80,7 +75,7 @@ func NewVerifier(keys ...ed25519.PublicKey) *Verifier {
 }
 
 func newVerifier(keys []ed25519.PublicKey, legacy []byte) *Verifier {
-	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys)), legacy: legacy, now: time.Now, verified: map[string]Claims{}}
+	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys)), legacy: legacy, now: time.Now, verified: verified.New[Claims]()}
 	for _, k := range keys {
 		v.keys[KeyID(k)] = k
 	}
@@ -330,18 +325,14 @@ func (v *Verifier) VerifyForRouting(token string, userID, eventID uuid.UUID) (Cl
 // claims returns what token binds once its signature, algorithm, expiry
 // and ids check out: remembered (verified) until it expires.
 func (v *Verifier) claims(token string) (Claims, error) {
-	now := v.now()
-	v.mu.RLock()
-	c, ok := v.verified[token]
-	v.mu.RUnlock()
-	if ok && now.Before(c.ExpiresAt) {
+	if c, ok := v.verified.Get(token, v.now()); ok {
 		return c, nil
 	}
 	var jc jwtClaims
 	if _, err := v.parser.ParseWithClaims(token, &jc, v.keyFor); err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	c = Claims{Cell: jc.Cell}
+	c := Claims{Cell: jc.Cell}
 	var err error
 	if c.ID, err = uuid.Parse(jc.ID); err != nil {
 		return Claims{}, fmt.Errorf("%w: jti", ErrInvalid)
@@ -356,12 +347,7 @@ func (v *Verifier) claims(token string) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: iat", ErrInvalid)
 	}
 	c.IssuedAt, c.ExpiresAt = jc.IssuedAt.Time, jc.ExpiresAt.Time
-	v.mu.Lock()
-	if len(v.verified) >= verifiedMax {
-		clear(v.verified)
-	}
-	v.verified[token] = c
-	v.mu.Unlock()
+	v.verified.Put(token, c, c.ExpiresAt)
 	return c, nil
 }
 
