@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -192,137 +191,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// runBenchPurchases measures whole purchases — hold, PaymentIntent, card
-// confirmed at the sandbox, signed webhook, confirmation, capture, tickets —
-// with every role in this process, as dev runs them: first as many as
-// -concurrency buyers can complete, then the latency at half that rate.
-func runBenchPurchases(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench purchases", flag.ExitOnError)
-	duration := fs.Duration("duration", 20*time.Second, "length of each measured phase")
-	concurrency := fs.Int("concurrency", 64, "buyers purchasing at once in the throughput phase")
-	cpuProfile := fs.String("cpuprofile", "", "also write the throughput phase's CPU profile to this file")
-	scriptDir := fs.String("pgbench-dir", "../shared/bench", "directory of pgbench-purchase.sql and its schema; empty skips the baseline")
-	pgClients := fs.Int("pgbench-clients", 16, "clients of the pgbench purchase baseline")
-	lowRate := fs.Float64("low-rate", 2, "purchases started per second in the low-load phase")
-	_ = fs.Parse(args)
-
-	costs := db.NewCostTracer()
-	cfg, pool, cleanup, err := benchSetup(ctx, costs)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	// Every buyer is 127.0.0.1: per-address limits would measure that.
-	cfg.WaitingRoomIPLimit, cfg.EventReadIPLimit = -1, -1
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	pg := bench.PGBench{ScriptDir: *scriptDir, AdminURL: cfg.DatabaseURL, Script: "purchase"}
-	if *scriptDir != "" {
-		if err := pg.Prepare(ctx); err != nil {
-			return fmt.Errorf("prepare pgbench purchase baseline: %w", err)
-		}
-	}
-	nc, js, stopBus, err := benchBus(ctx, &cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer stopBus()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	base := "http://" + ln.Addr().String()
-	cfg.SandboxWebhookURL = base + "/v1/webhooks/stripe"
-
-	stackCtx, stopStack := context.WithCancel(ctx)
-	stack := make(chan error, 1)
-	go func() { stack <- roles.RunStack(stackCtx, cfg, pool, nc, js, ln, nil, logger, roles.NewRegistry(pool)) }()
-	defer func() { stopStack(); <-stack }() //nolint:errcheck // the stack's error is its shutdown's, past the measurement
-
-	client := bench.NewClient(base, cfg.JWTSecret, *concurrency*2)
-	fmt.Printf("boxoffice-lab bench purchases — every role in one process, sandbox payments, %s per phase, pool %d connections\n\n", *duration, pool.Config().MaxConns)
-	fmt.Printf("%-44s %12s %9s %9s %8s\n", "phase", "ticketed/s", "p50", "p99", "failed")
-	ev, err := client.CreateEvent(ctx, 200, 500)
-	if err != nil {
-		return err
-	}
-	commitsBefore, err := commits(ctx, pool)
-	if err != nil {
-		return err
-	}
-	costs.Reset()
-	var prof bytes.Buffer
-	profiling := pprof.StartCPUProfile(&prof) == nil
-	cpuBefore, pgBefore := bench.SelfCPU(), must(bench.PostgresCPU())
-	sat, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Concurrency: *concurrency, Duration: *duration})
-	cpu, pgCPU := bench.SelfCPU()-cpuBefore, must(bench.PostgresCPU())-pgBefore
-	if profiling {
-		pprof.StopCPUProfile()
-	}
-	if err != nil {
-		return err
-	}
-	if *cpuProfile != "" {
-		if err := os.WriteFile(*cpuProfile, prof.Bytes(), 0o644); err != nil {
-			return err
-		}
-	}
-	time.Sleep(time.Second) // let the statistics collector catch up
-	commitsAfter, err := commits(ctx, pool)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("throughput: %d buyers at once", *concurrency),
-		sat.TicketedPerSec(), sat.P50.Round(time.Millisecond), sat.P99.Round(time.Millisecond), sat.Failed)
-	if sat.Ticketed > 0 {
-		fmt.Printf("  %.1f PostgreSQL transactions per ticketed order (%.0f/s; every role and the buyers' polls included)\n",
-			float64(commitsAfter-commitsBefore)/float64(sat.Ticketed), float64(commitsAfter-commitsBefore)/sat.Elapsed.Seconds())
-		bench.PrintCosts(os.Stdout, costs.Costs(), sat.Ticketed)
-		printCPU(prof.Bytes(), cpu, pgCPU, sat.Ticketed)
-	}
-	var pgTPS float64
-	if *scriptDir != "" {
-		if pgTPS, err = pg.Run(ctx, *pgClients, *duration); err != nil {
-			return err
-		}
-		fmt.Printf("%-44s %12.0f\n", fmt.Sprintf("pgbench purchase (8 tx/order), %d clients", *pgClients), pgTPS)
-	}
-	rate := sat.TicketedPerSec() / 2
-	ev, err = client.CreateEvent(ctx, 200, 500)
-	if err != nil {
-		return err
-	}
-	lat, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Rate: rate, Duration: *duration})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("latency: %.0f purchases/s started (half)", rate),
-		lat.TicketedPerSec(), lat.P50.Round(time.Millisecond), lat.P99.Round(time.Millisecond), lat.Failed)
-	ev, err = client.CreateEvent(ctx, 200, 500)
-	if err != nil {
-		return err
-	}
-	low, err := client.RunPurchases(ctx, ev, bench.PurchaseRun{Rate: *lowRate, Duration: *duration})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%-44s %12.0f %9s %9s %8d\n", fmt.Sprintf("low load: %g purchases/s started", *lowRate),
-		low.TicketedPerSec(), low.P50.Round(time.Millisecond), low.P99.Round(time.Millisecond), low.Failed)
-	for _, hop := range []struct {
-		name string
-		d    [2]time.Duration
-		goal string
-	}{
-		{"hold → PaymentIntent ready", low.HoldToIntent, "goal p50 < 100ms"},
-		{"card authorized → ticketed", low.AuthorizedToTicketed, "goal p50 < 300ms"},
-	} {
-		fmt.Printf("  %-42s %12s %9s %9s   %s\n", hop.name, "", hop.d[0].Round(time.Millisecond), hop.d[1].Round(time.Millisecond), hop.goal)
-	}
-	if pgTPS > 0 {
-		fmt.Printf("\nticketed/s ÷ pgbench purchase orders/s = %.2f\n", sat.TicketedPerSec()/pgTPS)
-	}
-	return nil
-}
-
 // must drops the ok of a reading that may be absent: an absent one reads
 // zero, and printCPU says so.
 func must(d time.Duration, _ bool) time.Duration { return d }
@@ -330,9 +198,8 @@ func must(d time.Duration, _ bool) time.Duration { return d }
 // profileParts split the benchmark process's CPU profile: a sample goes to
 // the outermost of its frames that names one of these.
 var profileParts = []bench.Part{
-	{Name: "simulated buyers (the benchmark's HTTP clients)", Prefixes: []string{"boxoffice/lab/bench.", "net/http.(*persistConn)"}},
-	{Name: "API (HTTP server: every request, the sandbox's page and Stripe webhooks included)", Prefixes: []string{"net/http.(*conn)"}},
-	{Name: "consumers (saga, payments with the sandbox's API, tickets, fan-out)", Prefixes: []string{"boxoffice/consumers."}},
+	{Name: "API (HTTP server: every request, Stripe's webhooks included)", Prefixes: []string{"net/http.(*conn)"}},
+	{Name: "consumers (saga, payments with their Stripe client, tickets, fan-out)", Prefixes: []string{"boxoffice/consumers."}},
 	{Name: "embedded NATS server", Prefixes: []string{"github.com/nats-io/nats-server/"}},
 	{Name: "relay", Prefixes: []string{"boxoffice/relay."}},
 	{Name: "sandbox webhook sender", Prefixes: []string{"boxoffice/domain/payments/sandbox.(*Sandbox)"}},
@@ -341,29 +208,6 @@ var profileParts = []bench.Part{
 	{Name: "waiting room", Prefixes: []string{"boxoffice/domain/waitingroom."}},
 	{Name: "NATS client", Prefixes: []string{"github.com/nats-io/nats.go"}},
 	{Name: "pgx connections", Prefixes: []string{"github.com/jackc/pgx", "github.com/jackc/puddle"}},
-}
-
-// printCPU says where the CPU of one ticketed order went: the benchmark
-// process (split by its profile) and the PostgreSQL server on this
-// machine.
-func printCPU(prof []byte, process, postgres time.Duration, ticketed int) {
-	perOrder := func(d time.Duration) string {
-		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)/float64(ticketed))
-	}
-	fmt.Printf("\n  CPU per ticketed order                      %12s\n", "")
-	if postgres > 0 {
-		fmt.Printf("  %-56s %10s\n", "PostgreSQL server (its processes on this machine)", perOrder(postgres))
-	} else {
-		fmt.Printf("  %-56s %10s\n", "PostgreSQL server", "not on this machine")
-	}
-	fmt.Printf("  %-56s %10s\n", "this process (every role, NATS and the buyers)", perOrder(process))
-	shares, total, err := bench.SplitProfile(prof, profileParts)
-	if err != nil || total == 0 {
-		return
-	}
-	for _, sh := range shares {
-		fmt.Printf("    %-54s %10s\n", sh.Part, perOrder(time.Duration(float64(process)*sh.Seconds/total)))
-	}
 }
 
 // benchBus starts an embedded JetStream server in a temporary directory,

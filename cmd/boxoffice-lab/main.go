@@ -27,6 +27,8 @@ func main() {
 			return runBench(ctx, args)
 		case "simulate":
 			return runSimulate(ctx, args, os.Getenv, os.Stdout)
+		case "bench-part": // hidden: one part of bench purchases, as its own process
+			return runBenchPart(ctx, args)
 		case "nats-node": // hidden: a NATS cluster node for simulate --spawn
 			return runNATSNode(ctx, args)
 		default:

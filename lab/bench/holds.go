@@ -23,6 +23,12 @@ import (
 type Client struct {
 	BaseURL   string
 	JWTSecret []byte
+	// StripeBase, when set, is the Stripe stand-in (lab/memstripe) the
+	// product pays with: buyers confirm their cards there. Unset, they
+	// confirm through the sandbox provider's buyer route.
+	StripeBase string
+	// stripe confirms cards at StripeBase.
+	stripe *http.Client
 	// api makes the requests, each bounded by 30s.
 	api *client.ClientWithResponses
 	// stream opens order event streams.
@@ -43,7 +49,7 @@ func NewClient(baseURL string, jwtSecret []byte, conns int) *Client {
 	// fails; these do not.
 	api, _ := client.NewClientWithResponses(baseURL, client.WithHTTPClient(&http.Client{Transport: tr, Timeout: 30 * time.Second}))
 	stream, _ := client.NewClient(baseURL, client.WithHTTPClient(&http.Client{Transport: str}))
-	return &Client{BaseURL: baseURL, JWTSecret: jwtSecret, api: api, stream: stream}
+	return &Client{BaseURL: baseURL, JWTSecret: jwtSecret, api: api, stream: stream, stripe: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
 // status is res's HTTP status, or 0 when err says no answer arrived.

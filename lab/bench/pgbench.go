@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -101,6 +102,27 @@ var tpsLine = regexp.MustCompile(`tps = ([0-9.]+)`)
 
 // Run runs the baseline with clients connections for d and returns tx/s.
 func (p PGBench) Run(ctx context.Context, clients int, d time.Duration) (float64, error) {
+	return p.RunWith(ctx, PGBenchRun{Clients: clients, Duration: d})
+}
+
+// PGBenchRun is how RunWith runs a baseline.
+type PGBenchRun struct {
+	Clients  int
+	Duration time.Duration
+	// Prepared runs it with -M prepared, from pgbench-<script>-prepared.sql:
+	// statements parsed and planned once per connection, as pgx does for
+	// the product's.
+	Prepared bool
+	// Rate, when positive, is pgbench's -R: transactions started per
+	// second, whatever the server's pace.
+	Rate float64
+	// Group, when set, is the CPU group pgbench itself runs in, so that
+	// the load generator is measured apart from the server.
+	Group *CPUGroup
+}
+
+// RunWith runs the baseline as run says and returns tx/s.
+func (p PGBench) RunWith(ctx context.Context, run PGBenchRun) (float64, error) {
 	pgbench, err := pgBinary("pgbench")
 	if err != nil {
 		return 0, err
@@ -109,9 +131,30 @@ func (p PGBench) Run(ctx context.Context, clients int, d time.Duration) (float64
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.CommandContext(ctx, pgbench, "-n", "-f", filepath.Join(p.ScriptDir, "pgbench-"+p.script()+".sql"),
-		"-c", strconv.Itoa(clients), "-j", "2", "-T", strconv.Itoa(int(d.Seconds())), url)
-	out, err := cmd.CombinedOutput()
+	script, args := "pgbench-"+p.script()+".sql", []string{"-n"}
+	if run.Prepared {
+		script, args = "pgbench-"+p.script()+"-prepared.sql", append(args, "-M", "prepared")
+	}
+	if run.Rate > 0 {
+		args = append(args, "-R", strconv.FormatFloat(run.Rate, 'f', 1, 64))
+	}
+	args = append(args, "-f", filepath.Join(p.ScriptDir, script),
+		"-c", strconv.Itoa(run.Clients), "-j", "2", "-T", strconv.Itoa(int(run.Duration.Seconds())), url)
+	cmd := exec.CommandContext(ctx, pgbench, args...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("pgbench: %w", err)
+	}
+	if run.Group != nil {
+		if err := run.Group.Add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, err
+		}
+	}
+	err = cmd.Wait()
+	out := buf.Bytes()
 	if err != nil {
 		return 0, fmt.Errorf("pgbench: %w: %s", err, out)
 	}

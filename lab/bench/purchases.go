@@ -17,6 +17,7 @@ import (
 
 	"boxoffice/client"
 	"boxoffice/domain/payments/sandbox"
+	"boxoffice/lab/memstripe"
 	"boxoffice/platform/db"
 )
 
@@ -166,8 +167,7 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks pur
 			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &p) != nil || p.PaymentIntentID == "" {
 				return marks, false
 			}
-			paid, err := c.api.SandboxPaymentIntentWithResponse(ctx, p.PaymentIntentID, client.SandboxAuthorize, b.auth)
-			if err != nil || paid.JSON200 == nil {
+			if !c.confirm(ctx, order, p.PaymentIntentID, b.auth) {
 				return marks, false
 			}
 			marks.authorized = time.Now()
@@ -186,6 +186,21 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks pur
 		}
 	}
 	return marks, false
+}
+
+// confirm approves the buyer's card: at the Stripe stand-in, with the
+// client secret the order shows, as Stripe.js does, when StripeBase is
+// set; else through the sandbox's buyer route.
+func (c *Client) confirm(ctx context.Context, order uuid.UUID, intentID string, bearer client.RequestEditorFn) bool {
+	if c.StripeBase == "" {
+		paid, err := c.api.SandboxPaymentIntentWithResponse(ctx, intentID, client.SandboxAuthorize, bearer)
+		return err == nil && paid.JSON200 != nil
+	}
+	o, err := c.api.GetOrderWithResponse(ctx, order, bearer)
+	if err != nil || o.JSON200 == nil || o.JSON200.Payment == nil || o.JSON200.Payment.ClientSecret == nil {
+		return false
+	}
+	return memstripe.Confirm(ctx, c.stripe, c.StripeBase, intentID, *o.JSON200.Payment.ClientSecret) == nil
 }
 
 // SandboxRole reports whether a cost role (db.WithRole) is the sandbox

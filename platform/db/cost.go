@@ -47,6 +47,11 @@ type Cost struct {
 	// whose command tag says so (rows a writing CTE or a function wrote
 	// are not seen).
 	RowsWritten int64
+	// RoundTrips are the requests sent to the server and waited on: each
+	// statement, BEGIN and COMMIT sent alone is one, and a batch
+	// (pgx.Batch: many statements in one request) is one however many
+	// statements it holds.
+	RoundTrips int64
 	// StatementTime is the time from sending each statement (BEGIN and
 	// COMMIT included) to its result, summed: the database's share of the
 	// role's time, round trips and waits for locks and CPU included.
@@ -102,6 +107,50 @@ type traced struct {
 	role  string
 	sql   string
 	start time.Time
+	// batched: the statement went in a batch, whose round trip
+	// TraceBatchEnd counts.
+	batched bool
+}
+
+type batchKey struct{}
+
+// TraceBatchStart implements pgx.BatchTracer.
+func (t *CostTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	role := Role(ctx)
+	if role == "" {
+		role = "other"
+	}
+	return context.WithValue(ctx, batchKey{}, traced{role: role, start: time.Now(), batched: true})
+}
+
+// TraceBatchQuery implements pgx.BatchTracer: each statement of a batch
+// is counted as TraceQueryEnd counts one sent alone, but for its round
+// trip.
+func (t *CostTracer) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	b, ok := ctx.Value(batchKey{}).(traced)
+	if !ok {
+		return
+	}
+	b.sql, b.start = data.SQL, time.Now()
+	t.TraceQueryEnd(context.WithValue(ctx, traceKey{}, b), conn, pgx.TraceQueryEndData{CommandTag: data.CommandTag, Err: data.Err})
+}
+
+// TraceBatchEnd implements pgx.BatchTracer: the batch's one round trip,
+// and its time.
+func (t *CostTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	b, ok := ctx.Value(batchKey{}).(traced)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.costs[b.role]
+	if c == nil {
+		c = &Cost{}
+		t.costs[b.role] = c
+	}
+	c.RoundTrips++
+	c.StatementTime += time.Since(b.start)
 }
 
 // TraceQueryStart implements pgx.QueryTracer.
@@ -134,6 +183,9 @@ func (t *CostTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx
 		t.costs[q.role] = c
 	}
 	c.StatementTime += time.Since(q.start)
+	if !q.batched {
+		c.RoundTrips++
+	}
 	tx := t.conns[conn]
 	switch {
 	case verb == "begin":

@@ -56,6 +56,15 @@ func TestCostTracerAttributesWorkToRoles(t *testing.T) {
 	_, err = pool.Exec(inbox, "-- delete nothing\nSELECT 1")
 	require.NoError(t, err)
 
+	// A batch is one round trip, however many statements it sends.
+	batched := db.WithRole(ctx, "batched")
+	require.NoError(t, db.WithTx(batched, pool, func(ctx context.Context, tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue("INSERT INTO cost_probe VALUES (8)")
+		b.Queue("INSERT INTO cost_probe VALUES (9)")
+		return tx.SendBatch(ctx, b).Close()
+	}))
+
 	got := map[string]db.Cost{}
 	for _, c := range costs.Costs() {
 		require.Positive(t, c.StatementTime, c.Role)
@@ -63,9 +72,10 @@ func TestCostTracerAttributesWorkToRoles(t *testing.T) {
 		got[c.Role] = c.Cost
 	}
 	require.Equal(t, map[string]db.Cost{
-		"relay":         {Transactions: 1, WriteTransactions: 1, Statements: 2, RowsWritten: 3},
-		"api get-order": {Transactions: 1, WriteTransactions: 0, Statements: 2, RowsWritten: 3},
-		"other":         {Transactions: 1, WriteTransactions: 1, Statements: 1, RowsWritten: 1},
-		"inbox":         {Transactions: 2, WriteTransactions: 1, Statements: 2, RowsWritten: 0},
+		"relay":         {Transactions: 1, WriteTransactions: 1, Statements: 2, RowsWritten: 3, RoundTrips: 4},
+		"api get-order": {Transactions: 1, WriteTransactions: 0, Statements: 2, RowsWritten: 3, RoundTrips: 4},
+		"other":         {Transactions: 1, WriteTransactions: 1, Statements: 1, RowsWritten: 1, RoundTrips: 1},
+		"inbox":         {Transactions: 2, WriteTransactions: 1, Statements: 2, RowsWritten: 0, RoundTrips: 2},
+		"batched":       {Transactions: 1, WriteTransactions: 1, Statements: 2, RowsWritten: 2, RoundTrips: 3},
 	}, got)
 }

@@ -1,0 +1,567 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"boxoffice/cmd/boxoffice/roles"
+	"boxoffice/lab/bench"
+	"boxoffice/migrations"
+	"boxoffice/platform/db"
+	"boxoffice/platform/pgcluster"
+)
+
+// The goals of the three figures `bench purchases` prints (issue 25).
+const (
+	goalDatabaseEfficiency = 1.0 // pgbench's PostgreSQL ms per order ÷ the product's
+	goalProductMs          = 2.5 // product CPU ms per ticketed order
+	goalSharedRatio        = 0.8 // ticketed/s ÷ pgbench orders/s, everything on one machine
+	goalRoundTrips         = 25  // the product's PostgreSQL round trips per order
+)
+
+// pgbenchPurchaseRoundTrips are the round trips of one order of
+// pgbench-purchase.sql: its 47 statements, 8 BEGINs and 8 COMMITs, less
+// the relay's delete counted once (it is outside a transaction).
+const pgbenchPurchaseRoundTrips = 55
+
+// partCPU is the CPU each part used in one measured window.
+type partCPU struct {
+	Postgres, Product, Stripe, Buyers, PGBench time.Duration
+}
+
+type cpuGroups struct {
+	groups                                     *bench.CPUGroups
+	postgres, product, stripe, buyers, pgbench *bench.CPUGroup
+	// postgresAll reads every postgres process on the machine when the
+	// server's postmaster is not ours to put in a group.
+	postgresAll bool
+}
+
+func (g *cpuGroups) read() partCPU {
+	c := partCPU{Postgres: g.postgres.Usage(), Product: g.product.Usage(), Stripe: g.stripe.Usage(), Buyers: g.buyers.Usage(), PGBench: g.pgbench.Usage()}
+	if g.postgresAll {
+		c.Postgres, _ = bench.PostgresCPU()
+	}
+	return c
+}
+
+func (c partCPU) sub(o partCPU) partCPU {
+	return partCPU{c.Postgres - o.Postgres, c.Product - o.Product, c.Stripe - o.Stripe, c.Buyers - o.Buyers, c.PGBench - o.PGBench}
+}
+
+// productRun is one measured window of whole purchases.
+type productRun struct {
+	Result bench.PurchaseResult
+	CPU    partCPU
+	Costs  []db.RoleCost
+	Stream streamSize // messages and bytes added to the stream
+	Shares []bench.CPUShare
+	Total  float64 // the profile's seconds
+}
+
+func (r productRun) perOrder(d time.Duration) float64 {
+	if r.Result.Ticketed == 0 {
+		return 0
+	}
+	return float64(d) / float64(time.Millisecond) / float64(r.Result.Ticketed)
+}
+
+// pgbenchRun is one measured window of the plain-SQL purchase.
+type pgbenchRun struct {
+	TPS      float64
+	Duration time.Duration
+	CPU      partCPU
+}
+
+func (r pgbenchRun) pgMsPerOrder() float64 {
+	orders := r.TPS * r.Duration.Seconds()
+	if orders == 0 {
+		return 0
+	}
+	return float64(r.CPU.Postgres) / float64(time.Millisecond) / orders
+}
+
+// runBenchPurchases measures whole purchases — admission, hold,
+// PaymentIntent, the card confirmed at a Stripe stand-in, its signed
+// webhooks through the real ingress, confirmation, capture, tickets — with
+// each part in a process (and a CPU group) of its own, beside
+// shared/bench's plain-SQL purchase run by pgbench on the same PostgreSQL,
+// alternately, round after round; then both at one fixed rate below
+// saturation.
+func runBenchPurchases(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench purchases", flag.ContinueOnError)
+	duration := fs.Duration("duration", 10*time.Second, "length of each measured window")
+	concurrency := fs.Int("concurrency", 64, "buyers purchasing at once in the throughput windows")
+	rounds := fs.Int("rounds", 3, "rounds of product, pgbench -M prepared and pgbench (simple), alternately; medians are quoted")
+	scriptDir := fs.String("pgbench-dir", "../shared/bench", "directory of pgbench-purchase*.sql and its schema")
+	pgClients := fs.Int("pgbench-clients", 16, "clients of the pgbench purchase baseline")
+	fixedRate := fs.Float64("fixed-rate", 0, "purchases/s of the fixed-rate comparison; 0: half the slower of the two medians")
+	serverURL := fs.String("database-url", "", "an existing PostgreSQL server to use (its maintenance database's URL); default: a private cluster of this machine's PostgreSQL binaries, whose processes are measured exactly")
+	costsOut := fs.String("costs-out", "", "write the measured per-order costs (the capacity model's input) to this JSON file")
+	cpuProfile := fs.String("cpuprofile", "", "also write the product's CPU profile of the last throughput window to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	g := &cpuGroups{groups: bench.NewCPUGroups()}
+	defer g.groups.Close()
+	for _, p := range []struct {
+		name string
+		to   **bench.CPUGroup
+	}{{"postgres", &g.postgres}, {"product", &g.product}, {"stripe", &g.stripe}, {"buyers", &g.buyers}, {"pgbench", &g.pgbench}} {
+		grp, err := g.groups.Group(p.name)
+		if err != nil {
+			return err
+		}
+		*p.to = grp
+	}
+
+	adminURL := *serverURL
+	if adminURL == "" {
+		// Kept between runs (the baseline's 2,000,000 seats load once);
+		// under the temporary directory, which the postgres user can
+		// enter when this runs as root.
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(os.TempDir(), "boxoffice-bench-postgres")})
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // best effort at exit
+		adminURL = cluster.URL()
+		pid, err := postmasterPID(filepath.Join(cluster.Dir(), "data"))
+		if err != nil {
+			return err
+		}
+		if err := g.postgres.AddTree(pid); err != nil {
+			return err
+		}
+	} else {
+		g.postgresAll = true
+	}
+
+	name := "boxoffice_bench_" + randomHex(4)
+	url, err := roles.EnsureDatabase(ctx, adminURL, name)
+	if err != nil {
+		return err
+	}
+	defer dropDatabase(context.WithoutCancel(ctx), adminURL, name)
+	if err := migrations.Up(ctx, url); err != nil {
+		return err
+	}
+	pg := bench.PGBench{ScriptDir: *scriptDir, AdminURL: adminURL, Script: "purchase"}
+	if err := pg.Prepare(ctx); err != nil {
+		return fmt.Errorf("prepare pgbench purchase baseline: %w", err)
+	}
+
+	secrets := newBenchSecrets()
+	apiAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	apiURL := "http://" + apiAddr
+	var stripeReady struct{ URL string }
+	stripe, err := startPart(ctx, g.stripe, secrets.env(), &stripeReady, "stripe", "-webhook-url", apiURL+"/v1/webhooks/stripe")
+	if err != nil {
+		return err
+	}
+	defer stripe.stop()
+	var productReady struct{ API, Control string }
+	product, err := startPart(ctx, g.product, secrets.env(
+		"DATABASE_URL="+url, "BOXOFFICE_PAYMENTS=stripe", "STRIPE_API_BASE="+stripeReady.URL,
+		// Every buyer is 127.0.0.1: per-address limits would measure that.
+		"BOXOFFICE_WAITINGROOM_IP_LIMIT=-1", "BOXOFFICE_EVENT_READ_IP_LIMIT=-1",
+	), &productReady, "product", "-api-addr", apiAddr)
+	if err != nil {
+		return err
+	}
+	defer product.stop()
+	ctl := controlClient{base: productReady.Control}
+
+	fmt.Printf("boxoffice-lab bench purchases — each part its own process; %d rounds of %s windows; CPU by %s\n\n",
+		*rounds, *duration, g.groups.Method())
+	fmt.Printf("%-40s %10s %9s %9s %9s %9s %9s\n", "window", "orders/s", "pg ms", "product", "stripe", "buyers", "pgbench")
+	var (
+		products        []productRun
+		prepared, plain []pgbenchRun
+	)
+	buyers := func(extra ...string) []string {
+		return append([]string{"buyers", "-api", productReady.API, "-stripe", stripeReady.URL, "-duration", duration.String()}, extra...)
+	}
+	for round := 1; round <= *rounds; round++ {
+		r, err := measureProduct(ctx, g, ctl, secrets, buyers("-concurrency", strconv.Itoa(*concurrency)), round == *rounds && *cpuProfile != "", *cpuProfile)
+		if err != nil {
+			return err
+		}
+		products = append(products, r)
+		printProductRun(fmt.Sprintf("%d: Boxoffice, %d buyers", round, *concurrency), r)
+		for _, prep := range []bool{true, false} {
+			p, err := measurePGBench(ctx, g, pg, bench.PGBenchRun{Clients: *pgClients, Duration: *duration, Prepared: prep})
+			if err != nil {
+				return err
+			}
+			label := "simple"
+			if prep {
+				prepared, label = append(prepared, p), "-M prepared"
+			} else {
+				plain = append(plain, p)
+			}
+			printPGBenchRun(fmt.Sprintf("%d: pgbench %s, %d clients", round, label, *pgClients), p)
+		}
+	}
+	med := summarize(products, prepared, plain)
+
+	rate := *fixedRate
+	if rate <= 0 {
+		rate = max(1, float64(int(min(med.ticketedPerSec, med.preparedTPS)/2)))
+	}
+	fixedProduct, err := measureProduct(ctx, g, ctl, secrets, buyers("-rate", strconv.FormatFloat(rate, 'f', 1, 64)), false, "")
+	if err != nil {
+		return err
+	}
+	printProductRun(fmt.Sprintf("fixed %.0f/s: Boxoffice", rate), fixedProduct)
+	fixedPG, err := measurePGBench(ctx, g, pg, bench.PGBenchRun{Clients: *pgClients, Duration: *duration, Prepared: true, Rate: rate})
+	if err != nil {
+		return err
+	}
+	printPGBenchRun(fmt.Sprintf("fixed %.0f/s: pgbench -M prepared", rate), fixedPG)
+
+	last := products[len(products)-1]
+	printRoundTrips(last)
+	printProfile(last)
+	fmt.Printf("\nThe three figures (medians of %d rounds; goals from issue 25)\n", *rounds)
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	dbEff := med.preparedPGMs / med.pgMs
+	fmt.Printf("  database efficiency  %5.2f  (pgbench -M prepared %.2f PostgreSQL ms/order ÷ Boxoffice %.2f)   goal ≥ %.1f: %s\n",
+		dbEff, med.preparedPGMs, med.pgMs, goalDatabaseEfficiency, verdict(dbEff >= goalDatabaseEfficiency))
+	fmt.Printf("                       %5.2f  against pgbench simple (%.2f ms/order)\n", med.plainPGMs/med.pgMs, med.plainPGMs)
+	fmt.Printf("  product CPU/order    %5.2f ms (API, relay, consumers, NATS, runtime)                     goal ≤ %.1f ms: %s\n",
+		med.productMs, goalProductMs, verdict(med.productMs <= goalProductMs))
+	shared := med.ticketedPerSec / med.preparedTPS
+	fmt.Printf("  shared-machine ratio %5.2f  (%.0f ticketed/s ÷ pgbench -M prepared %.0f orders/s)      goal ≥ %.1f: %s\n",
+		shared, med.ticketedPerSec, med.preparedTPS, goalSharedRatio, verdict(shared >= goalSharedRatio))
+	fmt.Printf("                       %5.2f  against pgbench simple (%.0f orders/s)\n", med.ticketedPerSec/med.plainTPS, med.plainTPS)
+	fmt.Printf("  round trips/order    %5.1f  (pgbench's script: %d)                                     goal ≤ %d: %s\n",
+		med.roundTrips, pgbenchPurchaseRoundTrips, goalRoundTrips, verdict(med.roundTrips <= goalRoundTrips))
+	if fixedProduct.Result.Ticketed > 0 && fixedPG.TPS > 0 {
+		fmt.Printf("  at a fixed %.0f/s     database efficiency %.2f (pgbench %.2f ÷ Boxoffice %.2f PostgreSQL ms/order); product %.2f ms/order\n",
+			rate, fixedPG.pgMsPerOrder()/fixedProduct.perOrder(fixedProduct.CPU.Postgres), fixedPG.pgMsPerOrder(),
+			fixedProduct.perOrder(fixedProduct.CPU.Postgres), fixedProduct.perOrder(fixedProduct.CPU.Product))
+	}
+	if *costsOut != "" {
+		return writeCosts(*costsOut, med, products, strings.Join(append([]string{"boxoffice-lab", "bench", "purchases"}, args...), " "))
+	}
+	return nil
+}
+
+// medians are the rounds' medians.
+type medians struct {
+	ticketedPerSec, preparedTPS, plainTPS     float64
+	pgMs, productMs, stripeMs, buyersMs       float64
+	preparedPGMs, plainPGMs                   float64
+	roundTrips, eventsPerOrder, eventBytesAvg float64
+	apiMs, workerMs                           float64
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func summarize(products []productRun, prepared, plain []pgbenchRun) medians {
+	col := func(f func(productRun) float64) float64 {
+		var xs []float64
+		for _, r := range products {
+			if r.Result.Ticketed > 0 {
+				xs = append(xs, f(r))
+			}
+		}
+		return median(xs)
+	}
+	pcol := func(runs []pgbenchRun, f func(pgbenchRun) float64) float64 {
+		var xs []float64
+		for _, r := range runs {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	m := medians{
+		ticketedPerSec: col(func(r productRun) float64 { return r.Result.TicketedPerSec() }),
+		pgMs:           col(func(r productRun) float64 { return r.perOrder(r.CPU.Postgres) }),
+		productMs:      col(func(r productRun) float64 { return r.perOrder(r.CPU.Product) }),
+		stripeMs:       col(func(r productRun) float64 { return r.perOrder(r.CPU.Stripe) }),
+		buyersMs:       col(func(r productRun) float64 { return r.perOrder(r.CPU.Buyers) }),
+		roundTrips:     col(func(r productRun) float64 { return float64(roundTrips(r.Costs)) / float64(r.Result.Ticketed) }),
+		eventsPerOrder: col(func(r productRun) float64 { return float64(r.Stream.Messages) / float64(r.Result.Ticketed) }),
+		eventBytesAvg: col(func(r productRun) float64 {
+			if r.Stream.Messages == 0 {
+				return 0
+			}
+			return float64(r.Stream.Bytes) / float64(r.Stream.Messages)
+		}),
+		apiMs:        col(func(r productRun) float64 { return r.perOrder(r.CPU.Product) * r.share(isAPIPart) }),
+		preparedTPS:  pcol(prepared, func(r pgbenchRun) float64 { return r.TPS }),
+		plainTPS:     pcol(plain, func(r pgbenchRun) float64 { return r.TPS }),
+		preparedPGMs: pcol(prepared, pgbenchRun.pgMsPerOrder),
+		plainPGMs:    pcol(plain, pgbenchRun.pgMsPerOrder),
+	}
+	m.workerMs = m.productMs - m.apiMs
+	return m
+}
+
+// isAPIPart says which profile parts are the API's; the rest of the
+// product is its workers' (relay, consumers, NATS) or the runtime's, which
+// share says of the API in proportion.
+func isAPIPart(name string) bool { return strings.HasPrefix(name, "API") || name == "waiting room" }
+
+// share is the fraction of the product's profile in the parts pick names,
+// the runtime's and other samples spread in proportion.
+func (r productRun) share(pick func(string) bool) float64 {
+	var in, attributed float64
+	for _, s := range r.Shares {
+		if s.Part == bench.RuntimePart || s.Part == bench.OtherPart {
+			continue
+		}
+		attributed += s.Seconds
+		if pick(s.Part) {
+			in += s.Seconds
+		}
+	}
+	if attributed == 0 {
+		return 0
+	}
+	return in / attributed
+}
+
+// roundTrips are the product's round trips in costs.
+func roundTrips(costs []db.RoleCost) int64 {
+	var n int64
+	for _, c := range costs {
+		n += c.RoundTrips
+	}
+	return n
+}
+
+// measureProduct runs one window of buyers and reads every part's CPU
+// around it: from the start signal to the moment the product has finished
+// the work of the purchases made (outbox empty, no consumer behind).
+func measureProduct(ctx context.Context, g *cpuGroups, ctl controlClient, secrets benchSecrets, args []string, profile bool, profilePath string) (productRun, error) {
+	var r productRun
+	if err := ctl.post(ctx, "/reset", nil); err != nil {
+		return r, err
+	}
+	var ok struct{ Ready bool }
+	buyers, err := startPart(ctx, g.buyers, secrets.env(), &ok, args...)
+	if err != nil {
+		return r, err
+	}
+	defer buyers.stop()
+	var before streamSize
+	if err := ctl.get(ctx, "/stream", &before); err != nil {
+		return r, err
+	}
+	if err := ctl.post(ctx, "/profile/start", nil); err != nil {
+		return r, err
+	}
+	if err := ctl.post(ctx, "/reset", nil); err != nil {
+		return r, err
+	}
+	start := g.read()
+	if _, err := io.WriteString(buyers.in, "go\n"); err != nil {
+		return r, err
+	}
+	if err := buyers.read(&r.Result); err != nil {
+		return r, err
+	}
+	if err := ctl.waitDrained(ctx); err != nil {
+		return r, err
+	}
+	r.CPU = g.read().sub(start)
+	var prof []byte
+	if err := ctl.post(ctx, "/profile/stop", &prof); err != nil {
+		return r, err
+	}
+	if err := ctl.get(ctx, "/costs", &r.Costs); err != nil {
+		return r, err
+	}
+	var after streamSize
+	if err := ctl.get(ctx, "/stream", &after); err != nil {
+		return r, err
+	}
+	r.Stream = streamSize{Messages: after.Messages - before.Messages, Bytes: after.Bytes - before.Bytes}
+	r.Shares, r.Total, _ = bench.SplitProfile(prof, profileParts)
+	if profile {
+		if err := os.WriteFile(profilePath, prof, 0o644); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func measurePGBench(ctx context.Context, g *cpuGroups, pg bench.PGBench, run bench.PGBenchRun) (pgbenchRun, error) {
+	run.Group = g.pgbench
+	before := g.read()
+	tps, err := pg.RunWith(ctx, run)
+	return pgbenchRun{TPS: tps, Duration: run.Duration, CPU: g.read().sub(before)}, err
+}
+
+func ms(d time.Duration, n float64) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)/n)
+}
+
+func printProductRun(label string, r productRun) {
+	n := float64(r.Result.Ticketed)
+	fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %9s   (p50 %s, p99 %s, %d failed)\n", label, r.Result.TicketedPerSec(),
+		ms(r.CPU.Postgres, n), ms(r.CPU.Product, n), ms(r.CPU.Stripe, n), ms(r.CPU.Buyers, n), "",
+		r.Result.P50.Round(time.Millisecond), r.Result.P99.Round(time.Millisecond), r.Result.Failed)
+}
+
+func printPGBenchRun(label string, r pgbenchRun) {
+	n := r.TPS * r.Duration.Seconds()
+	fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %9s\n", label, r.TPS, ms(r.CPU.Postgres, n), "", "", "", ms(r.CPU.PGBench, n))
+}
+
+// printRoundTrips prints the product's PostgreSQL work per ticketed
+// order, by role.
+func printRoundTrips(r productRun) {
+	if r.Result.Ticketed == 0 {
+		return
+	}
+	n := float64(r.Result.Ticketed)
+	fmt.Printf("\n  %-44s %9s %9s %9s %9s %9s\n", "PostgreSQL work per ticketed order, by role", "trips", "tx", "write tx", "stmts", "rows")
+	var total db.Cost
+	for _, c := range r.Costs {
+		fmt.Printf("  %-44s %9.2f %9.2f %9.2f %9.2f %9.2f\n", c.Role, float64(c.RoundTrips)/n, float64(c.Transactions)/n,
+			float64(c.WriteTransactions)/n, float64(c.Statements)/n, float64(c.RowsWritten)/n)
+		total.RoundTrips += c.RoundTrips
+		total.Transactions += c.Transactions
+		total.WriteTransactions += c.WriteTransactions
+		total.Statements += c.Statements
+		total.RowsWritten += c.RowsWritten
+	}
+	fmt.Printf("  %-44s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "Boxoffice", float64(total.RoundTrips)/n, float64(total.Transactions)/n,
+		float64(total.WriteTransactions)/n, float64(total.Statements)/n, float64(total.RowsWritten)/n)
+}
+
+// printProfile splits the product's CPU per order by its profile.
+func printProfile(r productRun) {
+	if r.Total == 0 || r.Result.Ticketed == 0 {
+		return
+	}
+	perOrder := r.perOrder(r.CPU.Product)
+	fmt.Printf("\n  product CPU per ticketed order, %.2f ms, by its profile\n", perOrder)
+	for _, s := range r.Shares {
+		fmt.Printf("    %-66s %6.2f ms\n", s.Part, perOrder*s.Seconds/r.Total)
+	}
+}
+
+// writeCosts writes the capacity model's input.
+func writeCosts(path string, m medians, products []productRun, source string) error {
+	costs := map[string]any{
+		"machineCores": float64(runtime.NumCPU()), "ticketedPerSec": m.ticketedPerSec,
+		"postgresMsPerOrder": m.pgMs, "productMsPerOrder": m.productMs, "apiMsPerOrder": m.apiMs, "workerMsPerOrder": m.workerMs,
+		"buyersMsPerOrder": m.buyersMs, "stripeMsPerOrder": m.stripeMs, "roundTripsPerOrder": m.roundTrips,
+		"eventsPerOrder": m.eventsPerOrder, "eventBytesAvg": m.eventBytesAvg, "measuredAt": time.Now().UTC(), "source": source,
+	}
+	raw, err := json.MarshalIndent(costs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
+
+// controlClient calls the product part's control address.
+type controlClient struct{ base string }
+
+func (c controlClient) do(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("product control %s: %w", path, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("product control %s: %s: %s", path, res.Status, body)
+	}
+	switch out := out.(type) {
+	case nil:
+		return nil
+	case *[]byte:
+		*out = body
+		return nil
+	default:
+		return json.Unmarshal(body, out)
+	}
+}
+
+func (c controlClient) get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, out)
+}
+
+func (c controlClient) post(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodPost, path, out)
+}
+
+// waitDrained waits until the product has nothing left to do for the
+// purchases made, at most a minute.
+func (c controlClient) waitDrained(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var d struct{ Pending uint64 }
+		if err := c.get(ctx, "/drained", &d); err != nil {
+			return err
+		}
+		if d.Pending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the product still had %d events to handle a minute after the buyers stopped", d.Pending)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// postmasterPID reads the server's process id from its data directory.
+func postmasterPID(dataDir string) (int, error) {
+	raw, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("read postmaster.pid: %w", err)
+	}
+	first, _, _ := strings.Cut(string(raw), "\n")
+	return strconv.Atoi(strings.TrimSpace(first))
+}

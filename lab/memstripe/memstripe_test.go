@@ -1,0 +1,73 @@
+package memstripe_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/domain/payments"
+	"boxoffice/lab/memstripe"
+)
+
+// The product's real Stripe client drives the stand-in through a whole
+// payment; the buyer confirms with the client secret; the webhooks arrive
+// in order and verify as Stripe's do.
+func TestStandInSpeaksStripe(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_test_standin"
+	verifier := payments.NewIngress(nil, payments.IngressConfig{WebhookSecret: secret, Logger: slog.New(slog.DiscardHandler)})
+	got := make(chan string, 10)
+	ingress := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ev, err := verifier.Verify(body, r.Header.Get("Stripe-Signature"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		got <- string(ev.Type)
+	}))
+	t.Cleanup(ingress.Close)
+	s := memstripe.New(memstripe.Config{SecretKey: "sk_test_standin", WebhookURL: ingress.URL, WebhookSecret: secret})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go s.Run(ctx)
+
+	stripe, err := payments.NewStripe(payments.StripeConfig{SecretKey: "sk_test_standin", APIBase: srv.URL})
+	require.NoError(t, err)
+	order := uuid.New()
+	in, err := stripe.CreateIntent(ctx, payments.CreateIntentParams{OrderID: order, AmountMinor: 5000, Currency: "EUR", IdempotencyKey: "authorize:1"})
+	require.NoError(t, err)
+	require.Equal(t, payments.StatusRequiresPaymentMethod, in.Status)
+	require.NotEmpty(t, in.ClientSecret)
+	again, err := stripe.CreateIntent(ctx, payments.CreateIntentParams{OrderID: order, AmountMinor: 5000, Currency: "EUR", IdempotencyKey: "authorize:1"})
+	require.NoError(t, err)
+	require.Equal(t, in.ID, again.ID, "the same idempotency key answers the first response")
+
+	require.Error(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, "pi_wrong_secret"))
+	require.NoError(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, in.ClientSecret))
+	captured, err := stripe.Capture(ctx, in.ID, "capture:1")
+	require.NoError(t, err)
+	require.Equal(t, payments.StatusSucceeded, captured.Status)
+	require.Equal(t, int64(5000), captured.AmountReceived)
+	read, err := stripe.Get(ctx, in.ID)
+	require.NoError(t, err)
+	require.Equal(t, order.String(), read.Metadata["order_id"])
+
+	require.Equal(t, payments.EventAmountCapturableUpdated, <-got)
+	require.Equal(t, payments.EventSucceeded, <-got)
+
+	_, err = stripe.Capture(ctx, in.ID, "capture:2")
+	require.Error(t, err, "a captured intent cannot be captured again")
+	unauthorized, err := payments.NewStripe(payments.StripeConfig{SecretKey: "sk_test_other", APIBase: srv.URL})
+	require.NoError(t, err)
+	_, err = unauthorized.Get(ctx, in.ID)
+	require.Error(t, err)
+}
