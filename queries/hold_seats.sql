@@ -18,7 +18,3 @@ FOR UPDATE OF s;
 -- by a newer hold keep their released_at.
 UPDATE hold_seats SET released_at = now()
 WHERE hold_id = ANY(@hold_ids::uuid[]) AND released_at IS NULL;
-
--- name: HoldSeatListByHolds :many
--- The seats of the given holds, as they were made.
-SELECT hold_id, seat_id FROM hold_seats WHERE hold_id = ANY(@hold_ids::uuid[]) ORDER BY hold_id, seat_id;

@@ -39,9 +39,6 @@ WHERE order_id = @order_id::uuid AND payment_intent_id = @payment_intent_id::tex
 -- The order's PaymentIntent id and status, never its client secret.
 SELECT payment_intent_id, status FROM payments WHERE order_id = @order_id::uuid;
 
--- name: PaymentListByOrders :many
-SELECT * FROM payments WHERE order_id = ANY(@order_ids::uuid[]);
-
 -- name: PaymentRecordStatus :execrows
 -- Records the provider's status of the order's intent while it is being
 -- confirmed (requires_action, processing), unless the row moved on.

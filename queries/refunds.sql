@@ -7,9 +7,6 @@ SELECT @id::uuid, @order_id::uuid, @ticket_ids::uuid[], @amount_minor::bigint,
        @resell::bool
 RETURNING *;
 
--- name: RefundListByOrders :many
-SELECT * FROM refunds WHERE order_id = ANY(@order_ids::uuid[]) ORDER BY order_id, cumulative_minor;
-
 -- name: RefundConfirmUpTo :execrows
 -- Confirms the order's refunds that the charge's refunded total covers.
 UPDATE refunds SET status = 'succeeded', succeeded_at = now()

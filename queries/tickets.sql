@@ -25,9 +25,6 @@ JOIN orders o ON o.id = t.order_id
 WHERE o.event_id = @event_id::uuid AND t.revoked_at IS NOT NULL
 ORDER BY t.revoked_at, t.id;
 
--- name: TicketListByOrders :many
-SELECT * FROM tickets WHERE order_id = ANY(@order_ids::uuid[]) ORDER BY order_id, seat_id;
-
 -- name: TicketLockForRefund :many
 -- Locks the order's live tickets among ids, with their seat's price.
 SELECT t.id, s.price_minor

@@ -35,36 +35,6 @@ func (q *Queries) HoldSeatListByHold(ctx context.Context, db DBTX, holdID uuid.U
 	return items, nil
 }
 
-const holdSeatListByHolds = `-- name: HoldSeatListByHolds :many
-SELECT hold_id, seat_id FROM hold_seats WHERE hold_id = ANY($1::uuid[]) ORDER BY hold_id, seat_id
-`
-
-type HoldSeatListByHoldsRow struct {
-	HoldID uuid.UUID
-	SeatID uuid.UUID
-}
-
-// The seats of the given holds, as they were made.
-func (q *Queries) HoldSeatListByHolds(ctx context.Context, db DBTX, holdIds []uuid.UUID) ([]HoldSeatListByHoldsRow, error) {
-	rows, err := db.Query(ctx, holdSeatListByHolds, holdIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []HoldSeatListByHoldsRow
-	for rows.Next() {
-		var i HoldSeatListByHoldsRow
-		if err := rows.Scan(&i.HoldID, &i.SeatID); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const holdSeatLockSeats = `-- name: HoldSeatLockSeats :many
 SELECT s.id
 FROM seats s

@@ -127,10 +127,23 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 const orderGetForUser = `-- name: OrderGetForUser :one
 SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
        h.payment_grace_at AS hold_payment_grace_at,
-       coalesce(os.payment_attempts, 0)::int AS payment_attempts
+       coalesce(os.payment_attempts, 0)::int AS payment_attempts,
+       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids,
+       p.provider AS payment_provider, p.status AS payment_status,
+       p.payment_intent_id AS payment_intent_id, p.client_secret AS payment_client_secret,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'seat_id', t.seat_id, 'issued_at', t.issued_at,
+                                                     'revoked_at', t.revoked_at, 'qr_payload', t.qr_payload)
+                                  ORDER BY t.seat_id), '[]')
+        FROM tickets t WHERE t.order_id = o.id)::jsonb AS tickets,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', r.id, 'ticket_ids', r.ticket_ids, 'amount_minor', r.amount_minor,
+                                                     'status', r.status, 'requested_at', r.requested_at,
+                                                     'succeeded_at', r.succeeded_at)
+                                  ORDER BY r.cumulative_minor), '[]')
+        FROM refunds r WHERE r.order_id = o.id)::jsonb AS refunds
 FROM orders o
 JOIN holds h ON h.order_id = o.id
 LEFT JOIN onsales os ON os.event_id = o.event_id
+LEFT JOIN payments p ON p.order_id = o.id
 WHERE o.id = $1::uuid AND o.user_id = $2::uuid
 `
 
@@ -159,9 +172,17 @@ type OrderGetForUserRow struct {
 	HoldExpiresAt                  time.Time
 	HoldPaymentGraceAt             *time.Time
 	PaymentAttempts                int32
+	SeatIds                        []uuid.UUID
+	PaymentProvider                *string
+	PaymentStatus                  *string
+	PaymentIntentID                *string
+	PaymentClientSecret            *string
+	Tickets                        []byte
+	Refunds                        []byte
 }
 
-// Returns the order only to its owner; anyone else gets no rows.
+// Returns the order only to its owner; anyone else gets no rows. With its
+// seats, payment, tickets and refunds: one round trip.
 func (q *Queries) OrderGetForUser(ctx context.Context, db DBTX, arg OrderGetForUserParams) (OrderGetForUserRow, error) {
 	row := db.QueryRow(ctx, orderGetForUser, arg.ID, arg.UserID)
 	var i OrderGetForUserRow
@@ -185,6 +206,13 @@ func (q *Queries) OrderGetForUser(ctx context.Context, db DBTX, arg OrderGetForU
 		&i.HoldExpiresAt,
 		&i.HoldPaymentGraceAt,
 		&i.PaymentAttempts,
+		&i.SeatIds,
+		&i.PaymentProvider,
+		&i.PaymentStatus,
+		&i.PaymentIntentID,
+		&i.PaymentClientSecret,
+		&i.Tickets,
+		&i.Refunds,
 	)
 	return i, err
 }
@@ -264,10 +292,23 @@ func (q *Queries) OrderListByEvent(ctx context.Context, db DBTX, arg OrderListBy
 const orderListForUser = `-- name: OrderListForUser :many
 SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
        h.payment_grace_at AS hold_payment_grace_at,
-       coalesce(os.payment_attempts, 0)::int AS payment_attempts
+       coalesce(os.payment_attempts, 0)::int AS payment_attempts,
+       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids,
+       p.provider AS payment_provider, p.status AS payment_status,
+       p.payment_intent_id AS payment_intent_id, p.client_secret AS payment_client_secret,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'seat_id', t.seat_id, 'issued_at', t.issued_at,
+                                                     'revoked_at', t.revoked_at, 'qr_payload', t.qr_payload)
+                                  ORDER BY t.seat_id), '[]')
+        FROM tickets t WHERE t.order_id = o.id)::jsonb AS tickets,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', r.id, 'ticket_ids', r.ticket_ids, 'amount_minor', r.amount_minor,
+                                                     'status', r.status, 'requested_at', r.requested_at,
+                                                     'succeeded_at', r.succeeded_at)
+                                  ORDER BY r.cumulative_minor), '[]')
+        FROM refunds r WHERE r.order_id = o.id)::jsonb AS refunds
 FROM orders o
 JOIN holds h ON h.order_id = o.id
 LEFT JOIN onsales os ON os.event_id = o.event_id
+LEFT JOIN payments p ON p.order_id = o.id
 WHERE o.user_id = $1::uuid
   AND ($2::uuid IS NULL OR o.event_id = $2::uuid)
   AND (cardinality($3::text[]) = 0 OR o.status = ANY($3::text[]))
@@ -306,12 +347,20 @@ type OrderListForUserRow struct {
 	HoldExpiresAt                  time.Time
 	HoldPaymentGraceAt             *time.Time
 	PaymentAttempts                int32
+	SeatIds                        []uuid.UUID
+	PaymentProvider                *string
+	PaymentStatus                  *string
+	PaymentIntentID                *string
+	PaymentClientSecret            *string
+	Tickets                        []byte
+	Refunds                        []byte
 }
 
 // A buyer's orders with their holds, newest first: of one event when
 // event_id is given, in one of statuses when it is not empty, and before
 // the cursor (before_created_at, before_id) when given. order_user_idx
-// serves it.
+// serves it. Each with its seats, payment, tickets and refunds, as
+// OrderGetForUser: a page is one round trip.
 func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListForUserParams) ([]OrderListForUserRow, error) {
 	rows, err := db.Query(ctx, orderListForUser,
 		arg.UserID,
@@ -348,6 +397,13 @@ func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListFo
 			&i.HoldExpiresAt,
 			&i.HoldPaymentGraceAt,
 			&i.PaymentAttempts,
+			&i.SeatIds,
+			&i.PaymentProvider,
+			&i.PaymentStatus,
+			&i.PaymentIntentID,
+			&i.PaymentClientSecret,
+			&i.Tickets,
+			&i.Refunds,
 		); err != nil {
 			return nil, err
 		}

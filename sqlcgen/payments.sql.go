@@ -49,40 +49,6 @@ func (q *Queries) PaymentIntentGetByOrder(ctx context.Context, db DBTX, orderID 
 	return i, err
 }
 
-const paymentListByOrders = `-- name: PaymentListByOrders :many
-SELECT order_id, provider, payment_intent_id, client_secret, status, amount_minor, currency, created_at, updated_at FROM payments WHERE order_id = ANY($1::uuid[])
-`
-
-func (q *Queries) PaymentListByOrders(ctx context.Context, db DBTX, orderIds []uuid.UUID) ([]Payment, error) {
-	rows, err := db.Query(ctx, paymentListByOrders, orderIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Payment
-	for rows.Next() {
-		var i Payment
-		if err := rows.Scan(
-			&i.OrderID,
-			&i.Provider,
-			&i.PaymentIntentID,
-			&i.ClientSecret,
-			&i.Status,
-			&i.AmountMinor,
-			&i.Currency,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const paymentOrderByIntent = `-- name: PaymentOrderByIntent :one
 SELECT order_id FROM payments WHERE payment_intent_id = $1::text
 `

@@ -70,37 +70,3 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 	)
 	return i, err
 }
-
-const refundListByOrders = `-- name: RefundListByOrders :many
-SELECT id, order_id, ticket_ids, amount_minor, cumulative_minor, resell, status, requested_at, succeeded_at FROM refunds WHERE order_id = ANY($1::uuid[]) ORDER BY order_id, cumulative_minor
-`
-
-func (q *Queries) RefundListByOrders(ctx context.Context, db DBTX, orderIds []uuid.UUID) ([]Refund, error) {
-	rows, err := db.Query(ctx, refundListByOrders, orderIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Refund
-	for rows.Next() {
-		var i Refund
-		if err := rows.Scan(
-			&i.ID,
-			&i.OrderID,
-			&i.TicketIds,
-			&i.AmountMinor,
-			&i.CumulativeMinor,
-			&i.Resell,
-			&i.Status,
-			&i.RequestedAt,
-			&i.SucceededAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}

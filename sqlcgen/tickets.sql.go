@@ -88,39 +88,6 @@ func (q *Queries) TicketListByOrder(ctx context.Context, db DBTX, orderID uuid.U
 	return items, nil
 }
 
-const ticketListByOrders = `-- name: TicketListByOrders :many
-SELECT id, order_id, seat_id, issued_at, qr_payload, revoked_at, resale_at, event_id FROM tickets WHERE order_id = ANY($1::uuid[]) ORDER BY order_id, seat_id
-`
-
-func (q *Queries) TicketListByOrders(ctx context.Context, db DBTX, orderIds []uuid.UUID) ([]Ticket, error) {
-	rows, err := db.Query(ctx, ticketListByOrders, orderIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Ticket
-	for rows.Next() {
-		var i Ticket
-		if err := rows.Scan(
-			&i.ID,
-			&i.OrderID,
-			&i.SeatID,
-			&i.IssuedAt,
-			&i.QrPayload,
-			&i.RevokedAt,
-			&i.ResaleAt,
-			&i.EventID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const ticketListRevokedByEvent = `-- name: TicketListRevokedByEvent :many
 SELECT t.id, t.revoked_at::timestamptz AS revoked_at
 FROM tickets t

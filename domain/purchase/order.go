@@ -2,6 +2,7 @@ package purchase
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -104,7 +105,7 @@ func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error
 	} else if err != nil {
 		return Order{}, fmt.Errorf("get order: %w", err)
 	}
-	orders, err := s.complete(ctx, []sqlcgen.OrderListForUserRow{sqlcgen.OrderListForUserRow(row)})
+	orders, err := complete([]sqlcgen.OrderListForUserRow{sqlcgen.OrderListForUserRow(row)})
 	if err != nil {
 		return Order{}, err
 	}
@@ -152,7 +153,7 @@ func (f OrderFilter) before() (*time.Time, *uuid.UUID) {
 // Orders returns userID's orders, newest first, as Order returns each:
 // with its seats, payment (the client secret only while the order awaits
 // payment) and tickets. The next page is the orders before the last one
-// returned (Cursor). Five statements, whatever the page size.
+// returned (Cursor). One statement, whatever the page size.
 func (s *Service) Orders(ctx context.Context, userID uuid.UUID, f OrderFilter) ([]Order, error) {
 	beforeAt, beforeID := f.before()
 	rows, err := sqlcgen.New().OrderListForUser(ctx, s.read(), sqlcgen.OrderListForUserParams{
@@ -162,27 +163,19 @@ func (s *Service) Orders(ctx context.Context, userID uuid.UUID, f OrderFilter) (
 	if err != nil {
 		return nil, fmt.Errorf("list orders: %w", err)
 	}
-	return s.complete(ctx, rows)
+	return complete(rows)
 }
 
 // Cursor is the position of o in a list of orders: the next page starts
 // after it.
 func (o Order) Cursor() page.Cursor { return page.Cursor{CreatedAt: o.CreatedAt, ID: o.ID} }
 
-// complete makes Orders of rows: their seats, payments and tickets, read
-// in one statement each.
-func (s *Service) complete(ctx context.Context, rows []sqlcgen.OrderListForUserRow) ([]Order, error) {
-	if len(rows) == 0 {
-		return []Order{}, nil
-	}
-	q := sqlcgen.New()
+// complete makes Orders of rows, which carry their seats, payment,
+// tickets and refunds (OrderListForUser's columns).
+func complete(rows []sqlcgen.OrderListForUserRow) ([]Order, error) {
 	orders := make([]Order, len(rows))
-	orderIDs := make([]uuid.UUID, len(rows))
-	holdIDs := make([]uuid.UUID, len(rows))
-	byOrder := make(map[uuid.UUID]*Order, len(rows))
-	byHold := make(map[uuid.UUID]*Order, len(rows))
 	for i, row := range rows {
-		orders[i] = Order{
+		o := Order{
 			ID:            row.ID,
 			EventID:       row.EventID,
 			Status:        OrderStatus(row.Status),
@@ -192,61 +185,62 @@ func (s *Service) complete(ctx context.Context, rows []sqlcgen.OrderListForUserR
 			HoldID:        row.HoldID,
 			HoldStatus:    HoldStatus(row.HoldStatus),
 			HoldExpiresAt: row.HoldExpiresAt,
-			SeatIDs:       []uuid.UUID{},
+			SeatIDs:       row.SeatIds,
 			Tickets:       []OrderTicket{},
+			Refunds:       []Refund{},
 			HoldGraced:    row.HoldPaymentGraceAt != nil,
 		}
+		if o.SeatIDs == nil {
+			o.SeatIDs = []uuid.UUID{}
+		}
 		if row.LastDeclineCode != nil && row.LastDeclinedAt != nil {
-			orders[i].LastDecline = &Decline{Code: *row.LastDeclineCode, Message: DeclineMessage(*row.LastDeclineCode), At: *row.LastDeclinedAt}
+			o.LastDecline = &Decline{Code: *row.LastDeclineCode, Message: DeclineMessage(*row.LastDeclineCode), At: *row.LastDeclinedAt}
 		}
-		if orders[i].Status.AwaitsPayment() {
-			orders[i].PaymentAttemptsLeft = max(attemptsAllowed(row.PaymentAttempts)-int(row.PaymentDeclines), 0)
+		if o.Status.AwaitsPayment() {
+			o.PaymentAttemptsLeft = max(attemptsAllowed(row.PaymentAttempts)-int(row.PaymentDeclines), 0)
 		}
-		orderIDs[i], holdIDs[i] = row.ID, row.HoldID
-		byOrder[row.ID], byHold[row.HoldID] = &orders[i], &orders[i]
-	}
-	seats, err := q.HoldSeatListByHolds(ctx, s.read(), holdIDs)
-	if err != nil {
-		return nil, fmt.Errorf("list hold seats: %w", err)
-	}
-	for _, hs := range seats {
-		o := byHold[hs.HoldID]
-		o.SeatIDs = append(o.SeatIDs, hs.SeatID)
-	}
-	payments, err := q.PaymentListByOrders(ctx, s.read(), orderIDs)
-	if err != nil {
-		return nil, fmt.Errorf("list payments: %w", err)
-	}
-	for _, p := range payments {
-		o := byOrder[p.OrderID]
-		o.Payment = &Payment{Provider: p.Provider, Status: p.Status}
-		if p.PaymentIntentID != nil {
-			o.Payment.PaymentIntentID = *p.PaymentIntentID
+		if row.PaymentProvider != nil && row.PaymentStatus != nil {
+			o.Payment = &Payment{Provider: *row.PaymentProvider, Status: *row.PaymentStatus}
+			if row.PaymentIntentID != nil {
+				o.Payment.PaymentIntentID = *row.PaymentIntentID
+			}
+			if row.PaymentClientSecret != nil && o.Status.AwaitsPayment() {
+				o.Payment.ClientSecret = *row.PaymentClientSecret
+			}
 		}
-		if p.ClientSecret != nil && o.Status.AwaitsPayment() {
-			o.Payment.ClientSecret = *p.ClientSecret
+		var tickets []struct {
+			ID        uuid.UUID  `json:"id"`
+			SeatID    uuid.UUID  `json:"seat_id"`
+			IssuedAt  time.Time  `json:"issued_at"`
+			RevokedAt *time.Time `json:"revoked_at"`
+			QRPayload *string    `json:"qr_payload"`
 		}
-	}
-	tickets, err := q.TicketListByOrders(ctx, s.read(), orderIDs)
-	if err != nil {
-		return nil, fmt.Errorf("list tickets: %w", err)
-	}
-	for _, t := range tickets {
-		ot := OrderTicket{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt, RevokedAt: t.RevokedAt}
-		if t.QrPayload != nil {
-			ot.QRPayload = *t.QrPayload
+		if err := json.Unmarshal(row.Tickets, &tickets); err != nil {
+			return nil, fmt.Errorf("decode tickets of order %s: %w", row.ID, err)
 		}
-		o := byOrder[t.OrderID]
-		o.Tickets = append(o.Tickets, ot)
-	}
-	refunds, err := q.RefundListByOrders(ctx, s.read(), orderIDs)
-	if err != nil {
-		return nil, fmt.Errorf("list refunds: %w", err)
-	}
-	for _, r := range refunds {
-		o := byOrder[r.OrderID]
-		o.Refunds = append(o.Refunds, Refund{ID: r.ID, TicketIDs: r.TicketIds, AmountMinor: r.AmountMinor,
-			Status: r.Status, RequestedAt: r.RequestedAt, SucceededAt: r.SucceededAt})
+		for _, t := range tickets {
+			ot := OrderTicket{ID: t.ID, SeatID: t.SeatID, IssuedAt: t.IssuedAt, RevokedAt: t.RevokedAt}
+			if t.QRPayload != nil {
+				ot.QRPayload = *t.QRPayload
+			}
+			o.Tickets = append(o.Tickets, ot)
+		}
+		var refunds []struct {
+			ID          uuid.UUID   `json:"id"`
+			TicketIDs   []uuid.UUID `json:"ticket_ids"`
+			AmountMinor int64       `json:"amount_minor"`
+			Status      string      `json:"status"`
+			RequestedAt time.Time   `json:"requested_at"`
+			SucceededAt *time.Time  `json:"succeeded_at"`
+		}
+		if err := json.Unmarshal(row.Refunds, &refunds); err != nil {
+			return nil, fmt.Errorf("decode refunds of order %s: %w", row.ID, err)
+		}
+		for _, r := range refunds {
+			o.Refunds = append(o.Refunds, Refund{ID: r.ID, TicketIDs: r.TicketIDs, AmountMinor: r.AmountMinor,
+				Status: r.Status, RequestedAt: r.RequestedAt, SucceededAt: r.SucceededAt})
+		}
+		orders[i] = o
 	}
 	return orders, nil
 }
