@@ -108,6 +108,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	pgClients := fs.Int("pgbench-clients", 16, "clients of the pgbench purchase baseline")
 	fixedRate := fs.Float64("fixed-rate", 0, "purchases/s of the fixed-rate comparison; 0: half the slower of the two medians")
 	serverURL := fs.String("database-url", "", "an existing PostgreSQL server to use (its maintenance database's URL); default: a private cluster of this machine's PostgreSQL binaries, whose processes are measured exactly")
+	pgDir := fs.String("pg-dir", filepath.Join(os.TempDir(), "boxoffice-bench-postgres"), "directory of the private cluster, kept between runs (two runs at once need two)")
 	costsOut := fs.String("costs-out", "", "write the measured per-order costs (the capacity model's input) to this JSON file")
 	cpuProfile := fs.String("cpuprofile", "", "also write the product's CPU profile of the last throughput window to this file")
 	if err := fs.Parse(args); err != nil {
@@ -130,9 +131,9 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	adminURL := *serverURL
 	if adminURL == "" {
 		// Kept between runs (the baseline's 2,000,000 seats load once);
-		// under the temporary directory, which the postgres user can
-		// enter when this runs as root.
-		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(os.TempDir(), "boxoffice-bench-postgres")})
+		// under the temporary directory by default, which the postgres
+		// user can enter when this runs as root.
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: *pgDir})
 		if err != nil {
 			return err
 		}
