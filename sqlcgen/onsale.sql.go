@@ -57,22 +57,35 @@ func (q *Queries) OnsaleGetForUpdate(ctx context.Context, db DBTX, eventID uuid.
 
 const onsaleSignals = `-- name: OnsaleSignals :one
 SELECT coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox ORDER BY seq LIMIT 1)), 0)::float8 AS oldest_outbox_age_seconds,
-       (SELECT count(*) FROM holds WHERE status = 'active' AND expires_at > now())::bigint AS active_holds
+       (SELECT count(*) FROM holds WHERE status = 'active' AND expires_at > now())::bigint AS active_holds,
+       coalesce(extract(epoch FROM now() - (SELECT min(expires_at) FROM holds WHERE status = 'active' AND expires_at <= now())), 0)::float8 AS expiry_delay_seconds,
+       (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE retry_at > now() LIMIT 1000) AS retrying)::bigint AS publish_retries
 `
 
 type OnsaleSignalsRow struct {
 	OldestOutboxAgeSeconds float64
 	ActiveHolds            int64
+	ExpiryDelaySeconds     float64
+	PublishRetries         int64
 }
 
 // What the release controller reads from the cell's database: the age of
 // the oldest event not yet on the bus (walking outbox_seq_idx from its
-// head, as OutboxStats does) and the number of live holds (walking the
-// partial hold_expiry_idx).
+// head, as OutboxStats does); the number of live holds and how long past
+// its expiry the oldest hold still active is, the expiry worker's delay
+// (both walking the partial hold_expiry_idx); and the outbox rows waiting
+// out a retry after a failed publish, up to 1,000 (the partial
+// outbox_retry_idx). The server's own statistics (lock waits, deadlocks)
+// are read beside it (waitingroom.CellSignals).
 func (q *Queries) OnsaleSignals(ctx context.Context, db DBTX) (OnsaleSignalsRow, error) {
 	row := db.QueryRow(ctx, onsaleSignals)
 	var i OnsaleSignalsRow
-	err := row.Scan(&i.OldestOutboxAgeSeconds, &i.ActiveHolds)
+	err := row.Scan(
+		&i.OldestOutboxAgeSeconds,
+		&i.ActiveHolds,
+		&i.ExpiryDelaySeconds,
+		&i.PublishRetries,
+	)
 	return i, err
 }
 

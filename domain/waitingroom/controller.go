@@ -31,6 +31,22 @@ type Signals struct {
 	ConsumerPending int64
 	// ActiveHolds is live holds in the cell's database.
 	ActiveHolds int64
+	// LockWaits is the sessions of the cell's database waiting for a
+	// lock (a row lock, mostly) at the reading: writers queueing on each
+	// other. Sessions of other users show only to a member of
+	// pg_read_all_stats (or a superuser).
+	LockWaits int64
+	// Deadlocks is the deadlocks the cell's database detected since the
+	// last reading (none at the first).
+	Deadlocks int64
+	// PublishRetries is the outbox rows waiting out a retry after the
+	// relay failed to publish them (up to 1,000): the bus refusing or not
+	// answering.
+	PublishRetries int64
+	// ExpiryDelay is how long past its expiry the oldest hold still
+	// active is: the expiry worker falling behind keeps seats from buyers
+	// who could have them.
+	ExpiryDelay time.Duration
 	// SchedLatency is the 99th percentile of how long this process's
 	// goroutines waited, runnable, for a CPU since the last reading (Go's
 	// /sched/latencies:seconds). It is the queueing no handler sees:
@@ -65,11 +81,14 @@ type CellSignals struct {
 	lastWait  time.Duration
 	lastCount int64
 	sched     schedLatency
+	// deadlocks is the database's deadlock counter at the last reading;
+	// -1 before the first.
+	deadlocks int64
 }
 
 // NewCellSignals returns a SignalSource. holds and pending may be nil.
 func NewCellSignals(pool *pgxpool.Pool, holds *LatencyWindow, pending func(context.Context) (int64, error)) *CellSignals {
-	return &CellSignals{pool: pool, holds: holds, pending: pending}
+	return &CellSignals{pool: pool, holds: holds, pending: pending, deadlocks: -1}
 }
 
 // ReadSignals implements SignalSource.
@@ -79,8 +98,14 @@ func (c *CellSignals) ReadSignals(ctx context.Context) (Signals, error) {
 		return Signals{}, fmt.Errorf("read cell signals: %w", err)
 	}
 	s := Signals{
-		OutboxAge:   time.Duration(row.OldestOutboxAgeSeconds * float64(time.Second)),
-		ActiveHolds: row.ActiveHolds,
+		OutboxAge:      time.Duration(row.OldestOutboxAgeSeconds * float64(time.Second)),
+		ActiveHolds:    row.ActiveHolds,
+		ExpiryDelay:    time.Duration(row.ExpiryDelaySeconds * float64(time.Second)),
+		PublishRetries: row.PublishRetries,
+	}
+	var deadlocks int64
+	if err := c.pool.QueryRow(ctx, serverSignalsSQL).Scan(&s.LockWaits, &deadlocks); err != nil {
+		return Signals{}, fmt.Errorf("read cell signals: %w", err)
 	}
 	if c.holds != nil {
 		s.HoldP99 = c.holds.Quantile(0.99)
@@ -93,6 +118,10 @@ func (c *CellSignals) ReadSignals(ctx context.Context) (Signals, error) {
 	}
 	c.lastWait, c.lastCount = wait, st.AcquireCount()
 	s.SchedLatency = c.sched.p99SinceLast()
+	if c.deadlocks >= 0 {
+		s.Deadlocks = max(deadlocks-c.deadlocks, 0)
+	}
+	c.deadlocks = deadlocks
 	c.mu.Unlock()
 	if c.pending != nil {
 		if s.ConsumerPending, err = c.pending(ctx); err != nil {
@@ -101,6 +130,15 @@ func (c *CellSignals) ReadSignals(ctx context.Context) (Signals, error) {
 	}
 	return s, nil
 }
+
+// serverSignalsSQL reads PostgreSQL's own statistics of the cell's
+// database: the sessions waiting for a lock now, and the deadlocks
+// detected so far (a counter). They are the server's views, no package's
+// table, so they are read here rather than through sqlcgen (whose catalog
+// does not know them).
+const serverSignalsSQL = `SELECT
+  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'),
+  coalesce((SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()), 0)`
 
 // Decreased tells the signals that the controller cut R at t: the hold
 // latencies observed before t no longer count, so the samples that caused
@@ -235,6 +273,18 @@ type Thresholds struct {
 	ConsumerPending int64
 	// ActiveHolds defaults to 50,000.
 	ActiveHolds int64
+	// LockWaits defaults to 16, a pool's worth of sessions queueing on
+	// locks: hot seats contended beyond what the writer serves in turn.
+	LockWaits int64
+	// Deadlocks defaults to 1: any deadlock since the last reading.
+	Deadlocks int64
+	// PublishRetries defaults to 1: any event waiting out a failed
+	// publish means the bus is refusing writes, and everything admitted
+	// now waits behind it.
+	PublishRetries int64
+	// ExpiryDelay defaults to 10s: expired holds keep their seats that
+	// much longer than they should.
+	ExpiryDelay time.Duration
 	// SchedLatency defaults to 100ms: a fifth of the hold budget spent
 	// waiting for a CPU is a cell that admits too many, whatever its
 	// handlers measure.
@@ -280,11 +330,16 @@ const (
 	ReasonConsumerPending    = "consumer_pending"
 	ReasonActiveHolds        = "active_holds"
 	ReasonSchedLatency       = "sched_latency"
+	ReasonLockWaits          = "lock_waits"
+	ReasonDeadlocks          = "deadlocks"
+	ReasonPublishRetries     = "publish_retries"
+	ReasonExpiryDelay        = "expiry_delay"
 	ReasonSignalsUnavailable = "signals_unavailable"
 )
 
 var reasons = []string{ReasonInitial, ReasonHealthy, ReasonHoldP99, ReasonPoolWait, ReasonOutboxAge,
-	ReasonConsumerPending, ReasonActiveHolds, ReasonSchedLatency, ReasonSignalsUnavailable}
+	ReasonConsumerPending, ReasonActiveHolds, ReasonSchedLatency, ReasonLockWaits, ReasonDeadlocks,
+	ReasonPublishRetries, ReasonExpiryDelay, ReasonSignalsUnavailable}
 
 // ControllerState is the controller's last decision.
 type ControllerState struct {
@@ -345,6 +400,18 @@ func NewController(cfg ControllerConfig) *Controller {
 	}
 	if t.SchedLatency <= 0 {
 		t.SchedLatency = 100 * time.Millisecond
+	}
+	if t.LockWaits <= 0 {
+		t.LockWaits = 16
+	}
+	if t.Deadlocks <= 0 {
+		t.Deadlocks = 1
+	}
+	if t.PublishRetries <= 0 {
+		t.PublishRetries = 1
+	}
+	if t.ExpiryDelay <= 0 {
+		t.ExpiryDelay = 10 * time.Second
 	}
 	if cfg.DemandFunc == nil {
 		cfg.DemandFunc = func() bool { return true }
@@ -440,6 +507,14 @@ func (c *Controller) breach(s Signals) (string, string) {
 		return ReasonConsumerPending, fmt.Sprintf("consumer pending %d > %d", s.ConsumerPending, t.ConsumerPending)
 	case s.ActiveHolds > t.ActiveHolds:
 		return ReasonActiveHolds, fmt.Sprintf("active holds %d > %d", s.ActiveHolds, t.ActiveHolds)
+	case s.Deadlocks >= t.Deadlocks:
+		return ReasonDeadlocks, fmt.Sprintf("%d deadlocks since the last reading", s.Deadlocks)
+	case s.LockWaits >= t.LockWaits:
+		return ReasonLockWaits, fmt.Sprintf("%d sessions waiting for a lock ≥ %d", s.LockWaits, t.LockWaits)
+	case s.PublishRetries >= t.PublishRetries:
+		return ReasonPublishRetries, fmt.Sprintf("%d events waiting out a failed publish", s.PublishRetries)
+	case s.ExpiryDelay > t.ExpiryDelay:
+		return ReasonExpiryDelay, fmt.Sprintf("oldest active hold %s past its expiry > %s", s.ExpiryDelay.Round(time.Millisecond), t.ExpiryDelay)
 	case s.SchedLatency > t.SchedLatency:
 		return ReasonSchedLatency, fmt.Sprintf("scheduling latency p99 %s > %s", s.SchedLatency.Round(time.Millisecond), t.SchedLatency)
 	}
@@ -460,6 +535,10 @@ func (c *Controller) Step(ctx context.Context, s Signals, err error) {
 	c.signals.WithLabelValues("consumer_pending").Set(float64(s.ConsumerPending))
 	c.signals.WithLabelValues("active_holds").Set(float64(s.ActiveHolds))
 	c.signals.WithLabelValues("sched_latency_seconds").Set(s.SchedLatency.Seconds())
+	c.signals.WithLabelValues("lock_waits").Set(float64(s.LockWaits))
+	c.signals.WithLabelValues("deadlocks").Set(float64(s.Deadlocks))
+	c.signals.WithLabelValues("publish_retries").Set(float64(s.PublishRetries))
+	c.signals.WithLabelValues("expiry_delay_seconds").Set(s.ExpiryDelay.Seconds())
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -201,6 +201,10 @@ func TestControllerAIMD(t *testing.T) {
 		{Signals{OutboxAge: time.Minute}, ReasonOutboxAge},
 		{Signals{ConsumerPending: 1 << 20}, ReasonConsumerPending},
 		{Signals{ActiveHolds: 1 << 20}, ReasonActiveHolds},
+		{Signals{LockWaits: 100}, ReasonLockWaits},
+		{Signals{Deadlocks: 1}, ReasonDeadlocks},
+		{Signals{PublishRetries: 3}, ReasonPublishRetries},
+		{Signals{ExpiryDelay: time.Minute}, ReasonExpiryDelay},
 	} {
 		c.state.Rate = 100
 		c.Step(ctx, tc.s, nil)
@@ -506,4 +510,104 @@ func TestSchedLatencySeesCPUQueueing(t *testing.T) {
 	c.Step(t.Context(), Signals{SchedLatency: p99}, nil)
 	require.Equal(t, ReasonSchedLatency, c.State().Reason)
 	require.Equal(t, 50.0, c.Rate())
+}
+
+// The signals seed 000 §3 names beside outbox age are read from the cell's
+// database as they happen: a hold left active past its expiry (the expiry
+// worker behind), events waiting out a failed publish, a session waiting
+// for a row lock, a deadlock; each cuts R with its own reason.
+func TestCellSignalsReadLocksDeadlocksPublishErrorsAndExpiryDelay(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := t.Context()
+	signals := NewCellSignals(pool, nil, nil)
+	read := func() Signals {
+		t.Helper()
+		s, err := signals.ReadSignals(ctx)
+		require.NoError(t, err)
+		return s
+	}
+	cut := func(s Signals) string {
+		c := NewController(ControllerConfig{Initial: 100, Logger: testLogger(t)})
+		c.Step(ctx, s, nil)
+		return c.State().Reason
+	}
+	quiet := read()
+	require.Zero(t, quiet.ExpiryDelay)
+	require.Zero(t, quiet.PublishRetries)
+	require.Zero(t, quiet.LockWaits)
+	require.Zero(t, quiet.Deadlocks, "the first reading sets the deadlock baseline")
+
+	ev := createEvent(t, pool, 4)
+	svc := purchase.NewService(pool, testLogger(t), purchase.Config{})
+	var seat uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, "SELECT id FROM seats WHERE event_id = $1 LIMIT 1", ev.ID).Scan(&seat))
+	held, err := svc.Hold(ctx, purchase.HoldParams{UserID: uuid.New(), EventID: ev.ID, SeatIDs: []uuid.UUID{seat}, IdempotencyKey: "k", CorrelationID: "c"})
+	require.NoError(t, err)
+
+	// The expiry worker is not running: the hold stays active past its expiry.
+	_, err = pool.Exec(ctx, "UPDATE holds SET expires_at = now() - interval '30 seconds' WHERE order_id = $1", held.OrderID)
+	require.NoError(t, err)
+	s := read()
+	require.GreaterOrEqual(t, s.ExpiryDelay, 30*time.Second)
+	require.Equal(t, ReasonExpiryDelay, cut(Signals{ExpiryDelay: s.ExpiryDelay}))
+
+	// The relay failed to publish the hold's events and released them for a retry.
+	_, err = pool.Exec(ctx, "UPDATE outbox SET retry_at = now() + interval '1 minute'")
+	require.NoError(t, err)
+	s = read()
+	require.Equal(t, int64(2), s.PublishRetries, "HoldCreated and PaymentAuthorizationRequested")
+	require.Equal(t, ReasonPublishRetries, cut(Signals{PublishRetries: s.PublishRetries}))
+
+	// One transaction holds the order row; another waits for it.
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck
+	_, err = holder.Exec(ctx, "SELECT 1 FROM orders WHERE id = $1 FOR UPDATE", held.OrderID)
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, "UPDATE orders SET updated_at = now() WHERE id = $1", held.OrderID)
+		waited <- err
+	}()
+	require.Eventually(t, func() bool { return read().LockWaits >= 1 }, 10*time.Second, 20*time.Millisecond, "the waiting session is seen")
+	require.Equal(t, ReasonLockWaits, cut(Signals{LockWaits: 16}))
+	require.NoError(t, holder.Rollback(ctx))
+	require.NoError(t, <-waited)
+
+	// Two transactions lock two rows in opposite orders: PostgreSQL kills one.
+	var seats []uuid.UUID
+	rows, err := pool.Query(ctx, "SELECT id FROM seats WHERE event_id = $1 ORDER BY id LIMIT 2", ev.ID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id uuid.UUID
+		require.NoError(t, rows.Scan(&id))
+		seats = append(seats, id)
+	}
+	require.NoError(t, rows.Err())
+	a, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer a.Rollback(ctx) //nolint:errcheck
+	b, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer b.Rollback(ctx) //nolint:errcheck
+	_, err = a.Exec(ctx, "SELECT 1 FROM seats WHERE id = $1 FOR UPDATE", seats[0])
+	require.NoError(t, err)
+	_, err = b.Exec(ctx, "SELECT 1 FROM seats WHERE id = $1 FOR UPDATE", seats[1])
+	require.NoError(t, err)
+	second := make(chan error, 1)
+	go func() {
+		_, err := a.Exec(ctx, "SELECT 1 FROM seats WHERE id = $1 FOR UPDATE", seats[1])
+		second <- err
+	}()
+	require.Eventually(t, func() bool { return read().LockWaits >= 1 }, 10*time.Second, 20*time.Millisecond)
+	_, errB := b.Exec(ctx, "SELECT 1 FROM seats WHERE id = $1 FOR UPDATE", seats[0])
+	errA := <-second
+	require.True(t, (errA == nil) != (errB == nil), "one of the two was chosen as the deadlock's victim: %v / %v", errA, errB)
+	_ = a.Rollback(ctx)
+	_ = b.Rollback(ctx)
+	var deadlocks int64
+	require.Eventually(t, func() bool { deadlocks += read().Deadlocks; return deadlocks >= 1 }, 10*time.Second, 50*time.Millisecond,
+		"the deadlock reaches the database's statistics")
+	require.Equal(t, ReasonDeadlocks, cut(Signals{Deadlocks: deadlocks}))
 }
