@@ -72,8 +72,10 @@ func TestCostTracerAttributesWorkToRoles(t *testing.T) {
 		got[c.Role] = c.Cost
 	}
 	require.Equal(t, map[string]db.Cost{
-		"relay":         {Transactions: 1, WriteTransactions: 1, Statements: 2, RowsWritten: 3, RoundTrips: 4},
-		"api get-order": {Transactions: 1, WriteTransactions: 0, Statements: 2, RowsWritten: 3, RoundTrips: 4},
+		// BEGIN travels with the first statement: BEGIN+INSERT, SELECT, COMMIT.
+		"relay": {Transactions: 1, WriteTransactions: 1, Statements: 2, RowsWritten: 3, RoundTrips: 3},
+		// SELECT alone; BEGIN+DELETE, ROLLBACK.
+		"api get-order": {Transactions: 1, WriteTransactions: 0, Statements: 2, RowsWritten: 3, RoundTrips: 3},
 		"other":         {Transactions: 1, WriteTransactions: 1, Statements: 1, RowsWritten: 1, RoundTrips: 1},
 		"inbox":         {Transactions: 2, WriteTransactions: 1, Statements: 2, RowsWritten: 0, RoundTrips: 2},
 		"batched":       {Transactions: 1, WriteTransactions: 1, Statements: 2, RowsWritten: 2, RoundTrips: 3},

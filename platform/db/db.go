@@ -89,7 +89,14 @@ func Retry[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) 
 
 func runTx[T any](ctx context.Context, db Executor, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
 	var zero T
-	tx, err := db.Begin(ctx)
+	var tx pgx.Tx
+	var err error
+	if pool, ok := db.(*pgxpool.Pool); ok {
+		// BEGIN travels with the first statement (lazyTx).
+		tx, err = beginLazy(ctx, pool)
+	} else {
+		tx, err = db.Begin(ctx)
+	}
 	if err != nil {
 		return zero, fmt.Errorf("begin: %w", err)
 	}
