@@ -16,6 +16,7 @@ const usage = `usage: boxoffice-lab <command> [flags]
 
 lab commands:
   bench     measure the hold path, the purchase, the waiting room and the order streams against their baselines
+  capacity  plan an onsale's cells, tasks, connections and stream storage from the costs bench purchases measured
   simulate  simulate an onsale (--buyers N --seats M [--spawn] [--chaos] [--report DIR]), audit, summarize
 
 ` + roles.Usage
@@ -25,6 +26,8 @@ func main() {
 		switch cmd {
 		case "bench":
 			return runBench(ctx, args)
+		case "capacity":
+			return runCapacity(args, os.Stdout)
 		case "simulate":
 			return runSimulate(ctx, args, os.Getenv, os.Stdout)
 		case "bench-part": // hidden: one part of bench purchases, as its own process

@@ -268,6 +268,7 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 		{"BOXOFFICE_INBOX_RETENTION", "840h", retention.MinInbox, &c.InboxRetention},
 		{"BOXOFFICE_STRIPE_EVENT_RETENTION", "720h", retention.MinStripeEvents, &c.StripeEventRetention},
 		{"BOXOFFICE_RECONCILE_INTERVAL", "15m", time.Minute, &c.ReconcileInterval},
+		{"BOXOFFICE_STREAM_MAX_AGE", "168h", time.Hour, &c.Streams.MaxAge},
 	} {
 		if *d.to, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.to < d.min {
 			return c, &configError{d.name, "must be a duration of at least " + d.min.String() + ", such as " + d.def}
