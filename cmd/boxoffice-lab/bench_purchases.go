@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"boxoffice/cmd/boxoffice/roles"
+	"boxoffice/lab/capacity"
 	"boxoffice/lab/bench"
 	"boxoffice/migrations"
 	"boxoffice/platform/db"
@@ -264,7 +265,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 			fixedProduct.perOrder(fixedProduct.CPU.Postgres), fixedProduct.perOrder(fixedProduct.CPU.Product))
 	}
 	if *costsOut != "" {
-		return writeCosts(*costsOut, med, products, strings.Join(append([]string{"boxoffice-lab", "bench", "purchases"}, args...), " "))
+		return writeCosts(*costsOut, med, strings.Join(append([]string{"boxoffice-lab", "bench", "purchases"}, args...), " "))
 	}
 	return nil
 }
@@ -480,19 +481,15 @@ func printProfile(r productRun) {
 	}
 }
 
-// writeCosts writes the capacity model's input.
-func writeCosts(path string, m medians, products []productRun, source string) error {
-	costs := map[string]any{
-		"machineCores": float64(runtime.NumCPU()), "ticketedPerSec": m.ticketedPerSec,
-		"postgresMsPerOrder": m.pgMs, "productMsPerOrder": m.productMs, "apiMsPerOrder": m.apiMs, "workerMsPerOrder": m.workerMs,
-		"buyersMsPerOrder": m.buyersMs, "stripeMsPerOrder": m.stripeMs, "roundTripsPerOrder": m.roundTrips,
-		"eventsPerOrder": m.eventsPerOrder, "eventBytesAvg": m.eventBytesAvg, "measuredAt": time.Now().UTC(), "source": source,
+// writeCosts writes the capacity model's input (lab/capacity).
+func writeCosts(path string, m medians, source string) error {
+	c := capacity.Costs{
+		MachineCores: float64(runtime.NumCPU()), TicketedPerSec: m.ticketedPerSec,
+		PostgresMsPerOrder: m.pgMs, ProductMsPerOrder: m.productMs, APIMsPerOrder: m.apiMs, WorkerMsPerOrder: m.workerMs,
+		BuyersMsPerOrder: m.buyersMs, StripeMsPerOrder: m.stripeMs, RoundTripsPerOrder: m.roundTrips,
+		EventsPerOrder: m.eventsPerOrder, EventBytesAvg: m.eventBytesAvg, MeasuredAt: time.Now().UTC(), Source: source,
 	}
-	raw, err := json.MarshalIndent(costs, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(raw, '\n'), 0o644)
+	return c.Save(path)
 }
 
 // controlClient calls the product part's control address.
