@@ -24,7 +24,8 @@ type item struct {
 	d   *delivery
 	ev  outbox.Envelope
 	// handler applies the event: the consumer's HandlerFunc, or what its
-	// ExternalFunc returned.
+	// ExternalFunc returned; nil for a consumer with a BatchFunc, whose
+	// ApplyFunc applies the batch's events together.
 	handler HandlerFunc
 	// o is the delivery's outcome once decided; settled items are not
 	// handled further.
@@ -44,11 +45,14 @@ func (it *item) decide(kind outcomeKind, err error) {
 //  2. for a consumer with an ExternalFunc, one read of the inbox finds the
 //     events applied before (acked without a call), and the calls for the
 //     others run concurrently, outside any transaction; a failed call
-//     settles its own message;
-//  3. one transaction inserts every remaining event's inbox row in one
-//     statement, which returns the events not applied before, runs their
-//     handlers in stream order (by order id first, so that concurrent
-//     batches lock order rows in one order) and commits;
+//     settles its own message; for a consumer with a BatchFunc, it runs
+//     once for the batch, outside any transaction, and an event it finds
+//     an error for, or nothing to apply, is settled without a transaction;
+//  3. unless no event is left, one transaction inserts every remaining
+//     event's inbox row in one statement, which returns the events not
+//     applied before, runs their handlers in stream order (by order id
+//     first, so that concurrent batches lock order rows in one order), or
+//     the BatchFunc's ApplyFunc once for all of them, and commits;
 //  4. every message is settled by the one policy, decide.
 //
 // When a handler fails, the transaction rolls back, the failing message is
@@ -56,7 +60,8 @@ func (it *item) decide(kind outcomeKind, err error) {
 // transaction without it: they commit once, as if it had never been in
 // the batch. Handlers must allow this anyway (a transaction that rolled
 // back may be run again), so it needs no savepoints on the way that
-// succeeds.
+// succeeds. When an ApplyFunc fails for several events, which one failed
+// is not known: each is applied again alone, in its own transaction.
 func (c *Consumer) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 	items := make([]*item, 0, len(msgs))
 	for _, msg := range msgs {
@@ -79,10 +84,14 @@ func (c *Consumer) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 	c.metrics.batch.Observe(float64(len(items)))
 	start := time.Now()
 	stop := c.keepAlive(ctx, items)
-	if c.external != nil {
+	var apply ApplyFunc
+	switch {
+	case c.external != nil:
 		c.callExternals(ctx, items)
+	case c.batch != nil:
+		apply = c.planBatch(ctx, items)
 	}
-	c.commit(ctx, items)
+	c.commit(ctx, items, apply)
 	stop()
 	elapsed := time.Since(start).Seconds()
 	for _, it := range items {
@@ -156,6 +165,65 @@ func (c *Consumer) callExternals(ctx context.Context, items []*item) {
 	calls.Wait()
 }
 
+// planBatch runs the consumer's BatchFunc once for the batch's events
+// that are not past their last delivery, outside any transaction, and
+// decides each event it found an error for, or nothing to apply
+// (ErrNoEffect: acked with no transaction and no inbox row). It returns
+// the ApplyFunc for the others. A failure of the BatchFunc itself decides
+// every event it was given.
+func (c *Consumer) planBatch(ctx context.Context, items []*item) ApplyFunc {
+	planned := make([]*item, 0, len(items))
+	for _, it := range items {
+		// One past its last delivery is not planned: the transaction
+		// acks it if the inbox holds it, and dead-letters it if not.
+		if !it.decided && it.d.numDelivered <= c.policy.maxDeliver {
+			planned = append(planned, it)
+		}
+	}
+	if len(planned) == 0 {
+		return nil
+	}
+	evs := make([]outbox.Envelope, len(planned))
+	for i, it := range planned {
+		evs[i] = it.ev
+	}
+	plan, err := c.callBatch(ctx, evs)
+	if err == nil && plan.Errs != nil && len(plan.Errs) != len(evs) {
+		err = fmt.Errorf("batch plan has %d errors for %d events", len(plan.Errs), len(evs))
+	}
+	if err != nil {
+		for _, it := range planned {
+			it.decide(c.classify(ctx, err), err)
+		}
+		return nil
+	}
+	for i, it := range planned {
+		var err error
+		if plan.Errs != nil {
+			err = plan.Errs[i]
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNoEffect):
+			it.decide(outcomeNoEffect, nil)
+		default:
+			it.decide(c.classify(ctx, err), err)
+		}
+	}
+	return plan.ApplyFunc
+}
+
+// callBatch runs the consumer's BatchFunc; a panic becomes a transient
+// error.
+func (c *Consumer) callBatch(ctx context.Context, evs []outbox.Envelope) (plan BatchPlan, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			plan, err = BatchPlan{}, newPanicError(v)
+		}
+	}()
+	return c.batch(ctx, evs)
+}
+
 // callExternal runs the consumer's ExternalFunc; a panic becomes a
 // transient error.
 func (c *Consumer) callExternal(ctx context.Context, ev outbox.Envelope) (h HandlerFunc, err error) {
@@ -174,8 +242,11 @@ func (c *Consumer) callExternal(ctx context.Context, ev outbox.Envelope) (h Hand
 // commit applies the undecided items in one transaction, and decides
 // each: applied, duplicate (the inbox had it), or the failure of its own
 // handler. A failure of the transaction itself (the inbox insert, the
-// commit, a shutdown) decides every item still in it.
-func (c *Consumer) commit(ctx context.Context, items []*item) {
+// commit, a shutdown) decides every item still in it. With apply (a
+// consumer with a BatchFunc) the items' handlers are not run: apply runs
+// once for all the events not applied before, and when it fails for more
+// than one item each item is committed again alone.
+func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 	pending := make([]*item, 0, len(items))
 	for _, it := range items {
 		if !it.decided {
@@ -187,9 +258,10 @@ func (c *Consumer) commit(ctx context.Context, items []*item) {
 	q := sqlcgen.New()
 	for len(pending) > 0 {
 		var failed *item
+		var applyFailed bool
 		var fresh map[uuid.UUID]bool
 		err := db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
-			failed = nil
+			failed, applyFailed = nil, false
 			inserted, err := q.InboxInsertMany(ctx, tx, sqlcgen.InboxInsertManyParams{Consumer: c.cfg.Name, EventIds: eventIDs(pending)})
 			if err != nil {
 				return fmt.Errorf("insert inbox rows: %w", err)
@@ -199,18 +271,29 @@ func (c *Consumer) commit(ctx context.Context, items []*item) {
 				fresh[id] = true
 			}
 			run := make(map[uuid.UUID]bool, len(inserted))
+			var evs []outbox.Envelope // for apply
 			for _, it := range pending {
 				id := it.ev.EventID
 				if !fresh[id] || run[id] { // applied before, or twice in this batch
 					continue
 				}
 				run[id] = true
-				err := errExhausted
-				if it.d.numDelivered <= c.policy.maxDeliver {
-					err = c.callHandler(ctx, tx, it.handler, it.ev)
-				}
-				if err != nil {
+				if it.d.numDelivered > c.policy.maxDeliver {
 					failed = it
+					return errExhausted
+				}
+				if c.batch != nil {
+					evs = append(evs, it.ev)
+					continue
+				}
+				if err := c.callHandler(ctx, tx, it.handler, it.ev); err != nil {
+					failed = it
+					return err
+				}
+			}
+			if len(evs) > 0 {
+				if err := c.callApply(ctx, tx, apply, evs); err != nil {
+					applyFailed = true
 					return err
 				}
 			}
@@ -228,16 +311,40 @@ func (c *Consumer) commit(ctx context.Context, items []*item) {
 				}
 			}
 			return
-		case failed == nil || ctx.Err() != nil:
+		case ctx.Err() != nil || (failed == nil && !applyFailed):
 			for _, it := range pending {
 				it.decide(c.classify(ctx, err), err)
 			}
+			return
+		case applyFailed && len(pending) > 1:
+			// One statement applied them all: which event made it fail is
+			// not known. Each alone, so that only that one fails.
+			for _, it := range pending {
+				c.commit(ctx, []*item{it}, apply)
+			}
+			return
+		case applyFailed:
+			pending[0].decide(c.classify(ctx, err), err)
 			return
 		default:
 			failed.decide(c.classify(ctx, err), err)
 			pending = slices.DeleteFunc(pending, func(it *item) bool { return it == failed })
 		}
 	}
+}
+
+// callApply runs a BatchFunc's ApplyFunc (nil: nothing but the inbox
+// rows), turning a panic into a transient error.
+func (c *Consumer) callApply(ctx context.Context, tx pgx.Tx, apply ApplyFunc, evs []outbox.Envelope) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError(v)
+		}
+	}()
+	if apply == nil {
+		return nil
+	}
+	return apply(ctx, tx, evs)
 }
 
 // callHandler runs the handler, turning a panic into a transient error so

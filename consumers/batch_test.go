@@ -18,7 +18,7 @@ import (
 // fetchBatch provisions c's durable consumer and pulls exactly n messages
 // from it, the way Run's workers would have them buffered: handing them to
 // handleBatch makes one batch of exactly these messages.
-func (b *testBundle) fetchBatch(t *testing.T, c *Consumer, n int) []jetstream.Msg {
+func fetchBatch(t *testing.T, c *Consumer, n int) []jetstream.Msg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -92,7 +92,7 @@ func TestBatch(t *testing.T) {
 				}
 			}))
 
-			c.handleBatch(context.Background(), b.fetchBatch(t, c, n))
+			c.handleBatch(context.Background(), fetchBatch(t, c, n))
 
 			require.Equal(t, int64(n-1), b.count(t, `SELECT count(*) FROM effects`))
 			require.Equal(t, int64(1), b.count(t, `SELECT count(DISTINCT txid) FROM effects`), "the nine committed in one transaction")
@@ -138,7 +138,7 @@ func TestBatch(t *testing.T) {
 			return false
 		}
 
-		c.handleBatch(context.Background(), b.fetchBatch(t, c, n))
+		c.handleBatch(context.Background(), fetchBatch(t, c, n))
 		require.Equal(t, int64(n), crashes.Load())
 		require.Equal(t, int64(1), b.count(t, `SELECT count(DISTINCT txid) FROM effects`), "one commit")
 
@@ -164,7 +164,7 @@ func TestBatch(t *testing.T) {
 		var calls atomic.Int64
 		c := b.newConsumer(t, Config{BatchSize: n}, effectHandler(&calls))
 
-		c.handleBatch(context.Background(), b.fetchBatch(t, c, 2))
+		c.handleBatch(context.Background(), fetchBatch(t, c, 2))
 		b.waitSettled(t, "test", seq)
 		require.Equal(t, int64(1), calls.Load())
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM effects WHERE event_id = $1`, ev.EventID))
@@ -188,7 +188,7 @@ func TestBatch(t *testing.T) {
 			return txidHandler(&records, func(outbox.Envelope) error { return nil }), nil
 		})
 
-		c.handleBatch(context.Background(), b.fetchBatch(t, c, n))
+		c.handleBatch(context.Background(), fetchBatch(t, c, n))
 		b.waitSettled(t, "test", seq)
 		require.Equal(t, int64(n), calls.Load(), "one call per message")
 		require.Equal(t, int64(n-1), records.Load(), "each recorded once")
@@ -214,7 +214,7 @@ func TestBatch(t *testing.T) {
 			return nil, nil
 		})
 
-		c.handleBatch(context.Background(), b.fetchBatch(t, c, n))
+		c.handleBatch(context.Background(), fetchBatch(t, c, n))
 		b.waitSettled(t, "test", seq)
 		require.Equal(t, int64(n), calls.Load())
 		require.LessOrEqual(t, most.Load(), int64(3), "never more than three calls at once")

@@ -65,6 +65,9 @@ type Consumer struct {
 	// external, set by NewExternal instead of handler, calls out before the
 	// transaction and returns what to apply in it.
 	external ExternalFunc
+	// batch, set by NewBatch instead of handler, reads for a whole batch
+	// before the transaction and returns what to apply in it.
+	batch BatchFunc
 	// calls holds a token for each external call in progress
 	// (Config.CallConcurrency).
 	calls   chan struct{}
@@ -84,11 +87,11 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, h HandlerFunc) 
 	if h == nil {
 		return nil, errors.New("consumers.New: pool, js and handler are required")
 	}
-	return newConsumer(pool, js, cfg, h, nil)
+	return newConsumer(pool, js, cfg, h, nil, nil)
 }
 
-// newConsumer builds a consumer with exactly one of h and ext.
-func newConsumer(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, h HandlerFunc, ext ExternalFunc) (*Consumer, error) {
+// newConsumer builds a consumer with exactly one of h, ext and batch.
+func newConsumer(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, h HandlerFunc, ext ExternalFunc, batch BatchFunc) (*Consumer, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -102,6 +105,7 @@ func newConsumer(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, h Handl
 		cfg:      cfg,
 		handler:  h,
 		external: ext,
+		batch:    batch,
 		calls:    make(chan struct{}, cfg.CallConcurrency),
 		logger:   cfg.Logger.With("component", "consumer", "consumer", cfg.Name),
 		metrics:  newMetrics(cfg.Registerer, cfg.Name),
@@ -508,6 +512,8 @@ func (c *Consumer) logOutcome(ctx context.Context, d *delivery, o outcome, a act
 		l.DebugContext(ctx, "event applied")
 	case o.kind == outcomeDuplicate:
 		l.InfoContext(ctx, "event already applied; acking without running the handler")
+	case o.kind == outcomeNoEffect:
+		l.DebugContext(ctx, "event has nothing to apply; acking without a transaction")
 	case o.kind == outcomeInterrupted:
 		l.InfoContext(ctx, "handler interrupted by shutdown; releasing the message")
 	case o.kind == outcomeDeadLetterFailed:

@@ -806,6 +806,8 @@ func TestDecide(t *testing.T) {
 		"DuplicateAcks":                {outcome{kind: outcomeDuplicate, numDelivered: 2}, p, action{kind: actionAck}},
 		"DuplicateDoubleAcks":          {outcome{kind: outcomeDuplicate, numDelivered: 2}, pDouble, action{kind: actionDoubleAck}},
 		"DuplicateAfterMaxDeliverAcks": {outcome{kind: outcomeDuplicate, numDelivered: 9}, p, action{kind: actionAck}},
+		"NoEffectAcks":                 {outcome{kind: outcomeNoEffect, numDelivered: 1}, p, action{kind: actionAck}},
+		"NoEffectDoubleAcks":           {outcome{kind: outcomeNoEffect, numDelivered: 1}, pDouble, action{kind: actionDoubleAck}},
 		"InvalidDeadLetters": {
 			outcome{kind: outcomeInvalid, err: &invalidEnvelopeError{"not JSON"}, numDelivered: 1}, p,
 			action{kind: actionDeadLetter, reason: "invalid envelope: not JSON"},

@@ -33,6 +33,9 @@ const (
 	outcomeInterrupted
 	// outcomeDeadLetterFailed: a dead letter could not be stored.
 	outcomeDeadLetterFailed
+	// outcomeNoEffect: a BatchFunc found nothing to apply (ErrNoEffect);
+	// no transaction ran and no inbox row was written.
+	outcomeNoEffect
 )
 
 var outcomeNames = map[outcomeKind]string{
@@ -44,6 +47,7 @@ var outcomeNames = map[outcomeKind]string{
 	outcomeExhausted:        "exhausted",
 	outcomeInterrupted:      "interrupted",
 	outcomeDeadLetterFailed: "dead_letter_failed",
+	outcomeNoEffect:         "no_effect",
 }
 
 func (k outcomeKind) String() string { return outcomeNames[k] }
@@ -101,7 +105,7 @@ type policy struct {
 // decide is the one place that maps what happened to a delivery to what is
 // done with the message (STYLE.md rule 6):
 //
-//	applied, duplicate                   → ack (double ack when configured)
+//	applied, duplicate, no effect        → ack (double ack when configured)
 //	invalid, permanent, exhausted        → dead letter
 //	transient, NumDelivered < MaxDeliver → nak after backoff(NumDelivered)
 //	transient, NumDelivered ≥ MaxDeliver → dead letter
@@ -109,7 +113,7 @@ type policy struct {
 //	dead letter could not be stored      → nak after backoff(NumDelivered)
 func decide(o outcome, p policy) action {
 	switch o.kind {
-	case outcomeApplied, outcomeDuplicate:
+	case outcomeApplied, outcomeDuplicate, outcomeNoEffect:
 		if p.doubleAck {
 			return action{kind: actionDoubleAck}
 		}

@@ -37,6 +37,19 @@
 // idempotency keys make it so); its errors go through decide like a
 // handler's.
 //
+// A consumer whose work is set-based (the webhooks fan-out) is built with
+// NewBatch from a BatchFunc instead: between steps 1 and 2 the runtime
+// hands it the batch's events once, outside any transaction; it reads
+// what it needs for all of them in one go and returns each event's
+// error, ErrNoEffect for an event with nothing to apply, and one
+// ApplyFunc. An event with an error is settled alone; an event with no
+// effect is acked with no inbox row; when no event is left, no
+// transaction runs at all. Otherwise step 3 runs the ApplyFunc once for
+// all the events the inbox insert returned; when it fails for several,
+// which one failed is not known, and each is applied again alone in a
+// transaction of its own, so the failure still settles only its own
+// message.
+//
 // # Guarantees
 //
 // Delivery is at least once, never exactly once: a message is acked only
@@ -49,9 +62,12 @@
 // messages carrying the same event id (a republish outside the stream's
 // duplicate window) are applied once too.
 //
-// "Acked" therefore means "committed, or found already committed": an ack
-// never precedes the effect it stands for. An ack can still be lost; the
-// cost is one redelivery that the inbox absorbs.
+// "Acked" therefore means "committed, or found already committed, or
+// found to have no effect" (ErrNoEffect): an ack never precedes the effect
+// it stands for. An ack can still be lost; the cost is one redelivery that
+// the inbox absorbs, or, for an event with no effect (which has no inbox
+// row, having had nothing to guard), one that its BatchFunc plans afresh:
+// nothing was applied before, so applying it then is still at most once.
 //
 // # Failures
 //

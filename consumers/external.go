@@ -40,5 +40,5 @@ func NewExternal(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, f Exter
 	if f == nil {
 		return nil, errors.New("consumers.NewExternal: pool, js and external func are required")
 	}
-	return newConsumer(pool, js, cfg, nil, f)
+	return newConsumer(pool, js, cfg, nil, f, nil)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 	"boxoffice/platform/outbox"
 	"boxoffice/testkit"
 	"boxoffice/testkit/dbtest"
@@ -64,7 +66,23 @@ var fanOutKeys = func() *webhooks.Keyring {
 
 func setupFanOut(t *testing.T) *fanOutBundle {
 	t.Helper()
-	b := &fanOutBundle{pool: dbtest.New(t), logs: testkit.NewLog(t), reg: prometheus.NewRegistry()}
+	return newFanOutBundle(t, dbtest.New(t))
+}
+
+// setupFanOutTraced is setupFanOut on a pool whose work the returned
+// tracer counts, by role.
+func setupFanOutTraced(t *testing.T) (*fanOutBundle, *db.CostTracer) {
+	t.Helper()
+	costs := db.NewCostTracer()
+	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return newFanOutBundle(t, pool), costs
+}
+
+func newFanOutBundle(t *testing.T, pool *pgxpool.Pool) *fanOutBundle {
+	t.Helper()
+	b := &fanOutBundle{pool: pool, logs: testkit.NewLog(t), reg: prometheus.NewRegistry()}
 	b.logger = b.logs.Logger
 	b.svc = webhooks.NewService(b.pool, webhooks.ServiceConfig{Guard: &webhooks.Guard{AllowPrivate: true}, Keys: fanOutKeys, Logger: b.logger})
 	t.Cleanup(func() {
@@ -417,4 +435,127 @@ func TestWebhooksFanOutEndToEnd(t *testing.T) {
 			require.Contains(t, line, `"correlation_id":"journey-1"`)
 		}
 	}
+}
+
+// sourceEvent is the i-th of a run of events about orderID: in turn
+// order.confirmed, order.paid and ticket.issued, each its own fact.
+func sourceEvent(t *testing.T, i int, orderID, holdID uuid.UUID) outbox.Envelope {
+	t.Helper()
+	switch i % 3 {
+	case 0:
+		return fanOutEvent(t, outbox.TypeOrderConfirmed, orderID, outbox.OrderConfirmed{OrderID: orderID, HoldID: holdID})
+	case 1:
+		return fanOutEvent(t, outbox.TypePaymentCaptured, orderID, outbox.PaymentCaptured{OrderID: orderID, AmountReceived: 5000})
+	}
+	return fanOutEvent(t, outbox.TypeTicketIssued, orderID, outbox.TicketIssued{OrderID: orderID, TicketIDs: []uuid.UUID{uuid.New()}})
+}
+
+// The fan-out's database work for a batch does not grow with the batch:
+// when no endpoint subscribes to any of its events, one read and no
+// transaction (the messages are acked with no inbox row); when some do,
+// that read and one transaction of three statements (BEGIN, the inbox
+// rows, the messages with their deliveries, COMMIT), for one event as for
+// twelve.
+func TestWebhooksFanOutRoundTrips(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 12} {
+		for _, subscribed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("Subscribed=%t/Events=%d", subscribed, n), func(t *testing.T) {
+				t.Parallel()
+				b, costs := setupFanOutTraced(t)
+				ns := natstest.New(t)
+				_, js := ns.Connect(t)
+				org, otherOrg := uuid.New(), uuid.New()
+				// Another organizer's endpoint is nobody's subscriber here.
+				b.endpoint(t, otherOrg, "http://127.0.0.1:1/foreign", webhooks.EndpointParams{})
+				if subscribed {
+					b.endpoint(t, org, "http://127.0.0.1:1/all", webhooks.EndpointParams{})
+					b.endpoint(t, org, "http://127.0.0.1:1/paid", webhooks.EndpointParams{EventTypes: []string{webhooks.EventOrderPaid}})
+				}
+				// Every other event is about an order of an organizer with
+				// no endpoint at all.
+				_, orderID, holdID := b.order(t, org)
+				_, quietOrder, quietHold := b.order(t, uuid.New())
+				var last uint64
+				var events, paid int64
+				for i := range n {
+					if i%2 == 1 {
+						last = publishEvent(t, js, sourceEvent(t, i/2, quietOrder, quietHold), uuid.NewString())
+						continue
+					}
+					ev := sourceEvent(t, i/2, orderID, holdID)
+					if ev.EventType == outbox.TypePaymentCaptured {
+						paid++
+					}
+					events++
+					last = publishEvent(t, js, ev, ev.EventID.String())
+				}
+				c, err := NewWebhooksFanOut(b.pool, js, Config{Logger: b.logger, Registerer: b.reg, BatchSize: n})
+				require.NoError(t, err)
+				msgs := fetchBatch(t, c, n)
+				costs.Reset()
+
+				c.handleBatch(db.WithRole(context.Background(), WebhooksFanOutName), msgs)
+				waitFanOutSettled(t, js, last)
+
+				cost := costOf(costs, WebhooksFanOutName)
+				inbox := dbtest.Count(t, b.pool, "SELECT count(*) FROM inbox WHERE consumer = $1", WebhooksFanOutName)
+				if !subscribed {
+					// The read is a statement of its own, which the tracer
+					// counts as a (read-only) transaction: no BEGIN, no
+					// COMMIT, nothing written.
+					require.Equal(t, db.Cost{Transactions: 1, Statements: 1, RoundTrips: 1}, cost)
+					require.Zero(t, inbox, "no inbox rows")
+					require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_messages"))
+					return
+				}
+				require.Equal(t, db.Cost{Transactions: 2, WriteTransactions: 1, Statements: 3, RowsWritten: events, RoundTrips: 5}, cost)
+				require.Equal(t, events, inbox, "inbox rows for the subscribed organizer's events only")
+				require.Equal(t, events, dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_messages WHERE organizer_id = $1", org))
+				require.Equal(t, events, dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_messages"))
+				require.Equal(t, events+paid, dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_deliveries"))
+			})
+		}
+	}
+}
+
+// An endpoint created once an event was fanned out with nobody to tell
+// gets the next event: nothing remembers that the organizer had no
+// endpoint. And since the first event left no inbox row, a redelivery of
+// it now stores its fact, once, as a first delivery would have.
+func TestWebhooksFanOutSeesNewEndpoints(t *testing.T) {
+	t.Parallel()
+	b := setupFanOut(t)
+	ns := natstest.New(t)
+	_, js := ns.Connect(t)
+	org := uuid.New()
+	_, orderID, holdID := b.order(t, org)
+	c, err := NewWebhooksFanOut(b.pool, js, Config{Logger: b.logger, Registerer: b.reg, BackoffBase: time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	confirmed := sourceEvent(t, 0, orderID, holdID)
+	waitFanOutSettled(t, js, publishEvent(t, js, confirmed, uuid.NewString()))
+	require.Empty(t, b.messages(t, org))
+	require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM inbox"))
+
+	e := b.endpoint(t, org, "http://127.0.0.1:1/new", webhooks.EndpointParams{})
+	paid := sourceEvent(t, 1, orderID, holdID)
+	waitFanOutSettled(t, js, publishEvent(t, js, paid, uuid.NewString()))
+	msgs := b.messages(t, org)
+	require.Len(t, msgs, 1)
+	require.Equal(t, webhooks.EventOrderPaid, msgs[0].EventType)
+	require.Equal(t, int64(1), dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1", e.ID))
+
+	// The first event again (a republish), twice: one message.
+	publishEvent(t, js, confirmed, uuid.NewString())
+	waitFanOutSettled(t, js, publishEvent(t, js, confirmed, uuid.NewString()))
+	require.Len(t, b.messages(t, org), 2)
+	require.Equal(t, int64(2), dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1", e.ID))
 }

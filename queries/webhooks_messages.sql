@@ -1,17 +1,58 @@
--- name: WebhookOrderSubject :one
--- Returns what the fan-out needs to know about an order: its event, the
--- organizer that owns the event, and the order's status and amount.
-SELECT o.event_id, e.organizer_id, o.status, o.amount_minor, o.currency
+-- name: WebhookFanOutSubjects :many
+-- Returns, in one statement for a whole batch of the fan-out, what it
+-- needs to know about each of the orders that exists: its event, the
+-- organizer that owns the event, its status and amount, and what that
+-- organizer's enabled endpoints subscribe to: all_types when one of them
+-- has an empty filter (every event type), and the types the filters of
+-- the others name. An organizer with no enabled endpoint comes back with
+-- all_types false and no types.
+SELECT o.id AS order_id, o.event_id, e.organizer_id, o.status, o.amount_minor, o.currency,
+       EXISTS (
+           SELECT 1 FROM webhook_endpoints w
+           WHERE w.organizer_id = e.organizer_id AND w.enabled AND cardinality(w.event_types) = 0
+       ) AS all_types,
+       ARRAY(
+           SELECT DISTINCT t.event_type FROM webhook_endpoints w, unnest(w.event_types) AS t(event_type)
+           WHERE w.organizer_id = e.organizer_id AND w.enabled
+       )::text[] AS event_types
 FROM orders o JOIN events e ON e.id = o.event_id
-WHERE o.id = @order_id::uuid;
+WHERE o.id = ANY (@order_ids::uuid[]);
 
--- name: WebhookEndpointAnyForOrganizer :one
--- Reports whether the organizer has an enabled endpoint for event_type.
-SELECT EXISTS (
-    SELECT 1 FROM webhook_endpoints
-    WHERE organizer_id = @organizer_id::uuid AND enabled
-      AND (cardinality(event_types) = 0 OR @event_type::text = ANY(event_types))
-) AS subscribed;
+-- name: WebhookFanOutStore :many
+-- Stores a batch of facts in one statement, given as parallel arrays of
+-- one length, no two with the same (organizer, source_key): each becomes
+-- a message once per (organizer, source_key) — a fact stored before is
+-- skipped — and only while an enabled endpoint of its organizer
+-- subscribes to its type; each message stored gets one pending delivery,
+-- due at once, per enabled endpoint of its organizer that subscribes to
+-- its type (the endpoints as they are at this statement). Returns the
+-- messages stored, each with its number of deliveries.
+WITH fact AS (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@organizer_ids::uuid[]) AS organizer_id,
+           unnest(@event_types::text[]) AS event_type, unnest(@payloads::bytea[]) AS payload,
+           unnest(@source_keys::text[]) AS source_key, unnest(@order_ids::uuid[]) AS order_id,
+           unnest(@correlation_ids::text[]) AS correlation_id, unnest(@created_ats::timestamptz[]) AS created_at
+), message AS (
+    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, correlation_id, created_at)
+    SELECT f.id, f.organizer_id, f.event_type, f.payload, f.source_key, f.order_id, f.correlation_id, f.created_at
+    FROM fact f
+    WHERE EXISTS (
+        SELECT 1 FROM webhook_endpoints e
+        WHERE e.organizer_id = f.organizer_id AND e.enabled
+          AND (cardinality(e.event_types) = 0 OR f.event_type = ANY (e.event_types))
+    )
+    ON CONFLICT (organizer_id, source_key) DO NOTHING
+    RETURNING id, organizer_id, event_type
+), delivery AS (
+    INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at)
+    SELECT gen_random_uuid(), m.id, e.id, e.organizer_id, now()
+    FROM message m
+    JOIN webhook_endpoints e ON e.organizer_id = m.organizer_id AND e.enabled
+     AND (cardinality(e.event_types) = 0 OR m.event_type = ANY (e.event_types))
+    RETURNING message_id
+)
+SELECT m.id, (SELECT count(*) FROM delivery d WHERE d.message_id = m.id)::int AS deliveries
+FROM message m;
 
 -- name: WebhookMessageInsert :one
 -- Stores a message once per (organizer, source_key). Returns no row when

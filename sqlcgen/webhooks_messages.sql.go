@@ -97,25 +97,147 @@ func (q *Queries) WebhookDeliveryFanOut(ctx context.Context, db DBTX, arg Webhoo
 	return result.RowsAffected(), nil
 }
 
-const webhookEndpointAnyForOrganizer = `-- name: WebhookEndpointAnyForOrganizer :one
-SELECT EXISTS (
-    SELECT 1 FROM webhook_endpoints
-    WHERE organizer_id = $1::uuid AND enabled
-      AND (cardinality(event_types) = 0 OR $2::text = ANY(event_types))
-) AS subscribed
+const webhookFanOutStore = `-- name: WebhookFanOutStore :many
+WITH fact AS (
+    SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS organizer_id,
+           unnest($3::text[]) AS event_type, unnest($4::bytea[]) AS payload,
+           unnest($5::text[]) AS source_key, unnest($6::uuid[]) AS order_id,
+           unnest($7::text[]) AS correlation_id, unnest($8::timestamptz[]) AS created_at
+), message AS (
+    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, correlation_id, created_at)
+    SELECT f.id, f.organizer_id, f.event_type, f.payload, f.source_key, f.order_id, f.correlation_id, f.created_at
+    FROM fact f
+    WHERE EXISTS (
+        SELECT 1 FROM webhook_endpoints e
+        WHERE e.organizer_id = f.organizer_id AND e.enabled
+          AND (cardinality(e.event_types) = 0 OR f.event_type = ANY (e.event_types))
+    )
+    ON CONFLICT (organizer_id, source_key) DO NOTHING
+    RETURNING id, organizer_id, event_type
+), delivery AS (
+    INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at)
+    SELECT gen_random_uuid(), m.id, e.id, e.organizer_id, now()
+    FROM message m
+    JOIN webhook_endpoints e ON e.organizer_id = m.organizer_id AND e.enabled
+     AND (cardinality(e.event_types) = 0 OR m.event_type = ANY (e.event_types))
+    RETURNING message_id
+)
+SELECT m.id, (SELECT count(*) FROM delivery d WHERE d.message_id = m.id)::int AS deliveries
+FROM message m
 `
 
-type WebhookEndpointAnyForOrganizerParams struct {
-	OrganizerID uuid.UUID
-	EventType   string
+type WebhookFanOutStoreParams struct {
+	Ids            []uuid.UUID
+	OrganizerIds   []uuid.UUID
+	EventTypes     []string
+	Payloads       [][]byte
+	SourceKeys     []string
+	OrderIds       []uuid.UUID
+	CorrelationIds []string
+	CreatedAts     []time.Time
 }
 
-// Reports whether the organizer has an enabled endpoint for event_type.
-func (q *Queries) WebhookEndpointAnyForOrganizer(ctx context.Context, db DBTX, arg WebhookEndpointAnyForOrganizerParams) (bool, error) {
-	row := db.QueryRow(ctx, webhookEndpointAnyForOrganizer, arg.OrganizerID, arg.EventType)
-	var subscribed bool
-	err := row.Scan(&subscribed)
-	return subscribed, err
+type WebhookFanOutStoreRow struct {
+	ID         uuid.UUID
+	Deliveries int32
+}
+
+// Stores a batch of facts in one statement, given as parallel arrays of
+// one length, no two with the same (organizer, source_key): each becomes
+// a message once per (organizer, source_key) — a fact stored before is
+// skipped — and only while an enabled endpoint of its organizer
+// subscribes to its type; each message stored gets one pending delivery,
+// due at once, per enabled endpoint of its organizer that subscribes to
+// its type (the endpoints as they are at this statement). Returns the
+// messages stored, each with its number of deliveries.
+func (q *Queries) WebhookFanOutStore(ctx context.Context, db DBTX, arg WebhookFanOutStoreParams) ([]WebhookFanOutStoreRow, error) {
+	rows, err := db.Query(ctx, webhookFanOutStore,
+		arg.Ids,
+		arg.OrganizerIds,
+		arg.EventTypes,
+		arg.Payloads,
+		arg.SourceKeys,
+		arg.OrderIds,
+		arg.CorrelationIds,
+		arg.CreatedAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookFanOutStoreRow
+	for rows.Next() {
+		var i WebhookFanOutStoreRow
+		if err := rows.Scan(&i.ID, &i.Deliveries); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webhookFanOutSubjects = `-- name: WebhookFanOutSubjects :many
+SELECT o.id AS order_id, o.event_id, e.organizer_id, o.status, o.amount_minor, o.currency,
+       EXISTS (
+           SELECT 1 FROM webhook_endpoints w
+           WHERE w.organizer_id = e.organizer_id AND w.enabled AND cardinality(w.event_types) = 0
+       ) AS all_types,
+       ARRAY(
+           SELECT DISTINCT t.event_type FROM webhook_endpoints w, unnest(w.event_types) AS t(event_type)
+           WHERE w.organizer_id = e.organizer_id AND w.enabled
+       )::text[] AS event_types
+FROM orders o JOIN events e ON e.id = o.event_id
+WHERE o.id = ANY ($1::uuid[])
+`
+
+type WebhookFanOutSubjectsRow struct {
+	OrderID     uuid.UUID
+	EventID     uuid.UUID
+	OrganizerID uuid.UUID
+	Status      string
+	AmountMinor int64
+	Currency    string
+	AllTypes    bool
+	EventTypes  []string
+}
+
+// Returns, in one statement for a whole batch of the fan-out, what it
+// needs to know about each of the orders that exists: its event, the
+// organizer that owns the event, its status and amount, and what that
+// organizer's enabled endpoints subscribe to: all_types when one of them
+// has an empty filter (every event type), and the types the filters of
+// the others name. An organizer with no enabled endpoint comes back with
+// all_types false and no types.
+func (q *Queries) WebhookFanOutSubjects(ctx context.Context, db DBTX, orderIds []uuid.UUID) ([]WebhookFanOutSubjectsRow, error) {
+	rows, err := db.Query(ctx, webhookFanOutSubjects, orderIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookFanOutSubjectsRow
+	for rows.Next() {
+		var i WebhookFanOutSubjectsRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.EventID,
+			&i.OrganizerID,
+			&i.Status,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.AllTypes,
+			&i.EventTypes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const webhookMessageGet = `-- name: WebhookMessageGet :one
@@ -291,33 +413,4 @@ func (q *Queries) WebhookMessagePrune(ctx context.Context, db DBTX, arg WebhookM
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const webhookOrderSubject = `-- name: WebhookOrderSubject :one
-SELECT o.event_id, e.organizer_id, o.status, o.amount_minor, o.currency
-FROM orders o JOIN events e ON e.id = o.event_id
-WHERE o.id = $1::uuid
-`
-
-type WebhookOrderSubjectRow struct {
-	EventID     uuid.UUID
-	OrganizerID uuid.UUID
-	Status      string
-	AmountMinor int64
-	Currency    string
-}
-
-// Returns what the fan-out needs to know about an order: its event, the
-// organizer that owns the event, and the order's status and amount.
-func (q *Queries) WebhookOrderSubject(ctx context.Context, db DBTX, orderID uuid.UUID) (WebhookOrderSubjectRow, error) {
-	row := db.QueryRow(ctx, webhookOrderSubject, orderID)
-	var i WebhookOrderSubjectRow
-	err := row.Scan(
-		&i.EventID,
-		&i.OrganizerID,
-		&i.Status,
-		&i.AmountMinor,
-		&i.Currency,
-	)
-	return i, err
 }

@@ -5,14 +5,19 @@
 //
 // Three parts, each with its own guarantee:
 //
-//   - The fan-out (FanOutHandler, run as the durable consumer
+//   - The fan-out (FanOut, run as the durable consumer
 //     consumers.NewWebhooksFanOut) turns each public fact —
 //     order.confirmed, order.paid, ticket.issued, order.failed,
-//     order.canceled, order.refunded, hold.expired — into one immutable message per organizer (a stable
-//     id, the exact bytes {type, timestamp, data} fixed once) and one
-//     pending delivery per enabled endpoint that subscribes to its type,
-//     in the transaction that records the event in the inbox. A fact is
-//     therefore stored exactly once however often the bus delivers it.
+//     order.canceled, order.refunded, hold.expired — into one immutable
+//     message per organizer (a stable id, the exact bytes {type,
+//     timestamp, data} fixed once) and one pending delivery per enabled
+//     endpoint that subscribes to its type, in the transaction that
+//     records the event in the inbox. A fact is therefore stored exactly
+//     once however often the bus delivers it. A batch of events costs one
+//     read and, when an endpoint subscribes to one of them, one
+//     transaction of one statement besides the inbox's; an event nobody
+//     subscribes to costs no transaction. An endpoint gets every fact
+//     whose event committed after the endpoint was created (FanOut).
 //
 //   - The Dispatcher claims due deliveries fairly across tenants, POSTs
 //     them with webhook-id, webhook-timestamp and webhook-signature

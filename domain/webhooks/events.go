@@ -11,7 +11,6 @@ import (
 
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/outbox"
-	"boxoffice/sqlcgen"
 )
 
 // Public event types: what organizers subscribe to and what the "type" of
@@ -114,11 +113,24 @@ func IsMessageType(t string) bool {
 }
 
 // sourceTypes are the internal events the fan-out reads, and sourceFor
-// which public types each may become.
-var sourceTypes = []string{
-	outbox.TypeOrderConfirmed, outbox.TypePaymentCaptured, outbox.TypeTicketIssued, outbox.TypeHoldExpired,
-	outbox.TypePaymentFailed, outbox.TypeOrderCanceled, outbox.TypePaymentRefunded,
-}
+// which public types each may become (what factsOf can make of it): an
+// event none of whose types an organizer's endpoint subscribes to is
+// nothing to that organizer, whatever the order's state.
+var (
+	sourceTypes = []string{
+		outbox.TypeOrderConfirmed, outbox.TypePaymentCaptured, outbox.TypeTicketIssued, outbox.TypeHoldExpired,
+		outbox.TypePaymentFailed, outbox.TypeOrderCanceled, outbox.TypePaymentRefunded,
+	}
+	sourceFor = map[string][]string{
+		outbox.TypeOrderConfirmed:  {EventOrderConfirmed},
+		outbox.TypePaymentCaptured: {EventOrderPaid},
+		outbox.TypeTicketIssued:    {EventTicketIssued},
+		outbox.TypeHoldExpired:     {EventHoldExpired, EventOrderFailed},
+		outbox.TypePaymentFailed:   {EventOrderFailed},
+		outbox.TypeOrderCanceled:   {EventOrderCanceled},
+		outbox.TypePaymentRefunded: {EventOrderRefunded, EventOrderPartiallyRefunded},
+	}
+)
 
 // Body is the JSON of every message, per Standard Webhooks: the public
 // type, when the fact happened, and the data. It is encoded once, when the
@@ -259,8 +271,8 @@ var errUndecodable = errors.New("payload does not decode")
 // nothing when the order had moved past payment. HoldExpired is always
 // both hold.expired and order.failed (whoever expires a hold fails its
 // order in the same transaction).
-func factsOf(ev outbox.Envelope, o sqlcgen.WebhookOrderSubjectRow) ([]fact, error) {
-	base := OrderData{OrderID: ev.AggregateID, EventID: o.EventID, AmountMinor: o.AmountMinor, Currency: o.Currency}
+func factsOf(ev outbox.Envelope, o orderSubject) ([]fact, error) {
+	base := OrderData{OrderID: ev.AggregateID, EventID: o.eventID, AmountMinor: o.amountMinor, Currency: o.currency}
 	key := ev.EventID.String()
 	failedKey := EventOrderFailed + ":" + ev.AggregateID.String()
 	switch ev.EventType {
@@ -296,7 +308,7 @@ func factsOf(ev outbox.Envelope, o sqlcgen.WebhookOrderSubjectRow) ([]fact, erro
 		if err := decode(ev, &p); err != nil {
 			return nil, err
 		}
-		switch st := purchase.OrderStatus(o.Status); {
+		switch st := purchase.OrderStatus(o.status); {
 		case st == purchase.OrderFailed:
 			return []fact{{EventOrderFailed, failedKey, OrderFailedData{base, "payment_failed", p.Code}}}, nil
 		case st.AwaitsPayment() || st == purchase.OrderCapturePending:
@@ -317,8 +329,8 @@ func factsOf(ev outbox.Envelope, o sqlcgen.WebhookOrderSubjectRow) ([]fact, erro
 		// The charge refunded in full is order.refunded once the saga has
 		// made the order refunded; anything less (a refund of selected
 		// tickets, or a late webhook of one) is order.partially_refunded.
-		switch st := purchase.OrderStatus(o.Status); {
-		case p.AmountRefunded < o.AmountMinor:
+		switch st := purchase.OrderStatus(o.status); {
+		case p.AmountRefunded < o.amountMinor:
 			return []fact{{EventOrderPartiallyRefunded, key, OrderRefundedData{base, p.AmountRefunded}}}, nil
 		case st == purchase.OrderRefunding:
 			return nil, errNotYet
