@@ -6,18 +6,25 @@
 // (outbox.Insert), so an event exists exactly when its change committed. The
 // relay then, in a loop:
 //
-//  1. claims a batch of unpublished rows, oldest first, in one short
-//     transaction that reads them and writes one lease (outbox_leases) over
-//     their seq range — no row is updated; no transaction stays open while
-//     it talks to NATS;
+//  1. claims a batch of unpublished rows, oldest first, in one statement
+//     (the database function outbox_claim), its own short transaction,
+//     that reads them and writes one lease (outbox_leases) over their seq
+//     range — no row is updated; no transaction stays open while it talks
+//     to NATS;
 //  2. publishes each row asynchronously, on its subject mapped into the
 //     namespace (Config.Bus.Subject), with Nats-Msg-Id = the event id and
 //     an expected stream of the namespace's stream;
 //  3. waits, at most Config.AckTimeout, for JetStream's acknowledgements;
-//  4. in one transaction, deletes the acknowledged rows (the outbox holds
-//     exactly the events not yet on the bus), gives rows that were not
-//     acknowledged a short, growing retry backoff (retry_at), and ends the
-//     lease, so a healthy relay retries them soon.
+//  4. in one statement (outbox_settle), its own transaction, deletes the
+//     acknowledged rows (the outbox holds exactly the events not yet on the
+//     bus), gives rows that were not acknowledged a short, growing retry
+//     backoff (retry_at), and ends the lease, so a healthy relay retries
+//     them soon.
+//
+// A claim and a settle are each one round trip to PostgreSQL: the
+// functions (migrations/functions/outbox_claim.sql and outbox_settle.sql)
+// do the locking, reads and writes a transaction of several statements
+// did, under the same locks, and each commits or fails whole.
 //
 // # Guarantees
 //
@@ -48,12 +55,26 @@
 // returns. Database errors are handled the same way.
 //
 // Several relays may run over one outbox: claims are serialized by an
-// advisory lock and skip the seq ranges of live leases, so no two relays
+// advisory lock, held until the claim's lease is committed, and skip the
+// seq ranges of live leases, so no two relays
 // hold a row at once, and a dead relay's leases expire and hand its rows
 // to the living. A lease may also cover rows outside its batch (committed
 // late with a lower seq, or waiting out a retry); they are claimable again
 // as soon as the lease ends, at the latest when it expires.
 //
-// The relay's own statements commit without waiting for the WAL flush
-// (see relaxed): losing one in a database crash only republishes rows.
+// The relay's own statements — claims and settles — commit without waiting
+// for their WAL to reach disk (each function sets synchronous_commit off
+// for its own transaction only). This is safe because losing one in a
+// database crash only makes the relay publish again what JetStream already
+// has: a lost claim leaves its rows claimable, a lost delete or release
+// brings rows back that are published once more, and JetStream drops the
+// copies by Nats-Msg-Id (the consumers' inbox absorbs any that outlive the
+// duplicate window). The business write that put a row in the outbox is
+// never relaxed: it commits synchronously with the state change it
+// describes. Waiting for a disk flush on every claim and delete was the
+// relay's largest wait.
+//
+// Every write of the relay is fenced like any other (the region_fence
+// trigger on outbox and outbox_leases): a relay of a failed-over region,
+// whose region epoch is no longer current, can neither claim nor settle.
 package relay

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -15,3 +16,26 @@ import (
 func SetAfterPublishFunc(r *Relay, f func(ctx context.Context, ids []uuid.UUID) error) {
 	r.afterPublishFunc = f
 }
+
+// Claim runs one claim of up to n rows as the claim loop does, and returns
+// the ids claimed, oldest first, and the first seq of their lease.
+func Claim(ctx context.Context, r *Relay, n int) ([]uuid.UUID, int64, error) {
+	rows, leaseFirst, err := r.claim(ctx, n)
+	ids := make([]uuid.UUID, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+	}
+	return ids, leaseFirst, err
+}
+
+// Settle settles the lease that starts at leaseFirst as a batch's settle
+// does: acked rows deleted, failed ones released for retryIn, rejected ones
+// for the longest backoff, the lease ended. It returns how many rows it
+// deleted.
+func Settle(ctx context.Context, r *Relay, leaseFirst int64, acked, failed []uuid.UUID, retryIn time.Duration, rejected []uuid.UUID) int64 {
+	return r.markPublished(ctx, leaseFirst, acked, failed, retryIn, rejected)
+}
+
+// EndLease ends the lease that starts at leaseFirst, as a stopping relay
+// does with a batch it claimed and did not publish.
+func EndLease(ctx context.Context, r *Relay, leaseFirst int64) { r.endLease(ctx, leaseFirst) }

@@ -72,3 +72,36 @@ func TestStaleLeaseOfTheSameRelayIsReplaced(t *testing.T) {
 	require.NoError(t, run.stop())
 	require.EqualValues(t, 20, streamMsgs(t, b.js))
 }
+
+// TestFencedRelaySettlesNothing: a relay that claimed a batch before its
+// region was failed over cannot settle it: the one statement that would
+// delete its acknowledged rows and end its lease is refused whole, so the
+// rows stay in the outbox under the lease for the serving region's relay
+// to take once it expires.
+func TestFencedRelaySettlesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	insertRows(t, b.pool, 10)
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: b.pool.Config().ConnString(), MaxConns: 2, RegionEpoch: 1})
+	require.NoError(t, err)
+	defer pool.Close()
+	nc, _ := b.nats.Connect(t)
+	logs := testkit.NewLog(t, testkit.Level(slog.LevelInfo))
+	r, err := relay.New(pool, nc, relay.Config{Logger: logs.Logger})
+	require.NoError(t, err)
+	ids, first, err := relay.Claim(ctx, r, 10)
+	require.NoError(t, err)
+	require.Len(t, ids, 10)
+
+	_, err = sqlcgen.New().RegionEpochRaise(ctx, b.pool, 2)
+	require.NoError(t, err)
+	require.Zero(t, relay.Settle(ctx, r, first, ids[:5], ids[5:8], time.Minute, ids[8:]))
+	logs.WaitForLine(t, 10*time.Second, "the fenced settle to be refused", func(l testkit.Line) bool {
+		e, _ := l["error"].(string)
+		return l["msg"] == "settle outbox batch; its rows will be republished after their lease" && strings.Contains(e, "fenced")
+	})
+	require.EqualValues(t, 10, unpublished(t, b.pool), "the fenced settle deleted rows")
+	require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE retry_at IS NOT NULL"), "the fenced settle released rows")
+	require.EqualValues(t, 1, claimed(t, b.pool), "the fenced settle ended its lease")
+}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,7 +21,6 @@ import (
 
 	"boxoffice/platform/backoff"
 	"boxoffice/platform/bus"
-	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 )
 
@@ -218,7 +216,7 @@ func (r *Relay) ID() string { return r.cfg.ID }
 type batch struct {
 	claimedAt time.Time
 	sentAt    time.Time
-	rows      []sqlcgen.OutboxClaimRowsRow
+	rows      []sqlcgen.OutboxClaimRow
 	// leaseFirst is the first seq of the batch's lease (its key).
 	leaseFirst int64
 	// futures[i] is rows[i]'s pending ack, or nil if it was never sent.
@@ -357,50 +355,24 @@ func (r *Relay) publishLoop(ctx context.Context, claimed <-chan *batch, publishe
 const headScanEvery = 16
 
 // claim leases up to n rows, oldest first, and returns them sorted by seq
-// with the first seq of their lease. In one transaction, serialized with
-// every other claim (OutboxClaimLock), it reads the rows no live lease
-// covers — above the highest live lease (the fast path, which skips the
-// rows in flight), or from the head every headScanEvery claims, at the
-// tail, and whenever the fast path comes back short, when it also forgets
-// expired leases — and writes one lease over their seq range. No row is
-// updated. It is not cut short by ctx, so the relay always learns what it
-// claimed.
-func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRowsRow, int64, error) {
+// with the first seq of their lease. It is one statement, and one round
+// trip: outbox_claim (migrations/functions/outbox_claim.sql), run on the
+// pool as a transaction of its own, serialized with every other claim,
+// reads the rows no live lease covers — above the highest live lease (the
+// fast path, which skips the rows in flight), or from the head every
+// headScanEvery claims, at the tail, and whenever the fast path comes back
+// short, when it also forgets expired leases — and writes one lease over
+// their seq range. No row is updated. It is not cut short by ctx, so the
+// relay always learns what it claimed.
+func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRow, int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
 	r.claims++
 	// At the tail (the last claim came back short) the fast path would
 	// only find the same rows the head scan reads: go to the head at once.
 	headScan := r.claims%headScanEvery == 0 || r.atTail
-	rows, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) ([]sqlcgen.OutboxClaimRowsRow, error) {
-		if err := r.q.OutboxClaimLock(ctx, tx); err != nil {
-			return nil, err
-		}
-		var rows []sqlcgen.OutboxClaimRowsRow
-		if !headScan {
-			floor, err := r.q.OutboxLeaseFloor(ctx, tx)
-			if err != nil {
-				return nil, err
-			}
-			if rows, err = r.q.OutboxClaimRows(ctx, tx, sqlcgen.OutboxClaimRowsParams{After: floor, MaxRows: int32(n)}); err != nil {
-				return nil, err
-			}
-		}
-		if len(rows) < n {
-			if err := r.q.OutboxLeaseDeleteExpired(ctx, tx); err != nil {
-				return nil, err
-			}
-			var err error
-			if rows, err = r.q.OutboxClaimRows(ctx, tx, sqlcgen.OutboxClaimRowsParams{After: 0, MaxRows: int32(n)}); err != nil {
-				return nil, err
-			}
-		}
-		if len(rows) == 0 {
-			return nil, nil
-		}
-		return rows, r.q.OutboxLeaseInsert(ctx, tx, sqlcgen.OutboxLeaseInsertParams{
-			RelayID: r.cfg.ID, FirstSeq: rows[0].Seq, LastSeq: rows[len(rows)-1].Seq, Lease: r.cfg.Lease,
-		})
+	rows, err := r.q.OutboxClaim(ctx, r.pool, sqlcgen.OutboxClaimParams{
+		RelayID: r.cfg.ID, MaxRows: int32(n), Lease: r.cfg.Lease, HeadScan: headScan,
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim outbox batch: %w", err)
@@ -608,36 +580,21 @@ func reason(err error) string {
 	return "other"
 }
 
-// markPublished settles a batch in one transaction: it deletes the
-// acknowledged rows acked (recording each one's commit-to-acknowledgement
-// latency), makes failed rows wait retryIn and rejected ones
-// maxRetryBackoff before they are claimed again, and ends the batch's
-// lease. It returns how many rows it deleted. On failure nothing changes:
-// the lease expires, and a relay republishes the rows (JetStream drops the
-// copies).
+// markPublished settles a batch in one statement, and one round trip:
+// outbox_settle (migrations/functions/outbox_settle.sql), run on the pool
+// as a transaction of its own, deletes the acknowledged rows acked
+// (recording each one's commit-to-acknowledgement latency), makes failed
+// rows wait retryIn and rejected ones maxRetryBackoff before they are
+// claimed again, and ends the batch's lease. It returns how many rows it
+// deleted. On failure nothing changes: the lease expires, and a relay
+// republishes the rows (JetStream drops the copies).
 func (r *Relay) markPublished(ctx context.Context, leaseFirst int64, acked, failed []uuid.UUID, retryIn time.Duration, rejected []uuid.UUID) int64 {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	latencies, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) ([]float64, error) {
-		var latencies []float64
-		if len(acked) > 0 {
-			var err error
-			if latencies, err = r.q.OutboxDeletePublished(ctx, tx, acked); err != nil {
-				return nil, err
-			}
-		}
-		for _, retry := range []struct {
-			ids []uuid.UUID
-			in  time.Duration
-		}{{failed, retryIn}, {rejected, maxRetryBackoff}} {
-			if len(retry.ids) == 0 {
-				continue
-			}
-			if _, err := r.q.OutboxRelease(ctx, tx, sqlcgen.OutboxReleaseParams{Ids: retry.ids, RetryAfter: retry.in}); err != nil {
-				return nil, err
-			}
-		}
-		return latencies, r.q.OutboxLeaseDelete(ctx, tx, sqlcgen.OutboxLeaseDeleteParams{RelayID: r.cfg.ID, FirstSeq: leaseFirst})
+	latencies, err := r.q.OutboxSettle(ctx, r.pool, sqlcgen.OutboxSettleParams{
+		RelayID: r.cfg.ID, LeaseFirst: leaseFirst,
+		Acked: acked, Failed: failed, RetryAfter: retryIn,
+		Rejected: rejected, RejectAfter: maxRetryBackoff,
 	})
 	if err != nil {
 		r.warnContext(ctx, "mark", "settle outbox batch; its rows will be republished after their lease",
@@ -655,38 +612,15 @@ func (r *Relay) markPublished(ctx context.Context, leaseFirst int64, acked, fail
 
 // endLease ends a lease whose rows were claimed and not published (the
 // relay is stopping), so other relays take them at once instead of after
-// the lease. On failure they wait for the lease instead.
+// the lease: a settle (outbox_settle) with no rows, one round trip. On
+// failure they wait for the lease instead.
 func (r *Relay) endLease(ctx context.Context, leaseFirst int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	_, err := relaxed(ctx, r.pool, func(ctx context.Context, tx pgx.Tx) (struct{}, error) {
-		return struct{}{}, r.q.OutboxLeaseDelete(ctx, tx, sqlcgen.OutboxLeaseDeleteParams{RelayID: r.cfg.ID, FirstSeq: leaseFirst})
-	})
+	_, err := r.q.OutboxSettle(ctx, r.pool, sqlcgen.OutboxSettleParams{RelayID: r.cfg.ID, LeaseFirst: leaseFirst})
 	if err != nil {
 		r.warnContext(ctx, "release", "end outbox lease; its rows wait for it to expire instead", "error", err.Error())
 	}
-}
-
-// relaxed runs fn, one of the relay's own bookkeeping statements (claim,
-// mark published, release), in a transaction (db.WithTxV) that commits
-// without waiting for its WAL to reach disk (synchronous_commit off).
-//
-// This is safe because losing any of them in a database crash only makes
-// the relay publish again what JetStream already has: a lost claim leaves
-// the rows claimable, a lost delete or release brings rows back that are
-// published once more, and JetStream drops the copies by Nats-Msg-Id (the
-// consumers' inbox absorbs any that outlive the duplicate window). The
-// business write that put a row in the outbox is never relaxed: it commits
-// synchronously with the state change it describes. Waiting for a disk
-// flush on every claim and delete was the relay's largest wait.
-func relaxed[T any](ctx context.Context, pool *pgxpool.Pool, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
-	return db.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (T, error) {
-		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
-			var zero T
-			return zero, fmt.Errorf("relax commit: %w", err)
-		}
-		return fn(ctx, tx)
-	})
 }
 
 // statsLoop refreshes the backlog gauges every StatsInterval.

@@ -12,54 +12,43 @@ import (
 	"time"
 )
 
-const outboxClaimLock = `-- name: OutboxClaimLock :exec
-SELECT pg_advisory_xact_lock(7237970079178127223)
+const outboxClaim = `-- name: OutboxClaim :many
+SELECT c.id::uuid AS id, c.seq::bigint AS seq, c.subject::text AS subject, c.envelope::json AS envelope
+FROM outbox_claim($1::text, $2::int, $3::interval, $4::boolean) AS c
 `
 
-// Serializes claims (a transaction-scoped advisory lock): a claim reads
-// its rows and records its lease before the next claim reads, so two
-// relays never lease the same row. A claim takes a few milliseconds.
-func (q *Queries) OutboxClaimLock(ctx context.Context, db DBTX) error {
-	_, err := db.Exec(ctx, outboxClaimLock)
-	return err
+type OutboxClaimParams struct {
+	RelayID  string
+	MaxRows  int32
+	Lease    time.Duration
+	HeadScan bool
 }
 
-const outboxClaimRows = `-- name: OutboxClaimRows :many
-SELECT o.id, o.seq::bigint AS seq, o.subject, o.envelope
-FROM outbox o
-WHERE o.seq > $1::bigint
-  AND (o.retry_at IS NULL OR o.retry_at <= now())
-  AND NOT EXISTS (
-      SELECT 1 FROM outbox_leases l
-      WHERE l.expires_at > now() AND o.seq BETWEEN l.first_seq AND l.last_seq)
-ORDER BY o.seq
-LIMIT $2::int
-`
-
-type OutboxClaimRowsParams struct {
-	After   int64
-	MaxRows int32
-}
-
-type OutboxClaimRowsRow struct {
+type OutboxClaimRow struct {
 	ID       uuid.UUID
 	Seq      int64
 	Subject  string
 	Envelope []byte
 }
 
-// Up to max_rows unpublished rows with seq > after, oldest first, that no
-// live lease covers and that are not waiting out a retry backoff. Read
-// under OutboxClaimLock, in the transaction that writes the lease.
-func (q *Queries) OutboxClaimRows(ctx context.Context, db DBTX, arg OutboxClaimRowsParams) ([]OutboxClaimRowsRow, error) {
-	rows, err := db.Query(ctx, outboxClaimRows, arg.After, arg.MaxRows)
+// A relay's whole claim in one statement: up to max_rows unpublished rows,
+// oldest first, leased to relay_id for lease; see outbox_claim in
+// migrations/functions/outbox_claim.sql for what it guarantees. Run it on
+// the pool, outside a transaction: it is its own.
+func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg OutboxClaimParams) ([]OutboxClaimRow, error) {
+	rows, err := db.Query(ctx, outboxClaim,
+		arg.RelayID,
+		arg.MaxRows,
+		arg.Lease,
+		arg.HeadScan,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []OutboxClaimRowsRow
+	var items []OutboxClaimRow
 	for rows.Next() {
-		var i OutboxClaimRowsRow
+		var i OutboxClaimRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Seq,
@@ -69,35 +58,6 @@ func (q *Queries) OutboxClaimRows(ctx context.Context, db DBTX, arg OutboxClaimR
 			return nil, err
 		}
 		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const outboxDeletePublished = `-- name: OutboxDeletePublished :many
-DELETE FROM outbox
-WHERE id = ANY($1::uuid[])
-RETURNING extract(epoch FROM clock_timestamp() - created_at)::float8 AS latency_seconds
-`
-
-// Deletes rows JetStream has acknowledged. Whoever deletes an acknowledged
-// row, it is published. Returns, per row, the seconds from its commit to
-// now: the event-delivery latency.
-func (q *Queries) OutboxDeletePublished(ctx context.Context, db DBTX, ids []uuid.UUID) ([]float64, error) {
-	rows, err := db.Query(ctx, outboxDeletePublished, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []float64
-	for rows.Next() {
-		var latency_seconds float64
-		if err := rows.Scan(&latency_seconds); err != nil {
-			return nil, err
-		}
-		items = append(items, latency_seconds)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -131,93 +91,52 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 	return err
 }
 
-const outboxLeaseDelete = `-- name: OutboxLeaseDelete :exec
-DELETE FROM outbox_leases WHERE relay_id = $1::text AND first_seq = $2::bigint
+const outboxSettle = `-- name: OutboxSettle :many
+SELECT s.latency_seconds::float8 AS latency_seconds
+FROM outbox_settle($1::text, $2::bigint, $3::uuid[], $4::uuid[],
+                   $5::interval, $6::uuid[], $7::interval) AS s
 `
 
-type OutboxLeaseDeleteParams struct {
-	RelayID  string
-	FirstSeq int64
+type OutboxSettleParams struct {
+	RelayID     string
+	LeaseFirst  int64
+	Acked       []uuid.UUID
+	Failed      []uuid.UUID
+	RetryAfter  time.Duration
+	Rejected    []uuid.UUID
+	RejectAfter time.Duration
 }
 
-// Ends a lease once its batch settled (or the relay stops): rows it
-// covered that are still in the outbox become claimable again.
-func (q *Queries) OutboxLeaseDelete(ctx context.Context, db DBTX, arg OutboxLeaseDeleteParams) error {
-	_, err := db.Exec(ctx, outboxLeaseDelete, arg.RelayID, arg.FirstSeq)
-	return err
-}
-
-const outboxLeaseDeleteExpired = `-- name: OutboxLeaseDeleteExpired :exec
-DELETE FROM outbox_leases WHERE expires_at <= now()
-`
-
-// Forgets leases that expired (their relay died holding them): they hide
-// nothing any more, and would only pile up.
-func (q *Queries) OutboxLeaseDeleteExpired(ctx context.Context, db DBTX) error {
-	_, err := db.Exec(ctx, outboxLeaseDeleteExpired)
-	return err
-}
-
-const outboxLeaseFloor = `-- name: OutboxLeaseFloor :one
-SELECT coalesce(max(last_seq), 0)::bigint AS floor FROM outbox_leases WHERE expires_at > now()
-`
-
-// The highest seq under a live lease: rows above it are claimable unless
-// waiting out a retry; the fast path of a claim starts there.
-func (q *Queries) OutboxLeaseFloor(ctx context.Context, db DBTX) (int64, error) {
-	row := db.QueryRow(ctx, outboxLeaseFloor)
-	var floor int64
-	err := row.Scan(&floor)
-	return floor, err
-}
-
-const outboxLeaseInsert = `-- name: OutboxLeaseInsert :exec
-INSERT INTO outbox_leases (relay_id, first_seq, last_seq, expires_at)
-VALUES ($1::text, $2::bigint, $3::bigint, now() + $4::interval)
-ON CONFLICT (relay_id, first_seq) DO UPDATE
-SET last_seq = EXCLUDED.last_seq, expires_at = EXCLUDED.expires_at
-`
-
-type OutboxLeaseInsertParams struct {
-	RelayID  string
-	FirstSeq int64
-	LastSeq  int64
-	Lease    time.Duration
-}
-
-// Leases the seq range [first_seq, last_seq] to relay_id until
-// now() + lease. A lease of this relay with the same first seq can only be
-// a stale one (its settle failed and it expired, or its rows would not
-// have been claimable): it is replaced.
-func (q *Queries) OutboxLeaseInsert(ctx context.Context, db DBTX, arg OutboxLeaseInsertParams) error {
-	_, err := db.Exec(ctx, outboxLeaseInsert,
+// A batch's whole settle in one statement: deletes the acknowledged rows,
+// makes failed and rejected rows wait, ends the lease; see outbox_settle
+// in migrations/functions/outbox_settle.sql. Run it on the pool, outside a
+// transaction: it is its own. Returns each deleted row's latency.
+func (q *Queries) OutboxSettle(ctx context.Context, db DBTX, arg OutboxSettleParams) ([]float64, error) {
+	rows, err := db.Query(ctx, outboxSettle,
 		arg.RelayID,
-		arg.FirstSeq,
-		arg.LastSeq,
-		arg.Lease,
+		arg.LeaseFirst,
+		arg.Acked,
+		arg.Failed,
+		arg.RetryAfter,
+		arg.Rejected,
+		arg.RejectAfter,
 	)
-	return err
-}
-
-const outboxRelease = `-- name: OutboxRelease :execrows
-UPDATE outbox
-SET retry_at = now() + $1::interval
-WHERE id = ANY($2::uuid[])
-`
-
-type OutboxReleaseParams struct {
-	RetryAfter time.Duration
-	Ids        []uuid.UUID
-}
-
-// Makes rows that were not acknowledged wait retry_after (zero: none)
-// before any relay claims them again.
-func (q *Queries) OutboxRelease(ctx context.Context, db DBTX, arg OutboxReleaseParams) (int64, error) {
-	result, err := db.Exec(ctx, outboxRelease, arg.RetryAfter, arg.Ids)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []float64
+	for rows.Next() {
+		var latency_seconds float64
+		if err := rows.Scan(&latency_seconds); err != nil {
+			return nil, err
+		}
+		items = append(items, latency_seconds)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const outboxStats = `-- name: OutboxStats :one

@@ -39,7 +39,8 @@ type Cost struct {
 	// WriteTransactions are the Transactions that ran a statement that
 	// writes: one whose command tag says it inserted, updated or deleted,
 	// or whose text holds INSERT, UPDATE, DELETE or MERGE (a writing CTE
-	// under a SELECT) or calls a function that writes (hold_reserve).
+	// under a SELECT) or calls a function that writes (hold_reserve,
+	// outbox_claim, outbox_settle).
 	WriteTransactions int64
 	// Statements are every statement run, BEGIN and COMMIT excluded.
 	Statements int64
@@ -70,7 +71,7 @@ type CostTracer struct {
 
 // writingSQL finds the statements that write whatever their command tag
 // says: a data-modifying CTE under a SELECT, or a function that writes.
-var writingSQL = regexp.MustCompile(`(?i)\b(insert|update|delete|merge)\b|\bhold_reserve\s*\(`)
+var writingSQL = regexp.MustCompile(`(?i)\b(insert|update|delete|merge)\b|\b(hold_reserve|outbox_claim|outbox_settle)\s*\(`)
 
 // mayWrite reports whether sql may write, ignoring its comments.
 func (t *CostTracer) mayWrite(sql string) bool {

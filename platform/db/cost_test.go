@@ -56,6 +56,11 @@ func TestCostTracerAttributesWorkToRoles(t *testing.T) {
 	_, err = pool.Exec(inbox, "-- delete nothing\nSELECT 1")
 	require.NoError(t, err)
 
+	// A call of a function that writes (the relay's settle) writes, though
+	// its command tag says SELECT.
+	_, err = pool.Exec(db.WithRole(ctx, "settle"), "SELECT * FROM outbox_settle('probe', 0, '{}', '{}', '0', '{}', '0')")
+	require.NoError(t, err)
+
 	// A batch is one round trip, however many statements it sends.
 	batched := db.WithRole(ctx, "batched")
 	require.NoError(t, db.WithTx(batched, pool, func(ctx context.Context, tx pgx.Tx) error {
@@ -79,5 +84,6 @@ func TestCostTracerAttributesWorkToRoles(t *testing.T) {
 		"other":         {Transactions: 1, WriteTransactions: 1, Statements: 1, RowsWritten: 1, RoundTrips: 1},
 		"inbox":         {Transactions: 2, WriteTransactions: 1, Statements: 2, RowsWritten: 0, RoundTrips: 2},
 		"batched":       {Transactions: 1, WriteTransactions: 1, Statements: 2, RowsWritten: 2, RoundTrips: 3},
+		"settle":        {Transactions: 1, WriteTransactions: 1, Statements: 1, RowsWritten: 0, RoundTrips: 1},
 	}, got)
 }

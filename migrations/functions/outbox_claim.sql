@@ -1,0 +1,104 @@
+-- outbox_claim: a relay's whole claim as one server-side function, so a
+-- claim costs the relay a single round trip. Call it as a statement of its
+-- own, outside any explicit transaction: the statement is then its own
+-- transaction, and everything below commits, or nothing does, when it
+-- ends. relay.(*Relay).claim is its caller and says when to pass
+-- p_head_scan.
+--
+-- Two relays never lease the same row: claims take turns on a
+-- transaction-scoped advisory lock, held until the claim's transaction
+-- commits (after the lease is written), and each statement below runs with
+-- a fresh snapshot, so it sees every lease committed by the claims that
+-- held the lock before. No outbox row is updated: the claim reads its rows
+-- and writes one lease (outbox_leases) over their seq range.
+--
+-- The claim commits without waiting for its WAL to reach disk
+-- (synchronous_commit off, for this transaction only): losing it in a
+-- database crash leaves its rows claimable, and JetStream drops the copies
+-- a relay then publishes again by their message id.
+--
+-- Like every write, the lease's is fenced (00010_region_fence.sql): a
+-- relay of a failed-over region cannot claim. A claim that finds nothing
+-- still deletes expired leases, so it is refused too.
+--
+-- This file is the function's only definition; migrations.Up applies it on
+-- every run (see hold_reserve.sql for what a change of signature needs).
+--
+-- History: a claim was a transaction of up to six statements from the
+-- relay (lock, lease floor, rows, expired-lease delete, rows again, lease
+-- insert) before it became this function.
+CREATE OR REPLACE FUNCTION outbox_claim(
+    p_relay_id  text,
+    p_max_rows  integer,
+    p_lease     interval,  -- how long the lease holds the rows
+    p_head_scan boolean    -- start from the head of the outbox, not above the highest live lease
+) RETURNS TABLE (id uuid, seq bigint, subject text, envelope json)
+LANGUAGE plpgsql AS $$
+-- Returns up to p_max_rows unpublished rows, oldest first, that no live
+-- lease covers and that are not waiting out a retry backoff, leased to
+-- p_relay_id until now() + p_lease; nothing (and no lease) when there are
+-- none. The lease starts at the first row's seq; one of this relay's
+-- leases with the same first seq can only be stale (its settle failed and
+-- it expired, or its rows would not have been claimable) and is replaced.
+DECLARE
+    -- v_after is the seq the rows are read above: the highest seq under a
+    -- live lease (the fast path, which skips the rows in flight), or NULL
+    -- for a scan from the head.
+    v_after     bigint;
+    v_ids       uuid[];
+    v_seqs      bigint[];
+    v_subjects  text[];
+    v_envelopes json[];
+    v_first     bigint;
+    v_last      bigint;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    PERFORM pg_advisory_xact_lock(7237970079178127223);
+
+    IF NOT p_head_scan THEN
+        SELECT coalesce(max(l.last_seq), 0) INTO v_after
+        FROM outbox_leases l WHERE l.expires_at > now();
+    END IF;
+    LOOP
+        IF v_after IS NULL THEN
+            -- Leases that expired (their relay died holding them) hide
+            -- nothing any more, and would only pile up.
+            DELETE FROM outbox_leases l WHERE l.expires_at <= now();
+        END IF;
+        -- The arrays are filled in one pass over the same rows, so their
+        -- elements line up.
+        SELECT array_agg(c.id), array_agg(c.seq), array_agg(c.subject), array_agg(c.envelope),
+               min(c.seq), max(c.seq)
+        INTO v_ids, v_seqs, v_subjects, v_envelopes, v_first, v_last
+        FROM (
+            SELECT o.id, o.seq, o.subject, o.envelope
+            FROM outbox o
+            WHERE o.seq > coalesce(v_after, 0)
+              AND (o.retry_at IS NULL OR o.retry_at <= now())
+              AND NOT EXISTS (
+                  SELECT 1 FROM outbox_leases l
+                  WHERE l.expires_at > now() AND o.seq BETWEEN l.first_seq AND l.last_seq)
+            ORDER BY o.seq
+            LIMIT p_max_rows
+        ) AS c;
+        -- A fast path that comes back short misses rows it cannot see
+        -- (committed late with a lower seq, back from a retry backoff, of
+        -- an expired lease): scan again from the head.
+        EXIT WHEN v_after IS NULL OR cardinality(v_ids) = p_max_rows;
+        v_after := NULL;
+    END LOOP;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    INSERT INTO outbox_leases (relay_id, first_seq, last_seq, expires_at)
+    VALUES (p_relay_id, v_first, v_last, now() + p_lease)
+    ON CONFLICT (relay_id, first_seq) DO UPDATE
+    SET last_seq = EXCLUDED.last_seq, expires_at = EXCLUDED.expires_at;
+
+    RETURN QUERY
+    SELECT c.id, c.seq, c.subject, c.envelope
+    FROM unnest(v_ids, v_seqs, v_subjects, v_envelopes) AS c(id, seq, subject, envelope)
+    ORDER BY c.seq;
+END
+$$;
