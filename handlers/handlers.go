@@ -124,7 +124,8 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 	cfg.Info.Description = "Assigned-seat ticketing for high-demand onsales. " +
 		"Errors are RFC 9457 problems with a stable `type`. " +
 		"Authenticate with `Authorization: Bearer <token>`: a JWT of the deployment's identity provider " +
-		"(RS256, ES256 or EdDSA, from its JWKS; claims iss, aud, sub, exp, role, and org for organizers), " +
+		"(RS256, ES256 or EdDSA, from its JWKS; claims iss, aud, sub, exp, role, and org for organizers; " +
+		"exp, iat and nbf as JSON numbers, checked with " + auth.ClockSkew.String() + " of clock skew), " +
 		"an HS256 JWT in development, or an organizer API key (`bo_live_…`, see /v1/api-keys)."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
