@@ -1890,28 +1890,28 @@ type ClientInterface interface {
 
 	// ListOrders List your orders
 	//
-	// The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
+	// Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
 	//
 	// Corresponds with GET /v1/orders (the `ListOrders` operationId).
 	ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOrder Get one of your orders
 	//
-	// Only the order's owner sees it; for anyone else it does not exist (404).
+	// Buyers only. Only the order's owner sees it; for anyone else it does not exist (404).
 	//
 	// Corresponds with GET /v1/orders/{orderId} (the `GetOrder` operationId).
 	GetOrder(ctx context.Context, orderID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelOrder Cancel one of your orders before payment
 	//
-	// Gives the seats back while the order awaits payment, and cancels its payment authorization if there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 `/problems/order-not-cancelable`; an order that is not yours, 404.
+	// Buyers only. Gives the seats back while the order awaits payment, and cancels its payment authorization if there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 `/problems/order-not-cancelable`; an order that is not yours, 404.
 	//
 	// Corresponds with POST /v1/orders/{orderId}/cancel (the `CancelOrder` operationId).
 	CancelOrder(ctx context.Context, orderID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StreamOrderEvents Follow the status of one of your orders
 	//
-	// Server-Sent Events: one `status` event with the current status at once, then one per status change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after 10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. A buyer may have a few streams open on one order and a few more across orders (4 and 16 by default, per API process); beyond them the stream is refused with 429 and Retry-After.
+	// Buyers only. Server-Sent Events: one `status` event with the current status at once, then one per status change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after 10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. A buyer may have a few streams open on one order and a few more across orders (4 and 16 by default, per API process); beyond them the stream is refused with 429 and Retry-After.
 	//
 	// Corresponds with GET /v1/orders/{orderId}/events (the `StreamOrderEvents` operationId).
 	StreamOrderEvents(ctx context.Context, orderID openapi_types.UUID, params *StreamOrderEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2604,7 +2604,7 @@ func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID
 
 // ListOrders List your orders
 //
-// The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
+// Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
 //
 // Corresponds with GET /v1/orders (the `ListOrders` operationId).
 func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2621,7 +2621,7 @@ func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEd
 
 // GetOrder Get one of your orders
 //
-// Only the order's owner sees it; for anyone else it does not exist (404).
+// Buyers only. Only the order's owner sees it; for anyone else it does not exist (404).
 //
 // Corresponds with GET /v1/orders/{orderId} (the `GetOrder` operationId).
 func (c *Client) GetOrder(ctx context.Context, orderID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2638,7 +2638,7 @@ func (c *Client) GetOrder(ctx context.Context, orderID openapi_types.UUID, reqEd
 
 // CancelOrder Cancel one of your orders before payment
 //
-// Gives the seats back while the order awaits payment, and cancels its payment authorization if there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 `/problems/order-not-cancelable`; an order that is not yours, 404.
+// Buyers only. Gives the seats back while the order awaits payment, and cancels its payment authorization if there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 `/problems/order-not-cancelable`; an order that is not yours, 404.
 //
 // Corresponds with POST /v1/orders/{orderId}/cancel (the `CancelOrder` operationId).
 func (c *Client) CancelOrder(ctx context.Context, orderID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2655,7 +2655,7 @@ func (c *Client) CancelOrder(ctx context.Context, orderID openapi_types.UUID, re
 
 // StreamOrderEvents Follow the status of one of your orders
 //
-// Server-Sent Events: one `status` event with the current status at once, then one per status change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after 10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. A buyer may have a few streams open on one order and a few more across orders (4 and 16 by default, per API process); beyond them the stream is refused with 429 and Retry-After.
+// Buyers only. Server-Sent Events: one `status` event with the current status at once, then one per status change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after 10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. A buyer may have a few streams open on one order and a few more across orders (4 and 16 by default, per API process); beyond them the stream is refused with 429 and Retry-After.
 //
 // Corresponds with GET /v1/orders/{orderId}/events (the `StreamOrderEvents` operationId).
 func (c *Client) StreamOrderEvents(ctx context.Context, orderID openapi_types.UUID, params *StreamOrderEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5150,7 +5150,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListOrdersWithResponse List your orders
 	//
-	// The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
+	// Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5159,7 +5159,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetOrderWithResponse Get one of your orders
 	//
-	// Only the order's owner sees it; for anyone else it does not exist (404).
+	// Buyers only. Only the order's owner sees it; for anyone else it does not exist (404).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5168,7 +5168,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelOrderWithResponse Cancel one of your orders before payment
 	//
-	// Gives the seats back while the order awaits payment, and cancels its payment authorization if there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 `/problems/order-not-cancelable`; an order that is not yours, 404.
+	// Buyers only. Gives the seats back while the order awaits payment, and cancels its payment authorization if there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 `/problems/order-not-cancelable`; an order that is not yours, 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5177,7 +5177,7 @@ type ClientWithResponsesInterface interface {
 
 	// StreamOrderEventsWithResponse Follow the status of one of your orders
 	//
-	// Server-Sent Events: one `status` event with the current status at once, then one per status change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after 10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. A buyer may have a few streams open on one order and a few more across orders (4 and 16 by default, per API process); beyond them the stream is refused with 429 and Retry-After.
+	// Buyers only. Server-Sent Events: one `status` event with the current status at once, then one per status change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after 10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. A buyer may have a few streams open on one order and a few more across orders (4 and 16 by default, per API process); beyond them the stream is refused with 429 and Retry-After.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12714,7 +12714,7 @@ func (c *ClientWithResponses) JoinWaitingRoomWithResponse(ctx context.Context, e
 
 // ListOrdersWithResponse List your orders
 //
-// The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
+// Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12729,7 +12729,7 @@ func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params
 
 // GetOrderWithResponse Get one of your orders
 //
-// Only the order's owner sees it; for anyone else it does not exist (404).
+// Buyers only. Only the order's owner sees it; for anyone else it does not exist (404).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12744,7 +12744,7 @@ func (c *ClientWithResponses) GetOrderWithResponse(ctx context.Context, orderID 
 
 // CancelOrderWithResponse Cancel one of your orders before payment
 //
-// Gives the seats back while the order awaits payment, and cancels its payment authorization if there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 `/problems/order-not-cancelable`; an order that is not yours, 404.
+// Buyers only. Gives the seats back while the order awaits payment, and cancels its payment authorization if there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 `/problems/order-not-cancelable`; an order that is not yours, 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12759,7 +12759,7 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, order
 
 // StreamOrderEventsWithResponse Follow the status of one of your orders
 //
-// Server-Sent Events: one `status` event with the current status at once, then one per status change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after 10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. A buyer may have a few streams open on one order and a few more across orders (4 and 16 by default, per API process); beyond them the stream is refused with 429 and Retry-After.
+// Buyers only. Server-Sent Events: one `status` event with the current status at once, then one per status change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after 10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. A buyer may have a few streams open on one order and a few more across orders (4 and 16 by default, per API process); beyond them the stream is refused with 429 and Retry-After.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -124,7 +125,8 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 	cfg.Info.Description = "Assigned-seat ticketing for high-demand onsales. " +
 		"Errors are RFC 9457 problems with a stable `type`. " +
 		"Authenticate with `Authorization: Bearer <token>`: a JWT of the deployment's identity provider " +
-		"(RS256, ES256 or EdDSA, from its JWKS; claims iss, aud, sub, exp, role, and org for organizers), " +
+		"(RS256, ES256 or EdDSA, from its JWKS; claims iss, aud, sub, exp, role, and org for organizers; " +
+		"exp, iat and nbf as JSON numbers, checked with " + auth.ClockSkew.String() + " of clock skew), " +
 		"an HS256 JWT in development, or an organizer API key (`bo_live_…`, see /v1/api-keys)."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
@@ -169,7 +171,20 @@ func (h *Handlers) Register(api huma.API) {
 const roleKey = "role"
 
 // secured marks op as needing a bearer token with one of roles.
+//
+// An operation for buyers is for buyers alone: it panics (a programmer
+// error, at registration) when RoleBuyer comes with another role. A
+// buyer's records (orders, holds, admissions) are found by the token's
+// sub, and the identity provider's subs are one space shared by every
+// role: an organizer's or scanner's token whose sub is a buyer's id must
+// not read that buyer's orders, so such tokens get 403 on every buyer
+// operation. Refusing them is simpler to check than namespacing subs by
+// role in every query, and loses nothing: organizers see their events'
+// orders through their own operations, which look records up by org.
 func secured(op huma.Operation, roles ...auth.Role) huma.Operation {
+	if slices.Contains(roles, auth.RoleBuyer) && len(roles) > 1 {
+		panic("handlers: " + op.OperationID + " serves buyers and other roles; buyer operations are for buyers only")
+	}
 	op.Security = []map[string][]string{{"bearer": {}}}
 	if op.Metadata == nil {
 		op.Metadata = map[string]any{}

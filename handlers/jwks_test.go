@@ -27,9 +27,11 @@ import (
 // A deployment that trusts only its identity provider's JWK Set, seen from
 // the API: a buyer's ES256 token lists their orders; a token signed by a
 // key the provider rotates in afterwards is accepted once the set is
-// fetched again; and alg none, an HS256 token, a wrong issuer, a wrong
-// audience and an expired token are each a 401 problem with
-// WWW-Authenticate (every answer checked against openapi.yaml too).
+// fetched again; a token issued a little ahead of our clock (within
+// auth.ClockSkew) is accepted; and alg none, an HS256 token, a wrong
+// issuer, a wrong audience, an expired token, a quoted exp and a token
+// issued an hour from now are each a 401 problem with WWW-Authenticate
+// (every answer checked against openapi.yaml too).
 func TestJWKSBearersOverHTTP(t *testing.T) {
 	t.Parallel()
 	const iss, aud = "https://idp.example.com/", "boxoffice-api"
@@ -97,6 +99,11 @@ func TestJWKSBearersOverHTTP(t *testing.T) {
 	publish("ec-1", "ed-2")
 	require.Equal(t, http.StatusOK, orders(sign(jwt.SigningMethodEdDSA, "ed-2", claims(nil))).status)
 
+	// The provider's clock runs a little ahead of ours.
+	require.Equal(t, http.StatusOK, orders(sign(jwt.SigningMethodES256, "ec-1", claims(func(c jwt.MapClaims) {
+		c["iat"] = time.Now().Add(auth.ClockSkew / 2).Unix()
+	}))).status)
+
 	unsigned := func(c jwt.MapClaims) string {
 		tok := jwt.NewWithClaims(jwt.SigningMethodNone, c)
 		tok.Header["kid"] = "ec-1"
@@ -117,10 +124,43 @@ func TestJWKSBearersOverHTTP(t *testing.T) {
 		"WrongIssuer":   sign(jwt.SigningMethodES256, "ec-1", claims(func(c jwt.MapClaims) { c["iss"] = "https://evil.example.com/" })),
 		"WrongAudience": sign(jwt.SigningMethodES256, "ec-1", claims(func(c jwt.MapClaims) { c["aud"] = "someone-else" })),
 		"Expired":       sign(jwt.SigningMethodES256, "ec-1", claims(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Hour).Unix() })),
+		"StringExp":     sign(jwt.SigningMethodES256, "ec-1", claims(func(c jwt.MapClaims) { c["exp"] = "9999999999" })),
+		"IssuedInAnHour": sign(jwt.SigningMethodES256, "ec-1", claims(func(c jwt.MapClaims) {
+			c["iat"] = time.Now().Add(time.Hour).Unix()
+		})),
 	} {
 		res := orders(token)
 		require.Equal(t, http.StatusUnauthorized, res.status, "%s: %s", name, res.body)
 		require.Contains(t, res.header.Get("WWW-Authenticate"), "Bearer", name)
+		require.Equal(t, "/problems/unauthorized", problemType(t, res), name)
+	}
+}
+
+// HS256 development tokens are read as strictly over HTTP: a quoted exp
+// and a token issued an hour from now are 401 problems, a token issued
+// within auth.ClockSkew ahead of our clock lists its buyer's orders.
+func TestHS256BearerTimesOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	buyer := uuid.New()
+	sign := func(mutate func(jwt.MapClaims)) string {
+		c := jwt.MapClaims{"sub": buyer.String(), "role": "buyer", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()}
+		mutate(c)
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(jwtSecret)
+		require.NoError(t, err)
+		return b.remember(s)
+	}
+	res := b.do(t, http.MethodGet, "/v1/orders", bearer(sign(func(c jwt.MapClaims) {
+		c["iat"] = time.Now().Add(auth.ClockSkew / 2).Unix()
+	})), nil)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	for name, mutate := range map[string]func(jwt.MapClaims){
+		"StringExp":      func(c jwt.MapClaims) { c["exp"] = "9999999999" },
+		"IssuedInAnHour": func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Hour).Unix() },
+	} {
+		res := b.do(t, http.MethodGet, "/v1/orders", bearer(sign(mutate)), nil)
+		require.Equal(t, http.StatusUnauthorized, res.status, "%s: %s", name, res.body)
+		require.Contains(t, res.header.Get("WWW-Authenticate"), `error="invalid_token"`, name)
 		require.Equal(t, "/problems/unauthorized", problemType(t, res), name)
 	}
 }

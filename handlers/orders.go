@@ -114,25 +114,26 @@ func (h *Handlers) registerOrders(api huma.API) {
 	register(api, secured(huma.Operation{
 		OperationID: "list-orders", Method: http.MethodGet, Path: "/v1/orders",
 		Summary: "List your orders", Tags: []string{"Orders"},
-		Description: "The caller's orders across every event, newest first, each with its seats, payment and tickets as " +
+		Description: "Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). " +
+			"The caller's orders across every event, newest first, each with its seats, payment and tickets as " +
 			"`GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event " +
 			"and by status; page with `cursor`.",
 		Errors: []int{http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
-	}, auth.RoleBuyer, auth.RoleOrganizer), h.listOrders)
+	}, auth.RoleBuyer), h.listOrders)
 	register(api, secured(huma.Operation{
 		OperationID: "get-order", Method: http.MethodGet, Path: "/v1/orders/{orderId}",
 		Summary: "Get one of your orders", Tags: []string{"Orders"},
-		Description: "Only the order's owner sees it; for anyone else it does not exist (404).",
+		Description: "Buyers only. Only the order's owner sees it; for anyone else it does not exist (404).",
 		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleBuyer, auth.RoleOrganizer), h.getOrder)
+	}, auth.RoleBuyer), h.getOrder)
 	register(api, secured(huma.Operation{
 		OperationID: "cancel-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/cancel",
 		Summary: "Cancel one of your orders before payment", Tags: []string{"Orders"},
-		Description: "Gives the seats back while the order awaits payment, and cancels its payment authorization if " +
+		Description: "Buyers only. Gives the seats back while the order awaits payment, and cancels its payment authorization if " +
 			"there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 " +
 			"`" + TypeOrderNotCancelable + "`; an order that is not yours, 404.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleBuyer, auth.RoleOrganizer), h.cancelOrder)
+	}, auth.RoleBuyer), h.cancelOrder)
 	register(api, secured(huma.Operation{
 		OperationID: "refund-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/refund",
 		Summary: "Refund a paid order of your event", Tags: []string{"Orders"}, DefaultStatus: http.StatusAccepted,
@@ -148,7 +149,7 @@ func (h *Handlers) registerOrders(api huma.API) {
 	register(api, secured(huma.Operation{
 		OperationID: "stream-order-events", Method: http.MethodGet, Path: "/v1/orders/{orderId}/events",
 		Summary: "Follow the status of one of your orders", Tags: []string{"Orders"},
-		Description: "Server-Sent Events: one `status` event with the current status at once, then one per status " +
+		Description: "Buyers only. Server-Sent Events: one `status` event with the current status at once, then one per status " +
 			"change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after " +
 			"10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. " +
 			"A buyer may have a few streams open on one order and a few more across orders (4 and 16 by " +
@@ -171,7 +172,7 @@ func (h *Handlers) registerOrders(api huma.API) {
 				Schema:      &huma.Schema{Type: huma.TypeString, Enum: []any{"no"}},
 			}},
 		}},
-	}, auth.RoleBuyer, auth.RoleOrganizer), h.streamOrderEvents)
+	}, auth.RoleBuyer), h.streamOrderEvents)
 }
 
 // orderFilter reads the filters and page of a list of orders.

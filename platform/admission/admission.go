@@ -47,6 +47,8 @@ type Claims struct {
 	ExpiresAt time.Time
 }
 
+// jwtClaims is how a Signer writes Claims. Verifiers read them as
+// jwt.MapClaims instead (see claims).
 type jwtClaims struct {
 	jwt.RegisteredClaims
 	EventID string `json:"event_id"`
@@ -324,31 +326,53 @@ func (v *Verifier) VerifyForRouting(token string, userID, eventID uuid.UUID) (Cl
 
 // claims returns what token binds once its signature, algorithm, expiry
 // and ids check out: remembered (verified) until it expires.
+//
+// The claims are decoded as jwt.MapClaims, whose date getters accept only
+// JSON numbers: jwt.RegisteredClaims would read a quoted
+// `"exp": "9999999999"` as a date (it decodes through json.Number, which
+// encoding/json also fills from a string).
 func (v *Verifier) claims(token string) (Claims, error) {
 	if c, ok := v.verified.Get(token, v.now()); ok {
 		return c, nil
 	}
-	var jc jwtClaims
-	if _, err := v.parser.ParseWithClaims(token, &jc, v.keyFor); err != nil {
+	m := jwt.MapClaims{}
+	if _, err := v.parser.ParseWithClaims(token, m, v.keyFor); err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	c := Claims{Cell: jc.Cell}
+	var c Claims
 	var err error
-	if c.ID, err = uuid.Parse(jc.ID); err != nil {
-		return Claims{}, fmt.Errorf("%w: jti", ErrInvalid)
+	if c.ID, err = uuidClaim(m, "jti"); err != nil {
+		return Claims{}, err
 	}
-	if c.UserID, err = uuid.Parse(jc.Subject); err != nil {
-		return Claims{}, fmt.Errorf("%w: sub", ErrInvalid)
+	if c.UserID, err = uuidClaim(m, "sub"); err != nil {
+		return Claims{}, err
 	}
-	if c.EventID, err = uuid.Parse(jc.EventID); err != nil {
-		return Claims{}, fmt.Errorf("%w: event_id", ErrInvalid)
+	if c.EventID, err = uuidClaim(m, "event_id"); err != nil {
+		return Claims{}, err
 	}
-	if jc.IssuedAt == nil {
+	var ok bool
+	if c.Cell, ok = m["cell"].(string); !ok {
+		return Claims{}, fmt.Errorf("%w: cell", ErrInvalid)
+	}
+	// The parser checked both dates are numbers, and that exp is there.
+	iat, _ := m.GetIssuedAt()
+	exp, _ := m.GetExpirationTime()
+	if iat == nil {
 		return Claims{}, fmt.Errorf("%w: iat", ErrInvalid)
 	}
-	c.IssuedAt, c.ExpiresAt = jc.IssuedAt.Time, jc.ExpiresAt.Time
+	c.IssuedAt, c.ExpiresAt = iat.Time, exp.Time
 	v.verified.Put(token, c, c.ExpiresAt)
 	return c, nil
+}
+
+// uuidClaim is the claim name of m, which must be a string holding a UUID.
+func uuidClaim(m jwt.MapClaims, name string) (uuid.UUID, error) {
+	s, _ := m[name].(string)
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("%w: %s", ErrInvalid, name)
+	}
+	return id, nil
 }
 
 // keyFor is the key that verifies t: the Ed25519 key its kid names, or the

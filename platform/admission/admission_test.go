@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"strconv"
 	"testing"
 	"time"
 
@@ -85,6 +86,46 @@ func TestAdmissionTokens(t *testing.T) {
 		require.NoError(t, err)
 		_, err = admission.NewVerifier(derived.PublicKey()).Verify(tok, user, event, "default")
 		require.NoError(t, err)
+	})
+
+	// Times are JSON numbers: a token whose exp or iat is a quoted
+	// number is refused, signed by the signing key or by the legacy one.
+	// So is a token issued an hour from now, or without iat.
+	t.Run("RefusesTimesThatAreNotNumbers", func(t *testing.T) {
+		t.Parallel()
+		key, legacy := newKey(t), []byte("legacy-admission-key-0123456789abcdef")
+		s := admission.NewSigner(admission.SignerConfig{SigningKey: key, Key: legacy})
+		sign := func(t *testing.T, method jwt.SigningMethod, mutate func(jwt.MapClaims)) string {
+			t.Helper()
+			c := jwt.MapClaims{
+				"jti": uuid.NewString(), "sub": user.String(), "event_id": event.String(), "cell": "default",
+				"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(),
+			}
+			mutate(c)
+			tok := jwt.NewWithClaims(method, c)
+			var signKey any = legacy
+			if method == jwt.SigningMethodEdDSA {
+				tok.Header["kid"] = admission.KeyID(s.PublicKey())
+				signKey = key
+			}
+			raw, err := tok.SignedString(signKey)
+			require.NoError(t, err)
+			return raw
+		}
+		for _, method := range []jwt.SigningMethod{jwt.SigningMethodEdDSA, jwt.SigningMethodHS256} {
+			_, err := s.Verify(sign(t, method, func(jwt.MapClaims) {}), user, event, "default")
+			require.NoError(t, err, "%s: the well-formed token", method.Alg())
+			for name, mutate := range map[string]func(jwt.MapClaims){
+				"StringExp":      func(c jwt.MapClaims) { c["exp"] = "9999999999" },
+				"StringIat":      func(c jwt.MapClaims) { c["iat"] = strconv.FormatInt(time.Now().Unix(), 10) },
+				"IssuedInAnHour": func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Hour).Unix() },
+				"NoIat":          func(c jwt.MapClaims) { delete(c, "iat") },
+				"NumericCell":    func(c jwt.MapClaims) { c["cell"] = 1 },
+			} {
+				_, err := s.Verify(sign(t, method, mutate), user, event, "default")
+				require.ErrorIs(t, err, admission.ErrInvalid, "%s: %s", method.Alg(), name)
+			}
+		}
 	})
 
 	t.Run("ParsesPEMAndBase64Keys", func(t *testing.T) {

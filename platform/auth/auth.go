@@ -17,6 +17,11 @@
 // carries sub (a UUID), exp, role (buyer, organizer or scanner) and, for
 // organizers and scanners, org (the organizer's UUID): an identity
 // provider must issue the claims "role" and "org" under these names.
+//
+// The times are read strictly: exp, and iat and nbf when present, must be
+// JSON numbers (a quoted "9999999999" is refused), the token must have been
+// issued (iat) and be valid (nbf) by now and not have expired (exp), each
+// within ClockSkew.
 package auth
 
 import (
@@ -68,12 +73,6 @@ type Identity struct {
 	APIKeyID uuid.UUID
 }
 
-type claims struct {
-	jwt.RegisteredClaims
-	Role Role   `json:"role"`
-	Org  string `json:"org,omitempty"`
-}
-
 // The algorithms a Verifier accepts.
 const (
 	algHS256 = "HS256"
@@ -84,6 +83,13 @@ const (
 
 // minRSABits is the smallest RSA modulus a JWKS key may have.
 const minRSABits = 2048
+
+// ClockSkew is how far the clock of a token's issuer may be from ours:
+// a token is still accepted this long after its exp, and this long before
+// its iat or nbf. An identity provider's clock and ours are each kept to
+// well under a second by NTP; 30 seconds absorbs a host whose sync lapsed
+// for a while without making an expired token useful for long.
+const ClockSkew = 30 * time.Second
 
 // Verifier checks bearer tokens (see the package doc). It is safe for
 // concurrent use.
@@ -138,11 +144,21 @@ func NewVerifier(secret []byte) *Verifier {
 }
 
 func hsParser() *jwt.Parser {
-	return jwt.NewParser(
-		jwt.WithValidMethods([]string{algHS256}),
+	return newParser(jwt.WithValidMethods([]string{algHS256}))
+}
+
+// newParser is the parser of one kind of token: opts (its algorithms,
+// issuer, audience) plus the checks every bearer token gets. Claims are
+// decoded into jwt.MapClaims, whose date getters accept only JSON numbers:
+// jwt.RegisteredClaims decodes its dates through json.Number, which
+// encoding/json also fills from a quoted number, so `"exp": "9999999999"`
+// would pass as a date there (and jwt.WithJSONNumber does not change that).
+func newParser(opts ...jwt.ParserOption) *jwt.Parser {
+	return jwt.NewParser(append(opts,
 		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(5*time.Second),
-	)
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(ClockSkew),
+	)...)
 }
 
 // New returns the Verifier cfg describes. With a JWKS URL it fetches the
@@ -195,12 +211,10 @@ func New(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 	}
 	v := &Verifier{
 		jwks: kf,
-		asym: jwt.NewParser(
+		asym: newParser(
 			jwt.WithValidMethods([]string{algRS256, algES256, algEdDSA}),
-			jwt.WithExpirationRequired(),
 			jwt.WithIssuer(cfg.Issuer),
 			jwt.WithAudience(cfg.Audience),
-			jwt.WithLeeway(30*time.Second),
 		),
 	}
 	if len(cfg.Secret) > 0 {
@@ -221,11 +235,14 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 // verified token until then.
 func (v *Verifier) VerifyUntil(token string) (Identity, time.Time, error) {
 	id, c, err := v.verify(token)
-	var exp time.Time
-	if err == nil && c.ExpiresAt != nil {
-		exp = c.ExpiresAt.Time
+	if err != nil {
+		return id, time.Time{}, err
 	}
-	return id, exp, err
+	var exp time.Time
+	if e, _ := c.GetExpirationTime(); e != nil {
+		exp = e.Time
+	}
+	return id, exp, nil
 }
 
 // headerAlg is the alg of token's header, read before anything is
@@ -276,33 +293,38 @@ func (v *Verifier) jwksKey(t *jwt.Token) (any, error) {
 	return nil, fmt.Errorf("the kid's key is not a key of %s", alg)
 }
 
-func (v *Verifier) verify(token string) (Identity, claims, error) {
-	var c claims
+func (v *Verifier) verify(token string) (Identity, jwt.MapClaims, error) {
+	c := jwt.MapClaims{}
 	alg, err := headerAlg(token)
 	if err != nil {
 		return Identity{}, c, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	switch {
 	case alg == algHS256 && v.hs != nil:
-		_, err = v.hs.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil })
+		_, err = v.hs.ParseWithClaims(token, c, func(*jwt.Token) (any, error) { return v.secret, nil })
 	case (alg == algRS256 || alg == algES256 || alg == algEdDSA) && v.jwks != nil:
-		_, err = v.asym.ParseWithClaims(token, &c, v.jwksKey)
+		_, err = v.asym.ParseWithClaims(token, c, v.jwksKey)
 	default:
 		err = fmt.Errorf("alg %q is not accepted", alg)
 	}
 	if err != nil {
 		return Identity{}, c, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	sub, err := uuid.Parse(c.Subject)
+	// A claim of another JSON type than string reads as "", which no
+	// check below accepts.
+	subject, _ := c["sub"].(string)
+	role, _ := c["role"].(string)
+	org, _ := c["org"].(string)
+	sub, err := uuid.Parse(subject)
 	if err != nil {
 		return Identity{}, c, fmt.Errorf("%w: sub is not a UUID", ErrInvalidToken)
 	}
-	id := Identity{UserID: sub, Role: c.Role}
-	switch c.Role {
+	id := Identity{UserID: sub, Role: Role(role)}
+	switch id.Role {
 	case RoleBuyer:
 	case RoleOrganizer, RoleScanner:
-		if id.OrganizerID, err = uuid.Parse(c.Org); err != nil {
-			return Identity{}, c, fmt.Errorf("%w: %s token without a UUID org", ErrInvalidToken, c.Role)
+		if id.OrganizerID, err = uuid.Parse(org); err != nil {
+			return Identity{}, c, fmt.Errorf("%w: %s token without a UUID org", ErrInvalidToken, id.Role)
 		}
 	default:
 		return Identity{}, c, fmt.Errorf("%w: unknown role", ErrInvalidToken)
@@ -314,16 +336,14 @@ func (v *Verifier) verify(token string) (Identity, claims, error) {
 // from an identity provider; this serves `boxoffice token`, dev and tests.
 func Mint(secret []byte, id Identity, ttl time.Duration) (string, error) {
 	now := time.Now()
-	c := claims{
-		RegisteredClaims: jwt.RegisteredClaims{
-			Subject:   id.UserID.String(),
-			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-		},
-		Role: id.Role,
+	c := jwt.MapClaims{
+		"sub":  id.UserID.String(),
+		"iat":  jwt.NewNumericDate(now),
+		"exp":  jwt.NewNumericDate(now.Add(ttl)),
+		"role": string(id.Role),
 	}
 	if id.Role == RoleOrganizer || id.Role == RoleScanner {
-		c.Org = id.OrganizerID.String()
+		c["org"] = id.OrganizerID.String()
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
 	if err != nil {

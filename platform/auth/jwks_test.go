@@ -80,6 +80,8 @@ type tokenOpts struct {
 	issuer   string
 	audience string
 	exp      time.Duration
+	// claims changes the claims before they are signed.
+	claims func(jwt.MapClaims)
 }
 
 // sign returns a token of id signed by the key kid.
@@ -100,6 +102,9 @@ func (p *idp) sign(t *testing.T, kid string, id auth.Identity, o tokenOpts) stri
 	}
 	if id.OrganizerID != uuid.Nil {
 		claims["org"] = id.OrganizerID.String()
+	}
+	if o.claims != nil {
+		o.claims(claims)
 	}
 	tok := jwt.NewWithClaims(o.method, claims)
 	tok.Header["kid"] = kid
@@ -219,10 +224,29 @@ func TestJWKSVerifier(t *testing.T) {
 			"ES256OnAP384Key":       p.sign(t, "ec384", buyer, tokenOpts{method: jwt.SigningMethodES384}),
 			"NoKid":                 noKidTok,
 			"RS256KeyForPS256Token": p.sign(t, "rsa", buyer, tokenOpts{method: jwt.SigningMethodPS256}),
+			"StringExp": p.sign(t, "rsa", buyer, tokenOpts{method: jwt.SigningMethodRS256, claims: func(c jwt.MapClaims) {
+				c["exp"] = "9999999999"
+			}}),
+			"IssuedInAnHour": p.sign(t, "rsa", buyer, tokenOpts{method: jwt.SigningMethodRS256, claims: func(c jwt.MapClaims) {
+				c["iat"] = time.Now().Add(time.Hour).Unix()
+			}}),
 		} {
 			_, err := v.Verify(tok)
 			require.ErrorIs(t, err, auth.ErrInvalidToken, name)
 		}
+	})
+
+	t.Run("AcceptsAnIssuerClockAheadWithinTheSkew", func(t *testing.T) {
+		t.Parallel()
+		p := newIDP(t)
+		p.addKey(t, "rsa", rsaKey(t))
+		p.publish(t, "rsa")
+		v := newJWKSVerifier(t, p, nil)
+		got, err := v.Verify(p.sign(t, "rsa", buyer, tokenOpts{method: jwt.SigningMethodRS256, claims: func(c jwt.MapClaims) {
+			c["iat"] = time.Now().Add(auth.ClockSkew / 2).Unix()
+		}}))
+		require.NoError(t, err)
+		require.Equal(t, buyer, got)
 	})
 
 	t.Run("AcceptsHS256BesideJWKSWhenASecretIsSet", func(t *testing.T) {
