@@ -70,8 +70,9 @@ type Config struct {
 	// the bus). Defaults to 250ms.
 	OrderStreamPoll time.Duration
 	// OrderStreamSafetyRead is how often an order event stream reads its
-	// order while the cell's order feed is healthy and nothing woke it: a
-	// bound on the wait should an event ever be missed. Defaults to 1m.
+	// order while the cell's order feed is healthy (the events it
+	// delivers are shown without a read): a bound on the wait should an
+	// event ever be missed. Defaults to 1m.
 	OrderStreamSafetyRead time.Duration
 	// HoldsPerSecond is the holds one buyer may ask for per second in this
 	// process (a token bucket of HoldBurst); beyond it a hold is refused

@@ -364,7 +364,7 @@ func (h *Handlers) refundOrder(ctx context.Context, in *RefundOrderInput) (*Orde
 type OrderStatusEvent struct {
 	OrderID uuid.UUID `json:"orderId"`
 	Status  string    `json:"status" enum:"pending_payment,authorized,capture_pending,paid,ticketed,failed,canceled,refunding,refunded"`
-	At      time.Time `json:"at" doc:"When the order took this status, as recorded on the order; when the writer recorded no time, when the stream saw the change."`
+	At      time.Time `json:"at" doc:"When the order took this status, as its writer recorded it on the order or on the event of the change; when the writer recorded no time, when the stream saw the change."`
 }
 
 // OrderPaymentEvent is the data of the `payment` event of an order's event
@@ -375,30 +375,41 @@ type OrderPaymentEvent struct {
 	PaymentIntentID string    `json:"paymentIntentId"`
 }
 
-// The order event stream reads the order row, the one place every change
-// lands, whichever process made it: when the cell's order feed says the
-// order may have changed (an order event that can change what the stream
-// shows was published), or, while the feed cannot follow the bus or when
-// there is none, every orderEventsPollInterval. A slow safety read every
-// orderEventsSafetyRead bounds the wait should an event ever be missed.
-// After an event whose consumer may change the status with no event of its
-// own (the feed's follow-up: PaymentRefunded makes refunding refunded,
-// PaymentFailed may fail the order silently), the stream reads again at
-// growing intervals, from orderEventsSettleFirst to orderEventsSettleRead,
-// for orderEventsSettleWindow. A status held for less than the time
-// between two reads may be skipped, which is why the events carry the
-// status, not a transition.
+// The order event stream reads its order once, when it opens, and then
+// shows each change from the content of the change's event, which the
+// cell's order feed delivers (purchase.OrderChangeOf: the status an event
+// leaves the order in, the PaymentIntent it records, when it occurred),
+// without reading the order again. It reads the order only when what it
+// was told is not enough to know it:
+//
+//   - for an event whose content does not say what the order is now
+//     (AuthorizationCancelRequested, a type this version does not know),
+//     one read for that wake;
+//   - after an event whose consumer may change the status with no event
+//     of its own (the feed's follow-up: PaymentRefunded makes refunding
+//     refunded, PaymentFailed may fail the order silently), one read
+//     then more at growing intervals, from orderEventsSettleFirst to
+//     orderEventsSettleRead, for orderEventsSettleWindow;
+//   - when the feed says it may have missed events (it lost the bus, or
+//     follows it again), one read, and while the feed cannot follow the
+//     bus or when there is none, every orderEventsPollInterval;
+//   - every orderEventsSafetyRead, a slow safety read that bounds the wait
+//     should an event ever be missed.
+//
+// A status held for less than the time between two reads may be skipped,
+// which is why the events carry the status, not a transition.
 //
 // Each event's id names the status it reports (orderEventID); a client
 // that reconnects with Last-Event-ID is sent the current status only if
-// it is not the one it last received.
+// it is not the one it last received (the id's status part is compared:
+// the time in it is the event's or the order row's, by two clocks).
 const (
 	orderEventsPollInterval = 250 * time.Millisecond
 	orderEventsSafetyRead   = time.Minute
-	// For orderEventsSettleWindow after a follow-up wake-up, a stream
-	// reads after orderEventsSettleFirst, then at twice the interval each
-	// time up to orderEventsSettleRead: what the consumer does with the
-	// event may change the order without an event of its own.
+	// For orderEventsSettleWindow after a follow-up event, a stream reads
+	// after orderEventsSettleFirst, then at twice the interval each time
+	// up to orderEventsSettleRead: what the consumer does with the event
+	// may change the order without an event of its own.
 	orderEventsSettleWindow = 10 * time.Second
 	orderEventsSettleFirst  = 50 * time.Millisecond
 	orderEventsSettleRead   = time.Second
@@ -426,6 +437,18 @@ func orderEventID(st purchase.OrderState, at time.Time) string {
 	return string(st.Status) + "." + strconv.FormatInt(at.UnixMicro(), 10)
 }
 
+// resumes reports whether lastEventID, a client's Last-Event-ID, names
+// st's status (orderEventID).
+func resumes(lastEventID string, st purchase.OrderState) bool {
+	status, _, _ := strings.Cut(lastEventID, ".")
+	return status == string(st.Status)
+}
+
+// streamOrderEvents opens an order's event stream with one read of the
+// order, which checks that the caller owns it. The stream watches the
+// order on the cell's feed before that read, so that no change committed
+// after the read goes unseen; changes the feed delivers that the read has
+// already are known by the lifecycle (followOrder).
 func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) (*huma.StreamResponse, error) {
 	orderID, err := parseUUID(in.OrderID, "path.orderId")
 	if err != nil {
@@ -434,21 +457,32 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 	userID := identity(ctx).UserID
 	// The buyer's slot is taken before anything reaches the database, the
 	// order's once the order is known to be the buyer's, so that nobody
-	// else's requests count against it; both are given back when the
-	// stream ends, whatever ends it, or when it never starts.
+	// else's requests count against it; both are given back, and the
+	// watch stopped, when the stream ends, whatever ends it, or when it
+	// never starts.
 	releaseUser, ok := h.limits.streams.acquireUser(userID)
 	if !ok {
 		return nil, rateLimited("You have too many order event streams open; close one first.", streamRetryAfter)
 	}
+	var watch *orderfeed.Watcher
+	stopWatch := func() {
+		if watch != nil {
+			watch.Stop()
+		}
+	}
 	started := false
 	defer func() {
 		if !started {
+			stopWatch()
 			releaseUser()
 		}
 	}()
 	c, err := h.orderCell(ctx, orderID)
 	if err != nil {
 		return nil, err
+	}
+	if c.Orders != nil {
+		watch = c.Orders.Watch(orderID)
 	}
 	first, err := c.Purchase.OrderStateForOwner(ctx, userID, orderID)
 	if err != nil {
@@ -461,7 +495,7 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 	started = true
 	// huma calls Body once the handler returns; should it never (a write
 	// error before), the request's end gives the slots back.
-	release := func() { releaseOrder(); releaseUser() }
+	release := func() { stopWatch(); releaseOrder(); releaseUser() }
 	stop := context.AfterFunc(ctx, release)
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer func() { stop(); release() }()
@@ -473,15 +507,29 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 		if !ok {
 			return
 		}
-		h.followOrder(hctx.Context(), w, c, userID, first, in.LastEventID)
+		h.followOrder(hctx.Context(), w, c, userID, first, watch, in.LastEventID)
 	}}, nil
 }
 
 // followOrder writes the status events of the order whose state is first
 // until the order reaches a final status, the stream's lifetime ends, the
-// client goes away or a write or read fails. lastEventID is the client's
+// client goes away or a write or read fails. watch (nil without a feed)
+// was started before first was read. lastEventID is the client's
 // Last-Event-ID: the first status is not sent again when it names it.
-func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *cells.Cell, userID uuid.UUID, first purchase.OrderState, lastEventID string) {
+//
+// What the stream shows only moves forward along the order lifecycle
+// (OrderState.Apply): a status, read or told by an event, is shown only
+// if the lifecycle leads to it from the one shown last. Since the
+// lifecycle has no cycle, that tells apart the events the watch delivers
+// that the opening read already has (their status is the read's or one
+// before it: skipped) from those committed after it (applied, in the
+// order delivered). The events' times cannot do it (an event's
+// occurred_at is its writer's clock, the order's updated_at the
+// database's), nor the order's version (the events do not carry it). A
+// PaymentIntent is taken once, from the read or the first event that
+// names it; the payment event is sent once, while the order awaits
+// payment, and never carries the client secret.
+func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *cells.Cell, userID uuid.UUID, first purchase.OrderState, watch *orderfeed.Watcher, lastEventID string) {
 	ctx, cancel := context.WithTimeout(ctx, orderEventsMaxLifetime)
 	defer cancel()
 	rc := http.NewResponseController(w)
@@ -515,25 +563,31 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 		return write(append(append([]byte("event: payment\ndata: "), data...), "\n\n"...))
 	}
 
-	// Watch, then read: a change after the read wakes this stream, one
-	// before it is in what it read. (first was read before the watch, to
-	// answer 404 before the stream started.)
-	var wake <-chan struct{}
-	var watch *orderfeed.Watcher
-	if c.Orders != nil {
-		watch = c.Orders.Watch(first.ID)
-		defer watch.Stop()
-		wake = watch.C
-		st, err := c.Purchase.OrderStateForOwner(ctx, userID, first.ID)
-		if err != nil {
-			return // the client reconnects and gets the current status first
-		}
-		if st.Status != first.Status || st.PaymentIntentID != first.PaymentIntentID {
-			first = st
-		}
-	}
 	last, lastAt := first, first.UpdatedAt
-	if lastEventID != orderEventID(last, lastAt) {
+	// show applies ch to what the stream showed last and writes what is
+	// new: the payment event, a status event. It reports false when the
+	// stream ends: a write failed, or the status is final.
+	show := func(ch purchase.OrderChange) bool {
+		next, changed := last.Apply(ch)
+		if !changed {
+			return true
+		}
+		if !sendPayment(next) {
+			return false
+		}
+		if next.Status == last.Status {
+			last = next
+			return true
+		}
+		at := next.UpdatedAt
+		if !at.After(lastAt) {
+			at = time.Now() // the writer recorded no later time
+		}
+		last, lastAt = next, at
+		return send(next, at) && !next.Status.Final()
+	}
+
+	if !resumes(lastEventID, last) {
 		if !send(last, lastAt) {
 			return
 		}
@@ -542,6 +596,10 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 	}
 	if last.Status.Final() || !sendPayment(last) {
 		return
+	}
+	var wake <-chan struct{}
+	if watch != nil {
+		wake = watch.C
 	}
 	var settle settling
 	read := time.NewTimer(h.readAfter(c, &settle))
@@ -558,8 +616,21 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 			}
 			continue
 		case <-wake:
-			if watch.FollowUp() {
-				settle = settling{since: time.Now()}
+			events, missed := watch.Take()
+			needRead := missed
+			for _, ev := range events {
+				if ev.FollowUp {
+					settle = settling{since: time.Now()}
+				}
+				ch := purchase.OrderChangeOf(ev.Envelope)
+				if ch.Unknown {
+					needRead = true
+				} else if !show(ch) {
+					return
+				}
+			}
+			if !needRead {
+				continue
 			}
 		case <-read.C:
 		}
@@ -572,18 +643,7 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 			}
 			return // the client reconnects and gets the current status first
 		}
-		if !sendPayment(st) {
-			return
-		}
-		if st.Status == last.Status {
-			continue
-		}
-		at := st.UpdatedAt
-		if !at.After(lastAt) {
-			at = time.Now() // the writer did not touch updated_at
-		}
-		last, lastAt = st, at
-		if !send(st, at) || st.Status.Final() {
+		if !show(st.Change()) {
 			return
 		}
 	}
@@ -596,7 +656,7 @@ func (c Config) orderStreamSafetyRead() time.Duration {
 	return orderEventsSafetyRead
 }
 
-// settling is a stream's reads after a follow-up wake-up: since when, and
+// settling is a stream's reads after a follow-up event: since when, and
 // how many it has scheduled.
 type settling struct {
 	since time.Time
@@ -605,7 +665,7 @@ type settling struct {
 
 // readAfter is when a stream of c reads its order if nothing wakes it:
 // soon while c's feed cannot tell it of changes; at growing intervals
-// for a while after a follow-up wake-up (s), because a consumer applies
+// for a while after a follow-up event (s), because a consumer applies
 // that event next and may change the status without an event of its own
 // (refunding → refunded does); else rarely, at the safety read's interval
 // ±10%. It counts the read it schedules in s.

@@ -86,9 +86,9 @@ type Cell struct {
 	// APIKeys keeps the API keys of the organizers in the cell (nil: the
 	// process serves no API keys).
 	APIKeys *apikey.Store
-	// Orders wakes this process's order event streams when one of the
-	// cell's orders changes (nil: the streams read their order on a
-	// schedule).
+	// Orders hands this process's order event streams the events of the
+	// cell's orders, from which they show each change (nil: the streams
+	// read their order on a schedule).
 	Orders *orderfeed.Feed
 }
 

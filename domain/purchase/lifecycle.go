@@ -79,6 +79,51 @@ var Transitions = []Transition{
 	{OrderRefunding, OrderRefunded, "`PaymentRefunded` (saga)"},
 }
 
+// Precedes reports whether the lifecycle leads from s to t: whether
+// Transitions move an order in s to t in one move or more (the reserved
+// authorized counts as pending_payment). Transitions have no cycle
+// (TestTransitionsHaveNoCycle), so an order never comes back to a status
+// it left: of two statuses one order had, the one that precedes the
+// other is the older, and a status precedes no status an order had
+// before it, nor itself. Whoever learns of an order's changes out of
+// order (OrderState.Apply) tells old from new by it.
+func (s OrderStatus) Precedes(t OrderStatus) bool {
+	return successors[s.lifecycle()][t.lifecycle()]
+}
+
+// lifecycle is s as Transitions know it: the reserved authorized is
+// pending_payment.
+func (s OrderStatus) lifecycle() OrderStatus {
+	if s == OrderAuthorized {
+		return OrderPendingPayment
+	}
+	return s
+}
+
+// successors are the statuses each status precedes (Precedes), from
+// Transitions.
+var successors = func() map[OrderStatus]map[OrderStatus]bool {
+	next := map[OrderStatus][]OrderStatus{}
+	for _, tr := range Transitions {
+		next[tr.From] = append(next[tr.From], tr.To)
+	}
+	out := map[OrderStatus]map[OrderStatus]bool{}
+	for _, from := range OrderStatuses {
+		seen := map[OrderStatus]bool{}
+		todo := slices.Clone(next[from])
+		for len(todo) > 0 {
+			st := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			if !seen[st] {
+				seen[st] = true
+				todo = append(todo, next[st]...)
+			}
+		}
+		out[from] = seen
+	}
+	return out
+}()
+
 // HoldTransitions is the hold lifecycle, as Transitions is the order's.
 var HoldTransitions = []struct {
 	From, To HoldStatus

@@ -57,3 +57,29 @@ func TestOrderStatusesAreTheLifecycles(t *testing.T) {
 	_, ok := purchase.ParseOrderStatus("shipped")
 	require.False(t, ok)
 }
+
+// No status precedes itself: the lifecycle has no cycle, so Precedes
+// orders the statuses one order has had. A status precedes what its moves
+// lead to, however far, and nothing it comes from.
+func TestTransitionsHaveNoCycle(t *testing.T) {
+	t.Parallel()
+	for _, st := range purchase.OrderStatuses {
+		require.False(t, st.Precedes(st), "%s comes back to itself", st)
+	}
+	for _, tr := range purchase.Transitions {
+		require.True(t, tr.From.Precedes(tr.To), "%s → %s", tr.From, tr.To)
+		require.False(t, tr.To.Precedes(tr.From), "%s → %s", tr.From, tr.To)
+	}
+	p := purchase.OrderPendingPayment
+	for _, later := range []purchase.OrderStatus{
+		purchase.OrderCapturePending, purchase.OrderPaid, purchase.OrderTicketed,
+		purchase.OrderFailed, purchase.OrderCanceled, purchase.OrderRefunding, purchase.OrderRefunded,
+	} {
+		require.True(t, p.Precedes(later), later)
+		require.True(t, purchase.OrderAuthorized.Precedes(later), "authorized is pending_payment: %s", later)
+	}
+	require.False(t, p.Precedes(purchase.OrderAuthorized))
+	require.False(t, purchase.OrderTicketed.Precedes(purchase.OrderPaid))
+	require.False(t, purchase.OrderCanceled.Precedes(purchase.OrderFailed))
+	require.False(t, purchase.OrderRefunded.Precedes(purchase.OrderRefunding))
+}

@@ -1,39 +1,43 @@
-// Package orderfeed tells an API process's order event streams when their
-// order changed, so that a stream reads its order when something happened
-// to it instead of every few hundred milliseconds.
+// Package orderfeed tells an API process's order event streams what
+// happened to their order, so that a stream shows a change from the event
+// of the change itself instead of reading its order every few hundred
+// milliseconds, or on every event.
 //
 // A Feed follows one purchase cell's order events on the bus with an
 // ordered JetStream consumer (no durable state, each process its own) and
-// wakes the watchers of the event's order. A wake-up carries no status:
-// the watcher reads the order row, the one place every change lands, so
-// the feed can never show a status the database does not have. Every
-// order status change commits an order event to the outbox in its own
-// transaction, and the relay publishes it after the commit, so a wake-up
-// comes after the change is readable.
+// hands each event, as published (its envelope: the order, the type, when
+// it occurred, the payload), to the watchers of the event's order. What
+// an event says of its order is the order's owner's to read
+// (purchase.OrderChangeOf): the feed only routes it. Every order status
+// change commits an order event to the outbox in its own transaction, and
+// the relay publishes it after the commit, so an event is delivered after
+// the change it describes is readable.
 //
-// Only the events that can change what a stream shows wake it (effectOf):
-// those committed in the transaction of an order status change or of the
-// payment row that names the order's PaymentIntent, and those after which a
-// consumer changes the status without an event of its own (PaymentFailed,
-// PaymentRefunded), which wake it with a follow-up (Watcher.FollowUp). The
-// commands and provider facts of a purchase that change neither
-// (HoldCreated, PaymentAuthorizationRequested, PaymentAuthorized,
-// CaptureRequested, PaymentCaptured, AuthorizationCanceled) wake nobody:
-// of the nine events of a ticketed purchase, four wake its streams. An
-// event type the feed does not know wakes them, so that a new event is
-// never missed.
+// Only the events that can change what a stream shows are delivered
+// (effectOf): those committed in the transaction of an order status change
+// or of the payment row that names the order's PaymentIntent, and those
+// after which a consumer changes the status without an event of its own
+// (PaymentFailed, PaymentRefunded), which come with a follow-up
+// (Event.FollowUp). The commands and provider facts of a purchase that
+// change neither (HoldCreated, PaymentAuthorizationRequested,
+// PaymentAuthorized, CaptureRequested, PaymentCaptured,
+// AuthorizationCanceled) are delivered to nobody: of the nine events of a
+// ticketed purchase, four reach its streams. An event type the feed does
+// not know is delivered, so that a new event is never missed.
 //
 // Guarantees:
 //   - While Healthy, every order event published to the cell's stream
-//     after Run started that can change what a stream shows wakes the
-//     watchers of its order, in stream order, once the ordered consumer
-//     has it.
+//     after Run started that can change what a stream shows is delivered
+//     to the watchers of its order, in stream order, once the ordered
+//     consumer has it.
 //   - When the feed stops being healthy (the connection to NATS is lost,
-//     the consumer cannot be created or keeps failing) and when it becomes
-//     healthy again, every watcher is woken, so that it reads its order
-//     and, while the feed is not healthy, falls back to reading on its
-//     own schedule. A watcher is never left waiting on a feed that cannot
-//     tell it anything.
+//     the consumer cannot be created or keeps failing), when it becomes
+//     healthy again, and when the ordered consumer was reset, every
+//     watcher is told it may have missed events (Watcher.Take), so that
+//     it reads its order and, while the feed is not healthy, falls back to
+//     reading on its own schedule. So is a watcher that let more than
+//     maxPending events wait. A watcher is never left waiting on a feed
+//     that cannot tell it anything.
 package orderfeed
 
 import (
@@ -66,7 +70,7 @@ type Config struct {
 	CheckInterval time.Duration
 }
 
-// Feed wakes the watchers of each order when an event about the order is
+// Feed delivers to the watchers of each order the events about the order
 // published. Its zero value is not usable: use New.
 type Feed struct {
 	cfg    Config
@@ -81,27 +85,79 @@ type Feed struct {
 	healthy  bool
 }
 
-// Watcher is one watch of an order (Feed.Watch).
-type Watcher struct {
-	// C receives a value when the order may have changed or the feed's
-	// health changed. Wake-ups that come while one is pending are merged
-	// into it.
-	C <-chan struct{}
-
-	feed     *Feed
-	order    uuid.UUID
-	wake     chan struct{}
-	followUp atomic.Bool
+// Event is one order event, as delivered to the watchers of its order.
+type Event struct {
+	// Envelope is the event as published.
+	Envelope outbox.Envelope
+	// FollowUp is set for an event that a consumer applies next, possibly
+	// changing the order's status with no event of its own
+	// (PaymentFailed, PaymentRefunded): the watcher should read again a
+	// few times over the next seconds.
+	FollowUp bool
 }
 
-// FollowUp reports whether an event that woke the watcher since the last
-// call is one a consumer applies next, possibly changing the order's
-// status with no event of its own (PaymentFailed, PaymentRefunded): the
-// watcher should read again a few times over the next seconds. Call it
-// after receiving from C; it forgets what it reported.
-func (w *Watcher) FollowUp() bool { return w.followUp.Swap(false) }
+// maxPending is how many events a watcher keeps for its reader: more are
+// dropped and the watcher reports it missed some (Take). A purchase has
+// four that reach a watcher, each some time after the one before.
+const maxPending = 32
 
-// Stop ends the watch. C is not closed.
+// Watcher is one watch of an order (Feed.Watch).
+type Watcher struct {
+	// C receives a value when events of the order were delivered or the
+	// watcher may have missed some (Take). Signals that come while one is
+	// pending are merged into it.
+	C <-chan struct{}
+
+	feed  *Feed
+	order uuid.UUID
+	wake  chan struct{}
+
+	mu      sync.Mutex
+	pending []Event
+	missed  bool
+}
+
+// Take returns the events of the order delivered since the last call, in
+// stream order, and whether the watcher may have missed events since then
+// (the feed's health changed, its consumer was reset, or more than
+// maxPending waited): its reader must then read the order to know it.
+// Call it after receiving from C.
+func (w *Watcher) Take() (events []Event, missed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	events, missed = w.pending, w.missed
+	w.pending, w.missed = nil, false
+	return events, missed
+}
+
+// deliver queues ev for the reader and signals it.
+func (w *Watcher) deliver(ev Event) {
+	w.mu.Lock()
+	if len(w.pending) < maxPending {
+		w.pending = append(w.pending, ev)
+	} else {
+		w.missed = true
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// miss tells the reader it may have missed events, and signals it.
+func (w *Watcher) miss() {
+	w.mu.Lock()
+	w.missed = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *Watcher) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default: // one is pending: it covers this one
+	}
+}
+
+// Stop ends the watch. C is not closed. It may be called more than once.
 func (w *Watcher) Stop() {
 	f := w.feed
 	f.mu.Lock()
@@ -137,13 +193,13 @@ const (
 //   - OrderConfirmed (with CaptureRequested): pending_payment →
 //     capture_pending.
 //   - TicketIssueRequested: capture_pending → paid, by the saga; the
-//     reconciler's repair writes it alone, which costs a read.
+//     reconciler's repair writes it alone, for an order paid already.
 //   - TicketIssued: paid → ticketed.
 //   - OrderCanceled: pending_payment → canceled.
 //   - HoldExpired: pending_payment → failed (expiry, late authorization).
 //   - RefundRequested: paid/ticketed/failed/canceled → refunding.
 //   - AuthorizationCancelRequested: written with the release of an order
-//     (with OrderCanceled or HoldExpired, which wake already), and the
+//     (with OrderCanceled or HoldExpired, delivered already), and the
 //     only event of the saga's pending_payment → failed of an order whose
 //     hold is no longer active, and of some PaymentFailed steps.
 //   - PaymentFailed, PaymentRefunded: written by the provider ingress and
@@ -153,7 +209,7 @@ const (
 //
 // The rest are commands to the payments worker and provider facts whose
 // saga steps write an event of their own when they change the status.
-// An unknown type may change the order: it wakes.
+// An unknown type may change the order: it is delivered.
 func effectOf(eventType string) effect {
 	switch eventType {
 	case outbox.TypeHoldCreated, outbox.TypePaymentAuthorizationRequested, outbox.TypePaymentAuthorized,
@@ -176,8 +232,9 @@ func New(cfg Config) *Feed {
 	}
 }
 
-// Watch starts a watch of order: its C receives a value when order may
-// have changed or the feed's health changed. Stop it when done.
+// Watch starts a watch of order: the order's events published from now
+// on are delivered to it, once the feed's consumer has them (Take). Stop
+// it when done.
 func (f *Feed) Watch(order uuid.UUID) *Watcher {
 	wake := make(chan struct{}, 1)
 	w := &Watcher{C: wake, feed: f, order: order, wake: wake}
@@ -200,9 +257,9 @@ func (f *Feed) Healthy() bool {
 }
 
 // Handled is how many order events the feed has been delivered since it
-// was created, whether or not they woke anyone: once it has counted an
-// event, the wake-ups of that event (and of every event before it on the
-// stream) have been sent.
+// was created, whether or not any watcher got them: once it has counted
+// an event, that event (and every event before it on the stream) has been
+// delivered to the watchers of its order.
 func (f *Feed) Handled() uint64 { return f.handled.Load() }
 
 // Watching is how many watches are open.
@@ -219,26 +276,15 @@ func (f *Feed) setHealthy(healthy bool) {
 		return
 	}
 	f.healthy = healthy
-	f.wakeAllLocked()
+	f.missAllLocked()
 }
 
-func notify(w *Watcher) {
-	select {
-	case w.wake <- struct{}{}:
-	default: // one is pending: it covers this one
-	}
-}
-
-// wakeOrder wakes the watchers of order, with a follow-up when followUp
-// (set before the wake-up is sent, so the receiver sees it).
-func (f *Feed) wakeOrder(order uuid.UUID, followUp bool) {
+// deliver hands ev to the watchers of its order.
+func (f *Feed) deliver(ev Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for w := range f.watchers[order] {
-		if followUp {
-			w.followUp.Store(true)
-		}
-		notify(w)
+	for w := range f.watchers[ev.Envelope.AggregateID] {
+		w.deliver(ev)
 	}
 }
 
@@ -301,13 +347,10 @@ func (f *Feed) consume(ctx context.Context, failed chan<- struct{}) (jetstream.C
 		return nil, err
 	}
 	return cons.Consume(func(msg jetstream.Msg) {
-		var env struct {
-			EventType   string    `json:"event_type"`
-			AggregateID uuid.UUID `json:"aggregate_id"`
-		}
+		var env outbox.Envelope
 		if err := json.Unmarshal(msg.Data(), &env); err == nil && env.AggregateID != uuid.Nil {
 			if e := effectOf(env.EventType); e != effectNone {
-				f.wakeOrder(env.AggregateID, e == effectFollowUp)
+				f.deliver(Event{Envelope: env, FollowUp: e == effectFollowUp})
 			}
 		}
 		f.handled.Add(1)
@@ -316,7 +359,7 @@ func (f *Feed) consume(ctx context.Context, failed chan<- struct{}) (jetstream.C
 		if errors.Is(err, jetstream.ErrOrderedConsumerReset) {
 			// It recreates itself from the last message it delivered; what
 			// happened meanwhile is read by every watcher now.
-			f.wakeAll()
+			f.missAll()
 		}
 		if isFatal(err) {
 			select {
@@ -333,15 +376,16 @@ func isFatal(err error) bool {
 	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound)
 }
 
-func (f *Feed) wakeAll() {
+func (f *Feed) missAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.wakeAllLocked()
+	f.missAllLocked()
 }
 
-// wakeAllLocked wakes every watcher; with f.mu held.
-func (f *Feed) wakeAllLocked() {
+// missAllLocked tells every watcher it may have missed events; with f.mu
+// held.
+func (f *Feed) missAllLocked() {
 	for w := range f.all {
-		notify(w)
+		w.miss()
 	}
 }
