@@ -1855,7 +1855,7 @@ type ClientInterface interface {
 
 	// ListRevokedTickets List the event's revoked tickets
 	//
-	// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. Only the event's organizer sees it; for anyone else the event does not exist (404).
+	// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who refresh it; for anyone else the event does not exist (404).
 	//
 	// Corresponds with GET /v1/events/{eventId}/revoked-tickets (the `ListRevokedTickets` operationId).
 	ListRevokedTickets(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2519,7 +2519,7 @@ func (c *Client) ListEventOrders(ctx context.Context, eventID openapi_types.UUID
 
 // ListRevokedTickets List the event's revoked tickets
 //
-// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. Only the event's organizer sees it; for anyone else the event does not exist (404).
+// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who refresh it; for anyone else the event does not exist (404).
 //
 // Corresponds with GET /v1/events/{eventId}/revoked-tickets (the `ListRevokedTickets` operationId).
 func (c *Client) ListRevokedTickets(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5105,7 +5105,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListRevokedTicketsWithResponse List the event's revoked tickets
 	//
-	// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. Only the event's organizer sees it; for anyone else the event does not exist (404).
+	// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who refresh it; for anyone else the event does not exist (404).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12639,7 +12639,7 @@ func (c *ClientWithResponses) ListEventOrdersWithResponse(ctx context.Context, e
 
 // ListRevokedTicketsWithResponse List the event's revoked tickets
 //
-// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. Only the event's organizer sees it; for anyone else the event does not exist (404).
+// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who refresh it; for anyone else the event does not exist (404).
 //
 // Returns a wrapper object for the known response body format(s).
 //
