@@ -1751,7 +1751,7 @@ type ClientInterface interface {
 
 	// CheckInWithBody Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1760,7 +1760,7 @@ type ClientInterface interface {
 
 	// CheckIn Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1769,7 +1769,7 @@ type ClientInterface interface {
 
 	// CheckInBatchWithBody Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, by the ticket's order). Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1778,7 +1778,7 @@ type ClientInterface interface {
 
 	// CheckInBatch Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, by the ticket's order). Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2295,7 +2295,7 @@ func (c *Client) CountCheckIns(ctx context.Context, eventID openapi_types.UUID, 
 
 // CheckInWithBody Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2314,7 +2314,7 @@ func (c *Client) CheckInWithBody(ctx context.Context, eventID openapi_types.UUID
 
 // CheckIn Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2333,7 +2333,7 @@ func (c *Client) CheckIn(ctx context.Context, eventID openapi_types.UUID, body C
 
 // CheckInBatchWithBody Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, by the ticket's order). Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2352,7 +2352,7 @@ func (c *Client) CheckInBatchWithBody(ctx context.Context, eventID openapi_types
 
 // CheckInBatch Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, by the ticket's order). Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4997,7 +4997,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithBodyWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5006,7 +5006,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5015,7 +5015,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, by the ticket's order). Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5024,7 +5024,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, by the ticket's order). Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12459,7 +12459,7 @@ func (c *ClientWithResponses) CountCheckInsWithResponse(ctx context.Context, eve
 
 // CheckInWithBodyWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12474,7 +12474,7 @@ func (c *ClientWithResponses) CheckInWithBodyWithResponse(ctx context.Context, e
 
 // CheckInWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12489,7 +12489,7 @@ func (c *ClientWithResponses) CheckInWithResponse(ctx context.Context, eventID o
 
 // CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, by the ticket's order). Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12504,7 +12504,7 @@ func (c *ClientWithResponses) CheckInBatchWithBodyWithResponse(ctx context.Conte
 
 // CheckInBatchWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, by the ticket's order). Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

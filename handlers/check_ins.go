@@ -20,7 +20,8 @@ const (
 	// TypeTicketRevoked: a refund revoked the ticket; it admits nobody.
 	TypeTicketRevoked = "/problems/ticket-revoked"
 	// TypeTicketInvalid: the payload is not a ticket of this event signed
-	// with the signing key.
+	// with the signing key: it does not verify, or the ticket's order is
+	// another event's (whatever event the payload names).
 	TypeTicketInvalid = "/problems/ticket-invalid"
 )
 
@@ -102,7 +103,8 @@ func (h *Handlers) registerCheckIns(api huma.API) {
 		Description: "Verifies the QR payload's signature, refuses a revoked ticket (409 `" + TypeTicketRevoked + "`) " +
 			"and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: " +
 			"a second scan answers 409 `" + TypeAlreadyCheckedIn + "` with when and at which gate the ticket was " +
-			"first used. A payload that is not this event's signed ticket answers 422 `" + TypeTicketInvalid + "`." + who,
+			"first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the " +
+			"payload names) answers 422 `" + TypeTicketInvalid + "`. Nothing is recorded for a refused scan." + who,
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, auth.RoleOrganizer, auth.RoleScanner), h.checkIn)
 	register(api, secured(huma.Operation{
@@ -110,7 +112,8 @@ func (h *Handlers) registerCheckIns(api huma.API) {
 		Summary: "Upload an offline scanner's scans", Tags: []string{"Check-in"},
 		MaxBodyBytes: 1 << 20,
 		Description: "Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: " +
-			"accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan " +
+			"accepted, duplicate (with the winning check-in), revoked or invalid (not a signed ticket of this event, " +
+			"by the ticket's order). Within a batch the earliest scan " +
 			"of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is " +
 			"uploaded again." + who,
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},

@@ -28,6 +28,7 @@ type doorBundle struct {
 	orgID    uuid.UUID
 	orgToken string
 	scanner  string // a scanner token of the organizer
+	signer   *tickets.Signer
 	eventID  string
 	ticketID []uuid.UUID
 	payload  []string
@@ -40,7 +41,7 @@ func setupDoor(t *testing.T, seats int) *doorBundle {
 	signer, err := tickets.NewSigner(seed)
 	require.NoError(t, err)
 	pool := dbtest.New(t)
-	b := &doorBundle{testBundle: setupPool(t, pool, func(cfg *handlers.Config) {
+	b := &doorBundle{signer: signer, testBundle: setupPool(t, pool, func(cfg *handlers.Config) {
 		cellOf(cfg).Door = tickets.NewDoor(pool, signer.PublicKey())
 	})}
 	b.orgToken, b.orgID = b.organizerOf(t)
@@ -53,7 +54,26 @@ func setupDoor(t *testing.T, seats int) *doorBundle {
 
 func (b *doorBundle) scan(t *testing.T, tok, payload, gate string) response {
 	t.Helper()
-	return b.do(t, http.MethodPost, "/v1/events/"+b.eventID+"/check-ins", bearer(tok), map[string]any{"qrPayload": payload, "gate": gate})
+	return b.scanAt(t, b.eventID, tok, payload, gate)
+}
+
+// scanAt scans payload at the door of the event eventID.
+func (b *doorBundle) scanAt(t *testing.T, eventID, tok, payload, gate string) response {
+	t.Helper()
+	return b.do(t, http.MethodPost, "/v1/events/"+eventID+"/check-ins", bearer(tok), map[string]any{"qrPayload": payload, "gate": gate})
+}
+
+// batch uploads scans as an offline scanner and returns the results.
+func (b *doorBundle) batch(t *testing.T, scans ...map[string]any) []map[string]any {
+	t.Helper()
+	r := b.do(t, http.MethodPost, "/v1/events/"+b.eventID+"/check-ins/batch", bearer(b.scanner), map[string]any{"scans": scans})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var out []map[string]any
+	for _, raw := range r.json(t)["results"].([]any) {
+		out = append(out, raw.(map[string]any))
+	}
+	require.Len(t, out, len(scans))
+	return out
 }
 
 // Twenty scanners scan one ticket at once: exactly one lets it in, and
@@ -188,6 +208,34 @@ func TestCheckInBatch(t *testing.T) {
 	body := counts.json(t)
 	require.EqualValues(t, 900, body["total"])
 	require.Equal(t, "east", body["gates"].([]any)[0].(map[string]any)["gate"])
+}
+
+// A payload signed with the signing key that names this event but carries
+// a ticket of another event of the same organizer is refused at this
+// door, singly and in a batch, and uses nothing up: the ticket's order
+// decides its event, not the payload. The ticket still gets in at its own
+// event's door.
+func TestCheckInRefusesAnotherEventsTicket(t *testing.T) {
+	t.Parallel()
+	b := setupDoor(t, 2)
+	other := fixture.NewEvent(t, b.pool, fixture.EventSpec{OrganizerID: b.orgID, SeatsPerRow: 1})
+	otherIDs, otherPayloads := fixture.Ticketed(t, b.pool, b.signer, other)
+	tk, err := tickets.Verify(b.signer.PublicKey(), otherPayloads[0])
+	require.NoError(t, err)
+	tk.EventID = uuid.MustParse(b.eventID)
+	misnamed := b.signer.Sign(tk)
+
+	r := b.scan(t, b.scanner, misnamed, "north")
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
+	require.Equal(t, handlers.TypeTicketInvalid, problemType(t, r))
+	res := b.batch(t, map[string]any{"qrPayload": misnamed, "gate": "north", "scannedAt": time.Now().Add(-time.Minute)})
+	require.Equal(t, "invalid", res[0]["outcome"])
+	require.Nil(t, res[0]["checkIn"], "nothing of the other event's door is shown")
+	require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins"))
+
+	r = b.scanAt(t, other.ID.String(), b.scanner, otherPayloads[0], "south")
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins WHERE ticket_id = $1 AND event_id = $2", otherIDs[0], other.ID))
 }
 
 // Offline scanners refresh the revocation list: the organizer's scanners

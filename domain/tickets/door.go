@@ -39,7 +39,8 @@ const (
 	// Revoked: a refund revoked the ticket; it admits nobody.
 	Revoked Outcome = "revoked"
 	// Invalid: the payload is not a ticket signed with the signing key, or
-	// not one of this event's.
+	// not one of this event's (by the ticket's order, whatever event the
+	// payload names).
 	Invalid Outcome = "invalid"
 )
 
@@ -70,10 +71,11 @@ type GateCount struct {
 }
 
 // Door checks tickets in: it verifies each payload's signature offline
-// (Verify), refuses revoked tickets and tickets of other events, and
-// records the first check-in of each ticket under the check_ins primary
-// key, so the first scan wins however many scanners race and a
-// screenshot shared with a friend gets in once.
+// (Verify); refuses revoked tickets and tickets of other events (by the
+// ticket's row in the database, whose event is its order's, not by the
+// event the payload names); and records the first check-in of each
+// ticket under the check_ins primary key, so the first scan wins however
+// many scanners race and a screenshot shared with a friend gets in once.
 type Door struct {
 	pool *pgxpool.Pool
 	key  ed25519.PublicKey
@@ -89,8 +91,8 @@ func NewDoor(pool *pgxpool.Pool, key ed25519.PublicKey) *Door {
 // microseconds, the database's precision) of the event organizerID organizes
 // (else purchase.ErrEventNotFound) and answers each, in order: one
 // statement records every first check-in (in scan-time order, so within
-// a batch the earliest scan of a ticket wins), one reads what the rest
-// ran into.
+// a batch the earliest scan of a ticket wins) of a live ticket whose
+// order is the event's; one reads what the rest ran into.
 func (d *Door) CheckIn(ctx context.Context, organizerID, eventID uuid.UUID, scans []Scan) ([]Result, error) {
 	if len(scans) > MaxBatch {
 		return nil, fmt.Errorf("check in: %d scans, at most %d", len(scans), MaxBatch)
@@ -125,7 +127,7 @@ func (d *Door) CheckIn(ctx context.Context, organizerID, eventID uuid.UUID, scan
 	if err != nil {
 		return nil, fmt.Errorf("record check-ins: %w", err)
 	}
-	state, err := q.CheckInState(ctx, tx, ids)
+	state, err := q.CheckInState(ctx, tx, sqlcgen.CheckInStateParams{TicketIds: ids, EventID: eventID})
 	if err != nil {
 		return nil, fmt.Errorf("read check-ins: %w", err)
 	}
@@ -145,7 +147,9 @@ func (d *Door) CheckIn(ctx context.Context, organizerID, eventID uuid.UUID, scan
 		s, ok := known[r.TicketID]
 		switch {
 		case !ok:
-			r.Outcome = Invalid // signed for the event, but no such ticket here
+			// Signed for the event, but no such ticket, or a ticket
+			// whose order is another event's.
+			r.Outcome = Invalid
 		case fresh[s.ID] && s.ScannedAt != nil && *s.Gate == scans[i].Gate && s.ScannedAt.Equal(scans[i].ScannedAt):
 			// Recorded now: this is the batch's first scan of the ticket
 			// (the one with the recorded gate and time); the others of
