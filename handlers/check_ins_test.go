@@ -238,6 +238,64 @@ func TestCheckInRefusesAnotherEventsTicket(t *testing.T) {
 	require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins WHERE ticket_id = $1 AND event_id = $2", otherIDs[0], other.ID))
 }
 
+// Offline scan times are bounded by the ticket's issue and the server's
+// now, give or take tickets.MaxClockSkew: a scan out of range records
+// nothing, so a backdated scan does not win the first-scan race and no
+// gate's last scan lies in the future, while the rest of the batch goes
+// on.
+func TestCheckInScanTimes(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BatchRecordsOnlyScansInRange", func(t *testing.T) {
+		t.Parallel()
+		b := setupDoor(t, 3)
+		tk, err := tickets.Verify(b.signer.PublicKey(), b.payload[0])
+		require.NoError(t, err)
+		issued := tk.IssuedAt
+		honest := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+		slow := issued.Add(-tickets.MaxClockSkew / 2) // a scanner a little slow, just after the sale
+		res := b.batch(t,
+			map[string]any{"qrPayload": b.payload[0], "gate": "backdated", "scannedAt": time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)},
+			map[string]any{"qrPayload": b.payload[0], "gate": "east", "scannedAt": honest},
+			map[string]any{"qrPayload": b.payload[1], "gate": "future", "scannedAt": time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)},
+			map[string]any{"qrPayload": b.payload[2], "gate": "before-sale", "scannedAt": issued.Add(-tickets.MaxClockSkew - time.Second)},
+			map[string]any{"qrPayload": b.payload[2], "gate": "slow-clock", "scannedAt": slow},
+		)
+		var outcomes []any
+		for _, r := range res {
+			outcomes = append(outcomes, r["outcome"])
+		}
+		require.Equal(t, []any{"scanned-at-out-of-range", "accepted", "scanned-at-out-of-range", "scanned-at-out-of-range", "accepted"}, outcomes)
+		require.Equal(t, b.ticketID[0].String(), res[0]["ticketId"], "an out-of-range scan names its ticket")
+		require.Nil(t, res[0]["checkIn"])
+		require.Equal(t, "east", res[1]["checkIn"].(map[string]any)["gate"], "the backdated scan did not win")
+
+		require.EqualValues(t, 2, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins"))
+		require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins WHERE ticket_id = $1", b.ticketID[1]))
+		counts := b.do(t, http.MethodGet, "/v1/events/"+b.eventID+"/check-ins", bearer(b.orgToken), nil)
+		require.Equal(t, http.StatusOK, counts.status, "%s", counts.body)
+		for _, g := range counts.json(t)["gates"].([]any) {
+			last, err := time.Parse(time.RFC3339Nano, g.(map[string]any)["lastScannedAt"].(string))
+			require.NoError(t, err)
+			require.False(t, last.After(time.Now()), "gate %v's last scan is in the future", g)
+		}
+
+		// The ticket the far-future scan named is still unused.
+		require.Equal(t, http.StatusCreated, b.scan(t, b.scanner, b.payload[1], "north").status)
+	})
+
+	t.Run("SingleScanOfATicketIssuedAfterNowIs422", func(t *testing.T) {
+		t.Parallel()
+		b := setupDoor(t, 1)
+		// As if the issuing worker's clock ran an hour ahead of this one.
+		dbtest.Exec(t, b.pool, "UPDATE tickets SET issued_at = now() + interval '1 hour' WHERE id = $1", b.ticketID[0])
+		r := b.scan(t, b.scanner, b.payload[0], "north")
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
+		require.Equal(t, handlers.TypeScannedAtOutOfRange, problemType(t, r))
+		require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM check_ins"))
+	})
+}
+
 // Offline scanners refresh the revocation list: the organizer's scanners
 // read it, another organizer's scanner finds no such event (as another
 // organizer does), and a buyer may not ask.
