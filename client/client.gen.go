@@ -20,10 +20,11 @@ import (
 
 // Defines values for CheckInResultBodyOutcome.
 const (
-	CheckInResultBodyOutcomeAccepted  CheckInResultBodyOutcome = "accepted"
-	CheckInResultBodyOutcomeDuplicate CheckInResultBodyOutcome = "duplicate"
-	CheckInResultBodyOutcomeInvalid   CheckInResultBodyOutcome = "invalid"
-	CheckInResultBodyOutcomeRevoked   CheckInResultBodyOutcome = "revoked"
+	CheckInResultBodyOutcomeAccepted            CheckInResultBodyOutcome = "accepted"
+	CheckInResultBodyOutcomeDuplicate           CheckInResultBodyOutcome = "duplicate"
+	CheckInResultBodyOutcomeInvalid             CheckInResultBodyOutcome = "invalid"
+	CheckInResultBodyOutcomeRevoked             CheckInResultBodyOutcome = "revoked"
+	CheckInResultBodyOutcomeScannedAtOutOfRange CheckInResultBodyOutcome = "scanned-at-out-of-range"
 )
 
 // Valid indicates whether the value is a known member of the CheckInResultBodyOutcome enum.
@@ -36,6 +37,8 @@ func (e CheckInResultBodyOutcome) Valid() bool {
 	case CheckInResultBodyOutcomeInvalid:
 		return true
 	case CheckInResultBodyOutcomeRevoked:
+		return true
+	case CheckInResultBodyOutcomeScannedAtOutOfRange:
 		return true
 	default:
 		return false
@@ -644,14 +647,16 @@ type CheckInCountsOutputBody struct {
 
 // CheckInResultBody defines model for CheckInResultBody.
 type CheckInResultBody struct {
-	CheckIn *CheckInBody             `json:"checkIn,omitempty"`
+	CheckIn *CheckInBody `json:"checkIn,omitempty"`
+
+	// Outcome What the door made of the scan: accepted (this scan is the ticket's check-in), duplicate (the ticket was in already; checkIn says when and where), revoked (a refund revoked the ticket), invalid (not a signed ticket of this event) or scanned-at-out-of-range (scannedAt is before the ticket was issued or after the server's now, by more than the clock skew the operation allows). Only an accepted scan is recorded.
 	Outcome CheckInResultBodyOutcome `json:"outcome"`
 
 	// TicketID Absent for a payload that does not verify.
 	TicketID *string `json:"ticketId,omitempty"`
 }
 
-// CheckInResultBodyOutcome defines model for CheckInResultBody.Outcome.
+// CheckInResultBodyOutcome What the door made of the scan: accepted (this scan is the ticket's check-in), duplicate (the ticket was in already; checkIn says when and where), revoked (a refund revoked the ticket), invalid (not a signed ticket of this event) or scanned-at-out-of-range (scannedAt is before the ticket was issued or after the server's now, by more than the clock skew the operation allows). Only an accepted scan is recorded.
 type CheckInResultBodyOutcome string
 
 // CreateAPIKeyInputBody defines model for CreateAPIKeyInputBody.
@@ -868,7 +873,7 @@ type OfflineScanBody struct {
 	// Example: BX1.…
 	QrPayload string `json:"qrPayload"`
 
-	// ScannedAt When the scanner saw the ticket, by its own clock.
+	// ScannedAt When the scanner saw the ticket, by its own clock: from the ticket's issue to the server's now, give or take the clock skew the operation allows; else the scan's outcome is scanned-at-out-of-range.
 	ScannedAt time.Time `json:"scannedAt"`
 }
 
@@ -1751,7 +1756,7 @@ type ClientInterface interface {
 
 	// CheckInWithBody Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1760,7 +1765,7 @@ type ClientInterface interface {
 
 	// CheckIn Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1769,7 +1774,7 @@ type ClientInterface interface {
 
 	// CheckInBatchWithBody Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1778,7 +1783,7 @@ type ClientInterface interface {
 
 	// CheckInBatch Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1855,7 +1860,7 @@ type ClientInterface interface {
 
 	// ListRevokedTickets List the event's revoked tickets
 	//
-	// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. Only the event's organizer sees it; for anyone else the event does not exist (404).
+	// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who refresh it; for anyone else the event does not exist (404).
 	//
 	// Corresponds with GET /v1/events/{eventId}/revoked-tickets (the `ListRevokedTickets` operationId).
 	ListRevokedTickets(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2295,7 +2300,7 @@ func (c *Client) CountCheckIns(ctx context.Context, eventID openapi_types.UUID, 
 
 // CheckInWithBody Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2314,7 +2319,7 @@ func (c *Client) CheckInWithBody(ctx context.Context, eventID openapi_types.UUID
 
 // CheckIn Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2333,7 +2338,7 @@ func (c *Client) CheckIn(ctx context.Context, eventID openapi_types.UUID, body C
 
 // CheckInBatchWithBody Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2352,7 +2357,7 @@ func (c *Client) CheckInBatchWithBody(ctx context.Context, eventID openapi_types
 
 // CheckInBatch Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2519,7 +2524,7 @@ func (c *Client) ListEventOrders(ctx context.Context, eventID openapi_types.UUID
 
 // ListRevokedTickets List the event's revoked tickets
 //
-// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. Only the event's organizer sees it; for anyone else the event does not exist (404).
+// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who refresh it; for anyone else the event does not exist (404).
 //
 // Corresponds with GET /v1/events/{eventId}/revoked-tickets (the `ListRevokedTickets` operationId).
 func (c *Client) ListRevokedTickets(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4997,7 +5002,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithBodyWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5006,7 +5011,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5015,7 +5020,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5024,7 +5029,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5105,7 +5110,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListRevokedTicketsWithResponse List the event's revoked tickets
 	//
-	// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. Only the event's organizer sees it; for anyone else the event does not exist (404).
+	// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who refresh it; for anyone else the event does not exist (404).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12459,7 +12464,7 @@ func (c *ClientWithResponses) CountCheckInsWithResponse(ctx context.Context, eve
 
 // CheckInWithBodyWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12474,7 +12479,7 @@ func (c *ClientWithResponses) CheckInWithBodyWithResponse(ctx context.Context, e
 
 // CheckInWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not this event's signed ticket answers 422 `/problems/ticket-invalid`. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12489,7 +12494,7 @@ func (c *ClientWithResponses) CheckInWithResponse(ctx context.Context, eventID o
 
 // CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12504,7 +12509,7 @@ func (c *ClientWithResponses) CheckInBatchWithBodyWithResponse(ctx context.Conte
 
 // CheckInBatchWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12639,7 +12644,7 @@ func (c *ClientWithResponses) ListEventOrdersWithResponse(ctx context.Context, e
 
 // ListRevokedTicketsWithResponse List the event's revoked tickets
 //
-// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. Only the event's organizer sees it; for anyone else the event does not exist (404).
+// Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still verifies against the signing key, so scanners that verify offline refresh this list and refuse what is on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who refresh it; for anyone else the event does not exist (404).
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -20,8 +21,13 @@ const (
 	// TypeTicketRevoked: a refund revoked the ticket; it admits nobody.
 	TypeTicketRevoked = "/problems/ticket-revoked"
 	// TypeTicketInvalid: the payload is not a ticket of this event signed
-	// with the signing key.
+	// with the signing key: it does not verify, or the ticket's order is
+	// another event's (whatever event the payload names).
 	TypeTicketInvalid = "/problems/ticket-invalid"
+	// TypeScannedAtOutOfRange: the scan's time is more than
+	// tickets.MaxClockSkew before the ticket was issued or after the
+	// server's now; nothing was recorded.
+	TypeScannedAtOutOfRange = "/problems/scanned-at-out-of-range"
 )
 
 // ScanBody is one scan of a ticket's QR code.
@@ -52,7 +58,7 @@ type CheckInOutput struct {
 // OfflineScanBody is one scan an offline scanner made.
 type OfflineScanBody struct {
 	ScanBody
-	ScannedAt time.Time `json:"scannedAt" doc:"When the scanner saw the ticket, by its own clock."`
+	ScannedAt time.Time `json:"scannedAt" doc:"When the scanner saw the ticket, by its own clock: from the ticket's issue to the server's now, give or take the clock skew the operation allows; else the scan's outcome is scanned-at-out-of-range."`
 }
 
 // CheckInBatchInput is an offline scanner's upload.
@@ -65,7 +71,7 @@ type CheckInBatchInput struct {
 
 // CheckInResultBody is what the door made of one scan of a batch.
 type CheckInResultBody struct {
-	Outcome  string       `json:"outcome" enum:"accepted,duplicate,revoked,invalid"`
+	Outcome  string       `json:"outcome" enum:"accepted,duplicate,revoked,invalid,scanned-at-out-of-range" doc:"What the door made of the scan: accepted (this scan is the ticket's check-in), duplicate (the ticket was in already; checkIn says when and where), revoked (a refund revoked the ticket), invalid (not a signed ticket of this event) or scanned-at-out-of-range (scannedAt is before the ticket was issued or after the server's now, by more than the clock skew the operation allows). Only an accepted scan is recorded."`
 	TicketID *uuid.UUID   `json:"ticketId,omitempty" doc:"Absent for a payload that does not verify."`
 	CheckIn  *CheckInBody `json:"checkIn,omitempty" doc:"The ticket's check-in: this scan's when accepted, the first scan's when a duplicate."`
 }
@@ -95,6 +101,8 @@ type CheckInCountsOutput struct {
 func (h *Handlers) registerCheckIns(api huma.API) {
 	const who = " For the event's organizer and their scanners (role scanner, minted for the organizer); for " +
 		"anyone else the event does not exist (404)."
+	// The clock skew the door allows a scan's time, in words.
+	skew := fmt.Sprintf("%d minutes", tickets.MaxClockSkew/time.Minute)
 	register(api, secured(huma.Operation{
 		OperationID: "check-in", Method: http.MethodPost, Path: "/v1/events/{eventId}/check-ins",
 		Summary: "Check a ticket in at the door", Tags: []string{"Check-in"}, DefaultStatus: http.StatusCreated,
@@ -102,7 +110,9 @@ func (h *Handlers) registerCheckIns(api huma.API) {
 		Description: "Verifies the QR payload's signature, refuses a revoked ticket (409 `" + TypeTicketRevoked + "`) " +
 			"and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: " +
 			"a second scan answers 409 `" + TypeAlreadyCheckedIn + "` with when and at which gate the ticket was " +
-			"first used. A payload that is not this event's signed ticket answers 422 `" + TypeTicketInvalid + "`." + who,
+			"first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the " +
+			"payload names) answers 422 `" + TypeTicketInvalid + "`; a ticket issued more than " + skew + " after the " +
+			"server's now (a clock is off) 422 `" + TypeScannedAtOutOfRange + "`. Nothing is recorded for a refused scan." + who,
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, auth.RoleOrganizer, auth.RoleScanner), h.checkIn)
 	register(api, secured(huma.Operation{
@@ -110,9 +120,12 @@ func (h *Handlers) registerCheckIns(api huma.API) {
 		Summary: "Upload an offline scanner's scans", Tags: []string{"Check-in"},
 		MaxBodyBytes: 1 << 20,
 		Description: "Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: " +
-			"accepted, duplicate (with the winning check-in), revoked or invalid. Within a batch the earliest scan " +
-			"of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is " +
-			"uploaded again." + who,
+			"accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, " +
+			"by the ticket's order) or scanned-at-out-of-range (scannedAt more than " + skew + " before the " +
+			"ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in " +
+			"the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. " +
+			"Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, " +
+			"also when the same batch is uploaded again." + who,
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, auth.RoleOrganizer, auth.RoleScanner), h.checkInBatch)
 	register(api, secured(huma.Operation{
@@ -165,6 +178,9 @@ func (h *Handlers) checkIn(ctx context.Context, in *CheckInInput) (*CheckInOutpu
 		return nil, p
 	case tickets.Revoked:
 		return nil, problem(http.StatusConflict, TypeTicketRevoked, "This ticket was revoked by a refund; it admits nobody.")
+	case tickets.ScannedAtOutOfRange:
+		return nil, problem(http.StatusUnprocessableEntity, TypeScannedAtOutOfRange,
+			"This ticket was issued after the server's time of the scan; nothing was recorded.")
 	default:
 		return nil, problem(http.StatusUnprocessableEntity, TypeTicketInvalid, "This is not a valid ticket for this event.")
 	}

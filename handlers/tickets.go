@@ -39,9 +39,10 @@ func (h *Handlers) registerTickets(api huma.API) {
 		Summary: "List the event's revoked tickets", Tags: []string{"Tickets"},
 		Description: "Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still " +
 			"verifies against the signing key, so scanners that verify offline refresh this list and refuse what is " +
-			"on it. Only the event's organizer sees it; for anyone else the event does not exist (404).",
+			"on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who " +
+			"refresh it; for anyone else the event does not exist (404).",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.listRevokedTickets)
+	}, auth.RoleOrganizer, auth.RoleScanner), h.listRevokedTickets)
 }
 
 // RevokedTicketBody is one revoked ticket.

@@ -49,7 +49,8 @@ INSERT INTO check_ins (ticket_id, event_id, gate, scanned_at)
 SELECT x.ticket_id, $1::uuid, x.gate, x.scanned_at
 FROM (SELECT unnest($2::uuid[]) AS ticket_id, unnest($3::text[]) AS gate,
              unnest($4::timestamptz[]) AS scanned_at, generate_subscripts($2::uuid[], 1) AS n) x
-JOIN tickets t ON t.id = x.ticket_id AND t.revoked_at IS NULL
+JOIN tickets t ON t.id = x.ticket_id AND t.revoked_at IS NULL AND t.event_id = $1::uuid
+     AND x.scanned_at + $5::interval >= t.issued_at AND x.scanned_at <= $6::timestamptz
 ORDER BY x.scanned_at, x.n
 ON CONFLICT (ticket_id) DO NOTHING
 RETURNING ticket_id
@@ -60,22 +61,32 @@ type CheckInRecordParams struct {
 	TicketIds  []uuid.UUID
 	Gates      []string
 	ScannedAts []time.Time
+	ClockSkew  time.Duration
+	Latest     time.Time
 }
 
 // Records the first check-in of each scanned ticket of the event: the
 // scans are taken in scanned_at order (then as given), and a ticket that
 // is already in (from before, or from an earlier scan of this batch) is
 // left alone by the primary key, so exactly one scan of a ticket wins
-// however many scanners race. Only live tickets (not revoked) are
-// recorded; that they are the event's, the caller has checked (the signed
-// payload names the event), so each scan costs one primary-key lookup.
-// Returns the tickets it recorded.
+// however many scanners race. Only live tickets (not revoked) of the
+// event are recorded: a signed payload names an event, but the ticket's
+// order decides which event it admits to. tickets.event_id is that
+// order's event (issuance copies it from the order, whose hold holds only
+// the event's seats), so the check reads nothing more than the ticket's
+// row; a join to orders made the planner start from the event's orders
+// and read all their tickets (docs/performance.md). Only scans timed from
+// the ticket's issue (less clock_skew) to latest are recorded, so a
+// backdated scan cannot win the race and no check-in lies in the future.
+// Each scan costs one primary-key lookup. Returns the tickets it recorded.
 func (q *Queries) CheckInRecord(ctx context.Context, db DBTX, arg CheckInRecordParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, checkInRecord,
 		arg.EventID,
 		arg.TicketIds,
 		arg.Gates,
 		arg.ScannedAts,
+		arg.ClockSkew,
+		arg.Latest,
 	)
 	if err != nil {
 		return nil, err
@@ -96,24 +107,31 @@ func (q *Queries) CheckInRecord(ctx context.Context, db DBTX, arg CheckInRecordP
 }
 
 const checkInState = `-- name: CheckInState :many
-SELECT t.id, t.revoked_at, c.gate, c.scanned_at, c.recorded_at
+SELECT t.id, t.issued_at, t.revoked_at, c.gate, c.scanned_at, c.recorded_at
 FROM tickets t
 LEFT JOIN check_ins c ON c.ticket_id = t.id
-WHERE t.id = ANY($1::uuid[])
+WHERE t.id = ANY($1::uuid[]) AND t.event_id = $2::uuid
 `
+
+type CheckInStateParams struct {
+	TicketIds []uuid.UUID
+	EventID   uuid.UUID
+}
 
 type CheckInStateRow struct {
 	ID         uuid.UUID
+	IssuedAt   time.Time
 	RevokedAt  *time.Time
 	Gate       *string
 	ScannedAt  *time.Time
 	RecordedAt *time.Time
 }
 
-// What the door knows of the given tickets: revoked or not, and their
-// check-in when there is one.
-func (q *Queries) CheckInState(ctx context.Context, db DBTX, ticketIds []uuid.UUID) ([]CheckInStateRow, error) {
-	rows, err := db.Query(ctx, checkInState, ticketIds)
+// What the door knows of the given tickets of the event (tickets of
+// another event's orders are not returned, as in CheckInRecord): when
+// each was issued, revoked or not, and its check-in when there is one.
+func (q *Queries) CheckInState(ctx context.Context, db DBTX, arg CheckInStateParams) ([]CheckInStateRow, error) {
+	rows, err := db.Query(ctx, checkInState, arg.TicketIds, arg.EventID)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +141,7 @@ func (q *Queries) CheckInState(ctx context.Context, db DBTX, ticketIds []uuid.UU
 		var i CheckInStateRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.IssuedAt,
 			&i.RevokedAt,
 			&i.Gate,
 			&i.ScannedAt,

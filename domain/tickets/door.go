@@ -17,6 +17,16 @@ import (
 // MaxBatch is the most scans one CheckIn call takes.
 const MaxBatch = 1000
 
+// MaxClockSkew is how far a scan's time may stray outside the times a
+// scan can have happened: before the ticket was issued, or after now.
+// An offline scanner stamps scans with its own clock, which drifts and is
+// set by hand; the issuer stamps tickets with the worker's. Five minutes
+// forgives a scanner that is minutes off (refusing its scan would leave a
+// ticket that got in unrecorded, free to get in again) while a scan of
+// year 1 cannot win the first-scan race against every honest scan, and
+// one of year 9999 cannot leave the gate's last scan in the future.
+const MaxClockSkew = 5 * time.Minute
+
 // Scan is one scan of a ticket's QR payload at a gate.
 type Scan struct {
 	Payload string
@@ -39,8 +49,12 @@ const (
 	// Revoked: a refund revoked the ticket; it admits nobody.
 	Revoked Outcome = "revoked"
 	// Invalid: the payload is not a ticket signed with the signing key, or
-	// not one of this event's.
+	// not one of this event's (by the ticket's order, whatever event the
+	// payload names).
 	Invalid Outcome = "invalid"
+	// ScannedAtOutOfRange: the scan's time is more than MaxClockSkew
+	// before the ticket was issued or after now; nothing was recorded.
+	ScannedAtOutOfRange Outcome = "scanned-at-out-of-range"
 )
 
 // CheckIn is a ticket's recorded entry.
@@ -70,10 +84,12 @@ type GateCount struct {
 }
 
 // Door checks tickets in: it verifies each payload's signature offline
-// (Verify), refuses revoked tickets and tickets of other events, and
-// records the first check-in of each ticket under the check_ins primary
-// key, so the first scan wins however many scanners race and a
-// screenshot shared with a friend gets in once.
+// (Verify); refuses revoked tickets, tickets of other events (by the
+// ticket's row in the database, whose event is its order's, not by the
+// event the payload names) and scans timed outside the ticket's issue to
+// now (MaxClockSkew either way); and records the first check-in of each
+// ticket under the check_ins primary key, so the first scan wins however
+// many scanners race and a screenshot shared with a friend gets in once.
 type Door struct {
 	pool *pgxpool.Pool
 	key  ed25519.PublicKey
@@ -89,8 +105,9 @@ func NewDoor(pool *pgxpool.Pool, key ed25519.PublicKey) *Door {
 // microseconds, the database's precision) of the event organizerID organizes
 // (else purchase.ErrEventNotFound) and answers each, in order: one
 // statement records every first check-in (in scan-time order, so within
-// a batch the earliest scan of a ticket wins), one reads what the rest
-// ran into.
+// a batch the earliest scan of a ticket wins) of a live ticket whose
+// order is the event's, scanned from MaxClockSkew before its issue to
+// MaxClockSkew after now; one reads what the rest ran into.
 func (d *Door) CheckIn(ctx context.Context, organizerID, eventID uuid.UUID, scans []Scan) ([]Result, error) {
 	if len(scans) > MaxBatch {
 		return nil, fmt.Errorf("check in: %d scans, at most %d", len(scans), MaxBatch)
@@ -118,14 +135,16 @@ func (d *Door) CheckIn(ctx context.Context, organizerID, eventID uuid.UUID, scan
 	if len(ids) == 0 {
 		return results, nil
 	}
+	latest := time.Now().Add(MaxClockSkew)
 	q, tx := sqlcgen.New(), db.Interpreting(d.pool)
 	recorded, err := q.CheckInRecord(ctx, tx, sqlcgen.CheckInRecordParams{
 		TicketIds: ids, Gates: gates, ScannedAts: times, EventID: eventID,
+		ClockSkew: MaxClockSkew, Latest: latest,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record check-ins: %w", err)
 	}
-	state, err := q.CheckInState(ctx, tx, ids)
+	state, err := q.CheckInState(ctx, tx, sqlcgen.CheckInStateParams{TicketIds: ids, EventID: eventID})
 	if err != nil {
 		return nil, fmt.Errorf("read check-ins: %w", err)
 	}
@@ -143,9 +162,16 @@ func (d *Door) CheckIn(ctx context.Context, organizerID, eventID uuid.UUID, scan
 			continue
 		}
 		s, ok := known[r.TicketID]
+		at := scans[i].ScannedAt
 		switch {
 		case !ok:
-			r.Outcome = Invalid // signed for the event, but no such ticket here
+			// Signed for the event, but no such ticket, or a ticket
+			// whose order is another event's.
+			r.Outcome = Invalid
+		case at.Add(MaxClockSkew).Before(s.IssuedAt) || at.After(latest):
+			// CheckInRecord left it out by the same bounds.
+			r.Outcome = ScannedAtOutOfRange
+			continue
 		case fresh[s.ID] && s.ScannedAt != nil && *s.Gate == scans[i].Gate && s.ScannedAt.Equal(scans[i].ScannedAt):
 			// Recorded now: this is the batch's first scan of the ticket
 			// (the one with the recorded gate and time); the others of

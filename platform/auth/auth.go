@@ -53,7 +53,8 @@ const (
 	RoleBuyer     Role = "buyer"
 	RoleOrganizer Role = "organizer"
 	// RoleScanner is a door scanner of one organizer: it may check tickets
-	// of that organizer's events in, and nothing else.
+	// of that organizer's events in, count their check-ins and read their
+	// revocation lists, and nothing else.
 	RoleScanner Role = "scanner"
 )
 
