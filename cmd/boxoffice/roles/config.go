@@ -90,7 +90,10 @@ type Config struct {
 	// StripeWebhookSecret verifies provider webhooks (and signs the
 	// sandbox's); unset, the API's webhook route answers 404.
 	StripeWebhookSecret string
-	// Payments is the provider: "stripe" or "sandbox".
+	// Payments is the provider (BOXOFFICE_PAYMENTS): "stripe" or
+	// "sandbox", whose routes let buyers authorize their own payments.
+	// Defaults to stripe, which then needs STRIPE_SECRET_KEY: the sandbox
+	// runs only when named (dev names it).
 	Payments        string
 	StripeSecretKey string
 	StripeAPIBase   string
@@ -283,10 +286,8 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 	c.Streams.Replicas = replicas
 	switch c.Payments = getenv("BOXOFFICE_PAYMENTS"); c.Payments {
 	case "":
-		c.Payments = "sandbox"
-		if c.StripeSecretKey != "" {
-			c.Payments = "stripe"
-		}
+		// Never the sandbox by default: with it buyers pay themselves.
+		c.Payments = "stripe"
 	case "stripe", "sandbox":
 	default:
 		return c, &configError{"BOXOFFICE_PAYMENTS", "must be stripe or sandbox"}
@@ -434,8 +435,6 @@ func NewLogger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// paymentsNeeds returns the configuration error of a role that moves money
-// or receives the provider's webhooks, if any.
 // rolePool is the pool configuration of a role's database at url: the
 // process's size, region epoch and statement and lock timeouts.
 func (c Config) rolePool(url string) db.PoolConfig {
@@ -445,10 +444,13 @@ func (c Config) rolePool(url string) db.PoolConfig {
 	}
 }
 
+// paymentsNeeds returns the configuration error of a role that moves money
+// or receives the provider's webhooks, if any.
 func (c Config) paymentsNeeds() error {
 	switch {
 	case c.Payments == "stripe" && c.StripeSecretKey == "":
-		return &configError{"STRIPE_SECRET_KEY", "is required when BOXOFFICE_PAYMENTS=stripe"}
+		return &configError{"STRIPE_SECRET_KEY", "is required: payments go to Stripe unless BOXOFFICE_PAYMENTS=sandbox is set, " +
+			"for development and tests only (the sandbox lets buyers authorize their own payments)"}
 	case c.Payments == "sandbox" && c.StripeWebhookSecret == "":
 		return &configError{"STRIPE_WEBHOOK_SECRET", "is required to sign the sandbox's webhooks (BOXOFFICE_PAYMENTS=sandbox)"}
 	}

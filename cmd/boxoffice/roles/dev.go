@@ -54,8 +54,15 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return err
 	}
 
+	// Dev names the sandbox itself, unless it is given a Stripe key: no
+	// other role runs the sandbox without being told to.
+	payments := "sandbox"
+	if env("STRIPE_SECRET_KEY") != "" || env("STRIPE_SECRET_KEY_FILE") != "" {
+		payments = "stripe"
+	}
 	getenv := func(name string) string {
 		defaults := map[string]string{
+			"BOXOFFICE_PAYMENTS":      payments,
 			"BOXOFFICE_JWT_SECRET":    DevJWTSecret,
 			"BOXOFFICE_ADMISSION_KEY": DevAdmissionKey,
 			"STRIPE_WEBHOOK_SECRET":   DevWebhookKey,
@@ -190,6 +197,7 @@ func RunStack(ctx context.Context, cfg Config, pool *pgxpool.Pool, nc *nats.Conn
 	deps := CellDeps{
 		Name: cfg.Cell, Pool: pool, Logger: logger, Reg: reg, Provider: provider, Sandbox: sandbox, JS: js, Room: &WaitingRoomOpts{},
 	}
+	announcePayments(ctx, cfg, logger, reg)
 	runs, err := startWorkers(cfg, deps, nil)
 	if err != nil {
 		return err
@@ -205,7 +213,7 @@ func RunStack(ctx context.Context, cfg Config, pool *pgxpool.Pool, nc *nats.Conn
 		return ServeHTTP(gctx, ln, NewAPI(cfg, cells.Single(c.Cell), logger, reg, checks).Handler(), logger)
 	})
 	if ops != nil {
-		g.Go(func() error { return ServeHTTP(gctx, ops, opsHandler(reg, checks), logger) })
+		g.Go(func() error { return ServeHTTP(gctx, ops, opsHandler(reg, checks, cfg.Payments), logger) })
 	}
 	for _, run := range c.Runs {
 		g.Go(func() error { return run(gctx) })
