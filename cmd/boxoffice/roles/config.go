@@ -203,8 +203,29 @@ type configError struct{ name, problem string }
 func (e *configError) Error() string { return e.name + ": " + e.problem }
 
 // LoadConfig reads the environment. required lists the variables this role
-// cannot run without; dev fills some with defaults before calling.
+// cannot run without. A secret variable may be read from a file instead
+// (<VAR>_FILE: withSecretFiles), and a secret this repository publishes is
+// refused (refusePublicSecrets): every command but dev, token and the
+// lab's benchmarks reads its configuration here.
 func LoadConfig(getenv func(string) string, required ...string) (Config, error) {
+	return loadConfig(getenv, false, required...)
+}
+
+// LoadDevConfig is LoadConfig that accepts the public development secrets
+// (DevJWTSecret and the others), for what never serves real buyers:
+// `boxoffice dev`, which fills the unset secrets with them; `boxoffice
+// token`, which only mints a bearer token, one that a server accepts only
+// if it holds the same secret, and so with the dev secret only dev's; and
+// the lab's in-process benchmarks on their throwaway databases.
+func LoadDevConfig(getenv func(string) string, required ...string) (Config, error) {
+	return loadConfig(getenv, true, required...)
+}
+
+func loadConfig(getenv func(string) string, allowPublicSecrets bool, required ...string) (Config, error) {
+	getenv, err := withSecretFiles(getenv)
+	if err != nil {
+		return Config{}, err
+	}
 	c := Config{
 		DatabaseURL:  getenv("DATABASE_URL"),
 		HTTPAddr:     cmp.Or(getenv("HTTP_ADDR"), ":8080"),
@@ -326,6 +347,11 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("BOXOFFICE_LOG_LEVEL"), "info"))); err != nil {
 		return c, &configError{"BOXOFFICE_LOG_LEVEL", "must be debug, info, warn or error"}
+	}
+	if !allowPublicSecrets {
+		if err := c.refusePublicSecrets(getenv); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }

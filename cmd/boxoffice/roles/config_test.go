@@ -2,18 +2,24 @@ package roles
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/platform/admission"
 	"boxoffice/testkit"
 )
 
@@ -107,6 +113,105 @@ func TestPaymentsAreStripeUnlessTheSandboxIsNamed(t *testing.T) {
 		require.Error(t, err, name)
 		require.True(t, strings.HasPrefix(err.Error(), "STRIPE_SECRET_KEY: "), "%s: %v", name, err)
 	}
+}
+
+// No role but dev (and the token minter, which serves nothing) accepts a
+// secret this repository publishes, in whatever variable it is given,
+// and the error names the variable.
+func TestRolesRefusePublicSecrets(t *testing.T) {
+	t.Parallel()
+	secrets := testSecrets(t)
+	_, err := LoadConfig(envOf(secrets))
+	require.NoError(t, err, "secrets of one's own are accepted")
+	b64 := base64.StdEncoding.EncodeToString
+	devSigningSeed := admission.DeriveSigningKey([]byte(DevAdmissionKey)).Seed()
+	_, devWebhookKey, _ := strings.Cut(DevWebhookSecretKeys, ":")
+	cases := []struct{ name, value string }{
+		{"BOXOFFICE_JWT_SECRET", DevJWTSecret},
+		{"BOXOFFICE_JWT_SECRET", DevAdmissionKey}, // public in any variable
+		{"BOXOFFICE_ADMISSION_KEY", DevAdmissionKey},
+		// The key dev derives from its admission key.
+		{"BOXOFFICE_ADMISSION_SIGNING_KEY", b64(devSigningSeed)},
+		{"BOXOFFICE_ADMISSION_SIGNING_KEY", b64(DevTicketSeed())},
+		{"STRIPE_WEBHOOK_SECRET", DevWebhookKey},
+		{"BOXOFFICE_TICKET_SIGNING_KEY", b64(DevTicketSeed())},
+		{webhookKeysVar, DevWebhookSecretKeys},
+		// A list that contains the dev key, first or not, under any id.
+		{webhookKeysVar, secrets[webhookKeysVar] + "," + DevWebhookSecretKeys},
+		{webhookKeysVar, "mine:" + devWebhookKey},
+	}
+	for _, tc := range cases {
+		env := withVars(secrets, map[string]string{tc.name: tc.value})
+		_, err := LoadConfig(envOf(env))
+		require.Error(t, err, "%s = public value", tc.name)
+		require.True(t, strings.HasPrefix(err.Error(), tc.name+": "), err.Error())
+		require.Contains(t, err.Error(), "public development value")
+		require.NotContains(t, err.Error(), tc.value, "the error never repeats the value")
+
+		_, err = LoadDevConfig(envOf(env))
+		require.NoError(t, err, "dev's loader accepts %s", tc.name)
+	}
+	// The same key written as PEM (openssl genpkey's form) is as public.
+	der, err := x509.MarshalPKCS8PrivateKey(ed25519.NewKeyFromSeed(devSigningSeed))
+	require.NoError(t, err)
+	devPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	_, err = LoadConfig(envOf(withVars(secrets, map[string]string{"BOXOFFICE_ADMISSION_SIGNING_KEY": devPEM})))
+	require.ErrorContains(t, err, "BOXOFFICE_ADMISSION_SIGNING_KEY: is a public development value")
+
+	// serve, relay and work refuse before they open anything.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	env := withVars(secrets, map[string]string{
+		"DATABASE_URL": "postgres://127.0.0.1:1/none", "NATS_URL": "nats://127.0.0.1:1", "BOXOFFICE_PAYMENTS": "sandbox",
+		"BOXOFFICE_JWT_SECRET": DevJWTSecret, "BOXOFFICE_LOG_LEVEL": "error",
+	})
+	for name, run := range map[string]func(context.Context, []string, func(string) string) error{
+		"serve": runServe, "relay": runRelay, "work": runWork,
+	} {
+		err := run(ctx, nil, envOf(env))
+		require.Error(t, err, name)
+		require.True(t, strings.HasPrefix(err.Error(), "BOXOFFICE_JWT_SECRET: is a public development value"), "%s: %v", name, err)
+	}
+}
+
+// A secret variable may be read from the file <VAR>_FILE names, as
+// Docker and Kubernetes mount secrets; one trailing newline is not part
+// of it. Both set, or a file that cannot be read, stops start-up.
+func TestSecretsFromFiles(t *testing.T) {
+	t.Parallel()
+	secrets := testSecrets(t)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		return path
+	}
+	env := map[string]string{
+		"BOXOFFICE_JWT_SECRET_FILE":          file("jwt", secrets["BOXOFFICE_JWT_SECRET"]+"\n"),
+		"BOXOFFICE_TICKET_SIGNING_KEY_FILE":  file("ticket", secrets["BOXOFFICE_TICKET_SIGNING_KEY"]+"\r\n"),
+		webhookKeysVar + "_FILE":             file("keys", secrets[webhookKeysVar]),
+		"STRIPE_WEBHOOK_SECRET_FILE":         file("whsec", secrets["STRIPE_WEBHOOK_SECRET"]+"\n"),
+		"DATABASE_URL_FILE":                  file("db", "postgres://u:p@db:5432/boxoffice\n"),
+		"BOXOFFICE_CELLS":                    "a",
+		"BOXOFFICE_CELL_A_DATABASE_URL_FILE": file("cell-a", "postgres://u:p@cell-a:5432/boxoffice\n"),
+	}
+	cfg, err := LoadConfig(envOf(env), "DATABASE_URL", "BOXOFFICE_JWT_SECRET", "STRIPE_WEBHOOK_SECRET")
+	require.NoError(t, err)
+	require.Equal(t, secrets["BOXOFFICE_JWT_SECRET"], string(cfg.JWTSecret))
+	require.Equal(t, secrets["STRIPE_WEBHOOK_SECRET"], cfg.StripeWebhookSecret)
+	require.Equal(t, "postgres://u:p@db:5432/boxoffice", cfg.DatabaseURL)
+	require.Equal(t, []cellConfig{{"a", "postgres://u:p@cell-a:5432/boxoffice"}}, cfg.Cells)
+	require.NotNil(t, cfg.TicketSeed)
+	require.NotNil(t, cfg.Webhooks.SecretKeys)
+
+	_, err = LoadConfig(envOf(withVars(env, map[string]string{"BOXOFFICE_JWT_SECRET": secrets["BOXOFFICE_JWT_SECRET"]})))
+	require.ErrorContains(t, err, "BOXOFFICE_JWT_SECRET: and BOXOFFICE_JWT_SECRET_FILE are both set")
+	_, err = LoadConfig(envOf(withVars(env, map[string]string{"STRIPE_WEBHOOK_SECRET_FILE": filepath.Join(dir, "missing")})))
+	require.ErrorContains(t, err, "STRIPE_WEBHOOK_SECRET_FILE: cannot be read")
+
+	// A public secret is refused from a file as from the environment.
+	_, err = LoadConfig(envOf(withVars(env, map[string]string{"BOXOFFICE_JWT_SECRET_FILE": file("dev-jwt", DevJWTSecret+"\n")})))
+	require.ErrorContains(t, err, "BOXOFFICE_JWT_SECRET: is a public development value")
 }
 
 // With the sandbox, a role says so three ways: a warning at start, the

@@ -74,7 +74,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		}
 		return cmp.Or(env(name), defaults[name])
 	}
-	cfg, err := LoadConfig(getenv)
+	cfg, err := LoadDevConfig(getenv)
 	if err != nil {
 		return err
 	}
