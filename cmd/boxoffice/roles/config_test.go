@@ -128,17 +128,23 @@ func TestRolesRefusePublicSecrets(t *testing.T) {
 	_, devWebhookKey, _ := strings.Cut(DevWebhookSecretKeys, ":")
 	cases := []struct{ name, value string }{
 		{"BOXOFFICE_JWT_SECRET", DevJWTSecret},
+		{"BOXOFFICE_JWT_SECRET", composeJWTSecret},
 		{"BOXOFFICE_JWT_SECRET", DevAdmissionKey}, // public in any variable
 		{"BOXOFFICE_ADMISSION_KEY", DevAdmissionKey},
+		{"BOXOFFICE_ADMISSION_KEY", composeAdmissionKey},
 		// The key dev derives from its admission key.
 		{"BOXOFFICE_ADMISSION_SIGNING_KEY", b64(devSigningSeed)},
 		{"BOXOFFICE_ADMISSION_SIGNING_KEY", b64(DevTicketSeed())},
 		{"STRIPE_WEBHOOK_SECRET", DevWebhookKey},
+		{"STRIPE_WEBHOOK_SECRET", composeWebhookKey},
+		{"STRIPE_WEBHOOK_SECRET", envExamplePlaceholder},
 		{"BOXOFFICE_TICKET_SIGNING_KEY", b64(DevTicketSeed())},
+		{"BOXOFFICE_TICKET_SIGNING_KEY", composeTicketSeed},
 		{webhookKeysVar, DevWebhookSecretKeys},
 		// A list that contains the dev key, first or not, under any id.
 		{webhookKeysVar, secrets[webhookKeysVar] + "," + DevWebhookSecretKeys},
 		{webhookKeysVar, "mine:" + devWebhookKey},
+		{webhookKeysVar, secrets[webhookKeysVar] + "," + composeWebhookSecretKeys},
 	}
 	for _, tc := range cases {
 		env := withVars(secrets, map[string]string{tc.name: tc.value})

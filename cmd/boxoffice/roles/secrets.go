@@ -61,17 +61,38 @@ func withSecretFiles(getenv func(string) string) (func(string) string, error) {
 	}, nil
 }
 
+// Secret values this repository publishes: the former development
+// defaults of compose.yaml and the placeholder of .env.example. Like the
+// Dev* values, they are anyone's to read, so no role but dev accepts them.
+const (
+	composeJWTSecret         = "compose-dev-only-jwt-secret-change-me-000"
+	composeAdmissionKey      = "compose-dev-only-admission-key-change-me"
+	composeWebhookKey        = "whsec_compose_dev_only_change_me"
+	composeTicketSeed        = "Y29tcG9zZS1kZXYtb25seS10aWNrZXQtc2VlZC0zMmI="
+	composeWebhookSecretKeys = "compose:7rREk+ArjS2bxsmdEgMbk6LPKna2q0yEg4l4vfdq5wE="
+	// envExamplePlaceholder is every secret's value in .env.example; most
+	// variables refuse it as malformed, STRIPE_WEBHOOK_SECRET as public.
+	envExamplePlaceholder = "change-me"
+)
+
 // publicKeyMaterial is every secret published in this repository, as the
 // bytes a key is made of: the Dev* values and DevTicketSeed, the keys of
-// DevWebhookSecretKeys and the admission signing keys derived from the
-// public admission keys. A key is public whatever variable it is given
-// in: the dev JWT secret is no better as an admission key.
+// DevWebhookSecretKeys, the admission signing keys derived from the
+// public admission keys, and their compose.yaml and .env.example
+// counterparts. A key is public whatever variable it is given in: the
+// dev JWT secret is no better as an admission key.
 func publicKeyMaterial() [][]byte {
-	m := [][]byte{DevTicketSeed()}
-	for _, s := range []string{DevJWTSecret, DevAdmissionKey, DevWebhookKey} {
+	m := [][]byte{DevTicketSeed(), []byte(envExamplePlaceholder)}
+	for _, s := range []string{DevJWTSecret, DevAdmissionKey, DevWebhookKey, composeJWTSecret, composeAdmissionKey, composeWebhookKey} {
 		m = append(m, []byte(s), admission.DeriveSigningKey([]byte(s)).Seed())
 	}
-	return append(m, keyListMaterial(DevWebhookSecretKeys)...)
+	for _, list := range []string{DevWebhookSecretKeys, composeWebhookSecretKeys} {
+		m = append(m, keyListMaterial(list)...)
+	}
+	if seed, err := base64.StdEncoding.DecodeString(composeTicketSeed); err == nil {
+		m = append(m, seed)
+	}
+	return m
 }
 
 // keyListMaterial is the decoded keys of a <key id>:<base64> list; entries
@@ -116,7 +137,7 @@ func (c Config) refusePublicSecrets(getenv func(string) string) error {
 		{webhookKeysVar, keyListMaterial(getenv(webhookKeysVar))},
 	} {
 		if slices.ContainsFunc(v.keys, isPublic) {
-			return &configError{v.name, "is a public development value (published in this repository, for `boxoffice dev` only): generate a secret of your own"}
+			return &configError{v.name, "is a public development value (published in this repository, for `boxoffice dev` only): generate a secret of your own (.env.example says how)"}
 		}
 	}
 	return nil
