@@ -253,3 +253,27 @@ func TestAnnouncePayments(t *testing.T) {
 		})
 	}
 }
+
+// dev keeps its defaults: the public secrets (which only its loader
+// accepts) and the sandbox, named by dev itself; a Stripe key makes it
+// stripe, and a secret given as a file replaces the default.
+func TestDevDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadDevConfig(devEnv(envOf(nil)))
+	require.NoError(t, err)
+	require.Equal(t, "sandbox", cfg.Payments)
+	require.Equal(t, DevJWTSecret, string(cfg.JWTSecret))
+	_, err = LoadConfig(devEnv(envOf(nil)))
+	require.ErrorContains(t, err, "public development value", "no loader but dev's takes dev's secrets")
+
+	cfg, err = LoadDevConfig(devEnv(envOf(map[string]string{"STRIPE_SECRET_KEY": "sk_test_x"})))
+	require.NoError(t, err)
+	require.Equal(t, "stripe", cfg.Payments)
+
+	secret := randomHex(t, 32)
+	path := filepath.Join(t.TempDir(), "jwt")
+	require.NoError(t, os.WriteFile(path, []byte(secret+"\n"), 0o600))
+	cfg, err = LoadDevConfig(devEnv(envOf(map[string]string{"BOXOFFICE_JWT_SECRET_FILE": path})))
+	require.NoError(t, err)
+	require.Equal(t, secret, string(cfg.JWTSecret))
+}

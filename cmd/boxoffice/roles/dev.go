@@ -54,27 +54,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return err
 	}
 
-	// Dev names the sandbox itself, unless it is given a Stripe key: no
-	// other role runs the sandbox without being told to.
-	payments := "sandbox"
-	if env("STRIPE_SECRET_KEY") != "" || env("STRIPE_SECRET_KEY_FILE") != "" {
-		payments = "stripe"
-	}
-	getenv := func(name string) string {
-		defaults := map[string]string{
-			"BOXOFFICE_PAYMENTS":      payments,
-			"BOXOFFICE_JWT_SECRET":    DevJWTSecret,
-			"BOXOFFICE_ADMISSION_KEY": DevAdmissionKey,
-			"STRIPE_WEBHOOK_SECRET":   DevWebhookKey,
-			webhookKeysVar:            DevWebhookSecretKeys,
-			"HTTP_ADDR":               "127.0.0.1:8080",
-			"OPS_ADDR":                "127.0.0.1:9090",
-			// A local receiver is the point of webhooks in dev.
-			"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE": "true",
-		}
-		return cmp.Or(env(name), defaults[name])
-	}
-	cfg, err := LoadDevConfig(getenv)
+	cfg, err := LoadDevConfig(devEnv(env))
 	if err != nil {
 		return err
 	}
@@ -178,6 +158,35 @@ Stop with Ctrl-C.
 `, base, RedactURL(cfg.DatabaseURL), event.ID, event.SeatCount, buyer, organizer, cfg.NATSURL, natsNote, paymentsNote(cfg), "http://"+opsLn.Addr().String())
 
 	return RunStack(ctx, cfg, pool, nc, js, ln, opsLn, logger, reg)
+}
+
+// devEnv is env with dev's defaults: the public development secrets, the
+// sandbox (unless a Stripe key is given: no other role runs the sandbox
+// without being told to), loopback addresses and private webhook
+// endpoints. A variable whose <VAR>_FILE is set gets no default: the file
+// gives it.
+func devEnv(env func(string) string) func(string) string {
+	payments := "sandbox"
+	if env("STRIPE_SECRET_KEY") != "" || env("STRIPE_SECRET_KEY_FILE") != "" {
+		payments = "stripe"
+	}
+	defaults := map[string]string{
+		"BOXOFFICE_PAYMENTS":      payments,
+		"BOXOFFICE_JWT_SECRET":    DevJWTSecret,
+		"BOXOFFICE_ADMISSION_KEY": DevAdmissionKey,
+		"STRIPE_WEBHOOK_SECRET":   DevWebhookKey,
+		webhookKeysVar:            DevWebhookSecretKeys,
+		"HTTP_ADDR":               "127.0.0.1:8080",
+		"OPS_ADDR":                "127.0.0.1:9090",
+		// A local receiver is the point of webhooks in dev.
+		"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE": "true",
+	}
+	return func(name string) string {
+		if env(name+"_FILE") != "" {
+			return env(name)
+		}
+		return cmp.Or(env(name), defaults[name])
+	}
 }
 
 // RunStack runs every role in this process — the API on ln, the relay,
