@@ -84,6 +84,24 @@ func (e EventOrderBodyStatus) Valid() bool {
 	}
 }
 
+// Defines values for HealthOutputBodyPayments.
+const (
+	HealthOutputBodyPaymentsSandbox HealthOutputBodyPayments = "sandbox"
+	HealthOutputBodyPaymentsStripe  HealthOutputBodyPayments = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the HealthOutputBodyPayments enum.
+func (e HealthOutputBodyPayments) Valid() bool {
+	switch e {
+	case HealthOutputBodyPaymentsSandbox:
+		return true
+	case HealthOutputBodyPaymentsStripe:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthOutputBodyStatus.
 const (
 	HealthOutputBodyStatusOk          HealthOutputBodyStatus = "ok"
@@ -779,9 +797,15 @@ type HealthOutputBody struct {
 	// Checks Each dependency: ok or unavailable.
 	Checks map[string]string `json:"checks,omitempty"`
 
+	// Payments The payment provider: stripe, or sandbox, a stand-in for development and tests whose routes let buyers authorize their own payments (BOXOFFICE_PAYMENTS=sandbox; never in production). Readiness does not depend on it.
+	Payments *HealthOutputBodyPayments `json:"payments,omitempty"`
+
 	// Status ok when the process (liveness) or its required dependencies (readiness) answer.
 	Status HealthOutputBodyStatus `json:"status"`
 }
+
+// HealthOutputBodyPayments The payment provider: stripe, or sandbox, a stand-in for development and tests whose routes let buyers authorize their own payments (BOXOFFICE_PAYMENTS=sandbox; never in production). Readiness does not depend on it.
+type HealthOutputBodyPayments string
 
 // HealthOutputBodyStatus ok when the process (liveness) or its required dependencies (readiness) answer.
 type HealthOutputBodyStatus string

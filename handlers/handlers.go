@@ -55,6 +55,11 @@ type Config struct {
 	TicketPublicKey ed25519.PublicKey
 	// Checks are the dependencies /readyz reports. Defaults to none.
 	Checks []Check
+	// Payments names the process's payment provider, "stripe" or
+	// "sandbox", which /readyz reports: a deployment whose buyers can pay
+	// themselves (the sandbox) must be seen to be one. Defaults to none:
+	// not reported.
+	Payments string
 	// Registerer receives the API's metrics. They are not served on the
 	// API's listener: serve exposes them on OPS_ADDR. Defaults to none.
 	Registerer prometheus.Registerer

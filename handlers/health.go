@@ -27,6 +27,8 @@ type HealthOutput struct {
 	Body   struct {
 		Status string            `json:"status" enum:"ok,unavailable" doc:"ok when the process (liveness) or its required dependencies (readiness) answer."`
 		Checks map[string]string `json:"checks,omitempty" doc:"Each dependency: ok or unavailable."`
+		// Payments is reported by /readyz only.
+		Payments string `json:"payments,omitempty" enum:"stripe,sandbox" doc:"The payment provider: stripe, or sandbox, a stand-in for development and tests whose routes let buyers authorize their own payments (BOXOFFICE_PAYMENTS=sandbox; never in production). Readiness does not depend on it."`
 	}
 }
 
@@ -57,6 +59,7 @@ func (h *Handlers) ready(ctx context.Context, _ *struct{}) (*HealthOutput, error
 	defer cancel()
 	out := &HealthOutput{Status: http.StatusOK}
 	out.Body.Status = "ok"
+	out.Body.Payments = h.cfg.Payments
 	out.Body.Checks = map[string]string{}
 	for _, c := range h.cfg.Checks {
 		if err := c.Func(ctx); err != nil {

@@ -96,5 +96,22 @@ func TestReadinessGatesOnRequiredChecksOnly(t *testing.T) {
 		var body map[string]any
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
 		require.Equal(t, tc.body, body["checks"])
+		require.NotContains(t, body, "payments", "no provider configured, none reported")
+	}
+}
+
+// /readyz names the sandbox, whose buyers pay themselves, so that a
+// deployment running it is seen to; it stays ready all the same.
+func TestReadinessReportsThePaymentProvider(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"sandbox", "stripe"} {
+		h := handlers.New(handlers.Config{Cells: noCells(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Payments: provider})
+		rec := httptest.NewRecorder()
+		h.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		require.Equal(t, provider, body["payments"])
+		require.Equal(t, "ok", body["status"])
 	}
 }

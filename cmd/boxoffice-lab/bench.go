@@ -248,10 +248,11 @@ func commits(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 }
 
 // benchSetup reads the configuration (DATABASE_URL names the server; the
-// secrets are dev's, payments the sandbox's) and creates a fresh, migrated
-// database on that server, which cleanup drops.
+// secrets are dev's, payments the sandbox's: the benchmarks run the roles
+// in this process, as dev does, on a database of their own) and creates a
+// fresh, migrated database on that server, which cleanup drops.
 func benchSetup(ctx context.Context, tracer ...pgx.QueryTracer) (roles.Config, *pgxpool.Pool, func(), error) {
-	cfg, err := roles.LoadConfig(func(name string) string {
+	cfg, err := roles.LoadDevConfig(func(name string) string {
 		switch name {
 		case "BOXOFFICE_JWT_SECRET":
 			return roles.DevJWTSecret

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -78,6 +79,9 @@ func runBenchStreams(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cleanup()
+	// The API is a `boxoffice serve`, which refuses dev's public JWT
+	// secret: the buyers' tokens are minted with one of this run's.
+	cfg.JWTSecret = []byte(randomHex(32))
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	nc, _, stopBus, err := benchBus(ctx, &cfg, logger)
 	if err != nil {
@@ -282,9 +286,14 @@ func startAPI(ctx context.Context, binary string, cfg roles.Config, databaseURL 
 		return nil, err
 	}
 	cmd := exec.Command(binary, "serve")
+	// serve refuses dev's public secrets: the child gets secrets of its
+	// own (the bearer tokens are minted with cfg.JWTSecret, which
+	// runBenchStreams made one), and the sandbox by name.
 	env := []string{
 		"DATABASE_URL=" + databaseURL, "NATS_URL=" + cfg.NATSURL,
-		"BOXOFFICE_JWT_SECRET=" + string(cfg.JWTSecret), "BOXOFFICE_ADMISSION_KEY=" + string(cfg.AdmissionKey),
+		"BOXOFFICE_JWT_SECRET=" + string(cfg.JWTSecret), "BOXOFFICE_ADMISSION_KEY=" + randomHex(32),
+		"BOXOFFICE_PAYMENTS=sandbox", "STRIPE_WEBHOOK_SECRET=whsec_" + randomHex(24),
+		"BOXOFFICE_WEBHOOK_SECRET_KEYS=bench:" + base64.StdEncoding.EncodeToString([]byte(randomHex(16))),
 		"HTTP_ADDR=" + addr, "OPS_ADDR=" + ops, "BOXOFFICE_LOG_LEVEL=warn",
 	}
 	for _, kv := range os.Environ() {

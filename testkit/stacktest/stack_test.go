@@ -6,6 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,13 +43,38 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// The stack's secrets: none may appear in any process's logs.
-const (
-	jwtSecret     = "stacktest-jwt-secret-0123456789abcdef"
-	admissionKey  = "stacktest-admission-key-0123456789abcd"
-	webhookSecret = "whsec_stacktest_0123456789abcdef"
-	ticketSeed    = "c3RhY2t0ZXN0LXRpY2tldC1zZWVkLTMyLWJ5dGVzISE=" // base64 of 32 bytes
-)
+// stackSecrets are the stack's secrets, random for each run (the roles
+// refuse any secret the repository publishes): none may appear in any
+// process's logs.
+type stackSecrets struct {
+	jwt, admission, webhook string
+	// ticketSeed is the base64 of 32 bytes; webhookKeys one <id>:<base64
+	// of 32 bytes> key.
+	ticketSeed, webhookKeys string
+}
+
+func newStackSecrets(t testing.TB) stackSecrets {
+	t.Helper()
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		_, err := crand.Read(b)
+		require.NoError(t, err)
+		return b
+	}
+	return stackSecrets{
+		jwt:         hex.EncodeToString(random(32)),
+		admission:   hex.EncodeToString(random(32)),
+		webhook:     "whsec_" + hex.EncodeToString(random(24)),
+		ticketSeed:  base64.StdEncoding.EncodeToString(random(32)),
+		webhookKeys: "stack:" + base64.StdEncoding.EncodeToString(random(32)),
+	}
+}
+
+// list is every secret, for the logs' check.
+func (s stackSecrets) list() []string {
+	_, key, _ := strings.Cut(s.webhookKeys, ":")
+	return []string{s.jwt, s.admission, s.webhook, s.ticketSeed, key}
+}
 
 const (
 	buyers  = 80
@@ -62,6 +90,7 @@ type stack struct {
 	pool    *pgxpool.Pool
 	bin     string
 	natsURL string
+	secrets stackSecrets
 	apis    []string
 	procs   map[string]*procs.Proc
 	// api is the generated client, sending each request to a random API
@@ -134,6 +163,7 @@ func startStack(t testing.TB) *stack {
 	})
 	var natsBin string
 	s.bin, natsBin = build(t, s.dir)
+	s.secrets = newStackSecrets(t)
 	s.db = startDatabase(t)
 	s.dbURL = s.db.c.URL()
 	var err error
@@ -173,18 +203,18 @@ func startStack(t testing.TB) *stack {
 		"DATABASE_MAX_CONNS=8",
 		"NATS_URL=" + s.natsURL,
 		"BOXOFFICE_STREAM_REPLICAS=3",
-		"BOXOFFICE_JWT_SECRET=" + jwtSecret,
-		"BOXOFFICE_ADMISSION_KEY=" + admissionKey,
+		"BOXOFFICE_JWT_SECRET=" + s.secrets.jwt,
+		"BOXOFFICE_ADMISSION_KEY=" + s.secrets.admission,
 		"BOXOFFICE_PAYMENTS=sandbox",
-		"STRIPE_WEBHOOK_SECRET=" + webhookSecret,
+		"STRIPE_WEBHOOK_SECRET=" + s.secrets.webhook,
 		fmt.Sprintf("BOXOFFICE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:%d/v1/webhooks/stripe", apiPorts[0]),
-		"BOXOFFICE_TICKET_SIGNING_KEY=" + ticketSeed,
+		"BOXOFFICE_TICKET_SIGNING_KEY=" + s.secrets.ticketSeed,
 		"BOXOFFICE_HOLD_TTL=" + holdTTL.String(),
 		"BOXOFFICE_LOG_LEVEL=debug",
 		// The organizer's webhook receiver is this test, on loopback.
 		"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE=true",
 		"BOXOFFICE_WEBHOOK_RETRY_SCHEDULE=0s,200ms,500ms,1s,2s,2s,2s,2s",
-		"BOXOFFICE_WEBHOOK_SECRET_KEYS=stack:UF/K5dMb5Bgo13o6YC3Euddcl+GNRkxjH4UNpQgn2Yw=",
+		"BOXOFFICE_WEBHOOK_SECRET_KEYS=" + s.secrets.webhookKeys,
 	}
 	migrate := exec.Command(s.bin, "migrate")
 	migrate.Env = base
@@ -274,7 +304,7 @@ func (d *database) kill(t testing.TB) {
 // says how long after that the first hold went through. It gives up (ok
 // false) when nothing is left to hold.
 func (s *stack) firstHold(ctx context.Context, eventID uuid.UUID, back <-chan time.Time) (time.Duration, bool) {
-	token, err := auth.Mint([]byte(jwtSecret), auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, time.Hour)
+	token, err := auth.Mint([]byte(s.secrets.jwt), auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}, time.Hour)
 	if err != nil {
 		return 0, false
 	}
@@ -451,7 +481,7 @@ type outcome struct {
 // abandons.
 func (s *stack) buyer(ctx context.Context, eventID uuid.UUID, seatIDs []string, sec *secrets) outcome {
 	id := auth.Identity{UserID: uuid.New(), Role: auth.RoleBuyer}
-	token, err := auth.Mint([]byte(jwtSecret), id, time.Hour)
+	token, err := auth.Mint([]byte(s.secrets.jwt), id, time.Hour)
 	if err != nil {
 		return outcome{err: err}
 	}
@@ -733,9 +763,9 @@ func TestStackSurvivesKills(tt *testing.T) {
 	tt.Cleanup(t.repeat) // registered first, so it runs after the logs' tails
 	s := startStack(t)
 	ctx := context.Background()
-	sec := &secrets{list: []string{jwtSecret, admissionKey, webhookSecret, ticketSeed}}
+	sec := &secrets{list: s.secrets.list()}
 
-	orgToken, err := auth.Mint([]byte(jwtSecret), auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: uuid.New()}, time.Hour)
+	orgToken, err := auth.Mint([]byte(s.secrets.jwt), auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: uuid.New()}, time.Hour)
 	require.NoError(t, err)
 	sec.add(orgToken)
 	created, err := s.api.CreateEventWithResponse(ctx, client.CreateEventJSONRequestBody{

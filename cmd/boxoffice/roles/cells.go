@@ -223,7 +223,7 @@ func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) 
 // (JWT secret, admission key, ticket signing key, per-buyer and per-address
 // limits): the one construction of the API, for serve, dev, the
 // benchmarks and the tests. reg, when not nil, receives the API's
-// metrics; checks are what /readyz reports.
+// metrics; checks, and the payment provider, are what /readyz reports.
 func NewAPI(cfg Config, router *cells.Router, logger *slog.Logger, reg prometheus.Registerer, checks []handlers.Check) *handlers.Handlers {
 	hc := handlers.Config{
 		Cells:      router,
@@ -231,6 +231,7 @@ func NewAPI(cfg Config, router *cells.Router, logger *slog.Logger, reg prometheu
 		Bearer:     cfg.bearer,
 		Admission:  cfg.admissionSigner(),
 		Checks:     checks,
+		Payments:   cfg.Payments,
 		Registerer: reg,
 
 		HoldsPerSecond:      cfg.HoldRateLimit,

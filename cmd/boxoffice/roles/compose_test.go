@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -72,10 +73,51 @@ func loadCompose(t *testing.T) composeFile {
 	return f
 }
 
-// interpolate resolves ${NAME:-default} and ${NAME} as compose does with an
-// empty environment: the default, or "".
-func interpolate(v string) string {
-	return regexp.MustCompile(`\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}`).ReplaceAllString(v, "$2")
+// interpolation is a variable of compose.yaml: ${NAME}, ${NAME:-default}
+// or ${NAME:?error} (and their forms without the colon).
+var interpolation = regexp.MustCompile(`\$\{([A-Z0-9_]+)(?:(:?[-?])([^}]*))?\}`)
+
+// interpolate resolves v's variables from env as compose does: a default
+// when the variable is unset (or empty, with ":-"), and a test failure
+// where compose would refuse to start (":?").
+func interpolate(t *testing.T, v string, env map[string]string) string {
+	t.Helper()
+	return interpolation.ReplaceAllStringFunc(v, func(m string) string {
+		p := interpolation.FindStringSubmatch(m)
+		val, set := env[p[1]]
+		switch p[2] {
+		case ":-":
+			if val == "" {
+				return p[3]
+			}
+		case "-":
+			if !set {
+				return p[3]
+			}
+		case ":?", "?":
+			require.True(t, set && (val != "" || p[2] == "?"), "compose would refuse to start: %s is required", p[1])
+		}
+		return val
+	})
+}
+
+// composeEnv is an environment compose.yaml starts with: every secret a
+// random one of this test's, and the sandbox by name.
+func composeEnv(t *testing.T) map[string]string {
+	t.Helper()
+	return withVars(testSecrets(t), map[string]string{
+		"POSTGRES_PASSWORD":  randomHex(t, 24),
+		"NATS_PASSWORD":      randomHex(t, 24),
+		"BOXOFFICE_PAYMENTS": "sandbox",
+	})
+}
+
+// envExample is .env.example as compose reads an env file.
+func envExample(t *testing.T) map[string]string {
+	t.Helper()
+	vars, err := dotenv.Read("../../../.env.example")
+	require.NoError(t, err)
+	return vars
 }
 
 // sourceFiles returns the non-test Go files of the module.
@@ -128,6 +170,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		require.Contains(t, f.Services, need)
 	}
 	roles := map[string]int{}
+	started, example := composeEnv(t), envExample(t)
 	for name, s := range f.Services {
 		t.Run(name, func(t *testing.T) {
 			require.True(t, s.Image != "" || s.Build != nil, "an image or a build")
@@ -166,10 +209,11 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			role := s.Command[0]
 			require.Contains(t, commands, role, "a boxoffice subcommand")
 			roles[role]++
-			env := map[string]string{}
+			env, placeholders := map[string]string{}, map[string]string{}
 			for k, v := range s.Environment {
 				require.True(t, known[k], "%s: the code never reads %s", name, k)
-				env[k] = interpolate(v)
+				env[k] = interpolate(t, v, started)
+				placeholders[k] = interpolate(t, v, example)
 			}
 			getenv := func(k string) string { return env[k] }
 			var required []string
@@ -190,6 +234,10 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			}
 			require.Equal(t, "service_completed_successfully", s.dependencies(t)["migrate"], "starts after the migration")
 			require.NoError(t, cfg.paymentsNeeds())
+			require.Equal(t, "sandbox", cfg.Payments, "the sandbox, named")
+			// .env.example as it is: the role refuses its placeholders.
+			_, err = LoadConfig(func(k string) string { return placeholders[k] }, required...)
+			require.Error(t, err, "%s accepts .env.example's placeholders", name)
 			require.Equal(t, 3, cfg.Streams.Replicas, "R3 streams on the 3-node cluster")
 			require.Len(t, strings.Split(cfg.NATSURL, ","), 3, "every NATS node is listed")
 			require.NotNil(t, s.Healthcheck)
@@ -310,15 +358,16 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	require.GreaterOrEqual(t, n, 14, "one alert per §16 signal")
 }
 
-// compose.yaml as Docker Compose itself reads it: the compose
-// specification's own loader (schema, interpolation with the file's
-// defaults, extension anchors, the depends_on graph) accepts it, and
+// compose.yaml as Docker Compose itself reads it with .env.example as its
+// env file: the compose specification's own loader (schema,
+// interpolation, extension anchors, the depends_on graph) accepts it, and
 // every service the checks above name is one it sees.
 func TestComposeFollowsTheSpecification(t *testing.T) {
 	root, err := filepath.Abs("../../..")
 	require.NoError(t, err)
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "compose.yaml")},
-		cli.WithWorkingDirectory(root), cli.WithName("boxoffice"), cli.WithEnv([]string{}))
+		cli.WithWorkingDirectory(root), cli.WithName("boxoffice"), cli.WithEnv([]string{}),
+		cli.WithEnvFiles(filepath.Join(root, ".env.example")), cli.WithDotEnv)
 	require.NoError(t, err)
 	project, err := opts.LoadProject(t.Context())
 	require.NoError(t, err, "the compose specification's loader refuses compose.yaml")
@@ -332,4 +381,88 @@ func TestComposeFollowsTheSpecification(t *testing.T) {
 	redis, err := project.GetService("redis")
 	require.NoError(t, err)
 	require.Contains(t, strings.Join(redis.Command, " "), "--appendonly yes", "admissions survive a Redis restart")
+}
+
+// loadComposeProject loads compose.yaml with the compose specification's
+// loader in environment env (nothing else: no .env, no process
+// environment).
+func loadComposeProject(t *testing.T, env map[string]string) (*types.Project, error) {
+	t.Helper()
+	root, err := filepath.Abs("../../..")
+	require.NoError(t, err)
+	var list []string
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "compose.yaml")},
+		cli.WithWorkingDirectory(root), cli.WithName("boxoffice"), cli.WithEnv(list))
+	require.NoError(t, err)
+	return opts.LoadProject(t.Context())
+}
+
+// composeSecrets are the variables of compose.yaml that hold a secret:
+// the roles' secret variables and the servers' passwords.
+func composeSecrets() []string {
+	return append(slices.Clone(secretVars), "POSTGRES_PASSWORD", "NATS_PASSWORD")
+}
+
+// compose.yaml ships no secret: each one, and the payment provider, must
+// be given (.env.example lists them), with no literal default in the file
+// to fall back on; the sandbox runs only when named.
+func TestComposeRequiresItsSecrets(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../../compose.yaml")
+	require.NoError(t, err)
+	var body strings.Builder
+	for line := range strings.Lines(string(raw)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			body.WriteString(line)
+		}
+	}
+	referenced := map[string]bool{}
+	for _, m := range interpolation.FindAllStringSubmatch(body.String(), -1) {
+		name, op, def := m[1], m[2], m[3]
+		referenced[name] = true
+		if slices.Contains(composeSecrets(), name) || name == "BOXOFFICE_PAYMENTS" {
+			require.False(t, strings.Contains(op, "-") && def != "", "%s has the literal default %q", name, def)
+		}
+		if name == "BOXOFFICE_PAYMENTS" {
+			require.Equal(t, ":?", op, "BOXOFFICE_PAYMENTS is required: the sandbox runs only when named")
+		}
+	}
+	example := envExample(t)
+	var required []string
+	for _, name := range composeSecrets() {
+		if !referenced[name] || name == "STRIPE_SECRET_KEY" { // STRIPE_SECRET_KEY: with stripe only
+			continue
+		}
+		required = append(required, name)
+		require.Regexp(t, `(?s)\$\{`+name+`:\?`, body.String(), "%s is required", name)
+	}
+	required = append(required, "BOXOFFICE_PAYMENTS")
+	require.Subset(t, required, []string{"POSTGRES_PASSWORD", "NATS_PASSWORD", "BOXOFFICE_JWT_SECRET", "BOXOFFICE_ADMISSION_KEY",
+		"STRIPE_WEBHOOK_SECRET", "BOXOFFICE_TICKET_SIGNING_KEY", webhookKeysVar})
+
+	// Without them, the loader refuses the file, naming each one missing.
+	_, err = loadComposeProject(t, nil)
+	require.Error(t, err, "compose.yaml loads with no secret given")
+	for _, name := range required {
+		require.Contains(t, example, name, ".env.example lists %s", name)
+		_, err := loadComposeProject(t, withVars(example, map[string]string{name: ""}))
+		require.ErrorContains(t, err, name, "compose.yaml loads without %s", name)
+	}
+	// With .env.example's values it loads; each secret there is the
+	// placeholder the roles refuse, with how to make a real one above it.
+	_, err = loadComposeProject(t, example)
+	require.NoError(t, err)
+	exampleRaw, err := os.ReadFile("../../../.env.example")
+	require.NoError(t, err)
+	for _, name := range required {
+		if name == "BOXOFFICE_PAYMENTS" {
+			require.NotEqual(t, "sandbox", example[name], ".env.example does not choose the sandbox")
+			continue
+		}
+		require.Equal(t, envExamplePlaceholder, example[name], "%s in .env.example", name)
+		require.Regexp(t, `#   [^\n]*openssl[^\n]*\n`+name+`=`, string(exampleRaw), "%s: .env.example says how to make one", name)
+	}
 }

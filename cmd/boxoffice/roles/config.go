@@ -90,7 +90,10 @@ type Config struct {
 	// StripeWebhookSecret verifies provider webhooks (and signs the
 	// sandbox's); unset, the API's webhook route answers 404.
 	StripeWebhookSecret string
-	// Payments is the provider: "stripe" or "sandbox".
+	// Payments is the provider (BOXOFFICE_PAYMENTS): "stripe" or
+	// "sandbox", whose routes let buyers authorize their own payments.
+	// Defaults to stripe, which then needs STRIPE_SECRET_KEY: the sandbox
+	// runs only when named (dev names it).
 	Payments        string
 	StripeSecretKey string
 	StripeAPIBase   string
@@ -200,8 +203,29 @@ type configError struct{ name, problem string }
 func (e *configError) Error() string { return e.name + ": " + e.problem }
 
 // LoadConfig reads the environment. required lists the variables this role
-// cannot run without; dev fills some with defaults before calling.
+// cannot run without. A secret variable may be read from a file instead
+// (<VAR>_FILE: withSecretFiles), and a secret this repository publishes is
+// refused (refusePublicSecrets): every command but dev, token and the
+// lab's benchmarks reads its configuration here.
 func LoadConfig(getenv func(string) string, required ...string) (Config, error) {
+	return loadConfig(getenv, false, required...)
+}
+
+// LoadDevConfig is LoadConfig that accepts the public development secrets
+// (DevJWTSecret and the others), for what never serves real buyers:
+// `boxoffice dev`, which fills the unset secrets with them; `boxoffice
+// token`, which only mints a bearer token, one that a server accepts only
+// if it holds the same secret, and so with the dev secret only dev's; and
+// the lab's in-process benchmarks on their throwaway databases.
+func LoadDevConfig(getenv func(string) string, required ...string) (Config, error) {
+	return loadConfig(getenv, true, required...)
+}
+
+func loadConfig(getenv func(string) string, allowPublicSecrets bool, required ...string) (Config, error) {
+	getenv, err := withSecretFiles(getenv)
+	if err != nil {
+		return Config{}, err
+	}
 	c := Config{
 		DatabaseURL:  getenv("DATABASE_URL"),
 		HTTPAddr:     cmp.Or(getenv("HTTP_ADDR"), ":8080"),
@@ -284,10 +308,8 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 	c.Streams.Replicas = replicas
 	switch c.Payments = getenv("BOXOFFICE_PAYMENTS"); c.Payments {
 	case "":
-		c.Payments = "sandbox"
-		if c.StripeSecretKey != "" {
-			c.Payments = "stripe"
-		}
+		// Never the sandbox by default: with it buyers pay themselves.
+		c.Payments = "stripe"
 	case "stripe", "sandbox":
 	default:
 		return c, &configError{"BOXOFFICE_PAYMENTS", "must be stripe or sandbox"}
@@ -326,6 +348,11 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("BOXOFFICE_LOG_LEVEL"), "info"))); err != nil {
 		return c, &configError{"BOXOFFICE_LOG_LEVEL", "must be debug, info, warn or error"}
+	}
+	if !allowPublicSecrets {
+		if err := c.refusePublicSecrets(getenv); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }
@@ -435,8 +462,6 @@ func NewLogger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// paymentsNeeds returns the configuration error of a role that moves money
-// or receives the provider's webhooks, if any.
 // rolePool is the pool configuration of a role's database at url: the
 // process's size, region epoch and statement and lock timeouts.
 func (c Config) rolePool(url string) db.PoolConfig {
@@ -446,10 +471,13 @@ func (c Config) rolePool(url string) db.PoolConfig {
 	}
 }
 
+// paymentsNeeds returns the configuration error of a role that moves money
+// or receives the provider's webhooks, if any.
 func (c Config) paymentsNeeds() error {
 	switch {
 	case c.Payments == "stripe" && c.StripeSecretKey == "":
-		return &configError{"STRIPE_SECRET_KEY", "is required when BOXOFFICE_PAYMENTS=stripe"}
+		return &configError{"STRIPE_SECRET_KEY", "is required: payments go to Stripe unless BOXOFFICE_PAYMENTS=sandbox is set, " +
+			"for development and tests only (the sandbox lets buyers authorize their own payments)"}
 	case c.Payments == "sandbox" && c.StripeWebhookSecret == "":
 		return &configError{"STRIPE_WEBHOOK_SECRET", "is required to sign the sandbox's webhooks (BOXOFFICE_PAYMENTS=sandbox)"}
 	}

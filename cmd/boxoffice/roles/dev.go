@@ -54,20 +54,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return err
 	}
 
-	getenv := func(name string) string {
-		defaults := map[string]string{
-			"BOXOFFICE_JWT_SECRET":    DevJWTSecret,
-			"BOXOFFICE_ADMISSION_KEY": DevAdmissionKey,
-			"STRIPE_WEBHOOK_SECRET":   DevWebhookKey,
-			webhookKeysVar:            DevWebhookSecretKeys,
-			"HTTP_ADDR":               "127.0.0.1:8080",
-			"OPS_ADDR":                "127.0.0.1:9090",
-			// A local receiver is the point of webhooks in dev.
-			"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE": "true",
-		}
-		return cmp.Or(env(name), defaults[name])
-	}
-	cfg, err := LoadConfig(getenv)
+	cfg, err := LoadDevConfig(devEnv(env))
 	if err != nil {
 		return err
 	}
@@ -173,6 +160,35 @@ Stop with Ctrl-C.
 	return RunStack(ctx, cfg, pool, nc, js, ln, opsLn, logger, reg)
 }
 
+// devEnv is env with dev's defaults: the public development secrets, the
+// sandbox (unless a Stripe key is given: no other role runs the sandbox
+// without being told to), loopback addresses and private webhook
+// endpoints. A variable whose <VAR>_FILE is set gets no default: the file
+// gives it.
+func devEnv(env func(string) string) func(string) string {
+	payments := "sandbox"
+	if env("STRIPE_SECRET_KEY") != "" || env("STRIPE_SECRET_KEY_FILE") != "" {
+		payments = "stripe"
+	}
+	defaults := map[string]string{
+		"BOXOFFICE_PAYMENTS":      payments,
+		"BOXOFFICE_JWT_SECRET":    DevJWTSecret,
+		"BOXOFFICE_ADMISSION_KEY": DevAdmissionKey,
+		"STRIPE_WEBHOOK_SECRET":   DevWebhookKey,
+		webhookKeysVar:            DevWebhookSecretKeys,
+		"HTTP_ADDR":               "127.0.0.1:8080",
+		"OPS_ADDR":                "127.0.0.1:9090",
+		// A local receiver is the point of webhooks in dev.
+		"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE": "true",
+	}
+	return func(name string) string {
+		if env(name+"_FILE") != "" {
+			return env(name)
+		}
+		return cmp.Or(env(name), defaults[name])
+	}
+}
+
 // RunStack runs every role in this process — the API on ln, the relay,
 // every worker, and /metrics, /healthz and /readyz on ops when it is not
 // nil — until ctx is done: what dev and `bench purchases` run.
@@ -190,6 +206,7 @@ func RunStack(ctx context.Context, cfg Config, pool *pgxpool.Pool, nc *nats.Conn
 	deps := CellDeps{
 		Name: cfg.Cell, Pool: pool, Logger: logger, Reg: reg, Provider: provider, Sandbox: sandbox, JS: js, Room: &WaitingRoomOpts{},
 	}
+	announcePayments(ctx, cfg, logger, reg)
 	runs, err := startWorkers(cfg, deps, nil)
 	if err != nil {
 		return err
@@ -205,7 +222,7 @@ func RunStack(ctx context.Context, cfg Config, pool *pgxpool.Pool, nc *nats.Conn
 		return ServeHTTP(gctx, ln, NewAPI(cfg, cells.Single(c.Cell), logger, reg, checks).Handler(), logger)
 	})
 	if ops != nil {
-		g.Go(func() error { return ServeHTTP(gctx, ops, opsHandler(reg, checks), logger) })
+		g.Go(func() error { return ServeHTTP(gctx, ops, opsHandler(reg, checks, cfg.Payments), logger) })
 	}
 	for _, run := range c.Runs {
 		g.Go(func() error { return run(gctx) })

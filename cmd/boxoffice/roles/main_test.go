@@ -140,6 +140,7 @@ func TestDevServesTheDemoEvent(t *testing.T) {
 		"boxoffice_outbox_backlog", "boxoffice_outbox_oldest_unpublished_age_seconds"} {
 		require.Contains(t, string(metrics), name)
 	}
+	require.Contains(t, string(metrics), "\nboxoffice_payments_sandbox 1\n", "dev runs the sandbox, and says so")
 
 	_, _, again, _ := run()
 	require.Equal(t, event, again, "a second dev run seeds no second demo event")

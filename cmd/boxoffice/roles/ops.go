@@ -30,9 +30,10 @@ func NewRegistry(pool *pgxpool.Pool) *prometheus.Registry {
 	return reg
 }
 
-// opsHandler serves /healthz, /readyz and /metrics for the roles that have
-// no API (relay, work).
-func opsHandler(reg *prometheus.Registry, checks []handlers.Check) http.Handler {
+// opsHandler serves /healthz, /readyz and /metrics on OPS_ADDR. /readyz
+// reports payments, the provider's name, when it is not "" (serve, work
+// and dev: see announcePayments).
+func opsHandler(reg *prometheus.Registry, checks []handlers.Check, payments string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -55,11 +56,36 @@ func opsHandler(reg *prometheus.Registry, checks []handlers.Check) http.Handler 
 			}
 		}
 		body["checks"] = results
+		if payments != "" {
+			body["payments"] = payments
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(body)
 	})
 	return mux
+}
+
+// paymentsSandboxMetric is the gauge announcePayments registers.
+const paymentsSandboxMetric = "boxoffice_payments_sandbox"
+
+// announcePayments makes the payment provider of a role that moves money
+// (serve, work, dev) known beyond its configuration: a gauge,
+// boxoffice_payments_sandbox, 1 with the sandbox and 0 with Stripe, on
+// reg; and with the sandbox a warning at start, since its routes let
+// buyers authorize their own payments. /readyz reports the provider too
+// (opsHandler, handlers.Config.Payments).
+func announcePayments(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.Registerer) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: paymentsSandboxMetric,
+		Help: "1 when the payment provider is the sandbox (BOXOFFICE_PAYMENTS=sandbox), whose routes let buyers authorize their own payments: never in production. 0 with Stripe.",
+	})
+	if cfg.Payments == "sandbox" {
+		g.Set(1)
+		logger.WarnContext(ctx, "payments: the sandbox (BOXOFFICE_PAYMENTS=sandbox) lets buyers authorize their own payments; for development and tests only, never production",
+			"payments", cfg.Payments)
+	}
+	reg.MustRegister(g)
 }
 
 // natsCheck reports whether the connection is up.

@@ -43,6 +43,9 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
+	if err := cfg.paymentsNeeds(); err != nil {
+		return err // before anything is opened
+	}
 	logger := NewLogger(cfg.LogLevel)
 	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: 4, RegionEpoch: cfg.RegionEpoch})
 	if err != nil {

@@ -12,7 +12,10 @@ import (
 
 func TestReconcileCommand(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"DATABASE_URL": dbtest.NewURL(t), "STRIPE_WEBHOOK_SECRET": DevWebhookKey, "BOXOFFICE_LOG_LEVEL": "error"}
+	env := map[string]string{
+		"DATABASE_URL": dbtest.NewURL(t), "BOXOFFICE_PAYMENTS": "sandbox",
+		"STRIPE_WEBHOOK_SECRET": testSecrets(t)["STRIPE_WEBHOOK_SECRET"], "BOXOFFICE_LOG_LEVEL": "error",
+	}
 	getenv := func(k string) string { return env[k] }
 	var out bytes.Buffer
 	require.NoError(t, runReconcile(context.Background(), []string{"-since", "1h", "-dry-run"}, getenv, &out))

@@ -13,12 +13,12 @@ import (
 // availability; their leases keep them from publishing the same row at once.
 // It serves one purchase cell (BOXOFFICE_CELL): that cell's database, into
 // that cell's bus namespace.
-func runRelay(ctx context.Context, args []string) error {
+func runRelay(ctx context.Context, args []string, getenv func(string) string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
-	role, err := openBusRole(ctx, "relay")
+	role, err := openBusRole(ctx, "relay", getenv)
 	if err != nil {
 		return err
 	}
@@ -27,5 +27,5 @@ func runRelay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return role.run(ctx, r.Run)
+	return role.run(ctx, "", r.Run)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -28,12 +27,18 @@ type busRole struct {
 	reg    *prometheus.Registry
 }
 
-// openBusRole reads the configuration (DATABASE_URL and NATS_URL are
-// required), opens the pool and the bus, and provisions the streams.
-func openBusRole(ctx context.Context, name string) (*busRole, error) {
-	cfg, err := LoadConfig(os.Getenv, "DATABASE_URL", "NATS_URL")
+// openBusRole reads the configuration through getenv (DATABASE_URL and
+// NATS_URL are required) and checks it with each of needs, then opens the
+// pool and the bus, and provisions the streams.
+func openBusRole(ctx context.Context, name string, getenv func(string) string, needs ...func(Config) error) (*busRole, error) {
+	cfg, err := LoadConfig(getenv, "DATABASE_URL", "NATS_URL")
 	if err != nil {
 		return nil, err
+	}
+	for _, need := range needs {
+		if err := need(cfg); err != nil {
+			return nil, err
+		}
 	}
 	r := &busRole{cfg: cfg, logger: NewLogger(cfg.LogLevel)}
 	if r.pool, err = db.NewPool(ctx, cfg.rolePool(cfg.DatabaseURL)); err != nil {
@@ -55,8 +60,9 @@ func (r *busRole) Close() {
 }
 
 // run serves /healthz, /readyz and /metrics on OPS_ADDR and runs each
-// component until ctx is done or one of them fails.
-func (r *busRole) run(ctx context.Context, components ...func(context.Context) error) error {
+// component until ctx is done or one of them fails. /readyz names the
+// payment provider when payments is not "" (work).
+func (r *busRole) run(ctx context.Context, payments string, components ...func(context.Context) error) error {
 	ln, err := net.Listen("tcp", r.cfg.OpsAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", r.cfg.OpsAddr, err)
@@ -66,7 +72,7 @@ func (r *busRole) run(ctx context.Context, components ...func(context.Context) e
 		{Name: "nats", Func: natsCheck(r.nc), Required: true},
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ServeHTTP(gctx, ln, opsHandler(r.reg, checks), r.logger) })
+	g.Go(func() error { return ServeHTTP(gctx, ln, opsHandler(r.reg, checks, payments), r.logger) })
 	for _, run := range components {
 		g.Go(func() error { return run(gctx) })
 	}

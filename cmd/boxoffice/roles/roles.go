@@ -43,11 +43,11 @@ func Run(ctx context.Context, cmd string, args []string) error {
 	case "dev":
 		return runDev(ctx, args, os.Getenv, os.Stdout)
 	case "serve":
-		return runServe(ctx, args)
+		return runServe(ctx, args, os.Getenv)
 	case "relay":
-		return runRelay(ctx, args)
+		return runRelay(ctx, args, os.Getenv)
 	case "work":
-		return runWork(ctx, args)
+		return runWork(ctx, args, os.Getenv)
 	case "migrate":
 		return runMigrate(ctx, args)
 	case "fence":

@@ -3,14 +3,24 @@ package roles
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"io"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"boxoffice/testkit"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/natstest"
 )
 
 // --help is help: every command returns flag.ErrHelp, which Main answers
@@ -35,10 +45,7 @@ func TestHelpIsNotAnError(t *testing.T) {
 // output; an unknown command or flag exits 2 with one line on standard
 // error.
 func TestCommandLineManners(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "boxoffice")
-	build := exec.Command("go", "build", "-ldflags", "-X boxoffice/cmd/boxoffice/roles.Commit=0123abc", "-o", bin, "boxoffice/cmd/boxoffice")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildBoxoffice(t)
 	for _, tc := range []struct {
 		args        []string
 		code        int
@@ -67,5 +74,89 @@ func TestCommandLineManners(t *testing.T) {
 		require.Equal(t, tc.code, code, "%v: exit status (stderr %q)", tc.args, stderr.String())
 		require.Contains(t, stdout.String(), tc.stdout, "%v", tc.args)
 		require.Equal(t, tc.stderrLines, strings.Count(stderr.String(), "\n"), "%v: %q", tc.args, stderr.String())
+	}
+}
+
+// buildBoxoffice builds the boxoffice binary (commit 0123abc) for t.
+func buildBoxoffice(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "boxoffice")
+	build := exec.Command("go", "build", "-ldflags", "-X boxoffice/cmd/boxoffice/roles.Commit=0123abc", "-o", bin, "boxoffice/cmd/boxoffice")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return bin
+}
+
+// serve and work, as processes, announce the sandbox they were told to
+// run: a warning at start, boxoffice_payments_sandbox 1 on /metrics and
+// payments "sandbox" on /readyz (the API's and the ops listener's); an
+// API on Stripe reports stripe and 0, and warns of nothing.
+func TestServeAndWorkAnnounceThePaymentProvider(t *testing.T) {
+	t.Parallel()
+	bin := buildBoxoffice(t)
+	ns := natstest.New(t)
+	secrets := testSecrets(t)
+	base := withVars(secrets, map[string]string{
+		"PATH": os.Getenv("PATH"), "DATABASE_URL": dbtest.NewURL(t), "NATS_URL": ns.URL,
+		"HTTP_ADDR": "127.0.0.1:0", "OPS_ADDR": "127.0.0.1:0", "BOXOFFICE_LOG_LEVEL": "info",
+	})
+	sandbox := map[string]string{"BOXOFFICE_PAYMENTS": "sandbox"}
+	stripe := map[string]string{"BOXOFFICE_PAYMENTS": "stripe", "STRIPE_SECRET_KEY": "sk_test_not_used", "STRIPE_WEBHOOK_SECRET": ""}
+	for _, tc := range []struct {
+		role, provider string
+		vars           map[string]string
+		started        string // the message of the line that carries ops_addr
+	}{
+		{"serve", "sandbox", sandbox, "serving"},
+		{"work", "sandbox", sandbox, "running"},
+		{"serve", "stripe", stripe, "serving"},
+	} {
+		t.Run(tc.role+"_"+tc.provider, func(t *testing.T) {
+			t.Parallel()
+			var env []string
+			for k, v := range withVars(base, tc.vars) {
+				env = append(env, k+"="+v)
+			}
+			logs := testkit.NewLog(t)
+			cmd := exec.Command(bin, tc.role)
+			cmd.Env, cmd.Stderr = env, logs
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = cmd.Wait()
+			})
+			started := logs.WaitForLine(t, 60*time.Second, "the role to start", func(l testkit.Line) bool { return l["msg"] == tc.started })
+			urls := []string{"http://" + started["ops_addr"].(string)}
+			if tc.role == "serve" {
+				urls = append(urls, "http://"+started["addr"].(string))
+			}
+			for _, u := range urls {
+				res, err := http.Get(u + "/readyz")
+				require.NoError(t, err)
+				var body map[string]any
+				require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
+				res.Body.Close()
+				require.Equal(t, http.StatusOK, res.StatusCode, "%s/readyz: %v", u, body)
+				require.Equal(t, tc.provider, body["payments"], "%s/readyz", u)
+			}
+			res, err := http.Get(urls[0] + "/metrics")
+			require.NoError(t, err)
+			metrics, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			require.NoError(t, err)
+			gauge := map[string]string{"sandbox": "1", "stripe": "0"}[tc.provider]
+			require.Contains(t, string(metrics), "\nboxoffice_payments_sandbox "+gauge+"\n")
+			var warned []string
+			for _, l := range logs.Lines(t) {
+				if l["level"] == "WARN" && strings.Contains(l["msg"].(string), "buyers authorize their own payments") {
+					warned = append(warned, l["msg"].(string))
+				}
+			}
+			if tc.provider == "sandbox" {
+				require.Len(t, warned, 1, "one warning at start")
+			} else {
+				require.Empty(t, warned)
+			}
+		})
 	}
 }

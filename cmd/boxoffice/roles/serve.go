@@ -21,20 +21,27 @@ import (
 	"boxoffice/platform/bus"
 )
 
-func runServe(ctx context.Context, args []string) error {
+// runServe runs `boxoffice serve`, reading the environment through getenv.
+func runServe(ctx context.Context, args []string, getenv func(string) string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var required []string
-	if os.Getenv("BOXOFFICE_CELLS") == "" {
+	if getenv("BOXOFFICE_CELLS") == "" {
 		required = append(required, "DATABASE_URL")
 	}
-	cfg, err := LoadConfig(os.Getenv, required...)
+	cfg, err := LoadConfig(getenv, required...)
 	if err != nil {
 		return err
 	}
 	if err := cfg.serveNeeds(); err != nil {
+		return err
+	}
+	// Checked whether or not this process receives the provider's
+	// webhooks: an API with no provider named would be one whose buyers
+	// pay nobody, or themselves.
+	if err := cfg.paymentsNeeds(); err != nil {
 		return err
 	}
 	if cfg.Webhooks.SecretKeys == nil {
@@ -46,6 +53,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	announcePayments(ctx, cfg, logger, reg)
 	var checks []handlers.Check
 	var js jetstream.JetStream
 	if cfg.NATSURL != "" {
@@ -81,7 +89,7 @@ func runServe(ctx context.Context, args []string) error {
 	g.Go(func() error {
 		return ServeHTTP(gctx, ln, NewAPI(cfg, served.router, logger, reg, checks).Handler(), logger)
 	})
-	g.Go(func() error { return ServeHTTP(gctx, opsLn, opsHandler(reg, checks), logger) })
+	g.Go(func() error { return ServeHTTP(gctx, opsLn, opsHandler(reg, checks, cfg.Payments), logger) })
 	for _, run := range served.runs {
 		g.Go(func() error { return run(gctx) })
 	}

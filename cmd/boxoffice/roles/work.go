@@ -128,7 +128,7 @@ func components() []component {
 // /healthz, /readyz and /metrics on OPS_ADDR. It serves one purchase cell
 // (BOXOFFICE_CELL): that cell's database and bus namespace; run workers
 // per cell, and a cell's workers never wait on another cell.
-func runWork(ctx context.Context, args []string) error {
+func runWork(ctx context.Context, args []string, getenv func(string) string) error {
 	fs := flag.NewFlagSet("work", flag.ContinueOnError)
 	only := fs.String("only", "", "comma-separated workers to run (default: all): "+strings.Join(componentNames(), ", "))
 	if err := ParseFlags(fs, args); err != nil {
@@ -138,7 +138,9 @@ func runWork(ctx context.Context, args []string) error {
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
-	role, err := openBusRole(ctx, "work")
+	// The payment provider is checked before anything is opened: a
+	// worker without one must not start.
+	role, err := openBusRole(ctx, "work", getenv, Config.paymentsNeeds)
 	if err != nil {
 		return err
 	}
@@ -149,6 +151,7 @@ func runWork(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	announcePayments(ctx, role.cfg, role.logger, role.reg)
 	runs, err := startWorkers(role.cfg, CellDeps{
 		Name: role.cfg.Cell, Pool: role.pool, JS: role.js, Logger: role.logger, Reg: role.reg,
 		Provider: provider, Sandbox: sandbox,
@@ -156,7 +159,7 @@ func runWork(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return role.run(ctx, runs...)
+	return role.run(ctx, role.cfg.Payments, runs...)
 }
 
 func componentNames() []string {
