@@ -191,10 +191,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// must drops the ok of a reading that may be absent: an absent one reads
-// zero, and printCPU says so.
-func must(d time.Duration, _ bool) time.Duration { return d }
-
 // profileParts split the benchmark process's CPU profile: a sample goes to
 // the outermost of its frames that names one of these.
 var profileParts = []bench.Part{
@@ -235,16 +231,6 @@ func benchBus(ctx context.Context, cfg *roles.Config, logger *slog.Logger) (*nat
 		ns.Shutdown()
 		os.RemoveAll(storeDir)
 	}, nil
-}
-
-// commits is how many transactions the bench database has committed.
-func commits(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
-	var n int64
-	err := pool.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("read transaction count: %w", err)
-	}
-	return n, nil
 }
 
 // benchSetup reads the configuration (DATABASE_URL names the server; the

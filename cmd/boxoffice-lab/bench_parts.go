@@ -245,7 +245,7 @@ type part struct {
 	cmd   *exec.Cmd
 	out   *bufio.Reader
 	in    io.WriteCloser
-	done  chan error
+	done  chan struct{} // closed once the process has exited
 	group *bench.CPUGroup
 }
 
@@ -269,7 +269,7 @@ func startPart(ctx context.Context, group *bench.CPUGroup, env []string, readyLi
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", args[0], err)
 	}
-	p := &part{name: args[0], cmd: cmd, out: bufio.NewReader(stdout), in: stdin, done: make(chan error, 1), group: group}
+	p := &part{name: args[0], cmd: cmd, out: bufio.NewReader(stdout), in: stdin, done: make(chan struct{}), group: group}
 	if err := group.Add(cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		return nil, err
@@ -278,7 +278,7 @@ func startPart(ctx context.Context, group *bench.CPUGroup, env []string, readyLi
 		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("%s did not start: %w", args[0], err)
 	}
-	go func() { p.done <- cmd.Wait() }()
+	go func() { _ = cmd.Wait(); close(p.done) }()
 	return p, nil
 }
 
@@ -294,6 +294,8 @@ func (p *part) read(v any) error {
 // stop interrupts the part and waits for it.
 func (p *part) stop() {
 	_ = p.cmd.Process.Signal(os.Interrupt)
+	// A part stopped by a signal exits non-zero: its exit status says
+	// nothing about the measurement, and its output said why.
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"boxoffice/cmd/boxoffice/roles"
-	"boxoffice/lab/capacity"
 	"boxoffice/lab/bench"
+	"boxoffice/lab/capacity"
 	"boxoffice/migrations"
 	"boxoffice/platform/db"
 	"boxoffice/platform/pgcluster"
