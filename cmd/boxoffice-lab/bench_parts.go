@@ -104,7 +104,13 @@ func runProductPart(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// Errors only, unless BOXOFFICE_LOG_LEVEL asks for more: a benchmark
+	// of the product, not of its logging.
+	level := slog.LevelError
+	if os.Getenv("BOXOFFICE_LOG_LEVEL") != "" {
+		level = cfg.LogLevel
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	costs := db.NewCostTracer()
 	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, Tracer: costs})
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"boxoffice/cmd/boxoffice/roles"
 	"boxoffice/lab/bench"
 	"boxoffice/lab/capacity"
@@ -151,14 +153,22 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		g.postgresAll = true
 	}
 
-	name := "boxoffice_bench_" + randomHex(4)
-	url, err := roles.EnsureDatabase(ctx, adminURL, name)
-	if err != nil {
-		return err
-	}
-	defer dropDatabase(context.WithoutCancel(ctx), adminURL, name)
-	if err := migrations.Up(ctx, url); err != nil {
-		return err
+	// Every product window gets a database of its own, migrated and
+	// empty, as the first window's is: a window's cost must not depend on
+	// what earlier windows left (a second 100,000-seat event made the hold
+	// path's PostgreSQL cost three times the first's; docs/performance.md).
+	freshDatabase := func() (string, func(), error) {
+		name := "boxoffice_bench_" + randomHex(4)
+		url, err := roles.EnsureDatabase(ctx, adminURL, name)
+		if err != nil {
+			return "", nil, err
+		}
+		drop := func() { dropDatabase(context.WithoutCancel(ctx), adminURL, name) }
+		if err := migrations.Up(ctx, url); err != nil {
+			drop()
+			return "", nil, err
+		}
+		return url, drop, nil
 	}
 	pg := bench.PGBench{ScriptDir: *scriptDir, AdminURL: adminURL, Script: "purchase"}
 	if err := pg.Prepare(ctx); err != nil {
@@ -177,17 +187,49 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stripe.stop()
+	// The product starts afresh for every window, so that each measures
+	// the same thing from the same state: the release controller's R, the
+	// caches and the pools of one window do not carry into the next.
 	var productReady struct{ API, Control string }
-	product, err := startPart(ctx, g.product, secrets.env(
-		"DATABASE_URL="+url, "BOXOFFICE_PAYMENTS=stripe", "STRIPE_API_BASE="+stripeReady.URL,
-		// Every buyer is 127.0.0.1: per-address limits would measure that.
-		"BOXOFFICE_WAITINGROOM_IP_LIMIT=-1", "BOXOFFICE_EVENT_READ_IP_LIMIT=-1",
-	), &productReady, "product", "-api-addr", apiAddr)
+	startProduct := func(url string) (*part, controlClient, error) {
+		product, err := startPart(ctx, g.product, secrets.env(
+			"DATABASE_URL="+url, "BOXOFFICE_PAYMENTS=stripe", "STRIPE_API_BASE="+stripeReady.URL,
+			// Every buyer is 127.0.0.1: per-address limits would measure that.
+			"BOXOFFICE_WAITINGROOM_IP_LIMIT=-1", "BOXOFFICE_EVENT_READ_IP_LIMIT=-1",
+		), &productReady, "product", "-api-addr", apiAddr)
+		if err != nil {
+			return nil, controlClient{}, err
+		}
+		return product, controlClient{base: productReady.Control}, nil
+	}
+	// settle leaves the server as quiet before each window as before the
+	// first: the last window's dead rows vacuumed and its WAL
+	// checkpointed, so that neither side's window pays autovacuum and
+	// checkpoints for the other's writes.
+	pgURL, err := pg.URL()
 	if err != nil {
 		return err
 	}
-	defer product.stop()
-	ctl := controlClient{base: productReady.Control}
+	settle := func() error { return settleServer(ctx, adminURL, pgURL) }
+	// windowOf runs one window of buyers (the flags after -api, -stripe
+	// and -duration) against a product started for it.
+	windowOf := func(buyerFlags []string, profile bool) (productRun, error) {
+		url, drop, err := freshDatabase()
+		if err != nil {
+			return productRun{}, err
+		}
+		defer drop()
+		if err := settle(); err != nil {
+			return productRun{}, err
+		}
+		product, ctl, err := startProduct(url)
+		if err != nil {
+			return productRun{}, err
+		}
+		defer product.stop()
+		args := append([]string{"buyers", "-api", productReady.API, "-stripe", stripeReady.URL, "-duration", duration.String()}, buyerFlags...)
+		return measureProduct(ctx, g, ctl, secrets, args, profile, *cpuProfile)
+	}
 
 	fmt.Printf("boxoffice-lab bench purchases — each part its own process; %d rounds of %s windows; CPU by %s\n\n",
 		*rounds, *duration, g.groups.Method())
@@ -196,17 +238,17 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		products        []productRun
 		prepared, plain []pgbenchRun
 	)
-	buyers := func(extra ...string) []string {
-		return append([]string{"buyers", "-api", productReady.API, "-stripe", stripeReady.URL, "-duration", duration.String()}, extra...)
-	}
 	for round := 1; round <= *rounds; round++ {
-		r, err := measureProduct(ctx, g, ctl, secrets, buyers("-concurrency", strconv.Itoa(*concurrency)), round == *rounds && *cpuProfile != "", *cpuProfile)
+		r, err := windowOf([]string{"-concurrency", strconv.Itoa(*concurrency)}, round == *rounds && *cpuProfile != "")
 		if err != nil {
 			return err
 		}
 		products = append(products, r)
 		printProductRun(fmt.Sprintf("%d: Boxoffice, %d buyers", round, *concurrency), r)
 		for _, prep := range []bool{true, false} {
+			if err := settle(); err != nil {
+				return err
+			}
 			p, err := measurePGBench(ctx, g, pg, bench.PGBenchRun{Clients: *pgClients, Duration: *duration, Prepared: prep})
 			if err != nil {
 				return err
@@ -226,11 +268,14 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	if rate <= 0 {
 		rate = max(1, float64(int(min(med.ticketedPerSec, med.preparedTPS)/2)))
 	}
-	fixedProduct, err := measureProduct(ctx, g, ctl, secrets, buyers("-rate", strconv.FormatFloat(rate, 'f', 1, 64)), false, "")
+	fixedProduct, err := windowOf([]string{"-rate", strconv.FormatFloat(rate, 'f', 1, 64)}, false)
 	if err != nil {
 		return err
 	}
 	printProductRun(fmt.Sprintf("fixed %.0f/s: Boxoffice", rate), fixedProduct)
+	if err := settle(); err != nil {
+		return err
+	}
 	fixedPG, err := measurePGBench(ctx, g, pg, bench.PGBenchRun{Clients: *pgClients, Duration: *duration, Prepared: true, Rate: rate})
 	if err != nil {
 		return err
@@ -437,9 +482,18 @@ func ms(d time.Duration, n float64) string {
 
 func printProductRun(label string, r productRun) {
 	n := float64(r.Result.Ticketed)
-	fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %9s   (p50 %s, p99 %s, %d failed)\n", label, r.Result.TicketedPerSec(),
+	failed := strconv.Itoa(r.Result.Failed) + " failed"
+	if len(r.Result.FailedAt) > 0 {
+		var at []string
+		for step, k := range r.Result.FailedAt {
+			at = append(at, fmt.Sprintf("%s %d", step, k))
+		}
+		slices.Sort(at)
+		failed += ": " + strings.Join(at, ", ")
+	}
+	fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %9s   (p50 %s, p99 %s, %s)\n", label, r.Result.TicketedPerSec(),
 		ms(r.CPU.Postgres, n), ms(r.CPU.Product, n), ms(r.CPU.Stripe, n), ms(r.CPU.Buyers, n), "",
-		r.Result.P50.Round(time.Millisecond), r.Result.P99.Round(time.Millisecond), r.Result.Failed)
+		r.Result.P50.Round(time.Millisecond), r.Result.P99.Round(time.Millisecond), failed)
 }
 
 func printPGBenchRun(label string, r pgbenchRun) {
@@ -552,6 +606,31 @@ func (c controlClient) waitDrained(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// settleServer vacuums the databases of urls and checkpoints the server
+// of adminURL, outside any measured window.
+func settleServer(ctx context.Context, adminURL string, urls ...string) error {
+	for _, u := range urls {
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		_, err = conn.Exec(ctx, "VACUUM ANALYZE")
+		conn.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return fmt.Errorf("settle: vacuum analyze: %w", err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("settle: checkpoint: %w", err)
+	}
+	return nil
 }
 
 // postmasterPID reads the server's process id from its data directory.

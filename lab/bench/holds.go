@@ -125,12 +125,31 @@ func (c *Client) newBuyer(ctx context.Context, event uuid.UUID) (buyer, error) {
 		adm = admission(joined, joined.JSON200)
 	}
 	// Queued (the release controller admits fewer than arrive): wait in
-	// line as a buyer does, polling.
-	for deadline := time.Now().Add(time.Minute); err == nil && code == http.StatusAccepted && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
+	// line as a buyer's app does, polling when the room says to
+	// (pollAfterSeconds; Retry-After of a 429).
+	wait := func(after *int64) time.Duration {
+		if after != nil && *after > 0 {
+			return time.Duration(*after) * time.Second
+		}
+		return time.Second
+	}
+	next := time.Second
+	if joined != nil && joined.JSON202 != nil {
+		next = wait(joined.JSON202.PollAfterSeconds)
+	}
+	for deadline := time.Now().Add(time.Minute); err == nil && (code == http.StatusAccepted || code == http.StatusTooManyRequests) && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return buyer{}, ctx.Err()
+		case <-time.After(next):
+		}
 		var polled *client.GetWaitingRoomResponse
 		polled, err = c.api.GetWaitingRoomWithResponse(ctx, event, bearer)
+		next = time.Second
 		if code = status(polled, err); err == nil {
+			if polled.JSON202 != nil {
+				next = wait(polled.JSON202.PollAfterSeconds)
+			}
 			if adm = admission(polled, polled.JSON200); code == http.StatusOK && adm == "" {
 				code = http.StatusAccepted // still queued
 			}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,8 @@ type PurchaseResult struct {
 	Started  int
 	Ticketed int
 	Failed   int // ended in another final state, or an HTTP error
+	// FailedAt counts the failed purchases by the step they stopped at.
+	FailedAt map[string]int `json:",omitempty"`
 	// P50, P99 are the times from sending the hold to seeing the order
 	// ticketed on its event stream, buyer's side.
 	P50, P99 time.Duration
@@ -72,7 +75,8 @@ func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (P
 			return
 		}
 		start := time.Now()
-		marks, ok := c.purchase(ctx, ev, ev.Seats[i])
+		marks, failed := c.purchase(ctx, ev, ev.Seats[i])
+		ok := failed == ""
 		mu.Lock()
 		defer mu.Unlock()
 		res.Started++
@@ -83,6 +87,10 @@ func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (P
 			authorizedToTicketed = append(authorizedToTicketed, marks.ticketed.Sub(marks.authorized))
 		} else {
 			res.Failed++
+			if res.FailedAt == nil {
+				res.FailedAt = map[string]int{}
+			}
+			res.FailedAt[failed]++
 		}
 	}
 	begin := time.Now()
@@ -124,35 +132,35 @@ type purchaseMarks struct {
 	hold, intent, authorized, ticketed time.Time
 }
 
-// purchase takes one buyer from admission to tickets; false when the order
-// did not end ticketed. The buyer follows the order by its event stream,
+// purchase takes one buyer from admission to tickets; failed says at which
+// step it stopped when the order did not end ticketed. The buyer follows the order by its event stream,
 // as a buyer's app does: the `payment` event says the PaymentIntent is
 // ready to confirm, the `status` events bring it to a final status.
-func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks purchaseMarks, ok bool) {
+func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks purchaseMarks, failed string) {
 	b, err := c.newBuyer(ctx, ev.event)
 	if err != nil {
-		return marks, false
+		return marks, "admission (" + err.Error() + ")"
 	}
 	marks.hold = time.Now()
 	held, err := c.api.CreateHoldWithResponse(ctx, ev.event,
 		&client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: b.admission},
 		client.CreateHoldJSONRequestBody{SeatIds: []string{seat}}, b.auth)
 	if err != nil || held.JSON202 == nil {
-		return marks, false
+		return marks, "hold " + strconv.Itoa(status(held, err))
 	}
 	order, err := uuid.Parse(held.JSON202.OrderID)
 	if err != nil {
-		return marks, false
+		return marks, "hold answer"
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	res, err := c.stream.StreamOrderEvents(ctx, order, nil, b.auth)
 	if err != nil {
-		return marks, false
+		return marks, "stream"
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return marks, false
+		return marks, "stream " + strconv.Itoa(res.StatusCode)
 	}
 	sc := bufio.NewScanner(res.Body)
 	var event string
@@ -165,27 +173,27 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks pur
 			marks.intent = time.Now()
 			var p struct{ PaymentIntentID string }
 			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &p) != nil || p.PaymentIntentID == "" {
-				return marks, false
+				return marks, "payment event"
 			}
 			if !c.confirm(ctx, order, p.PaymentIntentID, b.auth) {
-				return marks, false
+				return marks, "confirm"
 			}
 			marks.authorized = time.Now()
 		case strings.HasPrefix(line, "data: ") && event == "status":
 			var st struct{ Status string }
 			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &st) != nil {
-				return marks, false
+				return marks, "status event"
 			}
 			switch st.Status {
 			case "ticketed":
 				marks.ticketed = time.Now()
-				return marks, true
+				return marks, ""
 			case "failed", "canceled", "refunded":
-				return marks, false
+				return marks, "order " + st.Status
 			}
 		}
 	}
-	return marks, false
+	return marks, "stream ended"
 }
 
 // confirm approves the buyer's card: at the Stripe stand-in, with the
