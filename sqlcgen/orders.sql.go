@@ -124,99 +124,6 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 	return i, err
 }
 
-const orderGetForUser = `-- name: OrderGetForUser :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
-       h.payment_grace_at AS hold_payment_grace_at,
-       coalesce(os.payment_attempts, 0)::int AS payment_attempts,
-       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids,
-       p.provider AS payment_provider, p.status AS payment_status,
-       p.payment_intent_id AS payment_intent_id, p.client_secret AS payment_client_secret,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'seat_id', t.seat_id, 'issued_at', t.issued_at,
-                                                     'revoked_at', t.revoked_at, 'qr_payload', t.qr_payload)
-                                  ORDER BY t.seat_id), '[]')
-        FROM tickets t WHERE t.order_id = o.id)::jsonb AS tickets,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', r.id, 'ticket_ids', r.ticket_ids, 'amount_minor', r.amount_minor,
-                                                     'status', r.status, 'requested_at', r.requested_at,
-                                                     'succeeded_at', r.succeeded_at)
-                                  ORDER BY r.cumulative_minor), '[]')
-        FROM refunds r WHERE r.order_id = o.id)::jsonb AS refunds
-FROM orders o
-JOIN holds h ON h.order_id = o.id
-LEFT JOIN onsales os ON os.event_id = o.event_id
-LEFT JOIN payments p ON p.order_id = o.id
-WHERE o.id = $1::uuid AND o.user_id = $2::uuid
-`
-
-type OrderGetForUserParams struct {
-	ID     uuid.UUID
-	UserID uuid.UUID
-}
-
-type OrderGetForUserRow struct {
-	ID                             uuid.UUID
-	UserID                         uuid.UUID
-	EventID                        uuid.UUID
-	Status                         string
-	AmountMinor                    int64
-	Currency                       string
-	CorrelationID                  string
-	Version                        int32
-	CreatedAt                      time.Time
-	UpdatedAt                      time.Time
-	AuthorizationCancelRequestedAt *time.Time
-	PaymentDeclines                int32
-	LastDeclineCode                *string
-	LastDeclinedAt                 *time.Time
-	HoldID                         uuid.UUID
-	HoldStatus                     string
-	HoldExpiresAt                  time.Time
-	HoldPaymentGraceAt             *time.Time
-	PaymentAttempts                int32
-	SeatIds                        []uuid.UUID
-	PaymentProvider                *string
-	PaymentStatus                  *string
-	PaymentIntentID                *string
-	PaymentClientSecret            *string
-	Tickets                        []byte
-	Refunds                        []byte
-}
-
-// Returns the order only to its owner; anyone else gets no rows. With its
-// seats, payment, tickets and refunds: one round trip.
-func (q *Queries) OrderGetForUser(ctx context.Context, db DBTX, arg OrderGetForUserParams) (OrderGetForUserRow, error) {
-	row := db.QueryRow(ctx, orderGetForUser, arg.ID, arg.UserID)
-	var i OrderGetForUserRow
-	err := row.Scan(
-		&i.ID,
-		&i.UserID,
-		&i.EventID,
-		&i.Status,
-		&i.AmountMinor,
-		&i.Currency,
-		&i.CorrelationID,
-		&i.Version,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.AuthorizationCancelRequestedAt,
-		&i.PaymentDeclines,
-		&i.LastDeclineCode,
-		&i.LastDeclinedAt,
-		&i.HoldID,
-		&i.HoldStatus,
-		&i.HoldExpiresAt,
-		&i.HoldPaymentGraceAt,
-		&i.PaymentAttempts,
-		&i.SeatIds,
-		&i.PaymentProvider,
-		&i.PaymentStatus,
-		&i.PaymentIntentID,
-		&i.PaymentClientSecret,
-		&i.Tickets,
-		&i.Refunds,
-	)
-	return i, err
-}
-
 const orderListByEvent = `-- name: OrderListByEvent :many
 SELECT o.id, o.user_id, o.status, o.amount_minor, o.currency, o.created_at, o.updated_at,
        (SELECT count(*) FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = o.id)::int AS seat_count
@@ -310,16 +217,18 @@ JOIN holds h ON h.order_id = o.id
 LEFT JOIN onsales os ON os.event_id = o.event_id
 LEFT JOIN payments p ON p.order_id = o.id
 WHERE o.user_id = $1::uuid
-  AND ($2::uuid IS NULL OR o.event_id = $2::uuid)
-  AND (cardinality($3::text[]) = 0 OR o.status = ANY($3::text[]))
-  AND ($4::timestamptz IS NULL
-       OR (o.created_at, o.id) < ($4::timestamptz, $5::uuid))
+  AND ($2::uuid IS NULL OR o.id = $2::uuid)
+  AND ($3::uuid IS NULL OR o.event_id = $3::uuid)
+  AND (cardinality($4::text[]) = 0 OR o.status = ANY($4::text[]))
+  AND ($5::timestamptz IS NULL
+       OR (o.created_at, o.id) < ($5::timestamptz, $6::uuid))
 ORDER BY o.created_at DESC, o.id DESC
-LIMIT $6::int
+LIMIT $7::int
 `
 
 type OrderListForUserParams struct {
 	UserID          uuid.UUID
+	ID              *uuid.UUID
 	EventID         *uuid.UUID
 	Statuses        []string
 	BeforeCreatedAt *time.Time
@@ -356,14 +265,16 @@ type OrderListForUserRow struct {
 	Refunds                        []byte
 }
 
-// A buyer's orders with their holds, newest first: of one event when
+// A buyer's orders with their holds, newest first: the one order id when
+// it is given (anyone else's order gives no rows), of one event when
 // event_id is given, in one of statuses when it is not empty, and before
 // the cursor (before_created_at, before_id) when given. order_user_idx
-// serves it. Each with its seats, payment, tickets and refunds, as
-// OrderGetForUser: a page is one round trip.
+// serves it. Each with its seats, payment, tickets and refunds: an order,
+// or a page of them, is one round trip.
 func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListForUserParams) ([]OrderListForUserRow, error) {
 	rows, err := db.Query(ctx, orderListForUser,
 		arg.UserID,
+		arg.ID,
 		arg.EventID,
 		arg.Statuses,
 		arg.BeforeCreatedAt,

@@ -99,13 +99,14 @@ func (s *Service) IntentOrder(ctx context.Context, userID uuid.UUID, intentID st
 
 // Order returns the order with id if userID owns it, else ErrOrderNotFound.
 func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error) {
-	row, err := sqlcgen.New().OrderGetForUser(ctx, s.read(), sqlcgen.OrderGetForUserParams{ID: id, UserID: userID})
-	if errors.Is(err, db.ErrNotFound) {
-		return Order{}, ErrOrderNotFound
-	} else if err != nil {
+	rows, err := sqlcgen.New().OrderListForUser(ctx, s.read(), sqlcgen.OrderListForUserParams{ID: &id, UserID: userID, Statuses: []string{}, MaxRows: 1})
+	if err != nil {
 		return Order{}, fmt.Errorf("get order: %w", err)
 	}
-	orders, err := complete([]sqlcgen.OrderListForUserRow{sqlcgen.OrderListForUserRow(row)})
+	if len(rows) == 0 {
+		return Order{}, ErrOrderNotFound
+	}
+	orders, err := complete(rows)
 	if err != nil {
 		return Order{}, err
 	}

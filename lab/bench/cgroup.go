@@ -148,29 +148,7 @@ func treeCPU(pid int) time.Duration {
 }
 
 // processCPUWithChildren is utime+stime+cutime+cstime of /proc/<pid>/stat.
-func processCPUWithChildren(pid int) (time.Duration, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	rest := string(raw)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) < 15 {
-		return 0, fmt.Errorf("process stat of %d: %d fields", pid, len(f))
-	}
-	var ticks int64
-	for _, s := range f[11:15] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
-}
+func processCPUWithChildren(pid int) (time.Duration, error) { return statCPU(pid, 4) }
 
 // children are the live processes whose parent is pid.
 func children(pid int) []int {

@@ -449,29 +449,33 @@ const userHZ = 100
 
 // ProcessCPU is the CPU time (user and system, its threads included) that
 // process pid has used so far, from /proc/<pid>/stat, to 10 ms.
-func ProcessCPU(pid int) (time.Duration, error) {
+func ProcessCPU(pid int) (time.Duration, error) { return statCPU(pid, 2) }
+
+// statCPU sums the first n of the CPU fields of /proc/<pid>/stat: utime,
+// stime, then cutime and cstime (the waited-for children's).
+func statCPU(pid, n int) (time.Duration, error) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, fmt.Errorf("read process stat: %w", err)
 	}
 	// The command name, field 2, is in parentheses and may hold spaces:
-	// fields are counted after its closing one. utime and stime are the
-	// 14th and 15th fields, the 12th and 13th after it.
+	// fields are counted after its closing one. utime is the 14th field,
+	// the 12th after it.
 	rest := string(raw)
 	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
 		rest = rest[i+1:]
 	}
 	f := strings.Fields(rest)
-	if len(f) < 13 {
+	if len(f) < 11+n {
 		return 0, fmt.Errorf("process stat of %d: %d fields", pid, len(f))
 	}
 	var ticks int64
-	for _, s := range f[11:13] {
-		n, err := strconv.ParseInt(s, 10, 64)
+	for _, s := range f[11 : 11+n] {
+		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("process stat of %d: %w", pid, err)
 		}
-		ticks += n
+		ticks += v
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
 }
