@@ -259,6 +259,9 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 	for len(pending) > 0 {
 		var failed *item
 		var applyFailed bool
+		// last is the handler that ran last: the writes it deferred go
+		// with the COMMIT, whose failure is then its own.
+		var last *item
 		var fresh map[uuid.UUID]bool
 		err := db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
 			failed, applyFailed = nil, false
@@ -272,6 +275,7 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 			}
 			run := make(map[uuid.UUID]bool, len(inserted))
 			var evs []outbox.Envelope // for apply
+			last = nil
 			for _, it := range pending {
 				id := it.ev.EventID
 				if !fresh[id] || run[id] { // applied before, or twice in this batch
@@ -286,6 +290,15 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 					evs = append(evs, it.ev)
 					continue
 				}
+				// The writes a handler deferred go before the next
+				// handler runs, so that a failed one is its own.
+				if last != nil {
+					if err := db.Flush(ctx, tx); err != nil {
+						failed = last
+						return err
+					}
+				}
+				last = it
 				if err := c.callHandler(ctx, tx, it.handler, it.ev); err != nil {
 					failed = it
 					return err
@@ -299,6 +312,13 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 			}
 			return nil
 		})
+		if errors.Is(err, db.ErrDeferredWrite) && failed == nil && !applyFailed {
+			if c.batch != nil {
+				applyFailed = true
+			} else if last != nil {
+				failed = last
+			}
+		}
 		switch {
 		case err == nil:
 			run := make(map[uuid.UUID]bool, len(fresh))

@@ -29,11 +29,14 @@ SELECT (h.status = 'active'
 FROM holds h
 WHERE h.id = @id::uuid;
 
--- name: HoldTransition :execrows
--- Moves the hold from one of from_statuses to to_status. Returns 0 when it
--- is in none of them.
-UPDATE holds SET status = @to_status::text
-WHERE id = @id::uuid AND status = ANY(@from_statuses::text[]);
+-- name: HoldTransition :exec
+-- Moves the hold from one of from_statuses to to_status. A hold in none of
+-- them fails the statement (expect_rows), as OrderTransition does.
+WITH moved AS (
+    UPDATE holds SET status = @to_status::text
+    WHERE id = @id::uuid AND status = ANY(@from_statuses::text[])
+    RETURNING 1)
+SELECT expect_rows((SELECT count(*) FROM moved), 1, 'hold changed under its lock');
 
 -- name: HoldClaimExpired :many
 -- The expiry worker's claim: up to max_rows active holds past their expiry

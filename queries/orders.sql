@@ -24,12 +24,17 @@ FROM orders o WHERE o.id = @id::uuid AND o.user_id = @user_id::uuid;
 -- hold's, then the seats'), so they serialize and cannot deadlock.
 SELECT * FROM orders WHERE id = @id::uuid FOR UPDATE;
 
--- name: OrderTransition :execrows
+-- name: OrderTransition :exec
 -- Moves the order from from_status to to_status, bumping version and
--- updated_at. Returns 0 when the order is not in from_status.
-UPDATE orders
-SET status = @to_status::text, version = version + 1, updated_at = now()
-WHERE id = @id::uuid AND status = @from_status::text;
+-- updated_at. An order not in from_status fails the statement
+-- (expect_rows): its callers hold the order's lock, so that is a bug, and
+-- a deferred move (db.Deferring) must stop the commit it goes with.
+WITH moved AS (
+    UPDATE orders
+    SET status = @to_status::text, version = version + 1, updated_at = now()
+    WHERE id = @id::uuid AND status = @from_status::text
+    RETURNING 1)
+SELECT expect_rows((SELECT count(*) FROM moved), 1, 'order changed under its lock');
 
 -- name: OrderMarkAuthorizationCancelRequested :execrows
 -- Stamps that AuthorizationCancelRequested was written for the order.

@@ -200,9 +200,12 @@ func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParam
 	return i, err
 }
 
-const holdTransition = `-- name: HoldTransition :execrows
-UPDATE holds SET status = $1::text
-WHERE id = $2::uuid AND status = ANY($3::text[])
+const holdTransition = `-- name: HoldTransition :exec
+WITH moved AS (
+    UPDATE holds SET status = $1::text
+    WHERE id = $2::uuid AND status = ANY($3::text[])
+    RETURNING 1)
+SELECT expect_rows((SELECT count(*) FROM moved), 1, 'hold changed under its lock')
 `
 
 type HoldTransitionParams struct {
@@ -211,14 +214,11 @@ type HoldTransitionParams struct {
 	FromStatuses []string
 }
 
-// Moves the hold from one of from_statuses to to_status. Returns 0 when it
-// is in none of them.
-func (q *Queries) HoldTransition(ctx context.Context, db DBTX, arg HoldTransitionParams) (int64, error) {
-	result, err := db.Exec(ctx, holdTransition, arg.ToStatus, arg.ID, arg.FromStatuses)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+// Moves the hold from one of from_statuses to to_status. A hold in none of
+// them fails the statement (expect_rows), as OrderTransition does.
+func (q *Queries) HoldTransition(ctx context.Context, db DBTX, arg HoldTransitionParams) error {
+	_, err := db.Exec(ctx, holdTransition, arg.ToStatus, arg.ID, arg.FromStatuses)
+	return err
 }
 
 const holdTransitionMany = `-- name: HoldTransitionMany :execrows

@@ -532,10 +532,13 @@ func (q *Queries) OrderStatusGetForUser(ctx context.Context, db DBTX, arg OrderS
 	return i, err
 }
 
-const orderTransition = `-- name: OrderTransition :execrows
-UPDATE orders
-SET status = $1::text, version = version + 1, updated_at = now()
-WHERE id = $2::uuid AND status = $3::text
+const orderTransition = `-- name: OrderTransition :exec
+WITH moved AS (
+    UPDATE orders
+    SET status = $1::text, version = version + 1, updated_at = now()
+    WHERE id = $2::uuid AND status = $3::text
+    RETURNING 1)
+SELECT expect_rows((SELECT count(*) FROM moved), 1, 'order changed under its lock')
 `
 
 type OrderTransitionParams struct {
@@ -545,13 +548,12 @@ type OrderTransitionParams struct {
 }
 
 // Moves the order from from_status to to_status, bumping version and
-// updated_at. Returns 0 when the order is not in from_status.
-func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransitionParams) (int64, error) {
-	result, err := db.Exec(ctx, orderTransition, arg.ToStatus, arg.ID, arg.FromStatus)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+// updated_at. An order not in from_status fails the statement
+// (expect_rows): its callers hold the order's lock, so that is a bug, and
+// a deferred move (db.Deferring) must stop the commit it goes with.
+func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransitionParams) error {
+	_, err := db.Exec(ctx, orderTransition, arg.ToStatus, arg.ID, arg.FromStatus)
+	return err
 }
 
 const orderTransitionMany = `-- name: OrderTransitionMany :many

@@ -123,15 +123,12 @@ func (o *OrderTx) Move(ctx context.Context, to OrderStatus) error {
 	if !CanMove(from, to) {
 		return fmt.Errorf("order %s: %s → %s is not a move of the order lifecycle", o.order.ID, from, to)
 	}
-	n, err := o.q.OrderTransition(ctx, o.tx, sqlcgen.OrderTransitionParams{
+	// Under the row lock the move cannot miss; it goes with the next
+	// statement or the commit, and the server fails that if it does.
+	if err := o.q.OrderTransition(ctx, db.Deferring(o.tx), sqlcgen.OrderTransitionParams{
 		ID: o.order.ID, FromStatus: string(from), ToStatus: string(to),
-	})
-	if err != nil {
+	}); err != nil {
 		return fmt.Errorf("order %s → %s: %w", from, to, err)
-	}
-	if n != 1 {
-		// Unreachable under the row lock.
-		return fmt.Errorf("order %s → %s: order changed under its lock", from, to)
 	}
 	o.order.Status = string(to)
 	return nil
@@ -143,14 +140,10 @@ func (o *OrderTx) MoveHold(ctx context.Context, to HoldStatus) error {
 	if !CanMoveHold(from, to) {
 		return fmt.Errorf("hold %s: %s → %s is not a move of the hold lifecycle", o.hold.ID, from, to)
 	}
-	n, err := o.q.HoldTransition(ctx, o.tx, sqlcgen.HoldTransitionParams{
+	if err := o.q.HoldTransition(ctx, db.Deferring(o.tx), sqlcgen.HoldTransitionParams{
 		ID: o.hold.ID, FromStatuses: []string{string(from)}, ToStatus: string(to),
-	})
-	if err != nil {
+	}); err != nil {
 		return fmt.Errorf("hold %s → %s: %w", from, to, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("hold %s → %s: hold changed under its lock", from, to)
 	}
 	o.hold.Status = string(to)
 	return nil

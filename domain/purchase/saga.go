@@ -222,7 +222,7 @@ func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 		if err != nil {
 			return err
 		}
-		if _, err := sqlcgen.New().PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+		if _, err := sqlcgen.New().PaymentSetStatus(ctx, db.Deferring(tx), sqlcgen.PaymentSetStatusParams{
 			Status: paymentCaptured, OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
 		}); err != nil {
 			return fmt.Errorf("record capture: %w", err)
@@ -395,7 +395,7 @@ func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.E
 		st.log.InfoContext(ctx, "cancellation already recorded; duplicate ignored")
 		return nil
 	}
-	if _, err := q.PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+	if _, err := q.PaymentSetStatus(ctx, db.Deferring(tx), sqlcgen.PaymentSetStatusParams{
 		Status: "canceled", OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
 	}); err != nil {
 		return fmt.Errorf("mark payment canceled: %w", err)

@@ -2,6 +2,9 @@ package db
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,10 +23,27 @@ import (
 // A batch, COPY, Prepare, a savepoint or large objects asked for first
 // begin it on a round trip of its own. The connection goes back to the
 // pool after Commit or Rollback.
+//
+// It also carries writes deferred by Deferring: they are queued, not
+// sent, and go in the request of the transaction's next statement, or with
+// its COMMIT, so a write whose result the caller does not read costs no
+// round trip of its own.
 type lazyTx struct {
 	conn *pgxpool.Conn
 	tx   pgx.Tx // nil until begun
 	done bool
+	// deferred are the queued writes, in the order they were asked for.
+	deferred []deferredWrite
+	// err is the failure of a deferred write (its statement's, or its
+	// check's): once set, every later statement and the commit return
+	// it, so the transaction can only roll back.
+	err error
+}
+
+// deferredWrite is one write queued by Deferring.
+type deferredWrite struct {
+	sql  string
+	args []any
 }
 
 // beginLazy acquires a connection for a lazyTx.
@@ -51,26 +71,98 @@ func (t *lazyTx) begin(ctx context.Context) (pgx.Tx, error) {
 	return tx, nil
 }
 
-// first sends BEGIN and the first statement in one batch. The batch must
-// be closed before the transaction is used again.
+// direct reports whether a statement can go to the server as it is: the
+// transaction has begun and no write waits to go with it.
+func (t *lazyTx) direct() bool { return t.tx != nil && len(t.deferred) == 0 && t.err == nil }
+
+// first sends, in one batch, BEGIN (unless the transaction has begun), the
+// deferred writes and then sql, and reads the results of all but sql's.
+// The batch must be closed before the
+// transaction is used again. A failed deferred write fails the
+// transaction (lazyTx.err).
 func (t *lazyTx) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
+	begin := t.tx == nil
+	if begin {
+		b.BeginTx(pgx.TxOptions{})
+	}
+	writes := t.deferred
+	t.deferred = nil
+	for _, w := range writes {
+		b.Queue(w.sql, w.args...)
+	}
 	b.Queue(sql, args...)
-	br := t.conn.SendBatch(ctx, b)
-	t.tx = br.Tx()
-	if _, err := br.Exec(); err != nil {
+	var br pgx.BatchResults
+	if begin {
+		br = t.conn.SendBatch(ctx, b)
+		t.tx = br.Tx()
+	} else {
+		br = t.tx.SendBatch(ctx, b)
+	}
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	if err := readDeferred(br, writes); err != nil {
 		_ = br.Close()
+		t.err = err
 		return nil, err
 	}
 	return br, nil
+}
+
+// readDeferred reads the results of writes from br, in order. Its error
+// wraps ErrDeferredWrite.
+func readDeferred(br pgx.BatchResults, writes []deferredWrite) error {
+	for range writes {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%w: %w", ErrDeferredWrite, Interpret(err))
+		}
+	}
+	return nil
+}
+
+// flush sends the deferred writes, if any, on a round trip of their own:
+// before anything that cannot carry them (a batch, COPY, a savepoint).
+func (t *lazyTx) flush(ctx context.Context) error {
+	if t.err != nil {
+		return t.err
+	}
+	if len(t.deferred) == 0 {
+		return nil
+	}
+	if t.tx == nil {
+		if _, err := t.begin(ctx); err != nil {
+			return err
+		}
+	}
+	writes := t.deferred
+	t.deferred = nil
+	b := &pgx.Batch{}
+	for _, w := range writes {
+		b.Queue(w.sql, w.args...)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	err := readDeferred(br, writes)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("%w: %w", ErrDeferredWrite, cerr)
+	}
+	if err != nil {
+		t.err = err
+	}
+	return err
 }
 
 func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	switch {
 	case t.done:
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
-	case t.tx != nil:
+	case t.direct():
 		return t.tx.Exec(ctx, sql, args...)
 	}
 	br, err := t.first(ctx, sql, args)
@@ -88,7 +180,7 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	switch {
 	case t.done:
 		return nil, pgx.ErrTxClosed
-	case t.tx != nil:
+	case t.direct():
 		return t.tx.Query(ctx, sql, args...)
 	}
 	br, err := t.first(ctx, sql, args)
@@ -104,7 +196,7 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 }
 
 func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if t.tx != nil && !t.done {
+	if t.direct() && !t.done {
 		return t.tx.QueryRow(ctx, sql, args...)
 	}
 	rows, err := t.Query(ctx, sql, args...)
@@ -113,6 +205,9 @@ func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 
 func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	tx, err := t.begin(ctx)
+	if err == nil {
+		err = t.flush(ctx)
+	}
 	if err != nil {
 		return &failedBatch{err: err}
 	}
@@ -121,6 +216,9 @@ func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 
 func (t *lazyTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	tx, err := t.begin(ctx)
+	if err == nil {
+		err = t.flush(ctx)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -129,6 +227,9 @@ func (t *lazyTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []s
 
 func (t *lazyTx) LargeObjects() pgx.LargeObjects {
 	tx, err := t.begin(context.Background())
+	if err == nil {
+		err = t.flush(context.Background())
+	}
 	if err != nil {
 		return pgx.LargeObjects{}
 	}
@@ -143,22 +244,99 @@ func (t *lazyTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stateme
 	return tx.Prepare(ctx, name, sql)
 }
 
+// Conn is the transaction's connection. Statements run on it directly
+// bypass the deferred writes: send them first (Flush).
 func (t *lazyTx) Conn() *pgx.Conn { return t.conn.Conn() }
 
-// Begin starts a savepoint (pgx's pseudo nested transaction).
+// Begin starts a savepoint (pgx's pseudo nested transaction), after
+// sending the deferred writes, which a rollback to the savepoint must not
+// undo.
 func (t *lazyTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	tx, err := t.begin(ctx)
+	if err == nil {
+		err = t.flush(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return tx.Begin(ctx)
 }
 
+// Commit commits the transaction. Deferred writes go in the request of
+// the COMMIT (with BEGIN too when they are all the transaction did): when
+// one fails, the server skips the COMMIT, nothing is committed and the
+// error (wrapping ErrDeferredWrite) is returned.
 func (t *lazyTx) Commit(ctx context.Context) error {
-	return t.end(func(tx pgx.Tx) error { return tx.Commit(ctx) })
+	if t.err != nil {
+		_ = t.Rollback(ctx)
+		return t.err
+	}
+	if len(t.deferred) == 0 {
+		return t.end(func(tx pgx.Tx) error { return tx.Commit(ctx) })
+	}
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	t.done = true
+	defer t.conn.Release()
+	writes := t.deferred
+	t.deferred = nil
+	b := &pgx.Batch{}
+	begin := t.tx == nil
+	if begin {
+		b.BeginTx(pgx.TxOptions{})
+	}
+	for _, w := range writes {
+		b.Queue(w.sql, w.args...)
+	}
+	b.Queue("commit")
+	var br pgx.BatchResults
+	if begin {
+		br = t.conn.SendBatch(ctx, b)
+	} else {
+		br = t.tx.SendBatch(ctx, b)
+	}
+	err := t.readCommit(br, begin, writes)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && t.conn.Conn().PgConn().TxStatus() != 'I' {
+		// A failed statement skipped the COMMIT: the transaction is
+		// still open, aborted. The pool closes a connection released
+		// in a transaction; rolling back keeps it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = t.conn.Exec(rctx, "rollback")
+	}
+	return err
 }
 
+// readCommit reads the results of Commit's batch: BEGIN when begin, the
+// deferred writes, and the COMMIT, which PostgreSQL answers with ROLLBACK
+// for a transaction that had failed.
+func (t *lazyTx) readCommit(br pgx.BatchResults, begin bool, writes []deferredWrite) error {
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	if err := readDeferred(br, writes); err != nil {
+		return err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// Rollback rolls back the transaction; deferred writes are dropped
+// unsent.
 func (t *lazyTx) Rollback(ctx context.Context) error {
+	t.deferred = nil
 	return t.end(func(tx pgx.Tx) error { return tx.Rollback(ctx) })
 }
 
@@ -243,3 +421,71 @@ func (b *failedBatch) Query() (pgx.Rows, error)         { return nil, b.err }
 func (b *failedBatch) QueryRow() pgx.Row                { return &firstRow{err: b.err} }
 func (b *failedBatch) Close() error                     { return b.err }
 func (b *failedBatch) Tx() pgx.Tx                       { return nil }
+
+// ErrDeferredWrite wraps the failure of a write Deferring queued, returned
+// by the statement or the commit it went with.
+var ErrDeferredWrite = errors.New("deferred write failed")
+
+// Deferring returns a DBTX for tx on which Exec does not send its
+// statement but queues it, to go in the same request as tx's next
+// statement (Exec, Query or QueryRow, on tx or on another Deferring of it)
+// or its COMMIT: a write whose result the caller does not need before
+// going on (an outbox row, a status move under a lock already held) then
+// costs no round trip of its own. Writes go to the server in the order
+// they were asked for, before the statement they go with, which sees them.
+//
+// Exec returns an empty command tag and a nil error: its result is not
+// known yet. A write that must check what it did makes the server check
+// it (expect_rows in migrations/functions), so that its failure fails the
+// statement or the commit it went with (the COMMIT is then skipped), as
+// an error wrapping ErrDeferredWrite; the transaction can then only roll
+// back, and later statements and Commit return the same error. Deferred
+// writes are sent on their own before a batch, COPY or savepoint, and
+// dropped by a rollback.
+//
+// Only a transaction WithTx began on a pool defers; on any other
+// transaction (a savepoint, one begun elsewhere) Exec runs at once. Query
+// and QueryRow are tx's.
+func Deferring(tx pgx.Tx) DBTX {
+	inner := tx
+	if it, ok := inner.(interpretingTx); ok {
+		inner = it.Tx
+	}
+	lazy, ok := inner.(*lazyTx)
+	if !ok {
+		return InterpretingTx(tx)
+	}
+	return deferring{DBTX: InterpretingTx(tx), lazy: lazy}
+}
+
+// deferring is Deferring's DBTX on a lazyTx.
+type deferring struct {
+	DBTX
+	lazy *lazyTx
+}
+
+func (d deferring) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	switch {
+	case d.lazy.done:
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	case d.lazy.err != nil:
+		return pgconn.CommandTag{}, d.lazy.err
+	}
+	d.lazy.deferred = append(d.lazy.deferred, deferredWrite{sql: sql, args: args})
+	return pgconn.CommandTag{}, nil
+}
+
+// Flush sends tx's deferred writes now, on a round trip of their own if
+// there are any (none: nothing is sent), and returns their failure. A
+// caller running several independent units of work in one transaction
+// flushes between them, so that a failed write is reported by the unit
+// that asked for it.
+func Flush(ctx context.Context, tx pgx.Tx) error {
+	if it, ok := tx.(interpretingTx); ok {
+		tx = it.Tx
+	}
+	if lazy, ok := tx.(*lazyTx); ok {
+		return Interpret(lazy.flush(ctx))
+	}
+	return nil
+}

@@ -138,3 +138,120 @@ func TestWithTxLazyBeginKeepsTransactionSemantics(t *testing.T) {
 	require.Equal(t, 1+8, count())
 	require.Zero(t, pool.Stat().AcquiredConns(), "every connection went back to the pool")
 }
+
+// Deferred writes cost no round trip of their own: they go with the next
+// statement, which sees them, or with the COMMIT (and BEGIN, when they are
+// all the transaction does). A failed write fails what it went with and
+// nothing commits, the COMMIT it went with included; a savepoint sends
+// them first, so that rolling it back keeps them; a rollback drops them.
+func TestDeferredWritesGoWithTheNextStatement(t *testing.T) {
+	t.Parallel()
+	costs := db.NewCostTracer()
+	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ctx := context.Background()
+	_, err = pool.Exec(ctx, "CREATE TABLE deferred_probe (n int PRIMARY KEY CHECK (n < 100))")
+	require.NoError(t, err)
+	count := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM deferred_probe").Scan(&n))
+		return n
+	}
+	trips := func(role string, fn func(ctx context.Context, tx pgx.Tx) error) (int64, error) {
+		t.Helper()
+		costs.Reset()
+		err := db.WithTx(db.WithRole(ctx, role), pool, fn)
+		for _, c := range costs.Costs() {
+			if c.Role == role {
+				return c.RoundTrips, err
+			}
+		}
+		return 0, err
+	}
+	insert := func(ctx context.Context, tx pgx.Tx, n int) {
+		t.Helper()
+		_, err := db.Deferring(tx).Exec(ctx, "INSERT INTO deferred_probe VALUES ($1)", n)
+		require.NoError(t, err)
+	}
+
+	n, err := trips("commit", func(ctx context.Context, tx pgx.Tx) error {
+		insert(ctx, tx, 1)
+		insert(ctx, tx, 2)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "BEGIN, both INSERTs and COMMIT in one request")
+	require.Equal(t, 2, count())
+
+	n, err = trips("read", func(ctx context.Context, tx pgx.Tx) error {
+		insert(ctx, tx, 3)
+		var seen int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM deferred_probe").Scan(&seen); err != nil {
+			return err
+		}
+		require.Equal(t, 3, seen, "the statement sees the writes it carried")
+		insert(ctx, tx, 4)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "BEGIN+INSERT+SELECT, INSERT+COMMIT")
+	require.Equal(t, 4, count())
+
+	_, err = trips("conflict", func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO deferred_probe VALUES (5)"); err != nil {
+			return err
+		}
+		insert(ctx, tx, 1) // exists
+		return nil
+	})
+	require.ErrorIs(t, err, db.ErrDeferredWrite)
+	require.ErrorIs(t, err, db.ErrConflict, "interpreted")
+	require.Equal(t, 4, count(), "the COMMIT it went with skipped: the statement before it did not commit either")
+
+	_, err = trips("next", func(ctx context.Context, tx pgx.Tx) error {
+		insert(ctx, tx, 100) // breaks the CHECK
+		_, err := tx.Exec(ctx, "INSERT INTO deferred_probe VALUES (6)")
+		require.ErrorIs(t, err, db.ErrDeferredWrite, "the statement the write went with reports it")
+		_, err2 := tx.Exec(ctx, "SELECT 1")
+		require.ErrorIs(t, err2, db.ErrDeferredWrite, "and every statement after it")
+		return nil // commit anyway
+	})
+	require.ErrorIs(t, err, db.ErrDeferredWrite, "the commit too")
+	require.Equal(t, 4, count())
+
+	_, err = trips("savepoint", func(ctx context.Context, tx pgx.Tx) error {
+		insert(ctx, tx, 7)
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := sp.Exec(ctx, "INSERT INTO deferred_probe VALUES (8)"); err != nil {
+			return err
+		}
+		return sp.Rollback(ctx)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 5, count(), "7 kept, 8 rolled back with its savepoint")
+
+	boom := errors.New("boom")
+	_, err = trips("rollback", func(ctx context.Context, tx pgx.Tx) error {
+		insert(ctx, tx, 9)
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, 5, count(), "dropped unsent")
+
+	// A transaction not begun by WithTx on a pool writes at once.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = db.Deferring(tx).Exec(ctx, "INSERT INTO deferred_probe VALUES (1)")
+	require.ErrorIs(t, err, db.ErrConflict)
+	require.NoError(t, tx.Rollback(ctx))
+
+	// The connections come back clean: a failed commit batch left none
+	// in a transaction.
+	for range 4 {
+		require.Equal(t, 5, count())
+	}
+}

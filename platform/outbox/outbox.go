@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
+	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 )
 
@@ -102,10 +104,17 @@ type HoldCreated struct {
 }
 
 // Insert writes env (raw is its JSON form from NewOrderEvent) to the outbox
-// on db; call it in the transaction of the state change the
-// event describes.
-func Insert(ctx context.Context, db sqlcgen.DBTX, env Envelope, raw []byte) error {
-	err := sqlcgen.New().OutboxInsert(ctx, db, sqlcgen.OutboxInsertParams{
+// on db; call it in the transaction of the state change the event
+// describes. On a transaction the row is not sent at once but with the
+// transaction's next statement or its COMMIT (db.Deferring): nothing reads
+// an outbox row back in the transaction that writes it, so it costs no
+// round trip of its own, and a failure to write it fails that statement
+// or the commit.
+func Insert(ctx context.Context, d sqlcgen.DBTX, env Envelope, raw []byte) error {
+	if tx, ok := d.(pgx.Tx); ok {
+		d = db.Deferring(tx)
+	}
+	err := sqlcgen.New().OutboxInsert(ctx, d, sqlcgen.OutboxInsertParams{
 		ID: env.EventID, Subject: env.Subject(), EventType: env.EventType, AggregateID: env.AggregateID, Envelope: raw,
 	})
 	if err != nil {
