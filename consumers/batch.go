@@ -41,7 +41,9 @@ func (it *item) decide(kind outcomeKind, err error) {
 // handleBatch takes the deliveries of one batch from their bodies to their
 // acks:
 //
-//  1. a body that is not a valid envelope is dead-lettered on its own;
+//  1. a body that is not a valid envelope is dead-lettered on its own,
+//     and an event applied for this consumer where it was written
+//     (Envelope.AppliedBy) is acked on its own;
 //  2. for a consumer with an ExternalFunc, one read of the inbox finds the
 //     events applied before (acked without a call), and the calls for the
 //     others run concurrently, outside any transaction; a failed call
@@ -74,6 +76,12 @@ func (c *Consumer) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		if err != nil {
 			c.settle(ctx, msg, d, outcome{kind: outcomeInvalid, err: err, numDelivered: d.numDelivered})
+			continue
+		}
+		if ev.AppliedBy == c.cfg.Name {
+			// Its writer applied it for this consumer in the
+			// transaction that wrote it: nothing is left to do.
+			c.settle(ctx, msg, d, outcome{kind: outcomeNoEffect, numDelivered: d.numDelivered})
 			continue
 		}
 		items = append(items, &item{msg: msg, d: d, ev: ev, handler: c.handler})

@@ -249,6 +249,34 @@ func TestConsumer(t *testing.T) {
 		require.Empty(t, b.deadLetters(t))
 	})
 
+	// An event whose writer applied it for this consumer (AppliedBy) is
+	// acked with no handler call, no transaction and no inbox row; one
+	// applied for another consumer is applied as any event.
+	t.Run("AppliedByItsWriterIsAckedWithoutEffect", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var calls atomic.Int64
+		c := b.newConsumer(t, Config{}, effectHandler(&calls))
+		mine, _ := testEvent(t)
+		mine.AppliedBy = "test"
+		mineRaw, err := json.Marshal(mine)
+		require.NoError(t, err)
+		theirs, _ := testEvent(t)
+		theirs.AppliedBy = "someone_else"
+		theirsRaw, err := json.Marshal(theirs)
+		require.NoError(t, err)
+		b.publishEvent(t, mine, mineRaw)
+		seq := b.publishEvent(t, theirs, theirsRaw)
+		run(t, c)
+
+		b.waitSettled(t, "test", seq)
+		require.Equal(t, int64(1), calls.Load(), "only the other consumer's")
+		require.Zero(t, b.count(t, `SELECT count(*) FROM inbox WHERE event_id = $1`, mine.EventID))
+		require.Zero(t, b.count(t, `SELECT count(*) FROM effects WHERE event_id = $1`, mine.EventID))
+		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM effects WHERE event_id = $1`, theirs.EventID))
+		require.Empty(t, b.deadLetters(t))
+	})
+
 	t.Run("RetriesWithGrowingBackoffThenDeadLetters", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

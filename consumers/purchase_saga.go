@@ -13,7 +13,7 @@ import (
 )
 
 // PurchaseSagaName is the durable name of the purchase saga's consumer.
-const PurchaseSagaName = "purchase_saga"
+const PurchaseSagaName = purchase.SagaConsumer
 
 // purchaseSagaTypes are the event types the saga reacts to (docs/saga.md,
 // the purchase_saga rows). HoldCreated is not one: the hold transaction

@@ -26,13 +26,18 @@ func stripeEvent(id, typ, orderID string) []byte {
 		"id": id, "object": "event", "type": typ, "created": time.Now().Unix(),
 		"api_version": "2024-06-20", "livemode": false,
 		"data": map[string]any{"object": map[string]any{
-			"id": "pi_test_" + orderID[:8], "object": "payment_intent", "amount": 10000, "currency": "eur",
+			"id": intentOf(orderID), "object": "payment_intent", "amount": 10000, "currency": "eur",
 			"amount_capturable": 10000, "amount_received": 0, "status": "requires_capture",
 			"metadata": map[string]string{"order_id": orderID},
 		}},
 	})
 	return raw
 }
+
+// intentOf is the PaymentIntent id stripeEvent gives orderID's intent:
+// from the random end of the id, since ids made in one millisecond share
+// their beginning.
+func intentOf(orderID string) string { return "pi_test_" + strings.ReplaceAll(orderID[19:], "-", "") }
 
 func (b *testBundle) stripeWebhook(t *testing.T, body []byte, secret string) response {
 	t.Helper()
@@ -88,9 +93,11 @@ func TestStripeWebhook(t *testing.T) {
 		require.Equal(t, orderID, env.AggregateID.String())
 		require.Equal(t, "stripe:evt_auth_1", env.CausationID)
 		require.Equal(t, held.header.Get("X-Correlation-Id"), env.CorrelationID, "the buyer journey's correlation id follows the order")
+		require.Empty(t, env.AppliedBy, "no payment row yet: too early, left to the saga's consumer")
+		require.Equal(t, "pending_payment", orderStatus(t, b, orderID))
 		var p outbox.PaymentAuthorized
 		require.NoError(t, json.Unmarshal(env.Payload, &p))
-		require.Equal(t, outbox.PaymentAuthorized{OrderID: env.AggregateID, PaymentIntentID: "pi_test_" + orderID[:8],
+		require.Equal(t, outbox.PaymentAuthorized{OrderID: env.AggregateID, PaymentIntentID: intentOf(orderID),
 			AmountCapturable: 10000, ProviderEventID: "evt_auth_1"}, p)
 	})
 
@@ -215,4 +222,105 @@ func TestStripeWebhookRefusesSignaturesFromTheFuture(t *testing.T) {
 	}, body)
 	require.Equal(t, http.StatusOK, res.status, "a minute ahead is within the tolerance: %s", res.body)
 	require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM stripe_events WHERE id = 'evt_future'"))
+}
+
+// orderStatus is the order's status in the database.
+func orderStatus(t *testing.T, b *testBundle, orderID string) string {
+	t.Helper()
+	var status string
+	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT status FROM orders WHERE id = $1", orderID).Scan(&status))
+	return status
+}
+
+// outboxEvents are the envelopes of the order's events of typ, in order.
+func outboxEvents(t *testing.T, b *testBundle, orderID, typ string) []outbox.Envelope {
+	t.Helper()
+	rows, err := b.pool.Query(t.Context(), "SELECT envelope FROM outbox WHERE aggregate_id = $1 AND event_type = $2 ORDER BY seq", orderID, typ)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []outbox.Envelope
+	for rows.Next() {
+		var raw []byte
+		require.NoError(t, rows.Scan(&raw))
+		var env outbox.Envelope
+		require.NoError(t, json.Unmarshal(raw, &env))
+		out = append(out, env)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// Stripe's facts are applied where they arrive: the authorization
+// webhook's transaction confirms the hold and asks for the capture, the
+// capture webhook's marks the order paid and asks for the tickets, with
+// no saga consumer running, and the fact goes on the bus marked as
+// applied for the saga (AppliedBy), caused by the provider's event and
+// causing the effects. Ten racing deliveries of each have one effect. A
+// capture that overtakes its authorization is too early: recorded for the
+// saga's consumer, unapplied, the order untouched.
+func TestStripeWebhookAppliesTheFactWhereItArrives(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ev := b.createEvent(t, b.organizer(t))
+	_, tok := b.buyer(t)
+	payRow := func(orderID string) {
+		dbtest.Exec(t, b.pool, `INSERT INTO payments (order_id, provider, payment_intent_id, client_secret, status, amount_minor, currency)
+			SELECT id, 'stripe', $2, 'pi_secret_test', 'requires_payment_method', amount_minor, currency FROM orders WHERE id = $1`,
+			orderID, intentOf(orderID))
+	}
+	tenTimes := func(body []byte) {
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				res := b.stripeWebhook(t, body, webhookSecret)
+				require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			})
+		}
+		wg.Wait()
+	}
+
+	held := b.hold(t, tok, b.admit(t, tok, ev.ID), ev.ID, "applied", ev.Seats[0])
+	require.Equal(t, http.StatusAccepted, held.status)
+	orderID := held.json(t)["orderId"].(string)
+	payRow(orderID)
+
+	tenTimes(stripeEvent("evt_applied_auth", "payment_intent.amount_capturable_updated", orderID))
+	require.Equal(t, "capture_pending", orderStatus(t, b, orderID))
+	facts := outboxEvents(t, b, orderID, outbox.TypePaymentAuthorized)
+	require.Len(t, facts, 1)
+	require.Equal(t, "purchase_saga", facts[0].AppliedBy)
+	require.Equal(t, "stripe:evt_applied_auth", facts[0].CausationID)
+	for _, typ := range []string{outbox.TypeOrderConfirmed, outbox.TypeCaptureRequested} {
+		effects := outboxEvents(t, b, orderID, typ)
+		require.Len(t, effects, 1, typ)
+		require.Equal(t, facts[0].EventID.String(), effects[0].CausationID, "%s is caused by the fact", typ)
+		require.Equal(t, facts[0].CorrelationID, effects[0].CorrelationID)
+		require.Empty(t, effects[0].AppliedBy)
+	}
+
+	captured := stripeEvent("evt_applied_capture", "payment_intent.succeeded", orderID)
+	tenTimes(captured)
+	require.Equal(t, "paid", orderStatus(t, b, orderID))
+	facts = outboxEvents(t, b, orderID, outbox.TypePaymentCaptured)
+	require.Len(t, facts, 1)
+	require.Equal(t, "purchase_saga", facts[0].AppliedBy)
+	tickets := outboxEvents(t, b, orderID, outbox.TypeTicketIssueRequested)
+	require.Len(t, tickets, 1)
+	require.Equal(t, facts[0].EventID.String(), tickets[0].CausationID)
+	var status string
+	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT status FROM payments WHERE order_id = $1", orderID).Scan(&status))
+	require.Equal(t, "succeeded", status)
+
+	// A capture before its authorization was applied.
+	early := b.hold(t, tok, b.admit(t, tok, ev.ID), ev.ID, "early", ev.Seats[1])
+	require.Equal(t, http.StatusAccepted, early.status)
+	earlyID := early.json(t)["orderId"].(string)
+	payRow(earlyID)
+	res := b.stripeWebhook(t, stripeEvent("evt_early_capture", "payment_intent.succeeded", earlyID), webhookSecret)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, "pending_payment", orderStatus(t, b, earlyID))
+	facts = outboxEvents(t, b, earlyID, outbox.TypePaymentCaptured)
+	require.Len(t, facts, 1)
+	require.Empty(t, facts[0].AppliedBy, "left to the saga's consumer, which applies it once the authorization is")
+	require.Empty(t, outboxEvents(t, b, earlyID, outbox.TypeTicketIssueRequested))
 }

@@ -63,7 +63,9 @@ type IngressConfig struct {
 
 // Ingress turns the provider's signed webhooks into domain events.
 type Ingress struct {
-	pool   *pgxpool.Pool
+	pool *pgxpool.Pool
+	// saga applies the domain events' steps as they are recorded.
+	saga   *purchase.Saga
 	cfg    IngressConfig
 	logger *slog.Logger
 	// mismatches counts webhooks that disagreed with the order, by the
@@ -76,6 +78,7 @@ func NewIngress(pool *pgxpool.Pool, cfg IngressConfig) *Ingress {
 	cfg.Tolerance = cmp.Or(cfg.Tolerance, 5*time.Minute)
 	return &Ingress{
 		pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "payments_ingress"),
+		saga: purchase.NewSaga(purchase.SagaConfig{Logger: cfg.Logger}),
 		mismatches: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "boxoffice_payment_webhook_mismatches_total",
 			Help: "Provider webhooks that disagreed with the order's local state, so the intent was re-read; by what the provider's current state was acted on as.",
@@ -93,11 +96,16 @@ type Received struct {
 	// DomainEvent is the outbox event written, empty when the type maps to
 	// none or the payment is not one of ours.
 	DomainEvent string
+	// Applied is true when the saga's step for DomainEvent was applied in
+	// the same transaction (Apply); false when it was left to the saga's
+	// consumer.
+	Applied bool
 }
 
 // Receive verifies the signature over the raw payload before parsing
-// anything, then, in one transaction, records the provider's event id and
-// writes the domain event it maps to into the outbox:
+// anything, then, in one transaction, records the provider's event id,
+// writes the domain event it maps to into the outbox and applies the
+// saga's step for it (Apply):
 //
 //	payment_intent.amount_capturable_updated → PaymentAuthorized
 //	payment_intent.succeeded                 → PaymentCaptured
@@ -142,8 +150,18 @@ func (in *Ingress) Verify(payload []byte, signature string) (stripe.Event, error
 
 // Apply is Receive for an event Verify returned: it records the event and
 // its effect, as Receive documents.
+//
+// The effect is the saga's step, applied here, in the transaction that
+// records the provider's event id (purchase.Saga.Apply): the order and its
+// hold are locked and the state the step expects is checked as the
+// saga's consumer would, and the domain event is written with
+// AppliedBy purchase.SagaConsumer, so that consumer has nothing left to
+// do; the bus still carries it to everyone else (webhooks, order
+// streams). A fact that came before the state it applies to
+// (purchase.ErrTooEarly: a capture before its authorization was applied,
+// an authorization before the payment row) is recorded for the saga's
+// consumer to apply once it can.
 func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error) {
-	r := Received{EventType: string(ev.Type)}
 	m, err := in.mapEvent(ctx, ev)
 	if err != nil {
 		return Received{}, err
@@ -153,59 +171,91 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 	// intent is re-read from the provider outside any transaction (nobody
 	// calls the provider holding locks), and what it says now is recorded.
 	checked := m.intentID == "" || in.cfg.Provider == nil
+	apply := true
 	for {
-		err = db.WithTx(ctx, in.pool, func(ctx context.Context, tx pgx.Tx) error {
-			r.Duplicate, r.DomainEvent = false, ""
-			q := sqlcgen.New()
-			first, err := q.StripeEventInsert(ctx, tx, sqlcgen.StripeEventInsertParams{ID: ev.ID, Type: string(ev.Type)})
-			if err != nil {
-				return fmt.Errorf("record provider event: %w", err)
-			}
-			if r.Duplicate = !first; r.Duplicate {
-				return nil
-			}
-			if m.inFlight != "" {
-				return in.grace(ctx, tx, ev, m)
-			}
-			if m.typ == "" {
-				return nil
-			}
-			order, err := q.OrderStatusGet(ctx, tx, m.orderID)
-			if errors.Is(err, db.ErrNotFound) {
-				in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
-					"provider_event_id", ev.ID, "event_type", ev.Type, "metadata_order_id", m.orderID)
-				return nil
-			} else if err != nil {
-				return fmt.Errorf("read order: %w", err)
-			}
-			if !checked && purchase.OrderStatus(order.Status).ContradictedBy(m.typ) {
-				return &disagreement{order: order}
-			}
-			env, raw, err := outbox.NewOrderEvent(m.typ, m.orderID, time.Now(), order.CorrelationID, "stripe:"+ev.ID, m.payload)
-			if err != nil {
-				return err
-			}
-			r.DomainEvent = m.typ
-			return outbox.Insert(ctx, tx, env, raw)
+		var r Received
+		r, err = db.WithTxV(ctx, in.pool, func(ctx context.Context, tx pgx.Tx) (Received, error) {
+			return in.record(ctx, tx, ev, m, checked, apply)
 		})
 		var dis *disagreement
-		if !errors.As(err, &dis) {
-			break
-		}
-		checked = true
-		if m, err = in.reconcile(ctx, ev, m, dis.order); err != nil {
+		switch {
+		case errors.As(err, &dis):
+			checked = true
+			if m, err = in.reconcile(ctx, ev, m, dis.status, dis.correlationID); err != nil {
+				return Received{}, err
+			}
+			continue
+		case apply && (errors.Is(err, purchase.ErrTooEarly) || errors.Is(err, purchase.ErrOrderNotFound)):
+			// The saga's consumer applies it when it can; an unknown
+			// order is logged and ignored by record.
+			apply = false
+			continue
+		case err != nil:
 			return Received{}, err
 		}
+		return r, nil
 	}
+}
+
+// record is one attempt of Apply's transaction: the provider's event id,
+// then, unless it was seen before, its effect: the grace of an intent
+// being confirmed, or the domain event, applied when apply is true and
+// else written for the saga's consumer. Unless checked, a domain event
+// that contradicts its order's state stops it with a disagreement.
+func (in *Ingress) record(ctx context.Context, tx pgx.Tx, ev stripe.Event, m mapped, checked, apply bool) (Received, error) {
+	r := Received{EventType: string(ev.Type)}
+	q := sqlcgen.New()
+	first, err := q.StripeEventInsert(ctx, tx, sqlcgen.StripeEventInsertParams{ID: ev.ID, Type: string(ev.Type)})
 	if err != nil {
-		return Received{}, err
+		return r, fmt.Errorf("record provider event: %w", err)
 	}
-	return r, nil
+	if r.Duplicate = !first; r.Duplicate {
+		return r, nil
+	}
+	if m.inFlight != "" {
+		return r, in.grace(ctx, tx, ev, m)
+	}
+	if m.typ == "" {
+		return r, nil
+	}
+	env, _, err := outbox.NewOrderEvent(m.typ, m.orderID, time.Now(), "", "stripe:"+ev.ID, m.payload)
+	if err != nil {
+		return r, err
+	}
+	write := func(status purchase.OrderStatus, correlationID string) error {
+		if !checked && status.ContradictedBy(m.typ) {
+			return &disagreement{status: string(status), correlationID: correlationID}
+		}
+		env.CorrelationID = correlationID
+		raw, err := json.Marshal(env)
+		if err != nil {
+			return fmt.Errorf("marshal %s envelope: %w", env.EventType, err)
+		}
+		r.DomainEvent = m.typ
+		return outbox.Insert(ctx, tx, env, raw)
+	}
+	if apply {
+		env.AppliedBy = purchase.SagaConsumer
+		err := in.saga.Apply(ctx, tx, env, func(o *purchase.OrderTx) error {
+			return write(o.Status(), o.CorrelationID())
+		})
+		r.Applied = err == nil
+		return r, err
+	}
+	order, err := q.OrderStatusGet(ctx, tx, m.orderID)
+	if errors.Is(err, db.ErrNotFound) {
+		in.logger.WarnContext(ctx, "provider event names an unknown order; ignored",
+			"provider_event_id", ev.ID, "event_type", ev.Type, "metadata_order_id", m.orderID)
+		return r, nil
+	} else if err != nil {
+		return r, fmt.Errorf("read order: %w", err)
+	}
+	return r, write(purchase.OrderStatus(order.Status), order.CorrelationID)
 }
 
 // disagreement stops Receive's transaction when the event contradicts its
 // order's state, for the intent to be re-read.
-type disagreement struct{ order sqlcgen.OrderStatusGetRow }
+type disagreement struct{ status, correlationID string }
 
 func (d *disagreement) Error() string { return "provider event disagrees with the order's state" }
 
@@ -230,10 +280,10 @@ type mapped struct {
 // authorization of a later one), and a stale event must not fail a paid
 // order. An event that agrees is taken as it is, without a provider call
 // (Receive only calls reconcile for one that does not).
-func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped, order sqlcgen.OrderStatusGetRow) (mapped, error) {
+func (in *Ingress) reconcile(ctx context.Context, ev stripe.Event, m mapped, status, correlationID string) (mapped, error) {
 	log := in.logger.With("provider_event_id", ev.ID, "event_type", ev.Type, "order_id", m.orderID,
-		"correlation_id", order.CorrelationID, "causation_id", "stripe:"+ev.ID,
-		"order_status", order.Status, "payment_intent_id", m.intentID)
+		"correlation_id", correlationID, "causation_id", "stripe:"+ev.ID,
+		"order_status", status, "payment_intent_id", m.intentID)
 	intent, err := in.cfg.Provider.Get(ctx, m.intentID)
 	var perr *Error
 	switch {

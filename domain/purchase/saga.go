@@ -102,10 +102,10 @@ func NewSaga(cfg SagaConfig) *Saga {
 // already. For an order still awaiting payment, or already past
 // authorization, it does nothing.
 func (s *Saga) PaymentIntentCreated(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	st, p, err := open[outbox.PaymentIntentCreated](ctx, s, tx, ev)
-	if err != nil {
-		return err
-	}
+	return run(ctx, s, tx, ev, nil, s.paymentIntentCreated)
+}
+
+func (s *Saga) paymentIntentCreated(ctx context.Context, st *step, p outbox.PaymentIntentCreated) error {
 	switch st.Status() {
 	case OrderFailed, OrderCanceled:
 		return st.requestCancel(ctx, p.PaymentIntentID, st.releaseReason())
@@ -133,10 +133,11 @@ func (s *Saga) PaymentIntentCreated(ctx context.Context, tx pgx.Tx, ev outbox.En
 // The seats are locked before the check, so no hold can reclaim them
 // between the check and the commit.
 func (s *Saga) PaymentAuthorized(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	st, p, err := open[outbox.PaymentAuthorized](ctx, s, tx, ev)
-	if err != nil {
-		return err
-	}
+	return run(ctx, s, tx, ev, nil, s.paymentAuthorized)
+}
+
+func (s *Saga) paymentAuthorized(ctx context.Context, st *step, p outbox.PaymentAuthorized) error {
+	tx := st.tx
 	switch st.Status() {
 	case OrderCapturePending, OrderPaid, OrderTicketed, OrderRefunding, OrderRefunded:
 		st.log.InfoContext(ctx, "authorization already applied; duplicate ignored", "order_status", st.Status())
@@ -209,10 +210,11 @@ func (s *Saga) PaymentAuthorized(ctx context.Context, tx pgx.Tx, ev outbox.Envel
 //     order becomes refunding and one RefundRequested is written;
 //   - order paid, ticketed, refunding or refunded: a duplicate, nothing.
 func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	st, p, err := open[outbox.PaymentCaptured](ctx, s, tx, ev)
-	if err != nil {
-		return err
-	}
+	return run(ctx, s, tx, ev, nil, s.paymentCaptured)
+}
+
+func (s *Saga) paymentCaptured(ctx context.Context, st *step, p outbox.PaymentCaptured) error {
+	tx := st.tx
 	switch st.Status() {
 	case OrderPendingPayment, OrderAuthorized:
 		st.log.InfoContext(ctx, "capture arrived before the authorization was applied; retrying later", "order_status", st.Status())
@@ -270,10 +272,10 @@ func (s *Saga) PaymentCaptured(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 // state it does nothing. Each PaymentFailed is one attempt: the inbox applies an event
 // once, and the provider sends one per declined attempt.
 func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	st, p, err := open[outbox.PaymentFailed](ctx, s, tx, ev)
-	if err != nil {
-		return err
-	}
+	return run(ctx, s, tx, ev, nil, s.paymentFailed)
+}
+
+func (s *Saga) paymentFailed(ctx context.Context, st *step, p outbox.PaymentFailed) error {
 	st.log = st.log.With("code", p.Code)
 	if st.Status() != OrderPendingPayment && st.Status() != OrderCapturePending {
 		st.log.InfoContext(ctx, "payment failure for an order past payment; ignored", "order_status", st.Status())
@@ -334,10 +336,11 @@ func (s *Saga) PaymentFailed(ctx context.Context, tx pgx.Tx, ev outbox.Envelope)
 // that nobody asked for was made outside Boxoffice and is logged as a
 // warning; of an order in any other state, it changes nothing.
 func (s *Saga) PaymentRefunded(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	st, p, err := open[outbox.PaymentRefunded](ctx, s, tx, ev)
-	if err != nil {
-		return err
-	}
+	return run(ctx, s, tx, ev, nil, s.paymentRefunded)
+}
+
+func (s *Saga) paymentRefunded(ctx context.Context, st *step, p outbox.PaymentRefunded) error {
+	tx := st.tx
 	confirmed, err := sqlcgen.New().RefundConfirmUpTo(ctx, tx, sqlcgen.RefundConfirmUpToParams{
 		OrderID: st.ID(), AmountRefunded: p.AmountRefunded,
 	})
@@ -376,10 +379,11 @@ func (s *Saga) PaymentRefunded(ctx context.Context, tx pgx.Tx, ev outbox.Envelop
 // written yet is ErrTooEarly; a row naming another intent, or already
 // canceled, is left alone.
 func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-	st, p, err := open[outbox.AuthorizationCanceled](ctx, s, tx, ev)
-	if err != nil {
-		return err
-	}
+	return run(ctx, s, tx, ev, nil, s.authorizationCanceled)
+}
+
+func (s *Saga) authorizationCanceled(ctx context.Context, st *step, p outbox.AuthorizationCanceled) error {
+	tx := st.tx
 	q := sqlcgen.New()
 	payment, err := q.PaymentIntentGetByOrder(ctx, st.tx, st.ID())
 	switch {
@@ -402,6 +406,52 @@ func (s *Saga) AuthorizationCanceled(ctx context.Context, tx pgx.Tx, ev outbox.E
 	}
 	st.log.InfoContext(ctx, "authorization canceled", "order_status", st.Status())
 	return nil
+}
+
+// SagaConsumer is the durable name of the consumer that runs the saga's
+// steps: the AppliedBy of an event a step was applied for in the
+// transaction that wrote it (Apply).
+const SagaConsumer = "purchase_saga"
+
+// Apply runs the step of ev's type in tx, as the saga's consumer does,
+// for a writer that holds the fact before it reaches the bus: the payment
+// ingress, in the transaction that records the provider's webhook. Once
+// the order and its hold are locked it calls before (when not nil) with
+// them: an error from before ends Apply with that error and nothing of
+// the step written; before writes ev itself, with the order's correlation
+// id and AppliedBy SagaConsumer, so the saga's consumer acks it without a
+// second effect. The step's errors are those of the method of ev's type;
+// an order that does not exist is also ErrOrderNotFound.
+func (s *Saga) Apply(ctx context.Context, tx pgx.Tx, ev outbox.Envelope, before func(*OrderTx) error) error {
+	switch ev.EventType {
+	case outbox.TypePaymentIntentCreated:
+		return run(ctx, s, tx, ev, before, s.paymentIntentCreated)
+	case outbox.TypePaymentAuthorized:
+		return run(ctx, s, tx, ev, before, s.paymentAuthorized)
+	case outbox.TypePaymentCaptured:
+		return run(ctx, s, tx, ev, before, s.paymentCaptured)
+	case outbox.TypePaymentFailed:
+		return run(ctx, s, tx, ev, before, s.paymentFailed)
+	case outbox.TypePaymentRefunded:
+		return run(ctx, s, tx, ev, before, s.paymentRefunded)
+	case outbox.TypeAuthorizationCanceled:
+		return run(ctx, s, tx, ev, before, s.authorizationCanceled)
+	}
+	return fmt.Errorf("%w: the saga has no step for %s", ErrPermanent, ev.EventType)
+}
+
+// run is every step's frame: open, before, then the step's body.
+func run[T any](ctx context.Context, s *Saga, tx pgx.Tx, ev outbox.Envelope, before func(*OrderTx) error, body func(context.Context, *step, T) error) error {
+	st, p, err := open[T](ctx, s, tx, ev)
+	if err != nil {
+		return err
+	}
+	if before != nil {
+		if err := before(st.OrderTx); err != nil {
+			return err
+		}
+	}
+	return body(ctx, st, p)
 }
 
 // step is one saga step in progress: the incoming event and its order,
@@ -441,19 +491,22 @@ func open[T any](ctx context.Context, s *Saga, tx pgx.Tx, ev outbox.Envelope) (*
 // begin checks that the payload names the envelope's order, then locks the
 // order and its hold, in that order.
 func (s *Saga) begin(ctx context.Context, tx pgx.Tx, ev outbox.Envelope, payloadOrderID uuid.UUID) (*step, error) {
-	log := s.logger.With("event_id", ev.EventID, "event_type", ev.EventType, "order_id", ev.AggregateID,
-		"correlation_id", ev.CorrelationID, "causation_id", ev.CausationID)
 	if payloadOrderID != uuid.Nil && payloadOrderID != ev.AggregateID {
 		return nil, fmt.Errorf("%w: %s payload names order %s, its envelope %s", ErrPermanent, ev.EventType, payloadOrderID, ev.AggregateID)
 	}
 	o, err := LockOrder(ctx, tx, ev.AggregateID, Cause{
-		CorrelationID: ev.CorrelationID, CausationID: ev.EventID.String(), Now: s.nowFunc, Logger: log,
+		CorrelationID: ev.CorrelationID, CausationID: ev.EventID.String(), Now: s.nowFunc,
 	})
 	if errors.Is(err, ErrOrderNotFound) {
-		return nil, fmt.Errorf("%w: %s names unknown order %s", ErrPermanent, ev.EventType, ev.AggregateID)
+		return nil, fmt.Errorf("%w: %w: %s names order %s", ErrPermanent, ErrOrderNotFound, ev.EventType, ev.AggregateID)
 	} else if err != nil {
 		return nil, err
 	}
+	// The order's own correlation id when the event has none yet (one
+	// applied as it is written: Apply).
+	log := s.logger.With("event_id", ev.EventID, "event_type", ev.EventType, "order_id", ev.AggregateID,
+		"correlation_id", o.CorrelationID(), "causation_id", ev.CausationID)
+	o.cause.Logger = log
 	if err := o.LockHold(ctx); err != nil {
 		return nil, err
 	}

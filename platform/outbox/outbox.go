@@ -48,15 +48,21 @@ const AggregateOrder = "order"
 // Envelope is the JSON form of an event on the bus. EventID is also the
 // Nats-Msg-Id, so the stream dedupes a republished row.
 type Envelope struct {
-	EventID       uuid.UUID       `json:"event_id"`
-	EventType     string          `json:"event_type"`
-	SchemaVersion int             `json:"schema_version"`
-	AggregateType string          `json:"aggregate_type"`
-	AggregateID   uuid.UUID       `json:"aggregate_id"`
-	OccurredAt    time.Time       `json:"occurred_at"`
-	CorrelationID string          `json:"correlation_id"`
-	CausationID   string          `json:"causation_id,omitempty"`
-	Payload       json.RawMessage `json:"payload"`
+	EventID       uuid.UUID `json:"event_id"`
+	EventType     string    `json:"event_type"`
+	SchemaVersion int       `json:"schema_version"`
+	AggregateType string    `json:"aggregate_type"`
+	AggregateID   uuid.UUID `json:"aggregate_id"`
+	OccurredAt    time.Time `json:"occurred_at"`
+	CorrelationID string    `json:"correlation_id"`
+	CausationID   string    `json:"causation_id,omitempty"`
+	// AppliedBy names the durable consumer whose effect of this event was
+	// written in the transaction that wrote the event (the payment
+	// ingress applies the saga's step as it records a provider webhook):
+	// that consumer acks it with no transaction and no inbox row. Every
+	// other consumer reads it as any event.
+	AppliedBy string          `json:"applied_by,omitempty"`
+	Payload   json.RawMessage `json:"payload"`
 }
 
 // Subject is the JetStream subject the event is published on:
