@@ -178,3 +178,12 @@ SET payment_declines = payment_declines + 1, last_decline_code = @code::text, la
 WHERE o.id = @id::uuid
 RETURNING o.payment_declines,
           coalesce((SELECT os.payment_attempts FROM onsales os WHERE os.event_id = o.event_id), 0)::int AS payment_attempts;
+
+-- name: OrderHoldGetForUpdate :one
+-- Locks the order and its hold in one statement, as OrderGetForUpdate and
+-- then HoldGetByOrderForUpdate lock them in two. No row when either is
+-- missing.
+SELECT sqlc.embed(o), sqlc.embed(h)
+FROM orders o JOIN holds h ON h.order_id = o.id
+WHERE o.id = @id::uuid
+FOR UPDATE OF o, h;

@@ -1,15 +1,17 @@
 -- name: TicketListByOrder :many
 SELECT * FROM tickets WHERE order_id = @order_id::uuid ORDER BY seat_id;
 
--- name: TicketInsertBatch :exec
--- Inserts the tickets of one order, one per seat; rows that exist (a retried
--- issuance: same id, same seat) are left as they are, signed payload
--- included. A seat ticketed to another order is skipped too: the caller
--- checks that the order ended up with a ticket for each of its seats.
+-- name: TicketInsertBatch :many
+-- Inserts the tickets of one order, one per seat, and returns the ids of
+-- those it inserted; rows that exist (a retried issuance: same id, same
+-- seat) are left as they are, signed payload included. A seat ticketed to
+-- another order is skipped too: the caller checks that the order ended up
+-- with a ticket for each of its seats.
 INSERT INTO tickets (id, order_id, event_id, seat_id, issued_at, qr_payload)
 SELECT unnest(@ids::uuid[]), @order_id::uuid, @event_id::uuid, unnest(@seat_ids::uuid[]), @issued_at::timestamptz,
        unnest(@qr_payloads::text[])
-ON CONFLICT DO NOTHING;
+ON CONFLICT DO NOTHING
+RETURNING id;
 
 -- name: TicketRevokeByOrder :execrows
 -- Revokes the order's tickets that are not revoked yet, releasing their

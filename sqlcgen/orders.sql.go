@@ -124,6 +124,49 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 	return i, err
 }
 
+const orderHoldGetForUpdate = `-- name: OrderHoldGetForUpdate :one
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id, h.order_id, h.status, h.expires_at, h.created_at, h.payment_grace_at
+FROM orders o JOIN holds h ON h.order_id = o.id
+WHERE o.id = $1::uuid
+FOR UPDATE OF o, h
+`
+
+type OrderHoldGetForUpdateRow struct {
+	Order Order
+	Hold  Hold
+}
+
+// Locks the order and its hold in one statement, as OrderGetForUpdate and
+// then HoldGetByOrderForUpdate lock them in two. No row when either is
+// missing.
+func (q *Queries) OrderHoldGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (OrderHoldGetForUpdateRow, error) {
+	row := db.QueryRow(ctx, orderHoldGetForUpdate, id)
+	var i OrderHoldGetForUpdateRow
+	err := row.Scan(
+		&i.Order.ID,
+		&i.Order.UserID,
+		&i.Order.EventID,
+		&i.Order.Status,
+		&i.Order.AmountMinor,
+		&i.Order.Currency,
+		&i.Order.CorrelationID,
+		&i.Order.Version,
+		&i.Order.CreatedAt,
+		&i.Order.UpdatedAt,
+		&i.Order.AuthorizationCancelRequestedAt,
+		&i.Order.PaymentDeclines,
+		&i.Order.LastDeclineCode,
+		&i.Order.LastDeclinedAt,
+		&i.Hold.ID,
+		&i.Hold.OrderID,
+		&i.Hold.Status,
+		&i.Hold.ExpiresAt,
+		&i.Hold.CreatedAt,
+		&i.Hold.PaymentGraceAt,
+	)
+	return i, err
+}
+
 const orderListByEvent = `-- name: OrderListByEvent :many
 SELECT o.id, o.user_id, o.status, o.amount_minor, o.currency, o.created_at, o.updated_at,
        (SELECT count(*) FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = o.id)::int AS seat_count

@@ -23,11 +23,12 @@ func (q *Queries) TicketCountLiveByOrder(ctx context.Context, db DBTX, orderID u
 	return column_1, err
 }
 
-const ticketInsertBatch = `-- name: TicketInsertBatch :exec
+const ticketInsertBatch = `-- name: TicketInsertBatch :many
 INSERT INTO tickets (id, order_id, event_id, seat_id, issued_at, qr_payload)
 SELECT unnest($1::uuid[]), $2::uuid, $3::uuid, unnest($4::uuid[]), $5::timestamptz,
        unnest($6::text[])
 ON CONFLICT DO NOTHING
+RETURNING id
 `
 
 type TicketInsertBatchParams struct {
@@ -39,12 +40,13 @@ type TicketInsertBatchParams struct {
 	QrPayloads []string
 }
 
-// Inserts the tickets of one order, one per seat; rows that exist (a retried
-// issuance: same id, same seat) are left as they are, signed payload
-// included. A seat ticketed to another order is skipped too: the caller
-// checks that the order ended up with a ticket for each of its seats.
-func (q *Queries) TicketInsertBatch(ctx context.Context, db DBTX, arg TicketInsertBatchParams) error {
-	_, err := db.Exec(ctx, ticketInsertBatch,
+// Inserts the tickets of one order, one per seat, and returns the ids of
+// those it inserted; rows that exist (a retried issuance: same id, same
+// seat) are left as they are, signed payload included. A seat ticketed to
+// another order is skipped too: the caller checks that the order ended up
+// with a ticket for each of its seats.
+func (q *Queries) TicketInsertBatch(ctx context.Context, db DBTX, arg TicketInsertBatchParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, ticketInsertBatch,
 		arg.Ids,
 		arg.OrderID,
 		arg.EventID,
@@ -52,7 +54,22 @@ func (q *Queries) TicketInsertBatch(ctx context.Context, db DBTX, arg TicketInse
 		arg.IssuedAt,
 		arg.QrPayloads,
 	)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const ticketListByOrder = `-- name: TicketListByOrder :many

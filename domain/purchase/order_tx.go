@@ -66,6 +66,25 @@ func LockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID, cause Cause) (*Orde
 	return newOrderTx(tx, row, cause), nil
 }
 
+// LockOrderWithHold is LockOrder and then LockHold, in one statement.
+func LockOrderWithHold(ctx context.Context, tx pgx.Tx, id uuid.UUID, cause Cause) (*OrderTx, error) {
+	tx = db.InterpretingTx(tx)
+	row, err := sqlcgen.New().OrderHoldGetForUpdate(ctx, tx, id)
+	if errors.Is(err, db.ErrNotFound) {
+		// No order, or an order without its hold: say which.
+		o, err := LockOrder(ctx, tx, id, cause)
+		if err != nil {
+			return nil, err
+		}
+		return o, o.LockHold(ctx)
+	} else if err != nil {
+		return nil, fmt.Errorf("lock order and hold: %w", err)
+	}
+	o := newOrderTx(tx, row.Order, cause)
+	o.hold = &row.Hold
+	return o, nil
+}
+
 func newOrderTx(tx pgx.Tx, row sqlcgen.Order, cause Cause) *OrderTx {
 	if cause.Now == nil {
 		cause.Now = time.Now

@@ -494,7 +494,7 @@ func (s *Saga) begin(ctx context.Context, tx pgx.Tx, ev outbox.Envelope, payload
 	if payloadOrderID != uuid.Nil && payloadOrderID != ev.AggregateID {
 		return nil, fmt.Errorf("%w: %s payload names order %s, its envelope %s", ErrPermanent, ev.EventType, payloadOrderID, ev.AggregateID)
 	}
-	o, err := LockOrder(ctx, tx, ev.AggregateID, Cause{
+	o, err := LockOrderWithHold(ctx, tx, ev.AggregateID, Cause{
 		CorrelationID: ev.CorrelationID, CausationID: ev.EventID.String(), Now: s.nowFunc,
 	})
 	if errors.Is(err, ErrOrderNotFound) {
@@ -507,9 +507,6 @@ func (s *Saga) begin(ctx context.Context, tx pgx.Tx, ev outbox.Envelope, payload
 	log := s.logger.With("event_id", ev.EventID, "event_type", ev.EventType, "order_id", ev.AggregateID,
 		"correlation_id", o.CorrelationID(), "causation_id", ev.CausationID)
 	o.cause.Logger = log
-	if err := o.LockHold(ctx); err != nil {
-		return nil, err
-	}
 	return &step{OrderTx: o, log: log}, nil
 }
 

@@ -109,7 +109,7 @@ type Issued struct {
 // seat is ticketed to another order; either way tx must be rolled back.
 func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, error) {
 	q := sqlcgen.New()
-	o, err := purchase.LockOrder(ctx, tx, p.OrderID, purchase.Cause{
+	o, err := purchase.LockOrderWithHold(ctx, tx, p.OrderID, purchase.Cause{
 		CorrelationID: p.CorrelationID, CausationID: p.CausationID, Now: i.now,
 	})
 	if err != nil {
@@ -135,9 +135,6 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 		return Issued{}, nil
 	}
 
-	if err := o.LockHold(ctx); err != nil {
-		return Issued{}, err
-	}
 	seatIDs, err := o.Seats(ctx)
 	if err != nil {
 		return Issued{}, err
@@ -160,23 +157,27 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 		params.SeatIds = append(params.SeatIds, seatID)
 		params.QrPayloads = append(params.QrPayloads, i.signer.Sign(t))
 	}
-	if err := q.TicketInsertBatch(ctx, tx, params); err != nil {
+	inserted, err := q.TicketInsertBatch(ctx, tx, params)
+	if err != nil {
 		return Issued{}, fmt.Errorf("insert tickets: %w", err)
 	}
 	// ON CONFLICT DO NOTHING also skips a seat that is another order's:
-	// make sure every seat ended up with this order's ticket.
-	existing, err := q.TicketListByOrder(ctx, tx, o.ID())
-	if err != nil {
-		return Issued{}, fmt.Errorf("list tickets: %w", err)
-	}
-	have := make(map[uuid.UUID]bool, len(existing))
-	for _, t := range existing {
-		have[t.ID] = true
-	}
-	for _, id := range params.Ids {
-		if !have[id] {
-			i.conflicts.Inc()
-			return Issued{}, fmt.Errorf("order %s: %w", o.ID(), ErrSeatTicketed)
+	// make sure every seat ended up with this order's ticket (all were
+	// inserted, or the ones that were not are this order's already).
+	if len(inserted) != len(params.Ids) {
+		existing, err := q.TicketListByOrder(ctx, tx, o.ID())
+		if err != nil {
+			return Issued{}, fmt.Errorf("list tickets: %w", err)
+		}
+		have := make(map[uuid.UUID]bool, len(existing))
+		for _, t := range existing {
+			have[t.ID] = true
+		}
+		for _, id := range params.Ids {
+			if !have[id] {
+				i.conflicts.Inc()
+				return Issued{}, fmt.Errorf("order %s: %w", o.ID(), ErrSeatTicketed)
+			}
 		}
 	}
 
