@@ -18,14 +18,18 @@ FROM hold_reserve(
 -- Locks the order's hold; take the order's lock first.
 SELECT * FROM holds WHERE order_id = @order_id::uuid FOR UPDATE;
 
--- name: HoldOwnsSeats :one
--- Whether the hold still owns its seats by the database clock: active, not
--- past expires_at, and none of its seats reclaimed by another hold. Run it
--- with the hold and its seats locked, so the answer holds until commit.
+-- name: HoldOwnsSeatsForPayment :one
+-- Whether the hold still owns its seats by the database clock (active, not
+-- past expires_at, none of its seats reclaimed by another hold), and
+-- whether its order has the payment row of payment_intent_id: what an
+-- authorization needs before it confirms the hold. Run it with the hold
+-- and its seats locked, so the answer holds until commit.
 SELECT (h.status = 'active'
         AND h.expires_at > now()
         AND NOT EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.hold_id = h.id AND hs.released_at IS NOT NULL)
-       )::bool AS owns_seats
+       )::bool AS owns_seats,
+       EXISTS (SELECT 1 FROM payments p
+               WHERE p.order_id = h.order_id AND p.payment_intent_id = @payment_intent_id::text) AS has_payment
 FROM holds h
 WHERE h.id = @id::uuid;
 

@@ -1,9 +1,6 @@
--- name: StripeEventInsert :one
--- Records a provider event id. Returns false when it was already recorded:
--- the event was handled before and must have no second effect.
-WITH inserted AS (
-    INSERT INTO stripe_events (id, type) VALUES (@id::text, @type::text)
-    ON CONFLICT (id) DO NOTHING
-    RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM inserted) AS first_time;
+-- name: StripeEventRecord :exec
+-- Records a provider event id; one recorded already is a unique violation
+-- of stripe_events_pkey (the event was handled before and must have no
+-- second effect). Plain, so that it can go with the statement after it
+-- (db.Deferring) and its violation still stops the transaction.
+INSERT INTO stripe_events (id, type) VALUES (@id::text, @type::text);

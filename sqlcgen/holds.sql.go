@@ -109,23 +109,37 @@ func (q *Queries) HoldGraceForPayment(ctx context.Context, db DBTX, arg HoldGrac
 	return expires_at, err
 }
 
-const holdOwnsSeats = `-- name: HoldOwnsSeats :one
+const holdOwnsSeatsForPayment = `-- name: HoldOwnsSeatsForPayment :one
 SELECT (h.status = 'active'
         AND h.expires_at > now()
         AND NOT EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.hold_id = h.id AND hs.released_at IS NOT NULL)
-       )::bool AS owns_seats
+       )::bool AS owns_seats,
+       EXISTS (SELECT 1 FROM payments p
+               WHERE p.order_id = h.order_id AND p.payment_intent_id = $1::text) AS has_payment
 FROM holds h
-WHERE h.id = $1::uuid
+WHERE h.id = $2::uuid
 `
 
-// Whether the hold still owns its seats by the database clock: active, not
-// past expires_at, and none of its seats reclaimed by another hold. Run it
-// with the hold and its seats locked, so the answer holds until commit.
-func (q *Queries) HoldOwnsSeats(ctx context.Context, db DBTX, id uuid.UUID) (bool, error) {
-	row := db.QueryRow(ctx, holdOwnsSeats, id)
-	var owns_seats bool
-	err := row.Scan(&owns_seats)
-	return owns_seats, err
+type HoldOwnsSeatsForPaymentParams struct {
+	PaymentIntentID string
+	ID              uuid.UUID
+}
+
+type HoldOwnsSeatsForPaymentRow struct {
+	OwnsSeats  bool
+	HasPayment bool
+}
+
+// Whether the hold still owns its seats by the database clock (active, not
+// past expires_at, none of its seats reclaimed by another hold), and
+// whether its order has the payment row of payment_intent_id: what an
+// authorization needs before it confirms the hold. Run it with the hold
+// and its seats locked, so the answer holds until commit.
+func (q *Queries) HoldOwnsSeatsForPayment(ctx context.Context, db DBTX, arg HoldOwnsSeatsForPaymentParams) (HoldOwnsSeatsForPaymentRow, error) {
+	row := db.QueryRow(ctx, holdOwnsSeatsForPayment, arg.PaymentIntentID, arg.ID)
+	var i HoldOwnsSeatsForPaymentRow
+	err := row.Scan(&i.OwnsSeats, &i.HasPayment)
+	return i, err
 }
 
 const holdReserve = `-- name: HoldReserve :one

@@ -9,25 +9,20 @@ import (
 	"context"
 )
 
-const stripeEventInsert = `-- name: StripeEventInsert :one
-WITH inserted AS (
-    INSERT INTO stripe_events (id, type) VALUES ($1::text, $2::text)
-    ON CONFLICT (id) DO NOTHING
-    RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM inserted) AS first_time
+const stripeEventRecord = `-- name: StripeEventRecord :exec
+INSERT INTO stripe_events (id, type) VALUES ($1::text, $2::text)
 `
 
-type StripeEventInsertParams struct {
+type StripeEventRecordParams struct {
 	ID   string
 	Type string
 }
 
-// Records a provider event id. Returns false when it was already recorded:
-// the event was handled before and must have no second effect.
-func (q *Queries) StripeEventInsert(ctx context.Context, db DBTX, arg StripeEventInsertParams) (bool, error) {
-	row := db.QueryRow(ctx, stripeEventInsert, arg.ID, arg.Type)
-	var first_time bool
-	err := row.Scan(&first_time)
-	return first_time, err
+// Records a provider event id; one recorded already is a unique violation
+// of stripe_events_pkey (the event was handled before and must have no
+// second effect). Plain, so that it can go with the statement after it
+// (db.Deferring) and its violation still stops the transaction.
+func (q *Queries) StripeEventRecord(ctx context.Context, db DBTX, arg StripeEventRecordParams) error {
+	_, err := db.Exec(ctx, stripeEventRecord, arg.ID, arg.Type)
+	return err
 }

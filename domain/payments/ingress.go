@@ -179,6 +179,8 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 		})
 		var dis *disagreement
 		switch {
+		case isDuplicate(err):
+			return Received{EventType: string(ev.Type), Duplicate: true}, nil
 		case errors.As(err, &dis):
 			checked = true
 			if m, err = in.reconcile(ctx, ev, m, dis.status, dis.correlationID); err != nil {
@@ -205,12 +207,11 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 func (in *Ingress) record(ctx context.Context, tx pgx.Tx, ev stripe.Event, m mapped, checked, apply bool) (Received, error) {
 	r := Received{EventType: string(ev.Type)}
 	q := sqlcgen.New()
-	first, err := q.StripeEventInsert(ctx, tx, sqlcgen.StripeEventInsertParams{ID: ev.ID, Type: string(ev.Type)})
-	if err != nil {
+	// The id goes with the transaction's next statement, or its commit:
+	// one seen before fails that (isDuplicate), and nothing of this
+	// transaction commits.
+	if err := q.StripeEventRecord(ctx, db.Deferring(tx), sqlcgen.StripeEventRecordParams{ID: ev.ID, Type: string(ev.Type)}); err != nil {
 		return r, fmt.Errorf("record provider event: %w", err)
-	}
-	if r.Duplicate = !first; r.Duplicate {
-		return r, nil
 	}
 	if m.inFlight != "" {
 		return r, in.grace(ctx, tx, ev, m)
@@ -251,6 +252,12 @@ func (in *Ingress) record(ctx context.Context, tx pgx.Tx, ev stripe.Event, m map
 		return r, fmt.Errorf("read order: %w", err)
 	}
 	return r, write(purchase.OrderStatus(order.Status), order.CorrelationID)
+}
+
+// isDuplicate reports whether err is record's failure to record a
+// provider event id that was recorded before.
+func isDuplicate(err error) bool {
+	return errors.Is(err, db.ErrConflict) && db.ConstraintName(err) == "stripe_events_pkey"
 }
 
 // disagreement stops Receive's transaction when the event contradicts its

@@ -190,17 +190,6 @@ func (o *OrderTx) LockSeats(ctx context.Context) error {
 	return nil
 }
 
-// OwnsSeats reports whether the locked hold still owns its seats by the
-// database clock: active, not past expires_at, none reclaimed by a newer
-// hold. LockSeats first, so that the answer holds until the commit.
-func (o *OrderTx) OwnsSeats(ctx context.Context) (bool, error) {
-	owns, err := o.q.HoldOwnsSeats(ctx, o.tx, o.hold.ID)
-	if err != nil {
-		return false, fmt.Errorf("check hold: %w", err)
-	}
-	return owns, nil
-}
-
 // ReleaseSeats locks the seats the hold still owns and gives them back:
 // on sale again, or owned by the tickets issued for them. Seats a newer
 // hold reclaimed are not touched. It returns how many it released.

@@ -160,11 +160,15 @@ func (s *Saga) paymentAuthorized(ctx context.Context, st *step, p outbox.Payment
 	if err := st.LockSeats(ctx); err != nil {
 		return err
 	}
-	owns, err := st.OwnsSeats(ctx)
+	// Whether the hold still owns its seats, asked with the seats locked,
+	// and whether the payment row of this intent is there yet.
+	check, err := sqlcgen.New().HoldOwnsSeatsForPayment(ctx, tx, sqlcgen.HoldOwnsSeatsForPaymentParams{
+		ID: st.HoldID(), PaymentIntentID: p.PaymentIntentID,
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("check hold: %w", err)
 	}
-	if !owns {
+	if !check.OwnsSeats {
 		st.log.InfoContext(ctx, "authorization arrived after the hold expired; canceling it", "hold_id", st.HoldID())
 		if err := st.expireHold(ctx); err != nil {
 			return err
@@ -172,16 +176,18 @@ func (s *Saga) paymentAuthorized(ctx context.Context, st *step, p outbox.Payment
 		return st.requestCancel(ctx, p.PaymentIntentID, ReasonHoldExpired)
 	}
 
-	// The payments row records the authorization before the order is
-	// confirmed on it, so that a confirmed order always shows an
-	// authorized payment (boxoffice audit checks it).
-	if n, err := sqlcgen.New().PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+	if !check.HasPayment {
+		st.log.InfoContext(ctx, "authorization arrived before the order's payment row for this intent; retrying later")
+		return fmt.Errorf("PaymentAuthorized for order %s without its payment row: %w", st.ID(), ErrTooEarly)
+	}
+	// The payments row records the authorization in the transaction that
+	// confirms the order on it, so that a confirmed order always shows an
+	// authorized payment (boxoffice audit checks it). The row is there
+	// (payment rows are never deleted): the write goes with the commit.
+	if _, err := sqlcgen.New().PaymentSetStatus(ctx, db.Deferring(tx), sqlcgen.PaymentSetStatusParams{
 		Status: paymentAuthorized, OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
 	}); err != nil {
 		return fmt.Errorf("record authorization: %w", err)
-	} else if n == 0 {
-		st.log.InfoContext(ctx, "authorization arrived before the order's payment row for this intent; retrying later")
-		return fmt.Errorf("PaymentAuthorized for order %s without its payment row: %w", st.ID(), ErrTooEarly)
 	}
 	if err := st.MoveHold(ctx, HoldConfirmed); err != nil {
 		return err
