@@ -181,9 +181,11 @@ RETURNING o.payment_declines,
 
 -- name: OrderHoldGetForUpdate :one
 -- Locks the order and its hold in one statement, as OrderGetForUpdate and
--- then HoldGetByOrderForUpdate lock them in two. No row when either is
+-- then HoldGetByOrderForUpdate lock them in two, and lists the hold's
+-- seats as it was made (HoldSeatListByHold). No row when either is
 -- missing.
-SELECT sqlc.embed(o), sqlc.embed(h)
+SELECT sqlc.embed(o), sqlc.embed(h),
+       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids
 FROM orders o JOIN holds h ON h.order_id = o.id
 WHERE o.id = @id::uuid
 FOR UPDATE OF o, h;

@@ -125,19 +125,22 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 }
 
 const orderHoldGetForUpdate = `-- name: OrderHoldGetForUpdate :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id, h.order_id, h.status, h.expires_at, h.created_at, h.payment_grace_at
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id, h.order_id, h.status, h.expires_at, h.created_at, h.payment_grace_at,
+       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids
 FROM orders o JOIN holds h ON h.order_id = o.id
 WHERE o.id = $1::uuid
 FOR UPDATE OF o, h
 `
 
 type OrderHoldGetForUpdateRow struct {
-	Order Order
-	Hold  Hold
+	Order   Order
+	Hold    Hold
+	SeatIds []uuid.UUID
 }
 
 // Locks the order and its hold in one statement, as OrderGetForUpdate and
-// then HoldGetByOrderForUpdate lock them in two. No row when either is
+// then HoldGetByOrderForUpdate lock them in two, and lists the hold's
+// seats as it was made (HoldSeatListByHold). No row when either is
 // missing.
 func (q *Queries) OrderHoldGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (OrderHoldGetForUpdateRow, error) {
 	row := db.QueryRow(ctx, orderHoldGetForUpdate, id)
@@ -163,6 +166,7 @@ func (q *Queries) OrderHoldGetForUpdate(ctx context.Context, db DBTX, id uuid.UU
 		&i.Hold.ExpiresAt,
 		&i.Hold.CreatedAt,
 		&i.Hold.PaymentGraceAt,
+		&i.SeatIds,
 	)
 	return i, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,6 +50,7 @@ type OrderTx struct {
 	q           *sqlcgen.Queries
 	order       sqlcgen.Order
 	hold        *sqlcgen.Hold
+	seats       []uuid.UUID // the hold's, once read
 	seatsLocked bool
 	cause       Cause
 }
@@ -82,6 +84,7 @@ func LockOrderWithHold(ctx context.Context, tx pgx.Tx, id uuid.UUID, cause Cause
 	}
 	o := newOrderTx(tx, row.Order, cause)
 	o.hold = &row.Hold
+	o.seats = row.SeatIds
 	return o, nil
 }
 
@@ -169,12 +172,17 @@ func (o *OrderTx) MoveHold(ctx context.Context, to HoldStatus) error {
 }
 
 // Seats lists the seats of the locked hold, as it was made.
+// A hold's seats never change once it is made, so they are read once
+// (with the lock, by LockOrderWithHold).
 func (o *OrderTx) Seats(ctx context.Context) ([]uuid.UUID, error) {
-	seats, err := o.q.HoldSeatListByHold(ctx, o.tx, o.hold.ID)
-	if err != nil {
-		return nil, fmt.Errorf("list seats of hold: %w", err)
+	if o.seats == nil {
+		seats, err := o.q.HoldSeatListByHold(ctx, o.tx, o.hold.ID)
+		if err != nil {
+			return nil, fmt.Errorf("list seats of hold: %w", err)
+		}
+		o.seats = seats
 	}
-	return seats, nil
+	return slices.Clone(o.seats), nil
 }
 
 // LockSeats locks the seat rows the locked hold still owns, in seat id
@@ -202,6 +210,19 @@ func (o *OrderTx) ReleaseSeats(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("release seats of hold: %w", err)
 	}
 	return n, nil
+}
+
+// ReleaseSeatsWithCommit is ReleaseSeats for a caller that does not need
+// the count: the seats are locked now, and the release goes with the
+// transaction's next statement or its commit (db.Deferring).
+func (o *OrderTx) ReleaseSeatsWithCommit(ctx context.Context) error {
+	if err := o.LockSeats(ctx); err != nil {
+		return err
+	}
+	if _, err := o.q.HoldSeatReleaseByHolds(ctx, db.Deferring(o.tx), []uuid.UUID{o.hold.ID}); err != nil {
+		return fmt.Errorf("release seats of hold: %w", err)
+	}
+	return nil
 }
 
 // RecordDecline counts a declined payment attempt of the order and keeps

@@ -182,7 +182,7 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	}
 
 	// The tickets own the seats now.
-	if _, err := o.ReleaseSeats(ctx); err != nil {
+	if err := o.ReleaseSeatsWithCommit(ctx); err != nil {
 		return Issued{}, err
 	}
 	if err := o.Move(ctx, purchase.OrderTicketed); err != nil {
