@@ -75,6 +75,13 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		cfg.OrganizerID = id
 	}
 	dbURL, natsURL := getenv("DATABASE_URL"), getenv("NATS_URL")
+	// Each part in a CPU group of its own: the spawned stack's processes
+	// by role, the run's PostgreSQL backends, and this process.
+	meter, err := simulator.NewCPUMeter()
+	if err != nil {
+		return err
+	}
+	defer meter.Close()
 	var stack *simulator.Stack
 	if *spawn {
 		if dbURL == "" {
@@ -88,6 +95,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		stack, err = simulator.StartStack(ctx, simulator.StackConfig{
 			Dir: dir, DatabaseURL: dbURL, FreshDatabase: *freshDB, KeepDatabase: *keepDB,
 			JWTSecret: getenv("BOXOFFICE_JWT_SECRET"), HoldTTL: *holdTTL, RedisURL: getenv("REDIS_URL"), Logger: logger,
+			StartedFunc: meter.Place,
 		})
 		if err != nil {
 			return err
@@ -106,6 +114,11 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 			fmt.Fprintf(stdout, "Database %s (kept).\n", name)
 		}
 	}
+	if err := meter.AddSelf(os.Getpid()); err != nil {
+		return err
+	}
+	var cpuBuyersDone simulator.CPUReading
+	cfg.BuyersDoneFunc = func() { cpuBuyersDone = meter.Read() }
 	sim, err := simulator.New(cfg)
 	if err != nil {
 		return err
@@ -149,12 +162,22 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cpu0 := processCPU()
+	stopBackends := func() {}
+	if stack != nil {
+		stopBackends = trackBackends(ctx, stack, meter, logger)
+	}
+	cpuStart := meter.Read()
 	stopProgress := simulator.StartProgress(sim, stdout, terminal, 2*time.Second)
 	res, err := sim.Run(ctx)
 	stopProgress()
-	// The buyers share the machine with the stack: say what they cost.
-	fmt.Fprintf(stdout, "Simulator CPU: %.1fs over %s\n", (processCPU() - cpu0).Seconds(), time.Since(start).Round(time.Second))
+	cpuEnd := meter.Read()
+	stopBackends()
+	if res != nil {
+		if cpuBuyersDone.At.IsZero() {
+			cpuBuyersDone = cpuEnd
+		}
+		res.CPU = simulator.NewCPUReport(meter.Method(), cpuStart, cpuBuyersDone, cpuEnd)
+	}
 	if chaosDone != nil {
 		stopChaos()
 		evs := <-chaosDone
@@ -231,4 +254,33 @@ func runSimulateAudit(ctx context.Context, dbURL, natsURL string, out io.Writer)
 		return false, err
 	}
 	return r.OK(), nil
+}
+
+// trackBackends puts the run's PostgreSQL backends in the meter's
+// postgres group as they connect, every 250 ms until stopped: the roles'
+// pools open their connections on demand, and a backend's CPU counts from
+// the reading after it is placed.
+func trackBackends(ctx context.Context, stack *simulator.Stack, meter *simulator.CPUMeter, logger *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		warned := false
+		for {
+			pids, err := stack.Backends(ctx)
+			if err != nil && ctx.Err() == nil && !warned {
+				logger.WarnContext(ctx, "read the run's backends; PostgreSQL's part will be short", "error", err.Error())
+				warned = true
+			}
+			meter.AddBackends(pids)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
