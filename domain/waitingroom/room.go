@@ -388,6 +388,17 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 			v.PollAfter = MaxPollAfter
 			break
 		}
+		if phase == PhaseOpen && known && inv.Available() == 0 {
+			// Every seat left is held: the admitter admits nobody until
+			// a hold ends, whatever R is, so the queue moves at rate 0
+			// (no estimate, polls every MaxPollAfter). Estimated at R,
+			// the front of a long queue would poll every second for as
+			// long as the holds last: in the 20,000-buyer onsale, 18,000
+			// buyers waiting for the last seats' holds made 600,000 polls
+			// in three minutes, most of both the API's CPU and the
+			// buyers'.
+			rate = 0
+		}
 		if phase == PhaseOpen && rate > 0 {
 			v.EstimatedWait = time.Duration(float64(v.Position) / rate * float64(time.Second))
 		}

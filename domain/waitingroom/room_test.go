@@ -390,6 +390,8 @@ func TestSeatsThatComeBackAdmitAsManyBuyers(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, StatusQueued, v.Status, "every seat is held: nobody is admitted at once")
 			require.False(t, v.SoldOut, "held seats may come back: not sold out")
+			require.Equal(t, MaxPollAfter, v.PollAfter, "every seat is held: the queue does not move, whatever R is")
+			require.Zero(t, v.EstimatedWait)
 		}
 		got, err := room.AdmitEvent(ctx, ev.ID)
 		require.NoError(t, err)
@@ -416,6 +418,7 @@ func TestSeatsThatComeBackAdmitAsManyBuyers(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, StatusQueued, v.Status)
 		require.EqualValues(t, 1, v.Position, "the eleventh waits at the head")
+		require.Equal(t, MinPollAfter, v.PollAfter, "seats are available: the head of the queue polls often")
 
 		// The admitted buyers hold the ten seats and every seat is
 		// ticketed: the tickets own the seats, the holds let go of them.
