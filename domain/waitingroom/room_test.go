@@ -614,3 +614,35 @@ func TestCellSignalsReadLocksDeadlocksPublishErrorsAndExpiryDelay(t *testing.T) 
 		"the deadlock reaches the database's statistics")
 	require.Equal(t, ReasonDeadlocks, cut(Signals{Deadlocks: deadlocks}))
 }
+
+// Buyers queued for an event the catalog does not know (deleted, or
+// another deployment's on a shared Redis) are not demand: R must not rise
+// for them on an idle cell.
+func TestQueueOfAnUnknownEventIsNoDemand(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		room := NewRoom(RoomConfig{
+			Store:  s,
+			Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+			Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			// One admission at once, the rest queued.
+			Controller: NewController(ControllerConfig{Initial: 0.001, Min: 0.001, Logger: testLogger(t)}),
+		})
+		stale := joinParams(uuid.New(), uuid.New(), PhaseOpen, time.Now())
+		stale.Rate, stale.Burst = 0, 0 // queued, not admitted
+		_, err := s.Join(ctx, stale)
+		require.NoError(t, err)
+		require.ErrorIs(t, room.AdmitOnce(ctx), ErrEventNotFound)
+		require.False(t, room.HasDemand(), "nobody waits for an event that does not exist")
+
+		ev := createEvent(t, pool, 4)
+		for range 3 {
+			_, err = room.Join(ctx, uuid.New(), ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+		}
+		_ = room.AdmitOnce(ctx)
+		require.True(t, room.HasDemand(), "a known event with a queue is demand")
+	})
+}
