@@ -46,6 +46,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	spawn := fs.Bool("spawn", false, "run the stack as separate processes of this binary (3 NATS nodes, 2 API, relay, 2 workers) on a fresh database on DATABASE_URL's server")
 	chaos := fs.Bool("chaos", false, "with --spawn: SIGKILL and restart a relay, a worker and a NATS node at random moments")
 	holdTTL := fs.Duration("hold-ttl", time.Minute, "with --spawn: hold lifetime")
+	admissionRate := fs.Float64("admission-rate", 50, "with --spawn: the R (admissions/s) the release controller starts at; the product's default, 200, is a production cell's, twice what this stack sustains on 2 cores with the buyers beside it (docs/performance.md)")
 	freshDB := fs.Bool("fresh-db", true, "with --spawn: create (and afterwards drop) a new database; false uses DATABASE_URL's database as is")
 	keepDB := fs.Bool("keep-db", false, "with --spawn: keep the fresh database")
 	keepLogs := fs.Bool("keep-logs", false, "with --spawn: keep the processes' logs after a run that upheld the invariants (a failed run always keeps them)")
@@ -95,7 +96,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		stack, err = simulator.StartStack(ctx, simulator.StackConfig{
 			Dir: dir, DatabaseURL: dbURL, FreshDatabase: *freshDB, KeepDatabase: *keepDB,
 			JWTSecret: getenv("BOXOFFICE_JWT_SECRET"), HoldTTL: *holdTTL, RedisURL: getenv("REDIS_URL"), Logger: logger,
-			StartedFunc: meter.Place,
+			StartedFunc: meter.Place, AdmissionRate: *admissionRate,
 		})
 		if err != nil {
 			return err
@@ -117,8 +118,6 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	if err := meter.AddSelf(os.Getpid()); err != nil {
 		return err
 	}
-	var cpuBuyersDone simulator.CPUReading
-	cfg.BuyersDoneFunc = func() { cpuBuyersDone = meter.Read() }
 	sim, err := simulator.New(cfg)
 	if err != nil {
 		return err
@@ -166,17 +165,21 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	if stack != nil {
 		stopBackends = trackBackends(ctx, stack, meter, logger)
 	}
+	// CPU over the arrivals (the spike) and over the whole run.
 	cpuStart := meter.Read()
+	cpuArrivals := make(chan simulator.CPUReading, 1)
+	arrivalsTimer := time.AfterFunc(*duration, func() { cpuArrivals <- meter.Read() })
 	stopProgress := simulator.StartProgress(sim, stdout, terminal, 2*time.Second)
 	res, err := sim.Run(ctx)
 	stopProgress()
 	cpuEnd := meter.Read()
 	stopBackends()
 	if res != nil {
-		if cpuBuyersDone.At.IsZero() {
-			cpuBuyersDone = cpuEnd
+		arrivals := cpuEnd
+		if !arrivalsTimer.Stop() {
+			arrivals = <-cpuArrivals
 		}
-		res.CPU = simulator.NewCPUReport(meter.Method(), cpuStart, cpuBuyersDone, cpuEnd)
+		res.CPU = simulator.NewCPUReport(meter.Method(), cpuStart, arrivals, cpuEnd)
 	}
 	if chaosDone != nil {
 		stopChaos()

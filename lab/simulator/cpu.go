@@ -141,9 +141,9 @@ type CPUReport struct {
 	Method string `json:"method"`
 	// Cores is the machine's CPUs: a share of 1 is all of them.
 	Cores int `json:"cores"`
-	// Windows are the buyers' window (from the first arrival to the last
-	// buyer done) and the whole run (to the last walked-away hold
-	// expired).
+	// Windows are the arrivals (the spike: from the start for the
+	// arrival window, --duration) and the whole run (to the last buyer
+	// done and the last walked-away hold expired).
 	Windows []CPUWindow `json:"windows"`
 }
 
@@ -162,11 +162,11 @@ type PartCPU struct {
 	Share      float64 `json:"share"`
 }
 
-// NewCPUReport builds the report from a reading at the start, one when the
-// last buyer was done and one at the end.
-func NewCPUReport(method string, start, buyersDone, end CPUReading) *CPUReport {
+// NewCPUReport builds the report from a reading at the start, one at the
+// end of the arrival window and one at the end of the run.
+func NewCPUReport(method string, start, arrivals, end CPUReading) *CPUReport {
 	r := &CPUReport{Method: method, Cores: runtime.NumCPU()}
-	r.Windows = append(r.Windows, cpuWindow("buyers", start, buyersDone, r.Cores), cpuWindow("run", start, end, r.Cores))
+	r.Windows = append(r.Windows, cpuWindow("arrivals", start, arrivals, r.Cores), cpuWindow("run", start, end, r.Cores))
 	return r
 }
 

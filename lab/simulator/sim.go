@@ -74,10 +74,6 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Logger receives warnings. Defaults to discarding them.
 	Logger *slog.Logger
-	// BuyersDoneFunc, when set, is called once the last buyer is done,
-	// before the wait for walked-away holds: the end of the buyers'
-	// window of a CPUReport. Defaults to nil.
-	BuyersDoneFunc func()
 }
 
 func (c Config) withDefaults() Config {
@@ -259,9 +255,6 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 	}
 	wg.Wait()
 	buyersDone := time.Since(s.started)
-	if s.cfg.BuyersDoneFunc != nil {
-		s.cfg.BuyersDoneFunc()
-	}
 	s.settle(ctx)
 	stopSampling()
 	<-sampled

@@ -49,6 +49,10 @@ type StackConfig struct {
 	APIs, Relays, Workers int
 	// DBMaxConns is each process's pool size. Defaults to 8.
 	DBMaxConns int
+	// AdmissionRate is the R the API processes' release controllers
+	// start at (BOXOFFICE_ADMISSION_RATE). Defaults to the product's
+	// default.
+	AdmissionRate float64
 	// Logger receives lifecycle messages. Defaults to discarding them.
 	Logger *slog.Logger
 	// StartedFunc, when set, is called with each process's name and pid
@@ -172,6 +176,9 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	}
 	if cfg.RedisURL != "" {
 		base = append(base, "REDIS_URL="+cfg.RedisURL)
+	}
+	if cfg.AdmissionRate > 0 {
+		base = append(base, fmt.Sprintf("BOXOFFICE_ADMISSION_RATE=%g", cfg.AdmissionRate))
 	}
 	migrate := exec.CommandContext(ctx, cfg.Bin, "migrate")
 	migrate.Env = base
