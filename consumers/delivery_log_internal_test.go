@@ -1,7 +1,9 @@
 package consumers
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
 
 	"boxoffice/platform/outbox"
 )
@@ -56,4 +59,33 @@ func BenchmarkDeliveryLog(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A delivery's line carries everything known of it, as the loggers built
+// with With did: the message, the delivery, the event and the outcome.
+func TestDeliveryLineCarriesEveryField(t *testing.T) {
+	t.Parallel()
+	ev, _, err := outbox.NewOrderEvent("TestEvent", uuid.New(), time.Now(), "corr-1", "cause-1", map[string]any{})
+	require.NoError(t, err)
+	msg := &benchMsg{
+		h:  nats.Header{jetstream.MsgIDHeader: []string{"msg-1"}},
+		md: &jetstream.MsgMetadata{NumDelivered: 3, Sequence: jetstream.SequencePair{Stream: 42, Consumer: 7}},
+	}
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := &Consumer{logger: logger.With("component", "consumer"), metrics: newMetrics(nil, "test"), policy: policy{maxDeliver: 5}}
+	d := c.newDelivery(t.Context(), msg)
+	d.setEvent(ev)
+	o := outcome{kind: outcomeApplied, numDelivered: 3}
+	c.logOutcome(t.Context(), d, o, decide(o, c.policy))
+
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line))
+	require.Equal(t, map[string]any{
+		"time": line["time"], "level": "DEBUG", "msg": "event applied", "component": "consumer",
+		"msg_id": "msg-1", "num_delivered": 3.0, "stream_seq": 42.0,
+		"event_id": ev.EventID.String(), "event_type": "TestEvent", "order_id": ev.AggregateID.String(),
+		"correlation_id": "corr-1", "causation_id": "cause-1",
+		"outcome": o.kind.String(), "action": decide(o, c.policy).kind.String(),
+	}, line)
 }

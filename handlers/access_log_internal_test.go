@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -53,4 +55,33 @@ func TestValidCorrelationIDMatchesThePattern(t *testing.T) {
 	} {
 		require.Equal(t, correlationPattern.MatchString(id), validCorrelationID(id), "%q", id)
 	}
+}
+
+// The access log line carries the same five fields it always has, and a
+// handler sees the request's correlation id and start.
+func TestAccessLogLine(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	h := &Handlers{logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+	var seen string
+	mw := h.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = CorrelationID(r.Context())
+		require.False(t, requestStart(r.Context()).IsZero())
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	req := httptest.NewRequest(http.MethodGet, "/v1/things?secret=x", nil)
+	req.Header.Set("X-Correlation-Id", "journey-1")
+	rec := httptest.NewRecorder()
+	mw.ServeHTTP(rec, req)
+
+	require.Equal(t, "journey-1", seen)
+	require.Equal(t, "journey-1", rec.Header().Get("X-Correlation-Id"))
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line))
+	require.Equal(t, "http request", line["msg"])
+	require.Equal(t, "journey-1", line["correlation_id"])
+	require.Equal(t, "GET", line["method"])
+	require.Equal(t, "/v1/things", line["path"], "never the query string")
+	require.EqualValues(t, http.StatusTeapot, line["status"])
+	require.Contains(t, line, "duration_ms")
 }
