@@ -69,11 +69,7 @@ func (c *Consumer) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 	for _, msg := range msgs {
 		d := c.newDelivery(ctx, msg)
 		ev, err := decodeEnvelope(msg.Data())
-		if ev.EventID != uuid.Nil {
-			d.eventID = ev.EventID
-			d.logger = d.logger.With("event_id", ev.EventID, "event_type", ev.EventType,
-				"order_id", ev.AggregateID, "correlation_id", ev.CorrelationID, "causation_id", ev.CausationID)
-		}
+		d.setEvent(ev)
 		if err != nil {
 			c.settle(ctx, msg, d, outcome{kind: outcomeInvalid, err: err, numDelivered: d.numDelivered})
 			continue

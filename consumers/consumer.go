@@ -370,31 +370,74 @@ func (c *Consumer) work(ctx context.Context, inflight *tracker, queue <-chan jet
 }
 
 // delivery is what is known about one delivery of a message.
+//
+// Every line logged about it carries what is known (log): the message
+// id, the delivery's count and stream sequence, and the event's ids. They
+// are kept as fields and made attributes only for a line the level
+// writes: a logger.With per delivery would format them (slog's JSON
+// handler formats With attributes at once) for every message, although
+// the line of an applied message is at debug level (BenchmarkDeliveryLog).
 type delivery struct {
 	numDelivered uint64
 	streamSeq    uint64
-	eventID      uuid.UUID
-	// logger carries every attribute known so far.
+	hasMetadata  bool
+	msgID        string
+	// eventID and the event's other ids, set by setEvent.
+	eventID                    uuid.UUID
+	eventType                  string
+	orderID                    uuid.UUID
+	correlationID, causationID string
+	// logger is the consumer's.
 	logger *slog.Logger
 }
 
 // newDelivery reads a delivery's metadata and counts it.
 func (c *Consumer) newDelivery(ctx context.Context, msg jetstream.Msg) *delivery {
-	d := &delivery{numDelivered: 1, logger: c.logger}
-	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
-		d.logger = d.logger.With("msg_id", id)
-	}
+	d := &delivery{numDelivered: 1, logger: c.logger, msgID: msg.Headers().Get(jetstream.MsgIDHeader)}
 	if md, err := msg.Metadata(); err != nil {
-		d.logger.WarnContext(ctx, "message has no jetstream metadata", "error", err.Error())
+		d.log(ctx, slog.LevelWarn, "message has no jetstream metadata", slog.String("error", err.Error()))
 	} else {
-		d.numDelivered, d.streamSeq = md.NumDelivered, md.Sequence.Stream
-		d.logger = d.logger.With("num_delivered", md.NumDelivered, "stream_seq", md.Sequence.Stream)
+		d.numDelivered, d.streamSeq, d.hasMetadata = md.NumDelivered, md.Sequence.Stream, true
 	}
 	c.metrics.delivered.Inc()
 	if d.numDelivered > 1 {
 		c.metrics.redelivered.Inc()
 	}
 	return d
+}
+
+// setEvent adds what the delivery's event says to its log lines; an
+// envelope that did not decode to an event id adds nothing.
+func (d *delivery) setEvent(ev outbox.Envelope) {
+	if ev.EventID == uuid.Nil {
+		return
+	}
+	d.eventID, d.eventType, d.orderID, d.correlationID, d.causationID = ev.EventID, ev.EventType, ev.AggregateID, ev.CorrelationID, ev.CausationID
+}
+
+// deliveryAttrs is how many attributes log adds at most.
+const deliveryAttrs = 8
+
+// log writes a line about the delivery at level, when the level writes
+// it, with the delivery's attributes (in the order they became known)
+// before attrs.
+func (d *delivery) log(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if !d.logger.Enabled(ctx, level) {
+		return
+	}
+	all := make([]slog.Attr, 0, deliveryAttrs+len(attrs))
+	if d.msgID != "" {
+		all = append(all, slog.String("msg_id", d.msgID))
+	}
+	if d.hasMetadata {
+		all = append(all, slog.Uint64("num_delivered", d.numDelivered), slog.Uint64("stream_seq", d.streamSeq))
+	}
+	if d.eventID != uuid.Nil {
+		all = append(all, slog.Any("event_id", d.eventID), slog.String("event_type", d.eventType),
+			slog.Any("order_id", d.orderID), slog.String("correlation_id", d.correlationID),
+			slog.String("causation_id", d.causationID))
+	}
+	d.logger.LogAttrs(ctx, level, msg, append(all, attrs...)...)
 }
 
 // keepAlive tells the server the batch's messages are still being worked
@@ -414,7 +457,7 @@ func (c *Consumer) keepAlive(ctx context.Context, items []*item) (stop func()) {
 			case <-t.C:
 				for _, it := range items {
 					if err := it.msg.InProgress(); err != nil {
-						it.d.logger.WarnContext(ctx, "extend ack deadline", "error", err.Error())
+						it.d.log(ctx, slog.LevelWarn, "extend ack deadline", slog.String("error", err.Error()))
 					}
 				}
 			}
@@ -439,7 +482,7 @@ func (c *Consumer) settle(ctx context.Context, msg jetstream.Msg, d *delivery, o
 		c.ack(ctx, d, msg.DoubleAck(actx))
 	case actionNak:
 		if err := msg.NakWithDelay(a.delay); err != nil {
-			d.logger.WarnContext(ctx, "nak failed; the message comes back after AckWait", "error", err.Error())
+			d.log(ctx, slog.LevelWarn, "nak failed; the message comes back after AckWait", slog.String("error", err.Error()))
 		}
 	case actionDeadLetter:
 		if err := c.deadLetter(ctx, msg, d, a.reason); err != nil {
@@ -447,16 +490,16 @@ func (c *Consumer) settle(ctx context.Context, msg jetstream.Msg, d *delivery, o
 			return
 		}
 		c.metrics.deadLettered.Inc()
-		c.outcomeLogger(d, o, a).ErrorContext(ctx, "dead-lettered message", "reason", a.reason)
+		d.log(ctx, slog.LevelError, "dead-lettered message", outcomeAttr(o), actionAttr(a), slog.String("reason", a.reason))
 		if err := msg.TermWithReason(a.reason); err != nil {
-			d.logger.WarnContext(ctx, "terminate dead-lettered message; it will be dead-lettered again (deduplicated)", "error", err.Error())
+			d.log(ctx, slog.LevelWarn, "terminate dead-lettered message; it will be dead-lettered again (deduplicated)", slog.String("error", err.Error()))
 		}
 	}
 }
 
 func (c *Consumer) ack(ctx context.Context, d *delivery, err error) {
 	if err != nil {
-		d.logger.WarnContext(ctx, "ack failed; the redelivery will be an inbox no-op", "error", err.Error())
+		d.log(ctx, slog.LevelWarn, "ack failed; the redelivery will be an inbox no-op", slog.String("error", err.Error()))
 		return
 	}
 	c.metrics.acked.Inc()
@@ -494,34 +537,37 @@ func (c *Consumer) deadLetter(ctx context.Context, msg jetstream.Msg, d *deliver
 	return nil
 }
 
-func (c *Consumer) outcomeLogger(d *delivery, o outcome, a action) *slog.Logger {
-	return d.logger.With("outcome", o.kind.String(), "action", a.kind.String())
-}
+func outcomeAttr(o outcome) slog.Attr { return slog.String("outcome", o.kind.String()) }
+
+func actionAttr(a action) slog.Attr { return slog.String("action", a.kind.String()) }
 
 // logOutcome writes the line a delivery's outcome deserves; a dead letter
 // is logged once stored, by settle. Message bodies are never logged.
 func (c *Consumer) logOutcome(ctx context.Context, d *delivery, o outcome, a action) {
-	l := c.outcomeLogger(d, o, a)
 	var pe *panicError
 	if errors.As(o.err, &pe) {
-		l.ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(pe.value), "stack", string(pe.stack))
+		d.log(ctx, slog.LevelError, "handler panicked", outcomeAttr(o), actionAttr(a),
+			slog.String("panic", fmt.Sprint(pe.value)), slog.String("stack", string(pe.stack)))
+	}
+	line := func(level slog.Level, msg string, attrs ...slog.Attr) {
+		d.log(ctx, level, msg, append([]slog.Attr{outcomeAttr(o), actionAttr(a)}, attrs...)...)
 	}
 	switch {
 	case a.kind == actionDeadLetter:
 	case o.kind == outcomeApplied:
-		l.DebugContext(ctx, "event applied")
+		line(slog.LevelDebug, "event applied")
 	case o.kind == outcomeDuplicate:
-		l.InfoContext(ctx, "event already applied; acking without running the handler")
+		line(slog.LevelInfo, "event already applied; acking without running the handler")
 	case o.kind == outcomeNoEffect:
-		l.DebugContext(ctx, "event has nothing to apply; acking without a transaction")
+		line(slog.LevelDebug, "event has nothing to apply; acking without a transaction")
 	case o.kind == outcomeInterrupted:
-		l.InfoContext(ctx, "handler interrupted by shutdown; releasing the message")
+		line(slog.LevelInfo, "handler interrupted by shutdown; releasing the message")
 	case o.kind == outcomeDeadLetterFailed:
-		l.ErrorContext(ctx, "could not store dead letter; retrying later", "error", o.err.Error(), "retry_in", a.delay.String())
+		line(slog.LevelError, "could not store dead letter; retrying later", slog.String("error", o.err.Error()), slog.String("retry_in", a.delay.String()))
 	case errors.Is(o.err, context.Canceled):
-		l.InfoContext(ctx, "handler canceled; retrying later", "error", o.err.Error(), "retry_in", a.delay.String())
+		line(slog.LevelInfo, "handler canceled; retrying later", slog.String("error", o.err.Error()), slog.String("retry_in", a.delay.String()))
 	default:
-		l.WarnContext(ctx, "handler failed; retrying later", "error", errText(o.err), "retry_in", a.delay.String())
+		line(slog.LevelWarn, "handler failed; retrying later", slog.String("error", errText(o.err)), slog.String("retry_in", a.delay.String()))
 	}
 }
 

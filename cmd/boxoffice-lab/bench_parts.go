@@ -104,6 +104,7 @@ func runProductPart(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	roles.SetGCPercent(os.Getenv) // as the product's roles start
 	// Errors only, unless BOXOFFICE_LOG_LEVEL asks for more: a benchmark
 	// of the product, not of its logging.
 	level := slog.LevelError

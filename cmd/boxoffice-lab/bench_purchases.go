@@ -71,6 +71,9 @@ type productRun struct {
 	Stream streamSize // messages and bytes added to the stream
 	Shares []bench.CPUShare
 	Total  float64 // the profile's seconds
+	// PeakRSS is the product process's peak resident memory (VmHWM), 0
+	// where it cannot be read.
+	PeakRSS int64
 }
 
 func (r productRun) perOrder(d time.Duration) float64 {
@@ -114,6 +117,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	pgDir := fs.String("pg-dir", filepath.Join(os.TempDir(), "boxoffice-bench-postgres"), "directory of the private cluster, kept between runs (two runs at once need two)")
 	costsOut := fs.String("costs-out", "", "write the measured per-order costs (the capacity model's input) to this JSON file")
 	cpuProfile := fs.String("cpuprofile", "", "also write the product's CPU profile of the last throughput window to this file")
+	gogcs := fs.String("product-gogc", "", "compare the product's CPU per order at these GOGC values (comma-separated, e.g. 100,200,400): a product window per value in each round, alternately, and no pgbench; default: one window per round at the product's own default (roles.DefaultGCPercent)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -191,12 +195,12 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	// the same thing from the same state: the release controller's R, the
 	// caches and the pools of one window do not carry into the next.
 	var productReady struct{ API, Control string }
-	startProduct := func(url string) (*part, controlClient, error) {
-		product, err := startPart(ctx, g.product, secrets.env(
-			"DATABASE_URL="+url, "BOXOFFICE_PAYMENTS=stripe", "STRIPE_API_BASE="+stripeReady.URL,
+	startProduct := func(url string, extraEnv ...string) (*part, controlClient, error) {
+		product, err := startPart(ctx, g.product, secrets.env(append([]string{
+			"DATABASE_URL=" + url, "BOXOFFICE_PAYMENTS=stripe", "STRIPE_API_BASE=" + stripeReady.URL,
 			// Every buyer is 127.0.0.1: per-address limits would measure that.
 			"BOXOFFICE_WAITINGROOM_IP_LIMIT=-1", "BOXOFFICE_EVENT_READ_IP_LIMIT=-1",
-		), &productReady, "product", "-api-addr", apiAddr)
+		}, extraEnv...)...), &productReady, "product", "-api-addr", apiAddr)
 		if err != nil {
 			return nil, controlClient{}, err
 		}
@@ -212,8 +216,8 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	}
 	settle := func() error { return settleServer(ctx, adminURL, pgURL) }
 	// windowOf runs one window of buyers (the flags after -api, -stripe
-	// and -duration) against a product started for it.
-	windowOf := func(buyerFlags []string, profile bool) (productRun, error) {
+	// and -duration) against a product started for it with extraEnv.
+	windowOf := func(buyerFlags []string, profile bool, extraEnv ...string) (productRun, error) {
 		url, drop, err := freshDatabase()
 		if err != nil {
 			return productRun{}, err
@@ -222,13 +226,18 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		if err := settle(); err != nil {
 			return productRun{}, err
 		}
-		product, ctl, err := startProduct(url)
+		product, ctl, err := startProduct(url, extraEnv...)
 		if err != nil {
 			return productRun{}, err
 		}
 		defer product.stop()
 		args := append([]string{"buyers", "-api", productReady.API, "-stripe", stripeReady.URL, "-duration", duration.String()}, buyerFlags...)
-		return measureProduct(ctx, g, ctl, secrets, args, profile, *cpuProfile)
+		r, err := measureProduct(ctx, g, ctl, secrets, args, profile, *cpuProfile)
+		r.PeakRSS = peakRSS(product.cmd.Process.Pid)
+		return r, err
+	}
+	if *gogcs != "" {
+		return compareGOGC(strings.Split(*gogcs, ","), *rounds, *duration, *concurrency, g, windowOf)
 	}
 
 	fmt.Printf("boxoffice-lab bench purchases — each part its own process; %d rounds of %s windows; CPU by %s\n\n",
@@ -641,4 +650,65 @@ func postmasterPID(dataDir string) (int, error) {
 	}
 	first, _, _ := strings.Cut(string(raw), "\n")
 	return strconv.Atoi(strings.TrimSpace(first))
+}
+
+// compareGOGC runs, in each of rounds, one product window per GOGC value,
+// in turn, and prints the medians of the product's CPU per ticketed order
+// and its peak resident memory by value: the measurement behind
+// roles.DefaultGCPercent (docs/performance.md).
+func compareGOGC(values []string, rounds int, duration time.Duration, concurrency int, g *cpuGroups,
+	windowOf func(buyerFlags []string, profile bool, extraEnv ...string) (productRun, error),
+) error {
+	for _, v := range values {
+		if n, err := strconv.Atoi(v); (err != nil || n <= 0) && v != "off" {
+			return fmt.Errorf("-product-gogc: %q is not a GOGC value", v)
+		}
+	}
+	fmt.Printf("boxoffice-lab bench purchases -product-gogc %s — %d rounds of %s product windows, %d buyers; CPU by %s\n\n",
+		strings.Join(values, ","), rounds, duration, concurrency, g.groups.Method())
+	fmt.Printf("%-40s %10s %9s %9s %9s %9s %9s\n", "window", "orders/s", "pg ms", "product", "stripe", "buyers", "peak RSS")
+	runs := map[string][]productRun{}
+	for round := 1; round <= rounds; round++ {
+		for _, v := range values {
+			r, err := windowOf([]string{"-concurrency", strconv.Itoa(concurrency)}, false, "GOGC="+v)
+			if err != nil {
+				return err
+			}
+			runs[v] = append(runs[v], r)
+			n := float64(r.Result.Ticketed)
+			fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %8.0fM\n", fmt.Sprintf("%d: GOGC=%s", round, v), r.Result.TicketedPerSec(),
+				ms(r.CPU.Postgres, n), ms(r.CPU.Product, n), ms(r.CPU.Stripe, n), ms(r.CPU.Buyers, n), float64(r.PeakRSS)/(1<<20))
+		}
+	}
+	fmt.Printf("\nMedians of %d rounds\n", rounds)
+	fmt.Printf("%-10s %10s %16s %14s\n", "GOGC", "orders/s", "product ms/order", "peak RSS")
+	for _, v := range values {
+		var rate, productMs, rss []float64
+		for _, r := range runs[v] {
+			rate = append(rate, r.Result.TicketedPerSec())
+			productMs = append(productMs, r.perOrder(r.CPU.Product))
+			rss = append(rss, float64(r.PeakRSS)/(1<<20))
+		}
+		fmt.Printf("%-10s %10.0f %16.2f %13.0fM\n", v, median(rate), median(productMs), median(rss))
+	}
+	return nil
+}
+
+// peakRSS is process pid's peak resident memory (VmHWM of
+// /proc/<pid>/status) in bytes, 0 where it cannot be read.
+func peakRSS(pid int) int64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(raw)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }

@@ -46,6 +46,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	spawn := fs.Bool("spawn", false, "run the stack as separate processes of this binary (3 NATS nodes, 2 API, relay, 2 workers) on a fresh database on DATABASE_URL's server")
 	chaos := fs.Bool("chaos", false, "with --spawn: SIGKILL and restart a relay, a worker and a NATS node at random moments")
 	holdTTL := fs.Duration("hold-ttl", time.Minute, "with --spawn: hold lifetime")
+	admissionRate := fs.Float64("admission-rate", 50, "with --spawn: the R (admissions/s) the release controller starts at; the product's default, 200, is a production cell's, twice what this stack sustains on 2 cores with the buyers beside it (docs/performance.md)")
 	freshDB := fs.Bool("fresh-db", true, "with --spawn: create (and afterwards drop) a new database; false uses DATABASE_URL's database as is")
 	keepDB := fs.Bool("keep-db", false, "with --spawn: keep the fresh database")
 	keepLogs := fs.Bool("keep-logs", false, "with --spawn: keep the processes' logs after a run that upheld the invariants (a failed run always keeps them)")
@@ -75,6 +76,13 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		cfg.OrganizerID = id
 	}
 	dbURL, natsURL := getenv("DATABASE_URL"), getenv("NATS_URL")
+	// Each part in a CPU group of its own: the spawned stack's processes
+	// by role, the run's PostgreSQL backends, and this process.
+	meter, err := simulator.NewCPUMeter()
+	if err != nil {
+		return err
+	}
+	defer meter.Close()
 	var stack *simulator.Stack
 	if *spawn {
 		if dbURL == "" {
@@ -88,6 +96,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		stack, err = simulator.StartStack(ctx, simulator.StackConfig{
 			Dir: dir, DatabaseURL: dbURL, FreshDatabase: *freshDB, KeepDatabase: *keepDB,
 			JWTSecret: getenv("BOXOFFICE_JWT_SECRET"), HoldTTL: *holdTTL, RedisURL: getenv("REDIS_URL"), Logger: logger,
+			StartedFunc: meter.Place, AdmissionRate: *admissionRate,
 		})
 		if err != nil {
 			return err
@@ -105,6 +114,9 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		if name := stack.DatabaseName(); name != "" && *keepDB {
 			fmt.Fprintf(stdout, "Database %s (kept).\n", name)
 		}
+	}
+	if err := meter.AddSelf(os.Getpid()); err != nil {
+		return err
 	}
 	sim, err := simulator.New(cfg)
 	if err != nil {
@@ -149,12 +161,26 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cpu0 := processCPU()
+	stopBackends := func() {}
+	if stack != nil {
+		stopBackends = trackBackends(ctx, stack, meter, logger)
+	}
+	// CPU over the arrivals (the spike) and over the whole run.
+	cpuStart := meter.Read()
+	cpuArrivals := make(chan simulator.CPUReading, 1)
+	arrivalsTimer := time.AfterFunc(*duration, func() { cpuArrivals <- meter.Read() })
 	stopProgress := simulator.StartProgress(sim, stdout, terminal, 2*time.Second)
 	res, err := sim.Run(ctx)
 	stopProgress()
-	// The buyers share the machine with the stack: say what they cost.
-	fmt.Fprintf(stdout, "Simulator CPU: %.1fs over %s\n", (processCPU() - cpu0).Seconds(), time.Since(start).Round(time.Second))
+	cpuEnd := meter.Read()
+	stopBackends()
+	if res != nil {
+		arrivals := cpuEnd
+		if !arrivalsTimer.Stop() {
+			arrivals = <-cpuArrivals
+		}
+		res.CPU = simulator.NewCPUReport(meter.Method(), cpuStart, arrivals, cpuEnd)
+	}
 	if chaosDone != nil {
 		stopChaos()
 		evs := <-chaosDone
@@ -231,4 +257,33 @@ func runSimulateAudit(ctx context.Context, dbURL, natsURL string, out io.Writer)
 		return false, err
 	}
 	return r.OK(), nil
+}
+
+// trackBackends puts the run's PostgreSQL backends in the meter's
+// postgres group as they connect, every 250 ms until stopped: the roles'
+// pools open their connections on demand, and a backend's CPU counts from
+// the reading after it is placed.
+func trackBackends(ctx context.Context, stack *simulator.Stack, meter *simulator.CPUMeter, logger *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		warned := false
+		for {
+			pids, err := stack.Backends(ctx)
+			if err != nil && ctx.Err() == nil && !warned {
+				logger.WarnContext(ctx, "read the run's backends; PostgreSQL's part will be short", "error", err.Error())
+				warned = true
+			}
+			meter.AddBackends(pids)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

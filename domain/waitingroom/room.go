@@ -388,6 +388,17 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 			v.PollAfter = MaxPollAfter
 			break
 		}
+		if phase == PhaseOpen && known && inv.Available() == 0 {
+			// Every seat left is held: the admitter admits nobody until
+			// a hold ends, whatever R is, so the queue moves at rate 0
+			// (no estimate, polls every MaxPollAfter). Estimated at R,
+			// the front of a long queue would poll every second for as
+			// long as the holds last: in the 20,000-buyer onsale, 18,000
+			// buyers waiting for the last seats' holds made 600,000 polls
+			// in three minutes, most of both the API's CPU and the
+			// buyers'.
+			rate = 0
+		}
 		if phase == PhaseOpen && rate > 0 {
 			v.EstimatedWait = time.Duration(float64(v.Position) / rate * float64(time.Second))
 		}
@@ -602,20 +613,32 @@ func (r *Room) Run(ctx context.Context) error {
 
 // AdmitOnce runs one pass of the admitter over every event with buyers
 // queued whose onsale is open, and returns the first error.
+//
+// Buyers queued for an event the catalog does not know (deleted, or
+// another deployment's on a shared Redis) are not demand: counted, they
+// let R rise on an idle cell, which then admits its next onsale's first
+// seconds at a rate nothing measured (the 20,000-buyer onsale started at
+// R 490 instead of its initial 50, after 20 s of "demand" from an earlier
+// run's queue).
 func (r *Room) AdmitOnce(ctx context.Context) error {
 	events, err := r.cfg.Store.ActiveEvents(ctx)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	r.demand = len(events) > 0
-	r.mu.Unlock()
 	var first error
+	demand := false
 	for _, id := range events {
-		if _, err := r.AdmitEvent(ctx, id); err != nil && first == nil {
+		_, err := r.AdmitEvent(ctx, id)
+		if !errors.Is(err, ErrEventNotFound) {
+			demand = true
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}
+	r.mu.Lock()
+	r.demand = demand
+	r.mu.Unlock()
 	return first
 }
 

@@ -390,6 +390,8 @@ func TestSeatsThatComeBackAdmitAsManyBuyers(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, StatusQueued, v.Status, "every seat is held: nobody is admitted at once")
 			require.False(t, v.SoldOut, "held seats may come back: not sold out")
+			require.Equal(t, MaxPollAfter, v.PollAfter, "every seat is held: the queue does not move, whatever R is")
+			require.Zero(t, v.EstimatedWait)
 		}
 		got, err := room.AdmitEvent(ctx, ev.ID)
 		require.NoError(t, err)
@@ -416,6 +418,7 @@ func TestSeatsThatComeBackAdmitAsManyBuyers(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, StatusQueued, v.Status)
 		require.EqualValues(t, 1, v.Position, "the eleventh waits at the head")
+		require.Equal(t, MinPollAfter, v.PollAfter, "seats are available: the head of the queue polls often")
 
 		// The admitted buyers hold the ten seats and every seat is
 		// ticketed: the tickets own the seats, the holds let go of them.
@@ -610,4 +613,36 @@ func TestCellSignalsReadLocksDeadlocksPublishErrorsAndExpiryDelay(t *testing.T) 
 	require.Eventually(t, func() bool { deadlocks += read().Deadlocks; return deadlocks >= 1 }, 10*time.Second, 50*time.Millisecond,
 		"the deadlock reaches the database's statistics")
 	require.Equal(t, ReasonDeadlocks, cut(Signals{Deadlocks: deadlocks}))
+}
+
+// Buyers queued for an event the catalog does not know (deleted, or
+// another deployment's on a shared Redis) are not demand: R must not rise
+// for them on an idle cell.
+func TestQueueOfAnUnknownEventIsNoDemand(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		room := NewRoom(RoomConfig{
+			Store:  s,
+			Signer: admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+			Events: catalog.New(pool), Limits: Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			// One admission at once, the rest queued.
+			Controller: NewController(ControllerConfig{Initial: 0.001, Min: 0.001, Logger: testLogger(t)}),
+		})
+		stale := joinParams(uuid.New(), uuid.New(), PhaseOpen, time.Now())
+		stale.Rate, stale.Burst = 0, 0 // queued, not admitted
+		_, err := s.Join(ctx, stale)
+		require.NoError(t, err)
+		require.ErrorIs(t, room.AdmitOnce(ctx), ErrEventNotFound)
+		require.False(t, room.HasDemand(), "nobody waits for an event that does not exist")
+
+		ev := createEvent(t, pool, 4)
+		for range 3 {
+			_, err = room.Join(ctx, uuid.New(), ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+		}
+		_ = room.AdmitOnce(ctx)
+		require.True(t, room.HasDemand(), "a known event with a queue is demand")
+	})
 }

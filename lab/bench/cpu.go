@@ -149,3 +149,30 @@ func PostgresCPU() (time.Duration, bool) {
 	}
 	return total, ok
 }
+
+// MachineCPU is the CPU time every CPU of the machine has been busy so
+// far (user, nice, system, irq, softirq and steal of /proc/stat's cpu
+// line; not idle or iowait), and false where /proc/stat cannot be read.
+// The difference of two readings beside the parts' says how much of the
+// machine's work no part accounts for.
+func MachineCPU() (time.Duration, bool) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, false
+	}
+	var ticks int64
+	// user nice system idle iowait irq softirq steal
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, true
+}

@@ -35,6 +35,9 @@ type Result struct {
 	// when no audit ran.
 	Audit   string `json:"audit,omitempty"`
 	AuditOK *bool  `json:"auditOk,omitempty"`
+	// CPU is what each part of the run used of the machine, when the
+	// caller measured it (NewCPUReport).
+	CPU *CPUReport `json:"cpu,omitempty"`
 }
 
 // Summary is the run's outcome.
@@ -216,6 +219,9 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
 	}
 	b.WriteString("\n")
+	if r.CPU != nil {
+		r.CPU.write(&b)
+	}
 	for _, c := range r.Chaos {
 		fmt.Fprintf(&b, "  chaos             %6.1fs %s %s\n", c.T, c.Process, c.Action)
 	}

@@ -49,8 +49,16 @@ type StackConfig struct {
 	APIs, Relays, Workers int
 	// DBMaxConns is each process's pool size. Defaults to 8.
 	DBMaxConns int
+	// AdmissionRate is the R the API processes' release controllers
+	// start at (BOXOFFICE_ADMISSION_RATE). Defaults to the product's
+	// default.
+	AdmissionRate float64
 	// Logger receives lifecycle messages. Defaults to discarding them.
 	Logger *slog.Logger
+	// StartedFunc, when set, is called with each process's name and pid
+	// whenever it starts (again after a Restart): CPUMeter.Place puts it
+	// in its part's CPU group. An error stops the start. Defaults to nil.
+	StartedFunc func(name string, pid int) error
 }
 
 // Stack is a running set of processes: a 3-node NATS cluster (the
@@ -66,6 +74,8 @@ type Stack struct {
 	Names  []string
 	procs  map[string]*procs.Proc
 	dbName string
+	// watch is Backends's connection; only Backends uses it.
+	watch *pgx.Conn
 }
 
 func randomHex(n int) string {
@@ -167,6 +177,9 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if cfg.RedisURL != "" {
 		base = append(base, "REDIS_URL="+cfg.RedisURL)
 	}
+	if cfg.AdmissionRate > 0 {
+		base = append(base, fmt.Sprintf("BOXOFFICE_ADMISSION_RATE=%g", cfg.AdmissionRate))
+	}
 	migrate := exec.CommandContext(ctx, cfg.Bin, "migrate")
 	migrate.Env = base
 	if out, err := migrate.CombinedOutput(); err != nil {
@@ -216,7 +229,20 @@ func (s *Stack) add(name string, env []string, args ...string) error {
 	}
 	s.procs[name] = p
 	s.Names = append(s.Names, name)
-	return p.Start()
+	return s.start(name, p)
+}
+
+// start starts p and tells StartedFunc.
+func (s *Stack) start(name string, p *procs.Proc) error {
+	if err := p.Start(); err != nil {
+		return err
+	}
+	if s.cfg.StartedFunc != nil {
+		if err := s.cfg.StartedFunc(name, p.Pid()); err != nil {
+			return fmt.Errorf("started %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // createDatabase creates a fresh database on the configured server and
@@ -244,6 +270,31 @@ func (s *Stack) createDatabase(ctx context.Context) error {
 // DatabaseName is the fresh database's name, or "" when none was created.
 func (s *Stack) DatabaseName() string { return s.dbName }
 
+// Backends are the pids of the PostgreSQL server's processes connected
+// to the run's database now (pg_stat_activity): the roles' pools, whose
+// connections last the run, and autovacuum workers. It reads through a
+// connection of its own to DatabaseURL's maintenance database, so its own
+// backend is not among them. Call it from one goroutine at a time. The
+// statement reads a server view, no package's table.
+func (s *Stack) Backends(ctx context.Context) ([]int, error) {
+	if s.watch == nil {
+		conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("connect to read backends: %w", err)
+		}
+		s.watch = conn
+	}
+	u, err := url.Parse(s.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	rows, err := s.watch.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = $1", strings.TrimPrefix(u.Path, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("read backends: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}
+
 // Kill SIGKILLs the named process.
 func (s *Stack) Kill(name string) error {
 	p, ok := s.procs[name]
@@ -259,7 +310,7 @@ func (s *Stack) Restart(name string) error {
 	if !ok {
 		return fmt.Errorf("no process %q", name)
 	}
-	return p.Start()
+	return s.start(name, p)
 }
 
 // LogPath is where the named process writes its output.
@@ -282,6 +333,9 @@ func (s *Stack) Close(ctx context.Context) {
 	}
 	for _, p := range s.procs {
 		_ = p.Close()
+	}
+	if s.watch != nil {
+		_ = s.watch.Close(ctx)
 	}
 	if s.dbName != "" && !s.cfg.KeepDatabase {
 		conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)

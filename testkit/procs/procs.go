@@ -65,6 +65,16 @@ func (p *Proc) Name() string { return p.spec.Name }
 // LogPath is the file the process writes its output to.
 func (p *Proc) LogPath() string { return p.spec.LogPath }
 
+// Pid is the process id of the last start, 0 before the first.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Start starts the process, the first time or again after Kill or Stop;
 // its output goes on after what the earlier runs wrote. It does not check
 // that a previous run has ended.

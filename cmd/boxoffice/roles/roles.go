@@ -40,6 +40,10 @@ var ErrUnknownCommand = errors.New("unknown command")
 // ends or ctx is done.
 func Run(ctx context.Context, cmd string, args []string) error {
 	switch cmd {
+	case "dev", "serve", "relay", "work":
+		SetGCPercent(os.Getenv)
+	}
+	switch cmd {
 	case "dev":
 		return runDev(ctx, args, os.Getenv, os.Stdout)
 	case "serve":
