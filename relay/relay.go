@@ -491,9 +491,11 @@ func (r *Relay) settle(ctx context.Context, b *batch) error {
 	}
 	r.metrics.batchSeconds.Observe(time.Since(b.claimedAt).Seconds())
 
-	r.logger.DebugContext(ctx, "batch settled",
-		"claimed", len(b.rows), "published", o.stored, "duplicates", o.dups,
-		"marked", marked, "failed", len(o.failed), "rejected", len(o.rejected))
+	if r.logger.Enabled(ctx, slog.LevelDebug) {
+		r.logger.DebugContext(ctx, "batch settled",
+			"claimed", len(b.rows), "published", o.stored, "duplicates", o.dups,
+			"marked", marked, "failed", len(o.failed), "rejected", len(o.rejected))
+	}
 	if len(o.failed) > 0 {
 		r.warnContext(ctx, "publish", "publish failed; rows released for retry",
 			"failed", len(o.failed), "claimed", len(b.rows), "error", o.firstErr.Error(),
