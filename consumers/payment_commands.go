@@ -15,6 +15,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/bus"
+	"boxoffice/platform/db"
 	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"
 )
@@ -218,7 +219,7 @@ func (p *PaymentCommands) capture(ctx context.Context, ev outbox.Envelope) (Hand
 	intent, err := p.cfg.Provider.Capture(callCtx, cmd.PaymentIntentID, "capture:"+orderID.String())
 	if err == nil {
 		log.InfoContext(ctx, "payment captured at the provider", "intent", intent)
-		return p.recordStatus(log, orderID, intent), nil
+		return p.recordStatus(orderID, intent), nil
 	}
 	if payments.IsRetryable(err) {
 		return nil, p.providerError(ctx, log, "capture", err)
@@ -233,12 +234,12 @@ func (p *PaymentCommands) capture(ctx context.Context, ev outbox.Envelope) (Hand
 	case getErr == nil && current.Status == payments.StatusSucceeded:
 		log.WarnContext(ctx, "capture refused but the intent is captured already; its webhook brings PaymentCaptured",
 			"code", payments.ErrorCode(err), "intent", current)
-		return p.recordStatus(log, orderID, current), nil
+		return p.recordStatus(orderID, current), nil
 	}
 	log.WarnContext(ctx, "provider refused the capture; failing the payment", "code", payments.ErrorCode(err), "error", err.Error())
 	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
 		if getErr == nil {
-			if err := p.recordStatus(log, orderID, current)(ctx, tx, ev); err != nil {
+			if err := p.recordStatus(orderID, current)(ctx, tx, ev); err != nil {
 				return err
 			}
 		}
@@ -267,7 +268,7 @@ func (p *PaymentCommands) cancel(ctx context.Context, ev outbox.Envelope) (Handl
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "payment intent canceled at the provider", "reason", cmd.Reason, "intent", intent)
-		return p.recordStatus(log, orderID, intent), nil
+		return p.recordStatus(orderID, intent), nil
 	case payments.ErrorCode(err) == payments.CodeUnexpectedState:
 		log.InfoContext(ctx, "payment intent cannot be canceled (canceled already, or captured); nothing to do",
 			"reason", cmd.Reason, "error", err.Error())
@@ -309,17 +310,18 @@ func (p *PaymentCommands) refund(ctx context.Context, ev outbox.Envelope) (Handl
 }
 
 // recordStatus returns the in-transaction step that mirrors the provider's
-// status of the order's intent in its payments row.
-func (p *PaymentCommands) recordStatus(log *slog.Logger, orderID uuid.UUID, intent payments.Intent) HandlerFunc {
+// status of the order's intent in its payments row. The write goes with
+// the commit (db.Deferring), so the row is locked only while the commit
+// runs: the provider's webhook for the same intent, applied at the same
+// moment by the ingress under the order's lock, writes the same row. An
+// order without the row (never the case for an intent this consumer
+// created) is left as it is.
+func (p *PaymentCommands) recordStatus(orderID uuid.UUID, intent payments.Intent) HandlerFunc {
 	return func(ctx context.Context, tx pgx.Tx, _ outbox.Envelope) error {
-		n, err := p.q.PaymentSetStatus(ctx, tx, sqlcgen.PaymentSetStatusParams{
+		if _, err := p.q.PaymentSetStatus(ctx, db.Deferring(tx), sqlcgen.PaymentSetStatusParams{
 			OrderID: orderID, PaymentIntentID: intent.ID, Status: string(intent.Status),
-		})
-		if err != nil {
+		}); err != nil {
 			return fmt.Errorf("record payment status: %w", err)
-		}
-		if n == 0 {
-			log.WarnContext(ctx, "no payment row for this order and intent; status not recorded", "status", string(intent.Status))
 		}
 		return nil
 	}
