@@ -187,9 +187,10 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 				return Received{}, err
 			}
 			continue
-		case apply && (errors.Is(err, purchase.ErrTooEarly) || errors.Is(err, purchase.ErrOrderNotFound)):
-			// The saga's consumer applies it when it can; an unknown
-			// order is logged and ignored by record.
+		case apply && (errors.Is(err, purchase.ErrTooEarly) || errors.Is(err, purchase.ErrPermanent)):
+			// The saga's consumer applies it when it can (and
+			// dead-letters what it never can); an unknown order is
+			// logged and ignored by record.
 			apply = false
 			continue
 		case err != nil:
