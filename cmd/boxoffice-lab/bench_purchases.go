@@ -41,6 +41,9 @@ const pgbenchPurchaseRoundTrips = 55
 // partCPU is the CPU each part used in one measured window.
 type partCPU struct {
 	Postgres, Product, Stripe, Buyers, PGBench time.Duration
+	// Machine is every core's busy time (/proc/stat), 0 where it
+	// cannot be read.
+	Machine time.Duration
 }
 
 type cpuGroups struct {
@@ -56,11 +59,12 @@ func (g *cpuGroups) read() partCPU {
 	if g.postgresAll {
 		c.Postgres, _ = bench.PostgresCPU()
 	}
+	c.Machine, _ = bench.MachineCPU()
 	return c
 }
 
 func (c partCPU) sub(o partCPU) partCPU {
-	return partCPU{c.Postgres - o.Postgres, c.Product - o.Product, c.Stripe - o.Stripe, c.Buyers - o.Buyers, c.PGBench - o.PGBench}
+	return partCPU{c.Postgres - o.Postgres, c.Product - o.Product, c.Stripe - o.Stripe, c.Buyers - o.Buyers, c.PGBench - o.PGBench, c.Machine - o.Machine}
 }
 
 // productRun is one measured window of whole purchases.
@@ -311,6 +315,9 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	fmt.Printf("  shared-machine ratio %5.2f  (%.0f ticketed/s ÷ pgbench -M prepared %.0f orders/s)      goal ≥ %.1f: %s\n",
 		shared, med.ticketedPerSec, med.preparedTPS, goalSharedRatio, verdict(shared >= goalSharedRatio))
 	fmt.Printf("                       %5.2f  against pgbench simple (%.0f orders/s)\n", med.ticketedPerSec/med.plainTPS, med.plainTPS)
+	if med.busyShare > 0 {
+		fmt.Printf("                              the machine %.0f%% busy in Boxoffice's windows (/proc/stat): below 100%% the rate is bound by the buyers' latency, not the CPU\n", med.busyShare*100)
+	}
 	fmt.Printf("  round trips/order    %5.1f  (pgbench's script: %d)                                     goal ≤ %d: %s\n",
 		med.roundTrips, pgbenchPurchaseRoundTrips, goalRoundTrips, verdict(med.roundTrips <= goalRoundTrips))
 	if fixedProduct.Result.Ticketed > 0 && fixedPG.TPS > 0 {
@@ -326,7 +333,9 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 
 // medians are the rounds' medians.
 type medians struct {
-	ticketedPerSec, preparedTPS, plainTPS     float64
+	ticketedPerSec, preparedTPS, plainTPS float64
+	// busyShare is the machine's busy share in the product's windows.
+	busyShare                                 float64
 	pgMs, productMs, stripeMs, buyersMs       float64
 	preparedPGMs, plainPGMs                   float64
 	roundTrips, eventsPerOrder, eventBytesAvg float64
@@ -364,6 +373,9 @@ func summarize(products []productRun, prepared, plain []pgbenchRun) medians {
 	}
 	m := medians{
 		ticketedPerSec: col(func(r productRun) float64 { return r.Result.TicketedPerSec() }),
+		busyShare: col(func(r productRun) float64 {
+			return r.CPU.Machine.Seconds() / (r.Result.Elapsed.Seconds() * float64(runtime.NumCPU()))
+		}),
 		pgMs:           col(func(r productRun) float64 { return r.perOrder(r.CPU.Postgres) }),
 		productMs:      col(func(r productRun) float64 { return r.perOrder(r.CPU.Product) }),
 		stripeMs:       col(func(r productRun) float64 { return r.perOrder(r.CPU.Stripe) }),
@@ -547,7 +559,7 @@ func printProfile(r productRun) {
 // writeCosts writes the capacity model's input (lab/capacity).
 func writeCosts(path string, m medians, source string) error {
 	c := capacity.Costs{
-		MachineCores: float64(runtime.NumCPU()), TicketedPerSec: m.ticketedPerSec,
+		MachineCores: float64(runtime.NumCPU()), TicketedPerSec: m.ticketedPerSec, MachineBusyShare: m.busyShare,
 		PostgresMsPerOrder: m.pgMs, ProductMsPerOrder: m.productMs, APIMsPerOrder: m.apiMs, WorkerMsPerOrder: m.workerMs,
 		BuyersMsPerOrder: m.buyersMs, StripeMsPerOrder: m.stripeMs, RoundTripsPerOrder: m.roundTrips,
 		EventsPerOrder: m.eventsPerOrder, EventBytesAvg: m.eventBytesAvg, MeasuredAt: time.Now().UTC(), Source: source,

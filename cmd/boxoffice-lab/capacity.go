@@ -198,8 +198,15 @@ func printPlan(stdout io.Writer, r capacity.Result, o capacity.Onsale, from map[
 	if s := r.Shared; s.Cores == 0 {
 		row("not made", "the costs do not give machineCores")
 	} else {
-		row("predicted ticketed/s", num(s.Predicted, 1), fmt.Sprintf("%s cores × 1000 ÷ (%s + %s + %s + %s) ms: PostgreSQL, product, buyers, Stripe stand-in",
-			short(s.Cores), short(c.PostgresMsPerOrder), short(c.ProductMsPerOrder), short(c.BuyersMsPerOrder), short(c.StripeMsPerOrder)))
+		cores := short(s.Cores) + " cores"
+		if s.Busy != s.Cores {
+			cores = fmt.Sprintf("%s busy cores (%s%% of %s)", short(s.Busy), num(c.MachineBusyShare*100, 0), short(s.Cores))
+		}
+		row("predicted ticketed/s", num(s.Predicted, 1), fmt.Sprintf("%s × 1000 ÷ (%s + %s + %s + %s) ms: PostgreSQL, product, buyers, Stripe stand-in",
+			cores, short(c.PostgresMsPerOrder), short(c.ProductMsPerOrder), short(c.BuyersMsPerOrder), short(c.StripeMsPerOrder)))
+		if s.Busy != s.Cores {
+			row("CPU-bound ticketed/s", num(capacity.PredictShared(c, s.Cores), 1), "the same on every core: what the machine would do saturated")
+		}
 		if s.Measured == 0 {
 			row("measured ticketed/s", "not given")
 		} else {

@@ -29,6 +29,11 @@ type Costs struct {
 	// TicketedPerSec is the whole-purchase throughput measured on that
 	// machine, every part on it.
 	TicketedPerSec float64 `json:"ticketedPerSec"`
+	// MachineBusyShare is the share of the machine's CPU (every core;
+	// /proc/stat's busy time) that was busy while TicketedPerSec was
+	// measured, 0 to 1; 0 when not measured. Below 1 the window was not
+	// CPU-bound, and PredictShared is checked at the cores it kept busy.
+	MachineBusyShare float64 `json:"machineBusyShare,omitempty"`
 	// PostgresMsPerOrder is the PostgreSQL server's CPU per ticketed
 	// order, the sandbox payment provider's own work excluded (a real
 	// Stripe costs none of our database). Required.
@@ -77,7 +82,7 @@ func (c Costs) Validate() error {
 		name string
 		v    float64
 	}{
-		{"machineCores", c.MachineCores}, {"ticketedPerSec", c.TicketedPerSec},
+		{"machineCores", c.MachineCores}, {"ticketedPerSec", c.TicketedPerSec}, {"machineBusyShare", c.MachineBusyShare},
 		{"postgresMsPerOrder", c.PostgresMsPerOrder}, {"productMsPerOrder", c.ProductMsPerOrder},
 		{"apiMsPerOrder", c.APIMsPerOrder}, {"workerMsPerOrder", c.WorkerMsPerOrder},
 		{"buyersMsPerOrder", c.BuyersMsPerOrder}, {"stripeMsPerOrder", c.StripeMsPerOrder},

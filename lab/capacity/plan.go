@@ -158,7 +158,14 @@ type SharedCheck struct {
 	// Cores is the machine's cores; 0 when the costs do not say, and the
 	// check is not made.
 	Cores float64
-	// Predicted is PredictShared(costs, Cores).
+	// Busy is the cores the measured window kept busy: Cores ×
+	// Costs.MachineBusyShare, or Cores when the share was not measured.
+	Busy float64
+	// Predicted is PredictShared(costs, Busy): the rate the costs say
+	// the busy cores do. At a busy share of 1 it is the machine's
+	// CPU-bound rate; below it, the check is whether the parts' CPU
+	// accounts for what the machine was busy with (an unsaturated window
+	// would otherwise fail it for want of load, not for wrong costs).
 	Predicted float64
 	// Measured is Costs.TicketedPerSec.
 	Measured float64
@@ -259,7 +266,11 @@ func Plan(c Costs, o Onsale) Result {
 	}
 
 	if c.MachineCores > 0 {
-		r.Shared = SharedCheck{Cores: c.MachineCores, Predicted: PredictShared(c, c.MachineCores), Measured: c.TicketedPerSec}
+		busy := c.MachineCores
+		if c.MachineBusyShare > 0 {
+			busy = c.MachineCores * min(c.MachineBusyShare, 1)
+		}
+		r.Shared = SharedCheck{Cores: c.MachineCores, Busy: busy, Predicted: PredictShared(c, busy), Measured: c.TicketedPerSec}
 		if r.Shared.Measured > 0 {
 			r.Shared.Ratio = r.Shared.Predicted / r.Shared.Measured
 			r.Shared.Within = math.Abs(r.Shared.Ratio-1) <= SharedTolerance

@@ -198,6 +198,24 @@ func TestPredictShared(t *testing.T) {
 			require.Equal(t, tc.within, s.Within)
 		})
 	}
+
+	// A window that kept 79 % of the machine busy is checked at the
+	// cores it used: the costs add up when they account for that CPU,
+	// whatever the machine would do saturated.
+	t.Run("AtTheMeasuredBusyShare", func(t *testing.T) {
+		t.Parallel()
+		c := c
+		c.TicketedPerSec, c.MachineBusyShare = 79, 0.79
+		s := Plan(c, testOnsale()).Shared
+		require.InDelta(t, 1.58, s.Busy, 1e-9)
+		require.InDelta(t, 79, s.Predicted, 1e-9)
+		require.InDelta(t, 1, s.Ratio, 1e-9)
+		require.True(t, s.Within)
+		c.MachineBusyShare = 0 // not measured: every core
+		s = Plan(c, testOnsale()).Shared
+		require.InDelta(t, 2, s.Busy, 1e-9)
+		require.False(t, s.Within, "100 predicted for all cores against 79")
+	})
 	require.Zero(t, Plan(testCosts(), testOnsale()).Shared.Cores, "no machine, no check")
 }
 
