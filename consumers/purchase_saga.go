@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"context"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,19 +65,10 @@ func NewPurchaseSaga(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, sag
 // so the event is applied once the state it needs is there. Event types
 // the saga does not handle are acked without effect.
 func PurchaseSagaHandler(saga *purchase.Saga) HandlerFunc {
-	steps := map[string]HandlerFunc{
-		outbox.TypePaymentIntentCreated:  saga.PaymentIntentCreated,
-		outbox.TypePaymentAuthorized:     saga.PaymentAuthorized,
-		outbox.TypePaymentCaptured:       saga.PaymentCaptured,
-		outbox.TypePaymentFailed:         saga.PaymentFailed,
-		outbox.TypePaymentRefunded:       saga.PaymentRefunded,
-		outbox.TypeAuthorizationCanceled: saga.AuthorizationCanceled,
-	}
 	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-		step, ok := steps[ev.EventType]
-		if !ok {
+		if !slices.Contains(purchaseSagaTypes, ev.EventType) {
 			return nil
 		}
-		return step(ctx, tx, ev)
+		return saga.Apply(ctx, tx, ev, nil)
 	}
 }

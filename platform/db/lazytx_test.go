@@ -28,14 +28,9 @@ func TestWithTxSendsBeginWithTheFirstStatement(t *testing.T) {
 
 	trips := func(role string, fn func(ctx context.Context, tx pgx.Tx) error) int64 {
 		t.Helper()
-		costs.Reset()
-		require.NoError(t, db.WithTx(db.WithRole(ctx, role), pool, fn))
-		for _, c := range costs.Costs() {
-			if c.Role == role {
-				return c.RoundTrips
-			}
-		}
-		return 0
+		n, err := roundTrips(ctx, costs, pool, role, fn)
+		require.NoError(t, err)
+		return n
 	}
 	require.Equal(t, int64(2), trips("exec", func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO lazy_probe VALUES (1)")
@@ -159,15 +154,7 @@ func TestDeferredWritesGoWithTheNextStatement(t *testing.T) {
 		return n
 	}
 	trips := func(role string, fn func(ctx context.Context, tx pgx.Tx) error) (int64, error) {
-		t.Helper()
-		costs.Reset()
-		err := db.WithTx(db.WithRole(ctx, role), pool, fn)
-		for _, c := range costs.Costs() {
-			if c.Role == role {
-				return c.RoundTrips, err
-			}
-		}
-		return 0, err
+		return roundTrips(ctx, costs, pool, role, fn)
 	}
 	insert := func(ctx context.Context, tx pgx.Tx, n int) {
 		t.Helper()
@@ -254,4 +241,17 @@ func TestDeferredWritesGoWithTheNextStatement(t *testing.T) {
 	for range 4 {
 		require.Equal(t, 5, count())
 	}
+}
+
+// roundTrips runs fn in a WithTx transaction as role and returns the
+// round trips costs counted for it, with WithTx's error.
+func roundTrips(ctx context.Context, costs *db.CostTracer, pool db.Executor, role string, fn func(ctx context.Context, tx pgx.Tx) error) (int64, error) {
+	costs.Reset()
+	err := db.WithTx(db.WithRole(ctx, role), pool, fn)
+	for _, c := range costs.Costs() {
+		if c.Role == role {
+			return c.RoundTrips, err
+		}
+	}
+	return 0, err
 }
