@@ -10,7 +10,7 @@ VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @enve
 -- migrations/functions/outbox_claim.sql for what it guarantees. Run it on
 -- the pool, outside a transaction: it is its own.
 SELECT c.id::uuid AS id, c.seq::bigint AS seq, c.subject::text AS subject, c.envelope::json AS envelope
-FROM outbox_claim(@relay_id::text, @max_rows::int, @lease::interval, @head_scan::boolean) AS c;
+FROM outbox_claim(@relay_id::text, @max_rows::int, @lease::interval, @head_scan::boolean, @floor::bigint) AS c;
 
 -- name: OutboxSettle :many
 -- A batch's whole settle in one statement: deletes the acknowledged rows,

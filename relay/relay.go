@@ -170,11 +170,14 @@ type Relay struct {
 	afterPublishFunc func(ctx context.Context, ids []uuid.UUID) error
 	// running guards against a second Run.
 	running atomic.Bool
-	// claims counts claims, to start every headScanEvery-th from the head,
-	// and atTail says the last claim came back short; only claimLoop
-	// touches them.
+	// claims counts claims, to start every headScanEvery-th from the true
+	// head, atTail says the last claim came back short, and floor is where
+	// the other scans from the head start: the first seq the last one
+	// found (nothing below it was claimable then). Only claimLoop touches
+	// them.
 	claims int
 	atTail bool
+	floor  int64
 }
 
 // New returns a relay that claims rows from pool and publishes them over
@@ -347,11 +350,13 @@ func (r *Relay) publishLoop(ctx context.Context, claimed <-chan *batch, publishe
 	}
 }
 
-// headScanEvery is how often (in claims) a claim starts from the head of
-// the outbox instead of above the highest live lease, to pick up rows the
-// fast path cannot see: rows committed after a claim passed their seq,
-// rows back from a retry backoff, rows of an expired lease. At the tail of
-// the outbox every claim starts from the head.
+// headScanEvery is how often (in claims) a claim starts from the true head
+// of the outbox (seq 0) instead of above the highest live lease or the
+// relay's floor, to pick up rows those cannot see: rows committed after a
+// claim passed their seq, rows back from a retry backoff, rows of an
+// expired lease. At the tail of the outbox every claim starts from the
+// head, at the floor: the head at seq 0 would walk every row published and
+// deleted since the last vacuum, which was most of a claim's cost.
 const headScanEvery = 16
 
 // claim leases up to n rows, oldest first, and returns them sorted by seq
@@ -359,9 +364,10 @@ const headScanEvery = 16
 // trip: outbox_claim (migrations/functions/outbox_claim.sql), run on the
 // pool as a transaction of its own, serialized with every other claim,
 // reads the rows no live lease covers — above the highest live lease (the
-// fast path, which skips the rows in flight), or from the head every
-// headScanEvery claims, at the tail, and whenever the fast path comes back
-// short, when it also forgets expired leases — and writes one lease over
+// fast path, which skips the rows in flight), or from the head — at the
+// relay's floor at the tail and whenever the fast path comes back short,
+// at seq 0 every headScanEvery claims; a scan from the head also forgets
+// expired leases — and writes one lease over
 // their seq range. No row is updated. It is not cut short by ctx, so the
 // relay always learns what it claimed.
 func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRow, int64, error) {
@@ -370,9 +376,14 @@ func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRow, int
 	r.claims++
 	// At the tail (the last claim came back short) the fast path would
 	// only find the same rows the head scan reads: go to the head at once.
-	headScan := r.claims%headScanEvery == 0 || r.atTail
+	trueHead := r.claims%headScanEvery == 0
+	headScan := trueHead || r.atTail
+	floor := r.floor
+	if trueHead {
+		floor = 0
+	}
 	rows, err := r.q.OutboxClaim(ctx, r.pool, sqlcgen.OutboxClaimParams{
-		RelayID: r.cfg.ID, MaxRows: int32(n), Lease: r.cfg.Lease, HeadScan: headScan,
+		RelayID: r.cfg.ID, MaxRows: int32(n), Lease: r.cfg.Lease, HeadScan: headScan, Floor: floor,
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim outbox batch: %w", err)
@@ -380,6 +391,9 @@ func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRow, int
 	r.atTail = len(rows) < n
 	if len(rows) == 0 {
 		return nil, 0, nil
+	}
+	if headScan {
+		r.floor = rows[0].Seq
 	}
 	return rows, rows[0].Seq, nil
 }

@@ -14,7 +14,7 @@ import (
 
 const outboxClaim = `-- name: OutboxClaim :many
 SELECT c.id::uuid AS id, c.seq::bigint AS seq, c.subject::text AS subject, c.envelope::json AS envelope
-FROM outbox_claim($1::text, $2::int, $3::interval, $4::boolean) AS c
+FROM outbox_claim($1::text, $2::int, $3::interval, $4::boolean, $5::bigint) AS c
 `
 
 type OutboxClaimParams struct {
@@ -22,6 +22,7 @@ type OutboxClaimParams struct {
 	MaxRows  int32
 	Lease    time.Duration
 	HeadScan bool
+	Floor    int64
 }
 
 type OutboxClaimRow struct {
@@ -41,6 +42,7 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg OutboxClaimParam
 		arg.MaxRows,
 		arg.Lease,
 		arg.HeadScan,
+		arg.Floor,
 	)
 	if err != nil {
 		return nil, err

@@ -26,12 +26,15 @@
 --
 -- History: a claim was a transaction of up to six statements from the
 -- relay (lock, lease floor, rows, expired-lease delete, rows again, lease
--- insert) before it became this function.
+-- insert) before it became this function; until issue 25's third round
+-- it probed outbox_leases once per candidate row (NOT EXISTS), which read
+-- the lease table's dead tuples again for every row.
 CREATE OR REPLACE FUNCTION outbox_claim(
     p_relay_id  text,
     p_max_rows  integer,
     p_lease     interval,  -- how long the lease holds the rows
-    p_head_scan boolean    -- start from the head of the outbox, not above the highest live lease
+    p_head_scan boolean,   -- start from the head of the outbox, not above the highest live lease
+    p_floor     bigint     -- the head: a scan from the head reads rows with seq >= p_floor (0: the true head)
 ) RETURNS TABLE (id uuid, seq bigint, subject text, envelope json)
 LANGUAGE plpgsql AS $$
 -- Returns up to p_max_rows unpublished rows, oldest first, that no live
@@ -43,8 +46,20 @@ LANGUAGE plpgsql AS $$
 DECLARE
     -- v_after is the seq the rows are read above: the highest seq under a
     -- live lease (the fast path, which skips the rows in flight), or NULL
-    -- for a scan from the head.
+    -- for a scan from the head (from p_floor). The caller keeps the floor
+    -- (the first seq its last scan from the head found: nothing below it
+    -- was claimable then) and passes 0 now and then, to find rows a floor
+    -- hides: committed late with a lower seq, back from a retry backoff,
+    -- of an expired lease.
     v_after     bigint;
+    -- v_leased is the seq ranges under live leases, v_expired whether any
+    -- lease has expired: the lease table is read once per claim, not once
+    -- per outbox row the scan considers (it churns, a row inserted and
+    -- deleted per batch, so its heap is mostly dead tuples between
+    -- vacuums: probing it per candidate row was most of a claim's cost).
+    v_leased    int8multirange;
+    v_max_lease bigint;
+    v_expired   boolean;
     v_ids       uuid[];
     v_seqs      bigint[];
     v_subjects  text[];
@@ -55,15 +70,21 @@ BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM pg_advisory_xact_lock(7237970079178127223);
 
+    SELECT coalesce(range_agg(int8range(l.first_seq, l.last_seq, '[]')) FILTER (WHERE l.expires_at > now()),
+                    '{}'::int8multirange),
+           max(l.last_seq) FILTER (WHERE l.expires_at > now()),
+           coalesce(bool_or(l.expires_at <= now()), false)
+    INTO v_leased, v_max_lease, v_expired
+    FROM outbox_leases l;
     IF NOT p_head_scan THEN
-        SELECT coalesce(max(l.last_seq), 0) INTO v_after
-        FROM outbox_leases l WHERE l.expires_at > now();
+        v_after := greatest(coalesce(v_max_lease, 0), p_floor - 1);
     END IF;
     LOOP
-        IF v_after IS NULL THEN
+        IF v_after IS NULL AND v_expired THEN
             -- Leases that expired (their relay died holding them) hide
             -- nothing any more, and would only pile up.
             DELETE FROM outbox_leases l WHERE l.expires_at <= now();
+            v_expired := false;
         END IF;
         -- The arrays are filled in one pass over the same rows, so their
         -- elements line up.
@@ -73,11 +94,9 @@ BEGIN
         FROM (
             SELECT o.id, o.seq, o.subject, o.envelope
             FROM outbox o
-            WHERE o.seq > coalesce(v_after, 0)
+            WHERE o.seq > coalesce(v_after, p_floor - 1)
               AND (o.retry_at IS NULL OR o.retry_at <= now())
-              AND NOT EXISTS (
-                  SELECT 1 FROM outbox_leases l
-                  WHERE l.expires_at > now() AND o.seq BETWEEN l.first_seq AND l.last_seq)
+              AND NOT v_leased @> o.seq
             ORDER BY o.seq
             LIMIT p_max_rows
         ) AS c;
