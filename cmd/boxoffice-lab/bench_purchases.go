@@ -78,6 +78,9 @@ type productRun struct {
 	// PeakRSS is the product process's peak resident memory (VmHWM), 0
 	// where it cannot be read.
 	PeakRSS int64
+	// Statements are the window database's statements, from the start
+	// signal on (pg_stat_statements); nil where the module is not loaded.
+	Statements []bench.Statement
 }
 
 func (r productRun) perOrder(d time.Duration) float64 {
@@ -144,7 +147,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		// Kept between runs (the baseline's 2,000,000 seats load once);
 		// under the temporary directory by default, which the postgres
 		// user can enter when this runs as root.
-		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: *pgDir})
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: *pgDir, Settings: bench.StatementSettings()})
 		if err != nil {
 			return err
 		}
@@ -165,18 +168,25 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	// empty, as the first window's is: a window's cost must not depend on
 	// what earlier windows left (a second 100,000-seat event made the hold
 	// path's PostgreSQL cost three times the first's; docs/performance.md).
-	freshDatabase := func() (string, func(), error) {
+	freshDatabase := func() (string, string, func(), error) {
 		name := "boxoffice_bench_" + randomHex(4)
 		url, err := roles.EnsureDatabase(ctx, adminURL, name)
 		if err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
 		drop := func() { dropDatabase(context.WithoutCancel(ctx), adminURL, name) }
 		if err := migrations.Up(ctx, url); err != nil {
 			drop()
-			return "", nil, err
+			return "", "", nil, err
 		}
-		return url, drop, nil
+		return name, url, drop, nil
+	}
+	// Where PostgreSQL's work goes, statement by statement: read when the
+	// server loads pg_stat_statements (the private cluster does).
+	stmts := bench.Statements{AdminURL: adminURL}
+	stmtsOn, err := stmts.Available(ctx)
+	if err != nil {
+		return err
 	}
 	pg := bench.PGBench{ScriptDir: *scriptDir, AdminURL: adminURL, Script: "purchase"}
 	if err := pg.Prepare(ctx); err != nil {
@@ -222,7 +232,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	// windowOf runs one window of buyers (the flags after -api, -stripe
 	// and -duration) against a product started for it with extraEnv.
 	windowOf := func(buyerFlags []string, profile bool, extraEnv ...string) (productRun, error) {
-		url, drop, err := freshDatabase()
+		name, url, drop, err := freshDatabase()
 		if err != nil {
 			return productRun{}, err
 		}
@@ -236,8 +246,15 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		}
 		defer product.stop()
 		args := append([]string{"buyers", "-api", productReady.API, "-stripe", stripeReady.URL, "-duration", duration.String()}, buyerFlags...)
-		r, err := measureProduct(ctx, g, ctl, secrets, args, profile, *cpuProfile)
+		atStart := func() error { return nil }
+		if stmtsOn {
+			atStart = func() error { return stmts.Reset(ctx, name) }
+		}
+		r, err := measureProduct(ctx, g, ctl, secrets, args, profile, *cpuProfile, atStart)
 		r.PeakRSS = peakRSS(product.cmd.Process.Pid)
+		if err == nil && stmtsOn {
+			r.Statements, err = stmts.Read(ctx, name)
+		}
 		return r, err
 	}
 	if *gogcs != "" {
@@ -250,6 +267,8 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	var (
 		products        []productRun
 		prepared, plain []pgbenchRun
+		// pgStatements are the last pgbench -M prepared window's.
+		pgStatements []bench.Statement
 	)
 	for round := 1; round <= *rounds; round++ {
 		r, err := windowOf([]string{"-concurrency", strconv.Itoa(*concurrency)}, round == *rounds && *cpuProfile != "")
@@ -262,9 +281,19 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 			if err := settle(); err != nil {
 				return err
 			}
+			if stmtsOn && prep {
+				if err := stmts.Reset(ctx, pg.Database()); err != nil {
+					return err
+				}
+			}
 			p, err := measurePGBench(ctx, g, pg, bench.PGBenchRun{Clients: *pgClients, Duration: *duration, Prepared: prep})
 			if err != nil {
 				return err
+			}
+			if stmtsOn && prep {
+				if pgStatements, err = stmts.Read(ctx, pg.Database()); err != nil {
+					return err
+				}
 			}
 			label := "simple"
 			if prep {
@@ -297,6 +326,9 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 
 	last := products[len(products)-1]
 	printRoundTrips(last)
+	if last.Statements != nil {
+		printStatements(last, pgStatements, prepared[len(prepared)-1])
+	}
 	printProfile(last)
 	fmt.Printf("\nThe three figures (medians of %d rounds; goals from issue 25)\n", *rounds)
 	verdict := func(ok bool) string {
@@ -434,7 +466,8 @@ func roundTrips(costs []db.RoleCost) int64 {
 // measureProduct runs one window of buyers and reads every part's CPU
 // around it: from the start signal to the moment the product has finished
 // the work of the purchases made (outbox empty, no consumer behind).
-func measureProduct(ctx context.Context, g *cpuGroups, ctl controlClient, secrets benchSecrets, args []string, profile bool, profilePath string) (productRun, error) {
+func measureProduct(ctx context.Context, g *cpuGroups, ctl controlClient, secrets benchSecrets, args []string, profile bool, profilePath string,
+	atStart func() error) (productRun, error) {
 	var r productRun
 	if err := ctl.post(ctx, "/reset", nil); err != nil {
 		return r, err
@@ -453,6 +486,9 @@ func measureProduct(ctx context.Context, g *cpuGroups, ctl controlClient, secret
 		return r, err
 	}
 	if err := ctl.post(ctx, "/reset", nil); err != nil {
+		return r, err
+	}
+	if err := atStart(); err != nil {
 		return r, err
 	}
 	start := g.read()
@@ -542,6 +578,41 @@ func printRoundTrips(r productRun) {
 	}
 	fmt.Printf("  %-44s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "Boxoffice", float64(total.RoundTrips)/n, float64(total.Transactions)/n,
 		float64(total.WriteTransactions)/n, float64(total.Statements)/n, float64(total.RowsWritten)/n)
+}
+
+// printStatements prints where PostgreSQL's work per order goes, by
+// pg_stat_statements: the product's last window beside the last pgbench
+// -M prepared window, in total, then the product's costliest statements.
+// Buffers and WAL records are exact counts; executor time is wall time,
+// lock waits included.
+func printStatements(r productRun, pgb []bench.Statement, p pgbenchRun) {
+	n := float64(r.Result.Ticketed)
+	pn := p.TPS * p.Duration.Seconds()
+	if n == 0 || pn == 0 {
+		return
+	}
+	sum := func(s []bench.Statement) (calls, blocks, wal int64, execMs float64) {
+		for _, st := range s {
+			calls, blocks, wal, execMs = calls+st.Calls, blocks+st.Blocks, wal+st.WALRecords, execMs+st.ExecMs
+		}
+		return
+	}
+	fmt.Printf("\n  %-44s %9s %9s %9s %9s\n", "PostgreSQL's work per order (pg_stat_statements)", "stmts", "buffers", "WAL recs", "exec ms")
+	for _, row := range []struct {
+		label string
+		s     []bench.Statement
+		n     float64
+	}{{"Boxoffice (last window)", r.Statements, n}, {"pgbench -M prepared (last window)", pgb, pn}} {
+		calls, blocks, wal, execMs := sum(row.s)
+		fmt.Printf("  %-44s %9.2f %9.1f %9.1f %9.2f\n", row.label, float64(calls)/row.n, float64(blocks)/row.n, float64(wal)/row.n, execMs/row.n)
+	}
+	fmt.Printf("  Boxoffice's costliest statements\n")
+	for i, st := range r.Statements {
+		if i == 12 {
+			break
+		}
+		fmt.Printf("    %-42s %9.2f %9.1f %9.1f %9.2f\n", st.Name, float64(st.Calls)/n, float64(st.Blocks)/n, float64(st.WALRecords)/n, st.ExecMs/n)
+	}
 }
 
 // printProfile splits the product's CPU per order by its profile.

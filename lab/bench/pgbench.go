@@ -165,6 +165,9 @@ func (p PGBench) RunWith(ctx context.Context, run PGBenchRun) (float64, error) {
 	return strconv.ParseFloat(string(m[1]), 64)
 }
 
+// Database is the baseline database's name.
+func (p PGBench) Database() string { return p.db() }
+
 // URL is the baseline database's URL.
 func (p PGBench) URL() (string, error) { return p.url() }
 

@@ -52,6 +52,12 @@ type Config struct {
 	// Dir too. Defaults to false.
 	Temporary bool
 
+	// Settings are server settings given at each start, as name=value
+	// (postgres -c), after the cluster's own: for example
+	// "shared_preload_libraries=pg_stat_statements". Values must not hold
+	// spaces or quotes.
+	Settings []string
+
 	// Logger receives progress messages. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -193,6 +199,12 @@ func start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	}
 	if cfg.Fast {
 		opts = append(opts, "-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off")
+	}
+	for _, setting := range cfg.Settings {
+		if strings.ContainsAny(setting, " '\"\\") || !strings.Contains(setting, "=") {
+			return nil, fmt.Errorf("server setting %q: want name=value without spaces or quotes", setting)
+		}
+		opts = append(opts, "-c "+setting)
 	}
 
 	// A port we picked can be taken by someone else before the server binds
