@@ -1,10 +1,12 @@
 -- name: HoldSeatListByHold :many
 SELECT seat_id FROM hold_seats WHERE hold_id = @hold_id::uuid ORDER BY seat_id;
 
--- name: HoldSeatLockSeats :many
+-- name: HoldSeatLockSeats :exec
 -- Locks, in seat id order, the seats the given holds still own. The hold
 -- path takes these locks before it reclaims or takes seats, so releasing
--- under them never races (or deadlocks with) a concurrent hold.
+-- under them never races (or deadlocks with) a concurrent hold. No caller
+-- reads the rows: an :exec, so that it can be deferred (db.Deferring) and
+-- go to the server with the statement that needs the locks.
 SELECT s.id
 FROM seats s
 WHERE s.id IN (

@@ -35,7 +35,7 @@ func (q *Queries) HoldSeatListByHold(ctx context.Context, db DBTX, holdID uuid.U
 	return items, nil
 }
 
-const holdSeatLockSeats = `-- name: HoldSeatLockSeats :many
+const holdSeatLockSeats = `-- name: HoldSeatLockSeats :exec
 SELECT s.id
 FROM seats s
 WHERE s.id IN (
@@ -47,25 +47,12 @@ FOR UPDATE OF s
 
 // Locks, in seat id order, the seats the given holds still own. The hold
 // path takes these locks before it reclaims or takes seats, so releasing
-// under them never races (or deadlocks with) a concurrent hold.
-func (q *Queries) HoldSeatLockSeats(ctx context.Context, db DBTX, holdIds []uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, holdSeatLockSeats, holdIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+// under them never races (or deadlocks with) a concurrent hold. No caller
+// reads the rows: an :exec, so that it can be deferred (db.Deferring) and
+// go to the server with the statement that needs the locks.
+func (q *Queries) HoldSeatLockSeats(ctx context.Context, db DBTX, holdIds []uuid.UUID) error {
+	_, err := db.Exec(ctx, holdSeatLockSeats, holdIds)
+	return err
 }
 
 const holdSeatReleaseByHolds = `-- name: HoldSeatReleaseByHolds :execrows

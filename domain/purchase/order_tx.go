@@ -186,12 +186,16 @@ func (o *OrderTx) Seats(ctx context.Context) ([]uuid.UUID, error) {
 }
 
 // LockSeats locks the seat rows the locked hold still owns, in seat id
-// order, so that no hold can take them until the commit.
+// order, so that no hold can take them until the commit. The lock goes to
+// the server with the transaction's next statement (db.Deferring), ahead
+// of it: whatever that statement reads or writes, it does under the
+// locks, at no round trip of the lock's own; a failure to lock (a
+// deadlock, a timeout) fails that statement.
 func (o *OrderTx) LockSeats(ctx context.Context) error {
 	if o.seatsLocked {
 		return nil
 	}
-	if _, err := o.q.HoldSeatLockSeats(ctx, o.tx, []uuid.UUID{o.hold.ID}); err != nil {
+	if err := o.q.HoldSeatLockSeats(ctx, db.Deferring(o.tx), []uuid.UUID{o.hold.ID}); err != nil {
 		return fmt.Errorf("lock seats of hold: %w", err)
 	}
 	o.seatsLocked = true
@@ -362,7 +366,7 @@ func (b *ExpiredHolds) Claimed() []ExpiredHold {
 // puts them back on sale; seats a newer hold reclaimed stay with it. It
 // returns how many it released.
 func (b *ExpiredHolds) ReleaseSeats(ctx context.Context) (int64, error) {
-	if _, err := b.q.HoldSeatLockSeats(ctx, b.tx, b.holds); err != nil {
+	if err := b.q.HoldSeatLockSeats(ctx, b.tx, b.holds); err != nil {
 		return 0, fmt.Errorf("lock seats of expired holds: %w", err)
 	}
 	n, err := b.q.HoldSeatReleaseByHolds(ctx, b.tx, b.holds)
