@@ -1,5 +1,3 @@
-// Package purchase reserves seats: the one place where a buyer's request
-// becomes temporary ownership of seats, in a single PostgreSQL transaction.
 package purchase
 
 import (

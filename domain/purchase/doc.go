@@ -1,0 +1,44 @@
+// Package purchase owns an order's life, from the hold that creates it to
+// its tickets' refund: the one place that decides what an order and its
+// hold may become, and the owner of orders, holds and hold_seats (one
+// write is still made elsewhere: ops/reconcile marks an order's
+// authorization cancel as requested itself).
+//
+// What it guarantees, and where:
+//
+//   - The hold (hold.go, the server-side function hold_reserve): a buyer's
+//     request becomes an order pending payment and a hold of its seats in
+//     one PostgreSQL statement — every seat or none, at most one active
+//     hold per seat (the unique index of unreleased hold_seats rows),
+//     idempotent per user and Idempotency-Key — and writes the order's
+//     first events (HoldCreated, PaymentAuthorizationRequested) to the
+//     outbox in the same transaction.
+//   - The lifecycle (lifecycle.go, order_state.go): one table of the moves
+//     an order and a hold may make (Transitions, HoldTransitions); every
+//     path moves through OrderTx (order_tx.go), which locks the order and
+//     its hold, checks the state it expects, moves along the table and
+//     emits the order's next event in the same transaction. docs/saga.md's
+//     state table is written from these tables.
+//   - The saga (saga.go): the steps that follow the provider's facts —
+//     an authorization confirms a live hold and asks for the capture, a
+//     capture marks the order paid and asks for its tickets, and a late
+//     authorization or capture is compensated (canceled or refunded),
+//     never attached to an expired order. Saga.Apply runs a step wherever
+//     the fact is first applied: in the Stripe ingress's transaction, or
+//     by the purchase_saga consumer for what the ingress could not apply.
+//   - Expiry (expiry.go): ExpiredHolds moves up to 500 expired holds and
+//     their orders at a time along the same table, and gives their seats
+//     back.
+//   - Cancel, refunds and partial refunds (cancel.go, refund.go): the
+//     buyer's or organizer's requests, under the same lock and table; a
+//     refund revokes its tickets and, when the organizer resells, puts
+//     their seats back on sale.
+//   - Reads for buyers and organizers (order.go, order_change.go,
+//     sales.go, checkout.go): an order and its payment state, the changes
+//     a buyer's order stream sends, an event's sales.
+//
+// Other packages ask it rather than touch its tables: the tickets issuer
+// locks an order through LockOrderWithHold, the payments ingress applies
+// a fact through Saga.Apply, the handlers and the consumers call its
+// services.
+package purchase
