@@ -271,4 +271,3 @@ func pause(ctx context.Context, d time.Duration, what string) error {
 		return nil
 	}
 }
-
