@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/migrations"
@@ -20,6 +22,7 @@ import (
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 	"boxoffice/platform/pgcluster"
+	"boxoffice/platform/promreg"
 	"boxoffice/testkit/fixture"
 	"boxoffice/testkit/natstest"
 )
@@ -199,4 +202,64 @@ func TestFailoverStepByStep(t *testing.T) {
 	var stillPaused bool
 	require.NoError(t, standby.pool.QueryRow(ctx, "SELECT paused FROM onsales WHERE event_id = $1", paused.ID).Scan(&stillPaused))
 	require.True(t, stillPaused, "the organizer's pause stays")
+}
+
+// The lag metrics are read from the real engines at each scrape: the
+// replica is caught up and the copy complete, then the primary's bus
+// stops and the copy's contact age grows.
+func TestCollectorExportsTheLag(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	primary := startPrimary(t)
+	standby := startStandby(t, primary)
+	pnats, snats := natstest.NewRegions(t, bus.Config{})
+	_, pjs := pnats.Connect(t)
+	_, sjs := snats.Connect(t)
+	_, err := pjs.Publish(ctx, "ticketing.order.created", nil)
+	require.NoError(t, err)
+	waitReplayed(t, primary, standby)
+	waitFor(t, "stream copied", func() bool {
+		c, err := bus.StandbyCopies(ctx, sjs, bus.Namespace{})
+		return err == nil && c[0].LastSeq == 1
+	})
+
+	reg := prometheus.NewPedanticRegistry()
+	promreg.Register(reg, &failover.Collector{Sources: failover.Sources{Standby: standby.pool, StandbyJS: sjs, Primary: primary.pool, PrimaryJS: pjs}})
+	got := gather(t, reg)
+	require.Equal(t, 1.0, got["boxoffice_failover_standby_up"])
+	require.Equal(t, 0.0, got["boxoffice_failover_standby_promoted"])
+	require.Equal(t, 0.0, got[`boxoffice_failover_stream_copy_lag_messages{stream="TICKETING"}`])
+	require.Equal(t, 0.0, got[`boxoffice_failover_stream_copy_lag_messages{stream="TICKETING_DLQ"}`])
+	require.Contains(t, got, "boxoffice_failover_replica_replay_lag_bytes")
+	require.Contains(t, got, `boxoffice_failover_stream_copy_contact_age_seconds{stream="TICKETING"}`)
+
+	// Without the standby's database, the scrape says so.
+	closed := operatorPool(t, standby.cluster.URL())
+	closed.Close()
+	down := prometheus.NewPedanticRegistry()
+	down.MustRegister(&failover.Collector{Sources: failover.Sources{Standby: closed, StandbyJS: sjs}, Timeout: time.Second})
+	require.Equal(t, map[string]float64{"boxoffice_failover_standby_up": 0}, gather(t, down))
+}
+
+// gather scrapes reg into name{labels} → value.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			if len(labels) > 0 {
+				name += "{" + strings.Join(labels, ",") + "}"
+			}
+			out[name] = m.GetGauge().GetValue()
+		}
+	}
+	return out
 }

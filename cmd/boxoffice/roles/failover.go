@@ -6,14 +6,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/ops/failover"
 	"boxoffice/platform/db"
+	"boxoffice/platform/promreg"
 )
 
 // failoverUsage lists the steps of `boxoffice failover`, in the order an
@@ -25,6 +29,7 @@ steps, in order (each safe to run twice):
   status               on the standby (DATABASE_URL, NATS_URL): print the recovery point
   promote  -epoch N+1  on the standby: store the recovery point, promote database and streams, fence, keep onsales paused
   resume   -epoch N+1  on the new primary, once smoke passes: reopen the onsales the failover paused
+  watch                in the standby region, all along: serve the replica and stream copy lag on OPS_ADDR /metrics
 
 BOXOFFICE_PRIMARY_DATABASE_URL and BOXOFFICE_PRIMARY_NATS_URL, when set and
 answering, let status and promote measure the lag against the old primary.`
@@ -45,7 +50,7 @@ func runFailover(ctx context.Context, args []string, getenv func(string) string,
 	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if step != "status" && *epoch < 2 {
+	if step != "status" && step != "watch" && *epoch < 2 {
 		return &UsageError{errors.New("-epoch N is required, N >= 2 (the old primary's epoch plus one)")}
 	}
 	cfg, err := LoadConfig(getenv, "DATABASE_URL")
@@ -74,9 +79,9 @@ func runFailover(ctx context.Context, args []string, getenv func(string) string,
 		}
 		fmt.Fprintf(out, "onsales reopened: %d\n", len(ids))
 		return nil
-	case "status", "promote":
+	case "status", "promote", "watch":
 	default:
-		return &UsageError{fmt.Errorf("unknown failover step %q: stop, status, promote or resume", step)}
+		return &UsageError{fmt.Errorf("unknown failover step %q: stop, status, promote, resume or watch", step)}
 	}
 	if cfg.NATSURL == "" {
 		return errors.New("NATS_URL (the standby's NATS) is required")
@@ -86,6 +91,9 @@ func runFailover(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer closeAll()
+	if step == "watch" {
+		return watchFailover(ctx, cfg, src, out)
+	}
 	if step == "status" {
 		rp, err := failover.Measure(ctx, src)
 		if err != nil {
@@ -148,4 +156,29 @@ func connectOnce(url string, cfg Config) (*nats.Conn, jetstream.JetStream, error
 		return nil, nil, fmt.Errorf("open jetstream: %w", err)
 	}
 	return nc, js, nil
+}
+
+// watchFailover serves the recovery point as metrics (failover.Collector)
+// on OPS_ADDR until ctx is done: the replica's replay lag and the stream
+// copies' lag, measured at each scrape. The old primary's database and
+// NATS are used when they answered at start.
+func watchFailover(ctx context.Context, cfg Config, src failover.Sources, out io.Writer) error {
+	reg := prometheus.NewRegistry()
+	promreg.Register(reg, &failover.Collector{Sources: src})
+	ln, err := net.Listen("tcp", cfg.OpsAddr)
+	if err != nil {
+		return fmt.Errorf("listen on OPS_ADDR: %w", err)
+	}
+	srv := &http.Server{Handler: opsHandler(reg, nil, ""), ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(out, "serving the standby's lag on http://%s/metrics\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
 }
