@@ -24,7 +24,7 @@ var errGameDayFailed = errors.New("the game day found a broken promise (see the 
 func runGameDay(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("gameday", flag.ContinueOnError)
 	runs := fs.Int("runs", 1, "game days in a row")
-	seats := fs.Int("seats", 150, "seats of the onsale")
+	seats := fs.Int("seats", 300, "seats of the onsale: enough that the kill falls mid-sale")
 	buyers := fs.Int("buyers", 6, "buyers at once")
 	killMin := fs.Duration("kill-min", 4*time.Second, "earliest moment of the kill, after the sale starts")
 	killMax := fs.Duration("kill-max", 12*time.Second, "latest moment of the kill")

@@ -49,7 +49,8 @@ type Config struct {
 	// Bin is the boxoffice-lab executable whose roles the regions run.
 	// Defaults to this process's own.
 	Bin string
-	// Seats of the onsale's event. Defaults to 150.
+	// Seats of the onsale's event: enough that the kill falls mid-sale.
+	// Defaults to 300.
 	Seats int
 	// Buyers buying at once. Defaults to 6.
 	Buyers int
@@ -78,7 +79,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 	}
 	if cfg.Seats <= 0 {
-		cfg.Seats = 150
+		cfg.Seats = 300
 	}
 	if cfg.Buyers <= 0 {
 		cfg.Buyers = 6

@@ -36,8 +36,8 @@ func TestGameDay(t *testing.T) {
 	defer cancel()
 	var progress strings.Builder
 	res, err := gameday.Run(ctx, gameday.Config{
-		Dir: filepath.Join(dir, "run"), Bin: bin, Seats: 40, Buyers: 4,
-		KillMin: 2 * time.Second, KillMax: 6 * time.Second, SaleTimeout: 3 * time.Minute, Out: &progress,
+		Dir: filepath.Join(dir, "run"), Bin: bin, Seats: 100, Buyers: 4,
+		KillMin: 2 * time.Second, KillMax: 5 * time.Second, SaleTimeout: 3 * time.Minute, Out: &progress,
 	})
 	t.Log(progress.String())
 	require.NoError(t, err)
