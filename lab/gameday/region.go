@@ -68,7 +68,6 @@ type region struct {
 	procs   []*procs.Proc
 	api     string // the API's base URL
 	natsURL string
-	ready   []string
 }
 
 func (r *region) add(name string, env []string, args ...string) (*procs.Proc, error) {

@@ -40,6 +40,10 @@ type Result struct {
 	LostOrders        []LostOrder `json:"lost_orders"`
 	LostEvents        []string    `json:"lost_events"`
 	LostCrossedEvents []string    `json:"lost_crossed_events"`
+	// OrphanEvents crossed on the stream, but their order did not cross
+	// in the database (it was in the replica's lag): the standby's
+	// consumers cannot apply them and dead-letter them.
+	OrphanEvents []string `json:"orphan_events"`
 	// InBetween are the orders the primary left unfinished, and how each
 	// ended in the standby.
 	InBetween []OrderFate `json:"in_between"`
@@ -71,6 +75,7 @@ type Result struct {
 	OldPrimaryWrite  string   `json:"old_primary_write"`
 	OldPrimaryFenced bool     `json:"old_primary_fenced"`
 	Problems         []string `json:"problems"`
+	Notes            []string `json:"notes"`
 
 	Promote   string `json:"promote_output"`
 	Smoke     string `json:"smoke_output"`
@@ -164,6 +169,11 @@ func measureLoss(ctx context.Context, res *Result, oldPool, standbyPool *pgxpool
 	have := map[string]bool{}
 	for _, m := range newIDs {
 		have[m.id] = true
+		if id, ok := strings.CutPrefix(m.aggregate, "order/"); ok {
+			if _, known := now[id]; !known {
+				res.OrphanEvents = append(res.OrphanEvents, m.id)
+			}
+		}
 	}
 	crossed := uint64(0)
 	if len(res.AtCut.Streams) > 0 {
@@ -182,8 +192,9 @@ func measureLoss(ctx context.Context, res *Result, oldPool, standbyPool *pgxpool
 }
 
 type streamMsg struct {
-	seq uint64
-	id  string
+	seq       uint64
+	id        string
+	aggregate string // "order/<id>"
 }
 
 // msgIDs reads every message's Nats-Msg-Id of the default event stream.
@@ -206,7 +217,12 @@ func msgIDs(ctx context.Context, js jetstream.JetStream) ([]streamMsg, error) {
 		if err != nil {
 			continue // a deleted sequence
 		}
-		out = append(out, streamMsg{seq: seq, id: m.Header.Get(jetstream.MsgIDHeader)})
+		var env struct {
+			AggregateType string `json:"aggregate_type"`
+			AggregateID   string `json:"aggregate_id"`
+		}
+		_ = json.Unmarshal(m.Data, &env)
+		out = append(out, streamMsg{seq: seq, id: m.Header.Get(jetstream.MsgIDHeader), aggregate: env.AggregateType + "/" + env.AggregateID})
 	}
 	return out, nil
 }
@@ -296,6 +312,10 @@ func (r *Result) WriteText(w io.Writer) error {
 	for _, id := range r.LostEvents {
 		pf("    %s\n", id)
 	}
+	pf("  events that crossed for an order that did not (the order was in the replica lag): %d\n", len(r.OrphanEvents))
+	for _, id := range r.OrphanEvents {
+		pf("    %s\n", id)
+	}
 	pf("  orders left in between: %d\n", len(r.InBetween))
 	for _, o := range r.InBetween {
 		pf("    %s  %s on the primary -> %s in the standby\n", o.ID, o.PrimaryStatus, o.StandbyStatus)
@@ -309,6 +329,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	pf("Old epoch writes: fenced %v (%s)\n", r.OldPrimaryFenced, r.OldPrimaryWrite)
 	for _, p := range r.Problems {
 		pf("Problem: %s\n", p)
+	}
+	for _, n := range r.Notes {
+		pf("Note: %s\n", n)
 	}
 	pf("\n--- failover promote ---\n%s\n--- smoke ---\n%s\n--- reconcile ---\n%s\n--- audit ---\n%s", r.Promote, r.Smoke, r.Reconcile, r.Audit)
 	return nil
