@@ -22,6 +22,7 @@ import (
 // stream, any seat ticketed twice across both databases, an audit failure
 // or an old epoch that could still write.
 func TestGameDay(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if os.Geteuid() == 0 {
 		require.NoError(t, os.Chmod(dir, 0o755))
