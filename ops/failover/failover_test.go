@@ -263,3 +263,86 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	return out
 }
+
+// Failback is a second failover, at epoch 3, never the first reversed: the
+// old region is rebuilt as a standby of the new primary (a fresh base
+// backup; its old streams deleted and mirrored anew from the new
+// primary's, over the same leafnode), then stop, promote and resume run
+// again. Every event and order survives both moves, and epoch 2 can no
+// longer write.
+func TestFailbackAtTheNextEpoch(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	a := startPrimary(t)
+	b := startStandby(t, a)
+	anats, bnats := natstest.NewRegions(t, bus.Config{})
+	_, ajs := anats.Connect(t)
+	_, bjs := bnats.Connect(t)
+	ev := fixture.NewEvent(t, a.pool, fixture.EventSpec{})
+	_, err := ajs.PublishMsg(ctx, &nats.Msg{Subject: "ticketing.order.created.a"}, jetstream.WithMsgID("in-a"))
+	require.NoError(t, err)
+	waitReplayed(t, a, b)
+	waitFor(t, "stream copied to b", func() bool {
+		c, err := bus.StandbyCopies(ctx, bjs, bus.Namespace{})
+		return err == nil && c[0].LastSeq == 1
+	})
+
+	// Failover to b at epoch 2; b sells.
+	_, err = failover.Stop(ctx, a.pool, 2)
+	require.NoError(t, err)
+	waitReplayed(t, a, b)
+	require.NoError(t, a.cluster.Kill(ctx))
+	_, err = failover.Promote(ctx, failover.PromoteParams{Sources: failover.Sources{Standby: b.pool, StandbyJS: bjs}, Epoch: 2})
+	require.NoError(t, err)
+	_, err = failover.Resume(ctx, b.pool, 2)
+	require.NoError(t, err)
+	_, err = bjs.PublishMsg(ctx, &nats.Msg{Subject: "ticketing.order.created.b"}, jetstream.WithMsgID("in-b"))
+	require.NoError(t, err)
+	fixture.NewEvent(t, rolePool(t, b.cluster.URL(), 2), fixture.EventSpec{Name: "sold in b"})
+
+	// The old region is rebuilt as b's standby: a new base backup, and its
+	// streams, deleted, mirrored anew from b's domain.
+	a2 := startStandby(t, b)
+	for _, s := range []string{bus.Stream, bus.DLQStream} {
+		require.NoError(t, ajs.DeleteStream(ctx, s))
+	}
+	require.NoError(t, bus.ProvisionStandby(ctx, ajs, bus.Config{}, natstest.StandbyDomain))
+	waitReplayed(t, b, a2)
+	waitFor(t, "stream copied back to a", func() bool {
+		c, err := bus.StandbyCopies(ctx, ajs, bus.Namespace{})
+		return err == nil && c[0].LastSeq == 2
+	})
+
+	// Failback at epoch 3.
+	stop, err := failover.Stop(ctx, b.pool, 3)
+	require.NoError(t, err)
+	require.Equal(t, failover.Fenced{Before: 2, After: 3}, stop.Fenced)
+	waitReplayed(t, b, a2)
+	res, err := failover.Promote(ctx, failover.PromoteParams{Sources: failover.Sources{Standby: a2.pool, StandbyJS: ajs, Primary: b.pool, PrimaryJS: bjs}, Epoch: 3})
+	require.NoError(t, err)
+	require.True(t, res.DatabasePromoted)
+	require.Equal(t, []string{bus.Stream, bus.DLQStream}, res.StreamsPromoted)
+	require.NotNil(t, res.Point.ReplayLagBytes, "b answered: the lag is exact")
+	require.Zero(t, *res.Point.ReplayLagBytes)
+	require.Zero(t, res.Point.StreamLag)
+	resumed, err := failover.Resume(ctx, a2.pool, 3)
+	require.NoError(t, err)
+	require.Len(t, resumed, 2, "both onsales the failback paused reopen")
+	require.Contains(t, resumed, ev.ID)
+
+	var events int
+	require.NoError(t, a2.pool.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&events))
+	require.Equal(t, 2, events, "what a and b sold is in a again")
+	s, err := ajs.Stream(ctx, bus.Stream)
+	require.NoError(t, err)
+	for seq, id := range map[uint64]string{1: "in-a", 2: "in-b"} {
+		m, err := s.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		require.Equal(t, id, m.Header.Get(jetstream.MsgIDHeader))
+	}
+	_, err = rolePool(t, a2.cluster.URL(), 2).Exec(ctx, "UPDATE onsales SET paused = paused WHERE false")
+	require.True(t, db.IsFenced(err), "epoch 2 writes nothing after the failback: %v", err)
+	_, err = rolePool(t, a2.cluster.URL(), 3).Exec(ctx, "UPDATE onsales SET paused = paused WHERE false")
+	require.NoError(t, err)
+}
