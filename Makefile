@@ -3,7 +3,7 @@ GO ?= go
 # Only `make bench` needs a server given by URL; tests find or start their own.
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: run test test-batch1 test-stack generate check-generated vet lint bench build
+.PHONY: run test test-batch1 test-stack test-gameday generate check-generated vet lint bench build
 
 ## run: everything on this machine (API + PostgreSQL, demo event, tokens)
 run:
@@ -24,6 +24,13 @@ test-batch1:
 STACK_RUNS ?= 1
 test-stack:
 	$(GO) test -tags stack -count=$(STACK_RUNS) -timeout 30m -v -run TestStackSurvivesKills ./testkit/stacktest/
+
+## test-gameday: a short regional failover drill (lab/gameday): SIGKILL of the
+## primary region mid-sale, failover by the commands, the sale sells out in
+## the standby; fails on a lost event that had crossed, an oversold seat, an
+## audit failure or an old epoch that still writes
+test-gameday:
+	$(GO) test -tags gameday -count=1 -timeout 10m -v -run TestGameDay ./lab/gameday/
 
 ## generate: sqlc code from queries/ + migrations/, openapi.yaml, the
 ## reference page /docs serves (.ci/build-reference), and the

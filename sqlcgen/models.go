@@ -40,6 +40,27 @@ type Event struct {
 	CreatedAt    time.Time
 }
 
+type FailoverPausedEvent struct {
+	Epoch     int64
+	EventID   uuid.UUID
+	PausedAt  time.Time
+	ResumedAt *time.Time
+}
+
+type FailoverRecoveryPoint struct {
+	Epoch                int64
+	RecordedAt           time.Time
+	ReplayLsn            *string
+	LastReplayedCommitAt *time.Time
+	ReplayLagBytes       *int64
+	StreamLagMessages    int64
+	StreamLastSeq        int64
+	PrimaryStreamLastSeq *int64
+	OutboxUnpublished    int64
+	OutboxOldestAt       *time.Time
+	Report               string
+}
+
 type Hold struct {
 	ID             uuid.UUID
 	OrderID        uuid.UUID

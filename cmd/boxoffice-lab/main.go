@@ -17,6 +17,7 @@ const usage = `usage: boxoffice-lab <command> [flags]
 lab commands:
   bench     measure the hold path, the purchase, the waiting room and the order streams against their baselines
   capacity  plan an onsale's cells, tasks, connections and stream storage from the costs bench purchases measured
+  gameday   regional failover drill: SIGKILL the primary region mid-sale, fail over with the commands, measure RPO/RTO [-runs N]
   simulate  simulate an onsale (--buyers N --seats M [--spawn] [--chaos] [--report DIR]), audit, summarize
 
 ` + roles.Usage
@@ -28,6 +29,8 @@ func main() {
 			return runBench(ctx, args)
 		case "capacity":
 			return runCapacity(args, os.Stdout)
+		case "gameday":
+			return runGameDay(ctx, args, os.Stdout)
 		case "simulate":
 			return runSimulate(ctx, args, os.Getenv, os.Stdout)
 		case "bench-part": // hidden: one part of bench purchases, as its own process

@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"boxoffice/platform/bus"
 )
 
 // runNATSNode runs `boxoffice nats-node` (hidden): one JetStream cluster
@@ -22,10 +25,13 @@ func runNATSNode(ctx context.Context, args []string) error {
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 4222, "client port")
 	clusterName := fs.String("cluster", "boxoffice-onsale", "cluster name")
-	clusterPort := fs.Int("cluster-port", 6222, "cluster (route) port")
+	clusterPort := fs.Int("cluster-port", 6222, "cluster (route) port; 0: a single node, no cluster")
 	httpPort := fs.Int("http-port", 0, "monitoring port (/healthz); 0 disables it")
 	routes := fs.String("routes", "", "comma-separated nats:// routes to the other nodes")
 	store := fs.String("store", "", "JetStream store directory (required)")
+	domain := fs.String("domain", "", "JetStream domain (a region of its own, for boxoffice-lab gameday)")
+	leafPort := fs.Int("leaf-port", 0, "accept leafnode connections on this port; 0: none")
+	leafRemote := fs.String("leaf-remote", "", "nats-leaf:// URL of the region this node's standby streams mirror; the link carries no event subjects (bus.StandbyLeafDenied)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -33,15 +39,31 @@ func runNATSNode(ctx context.Context, args []string) error {
 		return errors.New("-store is required")
 	}
 	opts := &server.Options{
-		ServerName: *name,
-		Host:       *host,
-		Port:       *port,
-		HTTPHost:   *host,
-		HTTPPort:   *httpPort,
-		JetStream:  true,
-		StoreDir:   *store,
-		NoSigs:     true,
-		Cluster:    server.ClusterOpts{Name: *clusterName, Host: *host, Port: *clusterPort},
+		ServerName:      *name,
+		Host:            *host,
+		Port:            *port,
+		HTTPHost:        *host,
+		HTTPPort:        *httpPort,
+		JetStream:       true,
+		StoreDir:        *store,
+		NoSigs:          true,
+		JetStreamDomain: *domain,
+	}
+	if *clusterPort != 0 {
+		opts.Cluster = server.ClusterOpts{Name: *clusterName, Host: *host, Port: *clusterPort}
+	}
+	if *leafPort != 0 {
+		opts.LeafNode.Host, opts.LeafNode.Port = *host, *leafPort
+	}
+	if *leafRemote != "" {
+		u, err := url.Parse(*leafRemote)
+		if err != nil {
+			return fmt.Errorf("-leaf-remote: %w", err)
+		}
+		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{
+			URLs: []*url.URL{u}, DenyImports: bus.StandbyLeafDenied(), DenyExports: bus.StandbyLeafDenied(),
+		}}
+		opts.LeafNode.ReconnectInterval = 250 * time.Millisecond
 	}
 	if *routes != "" {
 		opts.Routes = server.RoutesFromStr(strings.TrimSpace(*routes))

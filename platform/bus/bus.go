@@ -170,7 +170,18 @@ func (c Config) withDefaults() Config {
 // Provision creates or updates both streams of cfg.Namespace to match cfg;
 // the streams of other namespaces are left alone. It is safe to call from
 // every process at start-up, concurrently.
+//
+// A stream that is a standby's mirror (ProvisionStandby) is not touched:
+// Provision returns ErrStandbyStream until PromoteStandby has run, so a
+// role started too early in a standby region waits instead of promoting
+// the copy behind the operator's back.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	return provision(ctx, js, cfg, false)
+}
+
+// provision is Provision; promote lets it update a mirror, which removes
+// the mirror and so promotes it.
+func provision(ctx context.Context, js jetstream.JetStream, cfg Config, promote bool) error {
 	cfg = cfg.withDefaults()
 	ns := cfg.Namespace
 	streams := []jetstream.StreamConfig{{
@@ -193,6 +204,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		Replicas:    cfg.Replicas,
 	}}
 	for _, sc := range streams {
+		if !promote {
+			s, err := js.Stream(ctx, sc.Name)
+			switch {
+			case errors.Is(err, jetstream.ErrStreamNotFound):
+			case err != nil:
+				return fmt.Errorf("provision stream %s: %w", sc.Name, err)
+			case s.CachedInfo().Config.Mirror != nil:
+				return fmt.Errorf("provision stream %s: %w", sc.Name, ErrStandbyStream)
+			}
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, err)
 		}

@@ -103,7 +103,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-func start(ctx context.Context, cfg Config) (c *Cluster, err error) {
+func start(ctx context.Context, cfg Config) (*Cluster, error) {
+	return startWith(ctx, cfg, func(ctx context.Context, c *Cluster) error { return c.initdb(ctx) })
+}
+
+// startWith is Start with the step that creates the data directory when
+// Dir has none: initdb for a new cluster, a base backup for a standby.
+func startWith(ctx context.Context, cfg Config, create func(context.Context, *Cluster) error) (c *Cluster, err error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -178,7 +184,7 @@ func start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		}()
 	}
 
-	if err := c.initdb(ctx); err != nil {
+	if err := create(ctx, c); err != nil {
 		return nil, err
 	}
 	if err := c.clearLeftover(ctx); err != nil {
@@ -463,8 +469,12 @@ func (c *Cluster) clearLeftover(ctx context.Context) error {
 
 // isPostgres reports whether process pid is alive and, where /proc tells,
 // is a postgres process rather than an unrelated one that reused the pid.
+// An exited process not yet reaped (a zombie) is not alive.
 func isPostgres(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	if isZombie(pid) {
 		return false
 	}
 	if runtime.GOOS != "linux" {

@@ -132,3 +132,64 @@ func TestStartAsRootRejectsUnreachableDir(t *testing.T) {
 	_, err := pgcluster.Start(t.Context(), pgcluster.Config{Dir: dir, Fast: true})
 	require.ErrorContains(t, err, "is not searchable")
 }
+
+func TestStandbyReplicatesAndPromotes(t *testing.T) {
+	t.Parallel()
+	primary := startCluster(t, pgcluster.Config{Dir: clusterDir(t), Fast: true})
+	ctx := t.Context()
+	pc, err := pgx.Connect(ctx, primary.URL())
+	require.NoError(t, err)
+	defer pc.Close(context.Background())
+	_, err = pc.Exec(ctx, "create table seat (id int primary key); insert into seat values (1)")
+	require.NoError(t, err)
+
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	standby, err := pgcluster.StartStandby(sctx, primary, pgcluster.Config{Dir: clusterDir(t), Fast: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, standby.Stop(context.Background())) })
+	require.True(t, standby.InRecovery())
+
+	// A row committed after the base backup reaches the standby by
+	// streaming; the standby refuses writes until promoted.
+	_, err = pc.Exec(ctx, "insert into seat values (2)")
+	require.NoError(t, err)
+	sc, err := pgx.Connect(ctx, standby.URL())
+	require.NoError(t, err)
+	defer sc.Close(context.Background())
+	var lsn string
+	require.NoError(t, pc.QueryRow(ctx, "select pg_current_wal_insert_lsn()::text").Scan(&lsn))
+	waitFor(t, func() bool {
+		var caught bool
+		require.NoError(t, sc.QueryRow(ctx, "select pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&caught))
+		return caught
+	})
+	var n int
+	require.NoError(t, sc.QueryRow(ctx, "select count(*) from seat").Scan(&n))
+	require.Equal(t, 2, n)
+	_, err = sc.Exec(ctx, "insert into seat values (3)")
+	require.ErrorContains(t, err, "read-only transaction")
+
+	// The primary dies; the standby is promoted (twice: a no-op) and writes.
+	require.NoError(t, primary.Kill(ctx))
+	require.NoError(t, primary.Kill(ctx), "killing a dead cluster is a no-op")
+	require.NoError(t, standby.Promote(sctx))
+	require.NoError(t, standby.Promote(sctx), "promoting a primary is a no-op")
+	require.False(t, standby.InRecovery())
+	var inRecovery bool
+	require.NoError(t, sc.QueryRow(ctx, "select pg_is_in_recovery()").Scan(&inRecovery))
+	require.False(t, inRecovery)
+	_, err = sc.Exec(ctx, "insert into seat values (3)")
+	require.NoError(t, err)
+}
+
+// waitFor polls cond, a check of an observed state, until it holds or 30s
+// pass.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "condition not met within 30s")
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -23,6 +23,8 @@ const Usage = `commands:
   work      run the durable consumers [-only a,b]
   migrate   apply database migrations (safe to run twice or concurrently)
   fence     raise the region epoch (--epoch N): older processes can no longer write
+  failover  regional failover, step by step: stop | status | promote | resume (-epoch N+1)
+  smoke     one synthetic purchase and test webhook through the API [-api URL]; exit 0 or the reason
   reconcile compare the provider's PaymentIntents with orders and repair mismatches [-since 24h] [-dry-run]
   audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
   dlq       dead letters: list [-consumer c] | show SEQ | replay|discard -by WHO -why TEXT SEQ...
@@ -56,6 +58,10 @@ func Run(ctx context.Context, cmd string, args []string) error {
 		return runMigrate(ctx, args)
 	case "fence":
 		return runFence(ctx, args, os.Getenv, os.Stdout)
+	case "failover":
+		return runFailover(ctx, args, os.Getenv, os.Stdout)
+	case "smoke":
+		return runSmoke(ctx, args, os.Getenv, os.Stdout)
 	case "reconcile":
 		return runReconcile(ctx, args, os.Getenv, os.Stdout)
 	case "audit":

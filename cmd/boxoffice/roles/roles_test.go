@@ -27,7 +27,7 @@ import (
 // with exit status 0 (its flags already printed), not with the error; a
 // flag that does not parse is a UsageError, exit status 2.
 func TestHelpIsNotAnError(t *testing.T) {
-	for _, cmd := range []string{"audit", "fence", "reconcile", "healthcheck", "serve", "relay", "work", "migrate", "dev", "token", "openapi", "dlq"} {
+	for _, cmd := range []string{"audit", "fence", "failover", "smoke", "reconcile", "healthcheck", "serve", "relay", "work", "migrate", "dev", "token", "openapi", "dlq"} {
 		for _, arg := range []string{"-h", "--help"} {
 			err := Run(context.Background(), cmd, []string{arg})
 			require.ErrorIs(t, err, flag.ErrHelp, "%s %s", cmd, arg)
