@@ -181,6 +181,14 @@ func (p *PaymentCommands) authorize(ctx context.Context, ev outbox.Envelope) (Ha
 			AmountMinor:     intent.AmountMinor,
 			Currency:        intent.Currency,
 		})
+		if db.SQLState(err) == foreignKeyViolation {
+			// The order is not in this database. Its events are written
+			// with it, so this happens only when the event crossed to a
+			// standby's stream and the order did not reach its replica (a
+			// failover's recovery point): no retry brings the order
+			// back. Dead-letter the command; reconcile reports the intent.
+			return Permanent(fmt.Errorf("record payment intent: order %s is not in this database: %w", orderID, err))
+		}
 		if err != nil {
 			return fmt.Errorf("record payment intent: %w", err)
 		}
@@ -369,3 +377,7 @@ func (p *PaymentCommands) emit(ctx context.Context, tx pgx.Tx, cause outbox.Enve
 	}
 	return outbox.Insert(ctx, tx, env, raw)
 }
+
+// foreignKeyViolation is PostgreSQL's SQLSTATE for a row that names a
+// parent row that does not exist.
+const foreignKeyViolation = "23503"

@@ -375,6 +375,24 @@ func TestPaymentCommands(t *testing.T) {
 		require.True(t, logged)
 	})
 
+	// An authorization request whose order is not in this database (its
+	// event crossed to a standby's stream, the order did not reach the
+	// replica) is dead-lettered at its first delivery: no retry brings the
+	// order back.
+	t.Run("AuthorizationForAnOrderNotInTheDatabaseIsDeadLettered", func(t *testing.T) {
+		t.Parallel()
+		b := setupPayments(t)
+		orderID := uuid.New() // never inserted
+		ev, raw := command(t, outbox.TypePaymentAuthorizationRequested, orderID,
+			outbox.PaymentAuthorizationRequested{OrderID: orderID, HoldID: uuid.New(), AmountMinor: 5000, Currency: "eur"})
+		b.publishCommand(t, ev.EventID.String(), ev, raw)
+		b.consumer(t, b.sandbox, nil)
+		dls := b.waitDeadLetters(t, 1)
+		require.Len(t, dls, 1)
+		require.Equal(t, uint64(1), b.info(t, PaymentCommandsName).Delivered.Consumer, "dead-lettered at the first delivery, not retried")
+		require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM payments`))
+	})
+
 	t.Run("RepeatedCommandAndCrashBeforeCommitCreateOneIntent", func(t *testing.T) {
 		t.Parallel()
 		b := setupPayments(t)
