@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/ops/failover"
+	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 	"boxoffice/platform/promreg"
 )
@@ -23,6 +24,9 @@ import (
 // failoverUsage lists the steps of `boxoffice failover`, in the order an
 // operator runs them (docs/failover.md).
 const failoverUsage = `usage: boxoffice failover <step> [flags]
+
+before: in the standby region, once (safe to run again)
+  mirror   -upstream-domain D   on the standby (NATS_URL): mirror the cell's streams from the primary's JetStream domain D
 
 steps, in order (each safe to run twice):
   stop     -epoch N+1  on the old primary (DATABASE_URL): pause every onsale of the cell, fence at N+1
@@ -47,8 +51,12 @@ func runFailover(ctx context.Context, args []string, getenv func(string) string,
 	fs := flag.NewFlagSet("failover "+step, flag.ContinueOnError)
 	epoch := fs.Int64("epoch", 0, "the new region epoch: the old primary's plus one (stop, promote, resume)")
 	wait := fs.Duration("wait", time.Minute, "promote: how long to wait for the database's promotion")
+	upstream := fs.String("upstream-domain", "", "mirror: the primary region's JetStream domain")
 	if err := ParseFlags(fs, args); err != nil {
 		return err
+	}
+	if step == "mirror" {
+		return mirrorStreams(ctx, getenv, *upstream, out)
 	}
 	if step != "status" && step != "watch" && *epoch < 2 {
 		return &UsageError{errors.New("-epoch N is required, N >= 2 (the old primary's epoch plus one)")}
@@ -81,7 +89,7 @@ func runFailover(ctx context.Context, args []string, getenv func(string) string,
 		return nil
 	case "status", "promote", "watch":
 	default:
-		return &UsageError{fmt.Errorf("unknown failover step %q: stop, status, promote, resume or watch", step)}
+		return &UsageError{fmt.Errorf("unknown failover step %q: mirror, stop, status, promote, resume or watch", step)}
 	}
 	if cfg.NATSURL == "" {
 		return errors.New("NATS_URL (the standby's NATS) is required")
@@ -106,6 +114,44 @@ func runFailover(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	return res.Write(out)
+}
+
+// mirrorStreams runs `boxoffice failover mirror`: the standby's JetStream
+// (NATS_URL) gets a mirror of each of the cell's two streams in the
+// primary's domain, reached over the regions' leafnode link
+// (bus.ProvisionStandby). A stream that exists already — a mirror being
+// kept, or one promoted since — is left as it is.
+func mirrorStreams(ctx context.Context, getenv func(string) string, upstream string, out io.Writer) error {
+	if upstream == "" {
+		return &UsageError{errors.New("-upstream-domain is required: the primary region's JetStream domain")}
+	}
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	if cfg.NATSURL == "" {
+		return errors.New("NATS_URL (the standby's NATS) is required")
+	}
+	nc, js, err := connectOnce(cfg.NATSURL, cfg)
+	if err != nil {
+		return fmt.Errorf("standby nats: %w", err)
+	}
+	defer nc.Close()
+	if err := bus.ProvisionStandby(ctx, js, cfg.Streams, upstream); err != nil {
+		return err
+	}
+	copies, err := bus.StandbyCopies(ctx, js, cfg.Streams.Namespace)
+	if err != nil {
+		return err
+	}
+	for _, c := range copies {
+		state := "mirror of domain " + upstream
+		if !c.Mirror {
+			state = "promoted: left as it is"
+		}
+		fmt.Fprintf(out, "%s: %s, last seq %d\n", c.Stream, state, c.LastSeq)
+	}
+	return nil
 }
 
 // failoverSources connects to the standby's NATS and, when configured and
