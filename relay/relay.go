@@ -713,16 +713,7 @@ var retrySchedule = backoff.Policy{Base: minRetryBackoff, Max: maxRetryBackoff, 
 
 // sleep waits d or until ctx is done, and reports whether ctx is still
 // live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func sleep(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }
 
 func isSendError(err error) bool {
 	_, ok := errors.AsType[*sendError](err)

@@ -883,13 +883,4 @@ func (d *Dispatcher) refreshStats(ctx context.Context) {
 
 // sleep waits for d or until ctx is done; it reports whether ctx is still
 // live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func sleep(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }

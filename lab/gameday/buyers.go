@@ -12,6 +12,7 @@ import (
 
 	"boxoffice/client"
 	"boxoffice/platform/auth"
+	"boxoffice/platform/backoff"
 )
 
 // sale is the onsale the game day runs: buyers who each buy one seat after
@@ -193,13 +194,4 @@ func (s *sale) purchase(ctx context.Context, rng *rand.Rand, user uuid.UUID) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return backoff.Sleep(ctx, d) }

@@ -66,16 +66,7 @@ type buyer struct {
 }
 
 // sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return backoff.Sleep(ctx, d) }
 
 // buyerJitter is how a buyer spreads its waits: ±20%.
 var buyerJitter = backoff.Even(0.2)

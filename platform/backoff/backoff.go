@@ -17,6 +17,7 @@
 package backoff
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -131,4 +132,18 @@ func duration(ns float64) time.Duration {
 		return 0
 	}
 	return time.Duration(ns)
+}
+
+// Sleep waits d, or until ctx is done, whichever comes first: the one
+// interruptible wait between retries, polls and pauses. It returns nil
+// after waiting d, else ctx's error at once.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

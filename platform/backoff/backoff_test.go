@@ -1,6 +1,8 @@
 package backoff_test
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -102,5 +104,19 @@ func TestJitterApply(t *testing.T) {
 	}
 	if d := backoff.Even(0.2).Random(time.Second); d < 800*time.Millisecond || d >= 1200*time.Millisecond {
 		t.Fatalf("Random(1s) = %v, outside [0.8s, 1.2s)", d)
+	}
+}
+
+// Sleep waits its duration, and no longer than its context lives.
+func TestSleepWaitsOrStopsWithItsContext(t *testing.T) {
+	t.Parallel()
+	if err := backoff.Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("Sleep with a live context: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// A wait of an hour: a done context must end it at once.
+	if err := backoff.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep with a done context = %v, want context.Canceled", err)
 	}
 }
