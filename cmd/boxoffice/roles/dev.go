@@ -94,7 +94,12 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		if err != nil {
 			return err
 		}
-		defer ns.Shutdown()
+		defer func() {
+			// Wait for the server's own goroutines too: until then its
+			// store is still being written, and dev's directory with it.
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}()
 		cfg.NATSURL = ns.ClientURL()
 		natsNote = " (embedded; inspect with: nats --server " + cfg.NATSURL + " stream ls)"
 	}
