@@ -122,13 +122,37 @@ func (e HealthOutputBodyStatus) Valid() bool {
 
 // Defines values for HoldBodyStatus.
 const (
+	HoldBodyStatusAuthorized     HoldBodyStatus = "authorized"
+	HoldBodyStatusCanceled       HoldBodyStatus = "canceled"
+	HoldBodyStatusCapturePending HoldBodyStatus = "capture_pending"
+	HoldBodyStatusFailed         HoldBodyStatus = "failed"
+	HoldBodyStatusPaid           HoldBodyStatus = "paid"
 	HoldBodyStatusPendingPayment HoldBodyStatus = "pending_payment"
+	HoldBodyStatusRefunded       HoldBodyStatus = "refunded"
+	HoldBodyStatusRefunding      HoldBodyStatus = "refunding"
+	HoldBodyStatusTicketed       HoldBodyStatus = "ticketed"
 )
 
 // Valid indicates whether the value is a known member of the HoldBodyStatus enum.
 func (e HoldBodyStatus) Valid() bool {
 	switch e {
+	case HoldBodyStatusAuthorized:
+		return true
+	case HoldBodyStatusCanceled:
+		return true
+	case HoldBodyStatusCapturePending:
+		return true
+	case HoldBodyStatusFailed:
+		return true
+	case HoldBodyStatusPaid:
+		return true
 	case HoldBodyStatusPendingPayment:
+		return true
+	case HoldBodyStatusRefunded:
+		return true
+	case HoldBodyStatusRefunding:
+		return true
+	case HoldBodyStatusTicketed:
 		return true
 	default:
 		return false
@@ -813,13 +837,15 @@ type HealthOutputBodyStatus string
 // HoldBody defines model for HoldBody.
 type HoldBody struct {
 	// ExpiresAt The seats are yours until then; pay before it.
-	ExpiresAt time.Time      `json:"expiresAt"`
-	HoldID    string         `json:"holdId"`
-	OrderID   string         `json:"orderId"`
-	Status    HoldBodyStatus `json:"status"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	HoldID    string    `json:"holdId"`
+	OrderID   string    `json:"orderId"`
+
+	// Status The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
+	Status HoldBodyStatus `json:"status"`
 }
 
-// HoldBodyStatus defines model for HoldBody.Status.
+// HoldBodyStatus The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
 type HoldBodyStatus string
 
 // JWK defines model for JWK.
@@ -1490,7 +1516,7 @@ type GetEventParams struct {
 
 // CreateHoldParams defines parameters for CreateHold.
 type CreateHoldParams struct {
-	// IdempotencyKey Retry with the same key to get the original order back; the same key with a different body is a 409.
+	// IdempotencyKey Retry with the same key to get the original order back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body is a 409 idempotency-conflict.
 	IdempotencyKey string `json:"Idempotency-Key"`
 
 	// XAdmissionToken From the waiting room.
@@ -1816,7 +1842,7 @@ type ClientInterface interface {
 
 	// CreateHoldWithBody Hold seats
 	//
-	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1825,7 +1851,7 @@ type ClientInterface interface {
 
 	// CreateHold Hold seats
 	//
-	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2400,7 +2426,7 @@ func (c *Client) CheckInBatch(ctx context.Context, eventID openapi_types.UUID, b
 
 // CreateHoldWithBody Hold seats
 //
-// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2419,7 +2445,7 @@ func (c *Client) CreateHoldWithBody(ctx context.Context, eventID openapi_types.U
 
 // CreateHold Hold seats
 //
-// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5062,7 +5088,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateHoldWithBodyWithResponse Hold seats
 	//
-	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5071,7 +5097,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateHoldWithResponse Hold seats
 	//
-	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12548,7 +12574,7 @@ func (c *ClientWithResponses) CheckInBatchWithResponse(ctx context.Context, even
 
 // CreateHoldWithBodyWithResponse Hold seats
 //
-// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12563,7 +12589,7 @@ func (c *ClientWithResponses) CreateHoldWithBodyWithResponse(ctx context.Context
 
 // CreateHoldWithResponse Hold seats
 //
-// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -55,8 +55,12 @@ type Config struct {
 	AdmissionKey []byte
 	// bearer is the bearer verifier openBearer built (serve, dev); nil,
 	// NewAPI verifies HS256 tokens of JWTSecret.
-	bearer  *auth.Verifier
-	HoldTTL time.Duration
+	bearer *auth.Verifier
+	// AdmissionTTL is how long an admission token admits its buyer to
+	// hold seats (BOXOFFICE_ADMISSION_TTL, default 15m, 1m to 24h). A
+	// hold retried with its Idempotency-Key is answered after it too.
+	AdmissionTTL time.Duration
+	HoldTTL      time.Duration
 	// InboxRetention and StripeEventRetention are how long the retention
 	// worker keeps inbox rows and Stripe event ids
 	// (BOXOFFICE_INBOX_RETENTION, default 35 days, at least 31;
@@ -280,6 +284,10 @@ func loadConfig(getenv func(string) string, allowPublicSecrets bool, required ..
 	if c.HoldTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_HOLD_TTL"), "5m")); err != nil || c.HoldTTL <= 0 {
 		return c, &configError{"BOXOFFICE_HOLD_TTL", "must be a positive duration such as 5m"}
 	}
+	if c.AdmissionTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_ADMISSION_TTL"), "15m")); err != nil ||
+		c.AdmissionTTL < time.Minute || c.AdmissionTTL > 24*time.Hour {
+		return c, &configError{"BOXOFFICE_ADMISSION_TTL", "must be a duration from 1m to 24h such as 15m"}
+	}
 	// Durations with a floor: 0 turns a timeout off; a retention may not
 	// be shorter than the window that depends on it.
 	for _, d := range []struct {
@@ -406,7 +414,7 @@ func (c Config) serveNeeds() error {
 
 // admissionSigner is the signer of the process's admission tokens.
 func (c Config) admissionSigner() *admission.Signer {
-	return admission.NewSigner(admission.SignerConfig{SigningKey: c.AdmissionSigningKey, Key: c.AdmissionKey})
+	return admission.NewSigner(admission.SignerConfig{SigningKey: c.AdmissionSigningKey, Key: c.AdmissionKey, TTL: c.AdmissionTTL})
 }
 
 // openBearer builds the bearer verifier of cfg into cfg.bearer: with a
