@@ -1501,11 +1501,23 @@ type WebhookMessageBody struct {
 	WebhookID string `json:"webhookId"`
 }
 
+// CreateAPIKeyParams defines parameters for CreateAPIKey.
+type CreateAPIKeyParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
 	// Cursor nextCursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int64  `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateEventParams defines parameters for CreateEvent.
+type CreateEventParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // GetEventParams defines parameters for GetEvent.
@@ -1566,6 +1578,18 @@ type ListWebhookEndpointsParams struct {
 	// Cursor nextCursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int64  `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateWebhookEndpointParams defines parameters for CreateWebhookEndpoint.
+type CreateWebhookEndpointParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// RotateWebhookSecretParams defines parameters for RotateWebhookSecret.
+type RotateWebhookSecretParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // ListWebhookMessagesParams defines parameters for ListWebhookMessages.
@@ -1742,21 +1766,21 @@ type ClientInterface interface {
 
 	// CreateAPIKeyWithBody Create an API key
 	//
-	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-	CreateAPIKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateAPIKeyWithBody(ctx context.Context, params *CreateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateAPIKey Create an API key
 	//
-	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-	CreateAPIKey(ctx context.Context, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateAPIKey(ctx context.Context, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeAPIKey Revoke an API key
 	//
@@ -1774,21 +1798,21 @@ type ClientInterface interface {
 
 	// CreateEventWithBody Create an event with its seats
 	//
-	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/events (the `CreateEvent` operationId).
-	CreateEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateEventWithBody(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateEvent Create an event with its seats
 	//
-	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events (the `CreateEvent` operationId).
-	CreateEvent(ctx context.Context, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateEvent(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEvent Get an event
 	//
@@ -2005,21 +2029,21 @@ type ClientInterface interface {
 
 	// CreateWebhookEndpointWithBody Subscribe an endpoint to webhooks
 	//
-	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-	CreateWebhookEndpointWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateWebhookEndpointWithBody(ctx context.Context, params *CreateWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateWebhookEndpoint Subscribe an endpoint to webhooks
 	//
-	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-	CreateWebhookEndpoint(ctx context.Context, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateWebhookEndpoint(ctx context.Context, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteWebhookEndpoint Delete a webhook endpoint
 	//
@@ -2073,10 +2097,10 @@ type ClientInterface interface {
 
 	// RotateWebhookSecret Rotate an endpoint's signing secret
 	//
-	// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.
+	// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookSecret` operationId).
-	RotateWebhookSecret(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RotateWebhookSecret(ctx context.Context, endpointID openapi_types.UUID, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TestWebhookEndpoint Send a test delivery
 	//
@@ -2206,13 +2230,13 @@ func (c *Client) ListAPIKeys(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // CreateAPIKeyWithBody Create an API key
 //
-// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-func (c *Client) CreateAPIKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateAPIKeyRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateAPIKeyWithBody(ctx context.Context, params *CreateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAPIKeyRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2225,13 +2249,13 @@ func (c *Client) CreateAPIKeyWithBody(ctx context.Context, contentType string, b
 
 // CreateAPIKey Create an API key
 //
-// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-func (c *Client) CreateAPIKey(ctx context.Context, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateAPIKeyRequest(c.Server, body)
+func (c *Client) CreateAPIKey(ctx context.Context, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAPIKeyRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2278,13 +2302,13 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 
 // CreateEventWithBody Create an event with its seats
 //
-// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/events (the `CreateEvent` operationId).
-func (c *Client) CreateEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateEventRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateEventWithBody(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2297,13 +2321,13 @@ func (c *Client) CreateEventWithBody(ctx context.Context, contentType string, bo
 
 // CreateEvent Create an event with its seats
 //
-// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events (the `CreateEvent` operationId).
-func (c *Client) CreateEvent(ctx context.Context, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateEventRequest(c.Server, body)
+func (c *Client) CreateEvent(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2799,13 +2823,13 @@ func (c *Client) ListWebhookEndpoints(ctx context.Context, params *ListWebhookEn
 
 // CreateWebhookEndpointWithBody Subscribe an endpoint to webhooks
 //
-// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-func (c *Client) CreateWebhookEndpointWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateWebhookEndpointRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateWebhookEndpointWithBody(ctx context.Context, params *CreateWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookEndpointRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2818,13 +2842,13 @@ func (c *Client) CreateWebhookEndpointWithBody(ctx context.Context, contentType 
 
 // CreateWebhookEndpoint Subscribe an endpoint to webhooks
 //
-// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-func (c *Client) CreateWebhookEndpoint(ctx context.Context, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateWebhookEndpointRequest(c.Server, body)
+func (c *Client) CreateWebhookEndpoint(ctx context.Context, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookEndpointRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2947,11 +2971,11 @@ func (c *Client) RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_
 
 // RotateWebhookSecret Rotate an endpoint's signing secret
 //
-// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.
+// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookSecret` operationId).
-func (c *Client) RotateWebhookSecret(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRotateWebhookSecretRequest(c.Server, endpointID)
+func (c *Client) RotateWebhookSecret(ctx context.Context, endpointID openapi_types.UUID, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequest(c.Server, endpointID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3198,18 +3222,18 @@ func NewListAPIKeysRequest(server string) (*http.Request, error) {
 }
 
 // NewCreateAPIKeyRequest calls the generic CreateAPIKey builder with application/json body
-func NewCreateAPIKeyRequest(server string, body CreateAPIKeyJSONRequestBody) (*http.Request, error) {
+func NewCreateAPIKeyRequest(server string, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateAPIKeyRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateAPIKeyRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateAPIKeyRequestWithBody constructs an http.Request for the CreateAPIKey method, with any body, and a specified content type
-func NewCreateAPIKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateAPIKeyRequestWithBody(server string, params *CreateAPIKeyParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3233,6 +3257,21 @@ func NewCreateAPIKeyRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -3338,18 +3377,18 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 }
 
 // NewCreateEventRequest calls the generic CreateEvent builder with application/json body
-func NewCreateEventRequest(server string, body CreateEventJSONRequestBody) (*http.Request, error) {
+func NewCreateEventRequest(server string, params *CreateEventParams, body CreateEventJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateEventRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateEventRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateEventRequestWithBody constructs an http.Request for the CreateEvent method, with any body, and a specified content type
-func NewCreateEventRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateEventRequestWithBody(server string, params *CreateEventParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3373,6 +3412,21 @@ func NewCreateEventRequestWithBody(server string, contentType string, body io.Re
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4381,18 +4435,18 @@ func NewListWebhookEndpointsRequest(server string, params *ListWebhookEndpointsP
 }
 
 // NewCreateWebhookEndpointRequest calls the generic CreateWebhookEndpoint builder with application/json body
-func NewCreateWebhookEndpointRequest(server string, body CreateWebhookEndpointJSONRequestBody) (*http.Request, error) {
+func NewCreateWebhookEndpointRequest(server string, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateWebhookEndpointRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateWebhookEndpointRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateWebhookEndpointRequestWithBody constructs an http.Request for the CreateWebhookEndpoint method, with any body, and a specified content type
-func NewCreateWebhookEndpointRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateWebhookEndpointRequestWithBody(server string, params *CreateWebhookEndpointParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4416,6 +4470,21 @@ func NewCreateWebhookEndpointRequestWithBody(server string, contentType string, 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4583,7 +4652,7 @@ func NewRecoverWebhookEndpointRequestWithBody(server string, endpointID openapi_
 }
 
 // NewRotateWebhookSecretRequest constructs an http.Request for the RotateWebhookSecret method
-func NewRotateWebhookSecretRequest(server string, endpointID openapi_types.UUID) (*http.Request, error) {
+func NewRotateWebhookSecretRequest(server string, endpointID openapi_types.UUID, params *RotateWebhookSecretParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4611,6 +4680,21 @@ func NewRotateWebhookSecretRequest(server string, endpointID openapi_types.UUID)
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -4980,21 +5064,21 @@ type ClientWithResponsesInterface interface {
 
 	// CreateAPIKeyWithBodyWithResponse Create an API key
 	//
-	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-	CreateAPIKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
+	CreateAPIKeyWithBodyWithResponse(ctx context.Context, params *CreateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
 
 	// CreateAPIKeyWithResponse Create an API key
 	//
-	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-	CreateAPIKeyWithResponse(ctx context.Context, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
+	CreateAPIKeyWithResponse(ctx context.Context, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
 
 	// RevokeAPIKeyWithResponse Revoke an API key
 	//
@@ -5016,21 +5100,21 @@ type ClientWithResponsesInterface interface {
 
 	// CreateEventWithBodyWithResponse Create an event with its seats
 	//
-	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events (the `CreateEvent` operationId).
-	CreateEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
+	CreateEventWithBodyWithResponse(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
 
 	// CreateEventWithResponse Create an event with its seats
 	//
-	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events (the `CreateEvent` operationId).
-	CreateEventWithResponse(ctx context.Context, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
+	CreateEventWithResponse(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
 
 	// GetEventWithResponse Get an event
 	//
@@ -5277,21 +5361,21 @@ type ClientWithResponsesInterface interface {
 
 	// CreateWebhookEndpointWithBodyWithResponse Subscribe an endpoint to webhooks
 	//
-	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-	CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
+	CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, params *CreateWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
 
 	// CreateWebhookEndpointWithResponse Subscribe an endpoint to webhooks
 	//
-	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-	CreateWebhookEndpointWithResponse(ctx context.Context, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
+	CreateWebhookEndpointWithResponse(ctx context.Context, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
 
 	// DeleteWebhookEndpointWithResponse Delete a webhook endpoint
 	//
@@ -5349,12 +5433,12 @@ type ClientWithResponsesInterface interface {
 
 	// RotateWebhookSecretWithResponse Rotate an endpoint's signing secret
 	//
-	// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.
+	// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookSecret` operationId).
-	RotateWebhookSecretWithResponse(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
+	RotateWebhookSecretWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
 
 	// TestWebhookEndpointWithResponse Send a test delivery
 	//
@@ -6412,6 +6496,11 @@ type CreateEventResponse408Headers struct {
 	XCorrelationID *string
 }
 
+// CreateEventResponse409Headers the declared response headers of an HTTP 409 response for CreateEvent
+type CreateEventResponse409Headers struct {
+	XCorrelationID *string
+}
+
 // CreateEventResponse413Headers the declared response headers of an HTTP 413 response for CreateEvent
 type CreateEventResponse413Headers struct {
 	XCorrelationID *string
@@ -6456,6 +6545,8 @@ type CreateEventResponse struct {
 	ApplicationProblemJSON403 *Problem
 	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationProblemJSON408 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *Problem
 	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -6478,6 +6569,8 @@ type CreateEventResponse struct {
 	Headers403 *CreateEventResponse403Headers
 	// Headers408 the parsed response headers for an HTTP 408 response
 	Headers408 *CreateEventResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateEventResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateEventResponse413Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
@@ -6515,6 +6608,11 @@ func (r CreateEventResponse) GetApplicationProblemJSON403() *Problem {
 // GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
 func (r CreateEventResponse) GetApplicationProblemJSON408() *Problem {
 	return r.ApplicationProblemJSON408
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateEventResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -11303,6 +11401,11 @@ type RotateWebhookSecretResponse404Headers struct {
 	XCorrelationID *string
 }
 
+// RotateWebhookSecretResponse409Headers the declared response headers of an HTTP 409 response for RotateWebhookSecret
+type RotateWebhookSecretResponse409Headers struct {
+	XCorrelationID *string
+}
+
 // RotateWebhookSecretResponse422Headers the declared response headers of an HTTP 422 response for RotateWebhookSecret
 type RotateWebhookSecretResponse422Headers struct {
 	XCorrelationID *string
@@ -11337,6 +11440,8 @@ type RotateWebhookSecretResponse struct {
 	ApplicationProblemJSON403 *Problem
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *Problem
 	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
@@ -11355,6 +11460,8 @@ type RotateWebhookSecretResponse struct {
 	Headers403 *RotateWebhookSecretResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RotateWebhookSecretResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RotateWebhookSecretResponse409Headers
 	// Headers422 the parsed response headers for an HTTP 422 response
 	Headers422 *RotateWebhookSecretResponse422Headers
 	// Headers431 the parsed response headers for an HTTP 431 response
@@ -11388,6 +11495,11 @@ func (r RotateWebhookSecretResponse) GetApplicationProblemJSON403() *Problem {
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RotateWebhookSecretResponse) GetApplicationProblemJSON404() *Problem {
 	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
 }
 
 // GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -12394,13 +12506,13 @@ func (c *ClientWithResponses) ListAPIKeysWithResponse(ctx context.Context, reqEd
 
 // CreateAPIKeyWithBodyWithResponse Create an API key
 //
-// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-func (c *ClientWithResponses) CreateAPIKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
-	rsp, err := c.CreateAPIKeyWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateAPIKeyWithBodyWithResponse(ctx context.Context, params *CreateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
+	rsp, err := c.CreateAPIKeyWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12409,13 +12521,13 @@ func (c *ClientWithResponses) CreateAPIKeyWithBodyWithResponse(ctx context.Conte
 
 // CreateAPIKeyWithResponse Create an API key
 //
-// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-func (c *ClientWithResponses) CreateAPIKeyWithResponse(ctx context.Context, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
-	rsp, err := c.CreateAPIKey(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateAPIKeyWithResponse(ctx context.Context, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
+	rsp, err := c.CreateAPIKey(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12454,13 +12566,13 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 
 // CreateEventWithBodyWithResponse Create an event with its seats
 //
-// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events (the `CreateEvent` operationId).
-func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
-	rsp, err := c.CreateEventWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
+	rsp, err := c.CreateEventWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12469,13 +12581,13 @@ func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Contex
 
 // CreateEventWithResponse Create an event with its seats
 //
-// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events (the `CreateEvent` operationId).
-func (c *ClientWithResponses) CreateEventWithResponse(ctx context.Context, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
-	rsp, err := c.CreateEvent(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateEventWithResponse(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
+	rsp, err := c.CreateEvent(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12889,13 +13001,13 @@ func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Conte
 
 // CreateWebhookEndpointWithBodyWithResponse Subscribe an endpoint to webhooks
 //
-// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-func (c *ClientWithResponses) CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
-	rsp, err := c.CreateWebhookEndpointWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, params *CreateWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
+	rsp, err := c.CreateWebhookEndpointWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12904,13 +13016,13 @@ func (c *ClientWithResponses) CreateWebhookEndpointWithBodyWithResponse(ctx cont
 
 // CreateWebhookEndpointWithResponse Subscribe an endpoint to webhooks
 //
-// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-func (c *ClientWithResponses) CreateWebhookEndpointWithResponse(ctx context.Context, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
-	rsp, err := c.CreateWebhookEndpoint(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateWebhookEndpointWithResponse(ctx context.Context, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
+	rsp, err := c.CreateWebhookEndpoint(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13009,13 +13121,13 @@ func (c *ClientWithResponses) RecoverWebhookEndpointWithResponse(ctx context.Con
 
 // RotateWebhookSecretWithResponse Rotate an endpoint's signing secret
 //
-// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.
+// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookSecret` operationId).
-func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
-	rsp, err := c.RotateWebhookSecret(ctx, endpointID, reqEditors...)
+func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecret(ctx, endpointID, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14297,6 +14409,13 @@ func ParseCreateEventResponse(rsp *http.Response) (*CreateEventResponse, error) 
 		}
 		response.ApplicationProblemJSON408 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14406,6 +14525,16 @@ func ParseCreateEventResponse(rsp *http.Response) (*CreateEventResponse, error) 
 			headers.XCorrelationID = &value
 		}
 		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateEventResponse409Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateEventResponse413Headers
 		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
@@ -20163,6 +20292,13 @@ func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretR
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20258,6 +20394,16 @@ func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretR
 			headers.XCorrelationID = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RotateWebhookSecretResponse409Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 422:
 		var headers RotateWebhookSecretResponse422Headers
 		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {

@@ -20,6 +20,7 @@ import (
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/idempotency"
 	"boxoffice/platform/page"
 )
 
@@ -251,6 +252,8 @@ type specificProblem struct {
 // specificProblems are checked in order, before the error's code.
 var specificProblems = []specificProblem{
 	{err: purchase.ErrIdempotencyConflict, status: http.StatusConflict, typ: TypeIdempotencyConflict,
+		detail: "This Idempotency-Key was already used for a different request."},
+	{err: idempotency.ErrConflict, status: http.StatusConflict, typ: TypeIdempotencyConflict,
 		detail: "This Idempotency-Key was already used for a different request."},
 	{err: purchase.ErrSeatLimit, status: http.StatusConflict, typ: TypeSeatLimit,
 		detail: "This hold would give you more seats of this event than its organizer allows per buyer."},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/auth"
@@ -66,6 +67,11 @@ type WebhookEndpointSecretBody struct {
 	Secret string `json:"secret" doc:"The whsec_ signing secret. Shown only now: store it."`
 }
 
+// secretBody is the answer of an operation that shows e's secret.
+func secretBody(e webhooks.Endpoint, err error) (WebhookEndpointSecretBody, error) {
+	return WebhookEndpointSecretBody{WebhookEndpointBody: webhookEndpointBody(e), Secret: e.Secret}, err
+}
+
 func webhookEndpointBody(e webhooks.Endpoint) WebhookEndpointBody {
 	b := WebhookEndpointBody{
 		ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Enabled: e.Enabled,
@@ -93,6 +99,7 @@ func utc(t *time.Time) *time.Time {
 
 // CreateWebhookEndpointInput creates an endpoint.
 type CreateWebhookEndpointInput struct {
+	IdempotencyKeyHeader
 	Body struct {
 		URL                string   `json:"url" minLength:"1" maxLength:"2048" example:"https://hooks.example.com/boxoffice" doc:"https URL that resolves to public addresses only."`
 		Description        string   `json:"description,omitempty" maxLength:"500"`
@@ -117,6 +124,12 @@ type WebhookEndpointOutput struct {
 // WebhookEndpointPathInput names an endpoint.
 type WebhookEndpointPathInput struct {
 	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
+}
+
+// RotateWebhookSecretInput names the endpoint whose secret to rotate.
+type RotateWebhookSecretInput struct {
+	WebhookEndpointPathInput
+	IdempotencyKeyHeader
 }
 
 // ListWebhookEndpointsInput pages through endpoints.
@@ -177,7 +190,8 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 		Description: "Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). " +
 			"The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. " +
 			"An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 " + TypeEndpointLimit + "), " +
-			"and one endpoint per URL, however its scheme, host or default port are spelled (409 " + TypeEndpointURLInUse + ").",
+			"and one endpoint per URL, however its scheme, host or default port are spelled (409 " + TypeEndpointURLInUse + "). " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.",
 		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.createWebhookEndpoint)
 	register(api, secured(huma.Operation{
@@ -205,9 +219,10 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	}, auth.RoleOrganizer), h.deleteWebhookEndpoint)
 	register(api, secured(huma.Operation{
 		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/rotate-secret",
-		Summary:     "Rotate an endpoint's signing secret",
-		Description: "Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.",
-		Tags:        tags, Errors: errs(),
+		Summary: "Rotate an endpoint's signing secret",
+		Description: "Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.",
+		Tags: tags, Errors: errs(http.StatusConflict),
 	}, auth.RoleOrganizer), h.rotateWebhookSecret)
 	register(api, secured(huma.Operation{
 		OperationID: "recover-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/recover",
@@ -269,7 +284,17 @@ func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookE
 		RateLimitPerSecond: in.Body.RateLimitPerSecond, MaxConcurrency: in.Body.MaxConcurrency,
 		Disabled: in.Body.Enabled != nil && !*in.Body.Enabled,
 	}
-	e, err := svc.Create(ctx, identity(ctx).OrganizerID, p)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := idempotently(ctx, c, idempotentRequest{op: "create-webhook-endpoint", key: in.IdempotencyKey, parts: []any{in.Body}, secret: true},
+		func(ctx context.Context, tx pgx.Tx) (WebhookEndpointSecretBody, error) {
+			return secretBody(svc.CreateTx(ctx, tx, identity(ctx).OrganizerID, p))
+		},
+		func(ctx context.Context) (WebhookEndpointSecretBody, error) {
+			return secretBody(svc.Create(ctx, identity(ctx).OrganizerID, p))
+		})
 	switch {
 	case errors.Is(err, webhooks.ErrEndpointLimit):
 		return nil, problem(http.StatusConflict, TypeEndpointLimit,
@@ -277,10 +302,7 @@ func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookE
 	case err != nil:
 		return nil, h.webhookError(ctx, "create webhook endpoint", err)
 	}
-	return &WebhookEndpointSecretOutput{
-		Location: "/v1/webhook-endpoints/" + e.ID.String(),
-		Body:     WebhookEndpointSecretBody{WebhookEndpointBody: webhookEndpointBody(e), Secret: e.Secret},
-	}, nil
+	return &WebhookEndpointSecretOutput{Location: "/v1/webhook-endpoints/" + body.ID.String(), Body: body}, nil
 }
 
 func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndpointsInput) (*ListWebhookEndpointsOutput, error) {
@@ -361,19 +383,26 @@ func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpoin
 	return &struct{}{}, nil
 }
 
-func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointSecretOutput, error) {
+func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *RotateWebhookSecretInput) (*WebhookEndpointSecretOutput, error) {
 	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	e, err := svc.RotateSecret(ctx, identity(ctx).OrganizerID, id)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := idempotently(ctx, c, idempotentRequest{op: "rotate-webhook-secret", key: in.IdempotencyKey, parts: []any{id}, secret: true},
+		func(ctx context.Context, tx pgx.Tx) (WebhookEndpointSecretBody, error) {
+			return secretBody(svc.RotateSecretTx(ctx, tx, identity(ctx).OrganizerID, id))
+		},
+		func(ctx context.Context) (WebhookEndpointSecretBody, error) {
+			return secretBody(svc.RotateSecret(ctx, identity(ctx).OrganizerID, id))
+		})
 	if err != nil {
 		return nil, h.webhookError(ctx, "rotate webhook secret", err)
 	}
-	return &WebhookEndpointSecretOutput{
-		Location: "/v1/webhook-endpoints/" + e.ID.String(),
-		Body:     WebhookEndpointSecretBody{WebhookEndpointBody: webhookEndpointBody(e), Secret: e.Secret},
-	}, nil
+	return &WebhookEndpointSecretOutput{Location: "/v1/webhook-endpoints/" + body.ID.String(), Body: body}, nil
 }
 
 func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhookEndpointInput) (*QueuedOutput, error) {

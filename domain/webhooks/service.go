@@ -115,6 +115,10 @@ func NewService(pool *pgxpool.Pool, cfg ServiceConfig) *Service {
 	}
 }
 
+// Keyring is what seals the service's secrets at rest; it seals other
+// answers that carry one too (an idempotent request's stored answer).
+func (s *Service) Keyring() *Keyring { return s.keys }
+
 // MaxEndpoints is how many endpoints one organizer may have.
 func (s *Service) MaxEndpoints() int { return s.maxEndpoints }
 
@@ -251,6 +255,16 @@ func dedupe(types []string) []string {
 // the URL; nothing is written then. Concurrent creates of one organizer
 // are serialised, so the limit holds among them too.
 func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointParams) (Endpoint, error) {
+	return s.create(ctx, s.pool, organizerID, p)
+}
+
+// CreateTx is Create in the caller's transaction tx (as a savepoint of
+// it): the endpoint exists once tx commits.
+func (s *Service) CreateTx(ctx context.Context, tx pgx.Tx, organizerID uuid.UUID, p EndpointParams) (Endpoint, error) {
+	return s.create(ctx, tx, organizerID, p)
+}
+
+func (s *Service) create(ctx context.Context, on db.Executor, organizerID uuid.UUID, p EndpointParams) (Endpoint, error) {
 	if p.MaxConcurrency == 0 {
 		p.MaxConcurrency = DefaultMaxConcurrency
 	}
@@ -273,7 +287,7 @@ func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointP
 	if err != nil {
 		return Endpoint{}, err
 	}
-	row, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
+	row, err := db.WithTxV(ctx, on, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
 		if err := s.q.WebhookEndpointLockOrganizer(ctx, tx, organizerID); err != nil {
 			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("lock organizer's endpoints: %w", err)
 		}
@@ -420,6 +434,16 @@ func (s *Service) Delete(ctx context.Context, organizerID, id uuid.UUID) error {
 // Endpoint.Secret. The secret it replaces keeps signing beside it (two
 // signatures per delivery) for PreviousSecretOverlap. Returns ErrNotFound.
 func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (Endpoint, error) {
+	return s.rotateSecret(ctx, s.read(), organizerID, id)
+}
+
+// RotateSecretTx is RotateSecret in the caller's transaction tx: the new
+// secret signs once tx commits.
+func (s *Service) RotateSecretTx(ctx context.Context, tx pgx.Tx, organizerID, id uuid.UUID) (Endpoint, error) {
+	return s.rotateSecret(ctx, db.Interpreting(tx), organizerID, id)
+}
+
+func (s *Service) rotateSecret(ctx context.Context, on db.DBTX, organizerID, id uuid.UUID) (Endpoint, error) {
 	secret, err := NewSecret()
 	if err != nil {
 		return Endpoint{}, err
@@ -428,7 +452,7 @@ func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (
 	if err != nil {
 		return Endpoint{}, err
 	}
-	row, err := s.q.WebhookEndpointRotateSecret(ctx, s.read(), sqlcgen.WebhookEndpointRotateSecretParams{
+	row, err := s.q.WebhookEndpointRotateSecret(ctx, on, sqlcgen.WebhookEndpointRotateSecretParams{
 		ID: id, OrganizerID: organizerID, Secret: sealed, Overlap: PreviousSecretOverlap,
 	})
 	switch {
