@@ -1112,9 +1112,9 @@ type Problem struct {
 	// Example: Bad Request
 	Title string `json:"title,omitempty"`
 
-	// Type A URI reference to human-readable documentation for the error.
+	// Type The problem type: a URI reference, relative to the API's origin (or about:blank). Stable: clients may switch on it.
 	//
-	// Example: https://example.com/errors/example
+	// Example: /problems/seat-unavailable
 	Type string `json:"type,omitempty"`
 }
 

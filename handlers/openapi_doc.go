@@ -50,6 +50,7 @@ func finishDocument(api huma.API) {
 	declareWebhooks(api)
 	addRequestExamples(doc)
 	declareCommonResponses(doc)
+	declareProblemTypes(doc)
 	declareCorrelationHeader(doc) // after: the responses added above carry it too
 	var visit func(s *huma.Schema)
 	seen := map[*huma.Schema]bool{}
