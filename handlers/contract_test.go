@@ -147,7 +147,9 @@ func openapiContract(t testing.TB) validator.Validator {
 			config.WithStrictMode(),
 			// The headers any server or proxy may add, which no operation declares.
 			config.WithStrictIgnoredHeadersExtra("Vary", "Cache-Control", "Link", "Traceparent", "X-Request-Id",
-				"X-Content-Type-Options", "Referrer-Policy", "Strict-Transport-Security"),
+				"X-Content-Type-Options", "Referrer-Policy", "Strict-Transport-Security",
+				// CORS (cors.go): the edge's, for any operation, to listed origins only.
+				"Access-Control-Allow-Origin", "Access-Control-Expose-Headers"),
 		)
 		if len(errs) > 0 {
 			contractErr = fmt.Errorf("openapi.yaml: %v", errs)

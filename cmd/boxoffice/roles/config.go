@@ -20,6 +20,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/webhooks"
+	"boxoffice/handlers"
 	"boxoffice/ops/retention"
 	"boxoffice/platform/admission"
 	"boxoffice/platform/auth"
@@ -128,6 +129,10 @@ type Config struct {
 	// address (BOXOFFICE_EVENT_READ_IP_LIMIT, default 200); -1 disables it
 	// (behind a proxy that limits).
 	EventReadIPLimit int
+	// CORSOrigins are the origins whose browser pages may call the API
+	// (BOXOFFICE_CORS_ORIGINS, comma-separated scheme://host[:port];
+	// default none: no CORS).
+	CORSOrigins []string
 }
 
 // cellConfig is one purchase cell an API process serves.
@@ -341,6 +346,15 @@ func loadConfig(getenv func(string) string, allowPublicSecrets bool, required ..
 	}
 	if c.WaitingRoomIPLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_WAITINGROOM_IP_LIMIT"), "200")); err != nil || c.WaitingRoomIPLimit < -1 || c.WaitingRoomIPLimit == 0 {
 		return c, &configError{"BOXOFFICE_WAITINGROOM_IP_LIMIT", "must be a positive number of requests per second, or -1 for none"}
+	}
+	for o := range strings.SplitSeq(getenv("BOXOFFICE_CORS_ORIGINS"), ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		if !handlers.ValidCORSOrigin(o) {
+			return c, &configError{"BOXOFFICE_CORS_ORIGINS", "must list origins such as https://shop.example.com, comma-separated (no path, no *)"}
+		}
+		c.CORSOrigins = append(c.CORSOrigins, o)
 	}
 	if c.HoldRateLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_HOLD_RATE_LIMIT"), "5")); err != nil || c.HoldRateLimit < -1 || c.HoldRateLimit == 0 {
 		return c, &configError{"BOXOFFICE_HOLD_RATE_LIMIT", "must be a positive number of holds per second per buyer, or -1 for none"}
