@@ -7419,8 +7419,10 @@ func (r CheckInBatchResponse) ContentType() string {
 
 // CreateHoldResponse202Headers the declared response headers of an HTTP 202 response for CreateHold
 type CreateHoldResponse202Headers struct {
-	Location       *string
-	XCorrelationID *string
+	Location        *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	XCorrelationID  *string
 }
 
 // CreateHoldResponse400Headers the declared response headers of an HTTP 400 response for CreateHold
@@ -7471,8 +7473,10 @@ type CreateHoldResponse422Headers struct {
 
 // CreateHoldResponse429Headers the declared response headers of an HTTP 429 response for CreateHold
 type CreateHoldResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
+	XCorrelationID  *string
 }
 
 // CreateHoldResponse431Headers the declared response headers of an HTTP 431 response for CreateHold
@@ -15630,6 +15634,20 @@ func ParseCreateHoldResponse(rsp *http.Response) (*CreateHoldResponse, error) {
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -15737,6 +15755,20 @@ func ParseCreateHoldResponse(rsp *http.Response) (*CreateHoldResponse, error) {
 		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateHoldResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -35,8 +35,10 @@ type HoldBody struct {
 
 // CreateHoldOutput is the answer to a hold.
 type CreateHoldOutput struct {
-	Location string `header:"Location"`
-	Body     HoldBody
+	Location        string `header:"Location"`
+	RateLimitPolicy string `header:"RateLimit-Policy" doc:"The buyer's hold budget in this API process (IETF httpapi RateLimit draft): \"holds\";q=<burst>;w=<seconds to refill from empty>. Absent where holds are not limited."`
+	RateLimit       string `header:"RateLimit" doc:"What is left of it after this request: \"holds\";r=<holds left now>;t=<seconds until full again>."`
+	Body            HoldBody
 }
 
 func (h *Handlers) registerHolds(api huma.API) {
@@ -68,9 +70,22 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 	// Every hold the buyer asks for counts, a retry with an Idempotency-Key
 	// that already succeeded too: the limit is decided before anything is
 	// verified or read, so a refused hold costs no database work at all.
-	if wait, ok := h.limits.holds.allow(user, time.Now()); !ok {
-		return nil, rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait)
+	left, wait, ok := h.limits.holds.allowBudget(user, time.Now())
+	policy, state := left.headers("holds")
+	if !ok {
+		return nil, huma.ErrorWithHeaders(
+			rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait),
+			http.Header{"RateLimit-Policy": {policy}, "RateLimit": {state}})
 	}
+	out, err := h.hold(ctx, in, eventID, user)
+	if out != nil {
+		out.RateLimitPolicy, out.RateLimit = policy, state
+	}
+	return out, err
+}
+
+// hold is createHold past its input checks and the buyer's rate limit.
+func (h *Handlers) hold(ctx context.Context, in *CreateHoldInput, eventID, user uuid.UUID) (*CreateHoldOutput, error) {
 	// The token names the event's purchase cell, so a hold goes straight
 	// to that cell's database: no directory lookup, no other cell touched.
 	claims, err := h.cfg.Admission.VerifyForRouting(in.AdmissionToken, user, eventID)
