@@ -139,3 +139,19 @@ func TestHoldRetryOutlivesItsAdmission(t *testing.T) {
 		}
 	})
 }
+
+// A hold without an Idempotency-Key is told which header is missing, not
+// that its body is wrong.
+func TestHoldWithoutIdempotencyKeyNamesTheHeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ev := b.createEvent(t, b.organizer(t))
+	_, tok := b.buyer(t)
+	res := b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/holds", map[string]string{
+		"Authorization": "Bearer " + tok, "X-Admission-Token": b.admit(t, tok, ev.ID),
+	}, map[string]any{"seatIds": []string{ev.Seats[0]}})
+	require.Equal(t, http.StatusBadRequest, res.status, "%s", res.body)
+	require.Equal(t, handlers.TypeMalformed, problemType(t, res))
+	require.Equal(t, []any{map[string]any{"location": "header.Idempotency-Key", "message": "expected the header to be present"}},
+		res.json(t)["errors"])
+}

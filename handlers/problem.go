@@ -168,6 +168,11 @@ func detailOf(status int, err error) *huma.ErrorDetail {
 	}
 	detail := d.ErrorDetail()
 	loc, msg := cmp.Or(detail.Location, "body"), detail.Message
+	if kind, missing := strings.CutPrefix(msg, "required "); missing && strings.HasSuffix(kind, " parameter is missing") {
+		// huma's word for a required header, query or path parameter that
+		// was not sent: say so, rather than blame the body.
+		msg = "expected the " + strings.TrimSuffix(kind, " parameter is missing") + " to be present"
+	}
 	if !strings.HasPrefix(msg, "expected ") && msg != validation.MsgUnexpectedProperty {
 		msg = genericMessage(status)
 	}
