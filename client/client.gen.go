@@ -1586,8 +1586,20 @@ type CreateWebhookEndpointParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// RecoverWebhookEndpointParams defines parameters for RecoverWebhookEndpoint.
+type RecoverWebhookEndpointParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // RotateWebhookSecretParams defines parameters for RotateWebhookSecret.
 type RotateWebhookSecretParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// TestWebhookEndpointParams defines parameters for TestWebhookEndpoint.
+type TestWebhookEndpointParams struct {
 	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
@@ -1613,6 +1625,12 @@ type ListWebhookMessagesParams struct {
 
 // ListWebhookMessagesParamsStatus defines parameters for ListWebhookMessages.
 type ListWebhookMessagesParamsStatus string
+
+// ReplayWebhookMessageParams defines parameters for ReplayWebhookMessage.
+type ReplayWebhookMessageParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
 
 // ReceiveStripeWebhookJSONBody defines parameters for ReceiveStripeWebhook.
 type ReceiveStripeWebhookJSONBody = openapi_types.File
@@ -2079,21 +2097,21 @@ type ClientInterface interface {
 
 	// RecoverWebhookEndpointWithBody Re-send what failed since a time
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-	RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RecoverWebhookEndpoint Re-send what failed since a time
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-	RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RotateWebhookSecret Rotate an endpoint's signing secret
 	//
@@ -2104,10 +2122,10 @@ type ClientInterface interface {
 
 	// TestWebhookEndpoint Send a test delivery
 	//
-	// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled.
+	// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
-	TestWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	TestWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, params *TestWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhookMessages List the webhook messages of your events
 	//
@@ -2125,21 +2143,21 @@ type ClientInterface interface {
 
 	// ReplayWebhookMessageWithBody Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-	ReplayWebhookMessageWithBody(ctx context.Context, messageID string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayWebhookMessageWithBody(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayWebhookMessage Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-	ReplayWebhookMessage(ctx context.Context, messageID string, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayWebhookMessage(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReceiveStripeWebhookWithBody Receive a Stripe webhook
 	//
@@ -2933,13 +2951,13 @@ func (c *Client) UpdateWebhookEndpoint(ctx context.Context, endpointID openapi_t
 
 // RecoverWebhookEndpointWithBody Re-send what failed since a time
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-func (c *Client) RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRecoverWebhookEndpointRequestWithBody(c.Server, endpointID, contentType, body)
+func (c *Client) RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecoverWebhookEndpointRequestWithBody(c.Server, endpointID, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2952,13 +2970,13 @@ func (c *Client) RecoverWebhookEndpointWithBody(ctx context.Context, endpointID 
 
 // RecoverWebhookEndpoint Re-send what failed since a time
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-func (c *Client) RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRecoverWebhookEndpointRequest(c.Server, endpointID, body)
+func (c *Client) RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecoverWebhookEndpointRequest(c.Server, endpointID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2988,11 +3006,11 @@ func (c *Client) RotateWebhookSecret(ctx context.Context, endpointID openapi_typ
 
 // TestWebhookEndpoint Send a test delivery
 //
-// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled.
+// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
-func (c *Client) TestWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewTestWebhookEndpointRequest(c.Server, endpointID)
+func (c *Client) TestWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, params *TestWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTestWebhookEndpointRequest(c.Server, endpointID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3039,13 +3057,13 @@ func (c *Client) ListWebhookAttempts(ctx context.Context, messageID string, reqE
 
 // ReplayWebhookMessageWithBody Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-func (c *Client) ReplayWebhookMessageWithBody(ctx context.Context, messageID string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayWebhookMessageRequestWithBody(c.Server, messageID, contentType, body)
+func (c *Client) ReplayWebhookMessageWithBody(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayWebhookMessageRequestWithBody(c.Server, messageID, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3058,13 +3076,13 @@ func (c *Client) ReplayWebhookMessageWithBody(ctx context.Context, messageID str
 
 // ReplayWebhookMessage Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-func (c *Client) ReplayWebhookMessage(ctx context.Context, messageID string, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayWebhookMessageRequest(c.Server, messageID, body)
+func (c *Client) ReplayWebhookMessage(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayWebhookMessageRequest(c.Server, messageID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4605,18 +4623,18 @@ func NewUpdateWebhookEndpointRequestWithBody(server string, endpointID openapi_t
 }
 
 // NewRecoverWebhookEndpointRequest calls the generic RecoverWebhookEndpoint builder with application/json body
-func NewRecoverWebhookEndpointRequest(server string, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody) (*http.Request, error) {
+func NewRecoverWebhookEndpointRequest(server string, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewRecoverWebhookEndpointRequestWithBody(server, endpointID, "application/json", bodyReader)
+	return NewRecoverWebhookEndpointRequestWithBody(server, endpointID, params, "application/json", bodyReader)
 }
 
 // NewRecoverWebhookEndpointRequestWithBody constructs an http.Request for the RecoverWebhookEndpoint method, with any body, and a specified content type
-func NewRecoverWebhookEndpointRequestWithBody(server string, endpointID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewRecoverWebhookEndpointRequestWithBody(server string, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4647,6 +4665,21 @@ func NewRecoverWebhookEndpointRequestWithBody(server string, endpointID openapi_
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4701,7 +4734,7 @@ func NewRotateWebhookSecretRequest(server string, endpointID openapi_types.UUID,
 }
 
 // NewTestWebhookEndpointRequest constructs an http.Request for the TestWebhookEndpoint method
-func NewTestWebhookEndpointRequest(server string, endpointID openapi_types.UUID) (*http.Request, error) {
+func NewTestWebhookEndpointRequest(server string, endpointID openapi_types.UUID, params *TestWebhookEndpointParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4729,6 +4762,21 @@ func NewTestWebhookEndpointRequest(server string, endpointID openapi_types.UUID)
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -4883,18 +4931,18 @@ func NewListWebhookAttemptsRequest(server string, messageID string) (*http.Reque
 }
 
 // NewReplayWebhookMessageRequest calls the generic ReplayWebhookMessage builder with application/json body
-func NewReplayWebhookMessageRequest(server string, messageID string, body ReplayWebhookMessageJSONRequestBody) (*http.Request, error) {
+func NewReplayWebhookMessageRequest(server string, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewReplayWebhookMessageRequestWithBody(server, messageID, "application/json", bodyReader)
+	return NewReplayWebhookMessageRequestWithBody(server, messageID, params, "application/json", bodyReader)
 }
 
 // NewReplayWebhookMessageRequestWithBody constructs an http.Request for the ReplayWebhookMessage method, with any body, and a specified content type
-func NewReplayWebhookMessageRequestWithBody(server string, messageID string, contentType string, body io.Reader) (*http.Request, error) {
+func NewReplayWebhookMessageRequestWithBody(server string, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4925,6 +4973,21 @@ func NewReplayWebhookMessageRequestWithBody(server string, messageID string, con
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5415,21 +5478,21 @@ type ClientWithResponsesInterface interface {
 
 	// RecoverWebhookEndpointWithBodyWithResponse Re-send what failed since a time
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-	RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
+	RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
 
 	// RecoverWebhookEndpointWithResponse Re-send what failed since a time
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-	RecoverWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
+	RecoverWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
 
 	// RotateWebhookSecretWithResponse Rotate an endpoint's signing secret
 	//
@@ -5442,12 +5505,12 @@ type ClientWithResponsesInterface interface {
 
 	// TestWebhookEndpointWithResponse Send a test delivery
 	//
-	// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled.
+	// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
-	TestWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error)
+	TestWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *TestWebhookEndpointParams, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error)
 
 	// ListWebhookMessagesWithResponse List the webhook messages of your events
 	//
@@ -5469,21 +5532,21 @@ type ClientWithResponsesInterface interface {
 
 	// ReplayWebhookMessageWithBodyWithResponse Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-	ReplayWebhookMessageWithBodyWithResponse(ctx context.Context, messageID string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error)
+	ReplayWebhookMessageWithBodyWithResponse(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error)
 
 	// ReplayWebhookMessageWithResponse Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-	ReplayWebhookMessageWithResponse(ctx context.Context, messageID string, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error)
+	ReplayWebhookMessageWithResponse(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error)
 
 	// ReceiveStripeWebhookWithBodyWithResponse Receive a Stripe webhook
 	//
@@ -13095,13 +13158,13 @@ func (c *ClientWithResponses) UpdateWebhookEndpointWithResponse(ctx context.Cont
 
 // RecoverWebhookEndpointWithBodyWithResponse Re-send what failed since a time
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-func (c *ClientWithResponses) RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error) {
-	rsp, err := c.RecoverWebhookEndpointWithBody(ctx, endpointID, contentType, body, reqEditors...)
+func (c *ClientWithResponses) RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error) {
+	rsp, err := c.RecoverWebhookEndpointWithBody(ctx, endpointID, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13110,13 +13173,13 @@ func (c *ClientWithResponses) RecoverWebhookEndpointWithBodyWithResponse(ctx con
 
 // RecoverWebhookEndpointWithResponse Re-send what failed since a time
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-func (c *ClientWithResponses) RecoverWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error) {
-	rsp, err := c.RecoverWebhookEndpoint(ctx, endpointID, body, reqEditors...)
+func (c *ClientWithResponses) RecoverWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error) {
+	rsp, err := c.RecoverWebhookEndpoint(ctx, endpointID, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13140,13 +13203,13 @@ func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Contex
 
 // TestWebhookEndpointWithResponse Send a test delivery
 //
-// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled.
+// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
-func (c *ClientWithResponses) TestWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error) {
-	rsp, err := c.TestWebhookEndpoint(ctx, endpointID, reqEditors...)
+func (c *ClientWithResponses) TestWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *TestWebhookEndpointParams, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error) {
+	rsp, err := c.TestWebhookEndpoint(ctx, endpointID, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13185,13 +13248,13 @@ func (c *ClientWithResponses) ListWebhookAttemptsWithResponse(ctx context.Contex
 
 // ReplayWebhookMessageWithBodyWithResponse Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-func (c *ClientWithResponses) ReplayWebhookMessageWithBodyWithResponse(ctx context.Context, messageID string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error) {
-	rsp, err := c.ReplayWebhookMessageWithBody(ctx, messageID, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ReplayWebhookMessageWithBodyWithResponse(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error) {
+	rsp, err := c.ReplayWebhookMessageWithBody(ctx, messageID, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13200,13 +13263,13 @@ func (c *ClientWithResponses) ReplayWebhookMessageWithBodyWithResponse(ctx conte
 
 // ReplayWebhookMessageWithResponse Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-func (c *ClientWithResponses) ReplayWebhookMessageWithResponse(ctx context.Context, messageID string, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error) {
-	rsp, err := c.ReplayWebhookMessage(ctx, messageID, body, reqEditors...)
+func (c *ClientWithResponses) ReplayWebhookMessageWithResponse(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error) {
+	rsp, err := c.ReplayWebhookMessage(ctx, messageID, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -139,6 +139,21 @@ func TestCreatingPostsAreIdempotent(t *testing.T) {
 		require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
 	})
 
+	t.Run("WebhookToolingRetriesQueueOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setupIdempotent(t)
+		org, _ := b.organizerOf(t)
+		endpoint := b.createEndpoint(t, org, map[string]any{"url": "http://127.0.0.1:9/hook"})["id"].(string)
+		test := once(t, b, "/v1/webhook-endpoints/"+endpoint+"/test", with(org, "test-1"), nil, http.StatusAccepted)
+		require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_messages"), "one test message for all the retries")
+		msg := test.json(t)["id"].(string)
+		once(t, b, "/v1/webhook-messages/"+msg+"/replay", with(org, "replay-1"), map[string]any{}, http.StatusAccepted)
+		res := b.do(t, http.MethodPost, "/v1/webhook-messages/"+msg+"/replay", with(org, "replay-1"), map[string]any{"endpointId": endpoint})
+		require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+		require.Equal(t, handlers.TypeIdempotencyConflict, problemType(t, res))
+		once(t, b, "/v1/webhook-endpoints/"+endpoint+"/recover", with(org, "recover-1"), map[string]any{"since": "2026-01-01T00:00:00Z"}, http.StatusAccepted)
+	})
+
 	t.Run("APIKeyRetryGetsTheSameWorkingKey", func(t *testing.T) {
 		t.Parallel()
 		b := setupIdempotent(t)

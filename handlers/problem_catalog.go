@@ -44,14 +44,15 @@ var operationProblems = map[string]map[int][]string{
 		http.StatusForbidden: {TypeAdmissionInvalid},
 		http.StatusConflict:  {TypeSeatUnavailable, TypeSeatLimit, TypeIdempotencyConflict},
 	},
-	"create-event":             {http.StatusConflict: {TypeIdempotencyConflict}},
-	"create-api-key":           {http.StatusConflict: {TypeAPIKeyLimit, TypeIdempotencyConflict}},
-	"create-webhook-endpoint":  {http.StatusConflict: {TypeEndpointLimit, TypeEndpointURLInUse, TypeIdempotencyConflict}},
-	"update-webhook-endpoint":  {http.StatusConflict: {TypeEndpointURLInUse}},
-	"rotate-webhook-secret":    {http.StatusConflict: {TypeIdempotencyConflict}},
-	"recover-webhook-endpoint": {http.StatusConflict: {TypeConflict}}, // the endpoint is disabled
-	"test-webhook-endpoint":    {http.StatusConflict: {TypeConflict}},
-	"replay-webhook-message":   {http.StatusConflict: {TypeConflict}},
+	"create-event":            {http.StatusConflict: {TypeIdempotencyConflict}},
+	"create-api-key":          {http.StatusConflict: {TypeAPIKeyLimit, TypeIdempotencyConflict}},
+	"create-webhook-endpoint": {http.StatusConflict: {TypeEndpointLimit, TypeEndpointURLInUse, TypeIdempotencyConflict}},
+	"update-webhook-endpoint": {http.StatusConflict: {TypeEndpointURLInUse}},
+	"rotate-webhook-secret":   {http.StatusConflict: {TypeIdempotencyConflict}},
+	// TypeConflict: the endpoint is disabled.
+	"recover-webhook-endpoint": {http.StatusConflict: {TypeConflict, TypeIdempotencyConflict}},
+	"test-webhook-endpoint":    {http.StatusConflict: {TypeConflict, TypeIdempotencyConflict}},
+	"replay-webhook-message":   {http.StatusConflict: {TypeConflict, TypeIdempotencyConflict}},
 	"cancel-order":             {http.StatusConflict: {TypeOrderNotCancelable}},
 	"refund-order":             {http.StatusConflict: {TypeOrderNotRefundable}},
 	"check-in": {

@@ -126,6 +126,12 @@ type WebhookEndpointPathInput struct {
 	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
 }
 
+// TestWebhookEndpointInput names the endpoint to send a test to.
+type TestWebhookEndpointInput struct {
+	WebhookEndpointPathInput
+	IdempotencyKeyHeader
+}
+
 // RotateWebhookSecretInput names the endpoint whose secret to rotate.
 type RotateWebhookSecretInput struct {
 	WebhookEndpointPathInput
@@ -161,6 +167,7 @@ type UpdateWebhookEndpointInput struct {
 
 // RecoverWebhookEndpointInput re-sends what failed since a time.
 type RecoverWebhookEndpointInput struct {
+	IdempotencyKeyHeader
 	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
 	Body       struct {
 		Since time.Time `json:"since" doc:"Failed and dead deliveries of messages since then are sent again."`
@@ -226,16 +233,17 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	}, auth.RoleOrganizer), h.rotateWebhookSecret)
 	register(api, secured(huma.Operation{
 		OperationID: "recover-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/recover",
-		Summary:     "Re-send what failed since a time",
-		Description: "Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.",
-		Tags:        tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
+		Summary: "Re-send what failed since a time",
+		Description: "Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.",
+		Tags: tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.recoverWebhookEndpoint)
 	register(api, secured(huma.Operation{
 		OperationID: "test-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/test",
 		Summary: "Send a test delivery",
 		Description: "Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, " +
 			"sent, retried and recorded like every other message, so it shows in the message list and its attempts. " +
-			"409 when the endpoint is disabled.",
+			"409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.",
 		Tags: tags, DefaultStatus: http.StatusAccepted, Errors: errs(http.StatusConflict),
 	}, auth.RoleOrganizer), h.testWebhookEndpoint)
 	h.registerWebhookMessages(api, tags, errs)
@@ -410,7 +418,16 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 	if err != nil {
 		return nil, err
 	}
-	n, err := svc.Recover(ctx, identity(ctx).OrganizerID, id, in.Body.Since)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org := identity(ctx).OrganizerID
+	n, _, err := idempotently(ctx, c, idempotentRequest{op: "recover-webhook-endpoint", key: in.IdempotencyKey, parts: []any{id, in.Body}},
+		func(ctx context.Context, tx pgx.Tx) (int64, error) {
+			return svc.RecoverTx(ctx, tx, org, id, in.Body.Since)
+		},
+		func(ctx context.Context) (int64, error) { return svc.Recover(ctx, org, id, in.Body.Since) })
 	if err != nil {
 		return nil, h.webhookError(ctx, "recover webhook endpoint", err)
 	}
@@ -419,14 +436,27 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 	return out, nil
 }
 
-func (h *Handlers) testWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*TestWebhookEndpointOutput, error) {
+func (h *Handlers) testWebhookEndpoint(ctx context.Context, in *TestWebhookEndpointInput) (*TestWebhookEndpointOutput, error) {
 	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	m, err := svc.SendTest(ctx, identity(ctx).OrganizerID, id)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org := identity(ctx).OrganizerID
+	body, _, err := idempotently(ctx, c, idempotentRequest{op: "test-webhook-endpoint", key: in.IdempotencyKey, parts: []any{id}},
+		func(ctx context.Context, tx pgx.Tx) (WebhookMessageBody, error) {
+			m, err := svc.SendTestTx(ctx, tx, org, id)
+			return webhookMessageBody(m), err
+		},
+		func(ctx context.Context) (WebhookMessageBody, error) {
+			m, err := svc.SendTest(ctx, org, id)
+			return webhookMessageBody(m), err
+		})
 	if err != nil {
 		return nil, h.webhookError(ctx, "test webhook endpoint", err)
 	}
-	return &TestWebhookEndpointOutput{Body: webhookMessageBody(m)}, nil
+	return &TestWebhookEndpointOutput{Body: body}, nil
 }

@@ -471,6 +471,15 @@ func (s *Service) rotateSecret(ctx context.Context, on db.DBTX, organizerID, id 
 // organizer's endpoints created since then, as replays with a fresh retry
 // schedule. Returns how many, ErrNotFound, or ErrEndpointDisabled.
 func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since time.Time) (int64, error) {
+	return s.recoverDeliveries(ctx, s.read(), organizerID, id, since)
+}
+
+// RecoverTx is Recover in the caller's transaction tx: the deliveries are queued once tx commits.
+func (s *Service) RecoverTx(ctx context.Context, tx pgx.Tx, organizerID, id uuid.UUID, since time.Time) (int64, error) {
+	return s.recoverDeliveries(ctx, db.Interpreting(tx), organizerID, id, since)
+}
+
+func (s *Service) recoverDeliveries(ctx context.Context, on db.DBTX, organizerID, id uuid.UUID, since time.Time) (int64, error) {
 	e, err := s.Get(ctx, organizerID, id)
 	if err != nil {
 		return 0, err
@@ -478,7 +487,7 @@ func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since 
 	if !e.Enabled {
 		return 0, ErrEndpointDisabled
 	}
-	n, err := s.q.WebhookDeliveryRecover(ctx, s.read(), sqlcgen.WebhookDeliveryRecoverParams{
+	n, err := s.q.WebhookDeliveryRecover(ctx, on, sqlcgen.WebhookDeliveryRecoverParams{
 		EndpointID: id, OrganizerID: organizerID, Since: since,
 	})
 	if err != nil {
@@ -602,6 +611,15 @@ func (s *Service) Messages(ctx context.Context, organizerID uuid.UUID, f Message
 // WebhookTestData). Returns the message, ErrNotFound, or
 // ErrEndpointDisabled.
 func (s *Service) SendTest(ctx context.Context, organizerID, endpointID uuid.UUID) (Message, error) {
+	return s.sendTest(ctx, s.read(), organizerID, endpointID)
+}
+
+// SendTestTx is SendTest in the caller's transaction tx: the test is queued once tx commits.
+func (s *Service) SendTestTx(ctx context.Context, tx pgx.Tx, organizerID, endpointID uuid.UUID) (Message, error) {
+	return s.sendTest(ctx, db.Interpreting(tx), organizerID, endpointID)
+}
+
+func (s *Service) sendTest(ctx context.Context, on db.DBTX, organizerID, endpointID uuid.UUID) (Message, error) {
 	e, err := s.Get(ctx, organizerID, endpointID)
 	if err != nil {
 		return Message{}, err
@@ -614,7 +632,7 @@ func (s *Service) SendTest(ctx context.Context, organizerID, endpointID uuid.UUI
 	if err != nil {
 		return Message{}, err
 	}
-	row, err := s.q.WebhookTestInsert(ctx, s.read(), sqlcgen.WebhookTestInsertParams{
+	row, err := s.q.WebhookTestInsert(ctx, on, sqlcgen.WebhookTestInsertParams{
 		ID: uuid.Must(uuid.NewV7()), OrganizerID: organizerID, EndpointID: endpointID, Payload: body, CreatedAt: now,
 	})
 	switch {
@@ -684,6 +702,15 @@ func (s *Service) message(ctx context.Context, organizerID, id uuid.UUID) (sqlcg
 // replay. Returns how many deliveries were queued, ErrNotFound (message
 // or endpoint), or ErrEndpointDisabled.
 func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
+	return s.replayMessage(ctx, s.read(), organizerID, messageID, endpointID)
+}
+
+// ReplayTx is Replay in the caller's transaction tx: the deliveries are queued once tx commits.
+func (s *Service) ReplayTx(ctx context.Context, tx pgx.Tx, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
+	return s.replayMessage(ctx, db.Interpreting(tx), organizerID, messageID, endpointID)
+}
+
+func (s *Service) replayMessage(ctx context.Context, on db.DBTX, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
 	if _, err := s.message(ctx, organizerID, messageID); err != nil {
 		return 0, err
 	}
@@ -696,7 +723,7 @@ func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, 
 			return 0, ErrEndpointDisabled
 		}
 	}
-	n, err := s.q.WebhookDeliveryReplay(ctx, s.read(), sqlcgen.WebhookDeliveryReplayParams{
+	n, err := s.q.WebhookDeliveryReplay(ctx, on, sqlcgen.WebhookDeliveryReplayParams{
 		MessageID: messageID, OrganizerID: organizerID, EndpointID: endpointID,
 	})
 	if err != nil {
