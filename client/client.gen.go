@@ -122,13 +122,37 @@ func (e HealthOutputBodyStatus) Valid() bool {
 
 // Defines values for HoldBodyStatus.
 const (
+	HoldBodyStatusAuthorized     HoldBodyStatus = "authorized"
+	HoldBodyStatusCanceled       HoldBodyStatus = "canceled"
+	HoldBodyStatusCapturePending HoldBodyStatus = "capture_pending"
+	HoldBodyStatusFailed         HoldBodyStatus = "failed"
+	HoldBodyStatusPaid           HoldBodyStatus = "paid"
 	HoldBodyStatusPendingPayment HoldBodyStatus = "pending_payment"
+	HoldBodyStatusRefunded       HoldBodyStatus = "refunded"
+	HoldBodyStatusRefunding      HoldBodyStatus = "refunding"
+	HoldBodyStatusTicketed       HoldBodyStatus = "ticketed"
 )
 
 // Valid indicates whether the value is a known member of the HoldBodyStatus enum.
 func (e HoldBodyStatus) Valid() bool {
 	switch e {
+	case HoldBodyStatusAuthorized:
+		return true
+	case HoldBodyStatusCanceled:
+		return true
+	case HoldBodyStatusCapturePending:
+		return true
+	case HoldBodyStatusFailed:
+		return true
+	case HoldBodyStatusPaid:
+		return true
 	case HoldBodyStatusPendingPayment:
+		return true
+	case HoldBodyStatusRefunded:
+		return true
+	case HoldBodyStatusRefunding:
+		return true
+	case HoldBodyStatusTicketed:
 		return true
 	default:
 		return false
@@ -813,13 +837,15 @@ type HealthOutputBodyStatus string
 // HoldBody defines model for HoldBody.
 type HoldBody struct {
 	// ExpiresAt The seats are yours until then; pay before it.
-	ExpiresAt time.Time      `json:"expiresAt"`
-	HoldID    string         `json:"holdId"`
-	OrderID   string         `json:"orderId"`
-	Status    HoldBodyStatus `json:"status"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	HoldID    string    `json:"holdId"`
+	OrderID   string    `json:"orderId"`
+
+	// Status The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
+	Status HoldBodyStatus `json:"status"`
 }
 
-// HoldBodyStatus defines model for HoldBody.Status.
+// HoldBodyStatus The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
 type HoldBodyStatus string
 
 // JWK defines model for JWK.
@@ -1086,9 +1112,9 @@ type Problem struct {
 	// Example: Bad Request
 	Title string `json:"title,omitempty"`
 
-	// Type A URI reference to human-readable documentation for the error.
+	// Type The problem type: a URI reference, relative to the API's origin (or about:blank). Stable: clients may switch on it.
 	//
-	// Example: https://example.com/errors/example
+	// Example: /problems/seat-unavailable
 	Type string `json:"type,omitempty"`
 }
 
@@ -1475,11 +1501,23 @@ type WebhookMessageBody struct {
 	WebhookID string `json:"webhookId"`
 }
 
+// CreateAPIKeyParams defines parameters for CreateAPIKey.
+type CreateAPIKeyParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
 	// Cursor nextCursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int64  `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateEventParams defines parameters for CreateEvent.
+type CreateEventParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // GetEventParams defines parameters for GetEvent.
@@ -1490,7 +1528,7 @@ type GetEventParams struct {
 
 // CreateHoldParams defines parameters for CreateHold.
 type CreateHoldParams struct {
-	// IdempotencyKey Retry with the same key to get the original order back; the same key with a different body is a 409.
+	// IdempotencyKey Retry with the same key to get the original order back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body is a 409 idempotency-conflict.
 	IdempotencyKey string `json:"Idempotency-Key"`
 
 	// XAdmissionToken From the waiting room.
@@ -1542,6 +1580,30 @@ type ListWebhookEndpointsParams struct {
 	Limit  *int64  `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// CreateWebhookEndpointParams defines parameters for CreateWebhookEndpoint.
+type CreateWebhookEndpointParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// RecoverWebhookEndpointParams defines parameters for RecoverWebhookEndpoint.
+type RecoverWebhookEndpointParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// RotateWebhookSecretParams defines parameters for RotateWebhookSecret.
+type RotateWebhookSecretParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// TestWebhookEndpointParams defines parameters for TestWebhookEndpoint.
+type TestWebhookEndpointParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListWebhookMessagesParams defines parameters for ListWebhookMessages.
 type ListWebhookMessagesParams struct {
 	// Type Only messages of this type (an event type, a notice type, or webhook.test).
@@ -1563,6 +1625,12 @@ type ListWebhookMessagesParams struct {
 
 // ListWebhookMessagesParamsStatus defines parameters for ListWebhookMessages.
 type ListWebhookMessagesParamsStatus string
+
+// ReplayWebhookMessageParams defines parameters for ReplayWebhookMessage.
+type ReplayWebhookMessageParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
 
 // ReceiveStripeWebhookJSONBody defines parameters for ReceiveStripeWebhook.
 type ReceiveStripeWebhookJSONBody = openapi_types.File
@@ -1716,21 +1784,21 @@ type ClientInterface interface {
 
 	// CreateAPIKeyWithBody Create an API key
 	//
-	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-	CreateAPIKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateAPIKeyWithBody(ctx context.Context, params *CreateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateAPIKey Create an API key
 	//
-	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-	CreateAPIKey(ctx context.Context, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateAPIKey(ctx context.Context, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeAPIKey Revoke an API key
 	//
@@ -1748,21 +1816,21 @@ type ClientInterface interface {
 
 	// CreateEventWithBody Create an event with its seats
 	//
-	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/events (the `CreateEvent` operationId).
-	CreateEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateEventWithBody(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateEvent Create an event with its seats
 	//
-	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events (the `CreateEvent` operationId).
-	CreateEvent(ctx context.Context, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateEvent(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEvent Get an event
 	//
@@ -1816,7 +1884,7 @@ type ClientInterface interface {
 
 	// CreateHoldWithBody Hold seats
 	//
-	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1825,7 +1893,7 @@ type ClientInterface interface {
 
 	// CreateHold Hold seats
 	//
-	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1979,21 +2047,21 @@ type ClientInterface interface {
 
 	// CreateWebhookEndpointWithBody Subscribe an endpoint to webhooks
 	//
-	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-	CreateWebhookEndpointWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateWebhookEndpointWithBody(ctx context.Context, params *CreateWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateWebhookEndpoint Subscribe an endpoint to webhooks
 	//
-	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-	CreateWebhookEndpoint(ctx context.Context, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateWebhookEndpoint(ctx context.Context, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteWebhookEndpoint Delete a webhook endpoint
 	//
@@ -2029,35 +2097,35 @@ type ClientInterface interface {
 
 	// RecoverWebhookEndpointWithBody Re-send what failed since a time
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-	RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RecoverWebhookEndpoint Re-send what failed since a time
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-	RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RotateWebhookSecret Rotate an endpoint's signing secret
 	//
-	// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.
+	// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookSecret` operationId).
-	RotateWebhookSecret(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RotateWebhookSecret(ctx context.Context, endpointID openapi_types.UUID, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TestWebhookEndpoint Send a test delivery
 	//
-	// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled.
+	// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
-	TestWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	TestWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, params *TestWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhookMessages List the webhook messages of your events
 	//
@@ -2075,21 +2143,21 @@ type ClientInterface interface {
 
 	// ReplayWebhookMessageWithBody Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-	ReplayWebhookMessageWithBody(ctx context.Context, messageID string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayWebhookMessageWithBody(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayWebhookMessage Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-	ReplayWebhookMessage(ctx context.Context, messageID string, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayWebhookMessage(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReceiveStripeWebhookWithBody Receive a Stripe webhook
 	//
@@ -2180,13 +2248,13 @@ func (c *Client) ListAPIKeys(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // CreateAPIKeyWithBody Create an API key
 //
-// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-func (c *Client) CreateAPIKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateAPIKeyRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateAPIKeyWithBody(ctx context.Context, params *CreateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAPIKeyRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2199,13 +2267,13 @@ func (c *Client) CreateAPIKeyWithBody(ctx context.Context, contentType string, b
 
 // CreateAPIKey Create an API key
 //
-// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-func (c *Client) CreateAPIKey(ctx context.Context, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateAPIKeyRequest(c.Server, body)
+func (c *Client) CreateAPIKey(ctx context.Context, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAPIKeyRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2252,13 +2320,13 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 
 // CreateEventWithBody Create an event with its seats
 //
-// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/events (the `CreateEvent` operationId).
-func (c *Client) CreateEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateEventRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateEventWithBody(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2271,13 +2339,13 @@ func (c *Client) CreateEventWithBody(ctx context.Context, contentType string, bo
 
 // CreateEvent Create an event with its seats
 //
-// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events (the `CreateEvent` operationId).
-func (c *Client) CreateEvent(ctx context.Context, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateEventRequest(c.Server, body)
+func (c *Client) CreateEvent(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2400,7 +2468,7 @@ func (c *Client) CheckInBatch(ctx context.Context, eventID openapi_types.UUID, b
 
 // CreateHoldWithBody Hold seats
 //
-// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2419,7 +2487,7 @@ func (c *Client) CreateHoldWithBody(ctx context.Context, eventID openapi_types.U
 
 // CreateHold Hold seats
 //
-// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2773,13 +2841,13 @@ func (c *Client) ListWebhookEndpoints(ctx context.Context, params *ListWebhookEn
 
 // CreateWebhookEndpointWithBody Subscribe an endpoint to webhooks
 //
-// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-func (c *Client) CreateWebhookEndpointWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateWebhookEndpointRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateWebhookEndpointWithBody(ctx context.Context, params *CreateWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookEndpointRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2792,13 +2860,13 @@ func (c *Client) CreateWebhookEndpointWithBody(ctx context.Context, contentType 
 
 // CreateWebhookEndpoint Subscribe an endpoint to webhooks
 //
-// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-func (c *Client) CreateWebhookEndpoint(ctx context.Context, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateWebhookEndpointRequest(c.Server, body)
+func (c *Client) CreateWebhookEndpoint(ctx context.Context, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookEndpointRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2883,13 +2951,13 @@ func (c *Client) UpdateWebhookEndpoint(ctx context.Context, endpointID openapi_t
 
 // RecoverWebhookEndpointWithBody Re-send what failed since a time
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-func (c *Client) RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRecoverWebhookEndpointRequestWithBody(c.Server, endpointID, contentType, body)
+func (c *Client) RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecoverWebhookEndpointRequestWithBody(c.Server, endpointID, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2902,13 +2970,13 @@ func (c *Client) RecoverWebhookEndpointWithBody(ctx context.Context, endpointID 
 
 // RecoverWebhookEndpoint Re-send what failed since a time
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-func (c *Client) RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRecoverWebhookEndpointRequest(c.Server, endpointID, body)
+func (c *Client) RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecoverWebhookEndpointRequest(c.Server, endpointID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2921,11 +2989,11 @@ func (c *Client) RecoverWebhookEndpoint(ctx context.Context, endpointID openapi_
 
 // RotateWebhookSecret Rotate an endpoint's signing secret
 //
-// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.
+// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookSecret` operationId).
-func (c *Client) RotateWebhookSecret(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRotateWebhookSecretRequest(c.Server, endpointID)
+func (c *Client) RotateWebhookSecret(ctx context.Context, endpointID openapi_types.UUID, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequest(c.Server, endpointID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2938,11 +3006,11 @@ func (c *Client) RotateWebhookSecret(ctx context.Context, endpointID openapi_typ
 
 // TestWebhookEndpoint Send a test delivery
 //
-// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled.
+// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
-func (c *Client) TestWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewTestWebhookEndpointRequest(c.Server, endpointID)
+func (c *Client) TestWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, params *TestWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTestWebhookEndpointRequest(c.Server, endpointID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2989,13 +3057,13 @@ func (c *Client) ListWebhookAttempts(ctx context.Context, messageID string, reqE
 
 // ReplayWebhookMessageWithBody Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-func (c *Client) ReplayWebhookMessageWithBody(ctx context.Context, messageID string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayWebhookMessageRequestWithBody(c.Server, messageID, contentType, body)
+func (c *Client) ReplayWebhookMessageWithBody(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayWebhookMessageRequestWithBody(c.Server, messageID, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3008,13 +3076,13 @@ func (c *Client) ReplayWebhookMessageWithBody(ctx context.Context, messageID str
 
 // ReplayWebhookMessage Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-func (c *Client) ReplayWebhookMessage(ctx context.Context, messageID string, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayWebhookMessageRequest(c.Server, messageID, body)
+func (c *Client) ReplayWebhookMessage(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayWebhookMessageRequest(c.Server, messageID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3172,18 +3240,18 @@ func NewListAPIKeysRequest(server string) (*http.Request, error) {
 }
 
 // NewCreateAPIKeyRequest calls the generic CreateAPIKey builder with application/json body
-func NewCreateAPIKeyRequest(server string, body CreateAPIKeyJSONRequestBody) (*http.Request, error) {
+func NewCreateAPIKeyRequest(server string, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateAPIKeyRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateAPIKeyRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateAPIKeyRequestWithBody constructs an http.Request for the CreateAPIKey method, with any body, and a specified content type
-func NewCreateAPIKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateAPIKeyRequestWithBody(server string, params *CreateAPIKeyParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3207,6 +3275,21 @@ func NewCreateAPIKeyRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -3312,18 +3395,18 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 }
 
 // NewCreateEventRequest calls the generic CreateEvent builder with application/json body
-func NewCreateEventRequest(server string, body CreateEventJSONRequestBody) (*http.Request, error) {
+func NewCreateEventRequest(server string, params *CreateEventParams, body CreateEventJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateEventRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateEventRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateEventRequestWithBody constructs an http.Request for the CreateEvent method, with any body, and a specified content type
-func NewCreateEventRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateEventRequestWithBody(server string, params *CreateEventParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3347,6 +3430,21 @@ func NewCreateEventRequestWithBody(server string, contentType string, body io.Re
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4355,18 +4453,18 @@ func NewListWebhookEndpointsRequest(server string, params *ListWebhookEndpointsP
 }
 
 // NewCreateWebhookEndpointRequest calls the generic CreateWebhookEndpoint builder with application/json body
-func NewCreateWebhookEndpointRequest(server string, body CreateWebhookEndpointJSONRequestBody) (*http.Request, error) {
+func NewCreateWebhookEndpointRequest(server string, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateWebhookEndpointRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateWebhookEndpointRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateWebhookEndpointRequestWithBody constructs an http.Request for the CreateWebhookEndpoint method, with any body, and a specified content type
-func NewCreateWebhookEndpointRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateWebhookEndpointRequestWithBody(server string, params *CreateWebhookEndpointParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4390,6 +4488,21 @@ func NewCreateWebhookEndpointRequestWithBody(server string, contentType string, 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4510,18 +4623,18 @@ func NewUpdateWebhookEndpointRequestWithBody(server string, endpointID openapi_t
 }
 
 // NewRecoverWebhookEndpointRequest calls the generic RecoverWebhookEndpoint builder with application/json body
-func NewRecoverWebhookEndpointRequest(server string, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody) (*http.Request, error) {
+func NewRecoverWebhookEndpointRequest(server string, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewRecoverWebhookEndpointRequestWithBody(server, endpointID, "application/json", bodyReader)
+	return NewRecoverWebhookEndpointRequestWithBody(server, endpointID, params, "application/json", bodyReader)
 }
 
 // NewRecoverWebhookEndpointRequestWithBody constructs an http.Request for the RecoverWebhookEndpoint method, with any body, and a specified content type
-func NewRecoverWebhookEndpointRequestWithBody(server string, endpointID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewRecoverWebhookEndpointRequestWithBody(server string, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4553,11 +4666,26 @@ func NewRecoverWebhookEndpointRequestWithBody(server string, endpointID openapi_
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewRotateWebhookSecretRequest constructs an http.Request for the RotateWebhookSecret method
-func NewRotateWebhookSecretRequest(server string, endpointID openapi_types.UUID) (*http.Request, error) {
+func NewRotateWebhookSecretRequest(server string, endpointID openapi_types.UUID, params *RotateWebhookSecretParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4587,11 +4715,26 @@ func NewRotateWebhookSecretRequest(server string, endpointID openapi_types.UUID)
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewTestWebhookEndpointRequest constructs an http.Request for the TestWebhookEndpoint method
-func NewTestWebhookEndpointRequest(server string, endpointID openapi_types.UUID) (*http.Request, error) {
+func NewTestWebhookEndpointRequest(server string, endpointID openapi_types.UUID, params *TestWebhookEndpointParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4619,6 +4762,21 @@ func NewTestWebhookEndpointRequest(server string, endpointID openapi_types.UUID)
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -4773,18 +4931,18 @@ func NewListWebhookAttemptsRequest(server string, messageID string) (*http.Reque
 }
 
 // NewReplayWebhookMessageRequest calls the generic ReplayWebhookMessage builder with application/json body
-func NewReplayWebhookMessageRequest(server string, messageID string, body ReplayWebhookMessageJSONRequestBody) (*http.Request, error) {
+func NewReplayWebhookMessageRequest(server string, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewReplayWebhookMessageRequestWithBody(server, messageID, "application/json", bodyReader)
+	return NewReplayWebhookMessageRequestWithBody(server, messageID, params, "application/json", bodyReader)
 }
 
 // NewReplayWebhookMessageRequestWithBody constructs an http.Request for the ReplayWebhookMessage method, with any body, and a specified content type
-func NewReplayWebhookMessageRequestWithBody(server string, messageID string, contentType string, body io.Reader) (*http.Request, error) {
+func NewReplayWebhookMessageRequestWithBody(server string, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4815,6 +4973,21 @@ func NewReplayWebhookMessageRequestWithBody(server string, messageID string, con
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4954,21 +5127,21 @@ type ClientWithResponsesInterface interface {
 
 	// CreateAPIKeyWithBodyWithResponse Create an API key
 	//
-	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-	CreateAPIKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
+	CreateAPIKeyWithBodyWithResponse(ctx context.Context, params *CreateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
 
 	// CreateAPIKeyWithResponse Create an API key
 	//
-	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+	// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-	CreateAPIKeyWithResponse(ctx context.Context, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
+	CreateAPIKeyWithResponse(ctx context.Context, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
 
 	// RevokeAPIKeyWithResponse Revoke an API key
 	//
@@ -4990,21 +5163,21 @@ type ClientWithResponsesInterface interface {
 
 	// CreateEventWithBodyWithResponse Create an event with its seats
 	//
-	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events (the `CreateEvent` operationId).
-	CreateEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
+	CreateEventWithBodyWithResponse(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
 
 	// CreateEventWithResponse Create an event with its seats
 	//
-	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+	// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events (the `CreateEvent` operationId).
-	CreateEventWithResponse(ctx context.Context, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
+	CreateEventWithResponse(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
 
 	// GetEventWithResponse Get an event
 	//
@@ -5062,7 +5235,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateHoldWithBodyWithResponse Hold seats
 	//
-	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5071,7 +5244,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateHoldWithResponse Hold seats
 	//
-	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+	// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5251,21 +5424,21 @@ type ClientWithResponsesInterface interface {
 
 	// CreateWebhookEndpointWithBodyWithResponse Subscribe an endpoint to webhooks
 	//
-	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-	CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
+	CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, params *CreateWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
 
 	// CreateWebhookEndpointWithResponse Subscribe an endpoint to webhooks
 	//
-	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+	// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-	CreateWebhookEndpointWithResponse(ctx context.Context, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
+	CreateWebhookEndpointWithResponse(ctx context.Context, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
 
 	// DeleteWebhookEndpointWithResponse Delete a webhook endpoint
 	//
@@ -5305,39 +5478,39 @@ type ClientWithResponsesInterface interface {
 
 	// RecoverWebhookEndpointWithBodyWithResponse Re-send what failed since a time
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-	RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
+	RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
 
 	// RecoverWebhookEndpointWithResponse Re-send what failed since a time
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-	RecoverWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
+	RecoverWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
 
 	// RotateWebhookSecretWithResponse Rotate an endpoint's signing secret
 	//
-	// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.
+	// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookSecret` operationId).
-	RotateWebhookSecretWithResponse(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
+	RotateWebhookSecretWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
 
 	// TestWebhookEndpointWithResponse Send a test delivery
 	//
-	// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled.
+	// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
-	TestWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error)
+	TestWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *TestWebhookEndpointParams, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error)
 
 	// ListWebhookMessagesWithResponse List the webhook messages of your events
 	//
@@ -5359,21 +5532,21 @@ type ClientWithResponsesInterface interface {
 
 	// ReplayWebhookMessageWithBodyWithResponse Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-	ReplayWebhookMessageWithBodyWithResponse(ctx context.Context, messageID string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error)
+	ReplayWebhookMessageWithBodyWithResponse(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error)
 
 	// ReplayWebhookMessageWithResponse Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-	ReplayWebhookMessageWithResponse(ctx context.Context, messageID string, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error)
+	ReplayWebhookMessageWithResponse(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error)
 
 	// ReceiveStripeWebhookWithBodyWithResponse Receive a Stripe webhook
 	//
@@ -6386,6 +6559,11 @@ type CreateEventResponse408Headers struct {
 	XCorrelationID *string
 }
 
+// CreateEventResponse409Headers the declared response headers of an HTTP 409 response for CreateEvent
+type CreateEventResponse409Headers struct {
+	XCorrelationID *string
+}
+
 // CreateEventResponse413Headers the declared response headers of an HTTP 413 response for CreateEvent
 type CreateEventResponse413Headers struct {
 	XCorrelationID *string
@@ -6430,6 +6608,8 @@ type CreateEventResponse struct {
 	ApplicationProblemJSON403 *Problem
 	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationProblemJSON408 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *Problem
 	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -6452,6 +6632,8 @@ type CreateEventResponse struct {
 	Headers403 *CreateEventResponse403Headers
 	// Headers408 the parsed response headers for an HTTP 408 response
 	Headers408 *CreateEventResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateEventResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateEventResponse413Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
@@ -6489,6 +6671,11 @@ func (r CreateEventResponse) GetApplicationProblemJSON403() *Problem {
 // GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
 func (r CreateEventResponse) GetApplicationProblemJSON408() *Problem {
 	return r.ApplicationProblemJSON408
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateEventResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -7295,8 +7482,10 @@ func (r CheckInBatchResponse) ContentType() string {
 
 // CreateHoldResponse202Headers the declared response headers of an HTTP 202 response for CreateHold
 type CreateHoldResponse202Headers struct {
-	Location       *string
-	XCorrelationID *string
+	Location        *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	XCorrelationID  *string
 }
 
 // CreateHoldResponse400Headers the declared response headers of an HTTP 400 response for CreateHold
@@ -7347,8 +7536,10 @@ type CreateHoldResponse422Headers struct {
 
 // CreateHoldResponse429Headers the declared response headers of an HTTP 429 response for CreateHold
 type CreateHoldResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
+	XCorrelationID  *string
 }
 
 // CreateHoldResponse431Headers the declared response headers of an HTTP 431 response for CreateHold
@@ -11277,6 +11468,11 @@ type RotateWebhookSecretResponse404Headers struct {
 	XCorrelationID *string
 }
 
+// RotateWebhookSecretResponse409Headers the declared response headers of an HTTP 409 response for RotateWebhookSecret
+type RotateWebhookSecretResponse409Headers struct {
+	XCorrelationID *string
+}
+
 // RotateWebhookSecretResponse422Headers the declared response headers of an HTTP 422 response for RotateWebhookSecret
 type RotateWebhookSecretResponse422Headers struct {
 	XCorrelationID *string
@@ -11311,6 +11507,8 @@ type RotateWebhookSecretResponse struct {
 	ApplicationProblemJSON403 *Problem
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *Problem
 	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
@@ -11329,6 +11527,8 @@ type RotateWebhookSecretResponse struct {
 	Headers403 *RotateWebhookSecretResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RotateWebhookSecretResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RotateWebhookSecretResponse409Headers
 	// Headers422 the parsed response headers for an HTTP 422 response
 	Headers422 *RotateWebhookSecretResponse422Headers
 	// Headers431 the parsed response headers for an HTTP 431 response
@@ -11362,6 +11562,11 @@ func (r RotateWebhookSecretResponse) GetApplicationProblemJSON403() *Problem {
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RotateWebhookSecretResponse) GetApplicationProblemJSON404() *Problem {
 	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
 }
 
 // GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -12368,13 +12573,13 @@ func (c *ClientWithResponses) ListAPIKeysWithResponse(ctx context.Context, reqEd
 
 // CreateAPIKeyWithBodyWithResponse Create an API key
 //
-// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-func (c *ClientWithResponses) CreateAPIKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
-	rsp, err := c.CreateAPIKeyWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateAPIKeyWithBodyWithResponse(ctx context.Context, params *CreateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
+	rsp, err := c.CreateAPIKeyWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12383,13 +12588,13 @@ func (c *ClientWithResponses) CreateAPIKeyWithBodyWithResponse(ctx context.Conte
 
 // CreateAPIKeyWithResponse Create an API key
 //
-// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit).
+// For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own systems, which acts as you (the organizer role of your organization, never a buyer) when sent as `Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. You have at most 25 keys that are not revoked (409 /problems/api-key-limit). Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/api-keys (the `CreateAPIKey` operationId).
-func (c *ClientWithResponses) CreateAPIKeyWithResponse(ctx context.Context, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
-	rsp, err := c.CreateAPIKey(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateAPIKeyWithResponse(ctx context.Context, params *CreateAPIKeyParams, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
+	rsp, err := c.CreateAPIKey(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12428,13 +12633,13 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 
 // CreateEventWithBodyWithResponse Create an event with its seats
 //
-// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events (the `CreateEvent` operationId).
-func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
-	rsp, err := c.CreateEventWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
+	rsp, err := c.CreateEventWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12443,13 +12648,13 @@ func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Contex
 
 // CreateEventWithResponse Create an event with its seats
 //
-// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.
+// Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events (the `CreateEvent` operationId).
-func (c *ClientWithResponses) CreateEventWithResponse(ctx context.Context, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
-	rsp, err := c.CreateEvent(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateEventWithResponse(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
+	rsp, err := c.CreateEvent(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12548,7 +12753,7 @@ func (c *ClientWithResponses) CheckInBatchWithResponse(ctx context.Context, even
 
 // CreateHoldWithBodyWithResponse Hold seats
 //
-// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12563,7 +12768,7 @@ func (c *ClientWithResponses) CreateHoldWithBodyWithResponse(ctx context.Context
 
 // CreateHoldWithResponse Hold seats
 //
-// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key. Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
+// Buyers only, with an admission token. Holds all requested seats or none, creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12863,13 +13068,13 @@ func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Conte
 
 // CreateWebhookEndpointWithBodyWithResponse Subscribe an endpoint to webhooks
 //
-// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-func (c *ClientWithResponses) CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
-	rsp, err := c.CreateWebhookEndpointWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, params *CreateWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
+	rsp, err := c.CreateWebhookEndpointWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12878,13 +13083,13 @@ func (c *ClientWithResponses) CreateWebhookEndpointWithBodyWithResponse(ctx cont
 
 // CreateWebhookEndpointWithResponse Subscribe an endpoint to webhooks
 //
-// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use).
+// Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 /problems/endpoint-limit), and one endpoint per URL, however its scheme, host or default port are spelled (409 /problems/endpoint-url-in-use). Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
-func (c *ClientWithResponses) CreateWebhookEndpointWithResponse(ctx context.Context, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
-	rsp, err := c.CreateWebhookEndpoint(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateWebhookEndpointWithResponse(ctx context.Context, params *CreateWebhookEndpointParams, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
+	rsp, err := c.CreateWebhookEndpoint(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12953,13 +13158,13 @@ func (c *ClientWithResponses) UpdateWebhookEndpointWithResponse(ctx context.Cont
 
 // RecoverWebhookEndpointWithBodyWithResponse Re-send what failed since a time
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-func (c *ClientWithResponses) RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error) {
-	rsp, err := c.RecoverWebhookEndpointWithBody(ctx, endpointID, contentType, body, reqEditors...)
+func (c *ClientWithResponses) RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error) {
+	rsp, err := c.RecoverWebhookEndpointWithBody(ctx, endpointID, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12968,13 +13173,13 @@ func (c *ClientWithResponses) RecoverWebhookEndpointWithBodyWithResponse(ctx con
 
 // RecoverWebhookEndpointWithResponse Re-send what failed since a time
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.
+// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
-func (c *ClientWithResponses) RecoverWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error) {
-	rsp, err := c.RecoverWebhookEndpoint(ctx, endpointID, body, reqEditors...)
+func (c *ClientWithResponses) RecoverWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, body RecoverWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error) {
+	rsp, err := c.RecoverWebhookEndpoint(ctx, endpointID, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12983,13 +13188,13 @@ func (c *ClientWithResponses) RecoverWebhookEndpointWithResponse(ctx context.Con
 
 // RotateWebhookSecretWithResponse Rotate an endpoint's signing secret
 //
-// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.
+// Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookSecret` operationId).
-func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
-	rsp, err := c.RotateWebhookSecret(ctx, endpointID, reqEditors...)
+func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecret(ctx, endpointID, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12998,13 +13203,13 @@ func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Contex
 
 // TestWebhookEndpointWithResponse Send a test delivery
 //
-// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled.
+// Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, sent, retried and recorded like every other message, so it shows in the message list and its attempts. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
-func (c *ClientWithResponses) TestWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error) {
-	rsp, err := c.TestWebhookEndpoint(ctx, endpointID, reqEditors...)
+func (c *ClientWithResponses) TestWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *TestWebhookEndpointParams, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error) {
+	rsp, err := c.TestWebhookEndpoint(ctx, endpointID, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13043,13 +13248,13 @@ func (c *ClientWithResponses) ListWebhookAttemptsWithResponse(ctx context.Contex
 
 // ReplayWebhookMessageWithBodyWithResponse Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-func (c *ClientWithResponses) ReplayWebhookMessageWithBodyWithResponse(ctx context.Context, messageID string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error) {
-	rsp, err := c.ReplayWebhookMessageWithBody(ctx, messageID, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ReplayWebhookMessageWithBodyWithResponse(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error) {
+	rsp, err := c.ReplayWebhookMessageWithBody(ctx, messageID, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13058,13 +13263,13 @@ func (c *ClientWithResponses) ReplayWebhookMessageWithBodyWithResponse(ctx conte
 
 // ReplayWebhookMessageWithResponse Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.
+// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/webhook-messages/{messageId}/replay (the `ReplayWebhookMessage` operationId).
-func (c *ClientWithResponses) ReplayWebhookMessageWithResponse(ctx context.Context, messageID string, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error) {
-	rsp, err := c.ReplayWebhookMessage(ctx, messageID, body, reqEditors...)
+func (c *ClientWithResponses) ReplayWebhookMessageWithResponse(ctx context.Context, messageID string, params *ReplayWebhookMessageParams, body ReplayWebhookMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookMessageResponse, error) {
+	rsp, err := c.ReplayWebhookMessage(ctx, messageID, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14271,6 +14476,13 @@ func ParseCreateEventResponse(rsp *http.Response) (*CreateEventResponse, error) 
 		}
 		response.ApplicationProblemJSON408 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14380,6 +14592,16 @@ func ParseCreateEventResponse(rsp *http.Response) (*CreateEventResponse, error) 
 			headers.XCorrelationID = &value
 		}
 		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateEventResponse409Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateEventResponse413Headers
 		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
@@ -15475,6 +15697,20 @@ func ParseCreateHoldResponse(rsp *http.Response) (*CreateHoldResponse, error) {
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -15582,6 +15818,20 @@ func ParseCreateHoldResponse(rsp *http.Response) (*CreateHoldResponse, error) {
 		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateHoldResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -20137,6 +20387,13 @@ func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretR
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20232,6 +20489,16 @@ func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretR
 			headers.XCorrelationID = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RotateWebhookSecretResponse409Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 422:
 		var headers RotateWebhookSecretResponse422Headers
 		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"boxoffice/platform/admission"
 	"boxoffice/platform/apikey"
@@ -44,6 +45,7 @@ type APIKeySecretBody struct {
 
 // CreateAPIKeyInput creates an API key.
 type CreateAPIKeyInput struct {
+	IdempotencyKeyHeader
 	Body struct {
 		Name string `json:"name" minLength:"1" maxLength:"100" example:"box office sync" doc:"What the key is for, to recognize it in listings."`
 	}
@@ -81,7 +83,8 @@ func (h *Handlers) registerAPIKeys(api huma.API) {
 		Description: "For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own " +
 			"systems, which acts as you (the organizer role of your organization, never a buyer) when sent as " +
 			"`Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. " +
-			"You have at most 25 keys that are not revoked (409 " + TypeAPIKeyLimit + ").",
+			"You have at most 25 keys that are not revoked (409 " + TypeAPIKeyLimit + "). " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.",
 		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 4 << 10,
 		Errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.createAPIKey)
@@ -133,14 +136,23 @@ func (h *Handlers) createAPIKey(ctx context.Context, in *CreateAPIKeyInput) (*AP
 	if err != nil {
 		return nil, err
 	}
-	k, key, err := store.Create(ctx, identity(ctx).OrganizerID, in.Body.Name)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := idempotently(ctx, c, idempotentRequest{op: "create-api-key", key: in.IdempotencyKey, parts: []any{in.Body}, secret: true},
+		func(ctx context.Context, tx pgx.Tx) (APIKeySecretBody, error) {
+			k, key, err := store.CreateTx(ctx, tx, identity(ctx).OrganizerID, in.Body.Name)
+			return APIKeySecretBody{APIKeyBody: apiKeyBody(k), Key: key}, err
+		},
+		func(ctx context.Context) (APIKeySecretBody, error) {
+			k, key, err := store.Create(ctx, identity(ctx).OrganizerID, in.Body.Name)
+			return APIKeySecretBody{APIKeyBody: apiKeyBody(k), Key: key}, err
+		})
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "create api key", "")
 	}
-	return &APIKeySecretOutput{
-		Location: "/v1/api-keys/" + k.ID.String(),
-		Body:     APIKeySecretBody{APIKeyBody: apiKeyBody(k), Key: key},
-	}, nil
+	return &APIKeySecretOutput{Location: "/v1/api-keys/" + body.ID.String(), Body: body}, nil
 }
 
 func (h *Handlers) listAPIKeys(ctx context.Context, _ *struct{}) (*ListAPIKeysOutput, error) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,8 @@ import (
 	"github.com/pb33f/libopenapi-validator/helpers"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"boxoffice/handlers"
 )
 
 // The contract every handler test holds the server to: each response to
@@ -40,7 +43,86 @@ var (
 	contractOnce sync.Once
 	contract     validator.Validator
 	contractErr  error
+	// problemTypes are the problem types each operation's error responses
+	// declare (x-problem-types), read from the same document.
+	problemTypes []problemRoute
 )
+
+// problemRoute is one operation of openapi.yaml: its method, its path as a
+// pattern, and the problem types of each error status.
+type problemRoute struct {
+	method  string
+	path    *regexp.Regexp
+	literal int // literal path segments: the more, the better the match
+	types   map[string][]string
+}
+
+// readProblemTypes indexes the x-problem-types of every operation of raw.
+func readProblemTypes(raw []byte) ([]problemRoute, error) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Types []string `yaml:"x-problem-types"`
+			} `yaml:"responses"`
+		} `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	var out []problemRoute
+	for path, item := range doc.Paths {
+		segments := strings.Split(path, "/")
+		for i, seg := range segments {
+			if strings.HasPrefix(seg, "{") {
+				segments[i] = "[^/]+"
+			} else {
+				segments[i] = regexp.QuoteMeta(seg)
+			}
+		}
+		pattern := regexp.MustCompile("^" + strings.Join(segments, "/") + "$")
+		for method, op := range item {
+			r := problemRoute{
+				method:  strings.ToUpper(method),
+				path:    pattern,
+				literal: strings.Count(path, "/") - strings.Count(path, "{"),
+				types:   map[string][]string{},
+			}
+			for code, res := range op.Responses {
+				r.types[code] = res.Types
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// undeclaredProblem says what is wrong when a problem response carries a
+// type its operation's response does not declare; "" when it is declared,
+// or when the request is not an operation's.
+func undeclaredProblem(req *http.Request, status int, body []byte) string {
+	var p struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	// The path template in the URL's shape (unescaped, as QuoteMeta
+	// matched it), the most literal match first.
+	var best *problemRoute
+	for i, r := range problemTypes {
+		if r.method == req.Method && r.path.MatchString(req.URL.Path) && (best == nil || r.literal > best.literal) {
+			best = &problemTypes[i]
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	types, ok := best.types[fmt.Sprint(status)]
+	if !ok || slices.Contains(types, p.Type) {
+		return "" // an undeclared status is the validator's to report
+	}
+	return fmt.Sprintf("problem type %s is not among the %d types openapi.yaml declares: %v", p.Type, status, types)
+}
 
 // openapiContract is the validator of ../openapi.yaml, built once per test
 // binary (parsing the document takes a while; validating is cheap).
@@ -57,11 +139,17 @@ func openapiContract(t testing.TB) validator.Validator {
 			contractErr = err
 			return
 		}
+		if problemTypes, err = readProblemTypes(raw); err != nil {
+			contractErr = err
+			return
+		}
 		v, errs := validator.NewValidator(doc,
 			config.WithStrictMode(),
 			// The headers any server or proxy may add, which no operation declares.
 			config.WithStrictIgnoredHeadersExtra("Vary", "Cache-Control", "Link", "Traceparent", "X-Request-Id",
-				"X-Content-Type-Options", "Referrer-Policy", "Strict-Transport-Security"),
+				"X-Content-Type-Options", "Referrer-Policy", "Strict-Transport-Security",
+				// CORS (cors.go): the edge's, for any operation, to listed origins only.
+				"Access-Control-Allow-Origin", "Access-Control-Expose-Headers"),
 		)
 		if len(errs) > 0 {
 			contractErr = fmt.Errorf("openapi.yaml: %v", errs)
@@ -136,10 +224,15 @@ func checkResponse(v validator.Validator, req *http.Request, tee *teeWriter) str
 		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
 	}
 	ok, errs := v.ValidateHttpResponse(req, res)
-	if ok {
+	var out []string
+	if strings.HasPrefix(header.Get("Content-Type"), "application/problem+json") {
+		if msg := undeclaredProblem(req, tee.status, body); msg != "" {
+			out = append(out, msg)
+		}
+	}
+	if ok && len(out) == 0 {
 		return ""
 	}
-	var out []string
 	for _, e := range errs {
 		if e.ValidationType == helpers.PathValidation || e.ValidationSubType == "missingOperation" {
 			return "" // not an operation of the document
@@ -253,4 +346,74 @@ func TestRequestExamplesAreValid(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, n, 10)
+}
+
+// The contract check refuses a problem type its operation's response does
+// not declare, and accepts the declared ones: each operation lists its
+// problem types, with an example of each.
+func TestProblemTypesAreDeclaredPerOperation(t *testing.T) {
+	t.Parallel()
+	openapiContract(t)
+	hold := httptestRequest(t, http.MethodPost, "/v1/events/01936a4e-7c1e-7d5a-9a63-2f4d8c0b1e27/holds")
+	for _, typ := range []string{handlers.TypeSeatUnavailable, handlers.TypeSeatLimit, handlers.TypeIdempotencyConflict} {
+		require.Empty(t, undeclaredProblem(hold, http.StatusConflict, []byte(`{"type":"`+typ+`"}`)), typ)
+	}
+	require.NotEmpty(t, undeclaredProblem(hold, http.StatusConflict, []byte(`{"type":"`+handlers.TypeOrderNotCancelable+`"}`)))
+	require.NotEmpty(t, undeclaredProblem(hold, http.StatusForbidden, []byte(`{"type":"`+handlers.TypeSeatLimit+`"}`)))
+	require.Empty(t, undeclaredProblem(hold, http.StatusForbidden, []byte(`{"type":"`+handlers.TypeAdmissionInvalid+`"}`)))
+	cancel := httptestRequest(t, http.MethodPost, "/v1/orders/01936a4e-7c1e-7d5a-9a63-2f4d8c0b1e27/cancel")
+	require.Empty(t, undeclaredProblem(cancel, http.StatusConflict, []byte(`{"type":"`+handlers.TypeOrderNotCancelable+`"}`)))
+	require.NotEmpty(t, undeclaredProblem(cancel, http.StatusConflict, []byte(`{"type":"`+handlers.TypeSeatUnavailable+`"}`)))
+
+	// Every problem response lists types, each with an example of its own
+	// type, and the Problem's type is a URI reference.
+	raw, err := os.ReadFile("../openapi.yaml")
+	require.NoError(t, err)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string `yaml:"operationId"`
+			Responses   map[string]struct {
+				Types   []string `yaml:"x-problem-types"`
+				Content map[string]struct {
+					Examples map[string]struct {
+						Value struct {
+							Type string `yaml:"type"`
+						} `yaml:"value"`
+					} `yaml:"examples"`
+				} `yaml:"content"`
+			} `yaml:"responses"`
+		} `yaml:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Format string `yaml:"format"`
+				} `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	require.Equal(t, "uri-reference", doc.Components.Schemas["Problem"].Properties["type"].Format)
+	for _, item := range doc.Paths {
+		for _, op := range item {
+			for code, res := range op.Responses {
+				mt, ok := res.Content["application/problem+json"]
+				if !ok || code == "default" { // huma's, on operations that declare no error
+					continue
+				}
+				require.NotEmpty(t, res.Types, "%s %s lists no problem types", op.OperationID, code)
+				var examples []string
+				for _, ex := range mt.Examples {
+					examples = append(examples, ex.Value.Type)
+				}
+				require.ElementsMatch(t, res.Types, examples, "%s %s: one example per type", op.OperationID, code)
+			}
+		}
+	}
+}
+
+func httptestRequest(t *testing.T, method, path string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://localhost:8080"+path, http.NoBody)
+	require.NoError(t, err)
+	return req
 }

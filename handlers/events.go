@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/catalog"
 	"boxoffice/platform/auth"
@@ -30,6 +31,7 @@ type SeatInput struct {
 
 // CreateEventInput creates an event with its seats.
 type CreateEventInput struct {
+	IdempotencyKeyHeader
 	Body struct {
 		Name     string         `json:"name" minLength:"1" maxLength:"200" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"The Midnight Tour — Berlin"`
 		StartsAt time.Time      `json:"startsAt" example:"2027-06-01T19:30:00Z"`
@@ -110,11 +112,12 @@ func eventBody(ev catalog.Event) EventBody {
 func (h *Handlers) registerEvents(api huma.API) {
 	register(api, secured(huma.Operation{
 		OperationID: "create-event", Method: http.MethodPost, Path: "/v1/events",
-		Summary:     "Create an event with its seats",
-		Description: "Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request.",
-		Tags:        []string{"Events"}, DefaultStatus: http.StatusCreated,
+		Summary: "Create an event with its seats",
+		Description: "Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.",
+		Tags: []string{"Events"}, DefaultStatus: http.StatusCreated,
 		MaxBodyBytes: 16 << 20,
-		Errors:       []int{http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
+		Errors:       []int{http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
 	}, auth.RoleOrganizer), h.createEvent)
 
 	readResponses := func(body reflect.Type) map[string]*huma.Response {
@@ -175,12 +178,23 @@ func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*Even
 	for _, s := range in.Body.Seats {
 		p.Seats = append(p.Seats, catalog.Seat(s))
 	}
-	ev, err := c.Catalog.CreateEvent(ctx, p)
+	body, replayed, err := idempotently(ctx, c, idempotentRequest{op: "create-event", key: in.IdempotencyKey, parts: []any{in.Body}},
+		func(ctx context.Context, tx pgx.Tx) (EventBody, error) {
+			ev, err := c.Catalog.CreateEventTx(ctx, tx, p)
+			return eventBody(ev), err
+		},
+		func(ctx context.Context) (EventBody, error) {
+			ev, err := c.Catalog.CreateEvent(ctx, p)
+			return eventBody(ev), err
+		})
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "create event", "")
 	}
-	h.cells.Remember(ev.ID, c)
-	return &EventOutput{Location: "/v1/events/" + ev.ID.String(), Body: eventBody(ev)}, nil
+	h.cells.Remember(body.ID, c)
+	if replayed {
+		h.logger.InfoContext(ctx, "event creation replayed", "correlation_id", CorrelationID(ctx), "event_id", body.ID)
+	}
+	return &EventOutput{Location: "/v1/events/" + body.ID.String(), Body: body}, nil
 }
 
 func (h *Handlers) getEvent(ctx context.Context, in *EventReadInput) (*ReadOutput, error) {

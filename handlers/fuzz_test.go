@@ -465,7 +465,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	cfg := handlers.Config{
 		Logger: logger, Bearer: auth.NewVerifier(jwtSecret), Admission: signer,
 		Cells: cells.Single(&cells.Cell{
-			Name: cells.Default, Room: room, Catalog: cat, Purchase: pur,
+			Name: cells.Default, Pool: pool, Room: room, Catalog: cat, Purchase: pur,
 			Ingress: payments.NewIngress(pool, payments.IngressConfig{
 				WebhookSecret: webhookSecret, Logger: logger, Provider: sb, Registerer: reg,
 			}),

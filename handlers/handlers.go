@@ -92,6 +92,11 @@ type Config struct {
 	// a read is refused with a 429 problem. Negative: no limit (behind a
 	// proxy that limits). Defaults to 200.
 	EventReadsPerSecond int
+	// CORSOrigins are the origins (scheme://host[:port], each
+	// ValidCORSOrigin) whose browser pages may call the API (cors.go).
+	// Defaults to none: no CORS headers, so browsers refuse cross-origin
+	// calls.
+	CORSOrigins []string
 }
 
 // Handlers implements the API's operations.
@@ -154,7 +159,7 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 func (h *Handlers) Handler() http.Handler {
 	mux := http.NewServeMux()
 	h.NewAPI(mux)
-	return h.middleware(mux)
+	return h.middleware(h.cors(mux))
 }
 
 // Register registers every operation on api.

@@ -66,6 +66,7 @@ func setupPool(t *testing.T, pool *pgxpool.Pool, opts ...func(*handlers.Config))
 	cfg := handlers.Config{
 		Cells: cells.Single(&cells.Cell{
 			Name:     cells.Default,
+			Pool:     pool,
 			Catalog:  catalog.New(pool),
 			Purchase: purchase.NewService(pool, logger, purchase.Config{}),
 			Ingress: payments.NewIngress(pool, payments.IngressConfig{

@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -182,6 +184,46 @@ func (l *keyedLimiter[K]) allow(key K, now time.Time) (wait time.Duration, ok bo
 		return d, false
 	}
 	return 0, true
+}
+
+// budget is what is left of one key's bucket after a request, for the
+// RateLimit and RateLimit-Policy headers (the IETF httpapi draft's
+// names): the policy is the bucket's size (q) and the seconds it takes to
+// refill from empty (w); the state what is left now (r) and the seconds
+// until the bucket is full again (t).
+type budget struct {
+	quota, window, remaining, reset int
+}
+
+// headers are the budget's RateLimit-Policy and RateLimit field values,
+// for the policy named name; empty for a zero budget (no limit).
+func (b budget) headers(name string) (policy, state string) {
+	if b.quota == 0 {
+		return "", ""
+	}
+	return fmt.Sprintf("%q;q=%d;w=%d", name, b.quota, b.window), fmt.Sprintf("%q;r=%d;t=%d", name, b.remaining, b.reset)
+}
+
+// allowBudget is allow, with what is left of key's bucket afterwards; a
+// zero budget for a nil limiter.
+func (l *keyedLimiter[K]) allowBudget(key K, now time.Time) (b budget, wait time.Duration, ok bool) {
+	if l == nil {
+		return budget{}, 0, true
+	}
+	wait, ok = l.allow(key, now)
+	l.mu.Lock()
+	tokens := float64(l.burst)
+	if bk := l.buckets[key]; bk != nil {
+		tokens = max(0, bk.lim.TokensAt(now))
+	}
+	l.mu.Unlock()
+	seconds := func(d float64) int { return int(math.Ceil(d)) }
+	return budget{
+		quota:     l.burst,
+		window:    seconds(float64(l.burst) / float64(l.limit)),
+		remaining: int(math.Floor(tokens)),
+		reset:     seconds((float64(l.burst) - tokens) / float64(l.limit)),
+	}, wait, ok
 }
 
 // sweep forgets the buckets idle for a refill, at most once per refill

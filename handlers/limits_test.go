@@ -206,7 +206,18 @@ func TestHoldRateLimitPerBuyer(t *testing.T) {
 	require.EqualValues(t, accepted, counts["hold_seats"])
 	require.EqualValues(t, accepted, counts["idempotency_keys"])
 
-	// Another buyer has a bucket of its own.
+	// Every answer says the budget (IETF RateLimit draft headers): 5 holds,
+	// refilled from empty in 5 s; the refused ones have none left.
+	for _, r := range res {
+		require.Equal(t, `"holds";q=5;w=5`, r.header.Get("RateLimit-Policy"), "%d", r.status)
+		require.Regexp(t, `^"holds";r=[0-5];t=[0-5]$`, r.header.Get("RateLimit"))
+		if r.status == http.StatusTooManyRequests {
+			require.Regexp(t, `^"holds";r=0;t=[1-5]$`, r.header.Get("RateLimit"))
+		}
+	}
+
+	// Another buyer has a bucket of its own: one hold taken, four left.
 	other := b.hold(t, otherTok, otherAdm, ev.ID, uuid.NewString(), ev.Seats[50])
 	require.Equal(t, http.StatusAccepted, other.status, "%s", other.body)
+	require.Regexp(t, `^"holds";r=4;t=1$`, other.header.Get("RateLimit"))
 }

@@ -50,6 +50,7 @@ func finishDocument(api huma.API) {
 	declareWebhooks(api)
 	addRequestExamples(doc)
 	declareCommonResponses(doc)
+	declareProblemTypes(doc)
 	declareCorrelationHeader(doc) // after: the responses added above carry it too
 	var visit func(s *huma.Schema)
 	seen := map[*huma.Schema]bool{}
@@ -114,6 +115,10 @@ var commonResponses = []struct {
 		"was failed over (/problems/fenced). Nothing was changed; retry after Retry-After."},
 }
 
+// budgetedOperations answer RateLimit and RateLimit-Policy headers, on
+// success (their output declares them) and on 429.
+var budgetedOperations = []string{"create-hold"}
+
 // declareCommonResponses adds commonResponses to every operation that does
 // not declare them itself, and documents the headers of the answers that
 // carry them: WWW-Authenticate on 401, Retry-After on 429 and 503.
@@ -146,6 +151,10 @@ func declareCommonResponses(doc *huma.OpenAPI) {
 				case "429", "503":
 					if res.Headers["Retry-After"] == nil {
 						res.Headers["Retry-After"] = header("Seconds to wait before retrying.")
+					}
+					if code == "429" && slices.Contains(budgetedOperations, op.OperationID) {
+						res.Headers["RateLimit-Policy"] = header("The budget this request exceeded (IETF httpapi RateLimit draft), as on the operation's success.")
+						res.Headers["RateLimit"] = header("What is left of it: r=0, and t the seconds until it is full again.")
 					}
 				}
 			}

@@ -20,6 +20,7 @@ import (
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/idempotency"
 	"boxoffice/platform/page"
 )
 
@@ -167,6 +168,11 @@ func detailOf(status int, err error) *huma.ErrorDetail {
 	}
 	detail := d.ErrorDetail()
 	loc, msg := cmp.Or(detail.Location, "body"), detail.Message
+	if kind, missing := strings.CutPrefix(msg, "required "); missing && strings.HasSuffix(kind, " parameter is missing") {
+		// huma's word for a required header, query or path parameter that
+		// was not sent: say so, rather than blame the body.
+		msg = "expected the " + strings.TrimSuffix(kind, " parameter is missing") + " to be present"
+	}
 	if !strings.HasPrefix(msg, "expected ") && msg != validation.MsgUnexpectedProperty {
 		msg = genericMessage(status)
 	}
@@ -251,6 +257,8 @@ type specificProblem struct {
 // specificProblems are checked in order, before the error's code.
 var specificProblems = []specificProblem{
 	{err: purchase.ErrIdempotencyConflict, status: http.StatusConflict, typ: TypeIdempotencyConflict,
+		detail: "This Idempotency-Key was already used for a different request."},
+	{err: idempotency.ErrConflict, status: http.StatusConflict, typ: TypeIdempotencyConflict,
 		detail: "This Idempotency-Key was already used for a different request."},
 	{err: purchase.ErrSeatLimit, status: http.StatusConflict, typ: TypeSeatLimit,
 		detail: "This hold would give you more seats of this event than its organizer allows per buyer."},

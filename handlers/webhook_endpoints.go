@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/auth"
@@ -66,6 +67,11 @@ type WebhookEndpointSecretBody struct {
 	Secret string `json:"secret" doc:"The whsec_ signing secret. Shown only now: store it."`
 }
 
+// secretBody is the answer of an operation that shows e's secret.
+func secretBody(e webhooks.Endpoint, err error) (WebhookEndpointSecretBody, error) {
+	return WebhookEndpointSecretBody{WebhookEndpointBody: webhookEndpointBody(e), Secret: e.Secret}, err
+}
+
 func webhookEndpointBody(e webhooks.Endpoint) WebhookEndpointBody {
 	b := WebhookEndpointBody{
 		ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Enabled: e.Enabled,
@@ -93,6 +99,7 @@ func utc(t *time.Time) *time.Time {
 
 // CreateWebhookEndpointInput creates an endpoint.
 type CreateWebhookEndpointInput struct {
+	IdempotencyKeyHeader
 	Body struct {
 		URL                string   `json:"url" minLength:"1" maxLength:"2048" example:"https://hooks.example.com/boxoffice" doc:"https URL that resolves to public addresses only."`
 		Description        string   `json:"description,omitempty" maxLength:"500"`
@@ -117,6 +124,18 @@ type WebhookEndpointOutput struct {
 // WebhookEndpointPathInput names an endpoint.
 type WebhookEndpointPathInput struct {
 	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
+}
+
+// TestWebhookEndpointInput names the endpoint to send a test to.
+type TestWebhookEndpointInput struct {
+	WebhookEndpointPathInput
+	IdempotencyKeyHeader
+}
+
+// RotateWebhookSecretInput names the endpoint whose secret to rotate.
+type RotateWebhookSecretInput struct {
+	WebhookEndpointPathInput
+	IdempotencyKeyHeader
 }
 
 // ListWebhookEndpointsInput pages through endpoints.
@@ -148,6 +167,7 @@ type UpdateWebhookEndpointInput struct {
 
 // RecoverWebhookEndpointInput re-sends what failed since a time.
 type RecoverWebhookEndpointInput struct {
+	IdempotencyKeyHeader
 	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
 	Body       struct {
 		Since time.Time `json:"since" doc:"Failed and dead deliveries of messages since then are sent again."`
@@ -177,7 +197,8 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 		Description: "Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). " +
 			"The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. " +
 			"An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 " + TypeEndpointLimit + "), " +
-			"and one endpoint per URL, however its scheme, host or default port are spelled (409 " + TypeEndpointURLInUse + ").",
+			"and one endpoint per URL, however its scheme, host or default port are spelled (409 " + TypeEndpointURLInUse + "). " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.",
 		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.createWebhookEndpoint)
 	register(api, secured(huma.Operation{
@@ -205,22 +226,24 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	}, auth.RoleOrganizer), h.deleteWebhookEndpoint)
 	register(api, secured(huma.Operation{
 		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/rotate-secret",
-		Summary:     "Rotate an endpoint's signing secret",
-		Description: "Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent.",
-		Tags:        tags, Errors: errs(),
+		Summary: "Rotate an endpoint's signing secret",
+		Description: "Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.",
+		Tags: tags, Errors: errs(http.StatusConflict),
 	}, auth.RoleOrganizer), h.rotateWebhookSecret)
 	register(api, secured(huma.Operation{
 		OperationID: "recover-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/recover",
-		Summary:     "Re-send what failed since a time",
-		Description: "Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled.",
-		Tags:        tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
+		Summary: "Re-send what failed since a time",
+		Description: "Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.",
+		Tags: tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.recoverWebhookEndpoint)
 	register(api, secured(huma.Operation{
 		OperationID: "test-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/test",
 		Summary: "Send a test delivery",
 		Description: "Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, " +
 			"sent, retried and recorded like every other message, so it shows in the message list and its attempts. " +
-			"409 when the endpoint is disabled.",
+			"409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.",
 		Tags: tags, DefaultStatus: http.StatusAccepted, Errors: errs(http.StatusConflict),
 	}, auth.RoleOrganizer), h.testWebhookEndpoint)
 	h.registerWebhookMessages(api, tags, errs)
@@ -269,7 +292,17 @@ func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookE
 		RateLimitPerSecond: in.Body.RateLimitPerSecond, MaxConcurrency: in.Body.MaxConcurrency,
 		Disabled: in.Body.Enabled != nil && !*in.Body.Enabled,
 	}
-	e, err := svc.Create(ctx, identity(ctx).OrganizerID, p)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := idempotently(ctx, c, idempotentRequest{op: "create-webhook-endpoint", key: in.IdempotencyKey, parts: []any{in.Body}, secret: true},
+		func(ctx context.Context, tx pgx.Tx) (WebhookEndpointSecretBody, error) {
+			return secretBody(svc.CreateTx(ctx, tx, identity(ctx).OrganizerID, p))
+		},
+		func(ctx context.Context) (WebhookEndpointSecretBody, error) {
+			return secretBody(svc.Create(ctx, identity(ctx).OrganizerID, p))
+		})
 	switch {
 	case errors.Is(err, webhooks.ErrEndpointLimit):
 		return nil, problem(http.StatusConflict, TypeEndpointLimit,
@@ -277,10 +310,7 @@ func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookE
 	case err != nil:
 		return nil, h.webhookError(ctx, "create webhook endpoint", err)
 	}
-	return &WebhookEndpointSecretOutput{
-		Location: "/v1/webhook-endpoints/" + e.ID.String(),
-		Body:     WebhookEndpointSecretBody{WebhookEndpointBody: webhookEndpointBody(e), Secret: e.Secret},
-	}, nil
+	return &WebhookEndpointSecretOutput{Location: "/v1/webhook-endpoints/" + body.ID.String(), Body: body}, nil
 }
 
 func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndpointsInput) (*ListWebhookEndpointsOutput, error) {
@@ -361,19 +391,26 @@ func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpoin
 	return &struct{}{}, nil
 }
 
-func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointSecretOutput, error) {
+func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *RotateWebhookSecretInput) (*WebhookEndpointSecretOutput, error) {
 	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	e, err := svc.RotateSecret(ctx, identity(ctx).OrganizerID, id)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := idempotently(ctx, c, idempotentRequest{op: "rotate-webhook-secret", key: in.IdempotencyKey, parts: []any{id}, secret: true},
+		func(ctx context.Context, tx pgx.Tx) (WebhookEndpointSecretBody, error) {
+			return secretBody(svc.RotateSecretTx(ctx, tx, identity(ctx).OrganizerID, id))
+		},
+		func(ctx context.Context) (WebhookEndpointSecretBody, error) {
+			return secretBody(svc.RotateSecret(ctx, identity(ctx).OrganizerID, id))
+		})
 	if err != nil {
 		return nil, h.webhookError(ctx, "rotate webhook secret", err)
 	}
-	return &WebhookEndpointSecretOutput{
-		Location: "/v1/webhook-endpoints/" + e.ID.String(),
-		Body:     WebhookEndpointSecretBody{WebhookEndpointBody: webhookEndpointBody(e), Secret: e.Secret},
-	}, nil
+	return &WebhookEndpointSecretOutput{Location: "/v1/webhook-endpoints/" + body.ID.String(), Body: body}, nil
 }
 
 func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhookEndpointInput) (*QueuedOutput, error) {
@@ -381,7 +418,16 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 	if err != nil {
 		return nil, err
 	}
-	n, err := svc.Recover(ctx, identity(ctx).OrganizerID, id, in.Body.Since)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org := identity(ctx).OrganizerID
+	n, _, err := idempotently(ctx, c, idempotentRequest{op: "recover-webhook-endpoint", key: in.IdempotencyKey, parts: []any{id, in.Body}},
+		func(ctx context.Context, tx pgx.Tx) (int64, error) {
+			return svc.RecoverTx(ctx, tx, org, id, in.Body.Since)
+		},
+		func(ctx context.Context) (int64, error) { return svc.Recover(ctx, org, id, in.Body.Since) })
 	if err != nil {
 		return nil, h.webhookError(ctx, "recover webhook endpoint", err)
 	}
@@ -390,14 +436,27 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 	return out, nil
 }
 
-func (h *Handlers) testWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*TestWebhookEndpointOutput, error) {
+func (h *Handlers) testWebhookEndpoint(ctx context.Context, in *TestWebhookEndpointInput) (*TestWebhookEndpointOutput, error) {
 	svc, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	m, err := svc.SendTest(ctx, identity(ctx).OrganizerID, id)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org := identity(ctx).OrganizerID
+	body, _, err := idempotently(ctx, c, idempotentRequest{op: "test-webhook-endpoint", key: in.IdempotencyKey, parts: []any{id}},
+		func(ctx context.Context, tx pgx.Tx) (WebhookMessageBody, error) {
+			m, err := svc.SendTestTx(ctx, tx, org, id)
+			return webhookMessageBody(m), err
+		},
+		func(ctx context.Context) (WebhookMessageBody, error) {
+			m, err := svc.SendTest(ctx, org, id)
+			return webhookMessageBody(m), err
+		})
 	if err != nil {
 		return nil, h.webhookError(ctx, "test webhook endpoint", err)
 	}
-	return &TestWebhookEndpointOutput{Body: webhookMessageBody(m)}, nil
+	return &TestWebhookEndpointOutput{Body: body}, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/auth"
@@ -99,6 +100,7 @@ type ReplayWebhookMessageBody struct {
 
 // ReplayWebhookMessageInput replays a message.
 type ReplayWebhookMessageInput struct {
+	IdempotencyKeyHeader
 	MessageID string `path:"messageId" pattern:"^(msg_)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" patternDescription:"a UUID or msg_<UUID>" doc:"Message id (UUID, or the msg_ webhook-id)."`
 	Body      *ReplayWebhookMessageBody
 }
@@ -118,9 +120,10 @@ func (h *Handlers) registerWebhookMessages(api huma.API, tags []string, errs fun
 	}, auth.RoleOrganizer), h.listWebhookAttempts)
 	register(api, secured(huma.Operation{
 		OperationID: "replay-webhook-message", Method: http.MethodPost, Path: "/v1/webhook-messages/{messageId}/replay",
-		Summary:     "Send a message again",
-		Description: "Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled.",
-		Tags:        tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
+		Summary: "Send a message again",
+		Description: "Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.",
+		Tags: tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.replayWebhookMessage)
 }
 
@@ -217,7 +220,14 @@ func (h *Handlers) replayWebhookMessage(ctx context.Context, in *ReplayWebhookMe
 	if in.Body != nil {
 		endpoint = in.Body.EndpointID
 	}
-	n, err := svc.Replay(ctx, identity(ctx).OrganizerID, id, endpoint)
+	c, err := h.organizerCell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org := identity(ctx).OrganizerID
+	n, _, err := idempotently(ctx, c, idempotentRequest{op: "replay-webhook-message", key: in.IdempotencyKey, parts: []any{id, endpoint}},
+		func(ctx context.Context, tx pgx.Tx) (int64, error) { return svc.ReplayTx(ctx, tx, org, id, endpoint) },
+		func(ctx context.Context) (int64, error) { return svc.Replay(ctx, org, id, endpoint) })
 	if err != nil {
 		return nil, h.webhookError(ctx, "replay webhook message", err)
 	}

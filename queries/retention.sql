@@ -14,6 +14,12 @@ DELETE FROM stripe_events WHERE id IN (
 DELETE FROM idempotency_keys WHERE (user_id, key) IN (
     SELECT user_id, key FROM idempotency_keys WHERE expires_at < now() LIMIT @max_rows::int);
 
+-- name: RetentionPruneIdempotentRequests :execrows
+-- Deletes up to max_rows keys of idempotent requests past their expiry,
+-- with the answers kept for their retries (sealed secrets included).
+DELETE FROM idempotent_requests WHERE (principal, key) IN (
+    SELECT principal, key FROM idempotent_requests WHERE expires_at < now() LIMIT @max_rows::int);
+
 -- name: RetentionClearClientSecrets :execrows
 -- Clears the client secret of up to max_rows payments whose order no
 -- longer awaits payment (statuses not in awaiting): nobody may confirm

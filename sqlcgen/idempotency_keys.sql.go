@@ -12,9 +12,10 @@ import (
 )
 
 const idempotencyKeyGet = `-- name: IdempotencyKeyGet :one
-SELECT request_hash, order_id, response
-FROM idempotency_keys
-WHERE user_id = $1::uuid AND key = $2::text
+SELECT k.request_hash, k.order_id, k.response, o.status AS order_status
+FROM idempotency_keys k
+JOIN orders o ON o.id = k.order_id
+WHERE k.user_id = $1::uuid AND k.key = $2::text
 `
 
 type IdempotencyKeyGetParams struct {
@@ -26,11 +27,19 @@ type IdempotencyKeyGetRow struct {
 	RequestHash []byte
 	OrderID     uuid.UUID
 	Response    []byte
+	OrderStatus string
 }
 
+// The stored answer of a hold under the user's key, with the status its
+// order has now (the stored answer says pending_payment, as it was).
 func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, arg IdempotencyKeyGetParams) (IdempotencyKeyGetRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyGet, arg.UserID, arg.Key)
 	var i IdempotencyKeyGetRow
-	err := row.Scan(&i.RequestHash, &i.OrderID, &i.Response)
+	err := row.Scan(
+		&i.RequestHash,
+		&i.OrderID,
+		&i.Response,
+		&i.OrderStatus,
+	)
 	return i, err
 }

@@ -86,6 +86,17 @@ type IdempotencyKey struct {
 	ExpiresAt   time.Time
 }
 
+type IdempotentRequest struct {
+	Principal   uuid.UUID
+	Key         string
+	Operation   string
+	RequestHash []byte
+	Response    []byte
+	Sealed      bool
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
 type Inbox struct {
 	Consumer    string
 	EventID     uuid.UUID

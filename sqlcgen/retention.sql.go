@@ -49,6 +49,21 @@ func (q *Queries) RetentionPruneIdempotencyKeys(ctx context.Context, db DBTX, ma
 	return result.RowsAffected(), nil
 }
 
+const retentionPruneIdempotentRequests = `-- name: RetentionPruneIdempotentRequests :execrows
+DELETE FROM idempotent_requests WHERE (principal, key) IN (
+    SELECT principal, key FROM idempotent_requests WHERE expires_at < now() LIMIT $1::int)
+`
+
+// Deletes up to max_rows keys of idempotent requests past their expiry,
+// with the answers kept for their retries (sealed secrets included).
+func (q *Queries) RetentionPruneIdempotentRequests(ctx context.Context, db DBTX, maxRows int32) (int64, error) {
+	result, err := db.Exec(ctx, retentionPruneIdempotentRequests, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const retentionPruneInbox = `-- name: RetentionPruneInbox :execrows
 DELETE FROM inbox WHERE (consumer, event_id) IN (
     SELECT consumer, event_id FROM inbox WHERE processed_at < $1::timestamptz LIMIT $2::int)

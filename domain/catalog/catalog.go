@@ -170,12 +170,22 @@ func (c *Catalog) WithEventCache(ttl, notFoundTTL time.Duration) *Catalog {
 // *ValidationError for seats that are empty, too many (over MaxSeats) or
 // duplicated within a section.
 func (c *Catalog) CreateEvent(ctx context.Context, p EventParams) (Event, error) {
+	return c.createEvent(ctx, c.pool, p)
+}
+
+// CreateEventTx is CreateEvent in the caller's transaction tx (as a
+// savepoint of it): the event exists once tx commits.
+func (c *Catalog) CreateEventTx(ctx context.Context, tx pgx.Tx, p EventParams) (Event, error) {
+	return c.createEvent(ctx, tx, p)
+}
+
+func (c *Catalog) createEvent(ctx context.Context, on db.Executor, p EventParams) (Event, error) {
 	eventID := uuid.Must(uuid.NewV7())
 	seats, err := expand(eventID, p)
 	if err != nil {
 		return Event{}, err
 	}
-	ev, err := db.WithTxV(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) (Event, error) {
+	ev, err := db.WithTxV(ctx, on, func(ctx context.Context, tx pgx.Tx) (Event, error) {
 		q := sqlcgen.New()
 		if err := q.OrganizerEnsure(ctx, tx, p.OrganizerID); err != nil {
 			return Event{}, fmt.Errorf("ensure organizer: %w", err)

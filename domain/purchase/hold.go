@@ -221,6 +221,9 @@ func (s *Service) replay(ctx context.Context, userID uuid.UUID, key string, hash
 		return Hold{}, false, fmt.Errorf("read idempotency key: %w", err)
 	}
 	h, err := decodeStored(row.RequestHash, row.Response, hash)
+	if err == nil {
+		h.Status = row.OrderStatus // what became of the order, not the stored pending_payment
+	}
 	return h, true, err
 }
 

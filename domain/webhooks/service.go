@@ -115,6 +115,10 @@ func NewService(pool *pgxpool.Pool, cfg ServiceConfig) *Service {
 	}
 }
 
+// Keyring is what seals the service's secrets at rest; it seals other
+// answers that carry one too (an idempotent request's stored answer).
+func (s *Service) Keyring() *Keyring { return s.keys }
+
 // MaxEndpoints is how many endpoints one organizer may have.
 func (s *Service) MaxEndpoints() int { return s.maxEndpoints }
 
@@ -251,6 +255,16 @@ func dedupe(types []string) []string {
 // the URL; nothing is written then. Concurrent creates of one organizer
 // are serialised, so the limit holds among them too.
 func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointParams) (Endpoint, error) {
+	return s.create(ctx, s.pool, organizerID, p)
+}
+
+// CreateTx is Create in the caller's transaction tx (as a savepoint of
+// it): the endpoint exists once tx commits.
+func (s *Service) CreateTx(ctx context.Context, tx pgx.Tx, organizerID uuid.UUID, p EndpointParams) (Endpoint, error) {
+	return s.create(ctx, tx, organizerID, p)
+}
+
+func (s *Service) create(ctx context.Context, on db.Executor, organizerID uuid.UUID, p EndpointParams) (Endpoint, error) {
 	if p.MaxConcurrency == 0 {
 		p.MaxConcurrency = DefaultMaxConcurrency
 	}
@@ -273,7 +287,7 @@ func (s *Service) Create(ctx context.Context, organizerID uuid.UUID, p EndpointP
 	if err != nil {
 		return Endpoint{}, err
 	}
-	row, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
+	row, err := db.WithTxV(ctx, on, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
 		if err := s.q.WebhookEndpointLockOrganizer(ctx, tx, organizerID); err != nil {
 			return sqlcgen.WebhookEndpoint{}, fmt.Errorf("lock organizer's endpoints: %w", err)
 		}
@@ -420,6 +434,16 @@ func (s *Service) Delete(ctx context.Context, organizerID, id uuid.UUID) error {
 // Endpoint.Secret. The secret it replaces keeps signing beside it (two
 // signatures per delivery) for PreviousSecretOverlap. Returns ErrNotFound.
 func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (Endpoint, error) {
+	return s.rotateSecret(ctx, s.read(), organizerID, id)
+}
+
+// RotateSecretTx is RotateSecret in the caller's transaction tx: the new
+// secret signs once tx commits.
+func (s *Service) RotateSecretTx(ctx context.Context, tx pgx.Tx, organizerID, id uuid.UUID) (Endpoint, error) {
+	return s.rotateSecret(ctx, db.Interpreting(tx), organizerID, id)
+}
+
+func (s *Service) rotateSecret(ctx context.Context, on db.DBTX, organizerID, id uuid.UUID) (Endpoint, error) {
 	secret, err := NewSecret()
 	if err != nil {
 		return Endpoint{}, err
@@ -428,7 +452,7 @@ func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (
 	if err != nil {
 		return Endpoint{}, err
 	}
-	row, err := s.q.WebhookEndpointRotateSecret(ctx, s.read(), sqlcgen.WebhookEndpointRotateSecretParams{
+	row, err := s.q.WebhookEndpointRotateSecret(ctx, on, sqlcgen.WebhookEndpointRotateSecretParams{
 		ID: id, OrganizerID: organizerID, Secret: sealed, Overlap: PreviousSecretOverlap,
 	})
 	switch {
@@ -447,6 +471,15 @@ func (s *Service) RotateSecret(ctx context.Context, organizerID, id uuid.UUID) (
 // organizer's endpoints created since then, as replays with a fresh retry
 // schedule. Returns how many, ErrNotFound, or ErrEndpointDisabled.
 func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since time.Time) (int64, error) {
+	return s.recoverDeliveries(ctx, s.read(), organizerID, id, since)
+}
+
+// RecoverTx is Recover in the caller's transaction tx: the deliveries are queued once tx commits.
+func (s *Service) RecoverTx(ctx context.Context, tx pgx.Tx, organizerID, id uuid.UUID, since time.Time) (int64, error) {
+	return s.recoverDeliveries(ctx, db.Interpreting(tx), organizerID, id, since)
+}
+
+func (s *Service) recoverDeliveries(ctx context.Context, on db.DBTX, organizerID, id uuid.UUID, since time.Time) (int64, error) {
 	e, err := s.Get(ctx, organizerID, id)
 	if err != nil {
 		return 0, err
@@ -454,7 +487,7 @@ func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since 
 	if !e.Enabled {
 		return 0, ErrEndpointDisabled
 	}
-	n, err := s.q.WebhookDeliveryRecover(ctx, s.read(), sqlcgen.WebhookDeliveryRecoverParams{
+	n, err := s.q.WebhookDeliveryRecover(ctx, on, sqlcgen.WebhookDeliveryRecoverParams{
 		EndpointID: id, OrganizerID: organizerID, Since: since,
 	})
 	if err != nil {
@@ -578,6 +611,15 @@ func (s *Service) Messages(ctx context.Context, organizerID uuid.UUID, f Message
 // WebhookTestData). Returns the message, ErrNotFound, or
 // ErrEndpointDisabled.
 func (s *Service) SendTest(ctx context.Context, organizerID, endpointID uuid.UUID) (Message, error) {
+	return s.sendTest(ctx, s.read(), organizerID, endpointID)
+}
+
+// SendTestTx is SendTest in the caller's transaction tx: the test is queued once tx commits.
+func (s *Service) SendTestTx(ctx context.Context, tx pgx.Tx, organizerID, endpointID uuid.UUID) (Message, error) {
+	return s.sendTest(ctx, db.Interpreting(tx), organizerID, endpointID)
+}
+
+func (s *Service) sendTest(ctx context.Context, on db.DBTX, organizerID, endpointID uuid.UUID) (Message, error) {
 	e, err := s.Get(ctx, organizerID, endpointID)
 	if err != nil {
 		return Message{}, err
@@ -590,7 +632,7 @@ func (s *Service) SendTest(ctx context.Context, organizerID, endpointID uuid.UUI
 	if err != nil {
 		return Message{}, err
 	}
-	row, err := s.q.WebhookTestInsert(ctx, s.read(), sqlcgen.WebhookTestInsertParams{
+	row, err := s.q.WebhookTestInsert(ctx, on, sqlcgen.WebhookTestInsertParams{
 		ID: uuid.Must(uuid.NewV7()), OrganizerID: organizerID, EndpointID: endpointID, Payload: body, CreatedAt: now,
 	})
 	switch {
@@ -660,6 +702,15 @@ func (s *Service) message(ctx context.Context, organizerID, id uuid.UUID) (sqlcg
 // replay. Returns how many deliveries were queued, ErrNotFound (message
 // or endpoint), or ErrEndpointDisabled.
 func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
+	return s.replayMessage(ctx, s.read(), organizerID, messageID, endpointID)
+}
+
+// ReplayTx is Replay in the caller's transaction tx: the deliveries are queued once tx commits.
+func (s *Service) ReplayTx(ctx context.Context, tx pgx.Tx, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
+	return s.replayMessage(ctx, db.Interpreting(tx), organizerID, messageID, endpointID)
+}
+
+func (s *Service) replayMessage(ctx context.Context, on db.DBTX, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
 	if _, err := s.message(ctx, organizerID, messageID); err != nil {
 		return 0, err
 	}
@@ -672,7 +723,7 @@ func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, 
 			return 0, ErrEndpointDisabled
 		}
 	}
-	n, err := s.q.WebhookDeliveryReplay(ctx, s.read(), sqlcgen.WebhookDeliveryReplayParams{
+	n, err := s.q.WebhookDeliveryReplay(ctx, on, sqlcgen.WebhookDeliveryReplayParams{
 		MessageID: messageID, OrganizerID: organizerID, EndpointID: endpointID,
 	})
 	if err != nil {

@@ -80,7 +80,7 @@ func (c *Client) CreateEvent(ctx context.Context, rows, seatsPerRow int) (Event,
 		Sections: []client.SectionInput{{Name: "Floor", Rows: int64(rows), SeatsPerRow: int64(seatsPerRow), PriceMinor: 5000}},
 	}
 	start := time.Now()
-	ev, err := c.api.CreateEventWithResponse(ctx, body, client.WithBearer(org))
+	ev, err := c.api.CreateEventWithResponse(ctx, nil, body, client.WithBearer(org))
 	took := time.Since(start)
 	if err != nil || ev.JSON201 == nil {
 		return Event{}, fmt.Errorf("create event: status %d: %v", status(ev, err), err)

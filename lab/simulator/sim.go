@@ -270,7 +270,7 @@ func (s *Sim) createEvent(ctx context.Context) (string, error) {
 	if rest := n % per; rest > 0 {
 		sections = append(sections, client.SectionInput{Name: "Balcony", Rows: 1, SeatsPerRow: rest, PriceMinor: 4500})
 	}
-	res, err := s.apis[0].CreateEventWithResponse(ctx, client.CreateEventJSONRequestBody{
+	res, err := s.apis[0].CreateEventWithResponse(ctx, nil, client.CreateEventJSONRequestBody{
 		Name: fmt.Sprintf("Onsale simulation %s", time.Now().UTC().Format(time.DateTime)), StartsAt: time.Now().Add(30 * 24 * time.Hour),
 		Currency: "eur", Sections: sections,
 	}, s.org)

@@ -53,8 +53,9 @@ DECLARE
 BEGIN
     -- A retry of a request that already succeeded is answered from its key
     -- without touching the seats.
-    SELECT k.request_hash, k.response INTO v_hash, v_response
-    FROM idempotency_keys k WHERE k.user_id = p_user_id AND k.key = p_key;
+    SELECT k.request_hash, jsonb_set(k.response, '{status}', to_jsonb(o.status)) INTO v_hash, v_response
+    FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
+    WHERE k.user_id = p_user_id AND k.key = p_key;
     IF FOUND THEN
         RETURN QUERY SELECT 'replay', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, v_hash, v_response;
         RETURN;
@@ -130,8 +131,9 @@ BEGIN
         -- Perhaps taken by a concurrent twin of this very request, which
         -- held the seat locks until it committed: this statement's snapshot
         -- sees its key.
-        SELECT k.request_hash, k.response INTO v_hash, v_response
-        FROM idempotency_keys k WHERE k.user_id = p_user_id AND k.key = p_key;
+        SELECT k.request_hash, jsonb_set(k.response, '{status}', to_jsonb(o.status)) INTO v_hash, v_response
+        FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
+        WHERE k.user_id = p_user_id AND k.key = p_key;
         IF FOUND THEN
             RETURN QUERY SELECT 'replay', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, v_hash, v_response;
             RETURN;

@@ -11,6 +11,8 @@
 //     webhook for up to 3 days; New refuses a retention shorter than that.
 //   - idempotency keys past their expires_at (24 hours after the hold):
 //     a request with the key after that is a new request.
+//   - the same of the other creating requests' keys (idempotent_requests,
+//     package idempotency), with the answers kept for their retries.
 //
 // and clears the PaymentIntent client secret of every order that no
 // longer awaits payment: nobody may confirm it any more.
@@ -114,6 +116,7 @@ func (p *Pruner) Pass(ctx context.Context, now time.Time) (map[string]int64, err
 			return q.RetentionPruneStripeEvents(ctx, tx, sqlcgen.RetentionPruneStripeEventsParams{Before: now.Add(-p.cfg.StripeEvents), MaxRows: Batch})
 		}},
 		{"idempotency_keys", func() (int64, error) { return q.RetentionPruneIdempotencyKeys(ctx, tx, Batch) }},
+		{"idempotent_requests", func() (int64, error) { return q.RetentionPruneIdempotentRequests(ctx, tx, Batch) }},
 		{"client_secrets", func() (int64, error) {
 			return q.RetentionClearClientSecrets(ctx, tx, sqlcgen.RetentionClearClientSecretsParams{Awaiting: awaiting, MaxRows: Batch})
 		}},
@@ -153,7 +156,8 @@ func (p *Pruner) Run(ctx context.Context) error {
 			}
 			if total > 0 {
 				p.logger.InfoContext(ctx, "retention pass", "inbox", got["inbox"], "stripe_events", got["stripe_events"],
-					"idempotency_keys", got["idempotency_keys"], "client_secrets", got["client_secrets"])
+					"idempotency_keys", got["idempotency_keys"], "idempotent_requests", got["idempotent_requests"],
+					"client_secrets", got["client_secrets"])
 			}
 		}
 		t := time.NewTimer(p.cfg.Interval)

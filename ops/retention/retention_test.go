@@ -49,7 +49,7 @@ func TestPassKeepsTablesBounded(t *testing.T) {
 	require.NoError(t, err)
 	got, err := p.Pass(ctx, now)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"inbox": 2500, "stripe_events": 1, "idempotency_keys": 1, "client_secrets": 1}, got)
+	require.Equal(t, map[string]int64{"inbox": 2500, "stripe_events": 1, "idempotency_keys": 1, "idempotent_requests": 0, "client_secrets": 1}, got)
 	require.EqualValues(t, 10, dbtest.Count(t, pool, "SELECT count(*) FROM inbox"))
 	require.EqualValues(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM stripe_events WHERE id = 'evt_new'"))
 	require.EqualValues(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM idempotency_keys"), "the paid order's key has not expired")
@@ -58,7 +58,7 @@ func TestPassKeepsTablesBounded(t *testing.T) {
 
 	got, err = p.Pass(ctx, now)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"inbox": 0, "stripe_events": 0, "idempotency_keys": 0, "client_secrets": 0}, got)
+	require.Equal(t, map[string]int64{"inbox": 0, "stripe_events": 0, "idempotency_keys": 0, "idempotent_requests": 0, "client_secrets": 0}, got)
 }
 
 // A retention shorter than the window that depends on it is refused.

@@ -145,6 +145,16 @@ func NewStore(pool *pgxpool.Pool) *Store {
 // only its hash is stored. Returns ErrLimit if the organizer has
 // MaxActive keys that are not revoked.
 func (s *Store) Create(ctx context.Context, organizerID uuid.UUID, name string) (Key, string, error) {
+	return s.create(ctx, s.pool, organizerID, name)
+}
+
+// CreateTx is Create in the caller's transaction tx (as a savepoint of
+// it): the key is valid once tx commits.
+func (s *Store) CreateTx(ctx context.Context, tx pgx.Tx, organizerID uuid.UUID, name string) (Key, string, error) {
+	return s.create(ctx, tx, organizerID, name)
+}
+
+func (s *Store) create(ctx context.Context, on db.Executor, organizerID uuid.UUID, name string) (Key, string, error) {
 	raw := make([]byte, rawLen)
 	id := uuid.New()
 	copy(raw, id[:])
@@ -152,7 +162,7 @@ func (s *Store) Create(ctx context.Context, organizerID uuid.UUID, name string) 
 	// crypto/rand.Read never fails (it panics rather than return short).
 	_, _ = rand.Read(raw[2*idLen:])
 	key := Prefix + base64.RawURLEncoding.EncodeToString(raw)
-	row, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (sqlcgen.APIKeyInsertRow, error) {
+	row, err := db.WithTxV(ctx, on, func(ctx context.Context, tx pgx.Tx) (sqlcgen.APIKeyInsertRow, error) {
 		if err := s.q.APIKeyLockOrganizer(ctx, tx, organizerID); err != nil {
 			return sqlcgen.APIKeyInsertRow{}, fmt.Errorf("lock organizer's api keys: %w", err)
 		}

@@ -768,7 +768,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	orgToken, err := auth.Mint([]byte(s.secrets.jwt), auth.Identity{UserID: uuid.New(), Role: auth.RoleOrganizer, OrganizerID: uuid.New()}, time.Hour)
 	require.NoError(t, err)
 	sec.add(orgToken)
-	created, err := s.api.CreateEventWithResponse(ctx, client.CreateEventJSONRequestBody{
+	created, err := s.api.CreateEventWithResponse(ctx, nil, client.CreateEventJSONRequestBody{
 		Name: "Stack test", StartsAt: time.Now().Add(30 * 24 * time.Hour), Currency: "eur",
 		Sections: []client.SectionInput{{Name: "Floor", Rows: 1, SeatsPerRow: seats, PriceMinor: 4500}},
 	}, bearer(orgToken))
@@ -779,7 +779,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	require.NoError(t, err)
 	// The organizer subscribes an endpoint to what its systems need.
 	recv := newReceiver(t)
-	endpoint, err := s.api.CreateWebhookEndpointWithResponse(ctx, client.CreateWebhookEndpointJSONRequestBody{
+	endpoint, err := s.api.CreateWebhookEndpointWithResponse(ctx, nil, client.CreateWebhookEndpointJSONRequestBody{
 		URL: recv.srv.URL + "/hooks", EventTypes: []string{"order.paid", "ticket.issued"},
 	}, bearer(orgToken))
 	require.NoError(t, err)

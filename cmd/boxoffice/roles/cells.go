@@ -236,6 +236,7 @@ func NewAPI(cfg Config, router *cells.Router, logger *slog.Logger, reg prometheu
 
 		HoldsPerSecond:      cfg.HoldRateLimit,
 		EventReadsPerSecond: cfg.EventReadIPLimit,
+		CORSOrigins:         cfg.CORSOrigins,
 	}
 	if hc.Bearer == nil {
 		hc.Bearer = auth.NewVerifier(cfg.JWTSecret)

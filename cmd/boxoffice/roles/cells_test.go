@@ -339,7 +339,7 @@ func (c *cellsClient) buyerToken(id uuid.UUID) string {
 
 func (c *cellsClient) createEvent(organizer uuid.UUID) uuid.UUID {
 	c.t.Helper()
-	res, err := c.api.CreateEventWithResponse(context.Background(), client.CreateEventJSONRequestBody{
+	res, err := c.api.CreateEventWithResponse(context.Background(), nil, client.CreateEventJSONRequestBody{
 		Name: "cells", StartsAt: time.Date(2030, 1, 1, 20, 0, 0, 0, time.UTC), Currency: "eur",
 		Sections: []client.SectionInput{{Name: "A", Rows: 2, SeatsPerRow: 5, PriceMinor: 1000}},
 	}, client.WithBearer(c.token(auth.Identity{UserID: organizer, OrganizerID: organizer, Role: auth.RoleOrganizer})))

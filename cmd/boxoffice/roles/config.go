@@ -20,6 +20,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/webhooks"
+	"boxoffice/handlers"
 	"boxoffice/ops/retention"
 	"boxoffice/platform/admission"
 	"boxoffice/platform/auth"
@@ -55,8 +56,12 @@ type Config struct {
 	AdmissionKey []byte
 	// bearer is the bearer verifier openBearer built (serve, dev); nil,
 	// NewAPI verifies HS256 tokens of JWTSecret.
-	bearer  *auth.Verifier
-	HoldTTL time.Duration
+	bearer *auth.Verifier
+	// AdmissionTTL is how long an admission token admits its buyer to
+	// hold seats (BOXOFFICE_ADMISSION_TTL, default 15m, 1m to 24h). A
+	// hold retried with its Idempotency-Key is answered after it too.
+	AdmissionTTL time.Duration
+	HoldTTL      time.Duration
 	// InboxRetention and StripeEventRetention are how long the retention
 	// worker keeps inbox rows and Stripe event ids
 	// (BOXOFFICE_INBOX_RETENTION, default 35 days, at least 31;
@@ -124,6 +129,10 @@ type Config struct {
 	// address (BOXOFFICE_EVENT_READ_IP_LIMIT, default 200); -1 disables it
 	// (behind a proxy that limits).
 	EventReadIPLimit int
+	// CORSOrigins are the origins whose browser pages may call the API
+	// (BOXOFFICE_CORS_ORIGINS, comma-separated scheme://host[:port];
+	// default none: no CORS).
+	CORSOrigins []string
 }
 
 // cellConfig is one purchase cell an API process serves.
@@ -280,6 +289,10 @@ func loadConfig(getenv func(string) string, allowPublicSecrets bool, required ..
 	if c.HoldTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_HOLD_TTL"), "5m")); err != nil || c.HoldTTL <= 0 {
 		return c, &configError{"BOXOFFICE_HOLD_TTL", "must be a positive duration such as 5m"}
 	}
+	if c.AdmissionTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_ADMISSION_TTL"), "15m")); err != nil ||
+		c.AdmissionTTL < time.Minute || c.AdmissionTTL > 24*time.Hour {
+		return c, &configError{"BOXOFFICE_ADMISSION_TTL", "must be a duration from 1m to 24h such as 15m"}
+	}
 	// Durations with a floor: 0 turns a timeout off; a retention may not
 	// be shorter than the window that depends on it.
 	for _, d := range []struct {
@@ -333,6 +346,15 @@ func loadConfig(getenv func(string) string, allowPublicSecrets bool, required ..
 	}
 	if c.WaitingRoomIPLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_WAITINGROOM_IP_LIMIT"), "200")); err != nil || c.WaitingRoomIPLimit < -1 || c.WaitingRoomIPLimit == 0 {
 		return c, &configError{"BOXOFFICE_WAITINGROOM_IP_LIMIT", "must be a positive number of requests per second, or -1 for none"}
+	}
+	for o := range strings.SplitSeq(getenv("BOXOFFICE_CORS_ORIGINS"), ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		if !handlers.ValidCORSOrigin(o) {
+			return c, &configError{"BOXOFFICE_CORS_ORIGINS", "must list origins such as https://shop.example.com, comma-separated (no path, no *)"}
+		}
+		c.CORSOrigins = append(c.CORSOrigins, o)
 	}
 	if c.HoldRateLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_HOLD_RATE_LIMIT"), "5")); err != nil || c.HoldRateLimit < -1 || c.HoldRateLimit == 0 {
 		return c, &configError{"BOXOFFICE_HOLD_RATE_LIMIT", "must be a positive number of holds per second per buyer, or -1 for none"}
@@ -406,7 +428,7 @@ func (c Config) serveNeeds() error {
 
 // admissionSigner is the signer of the process's admission tokens.
 func (c Config) admissionSigner() *admission.Signer {
-	return admission.NewSigner(admission.SignerConfig{SigningKey: c.AdmissionSigningKey, Key: c.AdmissionKey})
+	return admission.NewSigner(admission.SignerConfig{SigningKey: c.AdmissionSigningKey, Key: c.AdmissionKey, TTL: c.AdmissionTTL})
 }
 
 // openBearer builds the bearer verifier of cfg into cfg.bearer: with a

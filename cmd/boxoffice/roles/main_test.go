@@ -173,6 +173,10 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		{map[string]string{"BOXOFFICE_JWT_SECRET": "short"}, nil, "BOXOFFICE_JWT_SECRET"},
 		{map[string]string{"BOXOFFICE_HOLD_TTL": "five minutes"}, nil, "BOXOFFICE_HOLD_TTL"},
 		{map[string]string{"BOXOFFICE_HOLD_TTL": "-1m"}, nil, "BOXOFFICE_HOLD_TTL"},
+		{map[string]string{"BOXOFFICE_ADMISSION_TTL": "10s"}, nil, "BOXOFFICE_ADMISSION_TTL"},
+		{map[string]string{"BOXOFFICE_CORS_ORIGINS": "*"}, nil, "BOXOFFICE_CORS_ORIGINS"},
+		{map[string]string{"BOXOFFICE_CORS_ORIGINS": "https://shop.example.com/app"}, nil, "BOXOFFICE_CORS_ORIGINS"},
+		{map[string]string{"BOXOFFICE_ADMISSION_TTL": "forever"}, nil, "BOXOFFICE_ADMISSION_TTL"},
 		{map[string]string{"DATABASE_MAX_CONNS": "0"}, nil, "DATABASE_MAX_CONNS"},
 		{map[string]string{"BOXOFFICE_LOG_LEVEL": "loud"}, nil, "BOXOFFICE_LOG_LEVEL"},
 		{map[string]string{"DATABASE_STATEMENT_TIMEOUT": "soon"}, nil, "DATABASE_STATEMENT_TIMEOUT"},
@@ -198,6 +202,11 @@ func TestConfigNamesTheVariable(t *testing.T) {
 	cfg, err := LoadConfig(env(map[string]string{}))
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Minute, cfg.HoldTTL)
+	require.Equal(t, 15*time.Minute, cfg.AdmissionTTL)
+	require.Empty(t, cfg.CORSOrigins, "no CORS unless asked")
+	cfg, err = LoadConfig(env(map[string]string{"BOXOFFICE_ADMISSION_KEY": "admission-key-0123456789abcdef-0123456789", "BOXOFFICE_ADMISSION_TTL": "40m"}))
+	require.NoError(t, err)
+	require.Equal(t, 40*time.Minute, cfg.admissionSigner().TTL(), "the setting reaches the tokens")
 	require.Equal(t, 30*time.Second, cfg.DBStatementTimeout)
 	require.Equal(t, 10*time.Second, cfg.DBLockTimeout)
 	require.Equal(t, 5*time.Minute, cfg.PaymentGrace)
