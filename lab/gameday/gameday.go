@@ -363,7 +363,7 @@ func createEvent(ctx context.Context, base string, secret []byte, seats int) (uu
 	if rest := seats % per; rest > 0 {
 		sections = append(sections, client.SectionInput{Name: "Balcony", Rows: 1, SeatsPerRow: int64(rest), PriceMinor: 3000})
 	}
-	ev, err := api.CreateEventWithResponse(ctx, client.CreateEventJSONRequestBody{
+	ev, err := api.CreateEventWithResponse(ctx, nil, client.CreateEventJSONRequestBody{
 		Name: "Game day " + time.Now().UTC().Format(time.DateTime), StartsAt: time.Now().Add(30 * 24 * time.Hour), Currency: "eur", Sections: sections,
 	}, client.WithBearer(tok))
 	if err != nil {

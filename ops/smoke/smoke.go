@@ -105,7 +105,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer srv.Close()
 	hookURL := cmp.Or(cfg.WebhookURL, "http://"+ln.Addr().String()+"/smoke")
 
-	ev, err := api.CreateEventWithResponse(ctx, client.CreateEventJSONRequestBody{
+	ev, err := api.CreateEventWithResponse(ctx, nil, client.CreateEventJSONRequestBody{
 		Name: "Smoke " + time.Now().UTC().Format(time.DateTime), StartsAt: time.Now().Add(30 * 24 * time.Hour), Currency: "eur",
 		Sections: []client.SectionInput{{Name: "Smoke", Rows: 1, SeatsPerRow: 1, PriceMinor: 100}},
 	}, asOrg)
@@ -189,11 +189,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Ticketed = time.Now()
 	step("ticketed")
 
-	ep, err := api.CreateWebhookEndpointWithResponse(ctx, client.CreateWebhookEndpointJSONRequestBody{URL: hookURL}, asOrg)
+	ep, err := api.CreateWebhookEndpointWithResponse(ctx, nil, client.CreateWebhookEndpointJSONRequestBody{URL: hookURL}, asOrg)
 	if err != nil || ep.JSON201 == nil {
 		return res, fmt.Errorf("smoke: create webhook endpoint: %v (status %d)", err, ep.StatusCode())
 	}
-	test, err := api.TestWebhookEndpointWithResponse(ctx, uuid.MustParse(ep.JSON201.ID), asOrg)
+	test, err := api.TestWebhookEndpointWithResponse(ctx, uuid.MustParse(ep.JSON201.ID), nil, asOrg)
 	if err != nil || test.JSON202 == nil {
 		return res, fmt.Errorf("smoke: send test webhook: %v (status %d)", err, test.StatusCode())
 	}
