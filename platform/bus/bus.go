@@ -252,6 +252,15 @@ func Connect(url, name string, logger *slog.Logger, extra ...nats.Option) (*nats
 			logger.Warn("nats asynchronous error", attrs...)
 		}),
 	}, extra...)
+	return Dial(url, opts...)
+}
+
+// Dial connects to url with exactly opts and opens JetStream on the
+// connection; the connection is closed again when JetStream cannot be
+// opened. Connect is Dial with the roles' reconnect-forever options; an
+// operator command that must learn at once that a server does not answer
+// dials with nats.NoReconnect.
+func Dial(url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to nats: %w", err)

@@ -192,16 +192,7 @@ func failoverSources(ctx context.Context, cfg Config, getenv func(string) string
 // learn at once that a region does not answer.
 func connectOnce(url string, cfg Config) (*nats.Conn, jetstream.JetStream, error) {
 	opts := append([]nats.Option{nats.Name("boxoffice-failover"), nats.Timeout(3 * time.Second), nats.NoReconnect()}, cfg.natsOptions()...)
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to nats: %w", err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("open jetstream: %w", err)
-	}
-	return nc, js, nil
+	return bus.Dial(url, opts...)
 }
 
 // watchFailover serves the recovery point as metrics (failover.Collector)
