@@ -76,8 +76,11 @@ BEGIN
            coalesce(bool_or(l.expires_at <= now()), false)
     INTO v_leased, v_max_lease, v_expired
     FROM outbox_leases l;
-    IF NOT p_head_scan THEN
-        v_after := greatest(coalesce(v_max_lease, 0), p_floor - 1);
+    -- The fast path starts above the highest live lease; with none above
+    -- the floor it would read exactly what the scan from the head reads,
+    -- so it is skipped rather than run twice.
+    IF NOT p_head_scan AND v_max_lease >= p_floor THEN
+        v_after := v_max_lease;
     END IF;
     LOOP
         IF v_after IS NULL AND v_expired THEN
