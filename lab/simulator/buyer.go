@@ -1,16 +1,13 @@
 package simulator
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -153,7 +150,11 @@ func (b *buyer) visit(ctx context.Context) string {
 		s.trackAbandoned(b)
 		return outcomeAbandoned
 	}
-	piID, status := b.awaitIntent(ctx)
+	// A checkout page follows the order from here on: one stream tells it
+	// when the PaymentIntent exists and when the order is final.
+	events := b.follow(ctx)
+	defer events.close()
+	piID, status := b.awaitIntent(ctx, events)
 	s.c.holding.Add(-1)
 	switch {
 	case piID == "" && status == "":
@@ -187,7 +188,7 @@ func (b *buyer) visit(ctx context.Context) string {
 		s.c.paid.Add(1)
 	}
 	paidAt := time.Now()
-	final := b.follow(ctx)
+	final := events.final(ctx)
 	switch {
 	case final == "ticketed":
 		if gone {
@@ -486,33 +487,68 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// awaitIntent reads the order until it has a PaymentIntent (as a checkout
-// page would). It returns the intent's id, or "" with the order's status
-// when the order ended first ("" status on error).
-func (b *buyer) awaitIntent(ctx context.Context) (piID, status string) {
+// awaitIntent waits for the order's PaymentIntent as a checkout page built
+// on the order stream does: the stream's payment event names it (pushed
+// when the payments worker has created it), then one read of the order
+// gives the client secret a real checkout hands to Stripe.js. It returns
+// the intent's id, or "" with the order's status when the order ended
+// first ("" status on error).
+func (b *buyer) awaitIntent(ctx context.Context, events *orderEvents) (piID, status string) {
 	s := b.sim
-	deadline := time.Now().Add(s.cfg.IntentWait)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.IntentWait)
+	defer cancel()
 	for {
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				b.fail(fmt.Errorf("order %s: no PaymentIntent after %s", b.orderID, s.cfg.IntentWait))
+			}
+			return "", ""
+		case ev, ok := <-events.c:
+			switch {
+			case !ok:
+				b.fail(fmt.Errorf("order %s: stream ended before its PaymentIntent: %w", b.orderID, events.err))
+				return "", ""
+			case ev.payment != "":
+				if !b.readClientSecret(ctx, ev.payment) {
+					return "", ""
+				}
+				return ev.payment, ""
+			case finalStatuses[ev.status]:
+				return "", ev.status
+			}
+		}
+	}
+}
+
+// readClientSecret reads the order once for the client secret of the
+// intent the stream named (the stream never carries it), retrying
+// transport errors and 5xx.
+func (b *buyer) readClientSecret(ctx context.Context, piID string) bool {
+	s := b.sim
+	for try := range 5 {
+		if try > 0 && sleep(ctx, b.jitter(holdRetries.Delay(try))) != nil {
+			return false
+		}
 		res, err := b.api.GetOrderWithResponse(ctx, b.order, b.auth)
 		switch {
 		case err != nil:
 			s.noteError(fmt.Errorf("GET /v1/orders/{id}: %w", err))
-		case res.JSON200 != nil && res.JSON200.Payment != nil && deref(res.JSON200.Payment.PaymentIntentID) != "":
-			return *res.JSON200.Payment.PaymentIntentID, string(res.JSON200.Status)
-		case res.JSON200 != nil && finalStatuses[string(res.JSON200.Status)]:
-			return "", string(res.JSON200.Status)
-		case res.JSON200 == nil:
+		case res.JSON200 != nil && res.JSON200.Payment != nil && deref(res.JSON200.Payment.PaymentIntentID) == piID:
+			if deref(res.JSON200.Payment.ClientSecret) == "" {
+				b.fail(fmt.Errorf("order %s: intent %s has no client secret", b.orderID, piID))
+				return false
+			}
+			return true
+		case res.JSON200 != nil:
+			b.fail(fmt.Errorf("order %s: the stream named intent %s, the order another", b.orderID, piID))
+			return false
+		default:
 			s.noteStatus("orders", res.StatusCode())
 		}
-		if time.Now().After(deadline) {
-			b.fail(fmt.Errorf("order %s: no PaymentIntent after %s", b.orderID, s.cfg.IntentWait))
-			return "", ""
-		}
-		// A checkout page polls about once a second.
-		if sleep(ctx, b.jitter(time.Second)) != nil {
-			return "", ""
-		}
 	}
+	b.fail(fmt.Errorf("order %s: read its client secret: retries exhausted", b.orderID))
+	return false
 }
 
 // confirm authorizes or declines the intent in the sandbox, retrying
@@ -546,72 +582,6 @@ func (b *buyer) confirm(ctx context.Context, piID string, action client.SandboxA
 	}
 	b.fail(fmt.Errorf("sandbox %s: retries exhausted", action))
 	return false, false
-}
-
-// follow reads the order's Server-Sent Events until a final status,
-// reconnecting when the stream drops. It returns the final status, or ""
-// when it gave up.
-func (b *buyer) follow(ctx context.Context) string {
-	s := b.sim
-	deadline := time.Now().Add(s.cfg.FollowTimeout)
-	for reconnects := 0; time.Now().Before(deadline); reconnects++ {
-		if reconnects > 0 && sleep(ctx, b.jitter(500*time.Millisecond)) != nil {
-			return ""
-		}
-		status, err := b.stream(ctx, time.Until(deadline))
-		if finalStatuses[status] {
-			return status
-		}
-		if err != nil && ctx.Err() == nil {
-			s.noteError(err)
-		}
-		if ctx.Err() != nil {
-			return ""
-		}
-	}
-	return ""
-}
-
-// acceptEventStream asks for the order's events as Server-Sent Events.
-var acceptEventStream = client.WithHeader("Accept", "text/event-stream")
-
-// stream reads one SSE connection and returns the last status it saw.
-// The generated client opens it (StreamOrderEvents returns the answer
-// unread); reading the stream line by line is the buyer's.
-func (b *buyer) stream(ctx context.Context, limit time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	res, err := b.sse.StreamOrderEvents(ctx, b.order, nil, b.auth, acceptEventStream)
-	if err != nil {
-		return "", fmt.Errorf("GET /v1/orders/{id}/events: %w", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b.sim.noteStatus("order-events", res.StatusCode)
-		return "", nil
-	}
-	var last string
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		data, ok := strings.CutPrefix(line, "data:")
-		if !ok {
-			continue
-		}
-		var ev struct {
-			Status string `json:"status"`
-		}
-		if json.Unmarshal([]byte(strings.TrimSpace(data)), &ev) == nil && ev.Status != "" {
-			last = ev.Status
-			if finalStatuses[last] {
-				return last, nil
-			}
-		}
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return last, fmt.Errorf("read order events: %w", err)
-	}
-	return last, nil
 }
 
 // collectTickets records the seats of the buyer's tickets, from which the

@@ -6,8 +6,12 @@
 // poll it as told (honouring pollAfterSeconds and Retry-After), read the
 // seat map and go for the best seats with some randomness, hold with an
 // Idempotency-Key that they reuse on timeouts and 5xx, and then pay,
-// decline or walk away through the sandbox payment provider, following
-// their order by Server-Sent Events until it is ticketed or failed.
+// decline or walk away through the sandbox payment provider. A buyer who
+// stays follows the order by Server-Sent Events from the hold on, as a
+// checkout page built on the order stream does: the stream's payment
+// event says the PaymentIntent exists (one read of the order then gives
+// the client secret), and a status event says when the order is ticketed
+// or failed.
 //
 // Guarantees:
 //   - Every hold retry reuses its Idempotency-Key, so a retried hold never
