@@ -929,10 +929,10 @@ type OfflineScanBody struct {
 
 // OnsaleBody defines model for OnsaleBody.
 type OnsaleBody struct {
-	// AdmissionRate R: admissions per second now, the release controller's rate capped by maxRate.
+	// AdmissionRate R: admissions per second now, the cell's (the lowest release-controller rate its API processes reported in the last 1.5 s) capped by maxRate.
 	AdmissionRate float64 `json:"admissionRate"`
 
-	// ControllerRate The release controller's rate for the purchase cell.
+	// ControllerRate The release controller's rate of the API process that answered: each process adapts its own to what it measures, and the cell admits at the lowest.
 	ControllerRate float64 `json:"controllerRate"`
 	EventID        string  `json:"eventId"`
 

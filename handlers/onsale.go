@@ -39,8 +39,8 @@ type OnsaleBody struct {
 	SeatLimit       int           `json:"seatLimit" doc:"Seats one buyer may hold or own in the event; 0: no limit."`
 	PaymentAttempts int           `json:"paymentAttempts" doc:"How many times a buyer may try to pay for an order; a decline before the last leaves the order awaiting payment with its seats."`
 	HoldTTLSeconds  int           `json:"holdTtlSeconds" doc:"How long a hold of the event lasts, in seconds; 0: the deployment's default (BOXOFFICE_HOLD_TTL)."`
-	AdmissionRate   float64       `json:"admissionRate" doc:"R: admissions per second now, the release controller's rate capped by maxRate."`
-	ControllerRate  float64       `json:"controllerRate" doc:"The release controller's rate for the purchase cell."`
+	AdmissionRate   float64       `json:"admissionRate" doc:"R: admissions per second now, the cell's (the lowest release-controller rate its API processes reported in the last 1.5 s) capped by maxRate."`
+	ControllerRate  float64       `json:"controllerRate" doc:"The release controller's rate of the API process that answered: each process adapts its own to what it measures, and the cell admits at the lowest."`
 	RateReason      string        `json:"rateReason" doc:"Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, sched_latency, signals_unavailable)."`
 	RateDetail      string        `json:"rateDetail,omitempty"`
 	RateChangedAt   time.Time     `json:"rateChangedAt"`

@@ -20,6 +20,12 @@ type MemoryStore struct {
 	mu      sync.Mutex
 	events  map[uuid.UUID]*memEvent
 	revoked map[uuid.UUID]time.Time
+	rates   map[string]sharedRate
+}
+
+type sharedRate struct {
+	rate float64
+	at   time.Time
 }
 
 type memEvent struct {
@@ -251,4 +257,23 @@ func (s *MemoryStore) Revoked(_ context.Context, now time.Time) (map[uuid.UUID]t
 		}
 	}
 	return out, nil
+}
+
+// ShareRate implements Store.
+func (s *MemoryStore) ShareRate(_ context.Context, p ShareRateParams) (float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rates == nil {
+		s.rates = map[string]sharedRate{}
+	}
+	s.rates[p.Process] = sharedRate{rate: p.Rate, at: p.Now}
+	low := p.Rate
+	for proc, r := range s.rates {
+		if p.Now.Sub(r.at) > p.TTL {
+			delete(s.rates, proc)
+			continue
+		}
+		low = min(low, r.rate)
+	}
+	return low, nil
 }

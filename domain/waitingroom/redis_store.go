@@ -247,10 +247,32 @@ if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[8]) e
 return out
 `)
 
+// shareRateScript: KEYS rates (a hash: process → "rate:at_ms"). ARGV
+// process, rate, now_ms, ttl_ms. Records the process's R, forgets reports
+// older than ttl, and returns the lowest R left as a string (a Lua number
+// would come back truncated to an integer).
+var shareRateScript = redis.NewScript(`
+local now, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ttl * 10)
+local low = tonumber(ARGV[2])
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local rate, at = string.match(all[i + 1], '^([^:]+):(%-?%d+)$')
+  rate, at = tonumber(rate), tonumber(at)
+  if rate == nil or at == nil or now - at > ttl then
+    redis.call('HDEL', KEYS[1], all[i])
+  elseif rate < low then
+    low = rate
+  end
+end
+return tostring(low)
+`)
+
 // Scripts returns the Lua scripts, for callers that pipeline them (they
 // must be loaded first: a pipeline cannot fall back from EVALSHA to EVAL).
 func (s *RedisStore) loadScripts(ctx context.Context) error {
-	for _, sc := range []*redis.Script{joinScript, admitScript} {
+	for _, sc := range []*redis.Script{joinScript, admitScript, shareRateScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return unavailable("load scripts", err)
 		}
@@ -452,4 +474,18 @@ func unavailable(op string, err error) error {
 func isNetErr(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne)
+}
+
+// ShareRate implements Store.
+func (s *RedisStore) ShareRate(ctx context.Context, p ShareRateParams) (float64, error) {
+	res, err := shareRateScript.Run(ctx, s.rdb, []string{s.prefix + "wr:rates"}, p.Process,
+		strconv.FormatFloat(p.Rate, 'f', -1, 64), p.Now.UnixMilli(), p.TTL.Milliseconds()).Text()
+	if err != nil {
+		return 0, unavailable("share rate", err)
+	}
+	low, err := strconv.ParseFloat(res, 64)
+	if err != nil {
+		return 0, fmt.Errorf("share rate: %q is not a rate: %w", res, err)
+	}
+	return low, nil
 }

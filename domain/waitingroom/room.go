@@ -50,6 +50,18 @@ type RoomConfig struct {
 	Onsales *Onsales
 	// Controller sets R. Defaults to a fixed R of 200 per second.
 	Controller *Controller
+	// Process names this process among those sharing Store, for
+	// Store.ShareRate. Defaults to a random name.
+	Process string
+	// RateShareInterval is how often this process reports its
+	// controller's R to the cell and reads the cell's (Store.ShareRate):
+	// every process admits from the same queues, so the cell admits at
+	// the lowest R of its processes, and a cut by one process's signals
+	// is a cut for all within this interval. A report counts for three
+	// intervals; with no fresh cell rate (the store unreachable) a
+	// process admits at its own R. Defaults to 500ms, the controller's
+	// reading interval.
+	RateShareInterval time.Duration
 	// Limits are the per-second request limits per buyer and per client
 	// address, per event. Defaults to 5 per buyer and 200 per address; a
 	// negative field disables that limit.
@@ -105,6 +117,10 @@ type Room struct {
 	cache  map[uuid.UUID]*cached
 	loads  singleflight.Group
 	demand bool
+	// cellRate is the cell's R as Store.ShareRate last returned it, at
+	// cellRateAt; zero before the first.
+	cellRate   float64
+	cellRateAt time.Time
 
 	revMu   sync.RWMutex
 	revoked map[uuid.UUID]time.Time
@@ -143,6 +159,12 @@ func NewRoom(cfg RoomConfig) *Room {
 	}
 	if cfg.AdmitInterval <= 0 {
 		cfg.AdmitInterval = 100 * time.Millisecond
+	}
+	if cfg.RateShareInterval <= 0 {
+		cfg.RateShareInterval = 500 * time.Millisecond
+	}
+	if cfg.Process == "" {
+		cfg.Process = uuid.NewString()
 	}
 	if cfg.RevocationRefresh <= 0 {
 		cfg.RevocationRefresh = time.Second
@@ -255,10 +277,36 @@ func (r *Room) remember(id uuid.UUID, c *cached) {
 // rate returns the event's R: the controller's, capped by the organizer.
 func (r *Room) rate(s Settings) float64 {
 	rate := r.cfg.Controller.Rate()
+	r.mu.Lock()
+	if r.cellRate > 0 && r.cfg.Now().Sub(r.cellRateAt) <= r.rateShareTTL() {
+		rate = min(rate, r.cellRate)
+	}
+	r.mu.Unlock()
 	if s.MaxRate > 0 {
 		rate = min(rate, float64(s.MaxRate))
 	}
 	return rate
+}
+
+// rateShareTTL is how long a report of R counts, this process's and the
+// others'.
+func (r *Room) rateShareTTL() time.Duration { return 3 * r.cfg.RateShareInterval }
+
+// ShareRate reports this process's R to the cell and keeps the cell's R
+// for admission (see RoomConfig.RateShareInterval). Run calls it every
+// RateShareInterval.
+func (r *Room) ShareRate(ctx context.Context) error {
+	now := r.cfg.Now()
+	cell, err := r.cfg.Store.ShareRate(ctx, ShareRateParams{
+		Process: r.cfg.Process, Rate: r.cfg.Controller.Rate(), Now: now, TTL: r.rateShareTTL(),
+	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.cellRate, r.cellRateAt = cell, now
+	r.mu.Unlock()
+	return nil
 }
 
 func (r *Room) burst(rate float64) float64 { return max(1, math.Floor(rate*r.cfg.BurstSeconds)) }
@@ -587,6 +635,8 @@ func (r *Room) Run(ctx context.Context) error {
 	defer admit.Stop()
 	refresh := time.NewTicker(r.cfg.RevocationRefresh)
 	defer refresh.Stop()
+	share := time.NewTicker(r.cfg.RateShareInterval)
+	defer share.Stop()
 	var lastLog time.Time
 	logErr := func(msg string, err error) {
 		if time.Since(lastLog) > 10*time.Second {
@@ -595,10 +645,15 @@ func (r *Room) Run(ctx context.Context) error {
 		}
 	}
 	_ = r.RefreshRevocations(ctx)
+	_ = r.ShareRate(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-share.C:
+			if err := r.ShareRate(ctx); err != nil && ctx.Err() == nil {
+				logErr("share admission rate", err)
+			}
 		case <-refresh.C:
 			if err := r.RefreshRevocations(ctx); err != nil && ctx.Err() == nil {
 				logErr("refresh revocations", err)

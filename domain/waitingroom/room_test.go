@@ -646,3 +646,61 @@ func TestQueueOfAnUnknownEventIsNoDemand(t *testing.T) {
 		require.True(t, room.HasDemand(), "a known event with a queue is demand")
 	})
 }
+
+// Two API processes share one waiting room: the one whose signals cut R
+// cuts the admission of both (the cell admits at one R, not at each
+// process's), and when it stops reporting the other admits at its own R
+// again.
+func TestProcessesShareTheLowestR(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		ev := createEvent(t, pool, 1000)
+		now := time.Now()
+		clock := func() time.Time { return now }
+		room := func(process string, rate float64) *Room {
+			return NewRoom(RoomConfig{
+				Store: s, Process: process, Now: clock,
+				Signer:     admission.NewSigner(admission.SignerConfig{Key: []byte("test-admission-key-0123456789abcdef01234567")}),
+				Events:     catalog.New(pool),
+				Controller: NewController(ControllerConfig{Initial: rate, Logger: testLogger(t)}),
+				Limits:     Limits{PerUser: -1, PerIP: -1}, Logger: testLogger(t),
+			})
+		}
+		fast, slow := room("api-fast", 200), room("api-slow", 4)
+		require.NoError(t, fast.ShareRate(ctx))
+		require.NoError(t, slow.ShareRate(ctx))
+		require.NoError(t, fast.ShareRate(ctx))
+		require.InDelta(t, 4, fast.rate(Settings{}), 1e-9, "the slow process's R is the cell's")
+
+		// The queue is behind a first burst: 4 admitted at once, the rest
+		// queued; a pass of the fast process's admitter a second later
+		// admits what R 4 allows, not R 200.
+		for range 4 {
+			v, err := fast.Join(ctx, uuid.New(), ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusAdmitted, v.Status)
+		}
+		for range 50 {
+			v, err := fast.Join(ctx, uuid.New(), ev.ID, "192.0.2.1")
+			require.NoError(t, err)
+			require.Equal(t, StatusQueued, v.Status, "the bucket of R 4 is empty")
+		}
+		now = now.Add(time.Second)
+		require.NoError(t, slow.ShareRate(ctx))
+		require.NoError(t, fast.ShareRate(ctx))
+		got, err := fast.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Len(t, got, 4, "one second at the cell's R of 4")
+
+		// The slow process stops (no more reports): after the reports'
+		// lifetime the fast one admits at its own R.
+		now = now.Add(2 * time.Second)
+		require.NoError(t, fast.ShareRate(ctx))
+		require.InDelta(t, 200, fast.rate(Settings{}), 1e-9)
+		got, err = fast.AdmitEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Len(t, got, 46, "the rest of the queue, within one second of R 200")
+	})
+}

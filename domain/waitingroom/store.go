@@ -141,6 +141,23 @@ type Store interface {
 	Revoke(ctx context.Context, jti uuid.UUID, expiresAt time.Time) error
 	// Revoked returns the revoked admissions that have not expired at now.
 	Revoked(ctx context.Context, now time.Time) (map[uuid.UUID]time.Time, error)
+	// ShareRate records a process's R and returns the cell's: the lowest
+	// R that any process sharing the store recorded within p.TTL of
+	// p.Now, p's own included. Records older than that are forgotten: a
+	// process that stopped no longer holds the cell back.
+	ShareRate(ctx context.Context, p ShareRateParams) (float64, error)
+}
+
+// ShareRateParams is one process's report of its R to the cell.
+type ShareRateParams struct {
+	// Process names the reporting process; a report replaces its
+	// previous one.
+	Process string
+	Rate    float64
+	Now     time.Time
+	// TTL is how long a report counts. The processes' clocks are
+	// compared, so it must be well above their skew.
+	TTL time.Duration
 }
 
 // preScoreSpan bounds pre-queue scores; later arrivals are scored

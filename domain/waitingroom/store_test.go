@@ -338,3 +338,25 @@ func TestUnavailableWrapsRedisErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.True(t, strings.HasPrefix(err.Error(), "waiting room join"), err.Error())
 }
+
+// The cell's R is the lowest R reported within the TTL: a second process
+// that cuts its R cuts the cell's; fractions survive the store (a Lua
+// number would not); a process that stops reporting stops counting.
+func TestShareRateIsTheLowestFreshReport(t *testing.T) {
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		t0 := time.Unix(1_800_000_000, 0)
+		ttl := 1500 * time.Millisecond
+		share := func(proc string, rate float64, at time.Duration) float64 {
+			t.Helper()
+			got, err := s.ShareRate(ctx, ShareRateParams{Process: proc, Rate: rate, Now: t0.Add(at), TTL: ttl})
+			require.NoError(t, err)
+			return got
+		}
+		require.InDelta(t, 100, share("api-1", 100, 0), 1e-9, "alone, a process's R is the cell's")
+		require.InDelta(t, 37.5, share("api-2", 37.5, 100*time.Millisecond), 1e-9, "the lower report is the cell's")
+		require.InDelta(t, 37.5, share("api-1", 120, 500*time.Millisecond), 1e-9, "api-2's cut still holds the cell")
+		require.InDelta(t, 60, share("api-2", 60, time.Second), 1e-9, "api-2's newer report replaces its older one")
+		require.InDelta(t, 130, share("api-1", 130, 3*time.Second), 1e-9, "api-2 stopped reporting: its R no longer counts")
+	})
+}
