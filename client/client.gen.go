@@ -1573,6 +1573,12 @@ type StreamOrderEventsParams struct {
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
+// RefundOrderParams defines parameters for RefundOrder.
+type RefundOrderParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListWebhookEndpointsParams defines parameters for ListWebhookEndpoints.
 type ListWebhookEndpointsParams struct {
 	// Cursor nextCursor of the previous page.
@@ -2020,7 +2026,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
-	RefundOrderWithBody(ctx context.Context, orderID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RefundOrderWithBody(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RefundOrder Refund a paid order of your event
 	//
@@ -2029,7 +2035,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
-	RefundOrder(ctx context.Context, orderID openapi_types.UUID, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RefundOrder(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetTicketSigningKey Get the public key that signs tickets
 	//
@@ -2774,8 +2780,8 @@ func (c *Client) StreamOrderEvents(ctx context.Context, orderID openapi_types.UU
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
-func (c *Client) RefundOrderWithBody(ctx context.Context, orderID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRefundOrderRequestWithBody(c.Server, orderID, contentType, body)
+func (c *Client) RefundOrderWithBody(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRefundOrderRequestWithBody(c.Server, orderID, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2793,8 +2799,8 @@ func (c *Client) RefundOrderWithBody(ctx context.Context, orderID openapi_types.
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
-func (c *Client) RefundOrder(ctx context.Context, orderID openapi_types.UUID, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRefundOrderRequest(c.Server, orderID, body)
+func (c *Client) RefundOrder(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRefundOrderRequest(c.Server, orderID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4313,18 +4319,18 @@ func NewStreamOrderEventsRequest(server string, orderID openapi_types.UUID, para
 }
 
 // NewRefundOrderRequest calls the generic RefundOrder builder with application/json body
-func NewRefundOrderRequest(server string, orderID openapi_types.UUID, body RefundOrderJSONRequestBody) (*http.Request, error) {
+func NewRefundOrderRequest(server string, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewRefundOrderRequestWithBody(server, orderID, "application/json", bodyReader)
+	return NewRefundOrderRequestWithBody(server, orderID, params, "application/json", bodyReader)
 }
 
 // NewRefundOrderRequestWithBody constructs an http.Request for the RefundOrder method, with any body, and a specified content type
-func NewRefundOrderRequestWithBody(server string, orderID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewRefundOrderRequestWithBody(server string, orderID openapi_types.UUID, params *RefundOrderParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4355,6 +4361,21 @@ func NewRefundOrderRequestWithBody(server string, orderID openapi_types.UUID, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5393,7 +5414,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
-	RefundOrderWithBodyWithResponse(ctx context.Context, orderID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
+	RefundOrderWithBodyWithResponse(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
 
 	// RefundOrderWithResponse Refund a paid order of your event
 	//
@@ -5402,7 +5423,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
-	RefundOrderWithResponse(ctx context.Context, orderID openapi_types.UUID, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
+	RefundOrderWithResponse(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
 
 	// GetTicketSigningKeyWithResponse Get the public key that signs tickets
 	//
@@ -13013,8 +13034,8 @@ func (c *ClientWithResponses) StreamOrderEventsWithResponse(ctx context.Context,
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
-func (c *ClientWithResponses) RefundOrderWithBodyWithResponse(ctx context.Context, orderID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error) {
-	rsp, err := c.RefundOrderWithBody(ctx, orderID, contentType, body, reqEditors...)
+func (c *ClientWithResponses) RefundOrderWithBodyWithResponse(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error) {
+	rsp, err := c.RefundOrderWithBody(ctx, orderID, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13028,8 +13049,8 @@ func (c *ClientWithResponses) RefundOrderWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
-func (c *ClientWithResponses) RefundOrderWithResponse(ctx context.Context, orderID openapi_types.UUID, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error) {
-	rsp, err := c.RefundOrder(ctx, orderID, body, reqEditors...)
+func (c *ClientWithResponses) RefundOrderWithResponse(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error) {
+	rsp, err := c.RefundOrder(ctx, orderID, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

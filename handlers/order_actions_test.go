@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,6 +170,47 @@ func TestRefundOrder(t *testing.T) {
 		require.EqualValues(t, 1, b.outboxCount(t, o.id, "RefundRequested"))
 		got := b.do(t, http.MethodGet, o.path, bearer(o.owner), nil)
 		require.Equal(t, "refunding", got.json(t)["status"])
+	})
+
+	// A refund retried with its Idempotency-Key gets the first answer, even
+	// once the order has moved on, and asks the provider once however many
+	// retries run at once; the key with another body is a 409.
+	t.Run("RetriedWithItsKeyGetsTheFirstAnswer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		o := b.pendingOrder(t)
+		b.withPayment(t, o.id)
+		b.setOrderStatus(t, o.id, "paid")
+		with := map[string]string{"Authorization": "Bearer " + o.orgToken, "Idempotency-Key": "refund-1"}
+		const twins = 6
+		res := make([]response, twins)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range twins {
+			wg.Go(func() {
+				<-start
+				res[i] = b.do(t, http.MethodPost, o.path+"/refund", with, map[string]any{"resell": true})
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range twins {
+			require.Equal(t, http.StatusAccepted, res[i].status, "%s", res[i].body)
+			require.Equal(t, map[string]any{"id": o.id, "eventId": o.ev.ID, "status": "refunding"}, res[i].json(t))
+		}
+		require.EqualValues(t, 1, b.outboxCount(t, o.id, "RefundRequested"))
+
+		b.setOrderStatus(t, o.id, "refunded")
+		again := b.do(t, http.MethodPost, o.path+"/refund", with, map[string]any{"resell": true})
+		require.Equal(t, http.StatusAccepted, again.status, "%s", again.body)
+		require.Equal(t, "refunding", again.json(t)["status"], "the first answer, replayed")
+		plain := b.do(t, http.MethodPost, o.path+"/refund", bearer(o.orgToken), map[string]any{"resell": true})
+		require.Equal(t, "refunded", plain.json(t)["status"], "without the key: the order as it is now")
+
+		other := b.do(t, http.MethodPost, o.path+"/refund", with, map[string]any{"resell": false})
+		require.Equal(t, http.StatusConflict, other.status, "%s", other.body)
+		require.Equal(t, handlers.TypeIdempotencyConflict, problemType(t, other))
+		require.EqualValues(t, 1, b.outboxCount(t, o.id, "RefundRequested"))
 	})
 
 	t.Run("OtherOrganizerGets404AndBuyerGets403", func(t *testing.T) {

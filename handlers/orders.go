@@ -14,6 +14,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
@@ -324,6 +325,10 @@ type OrderStateBody struct {
 	Status  string    `json:"status" enum:"pending_payment,authorized,capture_pending,paid,ticketed,failed,canceled,refunding,refunded"`
 }
 
+func orderStateBody(st purchase.OrderState) OrderStateBody {
+	return OrderStateBody{ID: st.ID, EventID: st.EventID, Status: string(st.Status)}
+}
+
 // OrderStateOutput is an order status response.
 type OrderStateOutput struct {
 	Body OrderStateBody
@@ -333,6 +338,7 @@ type OrderStateOutput struct {
 // for its seats.
 type RefundOrderInput struct {
 	OrderPathInput
+	IdempotencyKeyHeader
 	Body *struct {
 		Resell    bool        `json:"resell,omitempty" doc:"Put the refunded tickets' seats back on sale (true), or keep them off sale (false, the default). The tickets are revoked either way."`
 		TicketIDs []uuid.UUID `json:"ticketIds,omitempty" maxItems:"100" uniqueItems:"true" doc:"Refund only these tickets of a ticketed order (a partial refund): their seats' prices are refunded, they are revoked, and the order stays ticketed with its other tickets. Naming every ticket the order has left refunds the whole order. Tickets refunded already are skipped. Omit to refund the whole order (what earlier partial refunds left of it)."`
@@ -352,11 +358,23 @@ func (h *Handlers) refundOrder(ctx context.Context, in *RefundOrderInput) (*Orde
 	if in.Body != nil {
 		opts.Resell, opts.TicketIDs = in.Body.Resell, in.Body.TicketIDs
 	}
-	st, err := c.Purchase.Refund(ctx, identity(ctx).OrganizerID, orderID, opts)
+	organizer := identity(ctx).OrganizerID
+	body, replayed, err := idempotently(ctx, c, idempotentRequest{op: "refund-order", key: in.IdempotencyKey, parts: []any{orderID, in.Body}},
+		func(ctx context.Context, tx pgx.Tx) (OrderStateBody, error) {
+			st, err := c.Purchase.RefundTx(ctx, tx, organizer, orderID, opts)
+			return orderStateBody(st), err
+		},
+		func(ctx context.Context) (OrderStateBody, error) {
+			st, err := c.Purchase.Refund(ctx, organizer, orderID, opts)
+			return orderStateBody(st), err
+		})
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "refund order", "No such order.", "order_id", orderID)
 	}
-	return &OrderStateOutput{Body: OrderStateBody{ID: st.ID, EventID: st.EventID, Status: string(st.Status)}}, nil
+	if replayed {
+		h.logger.InfoContext(ctx, "refund request replayed", "correlation_id", CorrelationID(ctx), "order_id", orderID)
+	}
+	return &OrderStateOutput{Body: body}, nil
 }
 
 // OrderStatusEvent is the data of one `status` event of an order's event

@@ -54,7 +54,7 @@ var operationProblems = map[string]map[int][]string{
 	"test-webhook-endpoint":    {http.StatusConflict: {TypeConflict, TypeIdempotencyConflict}},
 	"replay-webhook-message":   {http.StatusConflict: {TypeConflict, TypeIdempotencyConflict}},
 	"cancel-order":             {http.StatusConflict: {TypeOrderNotCancelable}},
-	"refund-order":             {http.StatusConflict: {TypeOrderNotRefundable}},
+	"refund-order":             {http.StatusConflict: {TypeOrderNotRefundable, TypeIdempotencyConflict}},
 	"check-in": {
 		http.StatusConflict:            {TypeAlreadyCheckedIn, TypeTicketRevoked},
 		http.StatusUnprocessableEntity: {TypeScannedAtOutOfRange, TypeTicketInvalid},

@@ -57,48 +57,54 @@ const ReasonRefundByOrganizer = "requested_by_organizer"
 // that is not ticketed).
 func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID, opts RefundOptions) (OrderState, error) {
 	return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (OrderState, error) {
-		q := sqlcgen.New()
-		row, err := q.OrderLockForOrganizer(ctx, tx, sqlcgen.OrderLockForOrganizerParams{ID: orderID, OrganizerID: organizerID})
-		if errors.Is(err, db.ErrNotFound) {
-			return OrderState{}, ErrOrderNotFound
-		} else if err != nil {
-			return OrderState{}, fmt.Errorf("lock order: %w", err)
-		}
-		o := newOrderTx(tx, row, Cause{})
-		state := OrderState{ID: o.ID(), EventID: o.EventID(), Status: o.Status(), UpdatedAt: o.UpdatedAt()}
-		switch {
-		case o.Status() == OrderRefunding || o.Status() == OrderRefunded:
-			return state, nil
-		case !o.Status().Paid():
-			return OrderState{}, ErrOrderNotRefundable
-		}
-		if len(opts.TicketIDs) > 0 {
-			whole, err := refundTickets(ctx, o, opts)
-			if err != nil || !whole {
-				return state, err
-			}
-		}
-		payment, err := q.PaymentIntentGetByOrder(ctx, tx, o.ID())
-		if err != nil {
-			return OrderState{}, fmt.Errorf("get payment of %s order: %w", o.Status(), err)
-		}
-		if payment.PaymentIntentID == nil || *payment.PaymentIntentID == "" {
-			return OrderState{}, fmt.Errorf("%s order %s has no payment intent", o.Status(), o.ID())
-		}
-		if err := giveUp(ctx, o, opts.Resell); err != nil {
-			return OrderState{}, err
-		}
-		if err := o.Move(ctx, OrderRefunding); err != nil {
-			return OrderState{}, err
-		}
-		if err := o.Emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
-			OrderID: o.ID(), PaymentIntentID: *payment.PaymentIntentID, Reason: ReasonRefundByOrganizer,
-		}); err != nil {
-			return OrderState{}, err
-		}
-		state.Status, state.UpdatedAt = o.Status(), time.Now()
-		return state, nil
+		return s.RefundTx(ctx, tx, organizerID, orderID, opts)
 	})
+}
+
+// RefundTx is Refund in the caller's transaction (an idempotent request's):
+// what it writes commits or rolls back with tx.
+func (s *Service) RefundTx(ctx context.Context, tx pgx.Tx, organizerID, orderID uuid.UUID, opts RefundOptions) (OrderState, error) {
+	q := sqlcgen.New()
+	row, err := q.OrderLockForOrganizer(ctx, tx, sqlcgen.OrderLockForOrganizerParams{ID: orderID, OrganizerID: organizerID})
+	if errors.Is(err, db.ErrNotFound) {
+		return OrderState{}, ErrOrderNotFound
+	} else if err != nil {
+		return OrderState{}, fmt.Errorf("lock order: %w", err)
+	}
+	o := newOrderTx(tx, row, Cause{})
+	state := OrderState{ID: o.ID(), EventID: o.EventID(), Status: o.Status(), UpdatedAt: o.UpdatedAt()}
+	switch {
+	case o.Status() == OrderRefunding || o.Status() == OrderRefunded:
+		return state, nil
+	case !o.Status().Paid():
+		return OrderState{}, ErrOrderNotRefundable
+	}
+	if len(opts.TicketIDs) > 0 {
+		whole, err := refundTickets(ctx, o, opts)
+		if err != nil || !whole {
+			return state, err
+		}
+	}
+	payment, err := q.PaymentIntentGetByOrder(ctx, tx, o.ID())
+	if err != nil {
+		return OrderState{}, fmt.Errorf("get payment of %s order: %w", o.Status(), err)
+	}
+	if payment.PaymentIntentID == nil || *payment.PaymentIntentID == "" {
+		return OrderState{}, fmt.Errorf("%s order %s has no payment intent", o.Status(), o.ID())
+	}
+	if err := giveUp(ctx, o, opts.Resell); err != nil {
+		return OrderState{}, err
+	}
+	if err := o.Move(ctx, OrderRefunding); err != nil {
+		return OrderState{}, err
+	}
+	if err := o.Emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
+		OrderID: o.ID(), PaymentIntentID: *payment.PaymentIntentID, Reason: ReasonRefundByOrganizer,
+	}); err != nil {
+		return OrderState{}, err
+	}
+	state.Status, state.UpdatedAt = o.Status(), time.Now()
+	return state, nil
 }
 
 // RefundOptions are the organizer's choices for a refund.
