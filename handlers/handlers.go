@@ -147,6 +147,7 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 	cfg.Servers = servers
 	api := humago.New(mux, cfg)
 	mux.HandleFunc("GET /docs", serveReference)
+	mux.HandleFunc("GET /{$}", serveRoot)
 	api.UseMiddleware(h.metrics.middleware, labelRole, h.authenticate(api))
 	h.Register(api)
 	finishDocument(api)
@@ -479,4 +480,16 @@ func (h *Handlers) middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(rec, r.WithContext(ctx))
 	})
+}
+
+// rootIndex is what GET / answers: where a newcomer who opens the API's
+// URL goes next, instead of a 404.
+var rootIndex = []byte(`{"name":"Boxoffice API","version":"` + Version + `",` +
+	`"docs":"/docs","openapi":"/openapi.yaml","health":"/healthz","ready":"/readyz"}` + "\n")
+
+// serveRoot answers GET / with rootIndex.
+func serveRoot(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(rootIndex)
 }

@@ -42,6 +42,24 @@ func TestDocsLoadNothingFromElsewhere(t *testing.T) {
 	require.NotContains(t, csp, "http")
 }
 
+// The API's root says where to go next, and each place it names answers:
+// a newcomer who opens the URL `make run` prints gets no 404.
+func TestRootNamesTheDocs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.do(t, http.MethodGet, "/", nil, nil)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	index := res.json(t)
+	require.Equal(t, "Boxoffice API", index["name"])
+	for _, key := range []string{"docs", "openapi", "health"} {
+		path, ok := index[key].(string)
+		require.True(t, ok, "the root names %s", key)
+		got := b.do(t, http.MethodGet, path, nil, nil)
+		require.Equal(t, http.StatusOK, got.status, "%s %s", path, got.body)
+	}
+	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "/nothing-here", nil, nil).status, "only the root itself")
+}
+
 // /docs opens in headless Chromium with every address but the API's own
 // unreachable (a dead proxy for everything, loopback excepted, and no
 // name resolution), and every operation of openapi.yaml is on the page,
