@@ -148,6 +148,8 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 	api := humago.New(mux, cfg)
 	mux.HandleFunc("GET /docs", serveReference)
 	mux.HandleFunc("GET /{$}", serveRoot)
+	mux.HandleFunc("GET /problems", serveProblems)
+	mux.HandleFunc("GET /problems/{name}", serveProblems)
 	api.UseMiddleware(h.metrics.middleware, labelRole, h.authenticate(api))
 	h.Register(api)
 	finishDocument(api)
@@ -485,7 +487,7 @@ func (h *Handlers) middleware(next http.Handler) http.Handler {
 // rootIndex is what GET / answers: where a newcomer who opens the API's
 // URL goes next, instead of a 404.
 var rootIndex = []byte(`{"name":"Boxoffice API","version":"` + Version + `",` +
-	`"docs":"/docs","openapi":"/openapi.yaml","health":"/healthz","ready":"/readyz"}` + "\n")
+	`"docs":"/docs","openapi":"/openapi.yaml","problems":"/problems","health":"/healthz","ready":"/readyz"}` + "\n")
 
 // serveRoot answers GET / with rootIndex.
 func serveRoot(w http.ResponseWriter, _ *http.Request) {

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -119,4 +120,38 @@ func visibleText(dom string) string {
 	dom = regexp.MustCompile(`(?s)<(script|style)[^>]*>.*?</(script|style)>`).ReplaceAllString(dom, "")
 	dom = regexp.MustCompile(`<[^>]+>`).ReplaceAllString(dom, " ")
 	return strings.Join(strings.Fields(dom), " ")
+}
+
+// Every problem type the contract declares, and the 405 the edge answers,
+// is a page at its own URI (the type resolved against the API's origin),
+// in HTML for a person and JSON for a program; an unknown type is a 404
+// problem.
+func TestProblemTypesArePagesAtTheirURIs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	raw, err := os.ReadFile(filepath.Join("..", "openapi.yaml"))
+	require.NoError(t, err)
+	declared := map[string]bool{"/problems/method-not-allowed": true}
+	for _, m := range regexp.MustCompile(`(?m)^\s+- (/problems/[a-z-]+)$`).FindAllStringSubmatch(string(raw), -1) {
+		declared[m[1]] = true
+	}
+	require.Greater(t, len(declared), 20, "openapi.yaml lists the operations' problem types")
+	for typ := range declared {
+		res := b.do(t, http.MethodGet, typ, nil, nil)
+		require.Equal(t, http.StatusOK, res.status, "%s: %s", typ, res.body)
+		require.True(t, strings.HasPrefix(res.header.Get("Content-Type"), "text/html"), typ)
+		require.Contains(t, string(res.body), "<code>"+typ+"</code>")
+		res = b.do(t, http.MethodGet, typ, map[string]string{"Accept": "application/json"}, nil)
+		require.Equal(t, http.StatusOK, res.status, "%s: %s", typ, res.body)
+		require.Equal(t, typ, res.json(t)["type"])
+		require.NotEmpty(t, res.json(t)["statuses"])
+	}
+	all := b.do(t, http.MethodGet, "/problems", map[string]string{"Accept": "application/json"}, nil)
+	require.Equal(t, http.StatusOK, all.status)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal(all.body, &list))
+	require.Len(t, list, len(declared), "the catalogue names exactly the declared types")
+	res := b.do(t, http.MethodGet, "/problems/no-such-type", nil, nil)
+	require.Equal(t, http.StatusNotFound, res.status)
+	require.Equal(t, "application/problem+json", res.header.Get("Content-Type"))
 }
