@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/domain/payments/record"
 	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 )
@@ -82,7 +83,7 @@ const DefaultPaymentGrace = 5 * time.Minute
 // when. It runs in the caller's transaction.
 func GraceForPayment(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, intentID, status string, grace time.Duration) (bool, time.Time, error) {
 	q, tx := sqlcgen.New(), db.InterpretingTx(tx)
-	if _, err := q.PaymentRecordStatus(ctx, tx, sqlcgen.PaymentRecordStatusParams{OrderID: orderID, PaymentIntentID: intentID, Status: status}); err != nil {
+	if _, err := record.ConfirmingStatus(ctx, tx, orderID, intentID, status); err != nil {
 		return false, time.Time{}, fmt.Errorf("record payment status: %w", err)
 	}
 	if grace <= 0 {
