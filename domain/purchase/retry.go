@@ -15,8 +15,8 @@ import (
 )
 
 // CodeCaptureFailed is the PaymentFailed code of an authorization whose
-// capture the provider refused for good (the payments consumer writes
-// it). Any other code is a declined attempt to pay.
+// capture the provider refused for good (payments.Commands writes it,
+// run by the payments consumer). Any other code is a declined attempt to pay.
 const CodeCaptureFailed = "capture_failed"
 
 // DefaultPaymentAttempts is how many times a buyer may try to pay for an
