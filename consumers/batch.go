@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"boxoffice/platform/db"
+	"boxoffice/platform/inbox"
 	"boxoffice/platform/outbox"
-	"boxoffice/sqlcgen"
 )
 
 // item is one delivery of a batch, from its body to its outcome.
@@ -130,9 +130,7 @@ func (c *Consumer) callExternals(ctx context.Context, items []*item) {
 	var applied []uuid.UUID
 	if len(redelivered) > 0 {
 		var err error
-		applied, err = sqlcgen.New().InboxAppliedMany(ctx, c.pool, sqlcgen.InboxAppliedManyParams{
-			Consumer: c.cfg.Name, EventIds: eventIDs(redelivered),
-		})
+		applied, err = inbox.Applied(ctx, c.pool, c.cfg.Name, eventIDs(redelivered))
 		if err != nil {
 			err = fmt.Errorf("read inbox rows: %w", err)
 			for _, it := range items {
@@ -259,7 +257,6 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 	}
 	// Stream order within an order; order ids ascending across orders.
 	slices.SortStableFunc(pending, func(a, b *item) int { return bytes.Compare(a.ev.AggregateID[:], b.ev.AggregateID[:]) })
-	q := sqlcgen.New()
 	for len(pending) > 0 {
 		var failed *item
 		var applyFailed bool
@@ -269,7 +266,7 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 		var fresh map[uuid.UUID]bool
 		err := db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
 			failed, applyFailed = nil, false
-			inserted, err := q.InboxInsertMany(ctx, tx, sqlcgen.InboxInsertManyParams{Consumer: c.cfg.Name, EventIds: eventIDs(pending)})
+			inserted, err := inbox.Record(ctx, tx, c.cfg.Name, eventIDs(pending))
 			if err != nil {
 				return fmt.Errorf("insert inbox rows: %w", err)
 			}

@@ -1,6 +1,14 @@
 // Package consumers is the one runtime every durable JetStream pull consumer
 // of Boxoffice runs on, and (one file each) the consumers themselves.
 //
+// A consumer's file only wires a domain package to the runtime: its name,
+// its subjects and its tuning. The rules live in the domain (the purchase
+// saga in domain/purchase, the payment commands' policy in
+// domain/payments.Commands, ticket issuance in domain/tickets, the fan-out
+// in domain/webhooks), and the tables are their owners'; the runtime's
+// own inbox rows are platform/inbox's. The package imports no generated
+// query (cmd/boxoffice/layers_test.go holds it).
+//
 // A consumer is a name and a HandlerFunc. The runtime provisions the durable
 // consumer on the namespace's stream (Config.Bus.Stream(); bus.Stream by
 // default), pulls messages, and handles them in batches: each of

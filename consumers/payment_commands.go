@@ -1,23 +1,11 @@
 package consumers
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"log/slog"
-	"time"
-
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/payments"
-	"boxoffice/domain/purchase"
 	"boxoffice/platform/bus"
-	"boxoffice/platform/db"
 	"boxoffice/platform/outbox"
-	"boxoffice/sqlcgen"
 )
 
 // PaymentCommandsName is the durable name of the payments consumer.
@@ -46,338 +34,26 @@ const PaymentCommandsMaxDeliver = 170
 // name, its subjects, DoubleAck, since it moves money, and its day-long
 // retry window (PaymentCommandsMaxDeliver). The caller adds the Logger,
 // the Registerer and any tuning, and builds it with
-// NewExternal(pool, js, cfg, paymentCommands.External).
+// NewExternal(pool, js, cfg, PaymentCommandsFunc(commands)).
 func PaymentCommandsConsumerConfig() Config {
 	return Config{Name: PaymentCommandsName, FilterSubjects: PaymentCommandsSubjects(), DoubleAck: true,
 		MaxDeliver: PaymentCommandsMaxDeliver}
 }
 
-// PaymentCommandsConfig configures NewPaymentCommands.
-type PaymentCommandsConfig struct {
-	// Provider moves the money: payments.Stripe, or sandbox.Sandbox when
-	// BOXOFFICE_PAYMENTS=sandbox. Required.
-	Provider payments.Provider
-	// ProviderName is what payments.provider records for the intents this
-	// consumer creates, e.g. "stripe" or "sandbox". Required.
-	ProviderName string
-	// CallTimeout bounds each call to the provider. A call that runs out is
-	// retried with the same idempotency key, so it never acts twice.
-	// Defaults to 30s.
-	CallTimeout time.Duration
-	// Logger receives the consumer's logs, scoped with
-	// component=consumer and consumer=payments. Client secrets are never
-	// logged. Required.
-	Logger *slog.Logger
-}
+// CodeCaptureFailed is payments.CodeCaptureFailed: the PaymentFailed code
+// of a capture the provider refused.
+const CodeCaptureFailed = payments.CodeCaptureFailed
 
-// PaymentCommands is the payments consumer of the purchase saga
-// (docs/saga.md): it turns the saga's commands into calls to the payment
-// provider, each made before the consumer's transaction (seed 000 §10)
-// with an idempotency key derived from facts that do not change between
-// deliveries, and records what the provider answered in that transaction:
-//
-//	PaymentAuthorizationRequested  CreateIntent "authorize:<event_id>" → payments row
-//	                               (intent id, client secret, status) + PaymentIntentCreated
-//	CaptureRequested               Capture "capture:<order_id>" → payments.status; a
-//	                               permanent refusal → PaymentFailed{code: capture_failed}
-//	AuthorizationCancelRequested   Cancel "cancel:<order_id>" → payments.status; an intent
-//	                               that can no longer be canceled → nothing
-//	RefundRequested                Refund "refund:<order_id>" (whole: what is left) or
-//	                               "refund:<refund_id>" (amount_minor of selected
-//	                               tickets); already refunded → nothing
-//
-// The provider's later facts (authorized, captured, canceled, refunded)
-// arrive through its webhooks, not from here. A retryable provider error
-// is returned for the runtime to retry with backoff; a refusal the saga has
-// no answer for (an unknown intent, an invalid request, bad credentials)
-// dead-letters the command. Events it writes carry the command's
-// correlation id, and its event id as their causation id. The client
-// secret goes to the payments row and nowhere else: not to events, logs or
-// errors.
-type PaymentCommands struct {
-	cfg    PaymentCommandsConfig
-	logger *slog.Logger
-	q      *sqlcgen.Queries
-}
-
-// NewPaymentCommands returns the payments consumer's logic; build the
-// consumer with NewExternal(pool, js, PaymentCommandsConsumerConfig() plus
-// Logger, p.External). Returns an error when a required field is missing.
-func NewPaymentCommands(cfg PaymentCommandsConfig) (*PaymentCommands, error) {
-	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 30*time.Second)
-	var errs []error
-	if cfg.Provider == nil {
-		errs = append(errs, errors.New("Provider is required"))
-	}
-	if cfg.ProviderName == "" {
-		errs = append(errs, errors.New("ProviderName is required"))
-	}
-	if cfg.CallTimeout < 0 {
-		errs = append(errs, errors.New("CallTimeout must not be negative"))
-	}
-	if cfg.Logger == nil {
-		errs = append(errs, errors.New("Logger is required"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("payment commands config: %w", err)
-	}
-	return &PaymentCommands{
-		cfg:    cfg,
-		logger: cfg.Logger.With("component", "consumer", "consumer", PaymentCommandsName),
-		q:      sqlcgen.New(),
-	}, nil
-}
-
-// External is the consumer's ExternalFunc: it calls the provider for the
-// command in ev and returns what to record in the consumer's transaction.
-// An event that is not one of the four commands is acknowledged untouched.
-func (p *PaymentCommands) External(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error) {
-	switch ev.EventType {
-	case outbox.TypePaymentAuthorizationRequested:
-		return p.authorize(ctx, ev)
-	case outbox.TypeCaptureRequested:
-		return p.capture(ctx, ev)
-	case outbox.TypeAuthorizationCancelRequested:
-		return p.cancel(ctx, ev)
-	case outbox.TypeRefundRequested:
-		return p.refund(ctx, ev)
-	}
-	p.eventLogger(ev, ev.AggregateID, "").DebugContext(ctx, "not a payment command; ignored")
-	return nil, nil
-}
-
-// authorize creates the order's PaymentIntent. The key is the command's
-// event id, so a redelivery gets the same intent back however often the
-// transaction that records it failed.
-func (p *PaymentCommands) authorize(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error) {
-	cmd, err := paymentPayload[outbox.PaymentAuthorizationRequested](ev)
-	if err != nil {
-		return nil, err
-	}
-	orderID := cmp.Or(cmd.OrderID, ev.AggregateID)
-	log := p.eventLogger(ev, orderID, "")
-	callCtx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
-	intent, err := p.cfg.Provider.CreateIntent(callCtx, payments.CreateIntentParams{
-		OrderID:        orderID,
-		AmountMinor:    cmd.AmountMinor,
-		Currency:       cmd.Currency,
-		IdempotencyKey: "authorize:" + ev.EventID.String(),
-		Metadata:       map[string]string{"hold_id": cmd.HoldID.String()},
-	})
-	cancel()
-	if err != nil {
-		return nil, p.providerError(ctx, log, "create intent", err)
-	}
-	log = log.With("payment_intent_id", intent.ID)
-	log.InfoContext(ctx, "payment intent created at the provider", "intent", intent)
-
-	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-		n, err := p.q.PaymentUpsertIntent(ctx, tx, sqlcgen.PaymentUpsertIntentParams{
-			OrderID:         orderID,
-			Provider:        p.cfg.ProviderName,
-			PaymentIntentID: intent.ID,
-			ClientSecret:    intent.ClientSecret,
-			Status:          string(intent.Status),
-			AmountMinor:     intent.AmountMinor,
-			Currency:        intent.Currency,
-		})
-		if db.SQLState(err) == foreignKeyViolation {
-			// The order is not in this database. Its events are written
-			// with it, so this happens only when the event crossed to a
-			// standby's stream and the order did not reach its replica (a
-			// failover's recovery point): no retry brings the order
-			// back. Dead-letter the command; reconcile reports the intent.
-			return Permanent(fmt.Errorf("record payment intent: order %s is not in this database: %w", orderID, err))
-		}
-		if err != nil {
-			return fmt.Errorf("record payment intent: %w", err)
-		}
-		if n == 0 {
-			// The order's row names another intent: the order keeps it.
-			// This one's secret went nowhere, so nobody can confirm it; it
-			// is left unused.
-			log.ErrorContext(ctx, "order already has another payment intent; the new one is left unused")
-			return nil
-		}
-		return p.emit(ctx, tx, ev, outbox.TypePaymentIntentCreated, orderID, outbox.PaymentIntentCreated{
-			OrderID: orderID, PaymentIntentID: intent.ID, Status: string(intent.Status),
-		})
-	}, nil
-}
-
-// CodeCaptureFailed is purchase.CodeCaptureFailed: the PaymentFailed
-// code of a capture the provider refused.
-const CodeCaptureFailed = purchase.CodeCaptureFailed
-
-// capture collects an authorized intent. A refusal becomes PaymentFailed,
-// which fails the order and releases its seats, unless the provider says
-// the intent is captured already (then its webhook brings PaymentCaptured).
-func (p *PaymentCommands) capture(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error) {
-	cmd, err := paymentPayload[outbox.CaptureRequested](ev)
-	if err != nil {
-		return nil, err
-	}
-	orderID := cmp.Or(cmd.OrderID, ev.AggregateID)
-	log := p.eventLogger(ev, orderID, cmd.PaymentIntentID)
-	if cmd.PaymentIntentID == "" {
-		return nil, Permanent(fmt.Errorf("%s names no payment intent", ev.EventType))
-	}
-	callCtx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
-	defer cancel()
-	intent, err := p.cfg.Provider.Capture(callCtx, cmd.PaymentIntentID, "capture:"+orderID.String())
-	if err == nil {
-		log.InfoContext(ctx, "payment captured at the provider", "intent", intent)
-		return p.recordStatus(orderID, intent), nil
-	}
-	if payments.IsRetryable(err) {
-		return nil, p.providerError(ctx, log, "capture", err)
-	}
-	// Refused. Ask the provider what the intent is now before failing the
-	// order: an intent captured already (a repeat after the provider forgot
-	// the key, a capture in its dashboard) must not fail a paid order.
-	current, getErr := p.cfg.Provider.Get(callCtx, cmd.PaymentIntentID)
-	switch {
-	case getErr != nil && payments.IsRetryable(getErr):
-		return nil, p.providerError(ctx, log, "get intent", getErr)
-	case getErr == nil && current.Status == payments.StatusSucceeded:
-		log.WarnContext(ctx, "capture refused but the intent is captured already; its webhook brings PaymentCaptured",
-			"code", payments.ErrorCode(err), "intent", current)
-		return p.recordStatus(orderID, current), nil
-	}
-	log.WarnContext(ctx, "provider refused the capture; failing the payment", "code", payments.ErrorCode(err), "error", err.Error())
-	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-		if getErr == nil {
-			if err := p.recordStatus(orderID, current)(ctx, tx, ev); err != nil {
-				return err
-			}
-		}
-		return p.emit(ctx, tx, ev, outbox.TypePaymentFailed, orderID, outbox.PaymentFailed{
-			OrderID: orderID, PaymentIntentID: cmd.PaymentIntentID, Code: CodeCaptureFailed,
-		})
-	}, nil
-}
-
-// cancel releases an authorization. An intent the provider will not cancel
-// (canceled already, or captured) needs nothing more from this consumer:
-// a captured one is refunded when its PaymentCaptured reaches the saga.
-func (p *PaymentCommands) cancel(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error) {
-	cmd, err := paymentPayload[outbox.AuthorizationCancelRequested](ev)
-	if err != nil {
-		return nil, err
-	}
-	orderID := cmp.Or(cmd.OrderID, ev.AggregateID)
-	log := p.eventLogger(ev, orderID, cmd.PaymentIntentID)
-	if cmd.PaymentIntentID == "" {
-		return nil, Permanent(fmt.Errorf("%s names no payment intent", ev.EventType))
-	}
-	callCtx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
-	intent, err := p.cfg.Provider.Cancel(callCtx, cmd.PaymentIntentID, "cancel:"+orderID.String())
-	cancel()
-	switch {
-	case err == nil:
-		log.InfoContext(ctx, "payment intent canceled at the provider", "reason", cmd.Reason, "intent", intent)
-		return p.recordStatus(orderID, intent), nil
-	case payments.ErrorCode(err) == payments.CodeUnexpectedState:
-		log.InfoContext(ctx, "payment intent cannot be canceled (canceled already, or captured); nothing to do",
-			"reason", cmd.Reason, "error", err.Error())
-		return nil, nil
-	}
-	return nil, p.providerError(ctx, log, "cancel", err)
-}
-
-// refund refunds a captured intent, or the amount of one refund of
-// selected tickets, once per refund (its idempotency key). The
-// charge.refunded webhook brings PaymentRefunded.
-func (p *PaymentCommands) refund(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error) {
-	cmd, err := paymentPayload[outbox.RefundRequested](ev)
-	if err != nil {
-		return nil, err
-	}
-	orderID := cmp.Or(cmd.OrderID, ev.AggregateID)
-	log := p.eventLogger(ev, orderID, cmd.PaymentIntentID)
-	if cmd.PaymentIntentID == "" {
-		return nil, Permanent(fmt.Errorf("%s names no payment intent", ev.EventType))
-	}
-	callCtx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
-	key := "refund:" + orderID.String()
-	if cmd.RefundID != uuid.Nil {
-		key = "refund:" + cmd.RefundID.String()
-	}
-	ref, err := p.cfg.Provider.Refund(callCtx, cmd.PaymentIntentID, cmd.AmountMinor, key)
-	cancel()
-	switch {
-	case err == nil:
-		log.InfoContext(ctx, "payment refunded at the provider", "reason", cmd.Reason,
-			"refund_id", ref.ID, "amount_minor", ref.AmountMinor, "currency", ref.Currency, "refund_status", ref.Status)
-		return nil, nil
-	case payments.ErrorCode(err) == payments.CodeChargeAlreadyRefunded:
-		log.InfoContext(ctx, "payment refunded already; nothing to do", "reason", cmd.Reason)
-		return nil, nil
-	}
-	return nil, p.providerError(ctx, log, "refund", err)
-}
-
-// recordStatus returns the in-transaction step that mirrors the provider's
-// status of the order's intent in its payments row. The write goes with
-// the commit (db.Deferring), so the row is locked only while the commit
-// runs: the provider's webhook for the same intent, applied at the same
-// moment by the ingress under the order's lock, writes the same row. An
-// order without the row (never the case for an intent this consumer
-// created) is left as it is.
-func (p *PaymentCommands) recordStatus(orderID uuid.UUID, intent payments.Intent) HandlerFunc {
-	return func(ctx context.Context, tx pgx.Tx, _ outbox.Envelope) error {
-		if _, err := p.q.PaymentSetStatus(ctx, db.Deferring(tx), sqlcgen.PaymentSetStatusParams{
-			OrderID: orderID, PaymentIntentID: intent.ID, Status: string(intent.Status),
-		}); err != nil {
-			return fmt.Errorf("record payment status: %w", err)
-		}
-		return nil
+// PaymentCommandsFunc is the ExternalFunc of the payments consumer: the
+// payment policy is commands' (domain/payments.Commands: which call each
+// command makes, with which idempotency key, and what a refusal means);
+// this consumer only runs it. Call runs outside any transaction, and the
+// payments.RecordFunc it returns runs in the inbox transaction. Its errors
+// go through decide: a retryable provider error naks with backoff, a
+// fault.Permanent one dead-letters the command.
+func PaymentCommandsFunc(commands *payments.Commands) ExternalFunc {
+	return func(ctx context.Context, ev outbox.Envelope) (HandlerFunc, error) {
+		rec, err := commands.Call(ctx, ev)
+		return HandlerFunc(rec), err // a nil RecordFunc is a nil HandlerFunc
 	}
 }
-
-// providerError is what the runtime gets for a failed provider call: the
-// error itself when it is retryable (nak with backoff; the same key makes
-// the repeat safe), else the error marked permanent (dead letter), logged
-// here with the event's attributes. payments errors hold no secrets.
-func (p *PaymentCommands) providerError(ctx context.Context, log *slog.Logger, op string, err error) error {
-	if payments.IsRetryable(err) {
-		return err
-	}
-	log.ErrorContext(ctx, "provider refused the "+op+"; dead-lettering the command",
-		"code", payments.ErrorCode(err), "error", err.Error())
-	return Permanent(err)
-}
-
-// eventLogger scopes the consumer's logger to one command.
-func (p *PaymentCommands) eventLogger(ev outbox.Envelope, orderID uuid.UUID, intentID string) *slog.Logger {
-	l := p.logger.With("event_id", ev.EventID, "event_type", ev.EventType, "order_id", orderID,
-		"correlation_id", ev.CorrelationID, "causation_id", ev.CausationID)
-	if intentID != "" {
-		l = l.With("payment_intent_id", intentID)
-	}
-	return l
-}
-
-// paymentPayload decodes ev's payload. A payload that does not decode can
-// never be handled: the error is permanent, and quotes nothing of it.
-func paymentPayload[T any](ev outbox.Envelope) (T, error) {
-	var v T
-	if err := json.Unmarshal(ev.Payload, &v); err != nil {
-		return v, Permanent(fmt.Errorf("%s payload does not decode", ev.EventType))
-	}
-	return v, nil
-}
-
-// emit writes the event that follows cause to the outbox in tx: same
-// correlation id, cause's event id as causation id.
-func (p *PaymentCommands) emit(ctx context.Context, tx pgx.Tx, cause outbox.Envelope, eventType string, orderID uuid.UUID, payload any) error {
-	env, raw, err := outbox.NewOrderEvent(eventType, orderID, time.Now(), cause.CorrelationID, cause.EventID.String(), payload)
-	if err != nil {
-		return err
-	}
-	return outbox.Insert(ctx, tx, env, raw)
-}
-
-// foreignKeyViolation is PostgreSQL's SQLSTATE for a row that names a
-// parent row that does not exist.
-const foreignKeyViolation = "23503"

@@ -139,9 +139,9 @@ func (b *paymentsBundle) publishCommand(t *testing.T, msgID string, ev outbox.En
 // passed through wrap when wrap is not nil.
 func (b *paymentsBundle) consumer(t *testing.T, provider payments.Provider, wrap func(ExternalFunc) ExternalFunc) *Consumer {
 	t.Helper()
-	pc, err := NewPaymentCommands(PaymentCommandsConfig{Provider: provider, ProviderName: "sandbox", Logger: b.logger})
+	pc, err := payments.NewCommands(payments.CommandsConfig{Provider: provider, ProviderName: "sandbox", Logger: b.logger})
 	require.NoError(t, err)
-	f := ExternalFunc(pc.External)
+	f := PaymentCommandsFunc(pc)
 	if wrap != nil {
 		f = wrap(f)
 	}
@@ -289,12 +289,12 @@ func TestPaymentCommandsWaitOutAnOutage(t *testing.T) {
 	orderID := b.order(t)
 	in := b.intent(t, orderID, true)
 	p := &unreachable{Sandbox: b.sandbox, up: make(chan struct{})}
-	pc, err := NewPaymentCommands(PaymentCommandsConfig{Provider: p, ProviderName: "sandbox", Logger: b.logger})
+	pc, err := payments.NewCommands(payments.CommandsConfig{Provider: p, ProviderName: "sandbox", Logger: b.logger})
 	require.NoError(t, err)
 	cfg := PaymentCommandsConsumerConfig()
 	cfg.AckWait = 5 * time.Second
 	cfg.BackoffBase, cfg.BackoffMax = time.Second/scale, 10*time.Minute/scale
-	run(t, b.newExternalConsumer(t, cfg, pc.External))
+	run(t, b.newExternalConsumer(t, cfg, PaymentCommandsFunc(pc)))
 
 	ev, raw := command(t, outbox.TypeCaptureRequested, orderID, outbox.CaptureRequested{OrderID: orderID, PaymentIntentID: in.ID})
 	seq := b.publishCommand(t, ev.EventID.String(), ev, raw)
@@ -653,7 +653,7 @@ func TestPaymentCommands(t *testing.T) {
 
 func TestNewPaymentCommandsValidates(t *testing.T) {
 	t.Parallel()
-	_, err := NewPaymentCommands(PaymentCommandsConfig{})
+	_, err := payments.NewCommands(payments.CommandsConfig{})
 	require.ErrorContains(t, err, "Provider is required")
 	require.ErrorContains(t, err, "ProviderName is required")
 	require.ErrorContains(t, err, "Logger is required")

@@ -21,7 +21,7 @@ import (
 
 	"boxoffice/platform/backoff"
 	"boxoffice/platform/bus"
-	"boxoffice/sqlcgen"
+	"boxoffice/platform/outbox"
 )
 
 // Timing the relay does not expose as configuration.
@@ -156,7 +156,6 @@ type Relay struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	cfg     Config
-	q       *sqlcgen.Queries
 	logger  *slog.Logger
 	metrics *metrics
 	warn    *throttle
@@ -205,7 +204,6 @@ func New(pool *pgxpool.Pool, nc *nats.Conn, cfg Config) (*Relay, error) {
 		nc:      nc,
 		js:      js,
 		cfg:     cfg,
-		q:       sqlcgen.New(),
 		logger:  cfg.Logger.With("component", "relay", "relay_id", cfg.ID),
 		metrics: m,
 		warn:    newThrottle(warnInterval),
@@ -219,7 +217,7 @@ func (r *Relay) ID() string { return r.cfg.ID }
 type batch struct {
 	claimedAt time.Time
 	sentAt    time.Time
-	rows      []sqlcgen.OutboxClaimRow
+	rows      []outbox.Claimed
 	// leaseFirst is the first seq of the batch's lease (its key).
 	leaseFirst int64
 	// futures[i] is rows[i]'s pending ack, or nil if it was never sent.
@@ -370,7 +368,7 @@ const headScanEvery = 16
 // expired leases — and writes one lease over
 // their seq range. No row is updated. It is not cut short by ctx, so the
 // relay always learns what it claimed.
-func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRow, int64, error) {
+func (r *Relay) claim(ctx context.Context, n int) ([]outbox.Claimed, int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
 	r.claims++
@@ -382,7 +380,7 @@ func (r *Relay) claim(ctx context.Context, n int) ([]sqlcgen.OutboxClaimRow, int
 	if trueHead {
 		floor = 0
 	}
-	rows, err := r.q.OutboxClaim(ctx, r.pool, sqlcgen.OutboxClaimParams{
+	rows, err := outbox.Claim(ctx, r.pool, outbox.ClaimParams{
 		RelayID: r.cfg.ID, MaxRows: int32(n), Lease: r.cfg.Lease, HeadScan: headScan, Floor: floor,
 	})
 	if err != nil {
@@ -607,7 +605,7 @@ func reason(err error) string {
 func (r *Relay) markPublished(ctx context.Context, leaseFirst int64, acked, failed []uuid.UUID, retryIn time.Duration, rejected []uuid.UUID) int64 {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	latencies, err := r.q.OutboxSettle(ctx, r.pool, sqlcgen.OutboxSettleParams{
+	latencies, err := outbox.Settle(ctx, r.pool, outbox.SettleParams{
 		RelayID: r.cfg.ID, LeaseFirst: leaseFirst,
 		Acked: acked, Failed: failed, RetryAfter: retryIn,
 		Rejected: rejected, RejectAfter: maxRetryBackoff,
@@ -633,7 +631,7 @@ func (r *Relay) markPublished(ctx context.Context, leaseFirst int64, acked, fail
 func (r *Relay) endLease(ctx context.Context, leaseFirst int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	_, err := r.q.OutboxSettle(ctx, r.pool, sqlcgen.OutboxSettleParams{RelayID: r.cfg.ID, LeaseFirst: leaseFirst})
+	_, err := outbox.Settle(ctx, r.pool, outbox.SettleParams{RelayID: r.cfg.ID, LeaseFirst: leaseFirst})
 	if err != nil {
 		r.warnContext(ctx, "release", "end outbox lease; its rows wait for it to expire instead", "error", err.Error())
 	}
@@ -656,7 +654,7 @@ func (r *Relay) statsLoop(ctx context.Context) {
 func (r *Relay) refreshStats(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	s, err := r.q.OutboxStats(ctx, r.pool)
+	s, err := outbox.ReadStats(ctx, r.pool)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.warnContext(ctx, "stats", "read outbox stats", "error", err.Error())

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,4 +98,227 @@ func TestLayersImportOnlyDownward(t *testing.T) {
 			}
 		}
 	}
+}
+
+// tableOwners is the one package that writes each table (issue 28: one
+// owner per table). Everything else that changes a table asks its owner.
+// The domain owns the business tables; platform packages own their
+// mechanisms' tables; the operations tools own their own records.
+var tableOwners = map[string]string{
+	// domain/catalog: what is on sale.
+	"events":     "boxoffice/domain/catalog",
+	"seats":      "boxoffice/domain/catalog",
+	"organizers": "boxoffice/domain/catalog",
+	// domain/purchase: holds, orders and refunds, and the hold's
+	// idempotency keys (hold_reserve).
+	"holds":            "boxoffice/domain/purchase",
+	"hold_seats":       "boxoffice/domain/purchase",
+	"orders":           "boxoffice/domain/purchase",
+	"refunds":          "boxoffice/domain/purchase",
+	"idempotency_keys": "boxoffice/domain/purchase",
+	// domain/payments: the provider's webhooks it took in; the payments
+	// row of each order through its package record (below the purchase
+	// saga, which asks it too); the sandbox provider's own state.
+	"stripe_events":              "boxoffice/domain/payments",
+	"payments":                   "boxoffice/domain/payments/record",
+	"sandbox_payment_intents":    "boxoffice/domain/payments/sandbox",
+	"sandbox_refunds":            "boxoffice/domain/payments/sandbox",
+	"sandbox_idempotency_keys":   "boxoffice/domain/payments/sandbox",
+	"sandbox_requests":           "boxoffice/domain/payments/sandbox",
+	"sandbox_webhook_deliveries": "boxoffice/domain/payments/sandbox",
+	// domain/tickets: tickets and their check-ins at the door.
+	"tickets":   "boxoffice/domain/tickets",
+	"check_ins": "boxoffice/domain/tickets",
+	// domain/waitingroom: the onsale settings.
+	"onsales": "boxoffice/domain/waitingroom",
+	// domain/webhooks: organizers' endpoints and what is sent to them.
+	"webhook_endpoints":  "boxoffice/domain/webhooks",
+	"webhook_messages":   "boxoffice/domain/webhooks",
+	"webhook_deliveries": "boxoffice/domain/webhooks",
+	"webhook_attempts":   "boxoffice/domain/webhooks",
+	// platform: the mechanisms.
+	"outbox":              "boxoffice/platform/outbox",
+	"outbox_leases":       "boxoffice/platform/outbox",
+	"inbox":               "boxoffice/platform/inbox",
+	"idempotent_requests": "boxoffice/platform/idempotency",
+	"api_keys":            "boxoffice/platform/apikey",
+	// operations: their own records.
+	"region_epoch":             "boxoffice/ops/failover",
+	"failover_paused_events":   "boxoffice/ops/failover",
+	"failover_recovery_points": "boxoffice/ops/failover",
+	"reconcile_repairs":        "boxoffice/ops/reconcile",
+}
+
+// writeExceptions are the writes of a table by a package other than its
+// owner that stay, each for the reason given. A new one is a decision,
+// not an accident: add it here with its reason, or ask the owner.
+var writeExceptions = []struct{ pkg, table, why string }{
+	{"boxoffice/domain/purchase", "outbox", "hold_reserve writes the hold's PaymentAuthorizationRequested in the statement " +
+		"that takes the hold: one round trip per hold (docs/performance.md); every other event goes through outbox.Insert"},
+	{"boxoffice/domain/purchase", "tickets", "a refund revokes the order's tickets in the refund's transaction; " +
+		"domain/tickets imports domain/purchase (it issues for paid orders), so purchase cannot ask it back"},
+	{"boxoffice/platform/apikey", "organizers", "an API key's insert ensures its organizer row (INSERT … ON CONFLICT DO NOTHING) " +
+		"in the key's transaction; platform cannot import domain/catalog, a floor above"},
+	{"boxoffice/ops/failover", "onsales", "stopping a cell pauses its onsales and records which, in one statement, " +
+		"so resume reopens exactly those"},
+	{"boxoffice/ops/retention", "inbox", "retention deletes rows past their retention from bounded tables of several owners"},
+	{"boxoffice/ops/retention", "stripe_events", "retention deletes rows past their retention"},
+	{"boxoffice/ops/retention", "idempotency_keys", "retention deletes rows past their retention"},
+	{"boxoffice/ops/retention", "idempotent_requests", "retention deletes rows past their retention"},
+	{"boxoffice/cmd/boxoffice-lab", "orders", "the lab's stream benchmark moves orders to drive the pipeline; it is no product code"},
+}
+
+// sqlImportExceptions are packages that own no table and still import
+// sqlcgen, to read; the operations tools (boxoffice/ops/…) may besides,
+// since they read across tables.
+var sqlImportExceptions = []struct{ pkg, why string }{
+	{"boxoffice/domain/cells", "routes a request to the cell that holds an id: it reads the directory " +
+		"(which cell has this event, order, intent, organizer) and writes nothing"},
+	{"boxoffice/cmd/boxoffice-lab", "the lab's stream benchmark (see writeExceptions)"},
+}
+
+// sqlcgen is reachable only from the packages that own tables, the
+// operations tools and the exceptions above: the edge packages (relay,
+// consumers, handlers), the commands and the rest of the domain ask an
+// owner. Together with TestLayersImportOnlyDownward (no domain package
+// imports handlers; testkit stays out of product code) this is the
+// layering issue 28 asks for, held by the build.
+func TestOnlyTableOwnersImportSQL(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "boxoffice/...").CombinedOutput()
+	require.NoError(t, err, "go list: %s", out)
+	allowed := map[string]string{}
+	for _, owner := range tableOwners {
+		allowed[owner] = "owns a table"
+	}
+	for _, e := range sqlImportExceptions {
+		allowed[e.pkg] = e.why
+	}
+	importers := map[string]bool{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := fields[0]
+		if pkg == "boxoffice/sqlcgen" || !slices.Contains(fields[1:], "boxoffice/sqlcgen") {
+			continue
+		}
+		importers[pkg] = true
+		if _, ok := allowed[pkg]; !ok && !strings.HasPrefix(pkg, "boxoffice/ops/") && !isTestKit(pkg) {
+			t.Errorf("%s imports boxoffice/sqlcgen but owns no table: ask the table's owner (tableOwners), "+
+				"or list it in sqlImportExceptions with the reason", pkg)
+		}
+	}
+	for _, e := range sqlImportExceptions {
+		require.True(t, importers[e.pkg], "%s no longer imports sqlcgen: drop it from sqlImportExceptions", e.pkg)
+	}
+	for _, edge := range []string{"boxoffice/relay", "boxoffice/consumers", "boxoffice/handlers"} {
+		require.False(t, importers[edge], "%s is an edge package: it asks the owners, never sqlcgen", edge)
+	}
+}
+
+// Each table has one writer: every call of a generated query that
+// inserts, updates or deletes rows of a table (itself, or through a
+// function of migrations/functions/ it calls) is made from the table's
+// owner, or is one of writeExceptions. Tests and the generated code are
+// not looked at.
+func TestEveryTableHasOneWriter(t *testing.T) {
+	t.Parallel()
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	require.NoError(t, err)
+	writes := queryWrites(t, strings.TrimSpace(string(root)))
+	require.Contains(t, writes["OutboxInsert"], "outbox", "the parse of queries/ finds the writes")
+	require.Contains(t, writes["HoldReserve"], "holds", "the parse of migrations/functions/ finds the writes")
+
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}} {{join .GoFiles \" \"}}", "boxoffice/...").CombinedOutput()
+	require.NoError(t, err, "go list: %s", out)
+	call := regexp.MustCompile(`\.([A-Z][A-Za-z0-9]*)\(`)
+	excepted := map[[2]string]bool{}
+	for _, e := range writeExceptions {
+		excepted[[2]string{e.pkg, e.table}] = true
+	}
+	seen := map[[2]string]bool{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, dir := fields[0], fields[1]
+		if pkg == "boxoffice/sqlcgen" {
+			continue
+		}
+		for _, name := range fields[2:] {
+			src, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err)
+			if !strings.Contains(string(src), `"boxoffice/sqlcgen"`) {
+				continue
+			}
+			for _, m := range call.FindAllStringSubmatch(string(src), -1) {
+				for _, table := range writes[m[1]] {
+					owner, ok := tableOwners[table]
+					require.True(t, ok, "%s/%s writes %s (%s), which has no owner in tableOwners", pkg, name, table, m[1])
+					key := [2]string{pkg, table}
+					seen[key] = true
+					if pkg != owner && !excepted[key] {
+						t.Errorf("%s/%s writes %s with %s; its owner is %s: ask it, or list the write in writeExceptions with the reason",
+							pkg, name, table, m[1], owner)
+					}
+				}
+			}
+		}
+	}
+	for _, e := range writeExceptions {
+		require.True(t, seen[[2]string{e.pkg, e.table}], "%s no longer writes %s: drop it from writeExceptions", e.pkg, e.table)
+	}
+}
+
+// queryWrites maps each generated query (queries/*.sql, by its sqlc name)
+// to the tables it inserts into, updates or deletes from, directly or
+// through the functions of migrations/functions/ it calls.
+func queryWrites(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	write := regexp.MustCompile(`(?i)\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+([a-z_][a-z0-9_]*)`)
+	comment := regexp.MustCompile(`--[^\n]*`)
+	tables := func(sql string) []string {
+		var out []string
+		for _, m := range write.FindAllStringSubmatch(comment.ReplaceAllString(sql, ""), -1) {
+			switch name := strings.ToLower(m[1]); name {
+			case "set", "of", "skip", "nowait": // ON CONFLICT DO UPDATE SET, FOR UPDATE OF / SKIP LOCKED
+			default:
+				if !slices.Contains(out, name) {
+					out = append(out, name)
+				}
+			}
+		}
+		return out
+	}
+	functions := map[string][]string{}
+	files, err := filepath.Glob(filepath.Join(root, "migrations", "functions", "*.sql"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		functions[strings.TrimSuffix(filepath.Base(f), ".sql")] = tables(string(src))
+	}
+	files, err = filepath.Glob(filepath.Join(root, "queries", "*.sql"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	writes := map[string][]string{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, q := range strings.Split(string(src), "-- name: ")[1:] {
+			name, body, _ := strings.Cut(q, " ")
+			ts := tables(body)
+			for fn, fts := range functions {
+				if strings.Contains(body, fn+"(") {
+					for _, table := range fts {
+						if !slices.Contains(ts, table) {
+							ts = append(ts, table)
+						}
+					}
+				}
+			}
+			if len(ts) > 0 {
+				writes[name] = ts
+			}
+		}
+	}
+	return writes
 }

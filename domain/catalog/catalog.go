@@ -1,4 +1,9 @@
 // Package catalog creates events with their seats and reads the seat map.
+//
+// It owns, as their one writer, the tables events, seats and organizers
+// (platform/apikey also ensures an organizer's row before keying it: it
+// cannot ask a floor above). Other packages read them, and ask catalog
+// to change them; cmd/boxoffice/layers_test.go (tableOwners) holds it.
 package catalog
 
 import (

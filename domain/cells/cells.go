@@ -17,6 +17,9 @@
 // reports and webhooks never need another cell. Nothing joins across
 // databases: anything that must see several cells reads their events on
 // the bus.
+//
+// It owns no table: it only reads which cell holds an id (the directory
+// queries), and writes nothing.
 package cells
 
 import (

@@ -1,7 +1,9 @@
 // Package payments is the only way Boxoffice moves money: a Provider
 // interface over Stripe PaymentIntents with manual capture, the Stripe
-// adapter (the real thing, through stripe-go), and the ingress of the
-// provider's webhooks. Its other implementation, sandbox.Sandbox (package
+// adapter (the real thing, through stripe-go), the payment policy of the
+// saga's commands (Commands: which call each command makes, with which
+// key, and what a refusal means; the payments consumer runs it), and the
+// ingress of the provider's webhooks. Its other implementation, sandbox.Sandbox (package
 // payments/sandbox), is a PostgreSQL-backed stand-in for development and
 // tests that behaves like Stripe from the application's side, webhooks
 // included.
@@ -69,4 +71,14 @@
 // stored in the payments row and returned to the order's owner only while
 // payment is pending. Intent's String, GoString and LogValue methods, and
 // its JSON encoding, leave it out, so an Intent may be logged whole.
+//
+// # Tables
+//
+// It owns, as its one writer, stripe_events (the webhook ids it took in;
+// the retention worker deletes old ones). The payments table (each
+// order's intent, secret and status) is written only by its package
+// record, which the commands, the ingress and the purchase saga ask:
+// record sits below the saga, which this package builds on, so the saga
+// can ask it without an import cycle. The sandbox's tables are
+// sandbox's.
 package payments

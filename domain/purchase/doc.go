@@ -39,6 +39,19 @@
 //
 // Other packages ask it rather than touch its tables: the tickets issuer
 // locks an order through LockOrderWithHold, the payments ingress applies
-// a fact through Saga.Apply, the handlers and the consumers call its
+// a fact through Saga.Apply, the reconciler stamps a cancel request
+// through MarkCancelRequested, the handlers and the consumers call its
 // services.
+//
+// # Tables
+//
+// It owns, as their one writer, holds, hold_seats, orders, refunds and
+// idempotency_keys (the hold's keys, in hold_reserve). Two writes reach
+// tables it does not own, each for a reason: hold_reserve writes the
+// hold's first event to the outbox in its one statement (one round trip
+// per hold), and a refund revokes the order's tickets in its transaction
+// (domain/tickets builds on this package, so it cannot be asked back).
+// The payments row it does not write: the saga records the provider's
+// status through domain/payments/record, the table's one writer.
+// cmd/boxoffice/layers_test.go (tableOwners, writeExceptions) holds it.
 package purchase

@@ -282,16 +282,29 @@ func (o *OrderTx) RequestCancel(ctx context.Context, intentID, reason string) (b
 	if intentID == "" {
 		return false, nil
 	}
-	n, err := o.q.OrderMarkAuthorizationCancelRequested(ctx, o.tx, o.order.ID)
+	stamped, err := MarkCancelRequested(ctx, o.tx, o.order.ID)
 	if err != nil {
 		return false, fmt.Errorf("stamp cancel request: %w", err)
 	}
-	if n == 0 {
+	if !stamped {
 		return false, nil
 	}
 	return true, o.Emit(ctx, outbox.TypeAuthorizationCancelRequested, outbox.AuthorizationCancelRequested{
 		OrderID: o.order.ID, PaymentIntentID: intentID, Reason: reason,
 	})
+}
+
+// MarkCancelRequested stamps, in tx, that AuthorizationCancelRequested is
+// being written for order orderID, which the caller has locked there
+// (OrderGetForUpdate, or an OrderTx). It reports false, stamping nothing,
+// when one was written for the order already, by any writer: the caller
+// must then not write another (one cancel request per order). It is the
+// one statement that sets orders.authorization_cancel_requested_at, for
+// OrderTx.RequestCancel and for the reconciler's cancel repair; the error
+// is the database's, for the caller to wrap.
+func MarkCancelRequested(ctx context.Context, tx pgx.Tx, orderID uuid.UUID) (bool, error) {
+	n, err := sqlcgen.New().OrderMarkAuthorizationCancelRequested(ctx, tx, orderID)
+	return n > 0, err
 }
 
 // ExpiredHolds is a batch of expired holds with their orders, claimed and

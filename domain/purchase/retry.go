@@ -9,13 +9,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/domain/payments/record"
 	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 )
 
 // CodeCaptureFailed is the PaymentFailed code of an authorization whose
-// capture the provider refused for good (the payments consumer writes
-// it). Any other code is a declined attempt to pay.
+// capture the provider refused for good (payments.Commands writes it,
+// run by the payments consumer). Any other code is a declined attempt to pay.
 const CodeCaptureFailed = "capture_failed"
 
 // DefaultPaymentAttempts is how many times a buyer may try to pay for an
@@ -82,7 +83,7 @@ const DefaultPaymentGrace = 5 * time.Minute
 // when. It runs in the caller's transaction.
 func GraceForPayment(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, intentID, status string, grace time.Duration) (bool, time.Time, error) {
 	q, tx := sqlcgen.New(), db.InterpretingTx(tx)
-	if _, err := q.PaymentRecordStatus(ctx, tx, sqlcgen.PaymentRecordStatusParams{OrderID: orderID, PaymentIntentID: intentID, Status: status}); err != nil {
+	if _, err := record.ConfirmingStatus(ctx, tx, orderID, intentID, status); err != nil {
 		return false, time.Time{}, fmt.Errorf("record payment status: %w", err)
 	}
 	if grace <= 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/domain/payments/record"
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/outbox"
@@ -184,9 +185,7 @@ func (s *Saga) paymentAuthorized(ctx context.Context, st *step, p outbox.Payment
 	// confirms the order on it, so that a confirmed order always shows an
 	// authorized payment (boxoffice audit checks it). The row is there
 	// (payment rows are never deleted): the write goes with the commit.
-	if _, err := sqlcgen.New().PaymentSetStatus(ctx, db.Deferring(tx), sqlcgen.PaymentSetStatusParams{
-		Status: paymentAuthorized, OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
-	}); err != nil {
+	if _, err := record.Status(ctx, db.Deferring(tx), st.ID(), p.PaymentIntentID, paymentAuthorized); err != nil {
 		return fmt.Errorf("record authorization: %w", err)
 	}
 	if err := st.MoveHold(ctx, HoldConfirmed); err != nil {
@@ -230,9 +229,7 @@ func (s *Saga) paymentCaptured(ctx context.Context, st *step, p outbox.PaymentCa
 		if err != nil {
 			return err
 		}
-		if _, err := sqlcgen.New().PaymentSetStatus(ctx, db.Deferring(tx), sqlcgen.PaymentSetStatusParams{
-			Status: paymentCaptured, OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
-		}); err != nil {
+		if _, err := record.Status(ctx, db.Deferring(tx), st.ID(), p.PaymentIntentID, paymentCaptured); err != nil {
 			return fmt.Errorf("record capture: %w", err)
 		}
 		if err := st.Move(ctx, OrderPaid); err != nil {
@@ -405,9 +402,7 @@ func (s *Saga) authorizationCanceled(ctx context.Context, st *step, p outbox.Aut
 		st.log.InfoContext(ctx, "cancellation already recorded; duplicate ignored")
 		return nil
 	}
-	if _, err := q.PaymentSetStatus(ctx, db.Deferring(tx), sqlcgen.PaymentSetStatusParams{
-		Status: "canceled", OrderID: st.ID(), PaymentIntentID: p.PaymentIntentID,
-	}); err != nil {
+	if _, err := record.Status(ctx, db.Deferring(tx), st.ID(), p.PaymentIntentID, "canceled"); err != nil {
 		return fmt.Errorf("mark payment canceled: %w", err)
 	}
 	st.log.InfoContext(ctx, "authorization canceled", "order_status", st.Status())

@@ -30,4 +30,11 @@
 // A valid signature proves Boxoffice issued the ticket; it does not prove
 // the ticket was not refunded since, nor that it was not scanned before.
 // Scanners that need either check with the server or a synced list.
+//
+// # Tables
+//
+// It owns, as their one writer, tickets and check_ins; a refund
+// (domain/purchase) also revokes an order's tickets in its own
+// transaction, since this package builds on purchase and cannot be asked
+// back from it. The order's state it changes through purchase's OrderTx.
 package tickets

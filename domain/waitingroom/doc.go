@@ -32,4 +32,8 @@
 // signature and the in-process copy of the revocations, refreshed from
 // Redis every second and kept as it was while Redis is down. When Redis
 // answers again, go-redis reconnects and everything resumes by itself.
+//
+// In PostgreSQL it owns, as their one writer, the onsales table (an
+// onsale's settings); a regional failover's stop pauses onsales too
+// (ops/failover), in the statement that records which it paused.
 package waitingroom

@@ -61,4 +61,7 @@
 // Redirects are never followed.
 //
 // Secrets never appear in logs, errors, metrics or read responses.
+//
+// It owns, as their one writer, webhook_endpoints, webhook_messages,
+// webhook_deliveries and webhook_attempts.
 package webhooks

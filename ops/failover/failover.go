@@ -36,10 +36,11 @@ type Fenced struct {
 	Before, After int64
 }
 
-// fence raises the epoch of pool's database to epoch. It returns an error
+// Fence raises the epoch of pool's database to epoch: the one writer of
+// region_epoch, for boxoffice fence, Stop and Promote. It returns an error
 // when the database is already past it: epochs are never lowered, and a
 // failover to an epoch already superseded is a mistake.
-func fence(ctx context.Context, pool *pgxpool.Pool, epoch int64) (Fenced, error) {
+func Fence(ctx context.Context, pool *pgxpool.Pool, epoch int64) (Fenced, error) {
 	q := sqlcgen.New()
 	before, err := q.RegionEpochGet(ctx, pool)
 	if err != nil {
@@ -75,7 +76,7 @@ func Stop(ctx context.Context, pool *pgxpool.Pool, epoch int64) (StopResult, err
 	if err != nil {
 		return StopResult{}, fmt.Errorf("pause onsales: %w", err)
 	}
-	f, err := fence(ctx, pool, epoch)
+	f, err := Fence(ctx, pool, epoch)
 	if err != nil {
 		return StopResult{Paused: paused}, err
 	}

@@ -78,7 +78,7 @@ func Promote(ctx context.Context, p PromoteParams) (PromoteResult, error) {
 		}
 		res.DatabasePromoted = true
 	}
-	if res.Fenced, err = fence(ctx, p.Standby, p.Epoch); err != nil {
+	if res.Fenced, err = Fence(ctx, p.Standby, p.Epoch); err != nil {
 		return res, err
 	}
 	if res.Paused, err = q.FailoverPauseOnsales(ctx, p.Standby, p.Epoch); err != nil {

@@ -193,9 +193,9 @@ func check(ctx context.Context, cfg Config, in payments.Intent) (Finding, bool, 
 			return nil
 		}
 		if plan.repair == RepairCancel {
-			if n, err := q.OrderMarkAuthorizationCancelRequested(ctx, tx, orderID); err != nil {
+			if stamped, err := purchase.MarkCancelRequested(ctx, tx, orderID); err != nil {
 				return fmt.Errorf("stamp cancel request: %w", err)
-			} else if n == 0 {
+			} else if !stamped {
 				f.Note, f.Events = "a cancel was requested already", nil
 				return nil
 			}

@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"boxoffice/domain/payments/record"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/db"
 	"boxoffice/platform/promreg"
@@ -118,7 +119,7 @@ func (p *Pruner) Pass(ctx context.Context, now time.Time) (map[string]int64, err
 		{"idempotency_keys", func() (int64, error) { return q.RetentionPruneIdempotencyKeys(ctx, tx, Batch) }},
 		{"idempotent_requests", func() (int64, error) { return q.RetentionPruneIdempotentRequests(ctx, tx, Batch) }},
 		{"client_secrets", func() (int64, error) {
-			return q.RetentionClearClientSecrets(ctx, tx, sqlcgen.RetentionClearClientSecretsParams{Awaiting: awaiting, MaxRows: Batch})
+			return record.ClearSecrets(ctx, tx, awaiting, Batch)
 		}},
 	}
 	out := make(map[string]int64, len(steps))

@@ -14,6 +14,8 @@
 // Nothing caches a verified key: every request that presents one reads its
 // row, so a key revoked by one request is refused by the next one, in every
 // process.
+//
+// It owns, as its one writer, the api_keys table.
 package apikey
 
 import (

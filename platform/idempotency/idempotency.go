@@ -12,6 +12,9 @@
 // are answered once), or finds the key free again if the first one failed
 // (a key is bound only by a request that succeeded). A key is kept for
 // Retention, then forgotten.
+//
+// It owns, as its one writer, the idempotent_requests table (the
+// retention worker deletes expired rows).
 package idempotency
 
 import (

@@ -2,6 +2,11 @@
 // written to the transactional outbox. Events are only ever written in the
 // same transaction as the state change they describe; the relay is the only
 // publisher.
+//
+// It owns, as their one writer, the outbox and outbox_leases tables:
+// Insert for every writer of events (hold_reserve excepted, which writes
+// the hold's first event in its own statement), and Claim, Settle and
+// ReadStats for the relay.
 package outbox
 
 import (

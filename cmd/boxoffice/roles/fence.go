@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"boxoffice/ops/failover"
 	"boxoffice/platform/db"
-	"boxoffice/sqlcgen"
 )
 
 // runFence runs `boxoffice fence --epoch N`: it raises the database's region
@@ -35,22 +35,14 @@ func runFence(ctx context.Context, args []string, getenv func(string) string, ou
 		return err
 	}
 	defer pool.Close()
-	q := sqlcgen.New()
-	before, err := q.RegionEpochGet(ctx, pool)
+	f, err := failover.Fence(ctx, pool, *epoch)
 	if err != nil {
-		return fmt.Errorf("read region epoch: %w", err)
+		return err
 	}
-	now, err := q.RegionEpochRaise(ctx, pool, *epoch)
-	if err != nil {
-		return fmt.Errorf("raise region epoch: %w", err)
-	}
-	switch {
-	case now > *epoch:
-		return fmt.Errorf("the region epoch is %d; it is never lowered to %d", now, *epoch)
-	case before == now:
-		fmt.Fprintf(out, "region epoch already %d; nothing changed\n", now)
-	default:
-		fmt.Fprintf(out, "region epoch raised from %d to %d: processes on an older epoch can no longer write\n", before, now)
+	if f.Before == f.After {
+		fmt.Fprintf(out, "region epoch already %d; nothing changed\n", f.After)
+	} else {
+		fmt.Fprintf(out, "region epoch raised from %d to %d: processes on an older epoch can no longer write\n", f.Before, f.After)
 	}
 	return nil
 }

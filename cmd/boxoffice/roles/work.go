@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"boxoffice/consumers"
+	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/webhooks"
@@ -46,7 +47,7 @@ func components() []component {
 			return consumer(consumers.NewPurchaseSaga(d.Pool, d.JS, base(d), saga))
 		}},
 		{consumers.PaymentCommandsName, func(cfg Config, d CellDeps) (func(context.Context) error, error) {
-			pc, err := consumers.NewPaymentCommands(consumers.PaymentCommandsConfig{
+			pc, err := payments.NewCommands(payments.CommandsConfig{
 				Provider: d.Provider, ProviderName: cfg.Payments, Logger: d.Logger,
 			})
 			if err != nil {
@@ -54,7 +55,7 @@ func components() []component {
 			}
 			cc := consumers.PaymentCommandsConsumerConfig()
 			cc.Logger, cc.Registerer, cc.Bus = d.Logger, d.Reg, bus.ForCell(d.Name)
-			return consumer(consumers.NewExternal(d.Pool, d.JS, cc, pc.External))
+			return consumer(consumers.NewExternal(d.Pool, d.JS, cc, consumers.PaymentCommandsFunc(pc)))
 		}},
 		{consumers.TicketsName, func(cfg Config, d CellDeps) (func(context.Context) error, error) {
 			if cfg.TicketSeed == nil {

@@ -7,4 +7,7 @@
 // benchmarks can total it apart: a real Stripe costs none of our
 // database. It is what `boxoffice dev`, the tests and the benchmarks use
 // when BOXOFFICE_PAYMENTS=sandbox.
+//
+// It owns, as their one writer, the sandbox_* tables, and touches no
+// table of the application's.
 package sandbox
