@@ -70,7 +70,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/boxoffice ./cmd/boxoffice
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/boxoffice-lab ./cmd/boxoffice-lab
 
-## bench: HTTP holds/s against the pgbench baseline of the seed's hold transaction
+## bench: HTTP holds/s against the pgbench baseline of a plain-SQL hold transaction
 bench:
 	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice-lab bench holds
 	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice-lab bench purchases

@@ -1,4 +1,10 @@
 // Package catalog creates events with their seats and reads the seat map.
+// It owns the events and seats tables and creates organizers on their
+// first use (platform/apikey ensures one too, for a key's organizer): an
+// event is created with every seat in one transaction. A seat's
+// availability is not stored here but decided by the holds and tickets
+// that own it (package purchase, docs/design/holds.md); the seat map it
+// reads is a hint, and only a hold decides.
 package catalog
 
 import (

@@ -1,5 +1,5 @@
 // Package waitingroom shapes an onsale's crowd into the rate the purchase
-// cell can take (seed 000 §3): buyers join an event's waiting room and are
+// cell can take (docs/design/admission.md): buyers join an event's waiting room and are
 // admitted at R per second, each admission a signed, short-lived admission
 // token (package admission) that the hold path verifies.
 //
@@ -32,4 +32,8 @@
 // signature and the in-process copy of the revocations, refreshed from
 // Redis every second and kept as it was while Redis is down. When Redis
 // answers again, go-redis reconnects and everything resumes by itself.
+//
+// It owns the onsales table (the organizers' settings) and every
+// boxoffice:wr: key of Redis: the queues, admissions, buckets and
+// revocations. It owns no seat: inventory is package purchase's.
 package waitingroom

@@ -1,7 +1,7 @@
 // Package webhooks is the outbound webhook platform: it tells organizers'
 // own systems what happened to their events, per Standard Webhooks
 // (https://www.standardwebhooks.com), and it lets them see, retry and
-// replay what was sent (seed 004, DESIGN.md § Outbound webhooks).
+// replay what was sent (docs/design/webhooks.md).
 //
 // Three parts, each with its own guarantee:
 //
@@ -61,4 +61,7 @@
 // Redirects are never followed.
 //
 // Secrets never appear in logs, errors, metrics or read responses.
+//
+// It owns the webhook_endpoints, webhook_messages, webhook_deliveries and
+// webhook_attempts tables; nothing else writes them.
 package webhooks
