@@ -33,19 +33,22 @@ test-gameday:
 	$(GO) test -tags gameday -count=1 -timeout 10m -v -run TestGameDay ./lab/gameday/
 
 ## generate: sqlc code from queries/ + migrations/, openapi.yaml, the
-## reference page /docs serves (.ci/build-reference), and the
+## reference page /docs serves (.ci/build-reference), the
 ## Go client in client/ (oapi-codegen, from the 3.0 rendering of the same
-## document: client/oapi-codegen.yaml)
+## document: client/oapi-codegen.yaml), and README.md's configuration table
+## (from the settings of cmd/boxoffice/roles/settings.go)
 generate:
 	$(GO) tool sqlc generate
 	$(GO) run ./cmd/boxoffice openapi > openapi.yaml
+	$(GO) run ./cmd/boxoffice settings -readme README.md
 	.ci/build-reference
 	@spec=$$(mktemp) && trap 'rm -f "$$spec"' EXIT && \
 		$(GO) run ./cmd/boxoffice openapi --3.0 > "$$spec" && \
 		$(GO) tool oapi-codegen -config client/oapi-codegen.yaml "$$spec"
 
-## check-generated: fail when sqlcgen/, openapi.yaml or client/ drift from their sources
-GENERATED := sqlcgen openapi.yaml client handlers/reference.html
+## check-generated: fail when sqlcgen/, openapi.yaml, client/ or README.md's
+## configuration table drift from their sources
+GENERATED := sqlcgen openapi.yaml client handlers/reference.html README.md
 check-generated: generate
 	@git diff --exit-code -- $(GENERATED)
 	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "generated files are not committed"; exit 1; }
@@ -67,7 +70,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/boxoffice ./cmd/boxoffice
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/boxoffice-lab ./cmd/boxoffice-lab
 
-## bench: HTTP holds/s against the pgbench baseline of the seed's hold transaction
+## bench: HTTP holds/s against the pgbench baseline of a plain-SQL hold transaction
 bench:
 	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice-lab bench holds
 	DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}" $(GO) run ./cmd/boxoffice-lab bench purchases

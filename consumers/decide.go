@@ -103,7 +103,7 @@ type policy struct {
 }
 
 // decide is the one place that maps what happened to a delivery to what is
-// done with the message (STYLE.md rule 6):
+// done with the message (docs/design/consumers.md):
 //
 //	applied, duplicate, no effect        → ack (double ack when configured)
 //	invalid, permanent, exhausted        → dead letter

@@ -12,7 +12,7 @@ import (
 
 // ExternalFunc is the handler of a consumer that must call another system
 // (the payment provider) for an event, which must never happen inside a
-// database transaction (seed 000 §10). It makes the call and returns the
+// database transaction (docs/design/consumers.md, docs/design/payments.md). It makes the call and returns the
 // HandlerFunc that records its result; the runtime then runs that
 // HandlerFunc in the transaction that records the inbox row, exactly as
 // New runs a HandlerFunc.

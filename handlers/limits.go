@@ -20,12 +20,18 @@ import (
 // what one client costs the database per process. A bound shared across
 // processes would need a round trip to a shared store on every request.
 
-// Defaults of the bounds; see the Config fields of the same names.
+// DefaultHoldsPerSecond and DefaultEventReadsPerSecond are the defaults of
+// Config.HoldsPerSecond and Config.EventReadsPerSecond, and so of the
+// settings BOXOFFICE_HOLD_RATE_LIMIT and BOXOFFICE_EVENT_READ_IP_LIMIT.
+const (
+	DefaultHoldsPerSecond      = 5
+	DefaultEventReadsPerSecond = 200
+)
+
+// Defaults of the other bounds; see the Config fields of the same names.
 const (
 	defaultOrderStreamsPerOrder = 4
 	defaultOrderStreamsPerUser  = 16
-	defaultHoldsPerSecond       = 5
-	defaultEventReadsPerSecond  = 200
 	// limiterMaxKeys bounds the memory of each keyed limiter.
 	limiterMaxKeys = 65_536
 	// streamRetryAfter is the Retry-After of a refused stream: streams
@@ -46,10 +52,10 @@ func newLimits(cfg Config) *limits {
 		orDefault(cfg.OrderStreamsPerUser, defaultOrderStreamsPerUser),
 		cfg.Registerer,
 	)}
-	if n := orDefault(cfg.HoldsPerSecond, defaultHoldsPerSecond); n > 0 {
+	if n := orDefault(cfg.HoldsPerSecond, DefaultHoldsPerSecond); n > 0 {
 		l.holds = newKeyedLimiter[uuid.UUID](float64(n), orDefault(cfg.HoldBurst, 2*n))
 	}
-	if n := orDefault(cfg.EventReadsPerSecond, defaultEventReadsPerSecond); n > 0 {
+	if n := orDefault(cfg.EventReadsPerSecond, DefaultEventReadsPerSecond); n > 0 {
 		l.reads = newKeyedLimiter[string](float64(n), n)
 	}
 	return l

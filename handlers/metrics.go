@@ -9,7 +9,7 @@ import (
 )
 
 // httpMetrics records the latency of every operation, the signal behind the
-// hold p99 and conflict rate an operator watches (seed §16).
+// hold p99 and conflict rate an operator watches (docs/design/signals.md).
 type httpMetrics struct {
 	duration *prometheus.HistogramVec
 }

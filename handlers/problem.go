@@ -118,7 +118,7 @@ func typeForStatus(status int) string {
 
 // newError replaces huma.NewError so that the problems huma itself writes
 // (validation, body parsing, body size) carry our stable types, a missing
-// or malformed header is a 400 as DESIGN.md promises, and no problem ever
+// or malformed header is a 400 as the README promises, and no problem ever
 // carries what the client sent or what a parser said about it: each detail
 // is a location and a short message, and the whole problem is bounded in
 // size whatever the request was (see detailOf).

@@ -1,4 +1,4 @@
--- The ticketing data model (seed 000 §4). PostgreSQL is the inventory ledger:
+-- The ticketing data model (docs/design/holds.md). PostgreSQL is the inventory ledger:
 -- an active hold_seats row is temporary ownership of a seat, a tickets row is
 -- final ownership, and two unique indexes are the last guards against
 -- overselling whatever the application does.

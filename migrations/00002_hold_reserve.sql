@@ -1,6 +1,6 @@
--- The hold transaction of seed 000 §5 as one server-side function,
+-- The hold transaction (docs/design/holds.md) as one server-side function,
 -- hold_reserve, so a hold costs the API a single round trip and a single
--- statement instead of the seed's twelve.
+-- statement instead of a straightforward implementation's twelve.
 --
 -- This version no longer creates it: the function's one definition is
 -- functions/hold_reserve.sql, which migrations.Up applies after the

@@ -1,5 +1,4 @@
--- Outbound webhooks for organizers (seed 004, DESIGN.md § Outbound
--- webhooks). A public fact becomes one immutable webhook_messages row and
+-- Outbound webhooks for organizers (docs/design/webhooks.md). A public fact becomes one immutable webhook_messages row and
 -- one webhook_deliveries row per subscribed endpoint, written with the
 -- fan-out consumer's inbox row; the dispatcher claims due deliveries, POSTs
 -- them and records one webhook_attempts row per try.

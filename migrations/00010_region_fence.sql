@@ -1,5 +1,5 @@
 -- +goose Up
--- Region-epoch fencing (seed §15). After a regional failover the old
+-- Region-epoch fencing (docs/design/regions.md). After a regional failover the old
 -- primary's processes may still be running; once the operator raises the
 -- epoch (`boxoffice fence --epoch N`), every write of a process still on
 -- an older epoch is refused by the database itself, whatever code path

@@ -42,11 +42,11 @@
 // with the defaults, well inside that window. Outside it — a relay stopped
 // mid-batch and its rows republished hours later from a restored database —
 // a duplicate can reach consumers, which is why every consumer also records
-// the event id in its inbox (STYLE rule 8).
+// the event id in its inbox (docs/design/consumers.md).
 //
 // Order is best effort: rows are claimed and first published in outbox
 // order, but concurrent relays and retries reorder them. Consumers must not
-// rely on it (DESIGN.md § Events).
+// rely on it (docs/design/outbox.md).
 //
 // While NATS is unreachable the relay keeps running and claims nothing; the
 // outbox grows, the boxoffice_outbox_backlog and

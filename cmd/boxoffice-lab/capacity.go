@@ -50,7 +50,7 @@ var costFlags = []costFlag{
 
 // runCapacity runs `boxoffice-lab capacity`: the plan of an onsale from
 // the costs of one ticketed order (package capacity). The onsale's flags
-// default to the seed's example. A flag that does not parse or a figure
+// default to docs/capacity.md's reference onsale. A flag that does not parse or a figure
 // that cannot be planned with is a UsageError (exit 2).
 func runCapacity(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("capacity", flag.ContinueOnError)

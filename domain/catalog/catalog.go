@@ -3,7 +3,11 @@
 // It owns, as their one writer, the tables events, seats and organizers
 // (platform/apikey also ensures an organizer's row before keying it: it
 // cannot ask a floor above). Other packages read them, and ask catalog
-// to change them; cmd/boxoffice/layers_test.go (tableOwners) holds it.
+// to change them; cmd/boxoffice/layers_test.go (tableOwners) holds it. An
+// event is created with every seat in one transaction. A seat's
+// availability is not stored here but decided by the holds and tickets
+// that own it (package purchase, docs/design/holds.md); the seat map it
+// reads is a hint, and only a hold decides.
 package catalog
 
 import (

@@ -1,4 +1,4 @@
-// Package cells routes work to purchase cells (seed 000 §13): each cell is
+// Package cells routes work to purchase cells (docs/design/cells.md): each cell is
 // one PostgreSQL writer with its own outbox, relay, workers and bus
 // namespace, and every event, order and payment lives in exactly one cell
 // for its whole life. One API process can serve several cells; a Router

@@ -30,7 +30,7 @@ type ExpirerConfig struct {
 	Registerer prometheus.Registerer
 }
 
-// Expirer is the expiry worker (seed 000 §11): it expires active holds
+// Expirer is the expiry worker (docs/design/payments.md): it expires active holds
 // past their expires_at by the database clock, in batches, each in one
 // transaction that, through ExpiredHolds (the set-based OrderTx),
 //

@@ -53,10 +53,14 @@ func (e *SeatUnavailableError) Error() string {
 // the same user and idempotency key committed first.
 const sqlStateKeyTaken = "BX001"
 
+// DefaultHoldTTL is how long a hold owns its seats when Config leaves
+// HoldTTL zero (and the default of BOXOFFICE_HOLD_TTL).
+const DefaultHoldTTL = 5 * time.Minute
+
 // Config configures NewService.
 type Config struct {
 	// HoldTTL is how long a hold owns its seats before it can be reclaimed.
-	// Defaults to 5m.
+	// Defaults to DefaultHoldTTL.
 	HoldTTL time.Duration
 	// KeyTTL is how long an Idempotency-Key is remembered. Defaults to 24h.
 	KeyTTL time.Duration
@@ -71,7 +75,7 @@ type Service struct {
 
 // NewService returns a Service writing to pool.
 func NewService(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) *Service {
-	cfg.HoldTTL = cmp.Or(cfg.HoldTTL, 5*time.Minute)
+	cfg.HoldTTL = cmp.Or(cfg.HoldTTL, DefaultHoldTTL)
 	cfg.KeyTTL = cmp.Or(cfg.KeyTTL, 24*time.Hour)
 	return &Service{pool: pool, cfg: cfg, logger: logger.With("component", "purchase")}
 }

@@ -1,6 +1,10 @@
 // Package tickets turns a paid order into tickets, and signs each ticket
 // into a QR payload that a scanner at the door can check offline.
 //
+// It owns the check_ins table and creates every tickets row; a refund's
+// revocation of tickets is made by package purchase, in the refund's
+// transaction (docs/design/payments.md).
+//
 // # Issuance
 //
 // Issuer.Issue runs inside the tickets consumer's inbox transaction. It

@@ -365,6 +365,14 @@ type Controller struct {
 	signals *prometheus.GaugeVec
 }
 
+// DefaultInitialRate and DefaultMaxRate are R's start and ceiling,
+// admissions per second, when ControllerConfig leaves them zero (and the
+// defaults of BOXOFFICE_ADMISSION_RATE and BOXOFFICE_ADMISSION_RATE_MAX).
+const (
+	DefaultInitialRate = 200
+	DefaultMaxRate     = 5000
+)
+
 // NewController returns a controller at cfg.Initial.
 func NewController(cfg ControllerConfig) *Controller {
 	def := func(v *float64, d float64) {
@@ -372,9 +380,9 @@ func NewController(cfg ControllerConfig) *Controller {
 			*v = d
 		}
 	}
-	def(&cfg.Initial, 200)
+	def(&cfg.Initial, DefaultInitialRate)
 	def(&cfg.Min, 5)
-	def(&cfg.Max, 5000)
+	def(&cfg.Max, DefaultMaxRate)
 	def(&cfg.Increase, 10)
 	if cfg.Decrease <= 0 || cfg.Decrease >= 1 {
 		cfg.Decrease = 0.5

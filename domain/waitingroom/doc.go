@@ -1,5 +1,5 @@
 // Package waitingroom shapes an onsale's crowd into the rate the purchase
-// cell can take (seed 000 §3): buyers join an event's waiting room and are
+// cell can take (docs/design/admission.md): buyers join an event's waiting room and are
 // admitted at R per second, each admission a signed, short-lived admission
 // token (package admission) that the hold path verifies.
 //
@@ -35,5 +35,8 @@
 //
 // In PostgreSQL it owns, as their one writer, the onsales table (an
 // onsale's settings); a regional failover's stop pauses onsales too
-// (ops/failover), in the statement that records which it paused.
+// (ops/failover), in the statement that records which it paused. In Redis
+// it owns every boxoffice:wr: key: the queues, admissions, buckets,
+// revocations and the processes' shared R. It owns no seat: inventory is
+// package purchase's.
 package waitingroom

@@ -36,6 +36,11 @@ type EventSource interface {
 	Event(ctx context.Context, id uuid.UUID) (catalog.Event, error)
 }
 
+// DefaultPerIPLimit is Limits.PerIP when RoomConfig leaves it zero (and
+// the default of BOXOFFICE_WAITINGROOM_IP_LIMIT): waiting-room requests per
+// second per client address and event.
+const DefaultPerIPLimit = 200
+
 // RoomConfig configures NewRoom.
 type RoomConfig struct {
 	// Store keeps queues and admissions. Required.
@@ -150,7 +155,7 @@ func NewRoom(cfg RoomConfig) *Room {
 	}
 	switch {
 	case cfg.Limits.PerIP == 0:
-		cfg.Limits.PerIP = 200
+		cfg.Limits.PerIP = DefaultPerIPLimit
 	case cfg.Limits.PerIP < 0:
 		cfg.Limits.PerIP = 0
 	}

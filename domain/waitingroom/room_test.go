@@ -515,7 +515,7 @@ func TestSchedLatencySeesCPUQueueing(t *testing.T) {
 	require.Equal(t, 50.0, c.Rate())
 }
 
-// The signals seed 000 §3 names beside outbox age are read from the cell's
+// The signals docs/design/admission.md names beside outbox age are read from the cell's
 // database as they happen: a hold left active past its expiry (the expiry
 // worker behind), events waiting out a failed publish, a session waiting
 // for a row lock, a deadlock; each cuts R with its own reason.

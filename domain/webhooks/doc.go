@@ -1,7 +1,7 @@
 // Package webhooks is the outbound webhook platform: it tells organizers'
 // own systems what happened to their events, per Standard Webhooks
 // (https://www.standardwebhooks.com), and it lets them see, retry and
-// replay what was sent (seed 004, DESIGN.md § Outbound webhooks).
+// replay what was sent (docs/design/webhooks.md).
 //
 // Three parts, each with its own guarantee:
 //

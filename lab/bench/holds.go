@@ -1,5 +1,6 @@
 // Package bench measures the hold path over HTTP and sets it beside the
-// seed's hold transaction run as bare SQL by pgbench on the same server, in
+// hold transaction of a straightforward implementation run as bare SQL
+// (../shared/bench/pgbench-hold.sql) by pgbench on the same server, in
 // the same run, so the figures can be read as ratios on a noisy machine.
 package bench
 

@@ -16,7 +16,7 @@ import (
 )
 
 // PGBench runs one of shared/bench's baselines — pgbench-hold.sql, the
-// seed's hold transaction as bare SQL, or pgbench-purchase.sql, a whole
+// hold transaction of a straightforward implementation as bare SQL, or pgbench-purchase.sql, a whole
 // order as the 8 plain-SQL transactions of a straightforward
 // implementation — against a database of its own on the server of
 // AdminURL.

@@ -109,7 +109,7 @@ func requireRates(t *testing.T, want, got Rates) {
 	require.InDelta(t, want.AbandonedHolds, got.AbandonedHolds, 1e-6, "abandoned holds")
 }
 
-// The seed's example: 10,000 attempts a second shaped into R = 800
+// The reference onsale of docs/capacity.md: 10,000 attempts a second shaped into R = 800
 // admitted buyers, 2.4 seats and 8 events per successful order, 500
 // successful orders: 1,920 seat lock attempts and 4,000 events a second.
 func TestPlanTheSeedsExample(t *testing.T) {
@@ -130,7 +130,7 @@ func TestPlanTheSeedsExample(t *testing.T) {
 	require.InDelta(t, 6.531840e12, r.Stream.StoredBytes, 1)
 }
 
-// docs/capacity.md's worked example: the seed's onsale with the costs
+// docs/capacity.md's worked example: the reference onsale with the costs
 // measured on this repository's machine on 2026-12-02.
 func TestPlanTheWorkedExampleOfTheDocs(t *testing.T) {
 	t.Parallel()

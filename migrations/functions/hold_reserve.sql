@@ -161,7 +161,7 @@ BEGIN
     INSERT INTO hold_seats (hold_id, seat_id)
     SELECT p_hold_id, seat FROM unnest(p_seat_ids) AS seat;
 
-    -- The HoldCreated envelope (DESIGN.md § Events) and, caused by it, the
+    -- The HoldCreated envelope (docs/design/outbox.md) and, caused by it, the
     -- PaymentAuthorizationRequested that asks the payments consumer for the
     -- order's PaymentIntent, in one statement (HoldCreated gets the lower
     -- seq). outbox.Envelope, outbox.HoldCreated and

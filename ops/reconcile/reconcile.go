@@ -1,6 +1,7 @@
 // Package reconcile compares the payment provider's PaymentIntents with
-// local orders and emits the events that repair each mismatch (seed §15:
-// after a cutover, or whenever webhooks may have been lost).
+// local orders and emits the events that repair each mismatch (after a
+// regional cutover, or whenever webhooks may have been lost:
+// docs/design/payments.md and docs/design/regions.md).
 //
 // Reconciliation never moves money or order state itself. It writes, in
 // one transaction under the order's row lock, the event the purchase saga

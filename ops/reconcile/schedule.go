@@ -18,11 +18,15 @@ import (
 // one process of the cell reconciles at a time.
 const lockKey = 0x7265636f6e63696c // "reconcil"
 
+// DefaultInterval is the time between runs when ScheduleConfig leaves
+// Interval zero (and the default of BOXOFFICE_RECONCILE_INTERVAL).
+const DefaultInterval = 15 * time.Minute
+
 // ScheduleConfig configures a Schedule.
 type ScheduleConfig struct {
 	Pool     *pgxpool.Pool
 	Provider payments.Provider
-	// Interval is the time between runs. Defaults to 15m.
+	// Interval is the time between runs. Defaults to DefaultInterval.
 	Interval time.Duration
 	// Window is how far back each run looks: intents created in
 	// [now-Window, now). Defaults to 24h.
@@ -53,7 +57,7 @@ type Schedule struct {
 // NewSchedule returns the Schedule cfg describes.
 func NewSchedule(cfg ScheduleConfig) *Schedule {
 	if cfg.Interval <= 0 {
-		cfg.Interval = 15 * time.Minute
+		cfg.Interval = DefaultInterval
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = 24 * time.Hour

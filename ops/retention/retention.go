@@ -42,6 +42,13 @@ import (
 // Batch is the most rows one statement deletes or changes.
 const Batch = 1000
 
+// Defaults of the retentions (and of BOXOFFICE_INBOX_RETENTION and
+// BOXOFFICE_STRIPE_EVENT_RETENTION).
+const (
+	DefaultInbox        = 35 * 24 * time.Hour
+	DefaultStripeEvents = 30 * 24 * time.Hour
+)
+
 // Floors of the retentions: see the package documentation.
 const (
 	MinInbox        = 31 * 24 * time.Hour
@@ -77,8 +84,8 @@ type Pruner struct {
 // New returns the pruner of pool's database, or an error for a retention
 // shorter than the window that depends on it.
 func New(pool *pgxpool.Pool, cfg Config) (*Pruner, error) {
-	cfg.Inbox = cmp.Or(cfg.Inbox, 35*24*time.Hour)
-	cfg.StripeEvents = cmp.Or(cfg.StripeEvents, 30*24*time.Hour)
+	cfg.Inbox = cmp.Or(cfg.Inbox, DefaultInbox)
+	cfg.StripeEvents = cmp.Or(cfg.StripeEvents, DefaultStripeEvents)
 	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -169,6 +169,10 @@ type Signer struct {
 	now func() time.Time
 }
 
+// DefaultTTL is how long a token admits its buyer when SignerConfig leaves
+// TTL zero (and the default of BOXOFFICE_ADMISSION_TTL).
+const DefaultTTL = 15 * time.Minute
+
 // SignerConfig configures NewSigner.
 type SignerConfig struct {
 	// SigningKey signs tokens. Defaults to the key derived from Key:
@@ -180,7 +184,7 @@ type SignerConfig struct {
 	// with Key alone moves to Ed25519 without a new secret. Defaults to
 	// none: HS256 tokens are refused.
 	Key []byte
-	// TTL is how long a token admits its buyer. Defaults to 15m.
+	// TTL is how long a token admits its buyer. Defaults to DefaultTTL.
 	TTL time.Duration
 }
 
@@ -206,7 +210,7 @@ func NewSigner(cfg SignerConfig) *Signer {
 		cfg.SigningKey = DeriveSigningKey(cfg.Key)
 	}
 	if cfg.TTL <= 0 {
-		cfg.TTL = 15 * time.Minute
+		cfg.TTL = DefaultTTL
 	}
 	pub := cfg.SigningKey.Public().(ed25519.PublicKey)
 	return &Signer{

@@ -23,7 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Stream names and subjects (DESIGN.md § Events).
+// Stream names and subjects (docs/design/outbox.md).
 const (
 	// Stream carries every domain event on ticketing.<aggregate>.<event_type>.
 	Stream = "TICKETING"

@@ -9,8 +9,8 @@ import (
 )
 
 // Collector exports, at each scrape, the pool's wait for connections and
-// how many database sessions are waiting on a lock (seed §16: lock waits
-// are the first sign of a hot seat or a lock-order bug).
+// how many database sessions are waiting on a lock (docs/design/signals.md:
+// lock waits are the first sign of a hot seat or a lock-order bug).
 type Collector struct {
 	pool        *pgxpool.Pool
 	acquireWait *prometheus.Desc

@@ -22,7 +22,7 @@ import (
 	"boxoffice/sqlcgen"
 )
 
-// Event types of the purchase saga (DESIGN.md § Events). Payloads are the
+// Event types of the purchase saga (docs/design/outbox.md). Payloads are the
 // structs of the same name in events.go.
 const (
 	TypeHoldCreated                   = "HoldCreated"

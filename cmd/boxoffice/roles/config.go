@@ -4,24 +4,18 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"fmt"
+	"errors"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/domain/webhooks"
-	"boxoffice/handlers"
-	"boxoffice/ops/retention"
 	"boxoffice/platform/admission"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/bus"
@@ -146,28 +140,19 @@ func cellURLVar(name string) string {
 	return "BOXOFFICE_CELL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_DATABASE_URL"
 }
 
-// loadCells reads BOXOFFICE_CELLS and each listed cell's database URL.
-func loadCells(getenv func(string) string, c *Config) error {
-	list := getenv("BOXOFFICE_CELLS")
-	if list == "" {
+// loadCells gives each cell BOXOFFICE_CELLS listed its database URL, or
+// makes the one cell BOXOFFICE_CELL on DATABASE_URL when it listed none.
+func loadCells(getenv func(string) string, c *Config, errs *configErrors) {
+	if len(c.Cells) == 0 {
 		c.Cells = []cellConfig{{Name: c.Cell, DatabaseURL: c.DatabaseURL}}
-		return nil
+		return
 	}
-	seen := map[string]bool{}
-	for _, name := range strings.Split(list, ",") {
-		name = strings.TrimSpace(name)
-		switch {
-		case !bus.ValidCellName(name):
-			return &configError{"BOXOFFICE_CELLS", fmt.Sprintf("%q is not a cell name (1–32 of a-z, 0-9, _ and -)", name)}
-		case seen[name]:
-			return &configError{"BOXOFFICE_CELLS", fmt.Sprintf("cell %q is listed twice", name)}
-		case getenv(cellURLVar(name)) == "":
-			return &configError{cellURLVar(name), "is required for cell " + name + " (BOXOFFICE_CELLS)"}
+	for i := range c.Cells {
+		name := c.Cells[i].Name
+		if c.Cells[i].DatabaseURL = getenv(cellURLVar(name)); c.Cells[i].DatabaseURL == "" {
+			errs.add(cellURLVar(name), "is required for cell "+name+" (BOXOFFICE_CELLS)")
 		}
-		seen[name] = true
-		c.Cells = append(c.Cells, cellConfig{Name: name, DatabaseURL: getenv(cellURLVar(name))})
 	}
-	return nil
 }
 
 // webhookConfig is the outbound webhooks' part of the environment.
@@ -211,8 +196,36 @@ type configError struct{ name, problem string }
 
 func (e *configError) Error() string { return e.name + ": " + e.problem }
 
-// LoadConfig reads the environment. required lists the variables this role
-// cannot run without. A secret variable may be read from a file instead
+// configErrors collects the problems of an environment, one per variable,
+// so that start-up reports every bad setting at once.
+type configErrors struct {
+	list  []error
+	named map[string]bool
+}
+
+// add records the problem of the variable name, unless it has one already.
+func (e *configErrors) add(name, problem string) {
+	if e.named[name] {
+		return
+	}
+	if e.named == nil {
+		e.named = map[string]bool{}
+	}
+	e.named[name] = true
+	e.list = append(e.list, &configError{name, problem})
+}
+
+// has reports whether the variable name has a problem.
+func (e *configErrors) has(name string) bool { return e.named[name] }
+
+// err is every problem, one line each (errors.Join), or nil.
+func (e *configErrors) err() error { return errors.Join(e.list...) }
+
+// LoadConfig reads the environment: each variable of settings, parsed as
+// its entry says, then the rules that join two of them. required lists the
+// variables this role cannot run without. The error, if any, reports every
+// bad setting at once, a line each ("NAME: what it must be", errors.Join),
+// never a value. A secret variable may be read from a file instead
 // (<VAR>_FILE: withSecretFiles), and a secret this repository publishes is
 // refused (refusePublicSecrets): every command but dev, token and the
 // lab's benchmarks reads its configuration here.
@@ -231,178 +244,50 @@ func LoadDevConfig(getenv func(string) string, required ...string) (Config, erro
 }
 
 func loadConfig(getenv func(string) string, allowPublicSecrets bool, required ...string) (Config, error) {
-	getenv, err := withSecretFiles(getenv)
-	if err != nil {
-		return Config{}, err
+	var errs configErrors
+	getenv = withSecretFiles(getenv, &errs)
+	var c Config
+	for _, s := range settings {
+		if s.parse == nil {
+			continue
+		}
+		if err := s.parse(cmp.Or(getenv(s.name), s.def), &c); err != nil {
+			errs.add(s.name, err.Error())
+		}
 	}
-	c := Config{
-		DatabaseURL:  getenv("DATABASE_URL"),
-		HTTPAddr:     cmp.Or(getenv("HTTP_ADDR"), ":8080"),
-		JWTSecret:    []byte(getenv("BOXOFFICE_JWT_SECRET")),
-		JWKSURL:      getenv("BOXOFFICE_JWKS_URL"),
-		JWTIssuer:    getenv("BOXOFFICE_JWT_ISSUER"),
-		JWTAudience:  getenv("BOXOFFICE_JWT_AUDIENCE"),
-		AdmissionKey: []byte(getenv("BOXOFFICE_ADMISSION_KEY")),
-		Cell:         cmp.Or(getenv("BOXOFFICE_CELL"), "default"),
-		NATSURL:      getenv("NATS_URL"),
-		NATSCreds:    getenv("NATS_CREDS"),
-		OpsAddr:      cmp.Or(getenv("OPS_ADDR"), ":9090"),
-
-		StripeWebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"),
-		StripeSecretKey:     getenv("STRIPE_SECRET_KEY"),
-		StripeAPIBase:       getenv("STRIPE_API_BASE"),
-		SandboxWebhookURL:   cmp.Or(getenv("BOXOFFICE_SANDBOX_WEBHOOK_URL"), "http://127.0.0.1:8080/v1/webhooks/stripe"),
-	}
-	if !bus.ValidCellName(c.Cell) {
-		return c, &configError{"BOXOFFICE_CELL", "must be 1–32 of a-z, 0-9, _ and -"}
-	}
+	// The rules that join two settings, once each is read.
 	if c.DatabaseURL == "" {
 		// A relay or worker of a cell may read its database from the
 		// variable the API reads it from.
 		c.DatabaseURL = getenv(cellURLVar(c.Cell))
 	}
-	c.Streams.Namespace = bus.ForCell(c.Cell)
-	if err := loadCells(getenv, &c); err != nil {
-		return c, err
+	if !errs.has("BOXOFFICE_CELL") {
+		c.Streams.Namespace = bus.ForCell(c.Cell)
 	}
+	loadCells(getenv, &c, &errs)
 	for _, name := range required {
 		if name == "DATABASE_URL" && c.DatabaseURL != "" {
 			continue // BOXOFFICE_CELL_<CELL>_DATABASE_URL gave it
 		}
 		if getenv(name) == "" {
-			return c, &configError{name, "is required but not set"}
+			errs.add(name, "is required but not set")
 		}
 	}
-	for name, v := range map[string][]byte{"BOXOFFICE_JWT_SECRET": c.JWTSecret, "BOXOFFICE_ADMISSION_KEY": c.AdmissionKey} {
-		if len(v) > 0 && len(v) < 32 {
-			return c, &configError{name, "must be at least 32 bytes"}
+	if c.JWKSURL != "" {
+		if c.JWTIssuer == "" {
+			errs.add("BOXOFFICE_JWT_ISSUER", "is required with BOXOFFICE_JWKS_URL")
+		}
+		if c.JWTAudience == "" {
+			errs.add("BOXOFFICE_JWT_AUDIENCE", "is required with BOXOFFICE_JWKS_URL")
 		}
 	}
-	if err := loadIdentity(getenv, &c); err != nil {
-		return c, err
-	}
-	maxConns, err := strconv.Atoi(cmp.Or(getenv("DATABASE_MAX_CONNS"), "16"))
-	if err != nil || maxConns < 1 {
-		return c, &configError{"DATABASE_MAX_CONNS", "must be a positive number"}
-	}
-	c.DBMaxConns = int32(maxConns)
-	if c.HoldTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_HOLD_TTL"), "5m")); err != nil || c.HoldTTL <= 0 {
-		return c, &configError{"BOXOFFICE_HOLD_TTL", "must be a positive duration such as 5m"}
-	}
-	if c.AdmissionTTL, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_ADMISSION_TTL"), "15m")); err != nil ||
-		c.AdmissionTTL < time.Minute || c.AdmissionTTL > 24*time.Hour {
-		return c, &configError{"BOXOFFICE_ADMISSION_TTL", "must be a duration from 1m to 24h such as 15m"}
-	}
-	// Durations with a floor: 0 turns a timeout off; a retention may not
-	// be shorter than the window that depends on it.
-	for _, d := range []struct {
-		name, def string
-		min       time.Duration
-		to        *time.Duration
-	}{
-		{"DATABASE_STATEMENT_TIMEOUT", "30s", 0, &c.DBStatementTimeout},
-		{"DATABASE_LOCK_TIMEOUT", "10s", 0, &c.DBLockTimeout},
-		{"BOXOFFICE_INBOX_RETENTION", "840h", retention.MinInbox, &c.InboxRetention},
-		{"BOXOFFICE_STRIPE_EVENT_RETENTION", "720h", retention.MinStripeEvents, &c.StripeEventRetention},
-		{"BOXOFFICE_RECONCILE_INTERVAL", "15m", time.Minute, &c.ReconcileInterval},
-		{"BOXOFFICE_STREAM_MAX_AGE", "168h", time.Hour, &c.Streams.MaxAge},
-	} {
-		if *d.to, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.to < d.min {
-			return c, &configError{d.name, "must be a duration of at least " + d.min.String() + ", such as " + d.def}
-		}
-	}
-	if c.PaymentGrace, err = time.ParseDuration(cmp.Or(getenv("BOXOFFICE_PAYMENT_GRACE"), "5m")); err != nil || c.PaymentGrace < 0 || c.PaymentGrace > 15*time.Minute {
-		return c, &configError{"BOXOFFICE_PAYMENT_GRACE", "must be a duration from 0 to 15m, such as 5m"}
-	}
-	replicas, err := strconv.Atoi(cmp.Or(getenv("BOXOFFICE_STREAM_REPLICAS"), "1"))
-	if err != nil || replicas < 1 || replicas > 5 {
-		return c, &configError{"BOXOFFICE_STREAM_REPLICAS", "must be a number from 1 to 5"}
-	}
-	c.Streams.Replicas = replicas
-	switch c.Payments = getenv("BOXOFFICE_PAYMENTS"); c.Payments {
-	case "":
-		// Never the sandbox by default: with it buyers pay themselves.
-		c.Payments = "stripe"
-	case "stripe", "sandbox":
-	default:
-		return c, &configError{"BOXOFFICE_PAYMENTS", "must be stripe or sandbox"}
-	}
-	if seed := getenv("BOXOFFICE_TICKET_SIGNING_KEY"); seed != "" {
-		if c.TicketSeed, err = base64.StdEncoding.DecodeString(seed); err != nil || len(c.TicketSeed) != ed25519.SeedSize {
-			return c, &configError{"BOXOFFICE_TICKET_SIGNING_KEY", "must be the base64 of a 32-byte Ed25519 seed"}
-		}
-	}
-	c.RedisURL = getenv("REDIS_URL")
-	if c.RedisURL != "" {
-		if _, err := redis.ParseURL(c.RedisURL); err != nil {
-			return c, &configError{"REDIS_URL", "must be a redis:// or rediss:// URL"}
-		}
-	}
-	if c.AdmissionRate, err = strconv.ParseFloat(cmp.Or(getenv("BOXOFFICE_ADMISSION_RATE"), "200"), 64); err != nil || c.AdmissionRate <= 0 {
-		return c, &configError{"BOXOFFICE_ADMISSION_RATE", "must be a positive number of admissions per second"}
-	}
-	if c.AdmissionRateMax, err = strconv.ParseFloat(cmp.Or(getenv("BOXOFFICE_ADMISSION_RATE_MAX"), "5000"), 64); err != nil || c.AdmissionRateMax < c.AdmissionRate {
-		return c, &configError{"BOXOFFICE_ADMISSION_RATE_MAX", "must be a number of admissions per second at least BOXOFFICE_ADMISSION_RATE"}
-	}
-	if c.WaitingRoomIPLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_WAITINGROOM_IP_LIMIT"), "200")); err != nil || c.WaitingRoomIPLimit < -1 || c.WaitingRoomIPLimit == 0 {
-		return c, &configError{"BOXOFFICE_WAITINGROOM_IP_LIMIT", "must be a positive number of requests per second, or -1 for none"}
-	}
-	for o := range strings.SplitSeq(getenv("BOXOFFICE_CORS_ORIGINS"), ",") {
-		if o = strings.TrimSpace(o); o == "" {
-			continue
-		}
-		if !handlers.ValidCORSOrigin(o) {
-			return c, &configError{"BOXOFFICE_CORS_ORIGINS", "must list origins such as https://shop.example.com, comma-separated (no path, no *)"}
-		}
-		c.CORSOrigins = append(c.CORSOrigins, o)
-	}
-	if c.HoldRateLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_HOLD_RATE_LIMIT"), "5")); err != nil || c.HoldRateLimit < -1 || c.HoldRateLimit == 0 {
-		return c, &configError{"BOXOFFICE_HOLD_RATE_LIMIT", "must be a positive number of holds per second per buyer, or -1 for none"}
-	}
-	if c.EventReadIPLimit, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_EVENT_READ_IP_LIMIT"), "200")); err != nil || c.EventReadIPLimit < -1 || c.EventReadIPLimit == 0 {
-		return c, &configError{"BOXOFFICE_EVENT_READ_IP_LIMIT", "must be a positive number of requests per second, or -1 for none"}
-	}
-	if c.Webhooks, err = loadWebhookConfig(getenv); err != nil {
-		return c, err
-	}
-	if c.RegionEpoch, err = strconv.ParseInt(cmp.Or(getenv("BOXOFFICE_REGION_EPOCH"), "1"), 10, 64); err != nil || c.RegionEpoch < 1 {
-		return c, &configError{"BOXOFFICE_REGION_EPOCH", "must be a whole number from 1"}
-	}
-	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("BOXOFFICE_LOG_LEVEL"), "info"))); err != nil {
-		return c, &configError{"BOXOFFICE_LOG_LEVEL", "must be debug, info, warn or error"}
+	if !errs.has("BOXOFFICE_ADMISSION_RATE") && c.AdmissionRateMax < c.AdmissionRate {
+		errs.add("BOXOFFICE_ADMISSION_RATE_MAX", errAdmissionRateMax)
 	}
 	if !allowPublicSecrets {
-		if err := c.refusePublicSecrets(getenv); err != nil {
-			return c, err
-		}
+		c.refusePublicSecrets(getenv, &errs)
 	}
-	return c, nil
-}
-
-// loadIdentity reads the JWKS settings and the admission signing key.
-func loadIdentity(getenv func(string) string, c *Config) error {
-	if c.JWKSURL != "" {
-		u, err := url.Parse(c.JWKSURL)
-		switch {
-		case err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))):
-			// The keys that sign every bearer token: fetched over plain
-			// http, anyone on the path could swap in their own.
-			return &configError{"BOXOFFICE_JWKS_URL", "must be an https URL (http only for a loopback address)"}
-		case c.JWTIssuer == "":
-			return &configError{"BOXOFFICE_JWT_ISSUER", "is required with BOXOFFICE_JWKS_URL"}
-		case c.JWTAudience == "":
-			return &configError{"BOXOFFICE_JWT_AUDIENCE", "is required with BOXOFFICE_JWKS_URL"}
-		}
-	}
-	if v := getenv("BOXOFFICE_ADMISSION_SIGNING_KEY"); v != "" {
-		k, err := admission.ParseSigningKey(v)
-		if err != nil {
-			// The reason only: never the value.
-			return &configError{"BOXOFFICE_ADMISSION_SIGNING_KEY", "must be a PEM PKCS #8 Ed25519 private key or the base64 of its 32-byte seed (" + err.Error() + ")"}
-		}
-		c.AdmissionSigningKey = k
-	}
-	return nil
+	return c, errs.err()
 }
 
 // isLoopback reports whether host is localhost or a loopback address.
@@ -443,41 +328,6 @@ func openBearer(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	}
 	cfg.bearer = v
 	return nil
-}
-
-// loadWebhookConfig reads the BOXOFFICE_WEBHOOK_* variables.
-func loadWebhookConfig(getenv func(string) string) (webhookConfig, error) {
-	var w webhookConfig
-	var err error
-	if w.AllowPrivate, err = strconv.ParseBool(cmp.Or(getenv("BOXOFFICE_WEBHOOK_ALLOW_PRIVATE"), "false")); err != nil {
-		return w, &configError{"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE", "must be true or false"}
-	}
-	if w.MaxEndpoints, err = strconv.Atoi(cmp.Or(getenv("BOXOFFICE_WEBHOOK_MAX_ENDPOINTS"), strconv.Itoa(webhooks.DefaultMaxEndpoints))); err != nil || w.MaxEndpoints < 1 {
-		return w, &configError{"BOXOFFICE_WEBHOOK_MAX_ENDPOINTS", "must be a positive number"}
-	}
-	if v := getenv("BOXOFFICE_WEBHOOK_RETRY_SCHEDULE"); v != "" {
-		if w.RetrySchedule, err = webhooks.ParseRetrySchedule(v); err != nil {
-			return w, &configError{"BOXOFFICE_WEBHOOK_RETRY_SCHEDULE", "must be comma-separated durations such as 0s,5s,5m,30m"}
-		}
-	}
-	if v := getenv("BOXOFFICE_WEBHOOK_SECRET_KEYS"); v != "" {
-		if w.SecretKeys, err = webhooks.ParseKeyring(v); err != nil {
-			return w, &configError{webhookKeysVar, err.Error()}
-		}
-	}
-	for _, d := range []struct {
-		name, def string
-		dst       *time.Duration
-	}{
-		{"BOXOFFICE_WEBHOOK_TIMEOUT", "15s", &w.Timeout},
-		{"BOXOFFICE_WEBHOOK_RETENTION", "720h", &w.Retention},
-		{"BOXOFFICE_WEBHOOK_DISABLE_AFTER", "120h", &w.DisableAfter},
-	} {
-		if *d.dst, err = time.ParseDuration(cmp.Or(getenv(d.name), d.def)); err != nil || *d.dst <= 0 {
-			return w, &configError{d.name, "must be a positive duration such as " + d.def}
-		}
-	}
-	return w, nil
 }
 
 func NewLogger(level slog.Level) *slog.Logger {

@@ -175,17 +175,8 @@ func devEnv(env func(string) string) func(string) string {
 	if env("STRIPE_SECRET_KEY") != "" || env("STRIPE_SECRET_KEY_FILE") != "" {
 		payments = "stripe"
 	}
-	defaults := map[string]string{
-		"BOXOFFICE_PAYMENTS":      payments,
-		"BOXOFFICE_JWT_SECRET":    DevJWTSecret,
-		"BOXOFFICE_ADMISSION_KEY": DevAdmissionKey,
-		"STRIPE_WEBHOOK_SECRET":   DevWebhookKey,
-		webhookKeysVar:            DevWebhookSecretKeys,
-		"HTTP_ADDR":               "127.0.0.1:8080",
-		"OPS_ADDR":                "127.0.0.1:9090",
-		// A local receiver is the point of webhooks in dev.
-		"BOXOFFICE_WEBHOOK_ALLOW_PRIVATE": "true",
-	}
+	defaults := devDefaults()
+	defaults["BOXOFFICE_PAYMENTS"] = payments
 	return func(name string) string {
 		if env(name+"_FILE") != "" {
 			return env(name)

@@ -170,7 +170,7 @@ func failoverSources(ctx context.Context, cfg Config, getenv func(string) string
 	}
 	closers = append(closers, nc.Close)
 	src.StandbyJS = js
-	if u := getenv("BOXOFFICE_PRIMARY_DATABASE_URL"); u != "" {
+	if u := getenv(primaryDatabaseURLVar); u != "" {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		p, err := db.NewPool(pctx, db.PoolConfig{URL: u, MaxConns: 1})
 		cancel()
@@ -179,7 +179,7 @@ func failoverSources(ctx context.Context, cfg Config, getenv func(string) string
 			src.Primary = p
 		}
 	}
-	if u := getenv("BOXOFFICE_PRIMARY_NATS_URL"); u != "" {
+	if u := getenv(primaryNATSURLVar); u != "" {
 		if pnc, pjs, err := connectOnce(u, cfg); err == nil {
 			closers = append(closers, pnc.Close)
 			src.PrimaryJS = pjs

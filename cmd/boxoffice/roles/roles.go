@@ -31,6 +31,7 @@ const Usage = `commands:
   token     mint a development bearer token
   healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
   openapi   print the OpenAPI document (YAML)
+  settings  print the environment variables, their defaults and meanings (the README's table) [-readme FILE]
   version   print the version and commit
   help CMD  print a command's flags
 `
@@ -74,6 +75,8 @@ func Run(ctx context.Context, cmd string, args []string) error {
 		return runToken(args)
 	case "openapi":
 		return runOpenAPI(args)
+	case "settings":
+		return runSettings(args, os.Stdout)
 	default:
 		return ErrUnknownCommand
 	}

@@ -11,23 +11,14 @@ import (
 	"boxoffice/platform/admission"
 )
 
-// secretVars are the variables that hold a secret (or a URL with a
-// password in it). Each may instead be read from a file named by
-// <VAR>_FILE, as container orchestrators mount secrets: see
-// withSecretFiles.
-var secretVars = []string{
-	"DATABASE_URL", "NATS_URL", "REDIS_URL",
-	"BOXOFFICE_JWT_SECRET", "BOXOFFICE_ADMISSION_KEY", "BOXOFFICE_ADMISSION_SIGNING_KEY",
-	"STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET", "BOXOFFICE_TICKET_SIGNING_KEY", webhookKeysVar,
-}
-
 // withSecretFiles returns getenv with each secret variable that is unset
 // but has <VAR>_FILE set read from that file, a trailing newline trimmed
 // (what `openssl rand -hex 32 > file` writes). The secret variables are
 // secretVars and the cells' database URLs (BOXOFFICE_CELL_<NAME>_DATABASE_URL).
-// Both VAR and VAR_FILE set is an error, as is a file that cannot be read:
-// a role must not start on the wrong one of two secrets, nor on none.
-func withSecretFiles(getenv func(string) string) (func(string) string, error) {
+// Both VAR and VAR_FILE set is a problem added to errs, as is a file that
+// cannot be read: a role must not start on the wrong one of two secrets,
+// nor on none.
+func withSecretFiles(getenv func(string) string, errs *configErrors) func(string) string {
 	names := slices.Clone(secretVars)
 	for _, cell := range append(strings.Split(getenv("BOXOFFICE_CELLS"), ","), getenv("BOXOFFICE_CELL"), "default") {
 		if cell = strings.TrimSpace(cell); cell != "" {
@@ -41,24 +32,26 @@ func withSecretFiles(getenv func(string) string) (func(string) string, error) {
 			continue
 		}
 		if getenv(name) != "" {
-			return nil, &configError{name, "and " + name + "_FILE are both set: set only one of them"}
+			errs.add(name, "and "+name+"_FILE are both set: set only one of them")
+			continue
 		}
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			// The path and the reason only: the error never holds the file's content.
-			return nil, &configError{name + "_FILE", "cannot be read (" + err.Error() + ")"}
+			errs.add(name+"_FILE", "cannot be read ("+err.Error()+")")
+			continue
 		}
 		files[name] = strings.TrimRight(string(raw), "\r\n")
 	}
 	if len(files) == 0 {
-		return getenv, nil
+		return getenv
 	}
 	return func(name string) string {
 		if v, ok := files[name]; ok {
 			return v
 		}
 		return getenv(name)
-	}, nil
+	}
 }
 
 // Secret values this repository publishes: the former development
@@ -108,13 +101,12 @@ func keyListMaterial(list string) [][]byte {
 	return keys
 }
 
-// refusePublicSecrets returns the configuration error of the first secret
-// of c that this repository publishes (publicKeyMaterial), read from
-// getenv, if any: every role but dev runs where buyers pay, and a secret
+// refusePublicSecrets adds to errs a problem for each secret of c that
+// this repository publishes (publicKeyMaterial), read from getenv: every role but dev runs where buyers pay, and a secret
 // anyone can read lets anyone mint bearer or admission tokens, sign
 // tickets, forge the provider's webhooks or open organizers' endpoint
 // secrets. The error names the variable, never the value.
-func (c Config) refusePublicSecrets(getenv func(string) string) error {
+func (c Config) refusePublicSecrets(getenv func(string) string, errs *configErrors) {
 	public := publicKeyMaterial()
 	isPublic := func(k []byte) bool {
 		return len(k) > 0 && slices.ContainsFunc(public, func(p []byte) bool { return bytes.Equal(p, k) })
@@ -137,8 +129,7 @@ func (c Config) refusePublicSecrets(getenv func(string) string) error {
 		{webhookKeysVar, keyListMaterial(getenv(webhookKeysVar))},
 	} {
 		if slices.ContainsFunc(v.keys, isPublic) {
-			return &configError{v.name, "is a public development value (published in this repository, for `boxoffice dev` only): generate a secret of your own (.env.example says how)"}
+			errs.add(v.name, "is a public development value (published in this repository, for `boxoffice dev` only): generate a secret of your own (.env.example says how)")
 		}
 	}
-	return nil
 }
