@@ -27,8 +27,7 @@ type order struct {
 	At       time.Time         `json:"at"`
 	Raw      []byte            `json:"raw"`
 	Any      any               `json:"any"`
-	hidden   []int
-	Skipped  []int `json:"-"`
+	Skipped  []int             `json:"-"`
 	Nested   [2][]int
 	ByStatus map[string][]int `json:"byStatus"`
 }
