@@ -44,8 +44,8 @@ func TestDeprecatedOperation(t *testing.T) {
 		api := setup(t)
 		res := api.Get("/old")
 		require.Equal(t, http.StatusOK, res.Code)
-		require.Equal(t, "@1764547200", res.Header().Get("Deprecation"))
-		require.Equal(t, "Sat, 30 May 2027 00:00:00 GMT", res.Header().Get("Sunset"))
+		require.Equal(t, "@1796083200", res.Header().Get("Deprecation"))
+		require.Equal(t, "Sun, 30 May 2027 00:00:00 GMT", res.Header().Get("Sunset"))
 	})
 
 	t.Run("SendsThemOnErrorsToo", func(t *testing.T) {
