@@ -1183,6 +1183,20 @@ type SalesBody struct {
 	Seats         SeatCountsBody `json:"seats"`
 }
 
+// SandboxIntentBody defines model for SandboxIntentBody.
+type SandboxIntentBody struct {
+	// OrderID The order it pays for.
+	OrderID string `json:"orderId"`
+
+	// PaymentIntentID The PaymentIntent.
+	PaymentIntentID string `json:"paymentIntentId"`
+
+	// Status Its status now: requires_capture once authorized, requires_payment_method after a decline.
+	//
+	// Example: requires_capture
+	Status string `json:"status"`
+}
+
 // ScanBody defines model for ScanBody.
 type ScanBody struct {
 	// Gate Where the ticket was scanned.
@@ -2037,6 +2051,27 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
 	RefundOrder(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SandboxAuthorizePaymentIntent Authorize a payment with an approved card (sandbox only)
+	//
+	// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The intent moves to requires_capture and the sandbox sends a Stripe-format, signed payment_intent.amount_capturable_updated webhook to this deployment's /v1/webhooks/stripe, which authorizes the order's payment.
+	//
+	// Corresponds with POST /v1/sandbox/payment-intents/{id}/authorize (the `SandboxAuthorizePaymentIntent` operationId).
+	SandboxAuthorizePaymentIntent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxChallengePaymentIntent Ask for a payment's 3-D Secure challenge (sandbox only)
+	//
+	// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The card's issuer asks for 3-D Secure: the intent moves to requires_action and the sandbox sends a signed payment_intent.requires_action webhook. The order's hold is then kept a bounded grace longer should it expire during the challenge; authorize (passed) or decline (failed) the intent to answer it.
+	//
+	// Corresponds with POST /v1/sandbox/payment-intents/{id}/challenge (the `SandboxChallengePaymentIntent` operationId).
+	SandboxChallengePaymentIntent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxDeclinePaymentIntent Decline a payment's card (sandbox only)
+	//
+	// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The card is declined (card_declined, generic_decline): the intent stays in requires_payment_method and the sandbox sends a Stripe-format, signed payment_intent.payment_failed webhook to this deployment's /v1/webhooks/stripe. The order counts the decline and keeps awaiting payment while attempts are left (authorize or decline the same intent again); the last allowed decline fails it.
+	//
+	// Corresponds with POST /v1/sandbox/payment-intents/{id}/decline (the `SandboxDeclinePaymentIntent` operationId).
+	SandboxDeclinePaymentIntent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetTicketSigningKey Get the public key that signs tickets
 	//
 	// A ticket's QR code holds `BX1.<body>.<signature>`, both parts unpadded base64url: body is the ticket id, order id, seat id and event id (16 bytes each) and the issue time (8 bytes, big-endian unix seconds); signature is the Ed25519 signature of the ASCII text `BX1.<body>`. A scanner that keeps this key verifies tickets offline. Public; no authentication.
@@ -2801,6 +2836,57 @@ func (c *Client) RefundOrderWithBody(ctx context.Context, orderID openapi_types.
 // Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
 func (c *Client) RefundOrder(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRefundOrderRequest(c.Server, orderID, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxAuthorizePaymentIntent Authorize a payment with an approved card (sandbox only)
+//
+// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The intent moves to requires_capture and the sandbox sends a Stripe-format, signed payment_intent.amount_capturable_updated webhook to this deployment's /v1/webhooks/stripe, which authorizes the order's payment.
+//
+// Corresponds with POST /v1/sandbox/payment-intents/{id}/authorize (the `SandboxAuthorizePaymentIntent` operationId).
+func (c *Client) SandboxAuthorizePaymentIntent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxAuthorizePaymentIntentRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxChallengePaymentIntent Ask for a payment's 3-D Secure challenge (sandbox only)
+//
+// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The card's issuer asks for 3-D Secure: the intent moves to requires_action and the sandbox sends a signed payment_intent.requires_action webhook. The order's hold is then kept a bounded grace longer should it expire during the challenge; authorize (passed) or decline (failed) the intent to answer it.
+//
+// Corresponds with POST /v1/sandbox/payment-intents/{id}/challenge (the `SandboxChallengePaymentIntent` operationId).
+func (c *Client) SandboxChallengePaymentIntent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxChallengePaymentIntentRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxDeclinePaymentIntent Decline a payment's card (sandbox only)
+//
+// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The card is declined (card_declined, generic_decline): the intent stays in requires_payment_method and the sandbox sends a Stripe-format, signed payment_intent.payment_failed webhook to this deployment's /v1/webhooks/stripe. The order counts the decline and keeps awaiting payment while attempts are left (authorize or decline the same intent again); the last allowed decline fails it.
+//
+// Corresponds with POST /v1/sandbox/payment-intents/{id}/decline (the `SandboxDeclinePaymentIntent` operationId).
+func (c *Client) SandboxDeclinePaymentIntent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxDeclinePaymentIntentRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4380,6 +4466,108 @@ func NewRefundOrderRequestWithBody(server string, orderID openapi_types.UUID, pa
 	return req, nil
 }
 
+// NewSandboxAuthorizePaymentIntentRequest constructs an http.Request for the SandboxAuthorizePaymentIntent method
+func NewSandboxAuthorizePaymentIntentRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandbox/payment-intents/%s/authorize", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSandboxChallengePaymentIntentRequest constructs an http.Request for the SandboxChallengePaymentIntent method
+func NewSandboxChallengePaymentIntentRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandbox/payment-intents/%s/challenge", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSandboxDeclinePaymentIntentRequest constructs an http.Request for the SandboxDeclinePaymentIntent method
+func NewSandboxDeclinePaymentIntentRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandbox/payment-intents/%s/decline", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetTicketSigningKeyRequest constructs an http.Request for the GetTicketSigningKey method
 func NewGetTicketSigningKeyRequest(server string) (*http.Request, error) {
 	var err error
@@ -5424,6 +5612,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
 	RefundOrderWithResponse(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
+
+	// SandboxAuthorizePaymentIntentWithResponse Authorize a payment with an approved card (sandbox only)
+	//
+	// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The intent moves to requires_capture and the sandbox sends a Stripe-format, signed payment_intent.amount_capturable_updated webhook to this deployment's /v1/webhooks/stripe, which authorizes the order's payment.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/payment-intents/{id}/authorize (the `SandboxAuthorizePaymentIntent` operationId).
+	SandboxAuthorizePaymentIntentWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SandboxAuthorizePaymentIntentResponse, error)
+
+	// SandboxChallengePaymentIntentWithResponse Ask for a payment's 3-D Secure challenge (sandbox only)
+	//
+	// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The card's issuer asks for 3-D Secure: the intent moves to requires_action and the sandbox sends a signed payment_intent.requires_action webhook. The order's hold is then kept a bounded grace longer should it expire during the challenge; authorize (passed) or decline (failed) the intent to answer it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/payment-intents/{id}/challenge (the `SandboxChallengePaymentIntent` operationId).
+	SandboxChallengePaymentIntentWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SandboxChallengePaymentIntentResponse, error)
+
+	// SandboxDeclinePaymentIntentWithResponse Decline a payment's card (sandbox only)
+	//
+	// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The card is declined (card_declined, generic_decline): the intent stays in requires_payment_method and the sandbox sends a Stripe-format, signed payment_intent.payment_failed webhook to this deployment's /v1/webhooks/stripe. The order counts the decline and keeps awaiting payment while attempts are left (authorize or decline the same intent again); the last allowed decline fails it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/payment-intents/{id}/decline (the `SandboxDeclinePaymentIntent` operationId).
+	SandboxDeclinePaymentIntentWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SandboxDeclinePaymentIntentResponse, error)
 
 	// GetTicketSigningKeyWithResponse Get the public key that signs tickets
 	//
@@ -10208,6 +10423,534 @@ func (r RefundOrderResponse) ContentType() string {
 	return ""
 }
 
+// SandboxAuthorizePaymentIntentResponse200Headers the declared response headers of an HTTP 200 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse200Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxAuthorizePaymentIntentResponse400Headers the declared response headers of an HTTP 400 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse400Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxAuthorizePaymentIntentResponse401Headers the declared response headers of an HTTP 401 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse401Headers struct {
+	WWWAuthenticate *string
+	XCorrelationID  *string
+}
+
+// SandboxAuthorizePaymentIntentResponse403Headers the declared response headers of an HTTP 403 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse403Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxAuthorizePaymentIntentResponse404Headers the declared response headers of an HTTP 404 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse404Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxAuthorizePaymentIntentResponse409Headers the declared response headers of an HTTP 409 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse409Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxAuthorizePaymentIntentResponse422Headers the declared response headers of an HTTP 422 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse422Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxAuthorizePaymentIntentResponse431Headers the declared response headers of an HTTP 431 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse431Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxAuthorizePaymentIntentResponse500Headers the declared response headers of an HTTP 500 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse500Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxAuthorizePaymentIntentResponse503Headers the declared response headers of an HTTP 503 response for SandboxAuthorizePaymentIntent
+type SandboxAuthorizePaymentIntentResponse503Headers struct {
+	RetryAfter     *string
+	XCorrelationID *string
+}
+
+type SandboxAuthorizePaymentIntentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SandboxIntentBody
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationProblemJSON431 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SandboxAuthorizePaymentIntentResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SandboxAuthorizePaymentIntentResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SandboxAuthorizePaymentIntentResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SandboxAuthorizePaymentIntentResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SandboxAuthorizePaymentIntentResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SandboxAuthorizePaymentIntentResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *SandboxAuthorizePaymentIntentResponse422Headers
+	// Headers431 the parsed response headers for an HTTP 431 response
+	Headers431 *SandboxAuthorizePaymentIntentResponse431Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SandboxAuthorizePaymentIntentResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SandboxAuthorizePaymentIntentResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetJSON200() *SandboxIntentBody {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON431() *Problem {
+	return r.ApplicationProblemJSON431
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxAuthorizePaymentIntentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxAuthorizePaymentIntentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxAuthorizePaymentIntentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxAuthorizePaymentIntentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SandboxChallengePaymentIntentResponse200Headers the declared response headers of an HTTP 200 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse200Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxChallengePaymentIntentResponse400Headers the declared response headers of an HTTP 400 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse400Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxChallengePaymentIntentResponse401Headers the declared response headers of an HTTP 401 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse401Headers struct {
+	WWWAuthenticate *string
+	XCorrelationID  *string
+}
+
+// SandboxChallengePaymentIntentResponse403Headers the declared response headers of an HTTP 403 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse403Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxChallengePaymentIntentResponse404Headers the declared response headers of an HTTP 404 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse404Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxChallengePaymentIntentResponse409Headers the declared response headers of an HTTP 409 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse409Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxChallengePaymentIntentResponse422Headers the declared response headers of an HTTP 422 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse422Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxChallengePaymentIntentResponse431Headers the declared response headers of an HTTP 431 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse431Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxChallengePaymentIntentResponse500Headers the declared response headers of an HTTP 500 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse500Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxChallengePaymentIntentResponse503Headers the declared response headers of an HTTP 503 response for SandboxChallengePaymentIntent
+type SandboxChallengePaymentIntentResponse503Headers struct {
+	RetryAfter     *string
+	XCorrelationID *string
+}
+
+type SandboxChallengePaymentIntentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SandboxIntentBody
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationProblemJSON431 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SandboxChallengePaymentIntentResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SandboxChallengePaymentIntentResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SandboxChallengePaymentIntentResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SandboxChallengePaymentIntentResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SandboxChallengePaymentIntentResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SandboxChallengePaymentIntentResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *SandboxChallengePaymentIntentResponse422Headers
+	// Headers431 the parsed response headers for an HTTP 431 response
+	Headers431 *SandboxChallengePaymentIntentResponse431Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SandboxChallengePaymentIntentResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SandboxChallengePaymentIntentResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxChallengePaymentIntentResponse) GetJSON200() *SandboxIntentBody {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON431() *Problem {
+	return r.ApplicationProblemJSON431
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxChallengePaymentIntentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxChallengePaymentIntentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxChallengePaymentIntentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxChallengePaymentIntentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SandboxDeclinePaymentIntentResponse200Headers the declared response headers of an HTTP 200 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse200Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxDeclinePaymentIntentResponse400Headers the declared response headers of an HTTP 400 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse400Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxDeclinePaymentIntentResponse401Headers the declared response headers of an HTTP 401 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse401Headers struct {
+	WWWAuthenticate *string
+	XCorrelationID  *string
+}
+
+// SandboxDeclinePaymentIntentResponse403Headers the declared response headers of an HTTP 403 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse403Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxDeclinePaymentIntentResponse404Headers the declared response headers of an HTTP 404 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse404Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxDeclinePaymentIntentResponse409Headers the declared response headers of an HTTP 409 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse409Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxDeclinePaymentIntentResponse422Headers the declared response headers of an HTTP 422 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse422Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxDeclinePaymentIntentResponse431Headers the declared response headers of an HTTP 431 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse431Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxDeclinePaymentIntentResponse500Headers the declared response headers of an HTTP 500 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse500Headers struct {
+	XCorrelationID *string
+}
+
+// SandboxDeclinePaymentIntentResponse503Headers the declared response headers of an HTTP 503 response for SandboxDeclinePaymentIntent
+type SandboxDeclinePaymentIntentResponse503Headers struct {
+	RetryAfter     *string
+	XCorrelationID *string
+}
+
+type SandboxDeclinePaymentIntentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SandboxIntentBody
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationProblemJSON431 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SandboxDeclinePaymentIntentResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SandboxDeclinePaymentIntentResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SandboxDeclinePaymentIntentResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SandboxDeclinePaymentIntentResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SandboxDeclinePaymentIntentResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SandboxDeclinePaymentIntentResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *SandboxDeclinePaymentIntentResponse422Headers
+	// Headers431 the parsed response headers for an HTTP 431 response
+	Headers431 *SandboxDeclinePaymentIntentResponse431Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SandboxDeclinePaymentIntentResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SandboxDeclinePaymentIntentResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxDeclinePaymentIntentResponse) GetJSON200() *SandboxIntentBody {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON431() *Problem {
+	return r.ApplicationProblemJSON431
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxDeclinePaymentIntentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxDeclinePaymentIntentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxDeclinePaymentIntentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxDeclinePaymentIntentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetTicketSigningKeyResponse200Headers the declared response headers of an HTTP 200 response for GetTicketSigningKey
 type GetTicketSigningKeyResponse200Headers struct {
 	CacheControl   *string
@@ -13055,6 +13798,51 @@ func (c *ClientWithResponses) RefundOrderWithResponse(ctx context.Context, order
 		return nil, err
 	}
 	return ParseRefundOrderResponse(rsp)
+}
+
+// SandboxAuthorizePaymentIntentWithResponse Authorize a payment with an approved card (sandbox only)
+//
+// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The intent moves to requires_capture and the sandbox sends a Stripe-format, signed payment_intent.amount_capturable_updated webhook to this deployment's /v1/webhooks/stripe, which authorizes the order's payment.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/payment-intents/{id}/authorize (the `SandboxAuthorizePaymentIntent` operationId).
+func (c *ClientWithResponses) SandboxAuthorizePaymentIntentWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SandboxAuthorizePaymentIntentResponse, error) {
+	rsp, err := c.SandboxAuthorizePaymentIntent(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxAuthorizePaymentIntentResponse(rsp)
+}
+
+// SandboxChallengePaymentIntentWithResponse Ask for a payment's 3-D Secure challenge (sandbox only)
+//
+// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The card's issuer asks for 3-D Secure: the intent moves to requires_action and the sandbox sends a signed payment_intent.requires_action webhook. The order's hold is then kept a bounded grace longer should it expire during the challenge; authorize (passed) or decline (failed) the intent to answer it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/payment-intents/{id}/challenge (the `SandboxChallengePaymentIntent` operationId).
+func (c *ClientWithResponses) SandboxChallengePaymentIntentWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SandboxChallengePaymentIntentResponse, error) {
+	rsp, err := c.SandboxChallengePaymentIntent(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxChallengePaymentIntentResponse(rsp)
+}
+
+// SandboxDeclinePaymentIntentWithResponse Decline a payment's card (sandbox only)
+//
+// Stands in for the buyer confirming the payment in the browser (Stripe.js), which the sandbox payment provider has no page for. It exists only when the server runs with the sandbox provider (BOXOFFICE_PAYMENTS=sandbox) and never when it talks to Stripe. Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). 409 when the intent no longer awaits a payment method (authorized, captured or canceled already). The card is declined (card_declined, generic_decline): the intent stays in requires_payment_method and the sandbox sends a Stripe-format, signed payment_intent.payment_failed webhook to this deployment's /v1/webhooks/stripe. The order counts the decline and keeps awaiting payment while attempts are left (authorize or decline the same intent again); the last allowed decline fails it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/payment-intents/{id}/decline (the `SandboxDeclinePaymentIntent` operationId).
+func (c *ClientWithResponses) SandboxDeclinePaymentIntentWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SandboxDeclinePaymentIntentResponse, error) {
+	rsp, err := c.SandboxDeclinePaymentIntent(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxDeclinePaymentIntentResponse(rsp)
 }
 
 // GetTicketSigningKeyWithResponse Get the public key that signs tickets
@@ -18860,6 +19648,624 @@ func ParseRefundOrderResponse(rsp *http.Response) (*RefundOrderResponse, error) 
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers RefundOrderResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSandboxAuthorizePaymentIntentResponse parses an HTTP response from a SandboxAuthorizePaymentIntentWithResponse call
+func ParseSandboxAuthorizePaymentIntentResponse(rsp *http.Response) (*SandboxAuthorizePaymentIntentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxAuthorizePaymentIntentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SandboxIntentBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SandboxAuthorizePaymentIntentResponse200Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SandboxAuthorizePaymentIntentResponse400Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SandboxAuthorizePaymentIntentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SandboxAuthorizePaymentIntentResponse403Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SandboxAuthorizePaymentIntentResponse404Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers SandboxAuthorizePaymentIntentResponse409Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers SandboxAuthorizePaymentIntentResponse422Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 431:
+		var headers SandboxAuthorizePaymentIntentResponse431Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers431 = &headers
+	case rsp.StatusCode == 500:
+		var headers SandboxAuthorizePaymentIntentResponse500Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers SandboxAuthorizePaymentIntentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSandboxChallengePaymentIntentResponse parses an HTTP response from a SandboxChallengePaymentIntentWithResponse call
+func ParseSandboxChallengePaymentIntentResponse(rsp *http.Response) (*SandboxChallengePaymentIntentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxChallengePaymentIntentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SandboxIntentBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SandboxChallengePaymentIntentResponse200Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SandboxChallengePaymentIntentResponse400Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SandboxChallengePaymentIntentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SandboxChallengePaymentIntentResponse403Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SandboxChallengePaymentIntentResponse404Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers SandboxChallengePaymentIntentResponse409Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers SandboxChallengePaymentIntentResponse422Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 431:
+		var headers SandboxChallengePaymentIntentResponse431Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers431 = &headers
+	case rsp.StatusCode == 500:
+		var headers SandboxChallengePaymentIntentResponse500Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers SandboxChallengePaymentIntentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSandboxDeclinePaymentIntentResponse parses an HTTP response from a SandboxDeclinePaymentIntentWithResponse call
+func ParseSandboxDeclinePaymentIntentResponse(rsp *http.Response) (*SandboxDeclinePaymentIntentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxDeclinePaymentIntentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SandboxIntentBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SandboxDeclinePaymentIntentResponse200Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SandboxDeclinePaymentIntentResponse400Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SandboxDeclinePaymentIntentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SandboxDeclinePaymentIntentResponse403Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SandboxDeclinePaymentIntentResponse404Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers SandboxDeclinePaymentIntentResponse409Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers SandboxDeclinePaymentIntentResponse422Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 431:
+		var headers SandboxDeclinePaymentIntentResponse431Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers431 = &headers
+	case rsp.StatusCode == 500:
+		var headers SandboxDeclinePaymentIntentResponse500Headers
+		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XCorrelationID = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers SandboxDeclinePaymentIntentResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

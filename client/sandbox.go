@@ -2,20 +2,18 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 )
 
 // The sandbox payment provider's buyer actions (POST
-// /v1/sandbox/payment-intents/{id}/authorize, …) exist only on a server
-// run with BOXOFFICE_PAYMENTS=sandbox, so openapi.yaml, which describes
-// every deployment, leaves them out and the generator makes no methods
-// for them. They are written here by hand, in the generated methods'
-// shape; against Stripe a buyer confirms the payment with Stripe.js.
+// /v1/sandbox/payment-intents/{id}/authorize, decline, challenge) are in
+// openapi.yaml under the Sandbox tag, marked x-test-mode-only: a server
+// run with BOXOFFICE_PAYMENTS=sandbox serves them, one that talks to
+// Stripe answers 404 (there a buyer confirms the payment with Stripe.js).
+// The generator makes one method per action
+// (SandboxAuthorizePaymentIntentWithResponse, …); SandboxPaymentIntent
+// picks one by a value, for callers that choose the action at run time.
 
 // SandboxAction is what the buyer does with a PaymentIntent in the
 // sandbox.
@@ -32,22 +30,15 @@ const (
 	SandboxChallenge SandboxAction = "challenge"
 )
 
-// SandboxIntentBody is a PaymentIntent after a sandbox action.
-type SandboxIntentBody struct {
-	PaymentIntentID string `json:"paymentIntentId"`
-	OrderID         string `json:"orderId"`
-	// Status is the intent's status now: requires_capture once
-	// authorized, requires_payment_method after a decline.
-	Status string `json:"status"`
-}
-
 // SandboxPaymentIntentResponse is the answer to a sandbox action: 200
-// with the intent, 404 for an intent that is not the caller's, 409 for
-// one that no longer awaits a payment method.
+// with the intent, 404 for an intent that is not the caller's (or on a
+// server without the sandbox), 409 for one that no longer awaits a
+// payment method.
 type SandboxPaymentIntentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
-	JSON200      *SandboxIntentBody
+	// JSON200 is the intent after the action, on 200.
+	JSON200 *SandboxIntentBody
 }
 
 // StatusCode is the answer's HTTP status, 0 without an answer.
@@ -58,50 +49,36 @@ func (r SandboxPaymentIntentResponse) StatusCode() int {
 	return 0
 }
 
-// SandboxPaymentIntent sends action for the PaymentIntent id (pi_…) as
-// the buyer whose order it pays for, and returns the answer unread.
-func (c *Client) SandboxPaymentIntent(ctx context.Context, id string, action SandboxAction, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	server, err := url.Parse(c.Server)
-	if err != nil {
-		return nil, err
-	}
-	u, err := server.Parse("v1/sandbox/payment-intents/" + url.PathEscape(id) + "/" + string(action))
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// SandboxPaymentIntentWithResponse is SandboxPaymentIntent, read and
-// decoded. c must have been made by NewClientWithResponses.
+// SandboxPaymentIntentWithResponse sends action for the PaymentIntent id
+// (pi_…) as the buyer whose order it pays for, through the generated
+// method of that action.
 func (c *ClientWithResponses) SandboxPaymentIntentWithResponse(ctx context.Context, id string, action SandboxAction, reqEditors ...RequestEditorFn) (*SandboxPaymentIntentResponse, error) {
-	raw, ok := c.ClientInterface.(*Client)
-	if !ok {
-		return nil, fmt.Errorf("sandbox %s: a ClientWithResponses around %T, not a *Client", action, c.ClientInterface)
-	}
-	rsp, err := raw.SandboxPaymentIntent(ctx, id, action, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	defer rsp.Body.Close()
-	body, err := io.ReadAll(rsp.Body)
-	if err != nil {
-		return nil, err
-	}
-	res := &SandboxPaymentIntentResponse{Body: body, HTTPResponse: rsp}
-	if rsp.StatusCode == http.StatusOK && strings.Contains(rsp.Header.Get("Content-Type"), "json") {
-		var dest SandboxIntentBody
-		if err := json.Unmarshal(body, &dest); err != nil {
+	var (
+		body []byte
+		raw  *http.Response
+		json *SandboxIntentBody
+	)
+	switch action {
+	case SandboxAuthorize:
+		r, err := c.SandboxAuthorizePaymentIntentWithResponse(ctx, id, reqEditors...)
+		if err != nil {
 			return nil, err
 		}
-		res.JSON200 = &dest
+		body, raw, json = r.Body, r.HTTPResponse, r.JSON200
+	case SandboxDecline:
+		r, err := c.SandboxDeclinePaymentIntentWithResponse(ctx, id, reqEditors...)
+		if err != nil {
+			return nil, err
+		}
+		body, raw, json = r.Body, r.HTTPResponse, r.JSON200
+	case SandboxChallenge:
+		r, err := c.SandboxChallengePaymentIntentWithResponse(ctx, id, reqEditors...)
+		if err != nil {
+			return nil, err
+		}
+		body, raw, json = r.Body, r.HTTPResponse, r.JSON200
+	default:
+		return nil, fmt.Errorf("sandbox: unknown action %q", action)
 	}
-	return res, nil
+	return &SandboxPaymentIntentResponse{Body: body, HTTPResponse: raw, JSON200: json}, nil
 }

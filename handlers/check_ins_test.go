@@ -357,6 +357,9 @@ func TestScannerTokenIsForTheDoorOnly(t *testing.T) {
 			if len(security) == 0 {
 				continue // public
 			}
+			if op["x-test-mode-only"] == true {
+				continue // served only with the sandbox, which this server has not
+			}
 			url := param.ReplaceAllStringFunc(path, func(p string) string {
 				if p == "{eventId}" {
 					return b.eventID

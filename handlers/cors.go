@@ -20,7 +20,7 @@ var corsAllowHeaders = []string{"Authorization", "Content-Type", "Idempotency-Ke
 
 // corsExposeHeaders are the response headers a browser page may read
 // besides the CORS-safelisted ones.
-var corsExposeHeaders = []string{"Location", "Retry-After", "ETag", "X-Correlation-Id", "WWW-Authenticate", "RateLimit", "RateLimit-Policy"}
+var corsExposeHeaders = []string{"Location", "Retry-After", "ETag", "X-Correlation-Id", "WWW-Authenticate", "RateLimit", "RateLimit-Policy", "Deprecation", "Sunset"}
 
 // corsMaxAge is how long, in seconds, a browser may keep a preflight's
 // answer.

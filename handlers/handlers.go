@@ -25,6 +25,7 @@ import (
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/db"
+	"boxoffice/platform/payload"
 	"boxoffice/platform/verified"
 )
 
@@ -97,6 +98,14 @@ type Config struct {
 	// Defaults to none: no CORS headers, so browsers refuse cross-origin
 	// calls.
 	CORSOrigins []string
+	// DescribeSandbox registers the sandbox's buyer actions even when no
+	// cell has a Sandbox, so that the document lists them (tagged
+	// Sandbox, x-test-mode-only): `boxoffice openapi` sets it for the
+	// committed openapi.yaml, from which the typed clients are generated.
+	// Without a sandbox they answer 404. A serving process leaves it
+	// false: its own document (/openapi.json) lists them only where the
+	// sandbox is. Defaults to false.
+	DescribeSandbox bool
 }
 
 // Handlers implements the API's operations.
@@ -145,12 +154,16 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 	cfg.CreateHooks = nil // no $schema links in response bodies
 	cfg.DocsPath = ""     // huma's page loads its scripts from a CDN; ours is self-contained
 	cfg.Servers = servers
+	// Every JSON body leaves through payload: a nil slice is [], as the
+	// document's arrays (never nullable) say.
+	jsonFormat := huma.Format{Marshal: payload.Encode, Unmarshal: huma.DefaultJSONFormat.Unmarshal}
+	cfg.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 	api := humago.New(mux, cfg)
 	mux.HandleFunc("GET /docs", serveReference)
 	mux.HandleFunc("GET /{$}", serveRoot)
 	mux.HandleFunc("GET /problems", serveProblems)
 	mux.HandleFunc("GET /problems/{name}", serveProblems)
-	api.UseMiddleware(h.metrics.middleware, labelRole, h.authenticate(api))
+	api.UseMiddleware(h.metrics.middleware, labelRole, deprecationHeaders, h.authenticate(api))
 	h.Register(api)
 	finishDocument(api)
 	return api

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -23,7 +24,9 @@ var tagDescriptions = []*huma.Tag{
 	{Name: "API keys", Description: "Organizer API keys for your own systems: create one (shown once), list them, revoke one at once."},
 	{Name: "Webhook messages", Description: "What your webhook endpoints receive: one entry per message type, with its Standard Webhooks headers and body, and what your answer means. docs/webhooks.md says how to verify, deduplicate and acknowledge them."},
 	{Name: "Payments", Description: "The payment provider's webhook: Stripe events, verified before they are read."},
-	{Name: "Sandbox", Description: "Development only (BOXOFFICE_PAYMENTS=sandbox): play the buyer's part at the payment provider."},
+	{Name: "Sandbox", Description: "Test mode only (x-test-mode-only): served only by a deployment run with the sandbox payment provider " +
+		"(BOXOFFICE_PAYMENTS=sandbox, as `make run` does), where a developer plays the buyer's part at the provider. " +
+		"Such a deployment's own /openapi.json lists them; one that talks to Stripe neither lists nor answers them (404)."},
 	{Name: "Operations", Description: "Liveness and readiness, for load balancers and orchestrators."},
 }
 
@@ -51,7 +54,9 @@ func finishDocument(api huma.API) {
 	addRequestExamples(doc)
 	declareCommonResponses(doc)
 	declareProblemTypes(doc)
+	declareDeprecationHeaders(doc)
 	declareCorrelationHeader(doc) // after: the responses added above carry it too
+	openResponses(doc)
 	var visit func(s *huma.Schema)
 	seen := map[*huma.Schema]bool{}
 	visit = func(s *huma.Schema) {
@@ -90,6 +95,88 @@ func finishDocument(api huma.API) {
 			for _, p := range op.Parameters {
 				visit(p.Schema)
 			}
+		}
+	}
+}
+
+// openResponses leaves the schemas of what the server sends — response
+// bodies, order stream events, webhook messages — open to new fields (no
+// additionalProperties: false), so that a field added in a minor version
+// (docs/versioning.md) breaks no client that validates what it receives;
+// and their arrays are arrays, not huma's default [array, null]: the
+// server never sends null for a list (payload.Encode writes a nil slice
+// as []). Request schemas keep huma's nullable arrays (null reads as an
+// absent list; refusing it now would break a client that sends it).
+// Request bodies stay closed: the server refuses a field it does not know
+// (a misspelt optional field is a 422, not silently ignored), and opening
+// them later is not a breaking change, while closing them would be. A
+// schema used by both a request and a response stays closed; the
+// document has none (TestResponseSchemasAreOpen). The handlers' contract
+// tests still refuse an undeclared field in a response: they validate
+// against the document closed again (contract_test.go).
+func openResponses(doc *huma.OpenAPI) {
+	named := doc.Components.Schemas.Map()
+	var reach func(s *huma.Schema, into map[*huma.Schema]bool)
+	reach = func(s *huma.Schema, into map[*huma.Schema]bool) {
+		if s == nil || into[s] {
+			return
+		}
+		into[s] = true
+		if name, ok := strings.CutPrefix(s.Ref, "#/components/schemas/"); ok {
+			reach(named[name], into)
+		}
+		reach(s.Items, into)
+		for _, p := range s.Properties {
+			reach(p, into)
+		}
+		for _, list := range [][]*huma.Schema{s.OneOf, s.AnyOf, s.AllOf} {
+			for _, sub := range list {
+				reach(sub, into)
+			}
+		}
+		if ap, ok := s.AdditionalProperties.(*huma.Schema); ok {
+			reach(ap, into)
+		}
+		for _, ext := range s.Extensions {
+			if sub, ok := ext.(*huma.Schema); ok {
+				reach(sub, into)
+			}
+		}
+	}
+	requests, responses := map[*huma.Schema]bool{}, map[*huma.Schema]bool{}
+	for _, item := range doc.Paths {
+		for _, op := range operations(item) {
+			if op.RequestBody != nil {
+				for _, mt := range op.RequestBody.Content {
+					reach(mt.Schema, requests)
+				}
+			}
+			for _, p := range op.Parameters {
+				reach(p.Schema, requests)
+			}
+			for _, res := range op.Responses {
+				for _, mt := range res.Content {
+					reach(mt.Schema, responses)
+				}
+			}
+		}
+	}
+	for _, item := range doc.Webhooks {
+		for _, op := range operations(item) {
+			for _, mt := range op.RequestBody.Content {
+				reach(mt.Schema, responses)
+			}
+		}
+	}
+	for s := range responses {
+		if requests[s] {
+			continue
+		}
+		if s.AdditionalProperties == false {
+			s.AdditionalProperties = nil
+		}
+		if s.Type == huma.TypeArray {
+			s.Nullable = false
 		}
 	}
 }

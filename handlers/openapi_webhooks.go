@@ -46,10 +46,9 @@ func declareWebhooks(api huma.API) {
 	for _, mt := range webhooks.MessageTypes {
 		data := reg.Schema(reflect.TypeOf(mt.Data), true, "")
 		body := &huma.Schema{
-			Type:                 huma.TypeObject,
-			Description:          "A " + mt.Name + " message: " + mt.Description,
-			AdditionalProperties: false,
-			Required:             []string{"type", "timestamp", "data"},
+			Type:        huma.TypeObject,
+			Description: "A " + mt.Name + " message: " + mt.Description,
+			Required:    []string{"type", "timestamp", "data"},
 			Properties: map[string]*huma.Schema{
 				"type":      {Type: huma.TypeString, Enum: []any{mt.Name}, Description: "The message type."},
 				"timestamp": {Type: huma.TypeString, Format: "date-time", Description: "When the fact happened (not when it was sent: order messages may arrive out of order)."},

@@ -5,7 +5,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
+
 	"fmt"
 	"net/http"
 	"strconv"
@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"boxoffice/domain/catalog"
+	"boxoffice/platform/payload"
 )
 
 // The public reads (an event, its seat map) are answered as bytes encoded
@@ -45,10 +46,8 @@ type representation struct {
 
 func newRepresentation(v any) (*representation, error) {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf) // as huma writes JSON
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
+	if err := payload.Encode(&buf, v); err != nil { // as huma writes JSON
+		return nil, err
 	}
 	raw := buf.Bytes()
 	sum := sha256.Sum256(raw)

@@ -37,14 +37,25 @@ const sandboxOnly = "Stands in for the buyer confirming the payment in the brows
 	"Only the owner of the intent's order may call it; for anyone else the intent does not exist (404). " +
 	"409 when the intent no longer awaits a payment method (authorized, captured or canceled already)."
 
-// registerSandbox registers the sandbox's buyer actions, only when the
-// sandbox provider is configured.
+// testModeOnly is the extension that marks an operation served only in
+// test mode (the sandbox payment provider): a client generated from
+// openapi.yaml can call it, and a reader or a tool can tell it from the
+// production contract (docs/versioning.md).
+const testModeOnly = "x-test-mode-only"
+
+// registerSandbox registers the sandbox's buyer actions: only when the
+// sandbox provider is configured, or when the document is written for
+// the contract (Config.DescribeSandbox).
 func (h *Handlers) registerSandbox(api huma.API) {
-	if h.cells.Cells()[0].Sandbox == nil {
+	if h.cells.Cells()[0].Sandbox == nil && !h.cfg.DescribeSandbox {
 		return
 	}
 	errs := []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}
-	register(api, secured(huma.Operation{
+	testMode := func(op huma.Operation) huma.Operation {
+		op.Extensions = map[string]any{testModeOnly: true}
+		return op
+	}
+	register(api, testMode(secured(huma.Operation{
 		OperationID: "sandbox-authorize-payment-intent", Method: http.MethodPost,
 		Path:    "/v1/sandbox/payment-intents/{id}/authorize",
 		Summary: "Authorize a payment with an approved card (sandbox only)", Tags: []string{"Sandbox"},
@@ -52,8 +63,8 @@ func (h *Handlers) registerSandbox(api huma.API) {
 			"signed payment_intent.amount_capturable_updated webhook to this deployment's /v1/webhooks/stripe, " +
 			"which authorizes the order's payment.",
 		Errors: errs,
-	}, auth.RoleBuyer), h.sandboxAuthorize)
-	register(api, secured(huma.Operation{
+	}, auth.RoleBuyer)), h.sandboxAuthorize)
+	register(api, testMode(secured(huma.Operation{
 		OperationID: "sandbox-decline-payment-intent", Method: http.MethodPost,
 		Path:    "/v1/sandbox/payment-intents/{id}/decline",
 		Summary: "Decline a payment's card (sandbox only)", Tags: []string{"Sandbox"},
@@ -63,8 +74,8 @@ func (h *Handlers) registerSandbox(api huma.API) {
 			"payment while attempts are left (authorize or decline the same intent again); the last allowed " +
 			"decline fails it.",
 		Errors: errs,
-	}, auth.RoleBuyer), h.sandboxDecline)
-	register(api, secured(huma.Operation{
+	}, auth.RoleBuyer)), h.sandboxDecline)
+	register(api, testMode(secured(huma.Operation{
 		OperationID: "sandbox-challenge-payment-intent", Method: http.MethodPost,
 		Path:    "/v1/sandbox/payment-intents/{id}/challenge",
 		Summary: "Ask for a payment's 3-D Secure challenge (sandbox only)", Tags: []string{"Sandbox"},
@@ -73,7 +84,7 @@ func (h *Handlers) registerSandbox(api huma.API) {
 			"bounded grace longer should it expire during the challenge; authorize (passed) or decline (failed) the " +
 			"intent to answer it.",
 		Errors: errs,
-	}, auth.RoleBuyer), h.sandboxChallenge)
+	}, auth.RoleBuyer)), h.sandboxChallenge)
 }
 
 func (h *Handlers) sandboxChallenge(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {

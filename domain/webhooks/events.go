@@ -11,6 +11,7 @@ import (
 
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/outbox"
+	"boxoffice/platform/payload"
 )
 
 // Public event types: what organizers subscribe to and what the "type" of
@@ -293,14 +294,14 @@ func factsOf(ev outbox.Envelope, o orderSubject) ([]fact, error) {
 		if err := decode(ev, &p); err != nil {
 			return nil, err
 		}
-		return []fact{{EventTicketIssued, key, TicketIssuedData{base, nonNil(p.TicketIDs)}}}, nil
+		return []fact{{EventTicketIssued, key, TicketIssuedData{base, p.TicketIDs}}}, nil
 	case outbox.TypeHoldExpired:
 		var p outbox.HoldExpired
 		if err := decode(ev, &p); err != nil {
 			return nil, err
 		}
 		return []fact{
-			{EventHoldExpired, key, HoldExpiredData{base, p.HoldID, nonNil(p.SeatIDs)}},
+			{EventHoldExpired, key, HoldExpiredData{base, p.HoldID, p.SeatIDs}},
 			{EventOrderFailed, failedKey, OrderFailedData{OrderData: base, Reason: "hold_expired"}},
 		}, nil
 	case outbox.TypePaymentFailed:
@@ -347,16 +348,10 @@ func decode(ev outbox.Envelope, v any) error {
 	return nil
 }
 
-func nonNil(ids []uuid.UUID) []uuid.UUID {
-	if ids == nil {
-		return []uuid.UUID{}
-	}
-	return ids
-}
-
-// encodeBody returns the bytes of a message: {type, timestamp, data}.
+// encodeBody returns the bytes of a message: {type, timestamp, data}, its
+// data encoded by payload (a nil list is [], as the contract says).
 func encodeBody(eventType string, at time.Time, data any) ([]byte, error) {
-	d, err := json.Marshal(data)
+	d, err := payload.Marshal(data)
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s data: %w", eventType, err)
 	}

@@ -54,3 +54,26 @@ export async function holdSeats(
   console.log(`order ${o.id}: ${o.status}, seats held until ${o.hold.expiresAt}`);
   return o;
 }
+
+export type SandboxIntent = components["schemas"]["SandboxIntentBody"];
+
+// payInSandbox plays the buyer's part at the payment provider, test mode
+// only: against a deployment run with the sandbox (BOXOFFICE_PAYMENTS=
+// sandbox, as `make run` does) it authorizes the order's PaymentIntent
+// (the operations tagged Sandbox, x-test-mode-only in openapi.yaml); a
+// deployment on Stripe answers 404, and the buyer pays with Stripe.js.
+export async function payInSandbox(token: string, order: Order): Promise<SandboxIntent | Problem> {
+  const intent = order.payment?.paymentIntentId;
+  if (!intent) {
+    return { type: "about:blank", title: "No PaymentIntent yet", status: 409 } as Problem;
+  }
+  const paid = await api.POST("/v1/sandbox/payment-intents/{id}/authorize", {
+    params: { path: { id: intent } },
+    headers: { Authorization: `Bearer ${token}` },
+  });
+  if (paid.error) {
+    return paid.error;
+  }
+  console.log(`intent ${paid.data.paymentIntentId}: ${paid.data.status}`);
+  return paid.data;
+}

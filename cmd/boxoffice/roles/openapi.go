@@ -19,10 +19,12 @@ func runOpenAPI(args []string) error {
 		return err
 	}
 	// The document describes the operations, not a deployment: one cell
-	// without services registers every operation but the sandbox's, as
-	// `serve` does with Stripe payments.
+	// without services registers every operation, the sandbox's marked
+	// test mode only (DescribeSandbox; a process serving with Stripe
+	// lists and answers none of them).
 	h := handlers.New(handlers.Config{
 		Cells: cells.Single(&cells.Cell{Name: cells.Default}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		DescribeSandbox: true,
 	})
 	doc := h.NewAPI(http.NewServeMux()).OpenAPI()
 	render := doc.YAML
