@@ -224,7 +224,7 @@ func TestReceiverTakesEveryMessageTheDispatcherSends(t *testing.T) {
 	msgID, err := webhooks.ParseMessageID(paid.header.Get(webhooks.HeaderID))
 	require.NoError(t, err)
 	n := len(rec.deliveries())
-	_, err = svc.Replay(ctx, org, msgID, &ep.ID)
+	_, err = svc.Replay(ctx, org, msgID, webhooks.ReplayParams{EndpointID: &ep.ID})
 	require.NoError(t, err)
 	waitFor(t, 30*time.Second, "the replay", func() bool { return len(rec.deliveries()) > n })
 	replay := rec.deliveries()[n]
