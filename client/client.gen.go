@@ -432,6 +432,7 @@ func (e WebhookAttemptBodyErrorClass) Valid() bool {
 // Defines values for WebhookAttemptBodyTrigger.
 const (
 	WebhookAttemptBodyTriggerOriginal WebhookAttemptBodyTrigger = "original"
+	WebhookAttemptBodyTriggerRecover  WebhookAttemptBodyTrigger = "recover"
 	WebhookAttemptBodyTriggerReplay   WebhookAttemptBodyTrigger = "replay"
 	WebhookAttemptBodyTriggerRetry    WebhookAttemptBodyTrigger = "retry"
 )
@@ -440,6 +441,8 @@ const (
 func (e WebhookAttemptBodyTrigger) Valid() bool {
 	switch e {
 	case WebhookAttemptBodyTriggerOriginal:
+		return true
+	case WebhookAttemptBodyTriggerRecover:
 		return true
 	case WebhookAttemptBodyTriggerReplay:
 		return true
@@ -452,10 +455,11 @@ func (e WebhookAttemptBodyTrigger) Valid() bool {
 
 // Defines values for WebhookDeliveryBodyStatus.
 const (
-	WebhookDeliveryBodyStatusDead      WebhookDeliveryBodyStatus = "dead"
-	WebhookDeliveryBodyStatusFailed    WebhookDeliveryBodyStatus = "failed"
-	WebhookDeliveryBodyStatusPending   WebhookDeliveryBodyStatus = "pending"
-	WebhookDeliveryBodyStatusSucceeded WebhookDeliveryBodyStatus = "succeeded"
+	WebhookDeliveryBodyStatusDead        WebhookDeliveryBodyStatus = "dead"
+	WebhookDeliveryBodyStatusFailed      WebhookDeliveryBodyStatus = "failed"
+	WebhookDeliveryBodyStatusNeedsReview WebhookDeliveryBodyStatus = "needs_review"
+	WebhookDeliveryBodyStatusPending     WebhookDeliveryBodyStatus = "pending"
+	WebhookDeliveryBodyStatusSucceeded   WebhookDeliveryBodyStatus = "succeeded"
 )
 
 // Valid indicates whether the value is a known member of the WebhookDeliveryBodyStatus enum.
@@ -464,6 +468,8 @@ func (e WebhookDeliveryBodyStatus) Valid() bool {
 	case WebhookDeliveryBodyStatusDead:
 		return true
 	case WebhookDeliveryBodyStatusFailed:
+		return true
+	case WebhookDeliveryBodyStatusNeedsReview:
 		return true
 	case WebhookDeliveryBodyStatusPending:
 		return true
@@ -602,10 +608,11 @@ func (e WebhookEndpointSecretBodyDisabledReason) Valid() bool {
 
 // Defines values for ListWebhookMessagesParamsStatus.
 const (
-	ListWebhookMessagesParamsStatusDead      ListWebhookMessagesParamsStatus = "dead"
-	ListWebhookMessagesParamsStatusFailed    ListWebhookMessagesParamsStatus = "failed"
-	ListWebhookMessagesParamsStatusPending   ListWebhookMessagesParamsStatus = "pending"
-	ListWebhookMessagesParamsStatusSucceeded ListWebhookMessagesParamsStatus = "succeeded"
+	ListWebhookMessagesParamsStatusDead        ListWebhookMessagesParamsStatus = "dead"
+	ListWebhookMessagesParamsStatusFailed      ListWebhookMessagesParamsStatus = "failed"
+	ListWebhookMessagesParamsStatusNeedsReview ListWebhookMessagesParamsStatus = "needs_review"
+	ListWebhookMessagesParamsStatusPending     ListWebhookMessagesParamsStatus = "pending"
+	ListWebhookMessagesParamsStatusSucceeded   ListWebhookMessagesParamsStatus = "succeeded"
 )
 
 // Valid indicates whether the value is a known member of the ListWebhookMessagesParamsStatus enum.
@@ -614,6 +621,8 @@ func (e ListWebhookMessagesParamsStatus) Valid() bool {
 	case ListWebhookMessagesParamsStatusDead:
 		return true
 	case ListWebhookMessagesParamsStatusFailed:
+		return true
+	case ListWebhookMessagesParamsStatusNeedsReview:
 		return true
 	case ListWebhookMessagesParamsStatusPending:
 		return true
@@ -742,7 +751,7 @@ type CreateWebhookEndpointInputBody struct {
 	// Enabled Defaults to true.
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled and delivery.exhausted (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
+	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
 	EventTypes []string `json:"eventTypes,omitempty"`
 
 	// MaxConcurrency Attempts in flight at once. Defaults to 10.
@@ -1126,8 +1135,14 @@ type QueuedOutputBody struct {
 
 // RecoverWebhookEndpointInputBody defines model for RecoverWebhookEndpointInputBody.
 type RecoverWebhookEndpointInputBody struct {
-	// Since Failed and dead deliveries of messages since then are sent again.
+	// Reason Why you recover: stored with who asked, for the record.
+	Reason *string `json:"reason,omitempty"`
+
+	// Since Failed, dead and needs_review deliveries of messages since then are sent again.
 	Since time.Time `json:"since"`
+
+	// Until Only deliveries of messages before then (after since). Absent: up to now.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // RefundOrderInputBody defines model for RefundOrderInputBody.
@@ -1143,6 +1158,9 @@ type RefundOrderInputBody struct {
 type ReplayWebhookMessageBody struct {
 	// EndpointID Replay to this endpoint only (it need not have had the message). Absent: every enabled endpoint that had it.
 	EndpointID *string `json:"endpointId,omitempty"`
+
+	// Reason Why you replay: stored with who asked, for the record.
+	Reason *string `json:"reason,omitempty"`
 }
 
 // RevokeAdmissionInputBody defines model for RevokeAdmissionInputBody.
@@ -1361,14 +1379,16 @@ type WebhookAttemptBody struct {
 	ResponseBody string `json:"responseBody"`
 
 	// StatusCode Absent when no answer came.
-	StatusCode *int32                    `json:"statusCode,omitempty"`
-	Trigger    WebhookAttemptBodyTrigger `json:"trigger"`
+	StatusCode *int32 `json:"statusCode,omitempty"`
+
+	// Trigger original: the first attempt; retry: an automatic retry; replay: a replay of the message; recover: a recover of the endpoint.
+	Trigger WebhookAttemptBodyTrigger `json:"trigger"`
 }
 
 // WebhookAttemptBodyErrorClass defines model for WebhookAttemptBody.ErrorClass.
 type WebhookAttemptBodyErrorClass string
 
-// WebhookAttemptBodyTrigger defines model for WebhookAttemptBody.Trigger.
+// WebhookAttemptBodyTrigger original: the first attempt; retry: an automatic retry; replay: a replay of the message; recover: a recover of the endpoint.
 type WebhookAttemptBodyTrigger string
 
 // WebhookAttemptsOutputBody defines model for WebhookAttemptsOutputBody.
@@ -1388,12 +1408,12 @@ type WebhookDeliveryBody struct {
 	// NextAttemptAt When a pending or failed delivery is next due.
 	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
 
-	// Status succeeded: the endpoint answered 2xx. pending: not attempted yet since it was queued, replayed or recovered. failed: its last attempt failed and it will be retried at nextAttemptAt. dead: it will not be sent again unless you replay or recover it (its retries were used up, the answer was terminal — a redirect, a 4xx other than 408 and 429, or 410 — or its endpoint was disabled).
+	// Status succeeded: the endpoint answered 2xx. pending: not attempted yet since it was queued, replayed or recovered. failed: its last attempt failed and it will be retried at nextAttemptAt. needs_review: the endpoint gave a terminal answer (a redirect, a 4xx other than 408, 410 and 429, a 501 or a 505); it is not retried until you fix the receiver and recover or replay it. dead: it will not be sent again unless you replay or recover it (its retries were used up, the endpoint answered 410, or it was disabled).
 	Status    WebhookDeliveryBodyStatus `json:"status"`
 	UpdatedAt time.Time                 `json:"updatedAt"`
 }
 
-// WebhookDeliveryBodyStatus succeeded: the endpoint answered 2xx. pending: not attempted yet since it was queued, replayed or recovered. failed: its last attempt failed and it will be retried at nextAttemptAt. dead: it will not be sent again unless you replay or recover it (its retries were used up, the answer was terminal — a redirect, a 4xx other than 408 and 429, or 410 — or its endpoint was disabled).
+// WebhookDeliveryBodyStatus succeeded: the endpoint answered 2xx. pending: not attempted yet since it was queued, replayed or recovered. failed: its last attempt failed and it will be retried at nextAttemptAt. needs_review: the endpoint gave a terminal answer (a redirect, a 4xx other than 408, 410 and 429, a 501 or a 505); it is not retried until you fix the receiver and recover or replay it. dead: it will not be sent again unless you replay or recover it (its retries were used up, the endpoint answered 410, or it was disabled).
 type WebhookDeliveryBodyStatus string
 
 // WebhookEndpointBody defines model for WebhookEndpointBody.
@@ -2136,18 +2156,18 @@ type ClientInterface interface {
 	// Corresponds with PATCH /v1/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
 	UpdateWebhookEndpoint(ctx context.Context, endpointID openapi_types.UUID, body UpdateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RecoverWebhookEndpointWithBody Re-send what failed since a time
+	// RecoverWebhookEndpointWithBody Re-send what failed, or needs review, in a time window
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+	// Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
 	RecoverWebhookEndpointWithBody(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RecoverWebhookEndpoint Re-send what failed since a time
+	// RecoverWebhookEndpoint Re-send what failed, or needs review, in a time window
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+	// Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2170,21 +2190,21 @@ type ClientInterface interface {
 
 	// ListWebhookMessages List the webhook messages of your events
 	//
-	// Newest first, each with its delivery status per endpoint (succeeded, pending, failed, dead); filter by type, delivery status, endpoint and time; page with `cursor`.
+	// Newest first, each with its delivery status per endpoint (succeeded, pending, failed, needs_review, dead); filter by type, delivery status, endpoint and time; page with `cursor`.
 	//
 	// Corresponds with GET /v1/webhook-messages (the `ListWebhookMessages` operationId).
 	ListWebhookMessages(ctx context.Context, params *ListWebhookMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhookAttempts List every attempt to send a message
 	//
-	// For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry or replay), outcome, status code and latency. 404 for a message of another organizer.
+	// For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry, replay or recover), outcome, status code and latency. 404 for a message of another organizer.
 	//
 	// Corresponds with GET /v1/webhook-messages/{messageId}/attempts (the `ListWebhookAttempts` operationId).
 	ListWebhookAttempts(ctx context.Context, messageID string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayWebhookMessageWithBody Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+	// Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2193,7 +2213,7 @@ type ClientInterface interface {
 
 	// ReplayWebhookMessage Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+	// Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3041,9 +3061,9 @@ func (c *Client) UpdateWebhookEndpoint(ctx context.Context, endpointID openapi_t
 	return c.Client.Do(req)
 }
 
-// RecoverWebhookEndpointWithBody Re-send what failed since a time
+// RecoverWebhookEndpointWithBody Re-send what failed, or needs review, in a time window
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+// Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3060,9 +3080,9 @@ func (c *Client) RecoverWebhookEndpointWithBody(ctx context.Context, endpointID 
 	return c.Client.Do(req)
 }
 
-// RecoverWebhookEndpoint Re-send what failed since a time
+// RecoverWebhookEndpoint Re-send what failed, or needs review, in a time window
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+// Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3115,7 +3135,7 @@ func (c *Client) TestWebhookEndpoint(ctx context.Context, endpointID openapi_typ
 
 // ListWebhookMessages List the webhook messages of your events
 //
-// Newest first, each with its delivery status per endpoint (succeeded, pending, failed, dead); filter by type, delivery status, endpoint and time; page with `cursor`.
+// Newest first, each with its delivery status per endpoint (succeeded, pending, failed, needs_review, dead); filter by type, delivery status, endpoint and time; page with `cursor`.
 //
 // Corresponds with GET /v1/webhook-messages (the `ListWebhookMessages` operationId).
 func (c *Client) ListWebhookMessages(ctx context.Context, params *ListWebhookMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3132,7 +3152,7 @@ func (c *Client) ListWebhookMessages(ctx context.Context, params *ListWebhookMes
 
 // ListWebhookAttempts List every attempt to send a message
 //
-// For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry or replay), outcome, status code and latency. 404 for a message of another organizer.
+// For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry, replay or recover), outcome, status code and latency. 404 for a message of another organizer.
 //
 // Corresponds with GET /v1/webhook-messages/{messageId}/attempts (the `ListWebhookAttempts` operationId).
 func (c *Client) ListWebhookAttempts(ctx context.Context, messageID string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3149,7 +3169,7 @@ func (c *Client) ListWebhookAttempts(ctx context.Context, messageID string, reqE
 
 // ReplayWebhookMessageWithBody Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+// Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3168,7 +3188,7 @@ func (c *Client) ReplayWebhookMessageWithBody(ctx context.Context, messageID str
 
 // ReplayWebhookMessage Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+// Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5712,18 +5732,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /v1/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
 	UpdateWebhookEndpointWithResponse(ctx context.Context, endpointID openapi_types.UUID, body UpdateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWebhookEndpointResponse, error)
 
-	// RecoverWebhookEndpointWithBodyWithResponse Re-send what failed since a time
+	// RecoverWebhookEndpointWithBodyWithResponse Re-send what failed, or needs review, in a time window
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+	// Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{endpointId}/recover (the `RecoverWebhookEndpoint` operationId).
 	RecoverWebhookEndpointWithBodyWithResponse(ctx context.Context, endpointID openapi_types.UUID, params *RecoverWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecoverWebhookEndpointResponse, error)
 
-	// RecoverWebhookEndpointWithResponse Re-send what failed since a time
+	// RecoverWebhookEndpointWithResponse Re-send what failed, or needs review, in a time window
 	//
-	// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+	// Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5750,7 +5770,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListWebhookMessagesWithResponse List the webhook messages of your events
 	//
-	// Newest first, each with its delivery status per endpoint (succeeded, pending, failed, dead); filter by type, delivery status, endpoint and time; page with `cursor`.
+	// Newest first, each with its delivery status per endpoint (succeeded, pending, failed, needs_review, dead); filter by type, delivery status, endpoint and time; page with `cursor`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5759,7 +5779,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListWebhookAttemptsWithResponse List every attempt to send a message
 	//
-	// For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry or replay), outcome, status code and latency. 404 for a message of another organizer.
+	// For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry, replay or recover), outcome, status code and latency. 404 for a message of another organizer.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5768,7 +5788,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReplayWebhookMessageWithBodyWithResponse Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+	// Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5777,7 +5797,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReplayWebhookMessageWithResponse Send a message again
 	//
-	// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+	// Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13965,9 +13985,9 @@ func (c *ClientWithResponses) UpdateWebhookEndpointWithResponse(ctx context.Cont
 	return ParseUpdateWebhookEndpointResponse(rsp)
 }
 
-// RecoverWebhookEndpointWithBodyWithResponse Re-send what failed since a time
+// RecoverWebhookEndpointWithBodyWithResponse Re-send what failed, or needs review, in a time window
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+// Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13980,9 +14000,9 @@ func (c *ClientWithResponses) RecoverWebhookEndpointWithBodyWithResponse(ctx con
 	return ParseRecoverWebhookEndpointResponse(rsp)
 }
 
-// RecoverWebhookEndpointWithResponse Re-send what failed since a time
+// RecoverWebhookEndpointWithResponse Re-send what failed, or needs review, in a time window
 //
-// Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+// Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14027,7 +14047,7 @@ func (c *ClientWithResponses) TestWebhookEndpointWithResponse(ctx context.Contex
 
 // ListWebhookMessagesWithResponse List the webhook messages of your events
 //
-// Newest first, each with its delivery status per endpoint (succeeded, pending, failed, dead); filter by type, delivery status, endpoint and time; page with `cursor`.
+// Newest first, each with its delivery status per endpoint (succeeded, pending, failed, needs_review, dead); filter by type, delivery status, endpoint and time; page with `cursor`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14042,7 +14062,7 @@ func (c *ClientWithResponses) ListWebhookMessagesWithResponse(ctx context.Contex
 
 // ListWebhookAttemptsWithResponse List every attempt to send a message
 //
-// For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry or replay), outcome, status code and latency. 404 for a message of another organizer.
+// For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry, replay or recover), outcome, status code and latency. 404 for a message of another organizer.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14057,7 +14077,7 @@ func (c *ClientWithResponses) ListWebhookAttemptsWithResponse(ctx context.Contex
 
 // ReplayWebhookMessageWithBodyWithResponse Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+// Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14072,7 +14092,7 @@ func (c *ClientWithResponses) ReplayWebhookMessageWithBodyWithResponse(ctx conte
 
 // ReplayWebhookMessageWithResponse Send a message again
 //
-// Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
+// Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

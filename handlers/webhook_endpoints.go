@@ -103,7 +103,7 @@ type CreateWebhookEndpointInput struct {
 	Body struct {
 		URL                string   `json:"url" minLength:"1" maxLength:"2048" example:"https://hooks.example.com/boxoffice" doc:"https URL that resolves to public addresses only."`
 		Description        string   `json:"description,omitempty" maxLength:"500"`
-		EventTypes         []string `json:"eventTypes,omitempty" maxItems:"20" doc:"Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled and delivery.exhausted (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them."`
+		EventTypes         []string `json:"eventTypes,omitempty" maxItems:"20" doc:"Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them."`
 		Enabled            *bool    `json:"enabled,omitempty" doc:"Defaults to true."`
 		RateLimitPerSecond *int32   `json:"rateLimitPerSecond,omitempty" minimum:"1" maximum:"10000" doc:"Deliveries per second; absent is unlimited."`
 		MaxConcurrency     int32    `json:"maxConcurrency,omitempty" minimum:"1" maximum:"1000" doc:"Attempts in flight at once. Defaults to 10."`
@@ -165,12 +165,15 @@ type UpdateWebhookEndpointInput struct {
 	}
 }
 
-// RecoverWebhookEndpointInput re-sends what failed since a time.
+// RecoverWebhookEndpointInput re-sends what failed, or needs review, in a
+// time window.
 type RecoverWebhookEndpointInput struct {
 	IdempotencyKeyHeader
 	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
 	Body       struct {
-		Since time.Time `json:"since" doc:"Failed and dead deliveries of messages since then are sent again."`
+		Since  time.Time  `json:"since" doc:"Failed, dead and needs_review deliveries of messages since then are sent again."`
+		Until  *time.Time `json:"until,omitempty" doc:"Only deliveries of messages before then (after since). Absent: up to now."`
+		Reason string     `json:"reason,omitempty" maxLength:"500" doc:"Why you recover: stored with who asked, for the record."`
 	}
 }
 
@@ -233,8 +236,10 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 	}, auth.RoleOrganizer), h.rotateWebhookSecret)
 	register(api, secured(huma.Operation{
 		OperationID: "recover-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/recover",
-		Summary: "Re-send what failed since a time",
-		Description: "Queues every failed or dead delivery to this endpoint of messages since `since`, recorded as replays. 409 when the endpoint is disabled. " +
+		Summary: "Re-send what failed, or needs review, in a time window",
+		Description: "Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); " +
+			"their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried " +
+			"once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. " +
 			"Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.",
 		Tags: tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.recoverWebhookEndpoint)
@@ -253,6 +258,16 @@ func (h *Handlers) registerWebhooks(api huma.API) {
 // (problemFor): a missing endpoint, message or attempt is a 404.
 func (h *Handlers) webhookError(ctx context.Context, msg string, err error) error {
 	return h.problemFor(ctx, err, msg, "No such webhook resource.")
+}
+
+// requestedBy names the caller for the record of a replay or recover:
+// the API key it presented, or the user of its token.
+func requestedBy(ctx context.Context) string {
+	id := identity(ctx)
+	if id.APIKeyID != uuid.Nil {
+		return "api_key:" + id.APIKeyID.String()
+	}
+	return "user:" + id.UserID.String()
 }
 
 // webhooksService returns the webhooks service of the calling organizer's
@@ -422,12 +437,16 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 	if err != nil {
 		return nil, err
 	}
+	if in.Body.Until != nil && !in.Body.Until.After(in.Body.Since) {
+		return nil, invalid("body.until", "expected a time after since")
+	}
 	org := identity(ctx).OrganizerID
+	p := webhooks.RecoverParams{Since: in.Body.Since, Until: in.Body.Until, RequestedBy: requestedBy(ctx), Reason: in.Body.Reason}
 	n, _, err := idempotently(ctx, c, idempotentRequest{op: "recover-webhook-endpoint", key: in.IdempotencyKey, parts: []any{id, in.Body}},
 		func(ctx context.Context, tx pgx.Tx) (int64, error) {
-			return svc.RecoverTx(ctx, tx, org, id, in.Body.Since)
+			return svc.RecoverTx(ctx, tx, org, id, p)
 		},
-		func(ctx context.Context) (int64, error) { return svc.Recover(ctx, org, id, in.Body.Since) })
+		func(ctx context.Context) (int64, error) { return svc.Recover(ctx, org, id, p) })
 	if err != nil {
 		return nil, h.webhookError(ctx, "recover webhook endpoint", err)
 	}

@@ -296,7 +296,7 @@ func TestWebhookEndpoints(t *testing.T) {
 		rec := b.do(t, http.MethodPost, "/v1/webhook-endpoints/"+eid+"/recover", bearer(tok), map[string]any{"since": time.Now().Add(-time.Hour).Format(time.RFC3339)})
 		require.Equal(t, http.StatusAccepted, rec.status, "%s", rec.body)
 		require.Equal(t, float64(1), rec.json(t)["queued"])
-		require.Equal(t, int64(1), dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending' AND next_trigger = 'replay' AND retry_base = 3"))
+		require.Equal(t, int64(1), dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending' AND next_trigger = 'recover' AND retry_base = 3"))
 
 		rep := b.do(t, http.MethodPost, "/v1/webhook-messages/"+msg.String()+"/replay", bearer(tok), map[string]any{"endpointId": eid})
 		require.Equal(t, http.StatusAccepted, rep.status, "%s", rep.body)
@@ -311,6 +311,60 @@ func TestWebhookEndpoints(t *testing.T) {
 		require.Equal(t, http.StatusConflict, rec.status, "%s", rec.body)
 		rep = b.do(t, http.MethodPost, "/v1/webhook-messages/"+msg.String()+"/replay", bearer(tok), map[string]any{"endpointId": eid})
 		require.Equal(t, http.StatusConflict, rep.status, "%s", rep.body)
+	})
+	t.Run("NeedsReviewIsListedAndRetriedWithWhoAndWhy", func(t *testing.T) {
+		t.Parallel()
+		b := setupWebhooks(t, true)
+		tok, org := b.organizerOf(t)
+		e := b.createEndpoint(t, tok, map[string]any{"url": "http://127.0.0.1:9/hook"})
+		eid := e["id"].(string)
+		msg := storeMessage(t, b, org, webhooks.EventOrderPaid, time.Now())
+		dbtest.Exec(t, b.pool, "UPDATE webhook_deliveries SET status = 'needs_review', attempts = 1, next_attempt_at = NULL, last_error = 'http_4xx (status 400)'")
+		dbtest.Exec(t, b.pool, `INSERT INTO webhook_attempts (delivery_id, message_id, endpoint_id, organizer_id, number, trigger, status_code, latency_ms, error_class)
+			SELECT id, message_id, endpoint_id, organizer_id, 1, 'recover', 400, 12, 'http_4xx' FROM webhook_deliveries`)
+
+		list := b.do(t, http.MethodGet, "/v1/webhook-messages?status=needs_review", bearer(tok), nil)
+		require.Equal(t, http.StatusOK, list.status, "%s", list.body)
+		ms := list.json(t)["messages"].([]any)
+		require.Len(t, ms, 1)
+		d := ms[0].(map[string]any)["deliveries"].([]any)[0].(map[string]any)
+		require.Equal(t, "needs_review", d["status"])
+		require.Equal(t, "http_4xx (status 400)", d["lastError"])
+		att := b.do(t, http.MethodGet, "/v1/webhook-messages/"+webhooks.MessageID(msg)+"/attempts", bearer(tok), nil)
+		require.Equal(t, http.StatusOK, att.status, "%s", att.body)
+		require.Equal(t, "recover", att.json(t)["attempts"].([]any)[0].(map[string]any)["trigger"])
+
+		since := time.Now().Add(-time.Hour)
+		bad := b.do(t, http.MethodPost, "/v1/webhook-endpoints/"+eid+"/recover", bearer(tok), map[string]any{
+			"since": since.Format(time.RFC3339), "until": since.Add(-time.Minute).Format(time.RFC3339),
+		})
+		require.Equal(t, http.StatusUnprocessableEntity, bad.status, "%s", bad.body)
+		require.Equal(t, handlers.TypeValidation, problemType(t, bad))
+		require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_redeliveries"), "a refused recover records nothing")
+
+		rec := b.do(t, http.MethodPost, "/v1/webhook-endpoints/"+eid+"/recover", bearer(tok), map[string]any{
+			"since": since.Format(time.RFC3339), "until": time.Now().Add(time.Minute).Format(time.RFC3339), "reason": "schema fixed",
+		})
+		require.Equal(t, http.StatusAccepted, rec.status, "%s", rec.body)
+		require.Equal(t, float64(1), rec.json(t)["queued"])
+		require.Equal(t, int64(1), dbtest.Count(t, b.pool,
+			"SELECT count(*) FROM webhook_deliveries WHERE status = 'pending' AND next_trigger = 'recover'"))
+		rep := b.do(t, http.MethodPost, "/v1/webhook-messages/"+msg.String()+"/replay", bearer(tok), map[string]any{"reason": "once more"})
+		require.Equal(t, http.StatusAccepted, rep.status, "%s", rep.body)
+
+		var who, why []string
+		rows, err := b.pool.Query(context.Background(), "SELECT requested_by, kind || ': ' || reason FROM webhook_redeliveries WHERE organizer_id = $1 ORDER BY created_at", org)
+		require.NoError(t, err)
+		for rows.Next() {
+			var w, r string
+			require.NoError(t, rows.Scan(&w, &r))
+			who, why = append(who, w), append(why, r)
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, []string{"recover: schema fixed", "replay: once more"}, why)
+		for _, w := range who {
+			require.Regexp(t, `^(user|api_key):[0-9a-f-]{36}$`, w, "who asked: the caller's user or API key")
+		}
 	})
 }
 

@@ -29,7 +29,7 @@ type WebhookMessageBody struct {
 // WebhookDeliveryBody is one endpoint's delivery of a message.
 type WebhookDeliveryBody struct {
 	EndpointID    uuid.UUID  `json:"endpointId"`
-	Status        string     `json:"status" enum:"succeeded,pending,failed,dead" doc:"succeeded: the endpoint answered 2xx. pending: not attempted yet since it was queued, replayed or recovered. failed: its last attempt failed and it will be retried at nextAttemptAt. dead: it will not be sent again unless you replay or recover it (its retries were used up, the answer was terminal — a redirect, a 4xx other than 408 and 429, or 410 — or its endpoint was disabled)."`
+	Status        string     `json:"status" enum:"succeeded,pending,failed,needs_review,dead" doc:"succeeded: the endpoint answered 2xx. pending: not attempted yet since it was queued, replayed or recovered. failed: its last attempt failed and it will be retried at nextAttemptAt. needs_review: the endpoint gave a terminal answer (a redirect, a 4xx other than 408, 410 and 429, a 501 or a 505); it is not retried until you fix the receiver and recover or replay it. dead: it will not be sent again unless you replay or recover it (its retries were used up, the endpoint answered 410, or it was disabled)."`
 	Attempts      int32      `json:"attempts" doc:"Attempts made, replays included."`
 	LastError     string     `json:"lastError,omitempty" doc:"The last failed attempt's error class, with its status code when an answer came."`
 	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty" doc:"When a pending or failed delivery is next due."`
@@ -53,7 +53,7 @@ func webhookMessageBody(m webhooks.Message) WebhookMessageBody {
 // ListWebhookMessagesInput filters and pages messages.
 type ListWebhookMessagesInput struct {
 	Type       string `query:"type" maxLength:"100" doc:"Only messages of this type (an event type, a notice type, or webhook.test)."`
-	Status     string `query:"status" enum:"succeeded,pending,failed,dead" doc:"Only messages with a delivery in this status (to endpointId, when given); see deliveries[].status."`
+	Status     string `query:"status" enum:"succeeded,pending,failed,needs_review,dead" doc:"Only messages with a delivery in this status (to endpointId, when given); see deliveries[].status."`
 	EndpointID string `query:"endpointId" format:"uuid" doc:"Only messages with a delivery to this endpoint."`
 	Since      string `query:"since" maxLength:"64" doc:"Only messages since this RFC 3339 time." example:"2026-01-01T00:00:00Z"`
 	Cursor     string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
@@ -78,7 +78,7 @@ type WebhookAttemptBody struct {
 	ID           int64     `json:"id"`
 	EndpointID   uuid.UUID `json:"endpointId"`
 	Number       int32     `json:"number" doc:"1 for the first attempt of the delivery."`
-	Trigger      string    `json:"trigger" enum:"original,retry,replay"`
+	Trigger      string    `json:"trigger" enum:"original,retry,replay,recover" doc:"original: the first attempt; retry: an automatic retry; replay: a replay of the message; recover: a recover of the endpoint."`
 	StatusCode   *int32    `json:"statusCode,omitempty" doc:"Absent when no answer came."`
 	LatencyMs    int32     `json:"latencyMs"`
 	ErrorClass   string    `json:"errorClass" enum:"none,timeout,connection,refused,redirect,http_408,http_429,http_5xx,http_4xx,gone,payload_too_large,secret_invalid"`
@@ -93,9 +93,10 @@ type WebhookAttemptsOutput struct {
 	}
 }
 
-// ReplayWebhookMessageBody optionally names one endpoint.
+// ReplayWebhookMessageBody optionally names one endpoint, and why.
 type ReplayWebhookMessageBody struct {
 	EndpointID *uuid.UUID `json:"endpointId,omitempty" doc:"Replay to this endpoint only (it need not have had the message). Absent: every enabled endpoint that had it."`
+	Reason     string     `json:"reason,omitempty" maxLength:"500" doc:"Why you replay: stored with who asked, for the record."`
 }
 
 // ReplayWebhookMessageInput replays a message.
@@ -109,19 +110,20 @@ func (h *Handlers) registerWebhookMessages(api huma.API, tags []string, errs fun
 	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-messages", Method: http.MethodGet, Path: "/v1/webhook-messages",
 		Summary: "List the webhook messages of your events",
-		Description: "Newest first, each with its delivery status per endpoint (succeeded, pending, failed, dead); " +
+		Description: "Newest first, each with its delivery status per endpoint (succeeded, pending, failed, needs_review, dead); " +
 			"filter by type, delivery status, endpoint and time; page with `cursor`.",
 		Tags: tags, Errors: errs(),
 	}, auth.RoleOrganizer), h.listWebhookMessages)
 	register(api, secured(huma.Operation{
 		OperationID: "list-webhook-attempts", Method: http.MethodGet, Path: "/v1/webhook-messages/{messageId}/attempts",
 		Summary: "List every attempt to send a message", Tags: tags, Errors: errs(),
-		Description: "For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry or replay), outcome, status code and latency. 404 for a message of another organizer.",
+		Description: "For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry, replay or recover), outcome, status code and latency. 404 for a message of another organizer.",
 	}, auth.RoleOrganizer), h.listWebhookAttempts)
 	register(api, secured(huma.Operation{
 		OperationID: "replay-webhook-message", Method: http.MethodPost, Path: "/v1/webhook-messages/{messageId}/replay",
 		Summary: "Send a message again",
-		Description: "Same bytes, same webhook-id; the attempt is recorded with trigger replay. 409 when the named endpoint is disabled. " +
+		Description: "Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, " +
+			"and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. " +
 			"Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.",
 		Tags: tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
 	}, auth.RoleOrganizer), h.replayWebhookMessage)
@@ -217,17 +219,19 @@ func (h *Handlers) replayWebhookMessage(ctx context.Context, in *ReplayWebhookMe
 		return nil, err
 	}
 	var endpoint *uuid.UUID
+	p := webhooks.ReplayParams{RequestedBy: requestedBy(ctx)}
 	if in.Body != nil {
 		endpoint = in.Body.EndpointID
+		p.EndpointID, p.Reason = in.Body.EndpointID, in.Body.Reason
 	}
 	c, err := h.organizerCell(ctx)
 	if err != nil {
 		return nil, err
 	}
 	org := identity(ctx).OrganizerID
-	n, _, err := idempotently(ctx, c, idempotentRequest{op: "replay-webhook-message", key: in.IdempotencyKey, parts: []any{id, endpoint}},
-		func(ctx context.Context, tx pgx.Tx) (int64, error) { return svc.ReplayTx(ctx, tx, org, id, endpoint) },
-		func(ctx context.Context) (int64, error) { return svc.Replay(ctx, org, id, endpoint) })
+	n, _, err := idempotently(ctx, c, idempotentRequest{op: "replay-webhook-message", key: in.IdempotencyKey, parts: []any{id, endpoint, p.Reason}},
+		func(ctx context.Context, tx pgx.Tx) (int64, error) { return svc.ReplayTx(ctx, tx, org, id, p) },
+		func(ctx context.Context) (int64, error) { return svc.Replay(ctx, org, id, p) })
 	if err != nil {
 		return nil, h.webhookError(ctx, "replay webhook message", err)
 	}

@@ -90,30 +90,51 @@ UPDATE webhook_deliveries SET status = 'failed', claimed_by = NULL, lease_expire
     last_error = coalesce(last_error, 'endpoint disabled')
 WHERE endpoint_id = @endpoint_id::uuid AND status = 'pending';
 
--- name: WebhookDeliveryRecover :execrows
--- Queues again every failed or dead delivery of an organizer's endpoint
--- created since then, as a replay with a fresh retry schedule.
-UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
-    retry_base = attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE endpoint_id = @endpoint_id::uuid AND organizer_id = @organizer_id::uuid
-  AND status IN ('failed', 'dead') AND created_at >= @since::timestamptz;
+-- name: WebhookDeliveryRecover :one
+-- Queues again every failed, dead or needs_review delivery of an
+-- organizer's endpoint created in [since, until) (until NULL: up to now),
+-- with trigger 'recover' and a fresh retry schedule, and records the
+-- request (who, why, the window, how many it queued) in the same
+-- statement. A delivery is queued by one of two concurrent recovers only:
+-- the second finds it pending. Returns how many deliveries it queued.
+WITH queued AS (
+    UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), next_trigger = 'recover',
+        retry_base = attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+    WHERE endpoint_id = @endpoint_id::uuid AND organizer_id = @organizer_id::uuid
+      AND status IN ('failed', 'dead', 'needs_review') AND created_at >= @since::timestamptz
+      AND (sqlc.narg('until')::timestamptz IS NULL OR created_at < sqlc.narg('until')::timestamptz)
+    RETURNING 1
+)
+INSERT INTO webhook_redeliveries (id, organizer_id, kind, endpoint_id, since, until, requested_by, reason, deliveries)
+SELECT @id::uuid, @organizer_id::uuid, 'recover', @endpoint_id::uuid, @since::timestamptz,
+       sqlc.narg('until')::timestamptz, @requested_by::text, @reason::text, (SELECT count(*) FROM queued)
+RETURNING deliveries;
 
--- name: WebhookDeliveryReplay :execrows
+-- name: WebhookDeliveryReplay :one
 -- Queues a message again for every enabled endpoint it was delivered to,
 -- or for one enabled endpoint of the same organizer (creating its delivery if it had
--- none): due at once, trigger 'replay', a fresh retry schedule. The
--- message and its id do not change.
-INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at, next_trigger)
-SELECT gen_random_uuid(), m.id, e.id, m.organizer_id, now(), 'replay'
-FROM webhook_messages m
-JOIN webhook_endpoints e ON e.organizer_id = m.organizer_id
-WHERE m.id = @message_id::uuid AND m.organizer_id = @organizer_id::uuid AND e.enabled
-  AND (e.id = sqlc.narg('endpoint_id')::uuid
-       OR (sqlc.narg('endpoint_id')::uuid IS NULL
-           AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.message_id = m.id AND x.endpoint_id = e.id)))
-ON CONFLICT (message_id, endpoint_id) DO UPDATE
-SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
-    retry_base = webhook_deliveries.attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now();
+-- none): due at once, trigger 'replay', a fresh retry schedule, whatever
+-- the delivery's status (needs_review included). The message and its id
+-- do not change. Records the request (who, why, how many it queued) in the
+-- same statement. Returns how many deliveries it queued.
+WITH queued AS (
+    INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at, next_trigger)
+    SELECT gen_random_uuid(), m.id, e.id, m.organizer_id, now(), 'replay'
+    FROM webhook_messages m
+    JOIN webhook_endpoints e ON e.organizer_id = m.organizer_id
+    WHERE m.id = @message_id::uuid AND m.organizer_id = @organizer_id::uuid AND e.enabled
+      AND (e.id = sqlc.narg('endpoint_id')::uuid
+           OR (sqlc.narg('endpoint_id')::uuid IS NULL
+               AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.message_id = m.id AND x.endpoint_id = e.id)))
+    ON CONFLICT (message_id, endpoint_id) DO UPDATE
+    SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
+        retry_base = webhook_deliveries.attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+    RETURNING 1
+)
+INSERT INTO webhook_redeliveries (id, organizer_id, kind, message_id, endpoint_id, requested_by, reason, deliveries)
+SELECT @id::uuid, @organizer_id::uuid, 'replay', @message_id::uuid, sqlc.narg('endpoint_id')::uuid,
+       @requested_by::text, @reason::text, (SELECT count(*) FROM queued)
+RETURNING deliveries;
 
 -- name: WebhookDeliveryStats :one
 -- The age of the oldest pending delivery, by the database clock (0 when
@@ -122,8 +143,16 @@ SELECT coalesce(extract(epoch FROM now() - (
            SELECT created_at FROM webhook_deliveries WHERE status = 'pending' ORDER BY created_at LIMIT 1)), 0)::float8
            AS oldest_pending_age_seconds;
 
+-- name: WebhookDeliveryReviewCount :one
+-- How many deliveries wait in needs_review (capped at 100,000), for the
+-- gauge.
+SELECT count(*)::bigint FROM (
+    SELECT 1 FROM webhook_deliveries WHERE status = 'needs_review' LIMIT 100000
+) r;
+
 -- name: WebhookNoticeInsert :execrows
--- Stores an operational notice (endpoint.disabled, delivery.exhausted) of
+-- Stores an operational notice (endpoint.disabled, delivery.exhausted,
+-- delivery.needs_review) of
 -- an organizer and queues it, due at once, for every enabled endpoint of
 -- that organizer, except the one the notice is about, that lists the
 -- notice's type in its filter (an empty filter does not take notices).

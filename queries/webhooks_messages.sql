@@ -80,8 +80,9 @@ ON CONFLICT (message_id, endpoint_id) DO NOTHING;
 -- endpoint) in that status. A delivery's status as the API states it:
 -- succeeded; pending (not attempted since it was queued, replayed or
 -- recovered); failed (pending again after a failed attempt: it will be
--- retried); dead (retries exhausted, a terminal answer, or stopped because
--- its endpoint was disabled — stored 'dead' or 'failed'). The same mapping
+-- retried); needs_review (a terminal answer: it waits for a recover or a
+-- replay); dead (retries exhausted, 410, or stopped because its endpoint
+-- was disabled — stored 'dead' or 'failed'). The same mapping
 -- is in WebhookDeliveryListByMessages.
 SELECT m.id, m.organizer_id, m.event_type, m.payload, m.created_at FROM webhook_messages m
 WHERE m.organizer_id = @organizer_id::uuid
@@ -115,10 +116,14 @@ ORDER BY a.id;
 
 -- name: WebhookMessagePrune :execrows
 -- Deletes up to max_rows messages created before cutoff, with their
--- attempts and (by cascade) their deliveries.
+-- attempts and (by cascade) their deliveries, and up to max_rows records
+-- of replays and recovers made before cutoff.
 WITH old AS (
     SELECT id FROM webhook_messages WHERE created_at < @cutoff::timestamptz ORDER BY created_at LIMIT @max_rows::int
 ), attempts AS (
     DELETE FROM webhook_attempts WHERE message_id = ANY(ARRAY(SELECT id FROM old))
+), redeliveries AS (
+    DELETE FROM webhook_redeliveries WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_redeliveries WHERE created_at < @cutoff::timestamptz ORDER BY created_at LIMIT @max_rows::int))
 )
 DELETE FROM webhook_messages WHERE id = ANY(ARRAY(SELECT id FROM old));

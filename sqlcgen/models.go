@@ -342,3 +342,17 @@ type WebhookMessage struct {
 	CreatedAt     time.Time
 	CorrelationID string
 }
+
+type WebhookRedelivery struct {
+	ID          uuid.UUID
+	OrganizerID uuid.UUID
+	Kind        string
+	MessageID   *uuid.UUID
+	EndpointID  *uuid.UUID
+	Since       *time.Time
+	Until       *time.Time
+	RequestedBy string
+	Reason      string
+	Deliveries  int64
+	CreatedAt   time.Time
+}

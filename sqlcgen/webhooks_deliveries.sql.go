@@ -260,27 +260,50 @@ func (q *Queries) WebhookDeliveryListByMessages(ctx context.Context, db DBTX, ar
 	return items, nil
 }
 
-const webhookDeliveryRecover = `-- name: WebhookDeliveryRecover :execrows
-UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
-    retry_base = attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE endpoint_id = $1::uuid AND organizer_id = $2::uuid
-  AND status IN ('failed', 'dead') AND created_at >= $3::timestamptz
+const webhookDeliveryRecover = `-- name: WebhookDeliveryRecover :one
+WITH queued AS (
+    UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), next_trigger = 'recover',
+        retry_base = attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+    WHERE endpoint_id = $3::uuid AND organizer_id = $2::uuid
+      AND status IN ('failed', 'dead', 'needs_review') AND created_at >= $4::timestamptz
+      AND ($5::timestamptz IS NULL OR created_at < $5::timestamptz)
+    RETURNING 1
+)
+INSERT INTO webhook_redeliveries (id, organizer_id, kind, endpoint_id, since, until, requested_by, reason, deliveries)
+SELECT $1::uuid, $2::uuid, 'recover', $3::uuid, $4::timestamptz,
+       $5::timestamptz, $6::text, $7::text, (SELECT count(*) FROM queued)
+RETURNING deliveries
 `
 
 type WebhookDeliveryRecoverParams struct {
-	EndpointID  uuid.UUID
+	ID          uuid.UUID
 	OrganizerID uuid.UUID
+	EndpointID  uuid.UUID
 	Since       time.Time
+	Until       *time.Time
+	RequestedBy string
+	Reason      string
 }
 
-// Queues again every failed or dead delivery of an organizer's endpoint
-// created since then, as a replay with a fresh retry schedule.
+// Queues again every failed, dead or needs_review delivery of an
+// organizer's endpoint created in [since, until) (until NULL: up to now),
+// with trigger 'recover' and a fresh retry schedule, and records the
+// request (who, why, the window, how many it queued) in the same
+// statement. A delivery is queued by one of two concurrent recovers only:
+// the second finds it pending. Returns how many deliveries it queued.
 func (q *Queries) WebhookDeliveryRecover(ctx context.Context, db DBTX, arg WebhookDeliveryRecoverParams) (int64, error) {
-	result, err := db.Exec(ctx, webhookDeliveryRecover, arg.EndpointID, arg.OrganizerID, arg.Since)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := db.QueryRow(ctx, webhookDeliveryRecover,
+		arg.ID,
+		arg.OrganizerID,
+		arg.EndpointID,
+		arg.Since,
+		arg.Until,
+		arg.RequestedBy,
+		arg.Reason,
+	)
+	var deliveries int64
+	err := row.Scan(&deliveries)
+	return deliveries, err
 }
 
 const webhookDeliveryRelease = `-- name: WebhookDeliveryRelease :exec
@@ -305,36 +328,69 @@ func (q *Queries) WebhookDeliveryRelease(ctx context.Context, db DBTX, arg Webho
 	return err
 }
 
-const webhookDeliveryReplay = `-- name: WebhookDeliveryReplay :execrows
-INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at, next_trigger)
-SELECT gen_random_uuid(), m.id, e.id, m.organizer_id, now(), 'replay'
-FROM webhook_messages m
-JOIN webhook_endpoints e ON e.organizer_id = m.organizer_id
-WHERE m.id = $1::uuid AND m.organizer_id = $2::uuid AND e.enabled
-  AND (e.id = $3::uuid
-       OR ($3::uuid IS NULL
-           AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.message_id = m.id AND x.endpoint_id = e.id)))
-ON CONFLICT (message_id, endpoint_id) DO UPDATE
-SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
-    retry_base = webhook_deliveries.attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+const webhookDeliveryReplay = `-- name: WebhookDeliveryReplay :one
+WITH queued AS (
+    INSERT INTO webhook_deliveries (id, message_id, endpoint_id, organizer_id, next_attempt_at, next_trigger)
+    SELECT gen_random_uuid(), m.id, e.id, m.organizer_id, now(), 'replay'
+    FROM webhook_messages m
+    JOIN webhook_endpoints e ON e.organizer_id = m.organizer_id
+    WHERE m.id = $3::uuid AND m.organizer_id = $2::uuid AND e.enabled
+      AND (e.id = $4::uuid
+           OR ($4::uuid IS NULL
+               AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.message_id = m.id AND x.endpoint_id = e.id)))
+    ON CONFLICT (message_id, endpoint_id) DO UPDATE
+    SET status = 'pending', next_attempt_at = now(), next_trigger = 'replay',
+        retry_base = webhook_deliveries.attempts, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+    RETURNING 1
+)
+INSERT INTO webhook_redeliveries (id, organizer_id, kind, message_id, endpoint_id, requested_by, reason, deliveries)
+SELECT $1::uuid, $2::uuid, 'replay', $3::uuid, $4::uuid,
+       $5::text, $6::text, (SELECT count(*) FROM queued)
+RETURNING deliveries
 `
 
 type WebhookDeliveryReplayParams struct {
-	MessageID   uuid.UUID
+	ID          uuid.UUID
 	OrganizerID uuid.UUID
+	MessageID   uuid.UUID
 	EndpointID  *uuid.UUID
+	RequestedBy string
+	Reason      string
 }
 
 // Queues a message again for every enabled endpoint it was delivered to,
 // or for one enabled endpoint of the same organizer (creating its delivery if it had
-// none): due at once, trigger 'replay', a fresh retry schedule. The
-// message and its id do not change.
+// none): due at once, trigger 'replay', a fresh retry schedule, whatever
+// the delivery's status (needs_review included). The message and its id
+// do not change. Records the request (who, why, how many it queued) in the
+// same statement. Returns how many deliveries it queued.
 func (q *Queries) WebhookDeliveryReplay(ctx context.Context, db DBTX, arg WebhookDeliveryReplayParams) (int64, error) {
-	result, err := db.Exec(ctx, webhookDeliveryReplay, arg.MessageID, arg.OrganizerID, arg.EndpointID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := db.QueryRow(ctx, webhookDeliveryReplay,
+		arg.ID,
+		arg.OrganizerID,
+		arg.MessageID,
+		arg.EndpointID,
+		arg.RequestedBy,
+		arg.Reason,
+	)
+	var deliveries int64
+	err := row.Scan(&deliveries)
+	return deliveries, err
+}
+
+const webhookDeliveryReviewCount = `-- name: WebhookDeliveryReviewCount :one
+SELECT count(*)::bigint FROM (
+    SELECT 1 FROM webhook_deliveries WHERE status = 'needs_review' LIMIT 100000
+) r
+`
+
+// How many deliveries wait in needs_review (capped at 100,000), for the
+// gauge.
+func (q *Queries) WebhookDeliveryReviewCount(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, webhookDeliveryReviewCount)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const webhookDeliveryStats = `-- name: WebhookDeliveryStats :one
@@ -411,7 +467,8 @@ type WebhookNoticeInsertParams struct {
 	CreatedAt       time.Time
 }
 
-// Stores an operational notice (endpoint.disabled, delivery.exhausted) of
+// Stores an operational notice (endpoint.disabled, delivery.exhausted,
+// delivery.needs_review) of
 // an organizer and queues it, due at once, for every enabled endpoint of
 // that organizer, except the one the notice is about, that lists the
 // notice's type in its filter (an empty filter does not take notices).

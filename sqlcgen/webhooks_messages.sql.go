@@ -353,8 +353,9 @@ type WebhookMessageListRow struct {
 // endpoint) in that status. A delivery's status as the API states it:
 // succeeded; pending (not attempted since it was queued, replayed or
 // recovered); failed (pending again after a failed attempt: it will be
-// retried); dead (retries exhausted, a terminal answer, or stopped because
-// its endpoint was disabled — stored 'dead' or 'failed'). The same mapping
+// retried); needs_review (a terminal answer: it waits for a recover or a
+// replay); dead (retries exhausted, 410, or stopped because its endpoint
+// was disabled — stored 'dead' or 'failed'). The same mapping
 // is in WebhookDeliveryListByMessages.
 func (q *Queries) WebhookMessageList(ctx context.Context, db DBTX, arg WebhookMessageListParams) ([]WebhookMessageListRow, error) {
 	rows, err := db.Query(ctx, webhookMessageList,
@@ -396,6 +397,9 @@ WITH old AS (
     SELECT id FROM webhook_messages WHERE created_at < $1::timestamptz ORDER BY created_at LIMIT $2::int
 ), attempts AS (
     DELETE FROM webhook_attempts WHERE message_id = ANY(ARRAY(SELECT id FROM old))
+), redeliveries AS (
+    DELETE FROM webhook_redeliveries WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_redeliveries WHERE created_at < $1::timestamptz ORDER BY created_at LIMIT $2::int))
 )
 DELETE FROM webhook_messages WHERE id = ANY(ARRAY(SELECT id FROM old))
 `
@@ -406,7 +410,8 @@ type WebhookMessagePruneParams struct {
 }
 
 // Deletes up to max_rows messages created before cutoff, with their
-// attempts and (by cascade) their deliveries.
+// attempts and (by cascade) their deliveries, and up to max_rows records
+// of replays and recovers made before cutoff.
 func (q *Queries) WebhookMessagePrune(ctx context.Context, db DBTX, arg WebhookMessagePruneParams) (int64, error) {
 	result, err := db.Exec(ctx, webhookMessagePrune, arg.Cutoff, arg.MaxRows)
 	if err != nil {

@@ -32,14 +32,17 @@ type verdict int
 const (
 	verdictSuccess  verdict = iota // succeeded
 	verdictRetry                   // try again on the schedule
-	verdictTerminal                // dead at once
+	verdictTerminal                // dead at once: no retry can fix it
 	verdictGone                    // dead, and the endpoint disabled
+	verdictReview                  // a terminal answer: needs review, not retried
 )
 
 // classify maps an attempt's response (status > 0) or transport error to
-// an error class and a verdict: 2xx success; 408, 429, 5xx, timeouts and
-// connection errors retried; 410 gone; redirects, other 4xx and refused
-// addresses terminal.
+// an error class and a verdict: 2xx success; 408, 429, 5xx other than 501
+// and 505, timeouts and connection errors retried; 410 gone; redirects,
+// other 4xx, 501 (the receiver does not implement POST) and 505 (nor our
+// HTTP version) terminal answers that need review; refused addresses
+// terminal.
 func classify(status int, err error) (string, verdict) {
 	if err != nil {
 		var ne net.Error
@@ -58,14 +61,16 @@ func classify(status int, err error) (string, verdict) {
 		return ClassHTTP408, verdictRetry
 	case status == http.StatusTooManyRequests:
 		return ClassHTTP429, verdictRetry
+	case status == http.StatusNotImplemented, status == http.StatusHTTPVersionNotSupported:
+		return ClassHTTP5xx, verdictReview
 	case status >= 500:
 		return ClassHTTP5xx, verdictRetry
 	case status == http.StatusGone:
 		return ClassGone, verdictGone
 	case status >= 300 && status < 400:
-		return ClassRedirect, verdictTerminal
+		return ClassRedirect, verdictReview
 	}
-	return ClassHTTP4xx, verdictTerminal
+	return ClassHTTP4xx, verdictReview
 }
 
 // maxRetryAfter caps how far a Retry-After header may push a retry.

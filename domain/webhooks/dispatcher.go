@@ -32,6 +32,9 @@ const (
 	StatusSucceeded = "succeeded"
 	StatusFailed    = "failed"
 	StatusDead      = "dead"
+	// StatusNeedsReview: the endpoint gave a terminal answer; the
+	// delivery is not retried until it is recovered or replayed.
+	StatusNeedsReview = "needs_review"
 )
 
 // Attempt triggers (webhook_attempts.trigger).
@@ -39,6 +42,7 @@ const (
 	TriggerOriginal = "original"
 	TriggerRetry    = "retry"
 	TriggerReplay   = "replay"
+	TriggerRecover  = "recover"
 )
 
 // Circuit states of an endpoint.
@@ -618,6 +622,8 @@ func (d *Dispatcher) decide(r result) outcome {
 		return outcome{status: StatusSucceeded}
 	case verdictGone:
 		return outcome{status: StatusDead, reason: "gone"}
+	case verdictReview:
+		return outcome{status: StatusNeedsReview}
 	case verdictTerminal:
 		reason := "terminal"
 		switch r.Class {
@@ -730,8 +736,13 @@ func (d *Dispatcher) flush(ctx context.Context, batch []result) {
 				}
 			}
 			for i, r := range batch {
-				if outcomes[i].reason == deadExhausted {
+				switch {
+				case outcomes[i].reason == deadExhausted:
 					if err := d.noticeExhausted(ctx, tx, r); err != nil {
+						return nil, err
+					}
+				case outcomes[i].status == StatusNeedsReview:
+					if err := d.noticeNeedsReview(ctx, tx, r); err != nil {
 						return nil, err
 					}
 				}
@@ -823,7 +834,7 @@ func lastError(r result) string {
 // a secret.
 func (d *Dispatcher) observe(ctx context.Context, r result, o outcome) {
 	m := d.metrics
-	m.attempts.WithLabelValues(r.Class).Inc()
+	m.attempts.WithLabelValues(r.Class, r.Trigger).Inc()
 	m.attemptSeconds.Observe(r.Latency.Seconds())
 	if r.sent && r.Delivery.AcknowledgedAt != nil {
 		// The endpoint had acknowledged this webhook-id before (a recorded
@@ -849,6 +860,10 @@ func (d *Dispatcher) observe(ctx context.Context, r result, o outcome) {
 		m.attemptsPerMsg.Observe(float64(r.Number))
 		m.deadLetters.WithLabelValues(o.reason).Inc()
 		d.logger.WarnContext(ctx, "webhook delivery dead", append(attrs, "reason", o.reason)...)
+	case StatusNeedsReview:
+		m.attemptsPerMsg.Observe(float64(r.Number))
+		m.needsReview.WithLabelValues(r.Class).Inc()
+		d.logger.WarnContext(ctx, "webhook delivery needs review: terminal answer", attrs...)
 	default:
 		d.logger.InfoContext(ctx, "webhook attempt failed; will retry", append(attrs, "retry_in_ms", o.delay.Milliseconds())...)
 	}
@@ -876,7 +891,11 @@ func (d *Dispatcher) refreshStats(ctx context.Context) {
 		d.metrics.endpointsByState.WithLabelValues("half_open").Set(float64(c.HalfOpen))
 		d.metrics.endpointsByState.WithLabelValues("disabled").Set(float64(c.Disabled))
 	}
-	if err := errors.Join(err, err2); err != nil && ctx.Err() == nil {
+	review, err3 := d.q.WebhookDeliveryReviewCount(ctx, d.pool)
+	if err3 == nil {
+		d.metrics.needingReview.Set(float64(review))
+	}
+	if err := errors.Join(err, err2, err3); err != nil && ctx.Err() == nil {
 		d.logger.WarnContext(ctx, "refresh webhook gauges", "error", err.Error())
 	}
 }

@@ -60,7 +60,7 @@ func TestDispatcher(t *testing.T) {
 		require.Equal(t, deliveryRow{StatusSucceeded, 3}, b.delivery(t, msg))
 	})
 
-	t.Run("BadRequestIsOneAttemptAndDead", func(t *testing.T) {
+	t.Run("BadRequestIsOneAttemptAndNeedsReview", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		org := uuid.New()
@@ -72,7 +72,7 @@ func TestDispatcher(t *testing.T) {
 		msg := b.message(t, org, EventOrderPaid)
 		b.run(t, b.dispatcherConfig(), nil)
 
-		waitFor(t, 5*time.Second, "dead", func() bool { return b.delivery(t, msg).Status == StatusDead })
+		waitFor(t, 5*time.Second, "needs review", func() bool { return b.delivery(t, msg).Status == StatusNeedsReview })
 		// A retry would come after 100ms: a canary due 300ms from now is
 		// delivered only once the dispatcher has claimed past that.
 		b.canary(t, 300*time.Millisecond)()
@@ -224,7 +224,7 @@ func TestDispatcher(t *testing.T) {
 		b.run(t, b.dispatcherConfig(), nil)
 		waitFor(t, 10*time.Second, "success", func() bool { return b.delivery(t, msg).Status == StatusSucceeded })
 
-		n, err := b.svc.Replay(context.Background(), org, msg, nil)
+		n, err := b.svc.Replay(context.Background(), org, msg, ReplayParams{})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		waitFor(t, 10*time.Second, "replay", func() bool { return len(b.attempts(t, org, msg)) == 3 })
@@ -427,7 +427,7 @@ func TestDispatcher(t *testing.T) {
 		require.Equal(t, StatusFailed, b.delivery(t, msg).Status, "kept for recover")
 
 		// Recover needs the endpoint enabled; then it re-sends with a fresh schedule.
-		_, err = b.svc.Recover(context.Background(), org, e.ID, time.Now().Add(-time.Hour))
+		_, err = b.svc.Recover(context.Background(), org, e.ID, RecoverParams{Since: time.Now().Add(-time.Hour)})
 		require.ErrorIs(t, err, ErrEndpointDisabled)
 	})
 }

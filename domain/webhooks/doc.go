@@ -22,28 +22,32 @@
 //   - The Dispatcher claims due deliveries fairly across tenants, POSTs
 //     them with webhook-id, webhook-timestamp and webhook-signature
 //     headers, and records an attempt row for every try with its trigger
-//     (original, retry or replay). Delivery is at least once: a crash
+//     (original, retry, replay or recover). Delivery is at least once: a crash
 //     after the receiver answered and before the attempt was recorded
 //     sends the message again with the same webhook-id. Receivers must
 //     dedupe on webhook-id. 2xx succeeds; 408, 429, 5xx, timeouts and
 //     connection errors are retried on the retry schedule (with jitter,
 //     honouring Retry-After) until it is exhausted and the delivery is
-//     dead; 410 kills the delivery and disables the endpoint; redirects
-//     and other 4xx are terminal. Throttling (concurrency, rate limit,
+//     dead; 410 kills the delivery and disables the endpoint; redirects,
+//     other 4xx, 501 and 505 are terminal answers: the delivery is not
+//     retried and waits in needs_review (with a delivery.needs_review
+//     notice) until recover or replay sends it again. Throttling (concurrency, rate limit,
 //     open circuit) puts a delivery back without using an attempt.
 //
 //   - The Service backs the organizer API: endpoints (with a whsec_
 //     secret shown once, rotation with a 24-hour overlap in which both
 //     secrets sign), recover, the message log, attempts and replay. A
 //     replay sends the same bytes with the same webhook-id and records the
-//     attempt as replay.
+//     attempt as replay; a recover records it as recover. Each replay and
+//     recover is recorded with who asked and why (webhook_redeliveries).
 //
 // Besides the facts about orders there are messages about the organizer's
 // own endpoints (MessageTypes lists every type with its data's Go type): a
 // webhook.test the organizer asks for (Service.SendTest), sent to that
 // endpoint only; and the notices endpoint.disabled (once per disabling by
-// the dispatcher) and delivery.exhausted (once per delivery whose retries
-// ran out), stored in the transaction that records the cause and sent
+// the dispatcher), delivery.exhausted (once per delivery whose retries
+// ran out) and delivery.needs_review (once per delivery that got a
+// terminal answer), stored in the transaction that records the cause and sent
 // only to the same organizer's other enabled endpoints whose filter names
 // the notice — never to the endpoint it is about, never to another
 // organizer, and never about a notice or a test.

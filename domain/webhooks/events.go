@@ -44,6 +44,12 @@ const (
 	// endpoints used up its retries and is dead. Sent once per exhausted
 	// delivery (again if it is recovered and exhausts again).
 	EventDeliveryExhausted = "delivery.exhausted"
+	// EventDeliveryNeedsReview: a delivery to one of the organizer's
+	// endpoints got a terminal answer (a redirect, a 4xx other than 408,
+	// 410 and 429, a 501 or a 505) and waits in needs_review until it is
+	// recovered or replayed. Sent once per delivery that enters review
+	// (again if it is recovered and is refused again).
+	EventDeliveryNeedsReview = "delivery.needs_review"
 )
 
 // EventTypes lists every public event type: the facts about orders, which
@@ -57,7 +63,7 @@ var EventTypes = []string{
 // only when its filter names the notice's type (an empty filter means
 // every event type, not the notices), never a notice about itself, and
 // never one about another organizer's endpoint.
-var NoticeTypes = []string{EventEndpointDisabled, EventDeliveryExhausted}
+var NoticeTypes = []string{EventEndpointDisabled, EventDeliveryExhausted, EventDeliveryNeedsReview}
 
 // MessageType is one type a message may have: its name, when it is sent,
 // and the Go type its data is encoded from.
@@ -94,6 +100,7 @@ var MessageTypes = []MessageType{
 	{EventHoldExpired, KindEvent, "The order's hold expired; its seats went back on sale.", HoldExpiredData{}},
 	{EventEndpointDisabled, KindNotice, "The dispatcher disabled another of your endpoints.", EndpointDisabledData{}},
 	{EventDeliveryExhausted, KindNotice, "A delivery to another of your endpoints used up its retries.", DeliveryExhaustedData{}},
+	{EventDeliveryNeedsReview, KindNotice, "A delivery to another of your endpoints got a terminal answer and waits for review (recover or replay it once the receiver is fixed).", DeliveryNeedsReviewData{}},
 	{EventWebhookTest, KindTest, "You asked for a test delivery to this endpoint.", WebhookTestData{}},
 }
 
@@ -246,6 +253,27 @@ type DeliveryExhaustedData struct {
 	// LastError is the last attempt's error class, with its status code
 	// when an answer came, such as "http_5xx (status 503)".
 	LastError string `json:"last_error" doc:"The last attempt's error class, with its status code when an answer came, such as http_5xx (status 503)."`
+}
+
+// DeliveryNeedsReviewData is the data of delivery.needs_review: a delivery
+// to one of the organizer's endpoints got a terminal answer and waits in
+// needs_review; recover or replay sends it again. It has the fields of
+// DeliveryExhaustedData, with the status code of the answer on its own.
+type DeliveryNeedsReviewData struct {
+	// EndpointID is the endpoint the delivery was for.
+	EndpointID uuid.UUID `json:"endpoint_id" format:"uuid" doc:"The endpoint the delivery was for."`
+	// MessageID is the webhook-id of the message that was refused
+	// (msg_<uuid>).
+	MessageID string `json:"message_id" doc:"The webhook-id of the message that was refused (msg_<uuid>)."`
+	// EventType is that message's type.
+	EventType string `json:"event_type" doc:"That message's type."`
+	// Attempts is how many attempts the delivery made in all.
+	Attempts int32 `json:"attempts" doc:"How many attempts the delivery made in all."`
+	// StatusCode is the terminal answer's HTTP status.
+	StatusCode int `json:"status_code" doc:"The terminal answer's HTTP status, such as 400, 301 or 501."`
+	// LastError is the error class with the status code, such as
+	// "http_4xx (status 400)".
+	LastError string `json:"last_error" doc:"The error class with its status code, such as http_4xx (status 400)."`
 }
 
 // fact is one public message a domain event becomes. sourceKey makes it

@@ -208,7 +208,7 @@ func TestDispatcherSSRF(t *testing.T) {
 		msg := b.message(t, org, EventOrderPaid)
 		b.run(t, b.dispatcherConfig(), nil)
 
-		waitFor(t, 5*time.Second, "dead", func() bool { return b.delivery(t, msg).Status == StatusDead })
+		waitFor(t, 5*time.Second, "needs review", func() bool { return b.delivery(t, msg).Status == StatusNeedsReview })
 		require.Len(t, redirector.requests(), 1)
 		require.Empty(t, target.requests(), "the redirect was not followed")
 		a := b.attempts(t, org, msg)

@@ -10,11 +10,16 @@ import (
 // (error classes, reasons, circuit states): no per-endpoint or per-tenant
 // label, so cardinality does not grow with customers.
 type metrics struct {
-	attempts         *prometheus.CounterVec
-	attemptSeconds   prometheus.Observer
-	successLatency   prometheus.Observer
-	attemptsPerMsg   prometheus.Observer
-	deadLetters      *prometheus.CounterVec
+	attempts       *prometheus.CounterVec
+	attemptSeconds prometheus.Observer
+	successLatency prometheus.Observer
+	attemptsPerMsg prometheus.Observer
+	deadLetters    *prometheus.CounterVec
+	// needsReview counts deliveries that entered needs_review, by the
+	// error class of their terminal answer; needingReview is how many
+	// wait there now.
+	needsReview      *prometheus.CounterVec
+	needingReview    prometheus.Gauge
 	throttled        *prometheus.CounterVec
 	oldestPending    prometheus.Gauge
 	endpointsByState *prometheus.GaugeVec
@@ -29,8 +34,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		attempts: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "boxoffice_webhook_attempts_total",
-			Help: "Webhook delivery attempts by error class (none for 2xx).",
-		}, []string{"error_class"})),
+			Help: "Webhook delivery attempts by error class (none for 2xx) and trigger (original, retry, replay, recover).",
+		}, []string{"error_class", "trigger"})),
 		attemptSeconds: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "boxoffice_webhook_attempt_seconds",
 			Help:    "Duration of one webhook attempt, whatever its outcome.",
@@ -48,8 +53,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		})),
 		deadLetters: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "boxoffice_webhook_dead_letters_total",
-			Help: "Deliveries that died: terminal answer, retries exhausted, endpoint gone, address refused or payload too large.",
+			Help: "Deliveries that died: retries exhausted, endpoint gone, address refused or payload too large (terminal answers go to needs_review instead).",
 		}, []string{"reason"})),
+		needsReview: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "boxoffice_webhook_needs_review_total",
+			Help: "Deliveries that got a terminal answer (redirect, 4xx other than 408/410/429, 501, 505) and went to needs_review, by error class.",
+		}, []string{"error_class"})),
+		needingReview: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "boxoffice_webhook_deliveries_needing_review",
+			Help: "Webhook deliveries waiting in needs_review for a recover or replay, refreshed every few seconds.",
+		})),
 		throttled: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "boxoffice_webhook_throttled_total",
 			Help: "Deliveries put back without an attempt, by reason.",

@@ -27,16 +27,23 @@ func TestMetrics(t *testing.T) {
 	b.endpoint(t, org, rc.URL, EndpointParams{MaxConcurrency: 1})
 	first := b.message(t, org, EventOrderPaid)
 	d, _ := b.run(t, b.dispatcherConfig(), nil)
-	waitFor(t, 5*time.Second, "dead", func() bool { return b.delivery(t, first).Status == StatusDead })
+	waitFor(t, 5*time.Second, "needs review", func() bool { return b.delivery(t, first).Status == StatusNeedsReview })
 	// The dispatcher counts an attempt once its outcome is committed, a
 	// moment after the row says so.
-	waitFor(t, 5*time.Second, "the dead letter counted", func() bool {
-		return value(t, d.metrics.deadLetters.WithLabelValues("terminal")) == 1
+	waitFor(t, 5*time.Second, "the review counted", func() bool {
+		return value(t, d.metrics.needsReview.WithLabelValues(ClassHTTP4xx)) == 1
 	})
 
-	require.Equal(t, 1.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP5xx)))
-	require.Equal(t, 1.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP4xx)))
-	require.Equal(t, 1.0, value(t, d.metrics.deadLetters.WithLabelValues("terminal")))
+	// Attempts carry their trigger: the first is the original, the
+	// second an automatic retry.
+	require.Equal(t, 1.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP5xx, TriggerOriginal)))
+	require.Equal(t, 1.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP4xx, TriggerRetry)))
+	require.Equal(t, 0.0, value(t, d.metrics.attempts.WithLabelValues(ClassHTTP4xx, TriggerOriginal)))
+	require.Equal(t, 0.0, value(t, d.metrics.deadLetters.WithLabelValues("terminal")), "a terminal answer is not a dead letter")
+	waitFor(t, 5*time.Second, "the delivery in the review gauge", func() bool {
+		d.refreshStats(context.Background())
+		return value(t, d.metrics.needingReview) == 1
+	})
 
 	// A pending delivery an hour old shows in the backlog gauge; the
 	// endpoint gauge counts by circuit state.
@@ -61,13 +68,14 @@ func TestMetrics(t *testing.T) {
 		names[f.GetName()] = true
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				require.Contains(t, []string{"error_class", "reason", "state"}, l.GetName(), "no per-endpoint or per-tenant labels")
+				require.Contains(t, []string{"error_class", "reason", "state", "trigger"}, l.GetName(), "no per-endpoint or per-tenant labels")
 			}
 		}
 	}
 	for _, n := range []string{
 		"boxoffice_webhook_attempts_total", "boxoffice_webhook_attempt_seconds", "boxoffice_webhook_attempts_per_delivery",
 		"boxoffice_webhook_dead_letters_total", "boxoffice_webhook_oldest_pending_delivery_age_seconds", "boxoffice_webhook_endpoints",
+		"boxoffice_webhook_needs_review_total", "boxoffice_webhook_deliveries_needing_review",
 	} {
 		require.True(t, names[n], n)
 	}

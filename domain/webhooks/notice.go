@@ -30,6 +30,23 @@ func (d *Dispatcher) noticeExhausted(ctx context.Context, tx pgx.Tx, r result) e
 	return d.notice(ctx, tx, r.Delivery.OrganizerID, r.Delivery.EndpointID, EventDeliveryExhausted, key, r.At, data)
 }
 
+// noticeNeedsReview stores, in the flush transaction that records r's
+// delivery as needing review, a delivery.needs_review notice to the
+// organizer's other endpoints that subscribe to it. As for
+// delivery.exhausted, a notice or a test makes none, and the source key
+// (delivery and attempt number) makes it one notice per entry into review.
+func (d *Dispatcher) noticeNeedsReview(ctx context.Context, tx pgx.Tx, r result) error {
+	if !IsEventType(r.Delivery.EventType) {
+		return nil
+	}
+	data := DeliveryNeedsReviewData{
+		EndpointID: r.Delivery.EndpointID, MessageID: MessageID(r.Delivery.MessageID), EventType: r.Delivery.EventType,
+		Attempts: r.Number, StatusCode: r.StatusCode, LastError: lastError(r),
+	}
+	key := EventDeliveryNeedsReview + ":" + r.Delivery.ID.String() + ":" + strconv.Itoa(int(r.Number))
+	return d.notice(ctx, tx, r.Delivery.OrganizerID, r.Delivery.EndpointID, EventDeliveryNeedsReview, key, r.At, data)
+}
+
 // noticeDisabled stores, in the transaction that disabled the endpoint, an
 // endpoint.disabled notice to the organizer's other endpoints that
 // subscribe to it. WebhookEndpointDisable returns a row only for the

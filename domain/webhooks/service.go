@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,10 @@ var ErrNotFound = fault.New(fault.CodeNotFound, "not found")
 // ErrEndpointDisabled is returned when an operation needs an enabled
 // endpoint (recover, replay to one endpoint).
 var ErrEndpointDisabled = fault.New(fault.CodeConflict, "endpoint is disabled")
+
+// ErrInvalidWindow is returned by Recover when its window ends before it
+// starts (Until not after Since). Nothing was queued.
+var ErrInvalidWindow = fault.New(fault.CodeInvalid, "until must be after since")
 
 // ErrEndpointLimit is returned by Create when the organizer already has
 // the most endpoints allowed (ServiceConfig.MaxEndpoints), enabled or not.
@@ -467,19 +472,39 @@ func (s *Service) rotateSecret(ctx context.Context, on db.DBTX, organizerID, id 
 	return e, nil
 }
 
-// Recover queues again every failed or dead delivery of one of the
-// organizer's endpoints created since then, as replays with a fresh retry
-// schedule. Returns how many, ErrNotFound, or ErrEndpointDisabled.
-func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, since time.Time) (int64, error) {
-	return s.recoverDeliveries(ctx, s.read(), organizerID, id, since)
+// RecoverParams says which deliveries a recover queues again, and who
+// asked for it and why (stored with the request in webhook_redeliveries).
+type RecoverParams struct {
+	// Since and Until bound the deliveries' creation: [Since, Until),
+	// Until nil meaning up to now.
+	Since time.Time
+	Until *time.Time
+	// RequestedBy names who asked: "user:<id>" or "api_key:<id>".
+	RequestedBy string
+	// Reason is why, as given (at most 500 characters; may be empty).
+	Reason string
+}
+
+// Recover queues again every failed, dead or needs_review delivery of one
+// of the organizer's endpoints created in [p.Since, p.Until), with trigger
+// recover and a fresh retry schedule, and records who asked and why in the
+// same statement. It is how deliveries that need review are retried once
+// the receiver is fixed. Two concurrent recovers queue each delivery once
+// (the second finds it pending). Returns how many, ErrNotFound,
+// ErrEndpointDisabled, or ErrInvalidWindow.
+func (s *Service) Recover(ctx context.Context, organizerID, id uuid.UUID, p RecoverParams) (int64, error) {
+	return s.recoverDeliveries(ctx, s.read(), organizerID, id, p)
 }
 
 // RecoverTx is Recover in the caller's transaction tx: the deliveries are queued once tx commits.
-func (s *Service) RecoverTx(ctx context.Context, tx pgx.Tx, organizerID, id uuid.UUID, since time.Time) (int64, error) {
-	return s.recoverDeliveries(ctx, db.Interpreting(tx), organizerID, id, since)
+func (s *Service) RecoverTx(ctx context.Context, tx pgx.Tx, organizerID, id uuid.UUID, p RecoverParams) (int64, error) {
+	return s.recoverDeliveries(ctx, db.Interpreting(tx), organizerID, id, p)
 }
 
-func (s *Service) recoverDeliveries(ctx context.Context, on db.DBTX, organizerID, id uuid.UUID, since time.Time) (int64, error) {
+func (s *Service) recoverDeliveries(ctx context.Context, on db.DBTX, organizerID, id uuid.UUID, p RecoverParams) (int64, error) {
+	if p.Until != nil && !p.Until.After(p.Since) {
+		return 0, ErrInvalidWindow
+	}
 	e, err := s.Get(ctx, organizerID, id)
 	if err != nil {
 		return 0, err
@@ -488,14 +513,20 @@ func (s *Service) recoverDeliveries(ctx context.Context, on db.DBTX, organizerID
 		return 0, ErrEndpointDisabled
 	}
 	n, err := s.q.WebhookDeliveryRecover(ctx, on, sqlcgen.WebhookDeliveryRecoverParams{
-		EndpointID: id, OrganizerID: organizerID, Since: since,
+		ID: uuid.Must(uuid.NewV7()), EndpointID: id, OrganizerID: organizerID, Since: p.Since, Until: p.Until,
+		RequestedBy: requester(p.RequestedBy), Reason: p.Reason,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("recover webhook deliveries: %w", err)
 	}
-	s.logger.InfoContext(ctx, "webhook deliveries recovered", "endpoint_id", id.String(), "organizer_id", organizerID.String(), "deliveries", n)
+	s.logger.InfoContext(ctx, "webhook deliveries recovered", "endpoint_id", id.String(), "organizer_id", organizerID.String(),
+		"deliveries", n, "requested_by", requester(p.RequestedBy))
 	return n, nil
 }
+
+// requester is who asked for a redelivery, as stored: "unknown" when the
+// caller did not say (a program of this repository, not the API).
+func requester(by string) string { return cmp.Or(by, "unknown") }
 
 // Message is a stored message as the organizer sees it, with its
 // deliveries (Messages fills them; other methods leave them nil).
@@ -510,24 +541,26 @@ type Message struct {
 // Delivery statuses as the API states them (MessageDelivery.Status):
 // DeliverySucceeded; DeliveryPending, not attempted since it was queued,
 // replayed or recovered; DeliveryFailed, its last attempt failed and it
-// will be retried; DeliveryDead, it will not be sent again unless replayed
-// or recovered (its retries were used up, an answer was terminal, or its
-// endpoint was disabled).
+// will be retried; DeliveryNeedsReview, the endpoint gave a terminal
+// answer and it waits for a recover or a replay; DeliveryDead, it will
+// not be sent again unless replayed or recovered (its retries were used
+// up, the endpoint answered 410, or its endpoint was disabled).
 const (
-	DeliverySucceeded = "succeeded"
-	DeliveryPending   = "pending"
-	DeliveryFailed    = "failed"
-	DeliveryDead      = "dead"
+	DeliverySucceeded   = "succeeded"
+	DeliveryPending     = "pending"
+	DeliveryFailed      = "failed"
+	DeliveryNeedsReview = "needs_review"
+	DeliveryDead        = "dead"
 )
 
 // DeliveryStatuses lists the statuses a MessageFilter may ask for.
-var DeliveryStatuses = []string{DeliverySucceeded, DeliveryPending, DeliveryFailed, DeliveryDead}
+var DeliveryStatuses = []string{DeliverySucceeded, DeliveryPending, DeliveryFailed, DeliveryNeedsReview, DeliveryDead}
 
 // MessageDelivery is one endpoint's delivery of a message.
 type MessageDelivery struct {
 	EndpointID uuid.UUID
-	// Status is DeliverySucceeded, DeliveryPending, DeliveryFailed or
-	// DeliveryDead.
+	// Status is DeliverySucceeded, DeliveryPending, DeliveryFailed,
+	// DeliveryNeedsReview or DeliveryDead.
 	Status   string
 	Attempts int32
 	// LastError is the last failed attempt's error class (with its status
@@ -695,27 +728,40 @@ func (s *Service) message(ctx context.Context, organizerID, id uuid.UUID) (sqlcg
 	return m, nil
 }
 
+// ReplayParams says where a replay goes, and who asked for it and why
+// (stored with the request in webhook_redeliveries).
+type ReplayParams struct {
+	// EndpointID, when set, replays to that endpoint only.
+	EndpointID *uuid.UUID
+	// RequestedBy names who asked: "user:<id>" or "api_key:<id>".
+	RequestedBy string
+	// Reason is why, as given (at most 500 characters; may be empty).
+	Reason string
+}
+
 // Replay queues one of the organizer's messages again, unchanged and with
 // the same webhook-id: to every enabled endpoint it was delivered to, or
-// to endpointID when given (an endpoint of the same organizer, which need
-// not have had it). The next attempt of each is recorded with trigger
-// replay. Returns how many deliveries were queued, ErrNotFound (message
-// or endpoint), or ErrEndpointDisabled.
-func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
-	return s.replayMessage(ctx, s.read(), organizerID, messageID, endpointID)
+// to p.EndpointID when given (an endpoint of the same organizer, which
+// need not have had it), whatever the delivery's status (a needs_review
+// one included). The next attempt of each is recorded with trigger
+// replay; who asked and why is recorded in the same statement. Returns how
+// many deliveries were queued, ErrNotFound (message or endpoint), or
+// ErrEndpointDisabled.
+func (s *Service) Replay(ctx context.Context, organizerID, messageID uuid.UUID, p ReplayParams) (int64, error) {
+	return s.replayMessage(ctx, s.read(), organizerID, messageID, p)
 }
 
 // ReplayTx is Replay in the caller's transaction tx: the deliveries are queued once tx commits.
-func (s *Service) ReplayTx(ctx context.Context, tx pgx.Tx, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
-	return s.replayMessage(ctx, db.Interpreting(tx), organizerID, messageID, endpointID)
+func (s *Service) ReplayTx(ctx context.Context, tx pgx.Tx, organizerID, messageID uuid.UUID, p ReplayParams) (int64, error) {
+	return s.replayMessage(ctx, db.Interpreting(tx), organizerID, messageID, p)
 }
 
-func (s *Service) replayMessage(ctx context.Context, on db.DBTX, organizerID, messageID uuid.UUID, endpointID *uuid.UUID) (int64, error) {
+func (s *Service) replayMessage(ctx context.Context, on db.DBTX, organizerID, messageID uuid.UUID, p ReplayParams) (int64, error) {
 	if _, err := s.message(ctx, organizerID, messageID); err != nil {
 		return 0, err
 	}
-	if endpointID != nil {
-		e, err := s.Get(ctx, organizerID, *endpointID)
+	if p.EndpointID != nil {
+		e, err := s.Get(ctx, organizerID, *p.EndpointID)
 		if err != nil {
 			return 0, err
 		}
@@ -724,11 +770,13 @@ func (s *Service) replayMessage(ctx context.Context, on db.DBTX, organizerID, me
 		}
 	}
 	n, err := s.q.WebhookDeliveryReplay(ctx, on, sqlcgen.WebhookDeliveryReplayParams{
-		MessageID: messageID, OrganizerID: organizerID, EndpointID: endpointID,
+		ID: uuid.Must(uuid.NewV7()), MessageID: messageID, OrganizerID: organizerID, EndpointID: p.EndpointID,
+		RequestedBy: requester(p.RequestedBy), Reason: p.Reason,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("replay webhook message: %w", err)
 	}
-	s.logger.InfoContext(ctx, "webhook message replayed", "msg_id", MessageID(messageID), "organizer_id", organizerID.String(), "deliveries", n)
+	s.logger.InfoContext(ctx, "webhook message replayed", "msg_id", MessageID(messageID), "organizer_id", organizerID.String(),
+		"deliveries", n, "requested_by", requester(p.RequestedBy))
 	return n, nil
 }

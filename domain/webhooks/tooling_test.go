@@ -267,12 +267,12 @@ func TestDuplicateDeliveries(t *testing.T) {
 	msg := b.message(t, org, EventOrderPaid)
 	d, _ := b.run(t, b.dispatcherConfig(), nil)
 	waitFor(t, 5*time.Second, "success", func() bool { return b.delivery(t, msg).Status == StatusSucceeded })
-	waitFor(t, 5*time.Second, "the attempt counted", func() bool { return value(t, d.metrics.attempts.WithLabelValues(ClassNone)) == 1 })
+	waitFor(t, 5*time.Second, "the attempt counted", func() bool { return value(t, d.metrics.attempts.WithLabelValues(ClassNone, TriggerOriginal)) == 1 })
 	require.Zero(t, value(t, d.metrics.duplicates), "a first delivery is no duplicate")
 
-	_, err := b.svc.Replay(context.Background(), org, msg, nil)
+	_, err := b.svc.Replay(context.Background(), org, msg, ReplayParams{})
 	require.NoError(t, err)
-	waitFor(t, 5*time.Second, "the replay counted", func() bool { return value(t, d.metrics.attempts.WithLabelValues(ClassNone)) == 2 })
+	waitFor(t, 5*time.Second, "the replay counted", func() bool { return value(t, d.metrics.attempts.WithLabelValues(ClassNone, TriggerReplay)) == 1 })
 	require.Equal(t, 1.0, value(t, d.metrics.duplicates), "the same webhook-id again after a success")
 }
 
@@ -294,6 +294,8 @@ func TestMessageDeliveryStatus(t *testing.T) {
 	set(want[DeliveryFailed], "attempts = 2, last_error = 'http_5xx (status 503)', next_attempt_at = now() + interval '1 hour'")
 	stopped := b.message(t, org, EventOrderPaid) // stopped because the endpoint was disabled
 	set(stopped, "status = 'failed', attempts = 1, last_error = 'endpoint disabled'")
+	want[DeliveryNeedsReview] = b.message(t, org, EventOrderPaid)
+	set(want[DeliveryNeedsReview], "status = 'needs_review', attempts = 1, last_error = 'http_4xx (status 400)'")
 	want[DeliveryDead] = b.message(t, org, EventOrderPaid)
 	set(want[DeliveryDead], "status = 'dead', attempts = 8")
 	// The other endpoint's deliveries are all pending (never attempted).
@@ -316,14 +318,14 @@ func TestMessageDeliveryStatus(t *testing.T) {
 		}
 		switch st {
 		case DeliveryDead:
-			require.ElementsMatch(t, []uuid.UUID{want[DeliveryDead], stopped}, ids, "dead: exhausted, terminal, or stopped by disabling")
+			require.ElementsMatch(t, []uuid.UUID{want[DeliveryDead], stopped}, ids, "dead: exhausted, gone, or stopped by disabling")
 		default:
 			require.Equal(t, []uuid.UUID{want[st]}, ids, st)
 		}
 	}
 	ms, err := b.svc.Messages(context.Background(), org, MessageFilter{Status: DeliveryPending, Limit: 50})
 	require.NoError(t, err)
-	require.Len(t, ms, 5, "without an endpoint, any endpoint's delivery counts")
+	require.Len(t, ms, 6, "without an endpoint, any endpoint's delivery counts")
 	ms, err = b.svc.Messages(context.Background(), org, MessageFilter{Status: DeliveryFailed, Limit: 50})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)

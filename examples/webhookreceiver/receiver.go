@@ -96,7 +96,7 @@ var statusOf = map[string]string{
 }
 
 // notices are the messages about the organizer's endpoints, not orders.
-var notices = map[string]bool{"webhook.test": true, "endpoint.disabled": true, "delivery.exhausted": true}
+var notices = map[string]bool{"webhook.test": true, "endpoint.disabled": true, "delivery.exhausted": true, "delivery.needs_review": true}
 
 // ServeHTTP verifies, records and applies one message. It answers 204
 // once the message's effect is committed (or was committed before: a
@@ -167,8 +167,8 @@ func (rc *Receiver) apply(ctx context.Context, id string, m message) (fresh bool
 			// retried until the delivery died.
 			return nil
 		}
-		// webhook.test, endpoint.disabled, delivery.exhausted: kept for a
-		// person to read.
+		// webhook.test, endpoint.disabled, delivery.exhausted,
+		// delivery.needs_review: kept for a person to read.
 		var d noticeData
 		if err := json.Unmarshal(m.Data, &d); err != nil {
 			return fmt.Errorf("%s data: %w", m.Type, err)

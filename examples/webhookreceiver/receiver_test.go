@@ -102,9 +102,10 @@ func TestReceiverTakesEveryMessageTheDispatcherSends(t *testing.T) {
 	rec.next = rc
 	rec.mu.Unlock()
 
-	// Two more endpoints of the organizer, failing so that the dispatcher
-	// sends the notices: one answers 410 (disabled at once), one 500
-	// until its delivery is exhausted.
+	// Three more endpoints of the organizer, failing so that the
+	// dispatcher sends the notices: one answers 410 (disabled at once),
+	// one 500 until its delivery is exhausted, one 400 (its delivery
+	// needs review).
 	answer := func(code int) string {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }))
 		t.Cleanup(s.Close)
@@ -113,6 +114,8 @@ func TestReceiverTakesEveryMessageTheDispatcherSends(t *testing.T) {
 	_, err = svc.Create(ctx, org, webhooks.EndpointParams{URL: answer(http.StatusGone), EventTypes: []string{webhooks.EventOrderPaid}})
 	require.NoError(t, err)
 	_, err = svc.Create(ctx, org, webhooks.EndpointParams{URL: answer(http.StatusInternalServerError), EventTypes: []string{webhooks.EventOrderConfirmed}})
+	require.NoError(t, err)
+	_, err = svc.Create(ctx, org, webhooks.EndpointParams{URL: answer(http.StatusBadRequest), EventTypes: []string{webhooks.EventTicketIssued}})
 	require.NoError(t, err)
 
 	// One order's life, as the saga's events, through the fan-out; each
@@ -224,7 +227,7 @@ func TestReceiverTakesEveryMessageTheDispatcherSends(t *testing.T) {
 	msgID, err := webhooks.ParseMessageID(paid.header.Get(webhooks.HeaderID))
 	require.NoError(t, err)
 	n := len(rec.deliveries())
-	_, err = svc.Replay(ctx, org, msgID, &ep.ID)
+	_, err = svc.Replay(ctx, org, msgID, webhooks.ReplayParams{EndpointID: &ep.ID})
 	require.NoError(t, err)
 	waitFor(t, 30*time.Second, "the replay", func() bool { return len(rec.deliveries()) > n })
 	replay := rec.deliveries()[n]
