@@ -52,6 +52,9 @@ CREATE TABLE webhook_redeliveries (
 );
 CREATE INDEX webhook_redelivery_organizer_idx ON webhook_redeliveries (organizer_id, created_at DESC);
 CREATE INDEX webhook_redelivery_created_idx ON webhook_redeliveries (created_at);
+-- A region that was failed over writes no record either (docs/failover.md).
+CREATE TRIGGER region_fence BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON webhook_redeliveries
+    FOR EACH STATEMENT EXECUTE FUNCTION region_fence();
 
 -- +goose Down
 DROP TABLE webhook_redeliveries;

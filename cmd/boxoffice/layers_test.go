@@ -132,10 +132,11 @@ var tableOwners = map[string]string{
 	// domain/waitingroom: the onsale settings.
 	"onsales": "boxoffice/domain/waitingroom",
 	// domain/webhooks: organizers' endpoints and what is sent to them.
-	"webhook_endpoints":  "boxoffice/domain/webhooks",
-	"webhook_messages":   "boxoffice/domain/webhooks",
-	"webhook_deliveries": "boxoffice/domain/webhooks",
-	"webhook_attempts":   "boxoffice/domain/webhooks",
+	"webhook_endpoints":    "boxoffice/domain/webhooks",
+	"webhook_messages":     "boxoffice/domain/webhooks",
+	"webhook_deliveries":   "boxoffice/domain/webhooks",
+	"webhook_attempts":     "boxoffice/domain/webhooks",
+	"webhook_redeliveries": "boxoffice/domain/webhooks",
 	// platform: the mechanisms.
 	"outbox":              "boxoffice/platform/outbox",
 	"outbox_leases":       "boxoffice/platform/outbox",
