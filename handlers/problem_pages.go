@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The problem types' catalogue, served where the types point: a problem's
@@ -31,8 +32,12 @@ type problemEntry struct {
 	Any bool `json:"anyOperation"`
 }
 
-// problemCatalogue returns every problem type, sorted.
-func problemCatalogue() []problemEntry {
+// problemCatalogue returns every problem type, sorted; built once from the
+// tables, which do not change while the process runs. Callers must not
+// modify it.
+var problemCatalogue = sync.OnceValue(buildProblemCatalogue)
+
+func buildProblemCatalogue() []problemEntry {
 	byType := map[string]*problemEntry{}
 	entry := func(typ string) *problemEntry {
 		e := byType[typ]
