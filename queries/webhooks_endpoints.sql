@@ -101,20 +101,26 @@ WHERE id = ANY(@ids::uuid[])
        OR last_success_at IS NULL OR last_success_at < now() - interval '10 seconds');
 
 -- name: WebhookEndpointRecordFailures :one
--- Adds failures to the endpoint's run of consecutive failures. Once the run
--- reaches threshold the circuit opens (again) until now() + open_for, so a
--- failed half-open probe reopens it. Returns the new state and when the
--- run began.
+-- Adds failures to the endpoint's run of consecutive failures. Returns
+-- the circuit's state, the new run, when the run began and whether the
+-- endpoint is enabled. Whether the run opens the circuit is the breaker's
+-- rule (domain/webhooks/breaker.go), recorded by WebhookEndpointOpenCircuit
+-- in the same transaction, under the row lock this update took: the runs
+-- of dispatchers recording at once add up.
 UPDATE webhook_endpoints SET
     consecutive_failures = consecutive_failures + @failures::int,
-    failing_since = coalesce(failing_since, now()),
-    circuit_state = CASE WHEN consecutive_failures + @failures::int >= @threshold::int THEN 'open' ELSE circuit_state END,
-    circuit_open_until = CASE WHEN consecutive_failures + @failures::int >= @threshold::int
-                              THEN now() + @open_for::interval ELSE circuit_open_until END,
-    circuit_opened_count = circuit_opened_count
-        + CASE WHEN circuit_state = 'closed' AND consecutive_failures + @failures::int >= @threshold::int THEN 1 ELSE 0 END
+    failing_since = coalesce(failing_since, now())
 WHERE id = @id::uuid
 RETURNING circuit_state, consecutive_failures, failing_since::timestamptz AS failing_since, enabled;
+
+-- name: WebhookEndpointOpenCircuit :exec
+-- Opens the endpoint's circuit (again) until now() + open_for, counting
+-- an opening from closed in circuit_opened_count.
+UPDATE webhook_endpoints SET
+    circuit_state = 'open',
+    circuit_open_until = now() + @open_for::interval,
+    circuit_opened_count = circuit_opened_count + CASE WHEN circuit_state = 'closed' THEN 1 ELSE 0 END
+WHERE id = @id::uuid;
 
 -- name: WebhookEndpointCircuitCounts :one
 -- Counts endpoints by circuit state: closed, open, and half-open (open but

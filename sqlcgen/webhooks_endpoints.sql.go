@@ -283,24 +283,37 @@ func (q *Queries) WebhookEndpointLockOrganizer(ctx context.Context, db DBTX, org
 	return err
 }
 
+const webhookEndpointOpenCircuit = `-- name: WebhookEndpointOpenCircuit :exec
+UPDATE webhook_endpoints SET
+    circuit_state = 'open',
+    circuit_open_until = now() + $1::interval,
+    circuit_opened_count = circuit_opened_count + CASE WHEN circuit_state = 'closed' THEN 1 ELSE 0 END
+WHERE id = $2::uuid
+`
+
+type WebhookEndpointOpenCircuitParams struct {
+	OpenFor time.Duration
+	ID      uuid.UUID
+}
+
+// Opens the endpoint's circuit (again) until now() + open_for, counting
+// an opening from closed in circuit_opened_count.
+func (q *Queries) WebhookEndpointOpenCircuit(ctx context.Context, db DBTX, arg WebhookEndpointOpenCircuitParams) error {
+	_, err := db.Exec(ctx, webhookEndpointOpenCircuit, arg.OpenFor, arg.ID)
+	return err
+}
+
 const webhookEndpointRecordFailures = `-- name: WebhookEndpointRecordFailures :one
 UPDATE webhook_endpoints SET
     consecutive_failures = consecutive_failures + $1::int,
-    failing_since = coalesce(failing_since, now()),
-    circuit_state = CASE WHEN consecutive_failures + $1::int >= $2::int THEN 'open' ELSE circuit_state END,
-    circuit_open_until = CASE WHEN consecutive_failures + $1::int >= $2::int
-                              THEN now() + $3::interval ELSE circuit_open_until END,
-    circuit_opened_count = circuit_opened_count
-        + CASE WHEN circuit_state = 'closed' AND consecutive_failures + $1::int >= $2::int THEN 1 ELSE 0 END
-WHERE id = $4::uuid
+    failing_since = coalesce(failing_since, now())
+WHERE id = $2::uuid
 RETURNING circuit_state, consecutive_failures, failing_since::timestamptz AS failing_since, enabled
 `
 
 type WebhookEndpointRecordFailuresParams struct {
-	Failures  int32
-	Threshold int32
-	OpenFor   time.Duration
-	ID        uuid.UUID
+	Failures int32
+	ID       uuid.UUID
 }
 
 type WebhookEndpointRecordFailuresRow struct {
@@ -310,17 +323,14 @@ type WebhookEndpointRecordFailuresRow struct {
 	Enabled             bool
 }
 
-// Adds failures to the endpoint's run of consecutive failures. Once the run
-// reaches threshold the circuit opens (again) until now() + open_for, so a
-// failed half-open probe reopens it. Returns the new state and when the
-// run began.
+// Adds failures to the endpoint's run of consecutive failures. Returns
+// the circuit's state, the new run, when the run began and whether the
+// endpoint is enabled. Whether the run opens the circuit is the breaker's
+// rule (domain/webhooks/breaker.go), recorded by WebhookEndpointOpenCircuit
+// in the same transaction, under the row lock this update took: the runs
+// of dispatchers recording at once add up.
 func (q *Queries) WebhookEndpointRecordFailures(ctx context.Context, db DBTX, arg WebhookEndpointRecordFailuresParams) (WebhookEndpointRecordFailuresRow, error) {
-	row := db.QueryRow(ctx, webhookEndpointRecordFailures,
-		arg.Failures,
-		arg.Threshold,
-		arg.OpenFor,
-		arg.ID,
-	)
+	row := db.QueryRow(ctx, webhookEndpointRecordFailures, arg.Failures, arg.ID)
 	var i WebhookEndpointRecordFailuresRow
 	err := row.Scan(
 		&i.CircuitState,

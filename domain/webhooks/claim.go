@@ -1,7 +1,8 @@
 // This file owns claiming and fairness: the claim loop, each claim's
 // equal share per tenant, and admit, which decides whether a claimed
-// delivery may start now (concurrency, rate limits, a recent 410, an open
-// circuit) or is put back without using an attempt.
+// delivery may start now (concurrency, rate limits, a recent 410, and the
+// endpoint's circuit, asked of its breaker) or is put back without using
+// an attempt.
 
 package webhooks
 
@@ -27,13 +28,13 @@ const goneMemory = time.Minute
 const errorPause = time.Second
 
 // endpointState is what this dispatcher knows of an endpoint between
-// claims: its attempts in flight, its rate limiter, and whether a
-// half-open probe is out.
+// claims: its attempts in flight, its rate limiter, and its circuit
+// breaker (whether a half-open probe is out).
 type endpointState struct {
 	inflight int
 	limiter  *rate.Limiter
 	limit    int32
-	probing  bool
+	circuit  breaker
 }
 
 func (d *Dispatcher) claimLoop(ctx context.Context, sends *sync.WaitGroup) {
@@ -161,29 +162,27 @@ func (d *Dispatcher) claimOnce(_, sendCtx context.Context, sends *sync.WaitGroup
 // when it may not, it returns how long to put it back for and why.
 func (d *Dispatcher) admit(row sqlcgen.WebhookDeliveryClaimRow) (probe bool, delay time.Duration, reason string) {
 	now := time.Now()
-	halfOpen := false
-	if row.CircuitState == circuitOpen {
-		if row.CircuitOpenUntil != nil && now.Before(*row.CircuitOpenUntil) {
-			return false, row.CircuitOpenUntil.Sub(now) + d.jitter(d.cfg.BusyDelay), "circuit_open"
-		}
-		halfOpen = true
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	es := d.endpoints[row.EndpointID]
+	if es == nil {
+		es = &endpointState{circuit: newBreaker(d.cfg)}
+	}
+	es.circuit.load(row.CircuitState, row.CircuitOpenUntil, 0)
+	probe, wait, circuit := es.circuit.allow(now, es.inflight)
+	if circuit == reasonCircuitOpen {
+		return false, wait + d.jitter(d.cfg.BusyDelay), circuit
+	}
 	if at, ok := d.gone[row.EndpointID]; ok {
 		if now.Sub(at) < goneMemory {
 			return false, d.jitter(d.cfg.BusyDelay), "endpoint_gone"
 		}
 		delete(d.gone, row.EndpointID)
 	}
-	es := d.endpoints[row.EndpointID]
-	if es == nil {
-		es = &endpointState{}
-		d.endpoints[row.EndpointID] = es
-	}
+	d.endpoints[row.EndpointID] = es
 	switch {
-	case halfOpen && (es.probing || es.inflight > 0):
-		return false, d.jitter(d.cfg.BusyDelay), "circuit_half_open"
+	case circuit != "":
+		return false, d.jitter(d.cfg.BusyDelay), circuit
 	case es.inflight >= int(row.MaxConcurrency):
 		return false, d.jitter(d.cfg.BusyDelay), "endpoint_concurrency"
 	case d.orgs[row.OrganizerID] >= d.cfg.MaxInFlightPerOrganizer:
@@ -203,10 +202,10 @@ func (d *Dispatcher) admit(row sqlcgen.WebhookDeliveryClaimRow) (probe bool, del
 		es.limiter = nil
 	}
 	es.inflight++
-	es.probing = es.probing || halfOpen
+	es.circuit.begin(probe)
 	d.orgs[row.OrganizerID]++
 	d.inflight++
-	return halfOpen, 0, ""
+	return probe, 0, ""
 }
 
 // done undoes admit's counting of the endpoint and the tenant once an
@@ -216,10 +215,8 @@ func (d *Dispatcher) done(row sqlcgen.WebhookDeliveryClaimRow, probe bool) {
 	defer d.mu.Unlock()
 	if es := d.endpoints[row.EndpointID]; es != nil {
 		es.inflight--
-		if probe {
-			es.probing = false
-		}
-		if es.inflight == 0 && es.limiter == nil && !es.probing {
+		es.circuit.end(probe)
+		if es.inflight == 0 && es.limiter == nil && es.circuit.idle() {
 			delete(d.endpoints, row.EndpointID)
 		}
 	}

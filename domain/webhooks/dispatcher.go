@@ -39,11 +39,6 @@ const (
 	TriggerRecover  = "recover"
 )
 
-// Circuit states of an endpoint.
-const (
-	circuitOpen = "open"
-)
-
 // Disabled reasons of an endpoint.
 const (
 	DisabledByUser    = "user"

@@ -74,13 +74,16 @@ func (d *Dispatcher) recordHealth(ctx context.Context, tx pgx.Tx, order []uuid.U
 		t := tallies[id]
 		if t.trailing > 0 {
 			st, err := d.q.WebhookEndpointRecordFailures(ctx, tx, sqlcgen.WebhookEndpointRecordFailuresParams{
-				ID: id, Failures: int32(t.trailing), Threshold: int32(d.cfg.CircuitThreshold), OpenFor: d.cfg.CircuitCooldown,
+				ID: id, Failures: int32(t.trailing),
 			})
 			switch {
 			case errors.Is(err, db.ErrNotFound):
 				continue // deleted meanwhile
 			case err != nil:
 				return nil, fmt.Errorf("record endpoint failures: %w", err)
+			}
+			if err := d.recordCircuit(ctx, tx, id, st, t.trailing); err != nil {
+				return nil, err
 			}
 			if st.Enabled && time.Since(st.FailingSince) >= d.cfg.DisableAfter {
 				disabled[id] = DisabledByFailing
@@ -107,4 +110,25 @@ func (d *Dispatcher) recordHealth(ctx context.Context, tx pgx.Tx, order []uuid.U
 		}
 	}
 	return disabled, nil
+}
+
+// recordCircuit applies the breaker to failures trailing failures of the
+// endpoint id, whose row (st) has just had them added to its run, and
+// opens its circuit in the row when they (re)open it. The row's lock,
+// taken by the update that returned st, holds until the transaction ends.
+func (d *Dispatcher) recordCircuit(ctx context.Context, tx pgx.Tx, id uuid.UUID, st sqlcgen.WebhookEndpointRecordFailuresRow, failures int) error {
+	b := newBreaker(d.cfg)
+	b.load(st.CircuitState, nil, int(st.ConsecutiveFailures)-failures)
+	now := time.Now()
+	opened := false
+	for range failures {
+		opened = b.record(now, false) || opened
+	}
+	if !opened {
+		return nil
+	}
+	if err := d.q.WebhookEndpointOpenCircuit(ctx, tx, sqlcgen.WebhookEndpointOpenCircuitParams{ID: id, OpenFor: d.cfg.CircuitCooldown}); err != nil {
+		return fmt.Errorf("open endpoint circuit: %w", err)
+	}
+	return nil
 }
