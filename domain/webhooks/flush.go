@@ -68,7 +68,19 @@ type outcome struct {
 	reason string // dead-letter reason, when status is dead
 }
 
-// decide turns an attempt into its delivery's next state.
+// decide turns an attempt into its delivery's next state: succeeded, dead
+// (with why), needs_review, or pending again after the delay its retry
+// schedule gives the attempts made since RetryBase, jittered by
+// platform/backoff (the one home of jitter), and never sooner than the
+// endpoint's Retry-After.
+//
+// It is not the consumer runtime's decide (consumers/decide.go), and
+// sharing one would merge two different decisions: that one maps a
+// handler's outcome to what JetStream does with a message (ack, nak after
+// backoff.Policy's formula, dead-letter), this one maps an HTTP answer's
+// verdict to a row's next state on a schedule that is a list of delays
+// (RetrySchedule, Svix's by default), which no backoff.Policy formula
+// reproduces.
 func (d *Dispatcher) decide(r result) outcome {
 	switch r.verdict {
 	case verdictSuccess:
