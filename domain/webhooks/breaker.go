@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Circuit states of an endpoint: the first two are what
-// webhook_endpoints.circuit_state holds; half-open is an open circuit
-// whose cooldown has ended.
+// Circuit states of an endpoint, as Endpoint.CircuitState and the
+// endpoints gauge name them: webhook_endpoints.circuit_state holds the
+// first two; half-open is an open circuit whose cooldown has ended.
 const (
 	circuitClosed   = "closed"
 	circuitOpen     = "open"

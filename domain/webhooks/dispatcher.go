@@ -84,7 +84,8 @@ const PreviousSecretOverlap = 24 * time.Hour
 //
 // CircuitThreshold consecutive retryable failures open an endpoint's
 // circuit: nothing is sent to it for CircuitCooldown, then one probe at a
-// time (half-open); a success closes it, a failure reopens it. An endpoint
+// time (half-open); a success closes it, a failure reopens it (the
+// breaker type states these rules). An endpoint
 // that has failed every attempt for DisableAfter, or answered 410, is
 // disabled: its pending deliveries become failed and stay for recover and
 // replay.

@@ -162,7 +162,7 @@ func endpointOf(e sqlcgen.WebhookEndpoint) Endpoint {
 	out := Endpoint{
 		ID: e.ID, OrganizerID: e.OrganizerID, URL: e.Url, Description: e.Description,
 		EventTypes: nonNilStrings(e.EventTypes), Enabled: e.Enabled, RateLimitPerSecond: e.RateLimitPerSecond,
-		MaxConcurrency: e.MaxConcurrency, CircuitState: "closed", ConsecutiveFailures: e.ConsecutiveFailures,
+		MaxConcurrency: e.MaxConcurrency, CircuitState: circuitClosed, ConsecutiveFailures: e.ConsecutiveFailures,
 		FailingSince: e.FailingSince, LastSuccessAt: e.LastSuccessAt, DisabledAt: e.DisabledAt,
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
@@ -170,10 +170,10 @@ func endpointOf(e sqlcgen.WebhookEndpoint) Endpoint {
 		out.DisabledReason = *e.DisabledReason
 	}
 	if e.CircuitState == circuitOpen {
-		out.CircuitState = "open"
+		out.CircuitState = circuitOpen
 		out.CircuitOpenUntil = e.CircuitOpenUntil
 		if e.CircuitOpenUntil != nil && !time.Now().Before(*e.CircuitOpenUntil) {
-			out.CircuitState = "half_open"
+			out.CircuitState = circuitHalfOpen
 		}
 	}
 	return out

@@ -30,9 +30,9 @@ func (d *Dispatcher) refreshStats(ctx context.Context) {
 	}
 	c, err2 := d.q.WebhookEndpointCircuitCounts(ctx, d.pool)
 	if err2 == nil {
-		d.metrics.endpointsByState.WithLabelValues("closed").Set(float64(c.Closed))
-		d.metrics.endpointsByState.WithLabelValues("open").Set(float64(c.Open))
-		d.metrics.endpointsByState.WithLabelValues("half_open").Set(float64(c.HalfOpen))
+		d.metrics.endpointsByState.WithLabelValues(circuitClosed).Set(float64(c.Closed))
+		d.metrics.endpointsByState.WithLabelValues(circuitOpen).Set(float64(c.Open))
+		d.metrics.endpointsByState.WithLabelValues(circuitHalfOpen).Set(float64(c.HalfOpen))
 		d.metrics.endpointsByState.WithLabelValues("disabled").Set(float64(c.Disabled))
 	}
 	review, err3 := d.q.WebhookDeliveryReviewCount(ctx, d.pool)
