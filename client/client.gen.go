@@ -2020,7 +2020,7 @@ type ClientInterface interface {
 
 	// JoinWaitingRoom Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); 503 with Retry-After while the waiting room cannot admit anyone.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2745,7 +2745,7 @@ func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID,
 
 // JoinWaitingRoom Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); 503 with Retry-After while the waiting room cannot admit anyone.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
 //
 // Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5572,7 +5572,7 @@ type ClientWithResponsesInterface interface {
 
 	// JoinWaitingRoomWithResponse Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); 503 with Retry-After while the waiting room cannot admit anyone.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9184,14 +9184,18 @@ func (r ListSeatsResponse) ContentType() string {
 
 // GetWaitingRoomResponse200Headers the declared response headers of an HTTP 200 response for GetWaitingRoom
 type GetWaitingRoomResponse200Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
+	XCorrelationID  *string
 }
 
 // GetWaitingRoomResponse202Headers the declared response headers of an HTTP 202 response for GetWaitingRoom
 type GetWaitingRoomResponse202Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
+	XCorrelationID  *string
 }
 
 // GetWaitingRoomResponse400Headers the declared response headers of an HTTP 400 response for GetWaitingRoom
@@ -9222,8 +9226,10 @@ type GetWaitingRoomResponse422Headers struct {
 
 // GetWaitingRoomResponse429Headers the declared response headers of an HTTP 429 response for GetWaitingRoom
 type GetWaitingRoomResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
+	XCorrelationID  *string
 }
 
 // GetWaitingRoomResponse431Headers the declared response headers of an HTTP 431 response for GetWaitingRoom
@@ -9377,14 +9383,18 @@ func (r GetWaitingRoomResponse) ContentType() string {
 
 // JoinWaitingRoomResponse200Headers the declared response headers of an HTTP 200 response for JoinWaitingRoom
 type JoinWaitingRoomResponse200Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
+	XCorrelationID  *string
 }
 
 // JoinWaitingRoomResponse202Headers the declared response headers of an HTTP 202 response for JoinWaitingRoom
 type JoinWaitingRoomResponse202Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
+	XCorrelationID  *string
 }
 
 // JoinWaitingRoomResponse400Headers the declared response headers of an HTTP 400 response for JoinWaitingRoom
@@ -9415,8 +9425,10 @@ type JoinWaitingRoomResponse422Headers struct {
 
 // JoinWaitingRoomResponse429Headers the declared response headers of an HTTP 429 response for JoinWaitingRoom
 type JoinWaitingRoomResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
+	XCorrelationID  *string
 }
 
 // JoinWaitingRoomResponse431Headers the declared response headers of an HTTP 431 response for JoinWaitingRoom
@@ -13717,7 +13729,7 @@ func (c *ClientWithResponses) GetWaitingRoomWithResponse(ctx context.Context, ev
 
 // JoinWaitingRoomWithResponse Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); 503 with Retry-After while the waiting room cannot admit anyone.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18259,6 +18271,20 @@ func ParseGetWaitingRoomResponse(rsp *http.Response) (*GetWaitingRoomResponse, e
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetWaitingRoomResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -18276,6 +18302,20 @@ func ParseGetWaitingRoomResponse(rsp *http.Response) (*GetWaitingRoomResponse, e
 		response.Headers200 = &headers
 	case rsp.StatusCode == 202:
 		var headers GetWaitingRoomResponse202Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -18350,6 +18390,20 @@ func ParseGetWaitingRoomResponse(rsp *http.Response) (*GetWaitingRoomResponse, e
 		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetWaitingRoomResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -18503,6 +18557,20 @@ func ParseJoinWaitingRoomResponse(rsp *http.Response) (*JoinWaitingRoomResponse,
 	switch {
 	case rsp.StatusCode == 200:
 		var headers JoinWaitingRoomResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -18520,6 +18588,20 @@ func ParseJoinWaitingRoomResponse(rsp *http.Response) (*JoinWaitingRoomResponse,
 		response.Headers200 = &headers
 	case rsp.StatusCode == 202:
 		var headers JoinWaitingRoomResponse202Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -18594,6 +18676,20 @@ func ParseJoinWaitingRoomResponse(rsp *http.Response) (*JoinWaitingRoomResponse,
 		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
 		var headers JoinWaitingRoomResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
