@@ -45,6 +45,24 @@ func (e CheckInResultBodyOutcome) Valid() bool {
 	}
 }
 
+// Defines values for CreateWebhookEndpointInputBodyPayloadVersion.
+const (
+	CreateWebhookEndpointInputBodyPayloadVersionN1 CreateWebhookEndpointInputBodyPayloadVersion = 1
+	CreateWebhookEndpointInputBodyPayloadVersionN2 CreateWebhookEndpointInputBodyPayloadVersion = 2
+)
+
+// Valid indicates whether the value is a known member of the CreateWebhookEndpointInputBodyPayloadVersion enum.
+func (e CreateWebhookEndpointInputBodyPayloadVersion) Valid() bool {
+	switch e {
+	case CreateWebhookEndpointInputBodyPayloadVersionN1:
+		return true
+	case CreateWebhookEndpointInputBodyPayloadVersionN2:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventOrderBodyStatus.
 const (
 	EventOrderBodyStatusAuthorized     EventOrderBodyStatus = "authorized"
@@ -336,6 +354,24 @@ func (e TicketSigningKeyBodyAlgorithm) Valid() bool {
 	}
 }
 
+// Defines values for UpdateWebhookEndpointInputBodyPayloadVersion.
+const (
+	UpdateWebhookEndpointInputBodyPayloadVersionN1 UpdateWebhookEndpointInputBodyPayloadVersion = 1
+	UpdateWebhookEndpointInputBodyPayloadVersionN2 UpdateWebhookEndpointInputBodyPayloadVersion = 2
+)
+
+// Valid indicates whether the value is a known member of the UpdateWebhookEndpointInputBodyPayloadVersion enum.
+func (e UpdateWebhookEndpointInputBodyPayloadVersion) Valid() bool {
+	switch e {
+	case UpdateWebhookEndpointInputBodyPayloadVersionN1:
+		return true
+	case UpdateWebhookEndpointInputBodyPayloadVersionN2:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WaitingRoomBodyPhase.
 const (
 	WaitingRoomBodyPhaseOpen      WaitingRoomBodyPhase = "open"
@@ -522,6 +558,24 @@ func (e WebhookEndpointBodyDisabledReason) Valid() bool {
 	}
 }
 
+// Defines values for WebhookEndpointBodyPayloadVersion.
+const (
+	WebhookEndpointBodyPayloadVersionN1 WebhookEndpointBodyPayloadVersion = 1
+	WebhookEndpointBodyPayloadVersionN2 WebhookEndpointBodyPayloadVersion = 2
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointBodyPayloadVersion enum.
+func (e WebhookEndpointBodyPayloadVersion) Valid() bool {
+	switch e {
+	case WebhookEndpointBodyPayloadVersionN1:
+		return true
+	case WebhookEndpointBodyPayloadVersionN2:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookEndpointHealthBodyBreaker.
 const (
 	WebhookEndpointHealthBodyBreakerClosed   WebhookEndpointHealthBodyBreaker = "closed"
@@ -600,6 +654,24 @@ func (e WebhookEndpointSecretBodyDisabledReason) Valid() bool {
 	case WebhookEndpointSecretBodyDisabledReasonGone:
 		return true
 	case WebhookEndpointSecretBodyDisabledReasonUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointSecretBodyPayloadVersion.
+const (
+	WebhookEndpointSecretBodyPayloadVersionN1 WebhookEndpointSecretBodyPayloadVersion = 1
+	WebhookEndpointSecretBodyPayloadVersionN2 WebhookEndpointSecretBodyPayloadVersion = 2
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointSecretBodyPayloadVersion enum.
+func (e WebhookEndpointSecretBodyPayloadVersion) Valid() bool {
+	switch e {
+	case WebhookEndpointSecretBodyPayloadVersionN1:
+		return true
+	case WebhookEndpointSecretBodyPayloadVersionN2:
 		return true
 	default:
 		return false
@@ -757,6 +829,9 @@ type CreateWebhookEndpointInputBody struct {
 	// MaxConcurrency Attempts in flight at once. Defaults to 10.
 	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
 
+	// PayloadVersion How messages spell their fields: 2 camelCase (orderId), as this API does; 1 snake_case (order_id), the default in API version 1 (2 becomes the default in version 2).
+	PayloadVersion *CreateWebhookEndpointInputBodyPayloadVersion `json:"payloadVersion,omitempty"`
+
 	// RateLimitPerSecond Deliveries per second; absent is unlimited.
 	RateLimitPerSecond *int32 `json:"rateLimitPerSecond,omitempty"`
 
@@ -765,6 +840,9 @@ type CreateWebhookEndpointInputBody struct {
 	// Example: https://hooks.example.com/boxoffice
 	URL string `json:"url"`
 }
+
+// CreateWebhookEndpointInputBodyPayloadVersion How messages spell their fields: 2 camelCase (orderId), as this API does; 1 snake_case (order_id), the default in API version 1 (2 becomes the default in version 2).
+type CreateWebhookEndpointInputBodyPayloadVersion int64
 
 // DeclineBody defines model for DeclineBody.
 type DeclineBody struct {
@@ -1326,10 +1404,16 @@ type UpdateWebhookEndpointInputBody struct {
 	EventTypes     []string `json:"eventTypes,omitempty"`
 	MaxConcurrency *int32   `json:"maxConcurrency,omitempty"`
 
+	// PayloadVersion Moves the endpoint to another payload version; messages not yet sent, replays and recovers go out in it.
+	PayloadVersion *UpdateWebhookEndpointInputBodyPayloadVersion `json:"payloadVersion,omitempty"`
+
 	// RateLimitPerSecond Deliveries per second; 0 removes the limit.
 	RateLimitPerSecond *int32  `json:"rateLimitPerSecond,omitempty"`
 	URL                *string `json:"url,omitempty"`
 }
+
+// UpdateWebhookEndpointInputBodyPayloadVersion Moves the endpoint to another payload version; messages not yet sent, replays and recovers go out in it.
+type UpdateWebhookEndpointInputBodyPayloadVersion int64
 
 // WaitingRoomBody defines model for WaitingRoomBody.
 type WaitingRoomBody struct {
@@ -1439,6 +1523,9 @@ type WebhookEndpointBody struct {
 	// MaxConcurrency Attempts in flight at once.
 	MaxConcurrency int32 `json:"maxConcurrency"`
 
+	// PayloadVersion How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1.
+	PayloadVersion WebhookEndpointBodyPayloadVersion `json:"payloadVersion"`
+
 	// RateLimitPerSecond Deliveries per second; absent is unlimited.
 	RateLimitPerSecond *int32    `json:"rateLimitPerSecond,omitempty"`
 	UpdatedAt          time.Time `json:"updatedAt"`
@@ -1450,6 +1537,9 @@ type WebhookEndpointBodyCircuitState string
 
 // WebhookEndpointBodyDisabledReason Why the endpoint is disabled: by you, the receiver answered 410, or it failed consistently for days.
 type WebhookEndpointBodyDisabledReason string
+
+// WebhookEndpointBodyPayloadVersion How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1.
+type WebhookEndpointBodyPayloadVersion int64
 
 // WebhookEndpointHealthBody defines model for WebhookEndpointHealthBody.
 type WebhookEndpointHealthBody struct {
@@ -1504,6 +1594,9 @@ type WebhookEndpointSecretBody struct {
 	// MaxConcurrency Attempts in flight at once.
 	MaxConcurrency int32 `json:"maxConcurrency"`
 
+	// PayloadVersion How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1.
+	PayloadVersion WebhookEndpointSecretBodyPayloadVersion `json:"payloadVersion"`
+
 	// RateLimitPerSecond Deliveries per second; absent is unlimited.
 	RateLimitPerSecond *int32 `json:"rateLimitPerSecond,omitempty"`
 
@@ -1519,6 +1612,9 @@ type WebhookEndpointSecretBodyCircuitState string
 // WebhookEndpointSecretBodyDisabledReason Why the endpoint is disabled: by you, the receiver answered 410, or it failed consistently for days.
 type WebhookEndpointSecretBodyDisabledReason string
 
+// WebhookEndpointSecretBodyPayloadVersion How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1.
+type WebhookEndpointSecretBodyPayloadVersion int64
+
 // WebhookMessageBody defines model for WebhookMessageBody.
 type WebhookMessageBody struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -1527,7 +1623,7 @@ type WebhookMessageBody struct {
 	Deliveries []WebhookDeliveryBody `json:"deliveries"`
 	ID         string                `json:"id"`
 
-	// Payload The exact JSON body every attempt sends: {type, timestamp, data}.
+	// Payload The JSON body {type, timestamp, data} as a payload-version-1 endpoint receives it, to the byte; a version-2 endpoint receives the same with every key in camelCase.
 	Payload interface{} `json:"payload"`
 	Type    string      `json:"type"`
 
