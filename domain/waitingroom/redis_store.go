@@ -316,20 +316,22 @@ func (s *RedisStore) joinArgs(p JoinParams, join bool) ([]string, []any) {
 
 // Join implements Store.
 func (s *RedisStore) Join(ctx context.Context, p JoinParams) (Entry, error) {
-	keys, args := s.joinArgs(p, true)
-	res, err := s.exec(ctx, keys, args)
-	if err != nil {
-		return Entry{}, unavailable("join", err)
-	}
-	return parseEntry(res)
+	return s.enter(ctx, p, true, "join")
 }
 
 // Poll implements Store.
 func (s *RedisStore) Poll(ctx context.Context, p JoinParams) (Entry, error) {
-	keys, args := s.joinArgs(p, false)
+	return s.enter(ctx, p, false, "poll")
+}
+
+// enter runs the join script for p, queueing the buyer when join is set
+// (Join) or only reading where they are (Poll); op names the call in its
+// unavailable error.
+func (s *RedisStore) enter(ctx context.Context, p JoinParams, join bool, op string) (Entry, error) {
+	keys, args := s.joinArgs(p, join)
 	res, err := s.exec(ctx, keys, args)
 	if err != nil {
-		return Entry{}, unavailable("poll", err)
+		return Entry{}, unavailable(op, err)
 	}
 	return parseEntry(res)
 }
