@@ -23,9 +23,12 @@
 // therefore leaves out.
 //
 // Each operation comes twice. ClientWithResponses's XxxWithResponse reads
-// the whole answer and decodes the body of each documented status into
-// its field (JSON200, JSON202, ApplicationProblemJSON409, …), keeping the
-// bytes in Body and the answer in HTTPResponse. Client's Xxx returns the
+// the whole answer and decodes its body into the field of its status
+// (JSON200, JSON202, …), keeping the bytes in Body and the answer in
+// HTTPResponse. Every error, whatever its status, is one RFC 9457 Problem
+// in ApplicationProblemJSONDefault: client/overlay.yaml folds the
+// document's error statuses into one default answer for the client, so
+// a response type has one field for them all. Client's Xxx returns the
 // *http.Response unread, for a caller that decides from the headers
 // whether to read it (a seat map whose ETag it already decoded) or reads
 // it as a stream (GET /v1/orders/{orderId}/events).

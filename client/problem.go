@@ -9,11 +9,13 @@ import (
 )
 
 // ProblemOf is the RFC 9457 problem of an error answer, whatever its
-// status: the generated fields (ApplicationProblemJSON409, …) hold only
-// the statuses an operation documents, and a 503 from a cell that is
-// down or a 499 from a canceled request can answer any of them. res is
-// the answer (a response's HTTPResponse), body its bytes (Body). The
-// problem is zero when res is not a 4xx or 5xx or its body is not JSON.
+// status, for a caller of Client's methods (which return the
+// *http.Response unread) or one that checks the status first: a
+// response's ApplicationProblemJSONDefault is decoded for every status
+// the operation does not document, which the server answers only with a
+// problem. res is the answer (a response's HTTPResponse), body its bytes
+// (Body). The problem is zero when res is not a 4xx or 5xx or its body is
+// not JSON.
 func ProblemOf(res *http.Response, body []byte) Problem {
 	var p Problem
 	if res != nil && res.StatusCode >= 400 && strings.Contains(res.Header.Get("Content-Type"), "json") {
