@@ -33,11 +33,22 @@
 // whether to read it (a seat map whose ETag it already decoded) or reads
 // it as a stream (GET /v1/orders/{orderId}/events).
 //
+// The operations that page by cursor have an iterator each (AllEvents,
+// AllEventOrders, AllOrders, AllWebhookEndpoints, AllWebhookMessages;
+// pages.go): it follows nextCursor to the last page, and an error answer
+// ends it with a *StatusError.
+//
 //	api, err := client.NewClientWithResponses("http://127.0.0.1:8080", client.WithHTTPClient(http.DefaultClient))
 //	res, err := api.CreateHoldWithResponse(ctx, eventID,
 //		&client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: admission},
 //		client.CreateHoldJSONRequestBody{SeatIds: []string{seatID}}, client.WithBearer(token))
 //	if err == nil && res.JSON202 != nil {
 //		fmt.Println("order", res.JSON202.OrderID, "held until", res.JSON202.ExpiresAt)
+//	}
+//	for order, err := range api.AllOrders(ctx, client.ListOrdersParams{}, client.WithBearer(token)) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(order.ID, order.Status)
 //	}
 package client
