@@ -319,8 +319,9 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 }
 
 // Every alert of deploy/prometheus/alerts.yml has a runbook section in
-// docs/alerts.md, a unit test in alerts_test.yml, and reads only metrics
-// the code exports (a misspelt series would never fire).
+// docs/alerts.md at its absolute runbook_url, a unit test in
+// alerts_test.yml, and reads only metrics the code exports (a misspelt
+// series would never fire).
 func TestAlertsHaveRunbooks(t *testing.T) {
 	raw, err := os.ReadFile("../../../deploy/prometheus/alerts.yml")
 	require.NoError(t, err)
@@ -346,7 +347,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			n++
-			require.Equal(t, "docs/alerts.md#"+strings.ToLower(r.Alert), r.Annotations["runbook"], r.Alert)
+			require.Equal(t, "https://github.com/boxoffice/boxoffice/blob/main/docs/alerts.md#"+strings.ToLower(r.Alert), r.Annotations["runbook_url"], r.Alert)
 			require.Contains(t, string(runbooks), "\n## "+r.Alert+"\n", "%s has no runbook section", r.Alert)
 			require.Contains(t, string(tests), "alertname: "+r.Alert+"\n", "%s has no promtool test", r.Alert)
 			for _, m := range regexp.MustCompile(`boxoffice_[a-z_]+`).FindAllString(r.Expr, -1) {

@@ -146,6 +146,7 @@ func TestServeAndWorkAnnounceThePaymentProvider(t *testing.T) {
 			require.NoError(t, err)
 			gauge := map[string]string{"sandbox": "1", "stripe": "0"}[tc.provider]
 			require.Contains(t, string(metrics), "\nboxoffice_payments_sandbox "+gauge+"\n")
+			require.Regexp(t, `\nboxoffice_build_info\{commit="[^"]+",goversion="go[^"]+",version="[^"]+"\} 1\n`, string(metrics), "every role says which build it runs")
 			var warned []string
 			for _, l := range logs.Lines(t) {
 				if l["level"] == "WARN" && strings.Contains(l["msg"].(string), "buyers authorize their own payments") {

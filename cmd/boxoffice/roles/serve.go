@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"boxoffice/handlers"
@@ -52,7 +51,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string) er
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(processCollectors()...)
 	announcePayments(ctx, cfg, logger, reg)
 	var checks []handlers.Check
 	var js jetstream.JetStream
