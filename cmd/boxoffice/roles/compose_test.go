@@ -283,6 +283,45 @@ func TestPrometheusScrapesEveryRole(t *testing.T) {
 	require.Equal(t, want, targets)
 }
 
+// The dashboard works on any Prometheus datasource (a variable every
+// panel follows, not a provisioned uid), opens on the API's requests, errors and
+// latency by operation, and groups R only by labels R has.
+func TestDashboardFollowsTheDatasourceVariable(t *testing.T) {
+	raw, err := os.ReadFile("../../../deploy/grafana/dashboards/boxoffice.json")
+	require.NoError(t, err)
+	var dash struct {
+		Templating struct {
+			List []struct{ Name, Type, Query string } `json:"list"`
+		} `json:"templating"`
+		Panels []struct {
+			Title      string               `json:"title"`
+			Datasource struct{ UID string } `json:"datasource"`
+			GridPos    struct{ Y int }      `json:"gridPos"`
+			Targets    []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &dash))
+	require.Contains(t, dash.Templating.List, struct{ Name, Type, Query string }{"datasource", "datasource", "prometheus"})
+	var top []string
+	for _, p := range dash.Panels {
+		require.Equal(t, "${datasource}", p.Datasource.UID, "panel %q", p.Title)
+		for _, target := range p.Targets {
+			if strings.Contains(target.Expr, "boxoffice_admission_rate") {
+				require.NotRegexp(t, `by \([^)]*event_id`, target.Expr, "R has no event_id label: it is the cell's")
+			}
+			if p.GridPos.Y == 0 {
+				top = append(top, target.Expr)
+			}
+		}
+	}
+	require.Len(t, top, 3, "the first row: rate, errors, latency")
+	require.Contains(t, top[0], "sum by (operation) (rate(boxoffice_http_request_duration_seconds_count")
+	require.Contains(t, top[1], `code=~"5.."`)
+	require.Contains(t, top[2], "histogram_quantile(0.99, sum by (operation, le)")
+}
+
 func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	raw, err := os.ReadFile("../../../deploy/grafana/dashboards/boxoffice.json")
 	require.NoError(t, err)
