@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -158,6 +159,8 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		known[m[1]] = true
 	}
 	require.True(t, known["DATABASE_URL"] && known["NATS_URL"], "the variable scan found the configuration")
+	// Read by the Go runtime itself.
+	known["GOMEMLIMIT"], known["GOGC"] = true, true
 	mainSrc, err := os.ReadFile("roles.go")
 	require.NoError(t, err)
 	var commands []string
@@ -407,7 +410,7 @@ func TestComposeFollowsTheSpecification(t *testing.T) {
 	require.NoError(t, err)
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "compose.yaml")},
 		cli.WithWorkingDirectory(root), cli.WithName("boxoffice"), cli.WithEnv([]string{}),
-		cli.WithEnvFiles(filepath.Join(root, ".env.example")), cli.WithDotEnv)
+		cli.WithEnvFiles(filepath.Join(root, ".env.example")), cli.WithDotEnv, cli.WithProfiles([]string{"monitoring"}))
 	require.NoError(t, err)
 	project, err := opts.LoadProject(t.Context())
 	require.NoError(t, err, "the compose specification's loader refuses compose.yaml")
@@ -421,6 +424,36 @@ func TestComposeFollowsTheSpecification(t *testing.T) {
 	redis, err := project.GetService("redis")
 	require.NoError(t, err)
 	require.Contains(t, strings.Join(redis.Command, " "), "--appendonly yes", "admissions survive a Redis restart")
+}
+
+// PostgreSQL's max_connections holds every pool compose starts at its
+// DATABASE_MAX_CONNS, with room for the migration, an operator's commands
+// and the connections kept for superusers: at 96 of 97 usable, one
+// operator's audit during an onsale would be refused.
+func TestComposeSizesPostgres(t *testing.T) {
+	t.Parallel()
+	f := loadCompose(t)
+	var maxConns int
+	for i, arg := range f.Services["postgres"].Command {
+		if n, ok := strings.CutPrefix(arg, "max_connections="); ok && i > 0 && f.Services["postgres"].Command[i-1] == "-c" {
+			var err error
+			maxConns, err = strconv.Atoi(n)
+			require.NoError(t, err)
+		}
+	}
+	require.Positive(t, maxConns, "postgres sets max_connections")
+	pools := 0
+	for name, s := range f.Services {
+		if _, ok := s.Environment["DATABASE_URL"]; !ok || name == "migrate" {
+			continue
+		}
+		n, err := strconv.Atoi(s.Environment["DATABASE_MAX_CONNS"])
+		require.NoError(t, err, "%s sets DATABASE_MAX_CONNS", name)
+		pools += n
+	}
+	const superuserReserved, migrate, operator = 3, 4, 16
+	require.GreaterOrEqual(t, maxConns, pools+superuserReserved+migrate+operator,
+		"pools %d + superusers %d + migrate %d + an operator's pool %d", pools, superuserReserved, migrate, operator)
 }
 
 // loadComposeProject loads compose.yaml with the compose specification's
