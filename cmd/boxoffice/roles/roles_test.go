@@ -126,6 +126,7 @@ func TestServeAndWorkAnnounceThePaymentProvider(t *testing.T) {
 				_ = cmd.Wait()
 			})
 			started := logs.WaitForLine(t, 60*time.Second, "the role to start", func(l testkit.Line) bool { return l["msg"] == tc.started })
+			require.InDelta(t, 1, started["region_epoch"], 0, "every line says the region epoch the process writes under")
 			urls := []string{"http://" + started["ops_addr"].(string)}
 			if tc.role == "serve" {
 				urls = append(urls, "http://"+started["addr"].(string))

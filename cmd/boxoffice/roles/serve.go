@@ -46,7 +46,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string) er
 	if cfg.Webhooks.SecretKeys == nil {
 		return errNoWebhookKeys
 	}
-	logger := NewLogger(cfg.LogLevel)
+	logger := cfg.logger()
 	if err := openBearer(ctx, &cfg, logger); err != nil {
 		return err
 	}
