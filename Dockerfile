@@ -4,6 +4,8 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# The Go client is a module of its own that go.mod replaces with ./client.
+COPY client/go.mod client/go.sum ./client/
 RUN go mod download
 COPY . .
 # Static (no cgo), reproducible (-trimpath), without debug tables; the

@@ -9,9 +9,12 @@ BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disabl
 run:
 	$(GO) run ./cmd/boxoffice dev
 
-## test: all tests, with the race detector, against real PostgreSQL
+## test: all tests, with the race detector, against real PostgreSQL; then
+## the Go client's own (client/ is a module of its own, which the root's
+## ./... does not reach)
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd client && $(GO) test -race -count=1 ./...
 
 ## test-batch1: every package that runs consumers, again with one message
 ## per consumer transaction (make test runs them at the default batch size)
@@ -55,11 +58,15 @@ check-generated: generate
 
 vet:
 	$(GO) vet ./...
+	cd client && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt would change these files"; exit 1; }
 
 ## lint: golangci-lint with .golangci.yml; the version is pinned in go.mod (tool)
+## (in client/ too, with the root's pinned binary: the client's module has
+## no tools)
 lint:
 	$(GO) tool golangci-lint run ./...
+	lint=$$($(GO) tool -n golangci-lint) && cd client && "$$lint" run ./...
 
 ## build: bin/boxoffice (the production roles) and bin/boxoffice-lab (the
 ## same roles plus the benchmarks and the onsale simulator)

@@ -3,6 +3,7 @@ module boxoffice
 go 1.26.0
 
 require (
+	github.com/boxoffice/boxoffice/client v0.0.0-00010101000000-000000000000
 	github.com/compose-spec/compose-go/v2 v2.16.0
 	github.com/danielgtaylor/huma/v2 v2.37.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
@@ -225,7 +226,7 @@ require (
 	github.com/nishanths/predeclared v0.3.0 // indirect
 	github.com/nunnatsa/ginkgolinter v0.24.0 // indirect
 	github.com/oapi-codegen/oapi-codegen/v2 v2.8.2 // indirect
-	github.com/oapi-codegen/runtime v1.9.0
+	github.com/oapi-codegen/runtime v1.9.0 // indirect
 	github.com/oasdiff/yaml v0.1.1 // indirect
 	github.com/oasdiff/yaml3 v0.0.14 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
@@ -337,3 +338,8 @@ tool (
 	github.com/oasdiff/oasdiff
 	github.com/sqlc-dev/sqlc/cmd/sqlc
 )
+
+// The Go client is its own module (client/go.mod), published as
+// github.com/boxoffice/boxoffice/client; this repository's callers (the
+// lab, smoke, the stack test) build it from the tree.
+replace github.com/boxoffice/boxoffice/client => ./client

@@ -45,6 +45,24 @@ func (e CheckInResultBodyOutcome) Valid() bool {
 	}
 }
 
+// Defines values for CreateWebhookEndpointInputBodyPayloadVersion.
+const (
+	CreateWebhookEndpointInputBodyPayloadVersionN1 CreateWebhookEndpointInputBodyPayloadVersion = 1
+	CreateWebhookEndpointInputBodyPayloadVersionN2 CreateWebhookEndpointInputBodyPayloadVersion = 2
+)
+
+// Valid indicates whether the value is a known member of the CreateWebhookEndpointInputBodyPayloadVersion enum.
+func (e CreateWebhookEndpointInputBodyPayloadVersion) Valid() bool {
+	switch e {
+	case CreateWebhookEndpointInputBodyPayloadVersionN1:
+		return true
+	case CreateWebhookEndpointInputBodyPayloadVersionN2:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventOrderBodyStatus.
 const (
 	EventOrderBodyStatusAuthorized     EventOrderBodyStatus = "authorized"
@@ -336,6 +354,24 @@ func (e TicketSigningKeyBodyAlgorithm) Valid() bool {
 	}
 }
 
+// Defines values for UpdateWebhookEndpointInputBodyPayloadVersion.
+const (
+	UpdateWebhookEndpointInputBodyPayloadVersionN1 UpdateWebhookEndpointInputBodyPayloadVersion = 1
+	UpdateWebhookEndpointInputBodyPayloadVersionN2 UpdateWebhookEndpointInputBodyPayloadVersion = 2
+)
+
+// Valid indicates whether the value is a known member of the UpdateWebhookEndpointInputBodyPayloadVersion enum.
+func (e UpdateWebhookEndpointInputBodyPayloadVersion) Valid() bool {
+	switch e {
+	case UpdateWebhookEndpointInputBodyPayloadVersionN1:
+		return true
+	case UpdateWebhookEndpointInputBodyPayloadVersionN2:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WaitingRoomBodyPhase.
 const (
 	WaitingRoomBodyPhaseOpen      WaitingRoomBodyPhase = "open"
@@ -522,6 +558,24 @@ func (e WebhookEndpointBodyDisabledReason) Valid() bool {
 	}
 }
 
+// Defines values for WebhookEndpointBodyPayloadVersion.
+const (
+	WebhookEndpointBodyPayloadVersionN1 WebhookEndpointBodyPayloadVersion = 1
+	WebhookEndpointBodyPayloadVersionN2 WebhookEndpointBodyPayloadVersion = 2
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointBodyPayloadVersion enum.
+func (e WebhookEndpointBodyPayloadVersion) Valid() bool {
+	switch e {
+	case WebhookEndpointBodyPayloadVersionN1:
+		return true
+	case WebhookEndpointBodyPayloadVersionN2:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookEndpointHealthBodyBreaker.
 const (
 	WebhookEndpointHealthBodyBreakerClosed   WebhookEndpointHealthBodyBreaker = "closed"
@@ -600,6 +654,24 @@ func (e WebhookEndpointSecretBodyDisabledReason) Valid() bool {
 	case WebhookEndpointSecretBodyDisabledReasonGone:
 		return true
 	case WebhookEndpointSecretBodyDisabledReasonUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointSecretBodyPayloadVersion.
+const (
+	WebhookEndpointSecretBodyPayloadVersionN1 WebhookEndpointSecretBodyPayloadVersion = 1
+	WebhookEndpointSecretBodyPayloadVersionN2 WebhookEndpointSecretBodyPayloadVersion = 2
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointSecretBodyPayloadVersion enum.
+func (e WebhookEndpointSecretBodyPayloadVersion) Valid() bool {
+	switch e {
+	case WebhookEndpointSecretBodyPayloadVersionN1:
+		return true
+	case WebhookEndpointSecretBodyPayloadVersionN2:
 		return true
 	default:
 		return false
@@ -757,6 +829,9 @@ type CreateWebhookEndpointInputBody struct {
 	// MaxConcurrency Attempts in flight at once. Defaults to 10.
 	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
 
+	// PayloadVersion How messages spell their fields: 2 camelCase (orderId), as this API does; 1 snake_case (order_id), the default in API version 1 (2 becomes the default in version 2).
+	PayloadVersion *CreateWebhookEndpointInputBodyPayloadVersion `json:"payloadVersion,omitempty"`
+
 	// RateLimitPerSecond Deliveries per second; absent is unlimited.
 	RateLimitPerSecond *int32 `json:"rateLimitPerSecond,omitempty"`
 
@@ -765,6 +840,9 @@ type CreateWebhookEndpointInputBody struct {
 	// Example: https://hooks.example.com/boxoffice
 	URL string `json:"url"`
 }
+
+// CreateWebhookEndpointInputBodyPayloadVersion How messages spell their fields: 2 camelCase (orderId), as this API does; 1 snake_case (order_id), the default in API version 1 (2 becomes the default in version 2).
+type CreateWebhookEndpointInputBodyPayloadVersion int64
 
 // DeclineBody defines model for DeclineBody.
 type DeclineBody struct {
@@ -1326,10 +1404,16 @@ type UpdateWebhookEndpointInputBody struct {
 	EventTypes     []string `json:"eventTypes,omitempty"`
 	MaxConcurrency *int32   `json:"maxConcurrency,omitempty"`
 
+	// PayloadVersion Moves the endpoint to another payload version; messages not yet sent, replays and recovers go out in it.
+	PayloadVersion *UpdateWebhookEndpointInputBodyPayloadVersion `json:"payloadVersion,omitempty"`
+
 	// RateLimitPerSecond Deliveries per second; 0 removes the limit.
 	RateLimitPerSecond *int32  `json:"rateLimitPerSecond,omitempty"`
 	URL                *string `json:"url,omitempty"`
 }
+
+// UpdateWebhookEndpointInputBodyPayloadVersion Moves the endpoint to another payload version; messages not yet sent, replays and recovers go out in it.
+type UpdateWebhookEndpointInputBodyPayloadVersion int64
 
 // WaitingRoomBody defines model for WaitingRoomBody.
 type WaitingRoomBody struct {
@@ -1439,6 +1523,9 @@ type WebhookEndpointBody struct {
 	// MaxConcurrency Attempts in flight at once.
 	MaxConcurrency int32 `json:"maxConcurrency"`
 
+	// PayloadVersion How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1.
+	PayloadVersion WebhookEndpointBodyPayloadVersion `json:"payloadVersion"`
+
 	// RateLimitPerSecond Deliveries per second; absent is unlimited.
 	RateLimitPerSecond *int32    `json:"rateLimitPerSecond,omitempty"`
 	UpdatedAt          time.Time `json:"updatedAt"`
@@ -1450,6 +1537,9 @@ type WebhookEndpointBodyCircuitState string
 
 // WebhookEndpointBodyDisabledReason Why the endpoint is disabled: by you, the receiver answered 410, or it failed consistently for days.
 type WebhookEndpointBodyDisabledReason string
+
+// WebhookEndpointBodyPayloadVersion How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1.
+type WebhookEndpointBodyPayloadVersion int64
 
 // WebhookEndpointHealthBody defines model for WebhookEndpointHealthBody.
 type WebhookEndpointHealthBody struct {
@@ -1504,6 +1594,9 @@ type WebhookEndpointSecretBody struct {
 	// MaxConcurrency Attempts in flight at once.
 	MaxConcurrency int32 `json:"maxConcurrency"`
 
+	// PayloadVersion How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1.
+	PayloadVersion WebhookEndpointSecretBodyPayloadVersion `json:"payloadVersion"`
+
 	// RateLimitPerSecond Deliveries per second; absent is unlimited.
 	RateLimitPerSecond *int32 `json:"rateLimitPerSecond,omitempty"`
 
@@ -1519,6 +1612,9 @@ type WebhookEndpointSecretBodyCircuitState string
 // WebhookEndpointSecretBodyDisabledReason Why the endpoint is disabled: by you, the receiver answered 410, or it failed consistently for days.
 type WebhookEndpointSecretBodyDisabledReason string
 
+// WebhookEndpointSecretBodyPayloadVersion How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1.
+type WebhookEndpointSecretBodyPayloadVersion int64
+
 // WebhookMessageBody defines model for WebhookMessageBody.
 type WebhookMessageBody struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -1527,7 +1623,7 @@ type WebhookMessageBody struct {
 	Deliveries []WebhookDeliveryBody `json:"deliveries"`
 	ID         string                `json:"id"`
 
-	// Payload The exact JSON body every attempt sends: {type, timestamp, data}.
+	// Payload The JSON body {type, timestamp, data} as a payload-version-1 endpoint receives it, to the byte; a version-2 endpoint receives the same with every key in camelCase.
 	Payload interface{} `json:"payload"`
 	Type    string      `json:"type"`
 
@@ -2020,7 +2116,7 @@ type ClientInterface interface {
 
 	// JoinWaitingRoom Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); 503 with Retry-After while the waiting room cannot admit anyone.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2745,7 +2841,7 @@ func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID,
 
 // JoinWaitingRoom Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); 503 with Retry-After while the waiting room cannot admit anyone.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
 //
 // Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5572,7 +5668,7 @@ type ClientWithResponsesInterface interface {
 
 	// JoinWaitingRoomWithResponse Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); 503 with Retry-After while the waiting room cannot admit anyone.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5823,85 +5919,13 @@ type ClientWithResponsesInterface interface {
 	ReceiveStripeWebhookWithResponse(ctx context.Context, params *ReceiveStripeWebhookParams, body ReceiveStripeWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveStripeWebhookResponse, error)
 }
 
-// GetHealthzResponse200Headers the declared response headers of an HTTP 200 response for GetHealthz
-type GetHealthzResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// GetHealthzResponse400Headers the declared response headers of an HTTP 400 response for GetHealthz
-type GetHealthzResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetHealthzResponse431Headers the declared response headers of an HTTP 431 response for GetHealthz
-type GetHealthzResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetHealthzResponse503Headers the declared response headers of an HTTP 503 response for GetHealthz
-type GetHealthzResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// GetHealthzResponseDefaultHeaders the declared response headers of an HTTP default response for GetHealthz
-type GetHealthzResponseDefaultHeaders struct {
-	XCorrelationID *string
-}
-
 type GetHealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationProblemJSONDefault *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *GetHealthzResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetHealthzResponse400Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetHealthzResponse431Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetHealthzResponse503Headers
-	// HeadersDefault the parsed response headers for an HTTP default response
-	HeadersDefault *GetHealthzResponseDefaultHeaders
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetHealthzResponse) GetJSON200() *HealthOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetHealthzResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetHealthzResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetHealthzResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
-func (r GetHealthzResponse) GetApplicationProblemJSONDefault() *Problem {
-	return r.ApplicationProblemJSONDefault
-}
-
-// GetBody returns the raw response body bytes
-func (r GetHealthzResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -5928,25 +5952,9 @@ func (r GetHealthzResponse) ContentType() string {
 	return ""
 }
 
-// GetReadyzResponse200Headers the declared response headers of an HTTP 200 response for GetReadyz
-type GetReadyzResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// GetReadyzResponse400Headers the declared response headers of an HTTP 400 response for GetReadyz
-type GetReadyzResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetReadyzResponse431Headers the declared response headers of an HTTP 431 response for GetReadyz
-type GetReadyzResponse431Headers struct {
-	XCorrelationID *string
-}
-
 // GetReadyzResponse503Headers the declared response headers of an HTTP 503 response for GetReadyz
 type GetReadyzResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RetryAfter *string
 }
 
 type GetReadyzResponse struct {
@@ -5954,38 +5962,10 @@ type GetReadyzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *GetReadyzResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetReadyzResponse400Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetReadyzResponse431Headers
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetReadyzResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetReadyzResponse) GetJSON200() *HealthOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetReadyzResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetReadyzResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetBody returns the raw response body bytes
-func (r GetReadyzResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -6014,29 +5994,7 @@ func (r GetReadyzResponse) ContentType() string {
 
 // GetAdmissionKeysResponse200Headers the declared response headers of an HTTP 200 response for GetAdmissionKeys
 type GetAdmissionKeysResponse200Headers struct {
-	CacheControl   *string
-	XCorrelationID *string
-}
-
-// GetAdmissionKeysResponse400Headers the declared response headers of an HTTP 400 response for GetAdmissionKeys
-type GetAdmissionKeysResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetAdmissionKeysResponse431Headers the declared response headers of an HTTP 431 response for GetAdmissionKeys
-type GetAdmissionKeysResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetAdmissionKeysResponse503Headers the declared response headers of an HTTP 503 response for GetAdmissionKeys
-type GetAdmissionKeysResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// GetAdmissionKeysResponseDefaultHeaders the declared response headers of an HTTP default response for GetAdmissionKeys
-type GetAdmissionKeysResponseDefaultHeaders struct {
-	XCorrelationID *string
+	CacheControl *string
 }
 
 type GetAdmissionKeysResponse struct {
@@ -6044,54 +6002,10 @@ type GetAdmissionKeysResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *JWKS
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationProblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetAdmissionKeysResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetAdmissionKeysResponse400Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetAdmissionKeysResponse431Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetAdmissionKeysResponse503Headers
-	// HeadersDefault the parsed response headers for an HTTP default response
-	HeadersDefault *GetAdmissionKeysResponseDefaultHeaders
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetAdmissionKeysResponse) GetJSON200() *JWKS {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetAdmissionKeysResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetAdmissionKeysResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetAdmissionKeysResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
-func (r GetAdmissionKeysResponse) GetApplicationProblemJSONDefault() *Problem {
-	return r.ApplicationProblemJSONDefault
-}
-
-// GetBody returns the raw response body bytes
-func (r GetAdmissionKeysResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -6118,128 +6032,13 @@ func (r GetAdmissionKeysResponse) ContentType() string {
 	return ""
 }
 
-// ListAPIKeysResponse200Headers the declared response headers of an HTTP 200 response for ListAPIKeys
-type ListAPIKeysResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ListAPIKeysResponse400Headers the declared response headers of an HTTP 400 response for ListAPIKeys
-type ListAPIKeysResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListAPIKeysResponse401Headers the declared response headers of an HTTP 401 response for ListAPIKeys
-type ListAPIKeysResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ListAPIKeysResponse403Headers the declared response headers of an HTTP 403 response for ListAPIKeys
-type ListAPIKeysResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ListAPIKeysResponse404Headers the declared response headers of an HTTP 404 response for ListAPIKeys
-type ListAPIKeysResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ListAPIKeysResponse431Headers the declared response headers of an HTTP 431 response for ListAPIKeys
-type ListAPIKeysResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListAPIKeysResponse500Headers the declared response headers of an HTTP 500 response for ListAPIKeys
-type ListAPIKeysResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListAPIKeysResponse503Headers the declared response headers of an HTTP 503 response for ListAPIKeys
-type ListAPIKeysResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ListAPIKeysResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ListAPIKeysOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ListAPIKeysResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListAPIKeysResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ListAPIKeysResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ListAPIKeysResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ListAPIKeysResponse404Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListAPIKeysResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListAPIKeysResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListAPIKeysResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListAPIKeysResponse) GetJSON200() *ListAPIKeysOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListAPIKeysResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ListAPIKeysResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ListAPIKeysResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ListAPIKeysResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListAPIKeysResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListAPIKeysResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListAPIKeysResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListAPIKeysResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -6268,70 +6067,7 @@ func (r ListAPIKeysResponse) ContentType() string {
 
 // CreateAPIKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateAPIKey
 type CreateAPIKeyResponse201Headers struct {
-	Location       *string
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse400Headers the declared response headers of an HTTP 400 response for CreateAPIKey
-type CreateAPIKeyResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateAPIKey
-type CreateAPIKeyResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// CreateAPIKeyResponse403Headers the declared response headers of an HTTP 403 response for CreateAPIKey
-type CreateAPIKeyResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse404Headers the declared response headers of an HTTP 404 response for CreateAPIKey
-type CreateAPIKeyResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse408Headers the declared response headers of an HTTP 408 response for CreateAPIKey
-type CreateAPIKeyResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse409Headers the declared response headers of an HTTP 409 response for CreateAPIKey
-type CreateAPIKeyResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse413Headers the declared response headers of an HTTP 413 response for CreateAPIKey
-type CreateAPIKeyResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse415Headers the declared response headers of an HTTP 415 response for CreateAPIKey
-type CreateAPIKeyResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse422Headers the declared response headers of an HTTP 422 response for CreateAPIKey
-type CreateAPIKeyResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse431Headers the declared response headers of an HTTP 431 response for CreateAPIKey
-type CreateAPIKeyResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse500Headers the declared response headers of an HTTP 500 response for CreateAPIKey
-type CreateAPIKeyResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// CreateAPIKeyResponse503Headers the declared response headers of an HTTP 503 response for CreateAPIKey
-type CreateAPIKeyResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	Location *string
 }
 
 type CreateAPIKeyResponse struct {
@@ -6339,126 +6075,10 @@ type CreateAPIKeyResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *APIKeySecretBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateAPIKeyResponse201Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *CreateAPIKeyResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *CreateAPIKeyResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *CreateAPIKeyResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *CreateAPIKeyResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *CreateAPIKeyResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *CreateAPIKeyResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *CreateAPIKeyResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *CreateAPIKeyResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *CreateAPIKeyResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *CreateAPIKeyResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *CreateAPIKeyResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *CreateAPIKeyResponse503Headers
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateAPIKeyResponse) GetJSON201() *APIKeySecretBody {
-	return r.JSON201
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r CreateAPIKeyResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateAPIKeyResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -6485,135 +6105,11 @@ func (r CreateAPIKeyResponse) ContentType() string {
 	return ""
 }
 
-// RevokeAPIKeyResponse204Headers the declared response headers of an HTTP 204 response for RevokeAPIKey
-type RevokeAPIKeyResponse204Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAPIKeyResponse400Headers the declared response headers of an HTTP 400 response for RevokeAPIKey
-type RevokeAPIKeyResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAPIKeyResponse401Headers the declared response headers of an HTTP 401 response for RevokeAPIKey
-type RevokeAPIKeyResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// RevokeAPIKeyResponse403Headers the declared response headers of an HTTP 403 response for RevokeAPIKey
-type RevokeAPIKeyResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAPIKeyResponse404Headers the declared response headers of an HTTP 404 response for RevokeAPIKey
-type RevokeAPIKeyResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAPIKeyResponse422Headers the declared response headers of an HTTP 422 response for RevokeAPIKey
-type RevokeAPIKeyResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAPIKeyResponse431Headers the declared response headers of an HTTP 431 response for RevokeAPIKey
-type RevokeAPIKeyResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAPIKeyResponse500Headers the declared response headers of an HTTP 500 response for RevokeAPIKey
-type RevokeAPIKeyResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAPIKeyResponse503Headers the declared response headers of an HTTP 503 response for RevokeAPIKey
-type RevokeAPIKeyResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type RevokeAPIKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers204 the parsed response headers for an HTTP 204 response
-	Headers204 *RevokeAPIKeyResponse204Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *RevokeAPIKeyResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *RevokeAPIKeyResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *RevokeAPIKeyResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *RevokeAPIKeyResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *RevokeAPIKeyResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *RevokeAPIKeyResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *RevokeAPIKeyResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *RevokeAPIKeyResponse503Headers
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r RevokeAPIKeyResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r RevokeAPIKeyResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r RevokeAPIKeyResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r RevokeAPIKeyResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r RevokeAPIKeyResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r RevokeAPIKeyResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r RevokeAPIKeyResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r RevokeAPIKeyResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r RevokeAPIKeyResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -6640,128 +6136,13 @@ func (r RevokeAPIKeyResponse) ContentType() string {
 	return ""
 }
 
-// ListEventsResponse200Headers the declared response headers of an HTTP 200 response for ListEvents
-type ListEventsResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventsResponse400Headers the declared response headers of an HTTP 400 response for ListEvents
-type ListEventsResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
-type ListEventsResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ListEventsResponse403Headers the declared response headers of an HTTP 403 response for ListEvents
-type ListEventsResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventsResponse422Headers the declared response headers of an HTTP 422 response for ListEvents
-type ListEventsResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventsResponse431Headers the declared response headers of an HTTP 431 response for ListEvents
-type ListEventsResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventsResponse500Headers the declared response headers of an HTTP 500 response for ListEvents
-type ListEventsResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventsResponse503Headers the declared response headers of an HTTP 503 response for ListEvents
-type ListEventsResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ListEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ListEventsOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ListEventsResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListEventsResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ListEventsResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ListEventsResponse403Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ListEventsResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListEventsResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListEventsResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListEventsResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListEventsResponse) GetJSON200() *ListEventsOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListEventsResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ListEventsResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ListEventsResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListEventsResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListEventsResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListEventsResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListEventsResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListEventsResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -6790,65 +6171,7 @@ func (r ListEventsResponse) ContentType() string {
 
 // CreateEventResponse201Headers the declared response headers of an HTTP 201 response for CreateEvent
 type CreateEventResponse201Headers struct {
-	Location       *string
-	XCorrelationID *string
-}
-
-// CreateEventResponse400Headers the declared response headers of an HTTP 400 response for CreateEvent
-type CreateEventResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse401Headers the declared response headers of an HTTP 401 response for CreateEvent
-type CreateEventResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// CreateEventResponse403Headers the declared response headers of an HTTP 403 response for CreateEvent
-type CreateEventResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse408Headers the declared response headers of an HTTP 408 response for CreateEvent
-type CreateEventResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse409Headers the declared response headers of an HTTP 409 response for CreateEvent
-type CreateEventResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse413Headers the declared response headers of an HTTP 413 response for CreateEvent
-type CreateEventResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse415Headers the declared response headers of an HTTP 415 response for CreateEvent
-type CreateEventResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse422Headers the declared response headers of an HTTP 422 response for CreateEvent
-type CreateEventResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse431Headers the declared response headers of an HTTP 431 response for CreateEvent
-type CreateEventResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse500Headers the declared response headers of an HTTP 500 response for CreateEvent
-type CreateEventResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// CreateEventResponse503Headers the declared response headers of an HTTP 503 response for CreateEvent
-type CreateEventResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	Location *string
 }
 
 type CreateEventResponse struct {
@@ -6856,117 +6179,10 @@ type CreateEventResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *EventBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateEventResponse201Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *CreateEventResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *CreateEventResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *CreateEventResponse403Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *CreateEventResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *CreateEventResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *CreateEventResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *CreateEventResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *CreateEventResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *CreateEventResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *CreateEventResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *CreateEventResponse503Headers
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateEventResponse) GetJSON201() *EventBody {
-	return r.JSON201
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r CreateEventResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateEventResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -6999,49 +6215,6 @@ type GetEventResponse200Headers struct {
 	ContentEncoding *string
 	ETag            *string
 	Vary            *string
-	XCorrelationID  *string
-}
-
-// GetEventResponse304Headers the declared response headers of an HTTP 304 response for GetEvent
-type GetEventResponse304Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventResponse400Headers the declared response headers of an HTTP 400 response for GetEvent
-type GetEventResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventResponse404Headers the declared response headers of an HTTP 404 response for GetEvent
-type GetEventResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventResponse422Headers the declared response headers of an HTTP 422 response for GetEvent
-type GetEventResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventResponse429Headers the declared response headers of an HTTP 429 response for GetEvent
-type GetEventResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// GetEventResponse431Headers the declared response headers of an HTTP 431 response for GetEvent
-type GetEventResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventResponse500Headers the declared response headers of an HTTP 500 response for GetEvent
-type GetEventResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventResponse503Headers the declared response headers of an HTTP 503 response for GetEvent
-type GetEventResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
 }
 
 type GetEventResponse struct {
@@ -7049,83 +6222,10 @@ type GetEventResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *EventBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationProblemJSON429 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetEventResponse200Headers
-	// Headers304 the parsed response headers for an HTTP 304 response
-	Headers304 *GetEventResponse304Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetEventResponse400Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *GetEventResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *GetEventResponse422Headers
-	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *GetEventResponse429Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetEventResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *GetEventResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetEventResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetEventResponse) GetJSON200() *EventBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetEventResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetEventResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetEventResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetEventResponse) GetApplicationProblemJSON429() *Problem {
-	return r.ApplicationProblemJSON429
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetEventResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r GetEventResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetEventResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetEventResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -7152,142 +6252,13 @@ func (r GetEventResponse) ContentType() string {
 	return ""
 }
 
-// CountCheckInsResponse200Headers the declared response headers of an HTTP 200 response for CountCheckIns
-type CountCheckInsResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// CountCheckInsResponse400Headers the declared response headers of an HTTP 400 response for CountCheckIns
-type CountCheckInsResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// CountCheckInsResponse401Headers the declared response headers of an HTTP 401 response for CountCheckIns
-type CountCheckInsResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// CountCheckInsResponse403Headers the declared response headers of an HTTP 403 response for CountCheckIns
-type CountCheckInsResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// CountCheckInsResponse404Headers the declared response headers of an HTTP 404 response for CountCheckIns
-type CountCheckInsResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// CountCheckInsResponse422Headers the declared response headers of an HTTP 422 response for CountCheckIns
-type CountCheckInsResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// CountCheckInsResponse431Headers the declared response headers of an HTTP 431 response for CountCheckIns
-type CountCheckInsResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// CountCheckInsResponse500Headers the declared response headers of an HTTP 500 response for CountCheckIns
-type CountCheckInsResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// CountCheckInsResponse503Headers the declared response headers of an HTTP 503 response for CountCheckIns
-type CountCheckInsResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type CountCheckInsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *CheckInCountsOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *CountCheckInsResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *CountCheckInsResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *CountCheckInsResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *CountCheckInsResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *CountCheckInsResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *CountCheckInsResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *CountCheckInsResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *CountCheckInsResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *CountCheckInsResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CountCheckInsResponse) GetJSON200() *CheckInCountsOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CountCheckInsResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r CountCheckInsResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r CountCheckInsResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r CountCheckInsResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CountCheckInsResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r CountCheckInsResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r CountCheckInsResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r CountCheckInsResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r CountCheckInsResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -7314,198 +6285,13 @@ func (r CountCheckInsResponse) ContentType() string {
 	return ""
 }
 
-// CheckInResponse201Headers the declared response headers of an HTTP 201 response for CheckIn
-type CheckInResponse201Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse400Headers the declared response headers of an HTTP 400 response for CheckIn
-type CheckInResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse401Headers the declared response headers of an HTTP 401 response for CheckIn
-type CheckInResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// CheckInResponse403Headers the declared response headers of an HTTP 403 response for CheckIn
-type CheckInResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse404Headers the declared response headers of an HTTP 404 response for CheckIn
-type CheckInResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse408Headers the declared response headers of an HTTP 408 response for CheckIn
-type CheckInResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse409Headers the declared response headers of an HTTP 409 response for CheckIn
-type CheckInResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse413Headers the declared response headers of an HTTP 413 response for CheckIn
-type CheckInResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse415Headers the declared response headers of an HTTP 415 response for CheckIn
-type CheckInResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse422Headers the declared response headers of an HTTP 422 response for CheckIn
-type CheckInResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse431Headers the declared response headers of an HTTP 431 response for CheckIn
-type CheckInResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse500Headers the declared response headers of an HTTP 500 response for CheckIn
-type CheckInResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInResponse503Headers the declared response headers of an HTTP 503 response for CheckIn
-type CheckInResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type CheckInResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *CheckInBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers201 the parsed response headers for an HTTP 201 response
-	Headers201 *CheckInResponse201Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *CheckInResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *CheckInResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *CheckInResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *CheckInResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *CheckInResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *CheckInResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *CheckInResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *CheckInResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *CheckInResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *CheckInResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *CheckInResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *CheckInResponse503Headers
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CheckInResponse) GetJSON201() *CheckInBody {
-	return r.JSON201
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r CheckInResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r CheckInResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -7532,184 +6318,13 @@ func (r CheckInResponse) ContentType() string {
 	return ""
 }
 
-// CheckInBatchResponse200Headers the declared response headers of an HTTP 200 response for CheckInBatch
-type CheckInBatchResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse400Headers the declared response headers of an HTTP 400 response for CheckInBatch
-type CheckInBatchResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse401Headers the declared response headers of an HTTP 401 response for CheckInBatch
-type CheckInBatchResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// CheckInBatchResponse403Headers the declared response headers of an HTTP 403 response for CheckInBatch
-type CheckInBatchResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse404Headers the declared response headers of an HTTP 404 response for CheckInBatch
-type CheckInBatchResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse408Headers the declared response headers of an HTTP 408 response for CheckInBatch
-type CheckInBatchResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse413Headers the declared response headers of an HTTP 413 response for CheckInBatch
-type CheckInBatchResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse415Headers the declared response headers of an HTTP 415 response for CheckInBatch
-type CheckInBatchResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse422Headers the declared response headers of an HTTP 422 response for CheckInBatch
-type CheckInBatchResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse431Headers the declared response headers of an HTTP 431 response for CheckInBatch
-type CheckInBatchResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse500Headers the declared response headers of an HTTP 500 response for CheckInBatch
-type CheckInBatchResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// CheckInBatchResponse503Headers the declared response headers of an HTTP 503 response for CheckInBatch
-type CheckInBatchResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type CheckInBatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *CheckInBatchOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *CheckInBatchResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *CheckInBatchResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *CheckInBatchResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *CheckInBatchResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *CheckInBatchResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *CheckInBatchResponse408Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *CheckInBatchResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *CheckInBatchResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *CheckInBatchResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *CheckInBatchResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *CheckInBatchResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *CheckInBatchResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CheckInBatchResponse) GetJSON200() *CheckInBatchOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r CheckInBatchResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r CheckInBatchResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -7741,77 +6356,6 @@ type CreateHoldResponse202Headers struct {
 	Location        *string
 	RateLimit       *string
 	RateLimitPolicy *string
-	XCorrelationID  *string
-}
-
-// CreateHoldResponse400Headers the declared response headers of an HTTP 400 response for CreateHold
-type CreateHoldResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse401Headers the declared response headers of an HTTP 401 response for CreateHold
-type CreateHoldResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// CreateHoldResponse403Headers the declared response headers of an HTTP 403 response for CreateHold
-type CreateHoldResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse404Headers the declared response headers of an HTTP 404 response for CreateHold
-type CreateHoldResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse408Headers the declared response headers of an HTTP 408 response for CreateHold
-type CreateHoldResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse409Headers the declared response headers of an HTTP 409 response for CreateHold
-type CreateHoldResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse413Headers the declared response headers of an HTTP 413 response for CreateHold
-type CreateHoldResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse415Headers the declared response headers of an HTTP 415 response for CreateHold
-type CreateHoldResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse422Headers the declared response headers of an HTTP 422 response for CreateHold
-type CreateHoldResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse429Headers the declared response headers of an HTTP 429 response for CreateHold
-type CreateHoldResponse429Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
-	RetryAfter      *string
-	XCorrelationID  *string
-}
-
-// CreateHoldResponse431Headers the declared response headers of an HTTP 431 response for CreateHold
-type CreateHoldResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse500Headers the declared response headers of an HTTP 500 response for CreateHold
-type CreateHoldResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// CreateHoldResponse503Headers the declared response headers of an HTTP 503 response for CreateHold
-type CreateHoldResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
 }
 
 type CreateHoldResponse struct {
@@ -7819,135 +6363,10 @@ type CreateHoldResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *HoldBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationProblemJSON429 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *CreateHoldResponse202Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *CreateHoldResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *CreateHoldResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *CreateHoldResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *CreateHoldResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *CreateHoldResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *CreateHoldResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *CreateHoldResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *CreateHoldResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *CreateHoldResponse422Headers
-	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *CreateHoldResponse429Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *CreateHoldResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *CreateHoldResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *CreateHoldResponse503Headers
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r CreateHoldResponse) GetJSON202() *HoldBody {
-	return r.JSON202
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON429() *Problem {
-	return r.ApplicationProblemJSON429
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r CreateHoldResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateHoldResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -7974,142 +6393,13 @@ func (r CreateHoldResponse) ContentType() string {
 	return ""
 }
 
-// GetOnsaleResponse200Headers the declared response headers of an HTTP 200 response for GetOnsale
-type GetOnsaleResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// GetOnsaleResponse400Headers the declared response headers of an HTTP 400 response for GetOnsale
-type GetOnsaleResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetOnsaleResponse401Headers the declared response headers of an HTTP 401 response for GetOnsale
-type GetOnsaleResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// GetOnsaleResponse403Headers the declared response headers of an HTTP 403 response for GetOnsale
-type GetOnsaleResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// GetOnsaleResponse404Headers the declared response headers of an HTTP 404 response for GetOnsale
-type GetOnsaleResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// GetOnsaleResponse422Headers the declared response headers of an HTTP 422 response for GetOnsale
-type GetOnsaleResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// GetOnsaleResponse431Headers the declared response headers of an HTTP 431 response for GetOnsale
-type GetOnsaleResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetOnsaleResponse500Headers the declared response headers of an HTTP 500 response for GetOnsale
-type GetOnsaleResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// GetOnsaleResponse503Headers the declared response headers of an HTTP 503 response for GetOnsale
-type GetOnsaleResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type GetOnsaleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *OnsaleBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *GetOnsaleResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetOnsaleResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *GetOnsaleResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *GetOnsaleResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *GetOnsaleResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *GetOnsaleResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetOnsaleResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *GetOnsaleResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetOnsaleResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetOnsaleResponse) GetJSON200() *OnsaleBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetOnsaleResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r GetOnsaleResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r GetOnsaleResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetOnsaleResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetOnsaleResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetOnsaleResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r GetOnsaleResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetOnsaleResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetOnsaleResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -8136,184 +6426,13 @@ func (r GetOnsaleResponse) ContentType() string {
 	return ""
 }
 
-// UpdateOnsaleResponse200Headers the declared response headers of an HTTP 200 response for UpdateOnsale
-type UpdateOnsaleResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse400Headers the declared response headers of an HTTP 400 response for UpdateOnsale
-type UpdateOnsaleResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse401Headers the declared response headers of an HTTP 401 response for UpdateOnsale
-type UpdateOnsaleResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// UpdateOnsaleResponse403Headers the declared response headers of an HTTP 403 response for UpdateOnsale
-type UpdateOnsaleResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse404Headers the declared response headers of an HTTP 404 response for UpdateOnsale
-type UpdateOnsaleResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse408Headers the declared response headers of an HTTP 408 response for UpdateOnsale
-type UpdateOnsaleResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse413Headers the declared response headers of an HTTP 413 response for UpdateOnsale
-type UpdateOnsaleResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse415Headers the declared response headers of an HTTP 415 response for UpdateOnsale
-type UpdateOnsaleResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse422Headers the declared response headers of an HTTP 422 response for UpdateOnsale
-type UpdateOnsaleResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse431Headers the declared response headers of an HTTP 431 response for UpdateOnsale
-type UpdateOnsaleResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse500Headers the declared response headers of an HTTP 500 response for UpdateOnsale
-type UpdateOnsaleResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateOnsaleResponse503Headers the declared response headers of an HTTP 503 response for UpdateOnsale
-type UpdateOnsaleResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type UpdateOnsaleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *OnsaleBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *UpdateOnsaleResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *UpdateOnsaleResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *UpdateOnsaleResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *UpdateOnsaleResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *UpdateOnsaleResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *UpdateOnsaleResponse408Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *UpdateOnsaleResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *UpdateOnsaleResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *UpdateOnsaleResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *UpdateOnsaleResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *UpdateOnsaleResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *UpdateOnsaleResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UpdateOnsaleResponse) GetJSON200() *OnsaleBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r UpdateOnsaleResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r UpdateOnsaleResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -8340,177 +6459,11 @@ func (r UpdateOnsaleResponse) ContentType() string {
 	return ""
 }
 
-// RevokeAdmissionResponse204Headers the declared response headers of an HTTP 204 response for RevokeAdmission
-type RevokeAdmissionResponse204Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse400Headers the declared response headers of an HTTP 400 response for RevokeAdmission
-type RevokeAdmissionResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse401Headers the declared response headers of an HTTP 401 response for RevokeAdmission
-type RevokeAdmissionResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// RevokeAdmissionResponse403Headers the declared response headers of an HTTP 403 response for RevokeAdmission
-type RevokeAdmissionResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse404Headers the declared response headers of an HTTP 404 response for RevokeAdmission
-type RevokeAdmissionResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse408Headers the declared response headers of an HTTP 408 response for RevokeAdmission
-type RevokeAdmissionResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse413Headers the declared response headers of an HTTP 413 response for RevokeAdmission
-type RevokeAdmissionResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse415Headers the declared response headers of an HTTP 415 response for RevokeAdmission
-type RevokeAdmissionResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse422Headers the declared response headers of an HTTP 422 response for RevokeAdmission
-type RevokeAdmissionResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse431Headers the declared response headers of an HTTP 431 response for RevokeAdmission
-type RevokeAdmissionResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse500Headers the declared response headers of an HTTP 500 response for RevokeAdmission
-type RevokeAdmissionResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// RevokeAdmissionResponse503Headers the declared response headers of an HTTP 503 response for RevokeAdmission
-type RevokeAdmissionResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type RevokeAdmissionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers204 the parsed response headers for an HTTP 204 response
-	Headers204 *RevokeAdmissionResponse204Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *RevokeAdmissionResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *RevokeAdmissionResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *RevokeAdmissionResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *RevokeAdmissionResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *RevokeAdmissionResponse408Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *RevokeAdmissionResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *RevokeAdmissionResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *RevokeAdmissionResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *RevokeAdmissionResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *RevokeAdmissionResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *RevokeAdmissionResponse503Headers
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r RevokeAdmissionResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r RevokeAdmissionResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -8537,142 +6490,13 @@ func (r RevokeAdmissionResponse) ContentType() string {
 	return ""
 }
 
-// ListEventOrdersResponse200Headers the declared response headers of an HTTP 200 response for ListEventOrders
-type ListEventOrdersResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventOrdersResponse400Headers the declared response headers of an HTTP 400 response for ListEventOrders
-type ListEventOrdersResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventOrdersResponse401Headers the declared response headers of an HTTP 401 response for ListEventOrders
-type ListEventOrdersResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ListEventOrdersResponse403Headers the declared response headers of an HTTP 403 response for ListEventOrders
-type ListEventOrdersResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventOrdersResponse404Headers the declared response headers of an HTTP 404 response for ListEventOrders
-type ListEventOrdersResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventOrdersResponse422Headers the declared response headers of an HTTP 422 response for ListEventOrders
-type ListEventOrdersResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventOrdersResponse431Headers the declared response headers of an HTTP 431 response for ListEventOrders
-type ListEventOrdersResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventOrdersResponse500Headers the declared response headers of an HTTP 500 response for ListEventOrders
-type ListEventOrdersResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListEventOrdersResponse503Headers the declared response headers of an HTTP 503 response for ListEventOrders
-type ListEventOrdersResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ListEventOrdersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ListEventOrdersOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ListEventOrdersResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListEventOrdersResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ListEventOrdersResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ListEventOrdersResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ListEventOrdersResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ListEventOrdersResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListEventOrdersResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListEventOrdersResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListEventOrdersResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListEventOrdersResponse) GetJSON200() *ListEventOrdersOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListEventOrdersResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ListEventOrdersResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ListEventOrdersResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ListEventOrdersResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListEventOrdersResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListEventOrdersResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListEventOrdersResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListEventOrdersResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListEventOrdersResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -8699,142 +6523,13 @@ func (r ListEventOrdersResponse) ContentType() string {
 	return ""
 }
 
-// ListRevokedTicketsResponse200Headers the declared response headers of an HTTP 200 response for ListRevokedTickets
-type ListRevokedTicketsResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ListRevokedTicketsResponse400Headers the declared response headers of an HTTP 400 response for ListRevokedTickets
-type ListRevokedTicketsResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListRevokedTicketsResponse401Headers the declared response headers of an HTTP 401 response for ListRevokedTickets
-type ListRevokedTicketsResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ListRevokedTicketsResponse403Headers the declared response headers of an HTTP 403 response for ListRevokedTickets
-type ListRevokedTicketsResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ListRevokedTicketsResponse404Headers the declared response headers of an HTTP 404 response for ListRevokedTickets
-type ListRevokedTicketsResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ListRevokedTicketsResponse422Headers the declared response headers of an HTTP 422 response for ListRevokedTickets
-type ListRevokedTicketsResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ListRevokedTicketsResponse431Headers the declared response headers of an HTTP 431 response for ListRevokedTickets
-type ListRevokedTicketsResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListRevokedTicketsResponse500Headers the declared response headers of an HTTP 500 response for ListRevokedTickets
-type ListRevokedTicketsResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListRevokedTicketsResponse503Headers the declared response headers of an HTTP 503 response for ListRevokedTickets
-type ListRevokedTicketsResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ListRevokedTicketsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *RevokedTicketsOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ListRevokedTicketsResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListRevokedTicketsResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ListRevokedTicketsResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ListRevokedTicketsResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ListRevokedTicketsResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ListRevokedTicketsResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListRevokedTicketsResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListRevokedTicketsResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListRevokedTicketsResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListRevokedTicketsResponse) GetJSON200() *RevokedTicketsOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListRevokedTicketsResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ListRevokedTicketsResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ListRevokedTicketsResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ListRevokedTicketsResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListRevokedTicketsResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListRevokedTicketsResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListRevokedTicketsResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListRevokedTicketsResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListRevokedTicketsResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -8861,142 +6556,13 @@ func (r ListRevokedTicketsResponse) ContentType() string {
 	return ""
 }
 
-// GetEventSalesResponse200Headers the declared response headers of an HTTP 200 response for GetEventSales
-type GetEventSalesResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventSalesResponse400Headers the declared response headers of an HTTP 400 response for GetEventSales
-type GetEventSalesResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventSalesResponse401Headers the declared response headers of an HTTP 401 response for GetEventSales
-type GetEventSalesResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// GetEventSalesResponse403Headers the declared response headers of an HTTP 403 response for GetEventSales
-type GetEventSalesResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventSalesResponse404Headers the declared response headers of an HTTP 404 response for GetEventSales
-type GetEventSalesResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventSalesResponse422Headers the declared response headers of an HTTP 422 response for GetEventSales
-type GetEventSalesResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventSalesResponse431Headers the declared response headers of an HTTP 431 response for GetEventSales
-type GetEventSalesResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventSalesResponse500Headers the declared response headers of an HTTP 500 response for GetEventSales
-type GetEventSalesResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// GetEventSalesResponse503Headers the declared response headers of an HTTP 503 response for GetEventSales
-type GetEventSalesResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type GetEventSalesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SalesBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *GetEventSalesResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetEventSalesResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *GetEventSalesResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *GetEventSalesResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *GetEventSalesResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *GetEventSalesResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetEventSalesResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *GetEventSalesResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetEventSalesResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetEventSalesResponse) GetJSON200() *SalesBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetEventSalesResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r GetEventSalesResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r GetEventSalesResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetEventSalesResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetEventSalesResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetEventSalesResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r GetEventSalesResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetEventSalesResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetEventSalesResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -9029,49 +6595,6 @@ type ListSeatsResponse200Headers struct {
 	ContentEncoding *string
 	ETag            *string
 	Vary            *string
-	XCorrelationID  *string
-}
-
-// ListSeatsResponse304Headers the declared response headers of an HTTP 304 response for ListSeats
-type ListSeatsResponse304Headers struct {
-	XCorrelationID *string
-}
-
-// ListSeatsResponse400Headers the declared response headers of an HTTP 400 response for ListSeats
-type ListSeatsResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListSeatsResponse404Headers the declared response headers of an HTTP 404 response for ListSeats
-type ListSeatsResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ListSeatsResponse422Headers the declared response headers of an HTTP 422 response for ListSeats
-type ListSeatsResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ListSeatsResponse429Headers the declared response headers of an HTTP 429 response for ListSeats
-type ListSeatsResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// ListSeatsResponse431Headers the declared response headers of an HTTP 431 response for ListSeats
-type ListSeatsResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListSeatsResponse500Headers the declared response headers of an HTTP 500 response for ListSeats
-type ListSeatsResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListSeatsResponse503Headers the declared response headers of an HTTP 503 response for ListSeats
-type ListSeatsResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
 }
 
 type ListSeatsResponse struct {
@@ -9079,83 +6602,10 @@ type ListSeatsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SeatsOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationProblemJSON429 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListSeatsResponse200Headers
-	// Headers304 the parsed response headers for an HTTP 304 response
-	Headers304 *ListSeatsResponse304Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListSeatsResponse400Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ListSeatsResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ListSeatsResponse422Headers
-	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *ListSeatsResponse429Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListSeatsResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListSeatsResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListSeatsResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListSeatsResponse) GetJSON200() *SeatsOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListSeatsResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ListSeatsResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListSeatsResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r ListSeatsResponse) GetApplicationProblemJSON429() *Problem {
-	return r.ApplicationProblemJSON429
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListSeatsResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListSeatsResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListSeatsResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListSeatsResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9184,62 +6634,16 @@ func (r ListSeatsResponse) ContentType() string {
 
 // GetWaitingRoomResponse200Headers the declared response headers of an HTTP 200 response for GetWaitingRoom
 type GetWaitingRoomResponse200Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
 }
 
 // GetWaitingRoomResponse202Headers the declared response headers of an HTTP 202 response for GetWaitingRoom
 type GetWaitingRoomResponse202Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// GetWaitingRoomResponse400Headers the declared response headers of an HTTP 400 response for GetWaitingRoom
-type GetWaitingRoomResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetWaitingRoomResponse401Headers the declared response headers of an HTTP 401 response for GetWaitingRoom
-type GetWaitingRoomResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// GetWaitingRoomResponse403Headers the declared response headers of an HTTP 403 response for GetWaitingRoom
-type GetWaitingRoomResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// GetWaitingRoomResponse404Headers the declared response headers of an HTTP 404 response for GetWaitingRoom
-type GetWaitingRoomResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// GetWaitingRoomResponse422Headers the declared response headers of an HTTP 422 response for GetWaitingRoom
-type GetWaitingRoomResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// GetWaitingRoomResponse429Headers the declared response headers of an HTTP 429 response for GetWaitingRoom
-type GetWaitingRoomResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// GetWaitingRoomResponse431Headers the declared response headers of an HTTP 431 response for GetWaitingRoom
-type GetWaitingRoomResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetWaitingRoomResponse500Headers the declared response headers of an HTTP 500 response for GetWaitingRoom
-type GetWaitingRoomResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// GetWaitingRoomResponse503Headers the declared response headers of an HTTP 503 response for GetWaitingRoom
-type GetWaitingRoomResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
 }
 
 type GetWaitingRoomResponse struct {
@@ -9249,106 +6653,12 @@ type GetWaitingRoomResponse struct {
 	JSON200 *WaitingRoomBody
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *WaitingRoomBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationProblemJSON429 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetWaitingRoomResponse200Headers
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *GetWaitingRoomResponse202Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetWaitingRoomResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *GetWaitingRoomResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *GetWaitingRoomResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *GetWaitingRoomResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *GetWaitingRoomResponse422Headers
-	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *GetWaitingRoomResponse429Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetWaitingRoomResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *GetWaitingRoomResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetWaitingRoomResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetWaitingRoomResponse) GetJSON200() *WaitingRoomBody {
-	return r.JSON200
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r GetWaitingRoomResponse) GetJSON202() *WaitingRoomBody {
-	return r.JSON202
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON429() *Problem {
-	return r.ApplicationProblemJSON429
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetWaitingRoomResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetWaitingRoomResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9377,62 +6687,16 @@ func (r GetWaitingRoomResponse) ContentType() string {
 
 // JoinWaitingRoomResponse200Headers the declared response headers of an HTTP 200 response for JoinWaitingRoom
 type JoinWaitingRoomResponse200Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
 }
 
 // JoinWaitingRoomResponse202Headers the declared response headers of an HTTP 202 response for JoinWaitingRoom
 type JoinWaitingRoomResponse202Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// JoinWaitingRoomResponse400Headers the declared response headers of an HTTP 400 response for JoinWaitingRoom
-type JoinWaitingRoomResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// JoinWaitingRoomResponse401Headers the declared response headers of an HTTP 401 response for JoinWaitingRoom
-type JoinWaitingRoomResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// JoinWaitingRoomResponse403Headers the declared response headers of an HTTP 403 response for JoinWaitingRoom
-type JoinWaitingRoomResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// JoinWaitingRoomResponse404Headers the declared response headers of an HTTP 404 response for JoinWaitingRoom
-type JoinWaitingRoomResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// JoinWaitingRoomResponse422Headers the declared response headers of an HTTP 422 response for JoinWaitingRoom
-type JoinWaitingRoomResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// JoinWaitingRoomResponse429Headers the declared response headers of an HTTP 429 response for JoinWaitingRoom
-type JoinWaitingRoomResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// JoinWaitingRoomResponse431Headers the declared response headers of an HTTP 431 response for JoinWaitingRoom
-type JoinWaitingRoomResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// JoinWaitingRoomResponse500Headers the declared response headers of an HTTP 500 response for JoinWaitingRoom
-type JoinWaitingRoomResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// JoinWaitingRoomResponse503Headers the declared response headers of an HTTP 503 response for JoinWaitingRoom
-type JoinWaitingRoomResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *string
 }
 
 type JoinWaitingRoomResponse struct {
@@ -9442,106 +6706,12 @@ type JoinWaitingRoomResponse struct {
 	JSON200 *WaitingRoomBody
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *WaitingRoomBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationProblemJSON429 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *JoinWaitingRoomResponse200Headers
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *JoinWaitingRoomResponse202Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *JoinWaitingRoomResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *JoinWaitingRoomResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *JoinWaitingRoomResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *JoinWaitingRoomResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *JoinWaitingRoomResponse422Headers
-	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *JoinWaitingRoomResponse429Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *JoinWaitingRoomResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *JoinWaitingRoomResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *JoinWaitingRoomResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r JoinWaitingRoomResponse) GetJSON200() *WaitingRoomBody {
-	return r.JSON200
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r JoinWaitingRoomResponse) GetJSON202() *WaitingRoomBody {
-	return r.JSON202
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON429() *Problem {
-	return r.ApplicationProblemJSON429
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r JoinWaitingRoomResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r JoinWaitingRoomResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9568,128 +6738,13 @@ func (r JoinWaitingRoomResponse) ContentType() string {
 	return ""
 }
 
-// ListOrdersResponse200Headers the declared response headers of an HTTP 200 response for ListOrders
-type ListOrdersResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ListOrdersResponse400Headers the declared response headers of an HTTP 400 response for ListOrders
-type ListOrdersResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListOrdersResponse401Headers the declared response headers of an HTTP 401 response for ListOrders
-type ListOrdersResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ListOrdersResponse403Headers the declared response headers of an HTTP 403 response for ListOrders
-type ListOrdersResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ListOrdersResponse422Headers the declared response headers of an HTTP 422 response for ListOrders
-type ListOrdersResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ListOrdersResponse431Headers the declared response headers of an HTTP 431 response for ListOrders
-type ListOrdersResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListOrdersResponse500Headers the declared response headers of an HTTP 500 response for ListOrders
-type ListOrdersResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListOrdersResponse503Headers the declared response headers of an HTTP 503 response for ListOrders
-type ListOrdersResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ListOrdersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ListOrdersOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ListOrdersResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListOrdersResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ListOrdersResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ListOrdersResponse403Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ListOrdersResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListOrdersResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListOrdersResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListOrdersResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListOrdersResponse) GetJSON200() *ListOrdersOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListOrdersResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ListOrdersResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ListOrdersResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListOrdersResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListOrdersResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListOrdersResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListOrdersResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListOrdersResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -9716,142 +6771,13 @@ func (r ListOrdersResponse) ContentType() string {
 	return ""
 }
 
-// GetOrderResponse200Headers the declared response headers of an HTTP 200 response for GetOrder
-type GetOrderResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// GetOrderResponse400Headers the declared response headers of an HTTP 400 response for GetOrder
-type GetOrderResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetOrderResponse401Headers the declared response headers of an HTTP 401 response for GetOrder
-type GetOrderResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// GetOrderResponse403Headers the declared response headers of an HTTP 403 response for GetOrder
-type GetOrderResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// GetOrderResponse404Headers the declared response headers of an HTTP 404 response for GetOrder
-type GetOrderResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// GetOrderResponse422Headers the declared response headers of an HTTP 422 response for GetOrder
-type GetOrderResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// GetOrderResponse431Headers the declared response headers of an HTTP 431 response for GetOrder
-type GetOrderResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetOrderResponse500Headers the declared response headers of an HTTP 500 response for GetOrder
-type GetOrderResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// GetOrderResponse503Headers the declared response headers of an HTTP 503 response for GetOrder
-type GetOrderResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type GetOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *OrderBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *GetOrderResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetOrderResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *GetOrderResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *GetOrderResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *GetOrderResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *GetOrderResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetOrderResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *GetOrderResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetOrderResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetOrderResponse) GetJSON200() *OrderBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetOrderResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r GetOrderResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r GetOrderResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetOrderResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetOrderResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetOrderResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r GetOrderResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetOrderResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetOrderResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -9878,156 +6804,13 @@ func (r GetOrderResponse) ContentType() string {
 	return ""
 }
 
-// CancelOrderResponse200Headers the declared response headers of an HTTP 200 response for CancelOrder
-type CancelOrderResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// CancelOrderResponse400Headers the declared response headers of an HTTP 400 response for CancelOrder
-type CancelOrderResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// CancelOrderResponse401Headers the declared response headers of an HTTP 401 response for CancelOrder
-type CancelOrderResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// CancelOrderResponse403Headers the declared response headers of an HTTP 403 response for CancelOrder
-type CancelOrderResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// CancelOrderResponse404Headers the declared response headers of an HTTP 404 response for CancelOrder
-type CancelOrderResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// CancelOrderResponse409Headers the declared response headers of an HTTP 409 response for CancelOrder
-type CancelOrderResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// CancelOrderResponse422Headers the declared response headers of an HTTP 422 response for CancelOrder
-type CancelOrderResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// CancelOrderResponse431Headers the declared response headers of an HTTP 431 response for CancelOrder
-type CancelOrderResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// CancelOrderResponse500Headers the declared response headers of an HTTP 500 response for CancelOrder
-type CancelOrderResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// CancelOrderResponse503Headers the declared response headers of an HTTP 503 response for CancelOrder
-type CancelOrderResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type CancelOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *OrderBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *CancelOrderResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *CancelOrderResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *CancelOrderResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *CancelOrderResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *CancelOrderResponse404Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *CancelOrderResponse409Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *CancelOrderResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *CancelOrderResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *CancelOrderResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *CancelOrderResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CancelOrderResponse) GetJSON200() *OrderBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r CancelOrderResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r CancelOrderResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -10057,148 +6840,15 @@ func (r CancelOrderResponse) ContentType() string {
 // StreamOrderEventsResponse200Headers the declared response headers of an HTTP 200 response for StreamOrderEvents
 type StreamOrderEventsResponse200Headers struct {
 	XAccelBuffering *string
-	XCorrelationID  *string
-}
-
-// StreamOrderEventsResponse400Headers the declared response headers of an HTTP 400 response for StreamOrderEvents
-type StreamOrderEventsResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// StreamOrderEventsResponse401Headers the declared response headers of an HTTP 401 response for StreamOrderEvents
-type StreamOrderEventsResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// StreamOrderEventsResponse403Headers the declared response headers of an HTTP 403 response for StreamOrderEvents
-type StreamOrderEventsResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// StreamOrderEventsResponse404Headers the declared response headers of an HTTP 404 response for StreamOrderEvents
-type StreamOrderEventsResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// StreamOrderEventsResponse422Headers the declared response headers of an HTTP 422 response for StreamOrderEvents
-type StreamOrderEventsResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// StreamOrderEventsResponse429Headers the declared response headers of an HTTP 429 response for StreamOrderEvents
-type StreamOrderEventsResponse429Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
-// StreamOrderEventsResponse431Headers the declared response headers of an HTTP 431 response for StreamOrderEvents
-type StreamOrderEventsResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// StreamOrderEventsResponse500Headers the declared response headers of an HTTP 500 response for StreamOrderEvents
-type StreamOrderEventsResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// StreamOrderEventsResponse503Headers the declared response headers of an HTTP 503 response for StreamOrderEvents
-type StreamOrderEventsResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
 }
 
 type StreamOrderEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationProblemJSON429 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *StreamOrderEventsResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *StreamOrderEventsResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *StreamOrderEventsResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *StreamOrderEventsResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *StreamOrderEventsResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *StreamOrderEventsResponse422Headers
-	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *StreamOrderEventsResponse429Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *StreamOrderEventsResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *StreamOrderEventsResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *StreamOrderEventsResponse503Headers
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON429() *Problem {
-	return r.ApplicationProblemJSON429
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r StreamOrderEventsResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r StreamOrderEventsResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -10225,198 +6875,13 @@ func (r StreamOrderEventsResponse) ContentType() string {
 	return ""
 }
 
-// RefundOrderResponse202Headers the declared response headers of an HTTP 202 response for RefundOrder
-type RefundOrderResponse202Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse400Headers the declared response headers of an HTTP 400 response for RefundOrder
-type RefundOrderResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse401Headers the declared response headers of an HTTP 401 response for RefundOrder
-type RefundOrderResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// RefundOrderResponse403Headers the declared response headers of an HTTP 403 response for RefundOrder
-type RefundOrderResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse404Headers the declared response headers of an HTTP 404 response for RefundOrder
-type RefundOrderResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse408Headers the declared response headers of an HTTP 408 response for RefundOrder
-type RefundOrderResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse409Headers the declared response headers of an HTTP 409 response for RefundOrder
-type RefundOrderResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse413Headers the declared response headers of an HTTP 413 response for RefundOrder
-type RefundOrderResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse415Headers the declared response headers of an HTTP 415 response for RefundOrder
-type RefundOrderResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse422Headers the declared response headers of an HTTP 422 response for RefundOrder
-type RefundOrderResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse431Headers the declared response headers of an HTTP 431 response for RefundOrder
-type RefundOrderResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse500Headers the declared response headers of an HTTP 500 response for RefundOrder
-type RefundOrderResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// RefundOrderResponse503Headers the declared response headers of an HTTP 503 response for RefundOrder
-type RefundOrderResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type RefundOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *OrderStateBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers202 the parsed response headers for an HTTP 202 response
-	Headers202 *RefundOrderResponse202Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *RefundOrderResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *RefundOrderResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *RefundOrderResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *RefundOrderResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *RefundOrderResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *RefundOrderResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *RefundOrderResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *RefundOrderResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *RefundOrderResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *RefundOrderResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *RefundOrderResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *RefundOrderResponse503Headers
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r RefundOrderResponse) GetJSON202() *OrderStateBody {
-	return r.JSON202
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r RefundOrderResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r RefundOrderResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -10443,156 +6908,13 @@ func (r RefundOrderResponse) ContentType() string {
 	return ""
 }
 
-// SandboxAuthorizePaymentIntentResponse200Headers the declared response headers of an HTTP 200 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxAuthorizePaymentIntentResponse400Headers the declared response headers of an HTTP 400 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxAuthorizePaymentIntentResponse401Headers the declared response headers of an HTTP 401 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// SandboxAuthorizePaymentIntentResponse403Headers the declared response headers of an HTTP 403 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxAuthorizePaymentIntentResponse404Headers the declared response headers of an HTTP 404 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxAuthorizePaymentIntentResponse409Headers the declared response headers of an HTTP 409 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxAuthorizePaymentIntentResponse422Headers the declared response headers of an HTTP 422 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxAuthorizePaymentIntentResponse431Headers the declared response headers of an HTTP 431 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxAuthorizePaymentIntentResponse500Headers the declared response headers of an HTTP 500 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxAuthorizePaymentIntentResponse503Headers the declared response headers of an HTTP 503 response for SandboxAuthorizePaymentIntent
-type SandboxAuthorizePaymentIntentResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type SandboxAuthorizePaymentIntentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SandboxIntentBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *SandboxAuthorizePaymentIntentResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *SandboxAuthorizePaymentIntentResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *SandboxAuthorizePaymentIntentResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *SandboxAuthorizePaymentIntentResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *SandboxAuthorizePaymentIntentResponse404Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *SandboxAuthorizePaymentIntentResponse409Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *SandboxAuthorizePaymentIntentResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *SandboxAuthorizePaymentIntentResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *SandboxAuthorizePaymentIntentResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *SandboxAuthorizePaymentIntentResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetJSON200() *SandboxIntentBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r SandboxAuthorizePaymentIntentResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r SandboxAuthorizePaymentIntentResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -10619,156 +6941,13 @@ func (r SandboxAuthorizePaymentIntentResponse) ContentType() string {
 	return ""
 }
 
-// SandboxChallengePaymentIntentResponse200Headers the declared response headers of an HTTP 200 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxChallengePaymentIntentResponse400Headers the declared response headers of an HTTP 400 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxChallengePaymentIntentResponse401Headers the declared response headers of an HTTP 401 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// SandboxChallengePaymentIntentResponse403Headers the declared response headers of an HTTP 403 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxChallengePaymentIntentResponse404Headers the declared response headers of an HTTP 404 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxChallengePaymentIntentResponse409Headers the declared response headers of an HTTP 409 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxChallengePaymentIntentResponse422Headers the declared response headers of an HTTP 422 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxChallengePaymentIntentResponse431Headers the declared response headers of an HTTP 431 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxChallengePaymentIntentResponse500Headers the declared response headers of an HTTP 500 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxChallengePaymentIntentResponse503Headers the declared response headers of an HTTP 503 response for SandboxChallengePaymentIntent
-type SandboxChallengePaymentIntentResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type SandboxChallengePaymentIntentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SandboxIntentBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *SandboxChallengePaymentIntentResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *SandboxChallengePaymentIntentResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *SandboxChallengePaymentIntentResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *SandboxChallengePaymentIntentResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *SandboxChallengePaymentIntentResponse404Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *SandboxChallengePaymentIntentResponse409Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *SandboxChallengePaymentIntentResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *SandboxChallengePaymentIntentResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *SandboxChallengePaymentIntentResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *SandboxChallengePaymentIntentResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SandboxChallengePaymentIntentResponse) GetJSON200() *SandboxIntentBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r SandboxChallengePaymentIntentResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r SandboxChallengePaymentIntentResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -10795,156 +6974,13 @@ func (r SandboxChallengePaymentIntentResponse) ContentType() string {
 	return ""
 }
 
-// SandboxDeclinePaymentIntentResponse200Headers the declared response headers of an HTTP 200 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxDeclinePaymentIntentResponse400Headers the declared response headers of an HTTP 400 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxDeclinePaymentIntentResponse401Headers the declared response headers of an HTTP 401 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// SandboxDeclinePaymentIntentResponse403Headers the declared response headers of an HTTP 403 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxDeclinePaymentIntentResponse404Headers the declared response headers of an HTTP 404 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxDeclinePaymentIntentResponse409Headers the declared response headers of an HTTP 409 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxDeclinePaymentIntentResponse422Headers the declared response headers of an HTTP 422 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxDeclinePaymentIntentResponse431Headers the declared response headers of an HTTP 431 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxDeclinePaymentIntentResponse500Headers the declared response headers of an HTTP 500 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// SandboxDeclinePaymentIntentResponse503Headers the declared response headers of an HTTP 503 response for SandboxDeclinePaymentIntent
-type SandboxDeclinePaymentIntentResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type SandboxDeclinePaymentIntentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SandboxIntentBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *SandboxDeclinePaymentIntentResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *SandboxDeclinePaymentIntentResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *SandboxDeclinePaymentIntentResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *SandboxDeclinePaymentIntentResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *SandboxDeclinePaymentIntentResponse404Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *SandboxDeclinePaymentIntentResponse409Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *SandboxDeclinePaymentIntentResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *SandboxDeclinePaymentIntentResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *SandboxDeclinePaymentIntentResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *SandboxDeclinePaymentIntentResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SandboxDeclinePaymentIntentResponse) GetJSON200() *SandboxIntentBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r SandboxDeclinePaymentIntentResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r SandboxDeclinePaymentIntentResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -10973,34 +7009,7 @@ func (r SandboxDeclinePaymentIntentResponse) ContentType() string {
 
 // GetTicketSigningKeyResponse200Headers the declared response headers of an HTTP 200 response for GetTicketSigningKey
 type GetTicketSigningKeyResponse200Headers struct {
-	CacheControl   *string
-	XCorrelationID *string
-}
-
-// GetTicketSigningKeyResponse400Headers the declared response headers of an HTTP 400 response for GetTicketSigningKey
-type GetTicketSigningKeyResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetTicketSigningKeyResponse404Headers the declared response headers of an HTTP 404 response for GetTicketSigningKey
-type GetTicketSigningKeyResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// GetTicketSigningKeyResponse431Headers the declared response headers of an HTTP 431 response for GetTicketSigningKey
-type GetTicketSigningKeyResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetTicketSigningKeyResponse500Headers the declared response headers of an HTTP 500 response for GetTicketSigningKey
-type GetTicketSigningKeyResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// GetTicketSigningKeyResponse503Headers the declared response headers of an HTTP 503 response for GetTicketSigningKey
-type GetTicketSigningKeyResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	CacheControl *string
 }
 
 type GetTicketSigningKeyResponse struct {
@@ -11008,63 +7017,10 @@ type GetTicketSigningKeyResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *TicketSigningKeyBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetTicketSigningKeyResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetTicketSigningKeyResponse400Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *GetTicketSigningKeyResponse404Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetTicketSigningKeyResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *GetTicketSigningKeyResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetTicketSigningKeyResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetTicketSigningKeyResponse) GetJSON200() *TicketSigningKeyBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetTicketSigningKeyResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetTicketSigningKeyResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetTicketSigningKeyResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r GetTicketSigningKeyResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetTicketSigningKeyResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetTicketSigningKeyResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -11091,142 +7047,13 @@ func (r GetTicketSigningKeyResponse) ContentType() string {
 	return ""
 }
 
-// ListWebhookEndpointsResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookEndpointsResponse400Headers the declared response headers of an HTTP 400 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookEndpointsResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ListWebhookEndpointsResponse403Headers the declared response headers of an HTTP 403 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookEndpointsResponse404Headers the declared response headers of an HTTP 404 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookEndpointsResponse422Headers the declared response headers of an HTTP 422 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookEndpointsResponse431Headers the declared response headers of an HTTP 431 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookEndpointsResponse500Headers the declared response headers of an HTTP 500 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookEndpointsResponse503Headers the declared response headers of an HTTP 503 response for ListWebhookEndpoints
-type ListWebhookEndpointsResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ListWebhookEndpointsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ListWebhookEndpointsOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ListWebhookEndpointsResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListWebhookEndpointsResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ListWebhookEndpointsResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ListWebhookEndpointsResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ListWebhookEndpointsResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ListWebhookEndpointsResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListWebhookEndpointsResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListWebhookEndpointsResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListWebhookEndpointsResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListWebhookEndpointsResponse) GetJSON200() *ListWebhookEndpointsOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListWebhookEndpointsResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ListWebhookEndpointsResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ListWebhookEndpointsResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ListWebhookEndpointsResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListWebhookEndpointsResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListWebhookEndpointsResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListWebhookEndpointsResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListWebhookEndpointsResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListWebhookEndpointsResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -11255,70 +7082,7 @@ func (r ListWebhookEndpointsResponse) ContentType() string {
 
 // CreateWebhookEndpointResponse201Headers the declared response headers of an HTTP 201 response for CreateWebhookEndpoint
 type CreateWebhookEndpointResponse201Headers struct {
-	Location       *string
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// CreateWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse408Headers the declared response headers of an HTTP 408 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse409Headers the declared response headers of an HTTP 409 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse413Headers the declared response headers of an HTTP 413 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse415Headers the declared response headers of an HTTP 415 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse431Headers the declared response headers of an HTTP 431 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// CreateWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for CreateWebhookEndpoint
-type CreateWebhookEndpointResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	Location *string
 }
 
 type CreateWebhookEndpointResponse struct {
@@ -11326,126 +7090,10 @@ type CreateWebhookEndpointResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *WebhookEndpointSecretBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateWebhookEndpointResponse201Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *CreateWebhookEndpointResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *CreateWebhookEndpointResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *CreateWebhookEndpointResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *CreateWebhookEndpointResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *CreateWebhookEndpointResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *CreateWebhookEndpointResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *CreateWebhookEndpointResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *CreateWebhookEndpointResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *CreateWebhookEndpointResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *CreateWebhookEndpointResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *CreateWebhookEndpointResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *CreateWebhookEndpointResponse503Headers
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateWebhookEndpointResponse) GetJSON201() *WebhookEndpointSecretBody {
-	return r.JSON201
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r CreateWebhookEndpointResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateWebhookEndpointResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -11472,135 +7120,11 @@ func (r CreateWebhookEndpointResponse) ContentType() string {
 	return ""
 }
 
-// DeleteWebhookEndpointResponse204Headers the declared response headers of an HTTP 204 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse204Headers struct {
-	XCorrelationID *string
-}
-
-// DeleteWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// DeleteWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// DeleteWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// DeleteWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// DeleteWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// DeleteWebhookEndpointResponse431Headers the declared response headers of an HTTP 431 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// DeleteWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// DeleteWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for DeleteWebhookEndpoint
-type DeleteWebhookEndpointResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type DeleteWebhookEndpointResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers204 the parsed response headers for an HTTP 204 response
-	Headers204 *DeleteWebhookEndpointResponse204Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *DeleteWebhookEndpointResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *DeleteWebhookEndpointResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *DeleteWebhookEndpointResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *DeleteWebhookEndpointResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *DeleteWebhookEndpointResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *DeleteWebhookEndpointResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *DeleteWebhookEndpointResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *DeleteWebhookEndpointResponse503Headers
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r DeleteWebhookEndpointResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r DeleteWebhookEndpointResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r DeleteWebhookEndpointResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r DeleteWebhookEndpointResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r DeleteWebhookEndpointResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r DeleteWebhookEndpointResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r DeleteWebhookEndpointResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r DeleteWebhookEndpointResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r DeleteWebhookEndpointResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -11627,142 +7151,13 @@ func (r DeleteWebhookEndpointResponse) ContentType() string {
 	return ""
 }
 
-// GetWebhookEndpointResponse200Headers the declared response headers of an HTTP 200 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// GetWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// GetWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// GetWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// GetWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// GetWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// GetWebhookEndpointResponse431Headers the declared response headers of an HTTP 431 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// GetWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// GetWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for GetWebhookEndpoint
-type GetWebhookEndpointResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type GetWebhookEndpointResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *WebhookEndpointBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *GetWebhookEndpointResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetWebhookEndpointResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *GetWebhookEndpointResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *GetWebhookEndpointResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *GetWebhookEndpointResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *GetWebhookEndpointResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *GetWebhookEndpointResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *GetWebhookEndpointResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *GetWebhookEndpointResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetWebhookEndpointResponse) GetJSON200() *WebhookEndpointBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetWebhookEndpointResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r GetWebhookEndpointResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r GetWebhookEndpointResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetWebhookEndpointResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetWebhookEndpointResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r GetWebhookEndpointResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r GetWebhookEndpointResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetWebhookEndpointResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetWebhookEndpointResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -11789,198 +7184,13 @@ func (r GetWebhookEndpointResponse) ContentType() string {
 	return ""
 }
 
-// UpdateWebhookEndpointResponse200Headers the declared response headers of an HTTP 200 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// UpdateWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse408Headers the declared response headers of an HTTP 408 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse409Headers the declared response headers of an HTTP 409 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse413Headers the declared response headers of an HTTP 413 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse415Headers the declared response headers of an HTTP 415 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse431Headers the declared response headers of an HTTP 431 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// UpdateWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for UpdateWebhookEndpoint
-type UpdateWebhookEndpointResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type UpdateWebhookEndpointResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *WebhookEndpointBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *UpdateWebhookEndpointResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *UpdateWebhookEndpointResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *UpdateWebhookEndpointResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *UpdateWebhookEndpointResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *UpdateWebhookEndpointResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *UpdateWebhookEndpointResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *UpdateWebhookEndpointResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *UpdateWebhookEndpointResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *UpdateWebhookEndpointResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *UpdateWebhookEndpointResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *UpdateWebhookEndpointResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *UpdateWebhookEndpointResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *UpdateWebhookEndpointResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UpdateWebhookEndpointResponse) GetJSON200() *WebhookEndpointBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r UpdateWebhookEndpointResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r UpdateWebhookEndpointResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -12007,198 +7217,13 @@ func (r UpdateWebhookEndpointResponse) ContentType() string {
 	return ""
 }
 
-// RecoverWebhookEndpointResponse202Headers the declared response headers of an HTTP 202 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse202Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// RecoverWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse408Headers the declared response headers of an HTTP 408 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse409Headers the declared response headers of an HTTP 409 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse413Headers the declared response headers of an HTTP 413 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse415Headers the declared response headers of an HTTP 415 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse431Headers the declared response headers of an HTTP 431 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// RecoverWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for RecoverWebhookEndpoint
-type RecoverWebhookEndpointResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type RecoverWebhookEndpointResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *QueuedOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers202 the parsed response headers for an HTTP 202 response
-	Headers202 *RecoverWebhookEndpointResponse202Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *RecoverWebhookEndpointResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *RecoverWebhookEndpointResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *RecoverWebhookEndpointResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *RecoverWebhookEndpointResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *RecoverWebhookEndpointResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *RecoverWebhookEndpointResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *RecoverWebhookEndpointResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *RecoverWebhookEndpointResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *RecoverWebhookEndpointResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *RecoverWebhookEndpointResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *RecoverWebhookEndpointResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *RecoverWebhookEndpointResponse503Headers
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r RecoverWebhookEndpointResponse) GetJSON202() *QueuedOutputBody {
-	return r.JSON202
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r RecoverWebhookEndpointResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r RecoverWebhookEndpointResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -12227,55 +7252,7 @@ func (r RecoverWebhookEndpointResponse) ContentType() string {
 
 // RotateWebhookSecretResponse200Headers the declared response headers of an HTTP 200 response for RotateWebhookSecret
 type RotateWebhookSecretResponse200Headers struct {
-	Location       *string
-	XCorrelationID *string
-}
-
-// RotateWebhookSecretResponse400Headers the declared response headers of an HTTP 400 response for RotateWebhookSecret
-type RotateWebhookSecretResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// RotateWebhookSecretResponse401Headers the declared response headers of an HTTP 401 response for RotateWebhookSecret
-type RotateWebhookSecretResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// RotateWebhookSecretResponse403Headers the declared response headers of an HTTP 403 response for RotateWebhookSecret
-type RotateWebhookSecretResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// RotateWebhookSecretResponse404Headers the declared response headers of an HTTP 404 response for RotateWebhookSecret
-type RotateWebhookSecretResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// RotateWebhookSecretResponse409Headers the declared response headers of an HTTP 409 response for RotateWebhookSecret
-type RotateWebhookSecretResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// RotateWebhookSecretResponse422Headers the declared response headers of an HTTP 422 response for RotateWebhookSecret
-type RotateWebhookSecretResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// RotateWebhookSecretResponse431Headers the declared response headers of an HTTP 431 response for RotateWebhookSecret
-type RotateWebhookSecretResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// RotateWebhookSecretResponse500Headers the declared response headers of an HTTP 500 response for RotateWebhookSecret
-type RotateWebhookSecretResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// RotateWebhookSecretResponse503Headers the declared response headers of an HTTP 503 response for RotateWebhookSecret
-type RotateWebhookSecretResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
+	Location *string
 }
 
 type RotateWebhookSecretResponse struct {
@@ -12283,99 +7260,10 @@ type RotateWebhookSecretResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *WebhookEndpointSecretBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *RotateWebhookSecretResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *RotateWebhookSecretResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *RotateWebhookSecretResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *RotateWebhookSecretResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *RotateWebhookSecretResponse404Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *RotateWebhookSecretResponse409Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *RotateWebhookSecretResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *RotateWebhookSecretResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *RotateWebhookSecretResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *RotateWebhookSecretResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RotateWebhookSecretResponse) GetJSON200() *WebhookEndpointSecretBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r RotateWebhookSecretResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -12402,156 +7290,13 @@ func (r RotateWebhookSecretResponse) ContentType() string {
 	return ""
 }
 
-// TestWebhookEndpointResponse202Headers the declared response headers of an HTTP 202 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse202Headers struct {
-	XCorrelationID *string
-}
-
-// TestWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// TestWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// TestWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// TestWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// TestWebhookEndpointResponse409Headers the declared response headers of an HTTP 409 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// TestWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// TestWebhookEndpointResponse431Headers the declared response headers of an HTTP 431 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// TestWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// TestWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for TestWebhookEndpoint
-type TestWebhookEndpointResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type TestWebhookEndpointResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *WebhookMessageBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers202 the parsed response headers for an HTTP 202 response
-	Headers202 *TestWebhookEndpointResponse202Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *TestWebhookEndpointResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *TestWebhookEndpointResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *TestWebhookEndpointResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *TestWebhookEndpointResponse404Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *TestWebhookEndpointResponse409Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *TestWebhookEndpointResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *TestWebhookEndpointResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *TestWebhookEndpointResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *TestWebhookEndpointResponse503Headers
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r TestWebhookEndpointResponse) GetJSON202() *WebhookMessageBody {
-	return r.JSON202
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r TestWebhookEndpointResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r TestWebhookEndpointResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -12578,142 +7323,13 @@ func (r TestWebhookEndpointResponse) ContentType() string {
 	return ""
 }
 
-// ListWebhookMessagesResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookMessages
-type ListWebhookMessagesResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookMessagesResponse400Headers the declared response headers of an HTTP 400 response for ListWebhookMessages
-type ListWebhookMessagesResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookMessagesResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookMessages
-type ListWebhookMessagesResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ListWebhookMessagesResponse403Headers the declared response headers of an HTTP 403 response for ListWebhookMessages
-type ListWebhookMessagesResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookMessagesResponse404Headers the declared response headers of an HTTP 404 response for ListWebhookMessages
-type ListWebhookMessagesResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookMessagesResponse422Headers the declared response headers of an HTTP 422 response for ListWebhookMessages
-type ListWebhookMessagesResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookMessagesResponse431Headers the declared response headers of an HTTP 431 response for ListWebhookMessages
-type ListWebhookMessagesResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookMessagesResponse500Headers the declared response headers of an HTTP 500 response for ListWebhookMessages
-type ListWebhookMessagesResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookMessagesResponse503Headers the declared response headers of an HTTP 503 response for ListWebhookMessages
-type ListWebhookMessagesResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ListWebhookMessagesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ListWebhookMessagesOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ListWebhookMessagesResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListWebhookMessagesResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ListWebhookMessagesResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ListWebhookMessagesResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ListWebhookMessagesResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ListWebhookMessagesResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListWebhookMessagesResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListWebhookMessagesResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListWebhookMessagesResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListWebhookMessagesResponse) GetJSON200() *ListWebhookMessagesOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListWebhookMessagesResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ListWebhookMessagesResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ListWebhookMessagesResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ListWebhookMessagesResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListWebhookMessagesResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListWebhookMessagesResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListWebhookMessagesResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListWebhookMessagesResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListWebhookMessagesResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -12740,142 +7356,13 @@ func (r ListWebhookMessagesResponse) ContentType() string {
 	return ""
 }
 
-// ListWebhookAttemptsResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookAttemptsResponse400Headers the declared response headers of an HTTP 400 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookAttemptsResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ListWebhookAttemptsResponse403Headers the declared response headers of an HTTP 403 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookAttemptsResponse404Headers the declared response headers of an HTTP 404 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookAttemptsResponse422Headers the declared response headers of an HTTP 422 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookAttemptsResponse431Headers the declared response headers of an HTTP 431 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookAttemptsResponse500Headers the declared response headers of an HTTP 500 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ListWebhookAttemptsResponse503Headers the declared response headers of an HTTP 503 response for ListWebhookAttempts
-type ListWebhookAttemptsResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ListWebhookAttemptsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *WebhookAttemptsOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ListWebhookAttemptsResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ListWebhookAttemptsResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ListWebhookAttemptsResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ListWebhookAttemptsResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ListWebhookAttemptsResponse404Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ListWebhookAttemptsResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ListWebhookAttemptsResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ListWebhookAttemptsResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ListWebhookAttemptsResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListWebhookAttemptsResponse) GetJSON200() *WebhookAttemptsOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ListWebhookAttemptsResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ListWebhookAttemptsResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ListWebhookAttemptsResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ListWebhookAttemptsResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListWebhookAttemptsResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ListWebhookAttemptsResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ListWebhookAttemptsResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ListWebhookAttemptsResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListWebhookAttemptsResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -12902,198 +7389,13 @@ func (r ListWebhookAttemptsResponse) ContentType() string {
 	return ""
 }
 
-// ReplayWebhookMessageResponse202Headers the declared response headers of an HTTP 202 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse202Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse400Headers the declared response headers of an HTTP 400 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse401Headers the declared response headers of an HTTP 401 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse401Headers struct {
-	WWWAuthenticate *string
-	XCorrelationID  *string
-}
-
-// ReplayWebhookMessageResponse403Headers the declared response headers of an HTTP 403 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse403Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse404Headers the declared response headers of an HTTP 404 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse408Headers the declared response headers of an HTTP 408 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse409Headers the declared response headers of an HTTP 409 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse409Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse413Headers the declared response headers of an HTTP 413 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse415Headers the declared response headers of an HTTP 415 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse422Headers the declared response headers of an HTTP 422 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse431Headers the declared response headers of an HTTP 431 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse500Headers the declared response headers of an HTTP 500 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ReplayWebhookMessageResponse503Headers the declared response headers of an HTTP 503 response for ReplayWebhookMessage
-type ReplayWebhookMessageResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ReplayWebhookMessageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *QueuedOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Problem
-	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationProblemJSON403 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers202 the parsed response headers for an HTTP 202 response
-	Headers202 *ReplayWebhookMessageResponse202Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ReplayWebhookMessageResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *ReplayWebhookMessageResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *ReplayWebhookMessageResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ReplayWebhookMessageResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *ReplayWebhookMessageResponse408Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *ReplayWebhookMessageResponse409Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *ReplayWebhookMessageResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *ReplayWebhookMessageResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ReplayWebhookMessageResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ReplayWebhookMessageResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ReplayWebhookMessageResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ReplayWebhookMessageResponse503Headers
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r ReplayWebhookMessageResponse) GetJSON202() *QueuedOutputBody {
-	return r.JSON202
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON401() *Problem {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON403() *Problem {
-	return r.ApplicationProblemJSON403
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON409() *Problem {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ReplayWebhookMessageResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ReplayWebhookMessageResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -13120,155 +7422,13 @@ func (r ReplayWebhookMessageResponse) ContentType() string {
 	return ""
 }
 
-// ReceiveStripeWebhookResponse200Headers the declared response headers of an HTTP 200 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse200Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse400Headers the declared response headers of an HTTP 400 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse400Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse404Headers the declared response headers of an HTTP 404 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse404Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse408Headers the declared response headers of an HTTP 408 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse408Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse413Headers the declared response headers of an HTTP 413 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse413Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse415Headers the declared response headers of an HTTP 415 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse415Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse422Headers the declared response headers of an HTTP 422 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse422Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse431Headers the declared response headers of an HTTP 431 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse431Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse500Headers the declared response headers of an HTTP 500 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse500Headers struct {
-	XCorrelationID *string
-}
-
-// ReceiveStripeWebhookResponse503Headers the declared response headers of an HTTP 503 response for ReceiveStripeWebhook
-type ReceiveStripeWebhookResponse503Headers struct {
-	RetryAfter     *string
-	XCorrelationID *string
-}
-
 type ReceiveStripeWebhookResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *StripeWebhookOutputBody
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *Problem
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *Problem
-	// ApplicationProblemJSON408 the response for an HTTP 408 `application/problem+json` response
-	ApplicationProblemJSON408 *Problem
-	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationProblemJSON413 *Problem
-	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationProblemJSON415 *Problem
-	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *Problem
-	// ApplicationProblemJSON431 the response for an HTTP 431 `application/problem+json` response
-	ApplicationProblemJSON431 *Problem
-	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationProblemJSON500 *Problem
-	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationProblemJSON503 *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ReceiveStripeWebhookResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *ReceiveStripeWebhookResponse400Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *ReceiveStripeWebhookResponse404Headers
-	// Headers408 the parsed response headers for an HTTP 408 response
-	Headers408 *ReceiveStripeWebhookResponse408Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *ReceiveStripeWebhookResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *ReceiveStripeWebhookResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *ReceiveStripeWebhookResponse422Headers
-	// Headers431 the parsed response headers for an HTTP 431 response
-	Headers431 *ReceiveStripeWebhookResponse431Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *ReceiveStripeWebhookResponse500Headers
-	// Headers503 the parsed response headers for an HTTP 503 response
-	Headers503 *ReceiveStripeWebhookResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ReceiveStripeWebhookResponse) GetJSON200() *StripeWebhookOutputBody {
-	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON400() *Problem {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON404() *Problem {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON408() *Problem {
-	return r.ApplicationProblemJSON408
-}
-
-// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON413() *Problem {
-	return r.ApplicationProblemJSON413
-}
-
-// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON415() *Problem {
-	return r.ApplicationProblemJSON415
-}
-
-// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON422() *Problem {
-	return r.ApplicationProblemJSON422
-}
-
-// GetApplicationProblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON431() *Problem {
-	return r.ApplicationProblemJSON431
-}
-
-// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON500() *Problem {
-	return r.ApplicationProblemJSON500
-}
-
-// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ReceiveStripeWebhookResponse) GetApplicationProblemJSON503() *Problem {
-	return r.ApplicationProblemJSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ReceiveStripeWebhookResponse) GetBody() []byte {
-	return r.Body
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -13717,7 +7877,7 @@ func (c *ClientWithResponses) GetWaitingRoomWithResponse(ctx context.Context, ev
 
 // JoinWaitingRoomWithResponse Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); 503 with Retry-After while the waiting room cannot admit anyone.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14156,27 +8316,6 @@ func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14184,66 +8323,6 @@ func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 		}
 		response.ApplicationProblemJSONDefault = &dest
 
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers GetHealthzResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetHealthzResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetHealthzResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetHealthzResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
-	case true:
-		var headers GetHealthzResponseDefaultHeaders
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14270,56 +8349,19 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
 	case rsp.StatusCode == 503:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
 	switch {
-	case rsp.StatusCode == 200:
-		var headers GetReadyzResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetReadyzResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetReadyzResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetReadyzResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14328,13 +8370,6 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 				return nil, err
 			}
 			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
 		}
 		response.Headers503 = &headers
 	}
@@ -14363,27 +8398,6 @@ func ParseGetAdmissionKeysResponse(rsp *http.Response) (*GetAdmissionKeysRespons
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14403,61 +8417,7 @@ func ParseGetAdmissionKeysResponse(rsp *http.Response) (*GetAdmissionKeysRespons
 			}
 			headers.CacheControl = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetAdmissionKeysResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetAdmissionKeysResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetAdmissionKeysResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
-	case true:
-		var headers GetAdmissionKeysResponseDefaultHeaders
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14484,152 +8444,13 @@ func ParseListAPIKeysResponse(rsp *http.Response) (*ListAPIKeysResponse, error) 
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ListAPIKeysResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListAPIKeysResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ListAPIKeysResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ListAPIKeysResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers ListAPIKeysResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListAPIKeysResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListAPIKeysResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListAPIKeysResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14656,89 +8477,12 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 		}
 		response.JSON201 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -14752,148 +8496,7 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 			}
 			headers.Location = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers201 = &headers
-	case rsp.StatusCode == 400:
-		var headers CreateAPIKeyResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers CreateAPIKeyResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers CreateAPIKeyResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers CreateAPIKeyResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers CreateAPIKeyResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers CreateAPIKeyResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers CreateAPIKeyResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers CreateAPIKeyResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers CreateAPIKeyResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers CreateAPIKeyResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers CreateAPIKeyResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers CreateAPIKeyResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14916,169 +8519,13 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 	case rsp.StatusCode == 204:
 		break // No content-type
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 204:
-		var headers RevokeAPIKeyResponse204Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers204 = &headers
-	case rsp.StatusCode == 400:
-		var headers RevokeAPIKeyResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers RevokeAPIKeyResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers RevokeAPIKeyResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers RevokeAPIKeyResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers RevokeAPIKeyResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers RevokeAPIKeyResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers RevokeAPIKeyResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers RevokeAPIKeyResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15105,152 +8552,13 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ListEventsResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListEventsResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ListEventsResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ListEventsResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 422:
-		var headers ListEventsResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListEventsResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListEventsResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListEventsResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15277,82 +8585,12 @@ func ParseCreateEventResponse(rsp *http.Response) (*CreateEventResponse, error) 
 		}
 		response.JSON201 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -15366,138 +8604,7 @@ func ParseCreateEventResponse(rsp *http.Response) (*CreateEventResponse, error) 
 			}
 			headers.Location = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers201 = &headers
-	case rsp.StatusCode == 400:
-		var headers CreateEventResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers CreateEventResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers CreateEventResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 408:
-		var headers CreateEventResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers CreateEventResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers CreateEventResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers CreateEventResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers CreateEventResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers CreateEventResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers CreateEventResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers CreateEventResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15527,54 +8634,12 @@ func ParseGetEventResponse(rsp *http.Response) (*GetEventResponse, error) {
 	case rsp.StatusCode == 304:
 		break // No content-type
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON429 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -15609,108 +8674,7 @@ func ParseGetEventResponse(rsp *http.Response) (*GetEventResponse, error) {
 			}
 			headers.Vary = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers200 = &headers
-	case rsp.StatusCode == 304:
-		var headers GetEventResponse304Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers304 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetEventResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 404:
-		var headers GetEventResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers GetEventResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 429:
-		var headers GetEventResponse429Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers429 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetEventResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers GetEventResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetEventResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15737,169 +8701,13 @@ func ParseCountCheckInsResponse(rsp *http.Response) (*CountCheckInsResponse, err
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers CountCheckInsResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers CountCheckInsResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers CountCheckInsResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers CountCheckInsResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers CountCheckInsResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers CountCheckInsResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers CountCheckInsResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers CountCheckInsResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers CountCheckInsResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15926,237 +8734,13 @@ func ParseCheckInResponse(rsp *http.Response) (*CheckInResponse, error) {
 		}
 		response.JSON201 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 201:
-		var headers CheckInResponse201Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers201 = &headers
-	case rsp.StatusCode == 400:
-		var headers CheckInResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers CheckInResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers CheckInResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers CheckInResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers CheckInResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers CheckInResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers CheckInResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers CheckInResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers CheckInResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers CheckInResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers CheckInResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers CheckInResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16183,220 +8767,13 @@ func ParseCheckInBatchResponse(rsp *http.Response) (*CheckInBatchResponse, error
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers CheckInBatchResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers CheckInBatchResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers CheckInBatchResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers CheckInBatchResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers CheckInBatchResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers CheckInBatchResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 413:
-		var headers CheckInBatchResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers CheckInBatchResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers CheckInBatchResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers CheckInBatchResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers CheckInBatchResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers CheckInBatchResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16423,96 +8800,12 @@ func ParseCreateHoldResponse(rsp *http.Response) (*CreateHoldResponse, error) {
 		}
 		response.JSON202 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON429 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -16540,179 +8833,7 @@ func ParseCreateHoldResponse(rsp *http.Response) (*CreateHoldResponse, error) {
 			}
 			headers.RateLimitPolicy = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers202 = &headers
-	case rsp.StatusCode == 400:
-		var headers CreateHoldResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers CreateHoldResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers CreateHoldResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers CreateHoldResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers CreateHoldResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers CreateHoldResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers CreateHoldResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers CreateHoldResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers CreateHoldResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 429:
-		var headers CreateHoldResponse429Headers
-		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RateLimit = &value
-		}
-		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RateLimitPolicy = &value
-		}
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers429 = &headers
-	case rsp.StatusCode == 431:
-		var headers CreateHoldResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers CreateHoldResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers CreateHoldResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16739,169 +8860,13 @@ func ParseGetOnsaleResponse(rsp *http.Response) (*GetOnsaleResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers GetOnsaleResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetOnsaleResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers GetOnsaleResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers GetOnsaleResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers GetOnsaleResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers GetOnsaleResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetOnsaleResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers GetOnsaleResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetOnsaleResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16928,220 +8893,13 @@ func ParseUpdateOnsaleResponse(rsp *http.Response) (*UpdateOnsaleResponse, error
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers UpdateOnsaleResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers UpdateOnsaleResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers UpdateOnsaleResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers UpdateOnsaleResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers UpdateOnsaleResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers UpdateOnsaleResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 413:
-		var headers UpdateOnsaleResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers UpdateOnsaleResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers UpdateOnsaleResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers UpdateOnsaleResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers UpdateOnsaleResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers UpdateOnsaleResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17164,220 +8922,13 @@ func ParseRevokeAdmissionResponse(rsp *http.Response) (*RevokeAdmissionResponse,
 	case rsp.StatusCode == 204:
 		break // No content-type
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 204:
-		var headers RevokeAdmissionResponse204Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers204 = &headers
-	case rsp.StatusCode == 400:
-		var headers RevokeAdmissionResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers RevokeAdmissionResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers RevokeAdmissionResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers RevokeAdmissionResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers RevokeAdmissionResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 413:
-		var headers RevokeAdmissionResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers RevokeAdmissionResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers RevokeAdmissionResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers RevokeAdmissionResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers RevokeAdmissionResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers RevokeAdmissionResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17404,169 +8955,13 @@ func ParseListEventOrdersResponse(rsp *http.Response) (*ListEventOrdersResponse,
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ListEventOrdersResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListEventOrdersResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ListEventOrdersResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ListEventOrdersResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers ListEventOrdersResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers ListEventOrdersResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListEventOrdersResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListEventOrdersResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListEventOrdersResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17593,169 +8988,13 @@ func ParseListRevokedTicketsResponse(rsp *http.Response) (*ListRevokedTicketsRes
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ListRevokedTicketsResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListRevokedTicketsResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ListRevokedTicketsResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ListRevokedTicketsResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers ListRevokedTicketsResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers ListRevokedTicketsResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListRevokedTicketsResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListRevokedTicketsResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListRevokedTicketsResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17782,169 +9021,13 @@ func ParseGetEventSalesResponse(rsp *http.Response) (*GetEventSalesResponse, err
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers GetEventSalesResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetEventSalesResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers GetEventSalesResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers GetEventSalesResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers GetEventSalesResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers GetEventSalesResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetEventSalesResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers GetEventSalesResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetEventSalesResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17974,54 +9057,12 @@ func ParseListSeatsResponse(rsp *http.Response) (*ListSeatsResponse, error) {
 	case rsp.StatusCode == 304:
 		break // No content-type
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON429 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -18056,108 +9097,7 @@ func ParseListSeatsResponse(rsp *http.Response) (*ListSeatsResponse, error) {
 			}
 			headers.Vary = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers200 = &headers
-	case rsp.StatusCode == 304:
-		var headers ListSeatsResponse304Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers304 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListSeatsResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 404:
-		var headers ListSeatsResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers ListSeatsResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 429:
-		var headers ListSeatsResponse429Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers429 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListSeatsResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListSeatsResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListSeatsResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18191,217 +9131,64 @@ func ParseGetWaitingRoomResponse(rsp *http.Response) (*GetWaitingRoomResponse, e
 		}
 		response.JSON202 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON429 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetWaitingRoomResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 202:
 		var headers GetWaitingRoomResponse202Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
 		}
 		response.Headers202 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetWaitingRoomResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers GetWaitingRoomResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers GetWaitingRoomResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers GetWaitingRoomResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers GetWaitingRoomResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 429:
-		var headers GetWaitingRoomResponse429Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers429 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetWaitingRoomResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers GetWaitingRoomResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetWaitingRoomResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18435,217 +9222,64 @@ func ParseJoinWaitingRoomResponse(rsp *http.Response) (*JoinWaitingRoomResponse,
 		}
 		response.JSON202 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON429 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
 	switch {
 	case rsp.StatusCode == 200:
 		var headers JoinWaitingRoomResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 202:
 		var headers JoinWaitingRoomResponse202Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
 		}
 		response.Headers202 = &headers
-	case rsp.StatusCode == 400:
-		var headers JoinWaitingRoomResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers JoinWaitingRoomResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers JoinWaitingRoomResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers JoinWaitingRoomResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers JoinWaitingRoomResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 429:
-		var headers JoinWaitingRoomResponse429Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers429 = &headers
-	case rsp.StatusCode == 431:
-		var headers JoinWaitingRoomResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers JoinWaitingRoomResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers JoinWaitingRoomResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18672,152 +9306,13 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ListOrdersResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListOrdersResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ListOrdersResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ListOrdersResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 422:
-		var headers ListOrdersResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListOrdersResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListOrdersResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListOrdersResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18844,169 +9339,13 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers GetOrderResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetOrderResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers GetOrderResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers GetOrderResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers GetOrderResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers GetOrderResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetOrderResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers GetOrderResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetOrderResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19033,186 +9372,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers CancelOrderResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers CancelOrderResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers CancelOrderResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers CancelOrderResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers CancelOrderResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 409:
-		var headers CancelOrderResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 422:
-		var headers CancelOrderResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers CancelOrderResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers CancelOrderResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers CancelOrderResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19232,68 +9398,12 @@ func ParseStreamOrderEventsResponse(rsp *http.Response) (*StreamOrderEventsRespo
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON429 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -19307,125 +9417,7 @@ func ParseStreamOrderEventsResponse(rsp *http.Response) (*StreamOrderEventsRespo
 			}
 			headers.XAccelBuffering = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers StreamOrderEventsResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers StreamOrderEventsResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers StreamOrderEventsResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers StreamOrderEventsResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers StreamOrderEventsResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 429:
-		var headers StreamOrderEventsResponse429Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers429 = &headers
-	case rsp.StatusCode == 431:
-		var headers StreamOrderEventsResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers StreamOrderEventsResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers StreamOrderEventsResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19452,237 +9444,13 @@ func ParseRefundOrderResponse(rsp *http.Response) (*RefundOrderResponse, error) 
 		}
 		response.JSON202 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 202:
-		var headers RefundOrderResponse202Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers202 = &headers
-	case rsp.StatusCode == 400:
-		var headers RefundOrderResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers RefundOrderResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers RefundOrderResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers RefundOrderResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers RefundOrderResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers RefundOrderResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers RefundOrderResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers RefundOrderResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers RefundOrderResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers RefundOrderResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers RefundOrderResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers RefundOrderResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19709,186 +9477,13 @@ func ParseSandboxAuthorizePaymentIntentResponse(rsp *http.Response) (*SandboxAut
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers SandboxAuthorizePaymentIntentResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers SandboxAuthorizePaymentIntentResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers SandboxAuthorizePaymentIntentResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers SandboxAuthorizePaymentIntentResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers SandboxAuthorizePaymentIntentResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 409:
-		var headers SandboxAuthorizePaymentIntentResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 422:
-		var headers SandboxAuthorizePaymentIntentResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers SandboxAuthorizePaymentIntentResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers SandboxAuthorizePaymentIntentResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers SandboxAuthorizePaymentIntentResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19915,186 +9510,13 @@ func ParseSandboxChallengePaymentIntentResponse(rsp *http.Response) (*SandboxCha
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers SandboxChallengePaymentIntentResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers SandboxChallengePaymentIntentResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers SandboxChallengePaymentIntentResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers SandboxChallengePaymentIntentResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers SandboxChallengePaymentIntentResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 409:
-		var headers SandboxChallengePaymentIntentResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 422:
-		var headers SandboxChallengePaymentIntentResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers SandboxChallengePaymentIntentResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers SandboxChallengePaymentIntentResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers SandboxChallengePaymentIntentResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20121,186 +9543,13 @@ func ParseSandboxDeclinePaymentIntentResponse(rsp *http.Response) (*SandboxDecli
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers SandboxDeclinePaymentIntentResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers SandboxDeclinePaymentIntentResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers SandboxDeclinePaymentIntentResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers SandboxDeclinePaymentIntentResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers SandboxDeclinePaymentIntentResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 409:
-		var headers SandboxDeclinePaymentIntentResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 422:
-		var headers SandboxDeclinePaymentIntentResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers SandboxDeclinePaymentIntentResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers SandboxDeclinePaymentIntentResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers SandboxDeclinePaymentIntentResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20327,40 +9576,12 @@ func ParseGetTicketSigningKeyResponse(rsp *http.Response) (*GetTicketSigningKeyR
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -20374,71 +9595,7 @@ func ParseGetTicketSigningKeyResponse(rsp *http.Response) (*GetTicketSigningKeyR
 			}
 			headers.CacheControl = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetTicketSigningKeyResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 404:
-		var headers GetTicketSigningKeyResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetTicketSigningKeyResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers GetTicketSigningKeyResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetTicketSigningKeyResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20465,169 +9622,13 @@ func ParseListWebhookEndpointsResponse(rsp *http.Response) (*ListWebhookEndpoint
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ListWebhookEndpointsResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListWebhookEndpointsResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ListWebhookEndpointsResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ListWebhookEndpointsResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers ListWebhookEndpointsResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers ListWebhookEndpointsResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListWebhookEndpointsResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListWebhookEndpointsResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListWebhookEndpointsResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20654,89 +9655,12 @@ func ParseCreateWebhookEndpointResponse(rsp *http.Response) (*CreateWebhookEndpo
 		}
 		response.JSON201 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -20750,148 +9674,7 @@ func ParseCreateWebhookEndpointResponse(rsp *http.Response) (*CreateWebhookEndpo
 			}
 			headers.Location = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers201 = &headers
-	case rsp.StatusCode == 400:
-		var headers CreateWebhookEndpointResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers CreateWebhookEndpointResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers CreateWebhookEndpointResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers CreateWebhookEndpointResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers CreateWebhookEndpointResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers CreateWebhookEndpointResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers CreateWebhookEndpointResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers CreateWebhookEndpointResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers CreateWebhookEndpointResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers CreateWebhookEndpointResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers CreateWebhookEndpointResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers CreateWebhookEndpointResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20914,169 +9697,13 @@ func ParseDeleteWebhookEndpointResponse(rsp *http.Response) (*DeleteWebhookEndpo
 	case rsp.StatusCode == 204:
 		break // No content-type
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 204:
-		var headers DeleteWebhookEndpointResponse204Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers204 = &headers
-	case rsp.StatusCode == 400:
-		var headers DeleteWebhookEndpointResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers DeleteWebhookEndpointResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers DeleteWebhookEndpointResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers DeleteWebhookEndpointResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers DeleteWebhookEndpointResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers DeleteWebhookEndpointResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers DeleteWebhookEndpointResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers DeleteWebhookEndpointResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -21103,169 +9730,13 @@ func ParseGetWebhookEndpointResponse(rsp *http.Response) (*GetWebhookEndpointRes
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers GetWebhookEndpointResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetWebhookEndpointResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers GetWebhookEndpointResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers GetWebhookEndpointResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers GetWebhookEndpointResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers GetWebhookEndpointResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers GetWebhookEndpointResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers GetWebhookEndpointResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers GetWebhookEndpointResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -21292,237 +9763,13 @@ func ParseUpdateWebhookEndpointResponse(rsp *http.Response) (*UpdateWebhookEndpo
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers UpdateWebhookEndpointResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers UpdateWebhookEndpointResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers UpdateWebhookEndpointResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers UpdateWebhookEndpointResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers UpdateWebhookEndpointResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers UpdateWebhookEndpointResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers UpdateWebhookEndpointResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers UpdateWebhookEndpointResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers UpdateWebhookEndpointResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers UpdateWebhookEndpointResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers UpdateWebhookEndpointResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers UpdateWebhookEndpointResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers UpdateWebhookEndpointResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -21549,237 +9796,13 @@ func ParseRecoverWebhookEndpointResponse(rsp *http.Response) (*RecoverWebhookEnd
 		}
 		response.JSON202 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 202:
-		var headers RecoverWebhookEndpointResponse202Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers202 = &headers
-	case rsp.StatusCode == 400:
-		var headers RecoverWebhookEndpointResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers RecoverWebhookEndpointResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers RecoverWebhookEndpointResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers RecoverWebhookEndpointResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers RecoverWebhookEndpointResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers RecoverWebhookEndpointResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers RecoverWebhookEndpointResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers RecoverWebhookEndpointResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers RecoverWebhookEndpointResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers RecoverWebhookEndpointResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers RecoverWebhookEndpointResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers RecoverWebhookEndpointResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -21806,68 +9829,12 @@ func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretR
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -21881,118 +9848,7 @@ func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretR
 			}
 			headers.Location = &value
 		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
 		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers RotateWebhookSecretResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers RotateWebhookSecretResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers RotateWebhookSecretResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers RotateWebhookSecretResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 409:
-		var headers RotateWebhookSecretResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 422:
-		var headers RotateWebhookSecretResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers RotateWebhookSecretResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers RotateWebhookSecretResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers RotateWebhookSecretResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -22019,186 +9875,13 @@ func ParseTestWebhookEndpointResponse(rsp *http.Response) (*TestWebhookEndpointR
 		}
 		response.JSON202 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 202:
-		var headers TestWebhookEndpointResponse202Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers202 = &headers
-	case rsp.StatusCode == 400:
-		var headers TestWebhookEndpointResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers TestWebhookEndpointResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers TestWebhookEndpointResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers TestWebhookEndpointResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 409:
-		var headers TestWebhookEndpointResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 422:
-		var headers TestWebhookEndpointResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers TestWebhookEndpointResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers TestWebhookEndpointResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers TestWebhookEndpointResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -22225,169 +9908,13 @@ func ParseListWebhookMessagesResponse(rsp *http.Response) (*ListWebhookMessagesR
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ListWebhookMessagesResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListWebhookMessagesResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ListWebhookMessagesResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ListWebhookMessagesResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers ListWebhookMessagesResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers ListWebhookMessagesResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListWebhookMessagesResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListWebhookMessagesResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListWebhookMessagesResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -22414,169 +9941,13 @@ func ParseListWebhookAttemptsResponse(rsp *http.Response) (*ListWebhookAttemptsR
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ListWebhookAttemptsResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ListWebhookAttemptsResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ListWebhookAttemptsResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ListWebhookAttemptsResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers ListWebhookAttemptsResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 422:
-		var headers ListWebhookAttemptsResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ListWebhookAttemptsResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ListWebhookAttemptsResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ListWebhookAttemptsResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -22603,237 +9974,13 @@ func ParseReplayWebhookMessageResponse(rsp *http.Response) (*ReplayWebhookMessag
 		}
 		response.JSON202 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 202:
-		var headers ReplayWebhookMessageResponse202Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers202 = &headers
-	case rsp.StatusCode == 400:
-		var headers ReplayWebhookMessageResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers ReplayWebhookMessageResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers ReplayWebhookMessageResponse403Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers ReplayWebhookMessageResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers ReplayWebhookMessageResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 409:
-		var headers ReplayWebhookMessageResponse409Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 413:
-		var headers ReplayWebhookMessageResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers ReplayWebhookMessageResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers ReplayWebhookMessageResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ReplayWebhookMessageResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ReplayWebhookMessageResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ReplayWebhookMessageResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -22860,179 +10007,13 @@ func ParseReceiveStripeWebhookResponse(rsp *http.Response) (*ReceiveStripeWebhoo
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationProblemJSON400 = &dest
+		response.ApplicationProblemJSONDefault = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON408 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON431 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON503 = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ReceiveStripeWebhookResponse200Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers ReceiveStripeWebhookResponse400Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 404:
-		var headers ReceiveStripeWebhookResponse404Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 408:
-		var headers ReceiveStripeWebhookResponse408Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers408 = &headers
-	case rsp.StatusCode == 413:
-		var headers ReceiveStripeWebhookResponse413Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers ReceiveStripeWebhookResponse415Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers ReceiveStripeWebhookResponse422Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 431:
-		var headers ReceiveStripeWebhookResponse431Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers431 = &headers
-	case rsp.StatusCode == 500:
-		var headers ReceiveStripeWebhookResponse500Headers
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers500 = &headers
-	case rsp.StatusCode == 503:
-		var headers ReceiveStripeWebhookResponse503Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Correlation-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Correlation-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XCorrelationID = &value
-		}
-		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"boxoffice/client"
+	"github.com/boxoffice/boxoffice/client"
 )
 
 // seatMapServer answers GET /v1/events/{id}/seats with a map of n seats

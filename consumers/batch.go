@@ -218,23 +218,20 @@ func (c *Consumer) planBatch(ctx context.Context, items []*item) ApplyFunc {
 // callBatch runs the consumer's BatchFunc; a panic becomes a transient
 // error.
 func (c *Consumer) callBatch(ctx context.Context, evs []outbox.Envelope) (plan BatchPlan, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			plan, err = BatchPlan{}, newPanicError(v)
-		}
-	}()
-	return c.batch(ctx, evs)
+	err = recovering(func() error {
+		plan, err = c.batch(ctx, evs)
+		return err
+	})
+	return plan, err
 }
 
 // callExternal runs the consumer's ExternalFunc; a panic becomes a
 // transient error.
 func (c *Consumer) callExternal(ctx context.Context, ev outbox.Envelope) (h HandlerFunc, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			h, err = nil, newPanicError(v)
-		}
-	}()
-	h, err = c.external(ctx, ev)
+	err = recovering(func() error {
+		h, err = c.external(ctx, ev)
+		return err
+	})
 	if h == nil && err == nil {
 		h = func(context.Context, pgx.Tx, outbox.Envelope) error { return nil } // only the inbox row
 	}
@@ -356,30 +353,32 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 
 // callApply runs a BatchFunc's ApplyFunc (nil: nothing but the inbox
 // rows), turning a panic into a transient error.
-func (c *Consumer) callApply(ctx context.Context, tx pgx.Tx, apply ApplyFunc, evs []outbox.Envelope) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = newPanicError(v)
-		}
-	}()
+func (c *Consumer) callApply(ctx context.Context, tx pgx.Tx, apply ApplyFunc, evs []outbox.Envelope) error {
 	if apply == nil {
 		return nil
 	}
-	return apply(ctx, tx, evs)
+	return recovering(func() error { return apply(ctx, tx, evs) })
 }
 
 // callHandler runs the handler, turning a panic into a transient error so
 // the transaction rolls back and the message is retried.
-func (c *Consumer) callHandler(ctx context.Context, tx pgx.Tx, h HandlerFunc, ev outbox.Envelope) (err error) {
+func (c *Consumer) callHandler(ctx context.Context, tx pgx.Tx, h HandlerFunc, ev outbox.Envelope) error {
+	if h == nil {
+		return nil
+	}
+	return recovering(func() error { return h(ctx, tx, ev) })
+}
+
+// recovering runs fn, turning a panic in it into a transient error (a
+// panicError, with the panic's stack) rather than letting it take the
+// consumer down: the one place a consumer's code is recovered.
+func recovering(fn func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = newPanicError(v)
 		}
 	}()
-	if h == nil {
-		return nil
-	}
-	return h(ctx, tx, ev)
+	return fn()
 }
 
 // classify names the outcome of a failed delivery by its error.

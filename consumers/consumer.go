@@ -585,9 +585,7 @@ func (c *Consumer) logConsumeError(ctx context.Context, err error) {
 
 // refreshPending keeps the pending gauge current until ctx is done.
 func (c *Consumer) refreshPending(ctx context.Context) {
-	t := time.NewTicker(pendingInterval)
-	defer t.Stop()
-	for {
+	backoffpkg.Every(ctx, pendingInterval, func(ctx context.Context) {
 		ictx, cancel := context.WithTimeout(ctx, infoTimeout)
 		cons, err := c.js.Consumer(ictx, c.cfg.Bus.Stream(), c.cfg.Name)
 		cancel()
@@ -598,12 +596,7 @@ func (c *Consumer) refreshPending(ctx context.Context) {
 		case ctx.Err() == nil:
 			c.logger.DebugContext(ctx, "refresh pending gauge", "error", err.Error())
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // tracker counts the messages handed to workers and tells when the last

@@ -16,7 +16,7 @@ import (
 // go in URLs.
 
 // corsAllowHeaders are the request headers a browser page may send.
-var corsAllowHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", "X-Admission-Token", "X-Correlation-Id", "If-None-Match"}
+var corsAllowHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", "X-Admission-Token", "X-Correlation-Id", "If-None-Match", "Last-Event-ID"}
 
 // corsExposeHeaders are the response headers a browser page may read
 // besides the CORS-safelisted ones.

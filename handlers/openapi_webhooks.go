@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"reflect"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -45,27 +46,85 @@ func declareWebhooks(api huma.API) {
 	}
 	for _, mt := range webhooks.MessageTypes {
 		data := reg.Schema(reflect.TypeOf(mt.Data), true, "")
-		body := &huma.Schema{
-			Type:        huma.TypeObject,
-			Description: "A " + mt.Name + " message: " + mt.Description,
-			Required:    []string{"type", "timestamp", "data"},
-			Properties: map[string]*huma.Schema{
-				"type":      {Type: huma.TypeString, Enum: []any{mt.Name}, Description: "The message type."},
-				"timestamp": {Type: huma.TypeString, Format: "date-time", Description: "When the fact happened (not when it was sent: order messages may arrive out of order)."},
-				"data":      data,
-			},
+		// Version 1 under the type's name, as since the first release;
+		// version 2 (camelCase) under v2:<type>, its data the same
+		// schemas with every property renamed (webhooks.CamelCase).
+		for _, v := range []struct {
+			key, id, summary, note string
+			data                   *huma.Schema
+		}{
+			{mt.Name, "webhook-" + mt.Name, mt.Name, " Payload version 1 (snake_case), the default.", data},
+			{"v2:" + mt.Name, "webhook-v2-" + mt.Name, mt.Name + " (payload version 2)",
+				" Payload version 2: the same fields in camelCase, sent to endpoints created or updated with payloadVersion 2.",
+				camelSchema(reg, data)},
+		} {
+			body := &huma.Schema{
+				Type:        huma.TypeObject,
+				Description: "A " + mt.Name + " message: " + mt.Description,
+				Required:    []string{"type", "timestamp", "data"},
+				Properties: map[string]*huma.Schema{
+					"type":      {Type: huma.TypeString, Enum: []any{mt.Name}, Description: "The message type."},
+					"timestamp": {Type: huma.TypeString, Format: "date-time", Description: "When the fact happened (not when it was sent: order messages may arrive out of order)."},
+					"data":      v.data,
+				},
+			}
+			doc.Webhooks[v.key] = &huma.PathItem{Post: &huma.Operation{
+				OperationID: v.id,
+				Summary:     v.summary,
+				Description: mt.Description + " Sent as a Standard Webhooks message to your endpoint's URL; see docs/webhooks.md." + v.note,
+				Tags:        []string{"Webhook messages"},
+				Security:    []map[string][]string{},
+				Parameters:  params,
+				RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+					"application/json": {Schema: body},
+				}},
+				Responses: responses,
+			}}
 		}
-		doc.Webhooks[mt.Name] = &huma.PathItem{Post: &huma.Operation{
-			OperationID: "webhook-" + mt.Name,
-			Summary:     mt.Name,
-			Description: mt.Description + " Sent as a Standard Webhooks message to your endpoint's URL; see docs/webhooks.md.",
-			Tags:        []string{"Webhook messages"},
-			Security:    []map[string][]string{},
-			Parameters:  params,
-			RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
-				"application/json": {Schema: body},
-			}},
-			Responses: responses,
-		}}
 	}
+}
+
+// camelSchema is s in payload version 2: a copy whose object properties,
+// at every depth, are renamed by webhooks.CamelCase. A reference to a
+// component becomes a reference to its version-2 twin, <name>V2, made
+// once.
+func camelSchema(reg huma.Registry, s *huma.Schema) *huma.Schema {
+	if s == nil {
+		return nil
+	}
+	if s.Ref != "" {
+		name := strings.TrimPrefix(s.Ref, "#/components/schemas/")
+		twin := name + "V2"
+		if _, ok := reg.Map()[twin]; !ok {
+			reg.Map()[twin] = &huma.Schema{} // a cycle meets the twin, not a new one
+			*reg.Map()[twin] = *camelSchema(reg, reg.SchemaFromRef(s.Ref))
+		}
+		c := *s
+		c.Ref = "#/components/schemas/" + twin
+		return &c
+	}
+	c := *s
+	if s.Properties != nil {
+		c.Properties = make(map[string]*huma.Schema, len(s.Properties))
+		for k, p := range s.Properties {
+			c.Properties[webhooks.CamelCase(k)] = camelSchema(reg, p)
+		}
+	}
+	if s.Required != nil {
+		c.Required = make([]string, len(s.Required))
+		for i, k := range s.Required {
+			c.Required[i] = webhooks.CamelCase(k)
+		}
+	}
+	c.Items = camelSchema(reg, s.Items)
+	for _, list := range []*[]*huma.Schema{&c.OneOf, &c.AnyOf, &c.AllOf} {
+		if *list != nil {
+			out := make([]*huma.Schema, len(*list))
+			for i, x := range *list {
+				out[i] = camelSchema(reg, x)
+			}
+			*list = out
+		}
+	}
+	return &c
 }

@@ -51,8 +51,21 @@ type WaitingRoomOutput struct {
 	Status int
 	// RetryAfter repeats pollAfterSeconds while queued, for clients that
 	// honour the standard header rather than the body.
-	RetryAfter string `header:"Retry-After" doc:"Queued only: the same as pollAfterSeconds."`
-	Body       WaitingRoomBody
+	RetryAfter      string `header:"Retry-After" doc:"Queued only: the same as pollAfterSeconds."`
+	RateLimitPolicy string `header:"RateLimit-Policy" doc:"The buyer's waiting-room request budget (IETF httpapi RateLimit draft): \"waiting-room\";q=<requests a second>;w=1. Absent where it is not limited."`
+	RateLimit       string `header:"RateLimit" doc:"What is left of it after this request: \"waiting-room\";r=<requests left this second>;t=1."`
+	Body            WaitingRoomBody
+}
+
+// roomBudget is the buyer's waiting-room budget after a request that was
+// the used-th of its one-second window: the RateLimit-Policy and
+// RateLimit field values, empty when the per-buyer limit is off. A client
+// address shared by many buyers has its own, wider bound, not shown.
+func roomBudget(limit, used int) (policy, state string) {
+	if limit <= 0 {
+		return "", ""
+	}
+	return budget{quota: limit, window: 1, remaining: max(0, limit-used), reset: 1}.headers("waiting-room")
 }
 
 func (h *Handlers) registerWaitingRoom(api huma.API) {
@@ -63,7 +76,11 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 		return map[string]*huma.Response{"202": {
 			Description: "Queued: your place and estimated wait; poll GET again after pollAfterSeconds (also sent as Retry-After).",
 			Content:     map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Ref: "#/components/schemas/WaitingRoomBody"}}},
-			Headers:     map[string]*huma.Param{"Retry-After": {Description: "The same as pollAfterSeconds.", Schema: &huma.Schema{Type: huma.TypeString}}},
+			Headers: map[string]*huma.Param{
+				"Retry-After":      {Description: "The same as pollAfterSeconds.", Schema: &huma.Schema{Type: huma.TypeString}},
+				"RateLimit-Policy": {Description: "The buyer's waiting-room request budget, as on 200.", Schema: &huma.Schema{Type: huma.TypeString}},
+				"RateLimit":        {Description: "What is left of it after this request, as on 200.", Schema: &huma.Schema{Type: huma.TypeString}},
+			},
 		}}
 	}
 	register(api, secured(huma.Operation{
@@ -71,7 +88,7 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 		Summary: "Join the waiting room",
 		Description: "Buyers only. Idempotent: joining again returns your place. While the onsale is open, " +
 			"nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); " +
-			"otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After); " +
+			"otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); " +
 			"503 with Retry-After while the waiting room cannot admit anyone.",
 		Tags: []string{"Waiting room"}, Errors: errs, Responses: queued(),
 	}, auth.RoleBuyer), h.joinWaitingRoom)
@@ -121,7 +138,8 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 	case err != nil:
 		return nil, h.problemFor(ctx, err, "waiting room", "No such event.", "event_id", eventID)
 	}
-	out := &WaitingRoomOutput{Status: http.StatusAccepted}
+	policy, state := roomBudget(c.Room.Limits().PerUser, v.Used)
+	out := &WaitingRoomOutput{Status: http.StatusAccepted, RateLimitPolicy: policy, RateLimit: state}
 	out.Body.Phase = string(v.Phase)
 	if v.SoldOut {
 		out.Body.Phase = "sold_out"
@@ -129,8 +147,13 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 	out.Body.OpensAt = v.OpensAt
 	switch v.Status {
 	case waitingroom.StatusLimited:
+		headers := retryAfter(v.RetryAfter)
+		if policy != "" {
+			headers.Set("RateLimit-Policy", policy)
+			headers.Set("RateLimit", state)
+		}
 		return nil, huma.ErrorWithHeaders(problem(http.StatusTooManyRequests, TypeRateLimited,
-			"Too many waiting-room requests; slow down."), retryAfter(v.RetryAfter))
+			"Too many waiting-room requests; slow down."), headers)
 	case waitingroom.StatusNone:
 		return nil, problem(http.StatusNotFound, TypeNotFound, "You are not in this event's waiting room; join it first.")
 	case waitingroom.StatusAdmitted:

@@ -235,6 +235,37 @@ func TestWaitingRoomRateLimited(t *testing.T) {
 	require.Positive(t, limited)
 }
 
+// The waiting room tells a client its budget (IETF RateLimit headers) on
+// every answer: what is left of this second's requests, down to r=0 on
+// the 429 that refuses one.
+func TestWaitingRoomRateLimitHeaders(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{limits: waitingroom.Limits{PerUser: 3, PerIP: -1}})
+	ev := b.createEvent(t, b.organizer(t))
+	want := []string{`"waiting-room";r=2;t=1`, `"waiting-room";r=1;t=1`, `"waiting-room";r=0;t=1`, `"waiting-room";r=0;t=1`}
+	// Four requests of one buyer in one one-second window; a try whose
+	// requests straddle two windows (a slow machine) is made again with
+	// another buyer.
+	for try := 0; ; try++ {
+		_, tok := b.buyer(t)
+		start := time.Now()
+		var states []string
+		for range 4 {
+			res := b.do(t, http.MethodPost, "/v1/events/"+ev.ID+"/waiting-room", bearer(tok), nil)
+			require.Equal(t, `"waiting-room";q=3;w=1`, res.header.Get("RateLimit-Policy"), "%d %s", res.status, res.body)
+			states = append(states, res.header.Get("RateLimit"))
+			if res.status == http.StatusTooManyRequests {
+				require.Equal(t, "1", res.header.Get("Retry-After"))
+			}
+		}
+		if time.Now().Unix() != start.Unix() && try < 5 {
+			continue
+		}
+		require.Equal(t, want, states)
+		return
+	}
+}
+
 // Redis lost: joins and polls answer 503 with Retry-After and issue
 // nothing; a token issued before keeps holding seats; when Redis is back,
 // the same client works again with no manual step.

@@ -41,6 +41,7 @@ type WebhookEndpointBody struct {
 	DisabledReason      string                    `json:"disabledReason,omitempty" enum:"user,gone,failing" doc:"Why the endpoint is disabled: by you, the receiver answered 410, or it failed consistently for days."`
 	RateLimitPerSecond  *int32                    `json:"rateLimitPerSecond,omitempty" doc:"Deliveries per second; absent is unlimited."`
 	MaxConcurrency      int32                     `json:"maxConcurrency" doc:"Attempts in flight at once."`
+	PayloadVersion      int                       `json:"payloadVersion" enum:"1,2" doc:"How the messages sent to it spell their fields: 1 snake_case (order_id), 2 camelCase (orderId), as this API does. Endpoints created before version 2 existed have 1."`
 	CircuitState        string                    `json:"circuitState" enum:"closed,open,half_open" doc:"open: nothing is sent for a while after sustained failure; half_open: one probe at a time."`
 	ConsecutiveFailures int32                     `json:"consecutiveFailures"`
 	FailingSince        *time.Time                `json:"failingSince,omitempty" doc:"First failure since the last success."`
@@ -76,7 +77,8 @@ func webhookEndpointBody(e webhooks.Endpoint) WebhookEndpointBody {
 	b := WebhookEndpointBody{
 		ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Enabled: e.Enabled,
 		DisabledReason: e.DisabledReason, RateLimitPerSecond: e.RateLimitPerSecond, MaxConcurrency: e.MaxConcurrency,
-		CircuitState: e.CircuitState, ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince),
+		PayloadVersion: e.PayloadVersion,
+		CircuitState:   e.CircuitState, ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince),
 		Health: WebhookEndpointHealthBody{
 			LastSuccessAt: utc(e.LastSuccessAt), FailureStreak: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince),
 			Breaker: e.CircuitState, DisabledAt: utc(e.DisabledAt), DisabledReason: e.DisabledReason,
@@ -107,6 +109,7 @@ type CreateWebhookEndpointInput struct {
 		Enabled            *bool    `json:"enabled,omitempty" doc:"Defaults to true."`
 		RateLimitPerSecond *int32   `json:"rateLimitPerSecond,omitempty" minimum:"1" maximum:"10000" doc:"Deliveries per second; absent is unlimited."`
 		MaxConcurrency     int32    `json:"maxConcurrency,omitempty" minimum:"1" maximum:"1000" doc:"Attempts in flight at once. Defaults to 10."`
+		PayloadVersion     int      `json:"payloadVersion,omitempty" enum:"1,2" doc:"How messages spell their fields: 2 camelCase (orderId), as this API does; 1 snake_case (order_id), the default in API version 1 (2 becomes the default in version 2)."`
 	}
 }
 
@@ -162,6 +165,7 @@ type UpdateWebhookEndpointInput struct {
 		Enabled            *bool     `json:"enabled,omitempty" doc:"false stops deliveries (kept for recover); true clears the failure record and circuit."`
 		RateLimitPerSecond *int32    `json:"rateLimitPerSecond,omitempty" minimum:"0" maximum:"10000" doc:"Deliveries per second; 0 removes the limit."`
 		MaxConcurrency     *int32    `json:"maxConcurrency,omitempty" minimum:"1" maximum:"1000"`
+		PayloadVersion     *int      `json:"payloadVersion,omitempty" enum:"1,2" doc:"Moves the endpoint to another payload version; messages not yet sent, replays and recovers go out in it."`
 	}
 }
 
@@ -305,7 +309,8 @@ func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookE
 	p := webhooks.EndpointParams{
 		URL: in.Body.URL, Description: in.Body.Description, EventTypes: in.Body.EventTypes,
 		RateLimitPerSecond: in.Body.RateLimitPerSecond, MaxConcurrency: in.Body.MaxConcurrency,
-		Disabled: in.Body.Enabled != nil && !*in.Body.Enabled,
+		PayloadVersion: in.Body.PayloadVersion,
+		Disabled:       in.Body.Enabled != nil && !*in.Body.Enabled,
 	}
 	c, err := h.organizerCell(ctx)
 	if err != nil {
@@ -381,6 +386,7 @@ func (h *Handlers) updateWebhookEndpoint(ctx context.Context, in *UpdateWebhookE
 	b := in.Body
 	u := webhooks.EndpointUpdate{
 		URL: b.URL, Description: b.Description, EventTypes: b.EventTypes, Enabled: b.Enabled, MaxConcurrency: b.MaxConcurrency,
+		PayloadVersion: b.PayloadVersion,
 	}
 	if b.RateLimitPerSecond != nil {
 		u.SetRateLimit = true

@@ -372,6 +372,32 @@ func TestWebhookEndpoints(t *testing.T) {
 // limit, a second endpoint for a URL (however spelled), or a change to
 // another endpoint's URL is a 409 problem with a stable type, and writes
 // nothing.
+// payloadVersion: 1 unless asked, 2 on request, changed by PATCH, and
+// anything else a 422 that writes nothing.
+func TestWebhookEndpointPayloadVersion(t *testing.T) {
+	t.Parallel()
+	b := setupWebhooks(t, true)
+	tok, _ := b.organizerOf(t)
+	plain := b.createEndpoint(t, tok, map[string]any{"url": "http://127.0.0.1:9/v1"})
+	require.Equal(t, float64(1), plain["payloadVersion"])
+	camel := b.createEndpoint(t, tok, map[string]any{"url": "http://127.0.0.1:9/v2", "payloadVersion": 2})
+	require.Equal(t, float64(2), camel["payloadVersion"])
+
+	upd := b.do(t, http.MethodPatch, "/v1/webhook-endpoints/"+plain["id"].(string), bearer(tok), map[string]any{"payloadVersion": 2})
+	require.Equal(t, http.StatusOK, upd.status, "%s", upd.body)
+	require.Equal(t, float64(2), upd.json(t)["payloadVersion"])
+
+	for _, bad := range []any{0, 3, "2"} {
+		res := b.do(t, http.MethodPost, "/v1/webhook-endpoints", bearer(tok), map[string]any{"url": "http://127.0.0.1:9/x", "payloadVersion": bad})
+		require.Equal(t, http.StatusUnprocessableEntity, res.status, "%v: %s", bad, res.body)
+		require.Contains(t, string(res.body), "payloadVersion")
+		res = b.do(t, http.MethodPatch, "/v1/webhook-endpoints/"+camel["id"].(string), bearer(tok), map[string]any{"payloadVersion": bad})
+		require.Equal(t, http.StatusUnprocessableEntity, res.status, "%v: %s", bad, res.body)
+	}
+	require.EqualValues(t, 2, dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_endpoints"))
+	require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM webhook_endpoints WHERE payload_version = 1"))
+}
+
 func TestWebhookEndpointBounds(t *testing.T) {
 	t.Parallel()
 	b := setupWebhooks(t, true)

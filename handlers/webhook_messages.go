@@ -22,7 +22,7 @@ type WebhookMessageBody struct {
 	WebhookID  string                `json:"webhookId" doc:"The webhook-id header of every attempt: msg_<id>."`
 	Type       string                `json:"type"`
 	CreatedAt  time.Time             `json:"createdAt"`
-	Payload    json.RawMessage       `json:"payload" doc:"The exact JSON body every attempt sends: {type, timestamp, data}."`
+	Payload    json.RawMessage       `json:"payload" doc:"The JSON body {type, timestamp, data} as a payload-version-1 endpoint receives it, to the byte; a version-2 endpoint receives the same with every key in camelCase."`
 	Deliveries []WebhookDeliveryBody `json:"deliveries" doc:"Its delivery to each endpoint it was queued for (none left for a deleted endpoint)."`
 }
 

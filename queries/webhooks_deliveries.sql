@@ -30,7 +30,7 @@ WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND m.id = d.message_id AND e.id 
 RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry_base, d.next_trigger,
           d.acknowledged_at, m.event_type, m.payload, m.created_at AS message_created_at, m.order_id, m.correlation_id,
           e.url, e.secret, e.previous_secret, e.previous_secret_expires_at, e.rate_limit_per_second,
-          e.max_concurrency, e.circuit_state, e.circuit_open_until, e.enabled, now()::timestamptz AS claimed_at;
+          e.max_concurrency, e.circuit_state, e.circuit_open_until, e.enabled, e.payload_version, now()::timestamptz AS claimed_at;
 
 -- name: WebhookDeliveryRelease :exec
 -- Gives leased deliveries back without an attempt (throttled, circuit

@@ -12,11 +12,11 @@ SELECT count(*)::int AS endpoints FROM webhook_endpoints WHERE organizer_id = @o
 -- (webhooks.Keyring). A url_key another endpoint of the organizer has is a
 -- unique violation.
 INSERT INTO webhook_endpoints (id, organizer_id, url, url_key, description, event_types, enabled, disabled_reason,
-                               rate_limit_per_second, max_concurrency, secret, disabled_at)
+                               rate_limit_per_second, max_concurrency, secret, disabled_at, payload_version)
 VALUES (@id::uuid, @organizer_id::uuid, @url::text, @url_key::text, @description::text, @event_types::text[], @enabled::boolean,
         CASE WHEN @enabled::boolean THEN NULL ELSE 'user' END,
         sqlc.narg('rate_limit_per_second')::int, @max_concurrency::int, @secret::text,
-        CASE WHEN @enabled::boolean THEN NULL ELSE now() END)
+        CASE WHEN @enabled::boolean THEN NULL ELSE now() END, @payload_version::smallint)
 RETURNING *;
 
 -- name: WebhookEndpointList :many
@@ -45,6 +45,7 @@ UPDATE webhook_endpoints SET
     description = coalesce(sqlc.narg('description')::text, description),
     event_types = coalesce(sqlc.narg('event_types')::text[], event_types),
     max_concurrency = coalesce(sqlc.narg('max_concurrency')::int, max_concurrency),
+    payload_version = coalesce(sqlc.narg('payload_version')::smallint, payload_version),
     rate_limit_per_second = CASE WHEN @set_rate_limit::boolean THEN sqlc.narg('rate_limit_per_second')::int
                                  ELSE rate_limit_per_second END,
     enabled = coalesce(sqlc.narg('enabled')::boolean, enabled),

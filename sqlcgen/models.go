@@ -330,6 +330,7 @@ type WebhookEndpoint struct {
 	UrlKey                  *string
 	LastSuccessAt           *time.Time
 	DisabledAt              *time.Time
+	PayloadVersion          int16
 }
 
 type WebhookMessage struct {

@@ -100,7 +100,7 @@ func (q *Queries) WebhookEndpointDisable(ctx context.Context, db DBTX, arg Webho
 }
 
 const webhookEndpointGet = `-- name: WebhookEndpointGet :one
-SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at FROM webhook_endpoints WHERE id = $1::uuid AND organizer_id = $2::uuid
+SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at, payload_version FROM webhook_endpoints WHERE id = $1::uuid AND organizer_id = $2::uuid
 `
 
 type WebhookEndpointGetParams struct {
@@ -135,18 +135,19 @@ func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, arg WebhookEn
 		&i.UrlKey,
 		&i.LastSuccessAt,
 		&i.DisabledAt,
+		&i.PayloadVersion,
 	)
 	return i, err
 }
 
 const webhookEndpointInsert = `-- name: WebhookEndpointInsert :one
 INSERT INTO webhook_endpoints (id, organizer_id, url, url_key, description, event_types, enabled, disabled_reason,
-                               rate_limit_per_second, max_concurrency, secret, disabled_at)
+                               rate_limit_per_second, max_concurrency, secret, disabled_at, payload_version)
 VALUES ($1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::text[], $7::boolean,
         CASE WHEN $7::boolean THEN NULL ELSE 'user' END,
         $8::int, $9::int, $10::text,
-        CASE WHEN $7::boolean THEN NULL ELSE now() END)
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at
+        CASE WHEN $7::boolean THEN NULL ELSE now() END, $11::smallint)
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at, payload_version
 `
 
 type WebhookEndpointInsertParams struct {
@@ -160,6 +161,7 @@ type WebhookEndpointInsertParams struct {
 	RateLimitPerSecond *int32
 	MaxConcurrency     int32
 	Secret             string
+	PayloadVersion     int16
 }
 
 // Creates an endpoint for an organizer; secret is already sealed
@@ -177,6 +179,7 @@ func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg Webhoo
 		arg.RateLimitPerSecond,
 		arg.MaxConcurrency,
 		arg.Secret,
+		arg.PayloadVersion,
 	)
 	var i WebhookEndpoint
 	err := row.Scan(
@@ -202,12 +205,13 @@ func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg Webhoo
 		&i.UrlKey,
 		&i.LastSuccessAt,
 		&i.DisabledAt,
+		&i.PayloadVersion,
 	)
 	return i, err
 }
 
 const webhookEndpointList = `-- name: WebhookEndpointList :many
-SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at FROM webhook_endpoints
+SELECT id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at, payload_version FROM webhook_endpoints
 WHERE organizer_id = $1::uuid
   AND ($2::timestamptz IS NULL
        OR (created_at, id) > ($2::timestamptz, $3::uuid))
@@ -261,6 +265,7 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, arg WebhookE
 			&i.UrlKey,
 			&i.LastSuccessAt,
 			&i.DisabledAt,
+			&i.PayloadVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -387,7 +392,7 @@ UPDATE webhook_endpoints SET
     secret = $2::text,
     updated_at = now()
 WHERE id = $3::uuid AND organizer_id = $4::uuid
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at, payload_version
 `
 
 type WebhookEndpointRotateSecretParams struct {
@@ -430,6 +435,7 @@ func (q *Queries) WebhookEndpointRotateSecret(ctx context.Context, db DBTX, arg 
 		&i.UrlKey,
 		&i.LastSuccessAt,
 		&i.DisabledAt,
+		&i.PayloadVersion,
 	)
 	return i, err
 }
@@ -492,26 +498,27 @@ UPDATE webhook_endpoints SET
     description = coalesce($3::text, description),
     event_types = coalesce($4::text[], event_types),
     max_concurrency = coalesce($5::int, max_concurrency),
-    rate_limit_per_second = CASE WHEN $6::boolean THEN $7::int
+    payload_version = coalesce($6::smallint, payload_version),
+    rate_limit_per_second = CASE WHEN $7::boolean THEN $8::int
                                  ELSE rate_limit_per_second END,
-    enabled = coalesce($8::boolean, enabled),
+    enabled = coalesce($9::boolean, enabled),
     disabled_reason = CASE
-        WHEN $8::boolean IS NULL THEN disabled_reason
-        WHEN $8::boolean THEN NULL
+        WHEN $9::boolean IS NULL THEN disabled_reason
+        WHEN $9::boolean THEN NULL
         WHEN enabled THEN 'user'
         ELSE disabled_reason END,
     disabled_at = CASE
-        WHEN $8::boolean IS NULL THEN disabled_at
-        WHEN $8::boolean THEN NULL
+        WHEN $9::boolean IS NULL THEN disabled_at
+        WHEN $9::boolean THEN NULL
         WHEN enabled THEN now()
         ELSE disabled_at END,
-    consecutive_failures = CASE WHEN $8::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
-    failing_since = CASE WHEN $8::boolean AND NOT enabled THEN NULL ELSE failing_since END,
-    circuit_state = CASE WHEN $8::boolean AND NOT enabled THEN 'closed' ELSE circuit_state END,
-    circuit_open_until = CASE WHEN $8::boolean AND NOT enabled THEN NULL ELSE circuit_open_until END,
+    consecutive_failures = CASE WHEN $9::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
+    failing_since = CASE WHEN $9::boolean AND NOT enabled THEN NULL ELSE failing_since END,
+    circuit_state = CASE WHEN $9::boolean AND NOT enabled THEN 'closed' ELSE circuit_state END,
+    circuit_open_until = CASE WHEN $9::boolean AND NOT enabled THEN NULL ELSE circuit_open_until END,
     updated_at = now()
-WHERE id = $9::uuid AND organizer_id = $10::uuid
-RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at
+WHERE id = $10::uuid AND organizer_id = $11::uuid
+RETURNING id, organizer_id, url, description, event_types, enabled, disabled_reason, rate_limit_per_second, max_concurrency, secret, previous_secret, previous_secret_expires_at, circuit_state, circuit_open_until, circuit_opened_count, consecutive_failures, failing_since, created_at, updated_at, url_key, last_success_at, disabled_at, payload_version
 `
 
 type WebhookEndpointUpdateParams struct {
@@ -520,6 +527,7 @@ type WebhookEndpointUpdateParams struct {
 	Description        *string
 	EventTypes         []string
 	MaxConcurrency     *int32
+	PayloadVersion     *int16
 	SetRateLimit       bool
 	RateLimitPerSecond *int32
 	Enabled            *bool
@@ -539,6 +547,7 @@ func (q *Queries) WebhookEndpointUpdate(ctx context.Context, db DBTX, arg Webhoo
 		arg.Description,
 		arg.EventTypes,
 		arg.MaxConcurrency,
+		arg.PayloadVersion,
 		arg.SetRateLimit,
 		arg.RateLimitPerSecond,
 		arg.Enabled,
@@ -569,6 +578,7 @@ func (q *Queries) WebhookEndpointUpdate(ctx context.Context, db DBTX, arg Webhoo
 		&i.UrlKey,
 		&i.LastSuccessAt,
 		&i.DisabledAt,
+		&i.PayloadVersion,
 	)
 	return i, err
 }

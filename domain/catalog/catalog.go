@@ -1,9 +1,9 @@
 // Package catalog creates events with their seats and reads the seat map.
 //
-// It owns, as their one writer, the tables events, seats and organizers
-// (platform/apikey also ensures an organizer's row before keying it: it
-// cannot ask a floor above). Other packages read them, and ask catalog
-// to change them; cmd/boxoffice/layers_test.go (tableOwners) holds it. An
+// It owns, as their one writer, the tables events and seats; an event's
+// organizer row it ensures through platform/organizer, the organizers
+// table's one writer (platform/apikey asks it too, before keying an
+// organizer). Other packages read them, and ask catalog to change them; cmd/boxoffice/layers_test.go (tableOwners) holds it. An
 // event is created with every seat in one transaction. A seat's
 // availability is not stored here but decided by the holds and tickets
 // that own it (package purchase, docs/design/holds.md); the seat map it
@@ -25,6 +25,7 @@ import (
 
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/organizer"
 	"boxoffice/platform/page"
 	"boxoffice/sqlcgen"
 )
@@ -196,7 +197,7 @@ func (c *Catalog) createEvent(ctx context.Context, on db.Executor, p EventParams
 	}
 	ev, err := db.WithTxV(ctx, on, func(ctx context.Context, tx pgx.Tx) (Event, error) {
 		q := sqlcgen.New()
-		if err := q.OrganizerEnsure(ctx, tx, p.OrganizerID); err != nil {
+		if err := organizer.Ensure(ctx, tx, p.OrganizerID); err != nil {
 			return Event{}, fmt.Errorf("ensure organizer: %w", err)
 		}
 		ev, err := q.EventInsert(ctx, tx, sqlcgen.EventInsertParams{

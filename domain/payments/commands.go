@@ -188,14 +188,9 @@ const CodeCaptureFailed = purchase.CodeCaptureFailed
 // which fails the order and releases its seats, unless the provider says
 // the intent is captured already (then its webhook brings PaymentCaptured).
 func (p *Commands) capture(ctx context.Context, ev outbox.Envelope) (RecordFunc, error) {
-	cmd, err := paymentPayload[outbox.CaptureRequested](ev)
+	cmd, orderID, log, err := openIntentCommand[outbox.CaptureRequested](p, ev)
 	if err != nil {
 		return nil, err
-	}
-	orderID := cmp.Or(cmd.OrderID, ev.AggregateID)
-	log := p.eventLogger(ev, orderID, cmd.PaymentIntentID)
-	if cmd.PaymentIntentID == "" {
-		return nil, fault.Permanent(fmt.Errorf("%s names no payment intent", ev.EventType))
 	}
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
@@ -236,14 +231,9 @@ func (p *Commands) capture(ctx context.Context, ev outbox.Envelope) (RecordFunc,
 // (canceled already, or captured) needs nothing more from these commands:
 // a captured one is refunded when its PaymentCaptured reaches the saga.
 func (p *Commands) cancel(ctx context.Context, ev outbox.Envelope) (RecordFunc, error) {
-	cmd, err := paymentPayload[outbox.AuthorizationCancelRequested](ev)
+	cmd, orderID, log, err := openIntentCommand[outbox.AuthorizationCancelRequested](p, ev)
 	if err != nil {
 		return nil, err
-	}
-	orderID := cmp.Or(cmd.OrderID, ev.AggregateID)
-	log := p.eventLogger(ev, orderID, cmd.PaymentIntentID)
-	if cmd.PaymentIntentID == "" {
-		return nil, fault.Permanent(fmt.Errorf("%s names no payment intent", ev.EventType))
 	}
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	intent, err := p.cfg.Provider.Cancel(callCtx, cmd.PaymentIntentID, "cancel:"+orderID.String())
@@ -264,14 +254,9 @@ func (p *Commands) cancel(ctx context.Context, ev outbox.Envelope) (RecordFunc, 
 // selected tickets, once per refund (its idempotency key). The
 // charge.refunded webhook brings PaymentRefunded.
 func (p *Commands) refund(ctx context.Context, ev outbox.Envelope) (RecordFunc, error) {
-	cmd, err := paymentPayload[outbox.RefundRequested](ev)
+	cmd, orderID, log, err := openIntentCommand[outbox.RefundRequested](p, ev)
 	if err != nil {
 		return nil, err
-	}
-	orderID := cmp.Or(cmd.OrderID, ev.AggregateID)
-	log := p.eventLogger(ev, orderID, cmd.PaymentIntentID)
-	if cmd.PaymentIntentID == "" {
-		return nil, fault.Permanent(fmt.Errorf("%s names no payment intent", ev.EventType))
 	}
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	key := "refund:" + orderID.String()
@@ -330,6 +315,30 @@ func (p *Commands) eventLogger(ev outbox.Envelope, orderID uuid.UUID, intentID s
 		l = l.With("payment_intent_id", intentID)
 	}
 	return l
+}
+
+// intentCommand is a command on an order's existing PaymentIntent:
+// capture, cancel or refund.
+type intentCommand interface {
+	Intent() (orderID uuid.UUID, paymentIntentID string)
+}
+
+// openIntentCommand is the opening the commands on an existing intent
+// share: it decodes ev's payload and returns it with the order it is for
+// (the event's aggregate when the payload names none) and the command's
+// logger. A payload that does not decode or names no intent can never be
+// handled: the error is permanent.
+func openIntentCommand[T intentCommand](p *Commands, ev outbox.Envelope) (cmd T, orderID uuid.UUID, log *slog.Logger, err error) {
+	cmd, err = paymentPayload[T](ev)
+	if err != nil {
+		return cmd, uuid.Nil, nil, err
+	}
+	orderID, intentID := cmd.Intent()
+	orderID = cmp.Or(orderID, ev.AggregateID)
+	if intentID == "" {
+		return cmd, orderID, nil, fault.Permanent(fmt.Errorf("%s names no payment intent", ev.EventType))
+	}
+	return cmd, orderID, p.eventLogger(ev, orderID, intentID), nil
 }
 
 // paymentPayload decodes ev's payload. A payload that does not decode can

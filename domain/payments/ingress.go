@@ -348,14 +348,37 @@ func decodeObject(ev stripe.Event, v any) error {
 	return nil
 }
 
+// decodeIntent decodes the PaymentIntent of a payment_intent.* event and
+// checks its id.
+func decodeIntent(ev stripe.Event) (stripe.PaymentIntent, error) {
+	var pi stripe.PaymentIntent
+	if err := decodeObject(ev, &pi); err != nil {
+		return pi, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
+	}
+	return pi, checkID("payment intent id", pi.ID, "pi_")
+}
+
+// refunded maps a refund the provider reports of intentID (metadata is
+// its object's, amount what it says was refunded) to PaymentRefunded: the
+// same fact whether a charge.refunded or a refund.updated brings it. An
+// intent that is no order's maps to nothing.
+func (in *Ingress) refunded(ctx context.Context, ev stripe.Event, intentID string, metadata map[string]string, amount int64) (mapped, error) {
+	if err := checkID("payment intent id", intentID, "pi_"); err != nil {
+		return mapped{}, err
+	}
+	orderID, ok, err := in.orderOf(ctx, intentID, metadata)
+	if err != nil || !ok {
+		return mapped{}, err
+	}
+	return mapped{typ: outbox.TypePaymentRefunded, orderID: orderID, payload: outbox.PaymentRefunded{
+		OrderID: orderID, PaymentIntentID: intentID, AmountRefunded: amount, ProviderEventID: ev.ID}}, nil
+}
+
 func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error) {
 	switch ev.Type {
 	case EventRequiresAction, EventProcessing:
-		var pi stripe.PaymentIntent
-		if err := decodeObject(ev, &pi); err != nil {
-			return mapped{}, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
-		}
-		if err := checkID("payment intent id", pi.ID, "pi_"); err != nil {
+		pi, err := decodeIntent(ev)
+		if err != nil {
 			return mapped{}, err
 		}
 		orderID, ok, err := in.orderOf(ctx, pi.ID, pi.Metadata)
@@ -369,11 +392,8 @@ func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error
 		return mapped{orderID: orderID, intentID: pi.ID, inFlight: status}, nil
 	case "payment_intent.amount_capturable_updated", "payment_intent.succeeded",
 		"payment_intent.payment_failed", "payment_intent.canceled":
-		var pi stripe.PaymentIntent
-		if err := decodeObject(ev, &pi); err != nil {
-			return mapped{}, fmt.Errorf("decode payment intent of %s: %w", ev.ID, err)
-		}
-		if err := checkID("payment intent id", pi.ID, "pi_"); err != nil {
+		pi, err := decodeIntent(ev)
+		if err != nil {
 			return mapped{}, err
 		}
 		if pi.LastPaymentError != nil {
@@ -413,15 +433,7 @@ func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error
 		if ch.PaymentIntent == nil {
 			return mapped{}, nil
 		}
-		if err := checkID("payment intent id", ch.PaymentIntent.ID, "pi_"); err != nil {
-			return mapped{}, err
-		}
-		orderID, ok, err := in.orderOf(ctx, ch.PaymentIntent.ID, ch.Metadata)
-		if err != nil || !ok {
-			return mapped{}, err
-		}
-		return mapped{typ: outbox.TypePaymentRefunded, orderID: orderID, payload: outbox.PaymentRefunded{
-			OrderID: orderID, PaymentIntentID: ch.PaymentIntent.ID, AmountRefunded: ch.AmountRefunded, ProviderEventID: ev.ID}}, nil
+		return in.refunded(ctx, ev, ch.PaymentIntent.ID, ch.Metadata, ch.AmountRefunded)
 	case "refund.updated":
 		var rf stripe.Refund
 		if err := decodeObject(ev, &rf); err != nil {
@@ -430,15 +442,7 @@ func (in *Ingress) mapEvent(ctx context.Context, ev stripe.Event) (mapped, error
 		if rf.PaymentIntent == nil || rf.Status != stripe.RefundStatusSucceeded {
 			return mapped{}, nil
 		}
-		if err := checkID("payment intent id", rf.PaymentIntent.ID, "pi_"); err != nil {
-			return mapped{}, err
-		}
-		orderID, ok, err := in.orderOf(ctx, rf.PaymentIntent.ID, rf.Metadata)
-		if err != nil || !ok {
-			return mapped{}, err
-		}
-		return mapped{typ: outbox.TypePaymentRefunded, orderID: orderID, payload: outbox.PaymentRefunded{
-			OrderID: orderID, PaymentIntentID: rf.PaymentIntent.ID, AmountRefunded: rf.Amount, ProviderEventID: ev.ID}}, nil
+		return in.refunded(ctx, ev, rf.PaymentIntent.ID, rf.Metadata, rf.Amount)
 	}
 	return mapped{}, nil
 }

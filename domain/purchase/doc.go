@@ -46,12 +46,12 @@
 // # Tables
 //
 // It owns, as their one writer, holds, hold_seats, orders, refunds and
-// idempotency_keys (the hold's keys, in hold_reserve). Two writes reach
-// tables it does not own, each for a reason: hold_reserve writes the
-// hold's first event to the outbox in its one statement (one round trip
-// per hold), and a refund revokes the order's tickets in its transaction
-// (domain/tickets builds on this package, so it cannot be asked back).
-// The payments row it does not write: the saga records the provider's
-// status through domain/payments/record, the table's one writer.
+// idempotency_keys (the hold's keys, in hold_reserve). One write reaches
+// a table it does not own, for a reason: hold_reserve writes the hold's
+// first event to the outbox in its one statement (one round trip per
+// hold). The tickets and payments rows it does not write: a refund
+// revokes the order's tickets through domain/tickets/ledger and the saga
+// records the provider's status through domain/payments/record, each the
+// table's one writer and each in the caller's transaction.
 // cmd/boxoffice/layers_test.go (tableOwners, writeExceptions) holds it.
 package purchase

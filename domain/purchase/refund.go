@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/domain/tickets/ledger"
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/outbox"
@@ -169,7 +170,7 @@ func refundTickets(ctx context.Context, o *OrderTx, opts RefundOptions) (whole b
 	}
 	if amount <= 0 {
 		// Free seats: nothing to send to the provider.
-		_, err := o.q.TicketRevokeByIDs(ctx, o.tx, sqlcgen.TicketRevokeByIDsParams{OrderID: o.ID(), Ids: ids, Resell: opts.Resell})
+		_, err := ledger.RevokeTickets(ctx, o.tx, o.ID(), ids, opts.Resell)
 		return false, err
 	}
 	refund, err := o.q.RefundInsert(ctx, o.tx, sqlcgen.RefundInsertParams{
@@ -178,7 +179,7 @@ func refundTickets(ctx context.Context, o *OrderTx, opts RefundOptions) (whole b
 	if err != nil {
 		return false, fmt.Errorf("record refund: %w", err)
 	}
-	if _, err := o.q.TicketRevokeByIDs(ctx, o.tx, sqlcgen.TicketRevokeByIDsParams{OrderID: o.ID(), Ids: ids, Resell: opts.Resell}); err != nil {
+	if _, err := ledger.RevokeTickets(ctx, o.tx, o.ID(), ids, opts.Resell); err != nil {
 		return false, fmt.Errorf("revoke tickets: %w", err)
 	}
 	return false, o.Emit(ctx, outbox.TypeRefundRequested, outbox.RefundRequested{
@@ -192,7 +193,7 @@ func refundTickets(ctx context.Context, o *OrderTx, opts RefundOptions) (whole b
 // paid one and puts its seats back on sale.
 func giveUp(ctx context.Context, o *OrderTx, resell bool) error {
 	if o.Status() == OrderTicketed {
-		if _, err := o.q.TicketRevokeByOrder(ctx, o.tx, sqlcgen.TicketRevokeByOrderParams{OrderID: o.ID(), Resell: resell}); err != nil {
+		if _, err := ledger.RevokeOrder(ctx, o.tx, o.ID(), resell); err != nil {
 			return fmt.Errorf("revoke tickets: %w", err)
 		}
 		return nil

@@ -1,9 +1,10 @@
 // Package tickets turns a paid order into tickets, and signs each ticket
 // into a QR payload that a scanner at the door can check offline.
 //
-// It owns the check_ins table and creates every tickets row; a refund's
-// revocation of tickets is made by package purchase, in the refund's
-// transaction (docs/design/payments.md).
+// It owns the check_ins table and decides every tickets row it creates;
+// the rows are written by its package ledger, which a refund (package
+// purchase) asks to revoke them in the refund's transaction
+// (docs/design/payments.md).
 //
 // # Issuance
 //
@@ -37,8 +38,10 @@
 //
 // # Tables
 //
-// It owns, as their one writer, tickets and check_ins; a refund
-// (domain/purchase) also revokes an order's tickets in its own
-// transaction, since this package builds on purchase and cannot be asked
-// back from it. The order's state it changes through purchase's OrderTx.
+// It owns, as its one writer, check_ins. The tickets table's one writer
+// is its package ledger, below both this package and purchase: issuance
+// inserts through it, and a refund (domain/purchase) revokes through it in
+// the refund's transaction, since this package builds on purchase and
+// cannot be asked back from it. The order's state it changes through
+// purchase's OrderTx.
 package tickets

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/domain/purchase"
+	"boxoffice/domain/tickets/ledger"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/outbox"
 	"boxoffice/platform/promreg"
@@ -150,21 +151,21 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	}
 
 	issuedAt := i.now().UTC().Truncate(time.Second)
-	params := sqlcgen.TicketInsertBatchParams{OrderID: o.ID(), EventID: o.EventID(), IssuedAt: issuedAt}
+	params := ledger.IssueParams{OrderID: o.ID(), EventID: o.EventID(), IssuedAt: issuedAt}
 	for _, seatID := range seatIDs {
 		t := Ticket{ID: ID(o.ID(), seatID), OrderID: o.ID(), SeatID: seatID, EventID: o.EventID(), IssuedAt: issuedAt}
-		params.Ids = append(params.Ids, t.ID)
-		params.SeatIds = append(params.SeatIds, seatID)
-		params.QrPayloads = append(params.QrPayloads, i.signer.Sign(t))
+		params.IDs = append(params.IDs, t.ID)
+		params.SeatIDs = append(params.SeatIDs, seatID)
+		params.QRPayloads = append(params.QRPayloads, i.signer.Sign(t))
 	}
-	inserted, err := q.TicketInsertBatch(ctx, tx, params)
+	inserted, err := ledger.Issue(ctx, tx, params)
 	if err != nil {
 		return Issued{}, fmt.Errorf("insert tickets: %w", err)
 	}
 	// ON CONFLICT DO NOTHING also skips a seat that is another order's:
 	// make sure every seat ended up with this order's ticket (all were
 	// inserted, or the ones that were not are this order's already).
-	if len(inserted) != len(params.Ids) {
+	if len(inserted) != len(params.IDs) {
 		existing, err := q.TicketListByOrder(ctx, tx, o.ID())
 		if err != nil {
 			return Issued{}, fmt.Errorf("list tickets: %w", err)
@@ -173,7 +174,7 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 		for _, t := range existing {
 			have[t.ID] = true
 		}
-		for _, id := range params.Ids {
+		for _, id := range params.IDs {
 			if !have[id] {
 				i.conflicts.Inc()
 				return Issued{}, fmt.Errorf("order %s: %w", o.ID(), ErrSeatTicketed)
@@ -188,8 +189,8 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	if err := o.Move(ctx, purchase.OrderTicketed); err != nil {
 		return Issued{}, err
 	}
-	if err := o.Emit(ctx, outbox.TypeTicketIssued, outbox.TicketIssued{OrderID: o.ID(), TicketIDs: params.Ids}); err != nil {
+	if err := o.Emit(ctx, outbox.TypeTicketIssued, outbox.TicketIssued{OrderID: o.ID(), TicketIDs: params.IDs}); err != nil {
 		return Issued{}, err
 	}
-	return Issued{TicketIDs: params.Ids, Applied: true}, nil
+	return Issued{TicketIDs: params.IDs, Applied: true}, nil
 }

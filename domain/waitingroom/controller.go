@@ -261,35 +261,25 @@ func (w *LatencyWindow) Forget(t time.Time) {
 	}
 }
 
-// Thresholds are the signal levels above which the controller cuts R.
-type Thresholds struct {
-	// HoldP99 defaults to 500ms.
-	HoldP99 time.Duration
-	// PoolWait defaults to 50ms.
-	PoolWait time.Duration
-	// OutboxAge defaults to 2s.
-	OutboxAge time.Duration
-	// ConsumerPending defaults to 10,000.
-	ConsumerPending int64
-	// ActiveHolds defaults to 50,000.
-	ActiveHolds int64
-	// LockWaits defaults to 16, a pool's worth of sessions queueing on
-	// locks: hot seats contended beyond what the writer serves in turn.
-	LockWaits int64
-	// Deadlocks defaults to 1: any deadlock since the last reading.
-	Deadlocks int64
-	// PublishRetries defaults to 1: any event waiting out a failed
-	// publish means the bus is refusing writes, and everything admitted
-	// now waits behind it.
-	PublishRetries int64
-	// ExpiryDelay defaults to 10s: expired holds keep their seats that
-	// much longer than they should.
-	ExpiryDelay time.Duration
-	// SchedLatency defaults to 100ms: a fifth of the hold budget spent
-	// waiting for a CPU is a cell that admits too many, whatever its
-	// handlers measure.
-	SchedLatency time.Duration
-}
+// Thresholds are the signal levels above which the controller cuts R:
+// one level for each of the Signals, so a signal added there has its
+// threshold here. A zero field takes its default:
+//
+//   - HoldP99: 500ms.
+//   - PoolWait: 50ms.
+//   - OutboxAge: 2s.
+//   - ConsumerPending: 10,000.
+//   - ActiveHolds: 50,000.
+//   - LockWaits: 16, a pool's worth of sessions queueing on locks: hot
+//     seats contended beyond what the writer serves in turn.
+//   - Deadlocks: 1: any deadlock since the last reading.
+//   - PublishRetries: 1: any event waiting out a failed publish means the
+//     bus is refusing writes, and everything admitted now waits behind it.
+//   - ExpiryDelay: 10s: expired holds keep their seats that much longer
+//     than they should.
+//   - SchedLatency: 100ms: a fifth of the hold budget spent waiting for a
+//     CPU is a cell that admits too many, whatever its handlers measure.
+type Thresholds Signals
 
 // ControllerConfig configures NewController.
 type ControllerConfig struct {
@@ -373,54 +363,35 @@ const (
 	DefaultMaxRate     = 5000
 )
 
+// orDefault sets *v to d when it is not positive: a zero (or negative)
+// setting takes its default.
+func orDefault[T ~float64 | ~int64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
 // NewController returns a controller at cfg.Initial.
 func NewController(cfg ControllerConfig) *Controller {
-	def := func(v *float64, d float64) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&cfg.Initial, DefaultInitialRate)
-	def(&cfg.Min, 5)
-	def(&cfg.Max, DefaultMaxRate)
-	def(&cfg.Increase, 10)
+	orDefault(&cfg.Initial, DefaultInitialRate)
+	orDefault(&cfg.Min, 5)
+	orDefault(&cfg.Max, DefaultMaxRate)
+	orDefault(&cfg.Increase, 10)
 	if cfg.Decrease <= 0 || cfg.Decrease >= 1 {
 		cfg.Decrease = 0.5
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = 500 * time.Millisecond
-	}
+	orDefault(&cfg.Interval, 500*time.Millisecond)
 	t := &cfg.Thresholds
-	if t.HoldP99 <= 0 {
-		t.HoldP99 = 500 * time.Millisecond
-	}
-	if t.PoolWait <= 0 {
-		t.PoolWait = 50 * time.Millisecond
-	}
-	if t.OutboxAge <= 0 {
-		t.OutboxAge = 2 * time.Second
-	}
-	if t.ConsumerPending <= 0 {
-		t.ConsumerPending = 10_000
-	}
-	if t.ActiveHolds <= 0 {
-		t.ActiveHolds = 50_000
-	}
-	if t.SchedLatency <= 0 {
-		t.SchedLatency = 100 * time.Millisecond
-	}
-	if t.LockWaits <= 0 {
-		t.LockWaits = 16
-	}
-	if t.Deadlocks <= 0 {
-		t.Deadlocks = 1
-	}
-	if t.PublishRetries <= 0 {
-		t.PublishRetries = 1
-	}
-	if t.ExpiryDelay <= 0 {
-		t.ExpiryDelay = 10 * time.Second
-	}
+	orDefault(&t.HoldP99, 500*time.Millisecond)
+	orDefault(&t.PoolWait, 50*time.Millisecond)
+	orDefault(&t.OutboxAge, 2*time.Second)
+	orDefault(&t.ConsumerPending, 10_000)
+	orDefault(&t.ActiveHolds, 50_000)
+	orDefault(&t.SchedLatency, 100*time.Millisecond)
+	orDefault(&t.LockWaits, 16)
+	orDefault(&t.Deadlocks, 1)
+	orDefault(&t.PublishRetries, 1)
+	orDefault(&t.ExpiryDelay, 10*time.Second)
 	if cfg.DemandFunc == nil {
 		cfg.DemandFunc = func() bool { return true }
 	}

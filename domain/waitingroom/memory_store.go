@@ -141,6 +141,14 @@ func (e *memEvent) lookup(user uuid.UUID, now time.Time) (Entry, bool) {
 func (s *MemoryStore) enter(p JoinParams, join bool) Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	got := s.enterLocked(p, join)
+	if p.Limits.PerUser > 0 {
+		got.Used = s.event(p.EventID).limits["u:"+p.UserID.String()]
+	}
+	return got
+}
+
+func (s *MemoryStore) enterLocked(p JoinParams, join bool) Entry {
 	e := s.event(p.EventID)
 	if e.limited("u:"+p.UserID.String(), p.Limits.PerUser, p.Now) || e.limited("ip:"+p.IP, p.Limits.PerIP, p.Now) {
 		return Entry{Status: StatusLimited, RetryAfter: time.Duration(1000-p.Now.UnixMilli()%1000) * time.Millisecond}

@@ -169,11 +169,22 @@ end
 // pre_score, event_id, join (1) or poll (0), claim window ms, seats (0: no
 // bound; else admitted at once only while seats exceed the window's
 // admissions).
+//
+// Every reply's third element is how many requests the buyer made in this
+// second's window, this one included (0 with no per-buyer limit): the
+// RateLimit header's budget.
 var joinScript = redis.NewScript(luaHelpers + `
 local now = tonumber(ARGV[2])
-if limited(KEYS[5], tonumber(ARGV[8])) or limited(KEYS[6], tonumber(ARGV[9])) then
-  return {'rate_limited', 1000 - (now % 1000)}
-end
+local used = 0
+local function enter()
+  local ulimit = tonumber(ARGV[8])
+  if ulimit > 0 then
+    used = redis.call('INCR', KEYS[5])
+    if used == 1 then redis.call('PEXPIRE', KEYS[5], 2000) end
+  end
+  if used > ulimit and ulimit > 0 or limited(KEYS[6], tonumber(ARGV[9])) then
+    return {'rate_limited', 1000 - (now % 1000)}
+  end
 local rec = redis.call('GET', KEYS[4])
 if rec then return {'admitted', rec} end
 local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
@@ -208,6 +219,11 @@ redis.call('ZADD', KEYS[1], score, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], 86400000)
 redis.call('SADD', KEYS[7], ARGV[11])
 return {'queued', redis.call('ZRANK', KEYS[1], ARGV[1])}
+end
+local reply = enter()
+if #reply < 2 then reply[2] = 0 end
+reply[3] = used
+return reply
 `)
 
 // admitScript: KEYS q, b, active, claims. ARGV now_ms, rate, burst, max,
@@ -300,20 +316,22 @@ func (s *RedisStore) joinArgs(p JoinParams, join bool) ([]string, []any) {
 
 // Join implements Store.
 func (s *RedisStore) Join(ctx context.Context, p JoinParams) (Entry, error) {
-	keys, args := s.joinArgs(p, true)
-	res, err := s.exec(ctx, keys, args)
-	if err != nil {
-		return Entry{}, unavailable("join", err)
-	}
-	return parseEntry(res)
+	return s.enter(ctx, p, true, "join")
 }
 
 // Poll implements Store.
 func (s *RedisStore) Poll(ctx context.Context, p JoinParams) (Entry, error) {
-	keys, args := s.joinArgs(p, false)
+	return s.enter(ctx, p, false, "poll")
+}
+
+// enter runs the join script for p, queueing the buyer when join is set
+// (Join) or only reading where they are (Poll); op names the call in its
+// unavailable error.
+func (s *RedisStore) enter(ctx context.Context, p JoinParams, join bool, op string) (Entry, error) {
+	keys, args := s.joinArgs(p, join)
 	res, err := s.exec(ctx, keys, args)
 	if err != nil {
-		return Entry{}, unavailable("poll", err)
+		return Entry{}, unavailable(op, err)
 	}
 	return parseEntry(res)
 }
@@ -427,7 +445,17 @@ func parseEntry(res []any) (Entry, error) {
 		return Entry{}, errors.New("waiting room script: empty reply")
 	}
 	status, _ := res[0].(string)
-	switch Status(status) {
+	var used int64
+	if len(res) > 2 {
+		used, _ = res[2].(int64)
+	}
+	e, err := parseReply(Status(status), res)
+	e.Used = int(used)
+	return e, err
+}
+
+func parseReply(status Status, res []any) (Entry, error) {
+	switch status {
 	case StatusNone:
 		return Entry{Status: StatusNone}, nil
 	case StatusLimited:

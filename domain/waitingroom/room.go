@@ -314,6 +314,10 @@ func (r *Room) ShareRate(ctx context.Context) error {
 	return nil
 }
 
+// Limits are the per-second request limits this room applies to each
+// buyer and client address.
+func (r *Room) Limits() Limits { return r.cfg.Limits }
+
 func (r *Room) burst(rate float64) float64 { return max(1, math.Floor(rate*r.cfg.BurstSeconds)) }
 
 // View is a buyer's place in an event's waiting room.
@@ -330,6 +334,10 @@ type View struct {
 	ExpiresAt time.Time
 	// RetryAfter is set when rate limited.
 	RetryAfter time.Duration
+	// Used is how many requests the buyer made in this second against
+	// Limits().PerUser, this one included (0 when that limit is off): what
+	// the RateLimit header tells a client it has left.
+	Used int
 	// PollAfter is when a queued buyer should ask again (queued only):
 	// see PollAfter.
 	PollAfter time.Duration
@@ -429,7 +437,7 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		e.Status = StatusRevoked
 	}
 	r.requests.WithLabelValues(string(e.Status)).Inc()
-	v := View{Status: e.Status, Phase: phase, OpensAt: ev.Settings.OpensAt, RetryAfter: e.RetryAfter,
+	v := View{Status: e.Status, Phase: phase, OpensAt: ev.Settings.OpensAt, RetryAfter: e.RetryAfter, Used: e.Used,
 		SoldOut: phase == PhaseOpen && known && inv.SoldOut()}
 	switch e.Status {
 	case StatusRevoked:

@@ -64,6 +64,10 @@ type Entry struct {
 	Admission Admission
 	// RetryAfter is set for StatusLimited.
 	RetryAfter time.Duration
+	// Used is how many requests the buyer made in the current one-second
+	// window of Limits.PerUser, this one included; 0 when that limit is
+	// off.
+	Used int
 }
 
 // Limits are the per-second request limits of one event's waiting room;

@@ -314,6 +314,39 @@ func TestRateLimits(t *testing.T) {
 	})
 }
 
+// Each answer counts the buyer's requests of its one-second window, the
+// refused one too, for the RateLimit header; another buyer's requests and
+// the next window start again; with no per-buyer limit nothing is counted.
+func TestRateLimitsCountTheBuyersRequests(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, s Store, _ *redis.Client) {
+		ctx := t.Context()
+		ev := uuid.New()
+		now := time.Unix(1_800_000_100, 100*int64(time.Millisecond))
+		p := joinParams(ev, uuid.New(), PhasePaused, now)
+		p.Limits = Limits{PerUser: 2}
+		for want := 1; want <= 3; want++ {
+			e, err := s.Join(ctx, p)
+			require.NoError(t, err)
+			require.Equal(t, want, e.Used, "request %d of the window", want)
+		}
+		other := joinParams(ev, uuid.New(), PhasePaused, now)
+		other.Limits = p.Limits
+		e, err := s.Poll(ctx, other)
+		require.NoError(t, err)
+		require.Equal(t, 1, e.Used, "another buyer has a budget of their own")
+		p.Now = now.Add(time.Second)
+		e, err = s.Poll(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, StatusQueued, e.Status)
+		require.Equal(t, 1, e.Used, "the next window starts afresh")
+		p.Limits = Limits{}
+		e, err = s.Poll(ctx, p)
+		require.NoError(t, err)
+		require.Zero(t, e.Used, "no per-buyer limit, nothing counted")
+	})
+}
+
 // Revocations outlive nothing: an expired one is dropped.
 func TestRevocations(t *testing.T) {
 	t.Parallel()

@@ -93,9 +93,15 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 		r.Class, r.verdict = ClassPayloadTooLarge, verdictTerminal
 		return r
 	}
+	body, err := EncodeFor(int(row.PayloadVersion), row.Payload)
+	if err != nil { // not a message this package stored (it stores JSON): never sent, no retry helps
+		r.Class, r.verdict = ClassPayloadTooLarge, verdictTerminal
+		r.Response = "the stored message does not decode"
+		return r
+	}
 	id := MessageID(row.MessageID)
 	ts := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, row.Url, bytes.NewReader(row.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, row.Url, bytes.NewReader(body))
 	if err != nil {
 		r.Class, r.verdict = ClassRefused, verdictTerminal
 		r.Response = "invalid url"
@@ -116,7 +122,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 		r.Response = "the endpoint's signing secret cannot be used"
 		return r
 	}
-	req.Header.Set(HeaderSignature, Sign(keys, id, ts, row.Payload))
+	req.Header.Set(HeaderSignature, Sign(keys, id, ts, body))
 
 	start := time.Now()
 	r.sent = true
@@ -127,12 +133,12 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 		r.Response = truncate(transportError(err))
 		return r
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStoredResponse))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxStoredResponse))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	_ = resp.Body.Close()
 	r.Latency = time.Since(start)
 	r.StatusCode = resp.StatusCode
-	r.Response = truncate(string(body))
+	r.Response = truncate(string(answer))
 	r.Class, r.verdict = classify(resp.StatusCode, nil)
 	r.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return r

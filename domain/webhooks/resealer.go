@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"boxoffice/platform/backoff"
 	"boxoffice/platform/db"
 	"boxoffice/platform/promreg"
 	"boxoffice/sqlcgen"
@@ -92,7 +93,7 @@ func NewResealer(pool *pgxpool.Pool, cfg ResealerConfig) (*Resealer, error) {
 // Run re-seals at start and then every Interval until ctx is done, then
 // returns nil.
 func (r *Resealer) Run(ctx context.Context) error {
-	for {
+	backoff.Every(ctx, r.cfg.Interval, func(ctx context.Context) {
 		n, bad, err := r.Pass(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -100,10 +101,8 @@ func (r *Resealer) Run(ctx context.Context) error {
 		case n > 0 || bad > 0:
 			r.logger.InfoContext(ctx, "re-sealed webhook secrets", "endpoints", n, "unreadable", bad, "key_id", r.cfg.Keys.CurrentKeyID())
 		}
-		if !sleep(ctx, r.cfg.Interval) {
-			return nil
-		}
-	}
+	})
+	return nil
 }
 
 // Pass visits every endpoint not sealed under the current key once and

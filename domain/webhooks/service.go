@@ -139,6 +139,9 @@ type Endpoint struct {
 	DisabledReason     string
 	RateLimitPerSecond *int32
 	MaxConcurrency     int32
+	// PayloadVersion is how the messages sent to it spell their fields:
+	// PayloadV1 (snake_case) or PayloadV2 (camelCase).
+	PayloadVersion int
 	// CircuitState is the breaker's state: closed, open (nothing is sent
 	// until CircuitOpenUntil) or half_open (one probe at a time).
 	CircuitState string
@@ -164,7 +167,7 @@ func endpointOf(e sqlcgen.WebhookEndpoint) Endpoint {
 		EventTypes: nonNilStrings(e.EventTypes), Enabled: e.Enabled, RateLimitPerSecond: e.RateLimitPerSecond,
 		MaxConcurrency: e.MaxConcurrency, CircuitState: circuitClosed, ConsecutiveFailures: e.ConsecutiveFailures,
 		FailingSince: e.FailingSince, LastSuccessAt: e.LastSuccessAt, DisabledAt: e.DisabledAt,
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, PayloadVersion: int(e.PayloadVersion),
 	}
 	if e.DisabledReason != nil {
 		out.DisabledReason = *e.DisabledReason
@@ -198,6 +201,9 @@ type EndpointParams struct {
 	RateLimitPerSecond *int32
 	// MaxConcurrency caps attempts in flight. Defaults to 10.
 	MaxConcurrency int32
+	// PayloadVersion is PayloadV1 or PayloadV2; 0 means PayloadV1, the
+	// default of API version 1 (docs/versioning.md).
+	PayloadVersion int
 }
 
 // EndpointUpdate changes an endpoint; nil fields stay as they are.
@@ -207,6 +213,7 @@ type EndpointUpdate struct {
 	EventTypes     *[]string
 	Enabled        *bool
 	MaxConcurrency *int32
+	PayloadVersion *int
 	// SetRateLimit sets the rate limit to RateLimitPerSecond (nil:
 	// unlimited); without it the limit stays.
 	SetRateLimit       bool
@@ -233,6 +240,13 @@ func checkEventTypes(types []string) error {
 		if !IsSubscribable(t) {
 			return &ValidationError{"body.eventTypes", fmt.Sprintf("unknown event type %q", t)}
 		}
+	}
+	return nil
+}
+
+func checkPayloadVersion(v *int) error {
+	if v != nil && !ValidPayloadVersion(*v) {
+		return &ValidationError{"body.payloadVersion", "must be 1 (snake_case) or 2 (camelCase)"}
 	}
 	return nil
 }
@@ -273,10 +287,14 @@ func (s *Service) create(ctx context.Context, on db.Executor, organizerID uuid.U
 	if p.MaxConcurrency == 0 {
 		p.MaxConcurrency = DefaultMaxConcurrency
 	}
+	if p.PayloadVersion == 0 {
+		p.PayloadVersion = PayloadV1
+	}
 	if len(p.Description) > MaxDescription {
 		return Endpoint{}, &ValidationError{"body.description", "at most 500 bytes"}
 	}
-	if err := errors.Join(checkEventTypes(p.EventTypes), checkLimits(p.RateLimitPerSecond, &p.MaxConcurrency)); err != nil {
+	if err := errors.Join(checkEventTypes(p.EventTypes), checkLimits(p.RateLimitPerSecond, &p.MaxConcurrency),
+		checkPayloadVersion(&p.PayloadVersion)); err != nil {
 		return Endpoint{}, firstValidation(err)
 	}
 	key, err := s.checkURL(ctx, p.URL)
@@ -307,6 +325,7 @@ func (s *Service) create(ctx context.Context, on db.Executor, organizerID uuid.U
 			ID: id, OrganizerID: organizerID, Url: p.URL, UrlKey: key, Description: p.Description,
 			EventTypes: nonNilStrings(dedupe(p.EventTypes)), Enabled: !p.Disabled,
 			RateLimitPerSecond: p.RateLimitPerSecond, MaxConcurrency: p.MaxConcurrency, Secret: sealed,
+			PayloadVersion: int16(p.PayloadVersion),
 		})
 	})
 	switch {
@@ -378,7 +397,7 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 	if u.EventTypes != nil {
 		types = *u.EventTypes
 	}
-	if err := errors.Join(checkEventTypes(types), checkLimits(rate, u.MaxConcurrency)); err != nil {
+	if err := errors.Join(checkEventTypes(types), checkLimits(rate, u.MaxConcurrency), checkPayloadVersion(u.PayloadVersion)); err != nil {
 		return Endpoint{}, firstValidation(err)
 	}
 	var key *string
@@ -395,6 +414,10 @@ func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u Endpo
 	}
 	if u.EventTypes != nil {
 		p.EventTypes = nonNilStrings(dedupe(*u.EventTypes))
+	}
+	if u.PayloadVersion != nil {
+		v := int16(*u.PayloadVersion)
+		p.PayloadVersion = &v
 	}
 	row, err := db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (sqlcgen.WebhookEndpoint, error) {
 		row, err := s.q.WebhookEndpointUpdate(ctx, tx, p)

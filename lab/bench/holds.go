@@ -13,14 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 
-	"boxoffice/client"
 	"boxoffice/platform/auth"
 )
 
 // Client drives the API like many buyers at once, through the generated
-// client (boxoffice/client).
+// client (github.com/boxoffice/boxoffice/client).
 type Client struct {
 	BaseURL   string
 	JWTSecret []byte

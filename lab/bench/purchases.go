@@ -14,9 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 
-	"boxoffice/client"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/lab/memstripe"
 	"boxoffice/platform/db"

@@ -18,9 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
-
-	"boxoffice/client"
 )
 
 // StreamOrder is an order whose event stream a benchmark opens, with a

@@ -27,11 +27,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"boxoffice/client"
 	"boxoffice/migrations"
 	"boxoffice/ops/audit"
 	"boxoffice/ops/failover"

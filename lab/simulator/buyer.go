@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 
-	"boxoffice/client"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/backoff"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"boxoffice/client"
+	"github.com/boxoffice/boxoffice/client"
 )
 
 // Result is what a run produced: its settings, the per-second series and

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"boxoffice/client"
+	"github.com/boxoffice/boxoffice/client"
 )
 
 // Point is one second of a run. Counts are cumulative unless named as a

@@ -17,9 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 
-	"boxoffice/client"
 	"boxoffice/platform/auth"
 )
 

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/client"
 	"boxoffice/testkit"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"boxoffice/client"
+	"github.com/boxoffice/boxoffice/client"
 )
 
 // acceptEventStream asks for the order's events as Server-Sent Events.

@@ -21,9 +21,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 
-	"boxoffice/client"
 	"boxoffice/platform/auth"
 )
 

@@ -15,7 +15,8 @@
 // row, so a key revoked by one request is refused by the next one, in every
 // process.
 //
-// It owns, as its one writer, the api_keys table.
+// It owns, as its one writer, the api_keys table; a key's organizer row
+// it ensures through platform/organizer, in the key's transaction.
 package apikey
 
 import (
@@ -36,6 +37,7 @@ import (
 	"boxoffice/platform/auth"
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/organizer"
 	"boxoffice/sqlcgen"
 )
 
@@ -176,7 +178,7 @@ func (s *Store) create(ctx context.Context, on db.Executor, organizerID uuid.UUI
 			return sqlcgen.APIKeyInsertRow{}, ErrLimit
 		}
 		// The organizer's row pins it to this cell (cells.Router).
-		if err := s.q.OrganizerEnsure(ctx, tx, organizerID); err != nil {
+		if err := organizer.Ensure(ctx, tx, organizerID); err != nil {
 			return sqlcgen.APIKeyInsertRow{}, fmt.Errorf("ensure organizer: %w", err)
 		}
 		return s.q.APIKeyInsert(ctx, tx, sqlcgen.APIKeyInsertParams{

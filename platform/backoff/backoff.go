@@ -147,3 +147,17 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Every runs fn at once, and then again d after each run returns, until
+// ctx is done: the one loop of a background pass that repeats on an
+// interval (a re-seal, a gauge refresh). fn is given ctx; a run in
+// progress is not cut short, and Every returns as soon as ctx is done
+// after it.
+func Every(ctx context.Context, d time.Duration, fn func(ctx context.Context)) {
+	for {
+		fn(ctx)
+		if Sleep(ctx, d) != nil {
+			return
+		}
+	}
+}

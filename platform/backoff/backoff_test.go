@@ -120,3 +120,41 @@ func TestSleepWaitsOrStopsWithItsContext(t *testing.T) {
 		t.Fatalf("Sleep with a done context = %v, want context.Canceled", err)
 	}
 }
+
+// Every runs its function at once and again after each interval, and
+// returns once its context is done.
+func TestEveryRunsAtOnceAndAgainUntilItsContextIsDone(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runs := make(chan struct{})
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		// An interval of an hour: the first run cannot wait for it.
+		backoff.Every(ctx, time.Hour, func(context.Context) { runs <- struct{}{} })
+	}()
+	select {
+	case <-runs:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not run its function at once")
+	}
+	cancel()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not return once its context was done")
+	}
+
+	n := 0
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	backoff.Every(ctx2, time.Millisecond, func(context.Context) {
+		if n++; n == 3 {
+			cancel2()
+		}
+	})
+	if n != 3 {
+		t.Fatalf("Every ran %d times, want 3: it runs again after each interval and stops with its context", n)
+	}
+}

@@ -98,10 +98,7 @@ func (n Namespace) Cell() string {
 // default namespace, "TICKETING_" + the upper-cased cell name otherwise
 // (a "-" is kept: cell "eu-1" has "TICKETING_EU-1").
 func (n Namespace) Stream() string {
-	if n.cell == "" {
-		return Stream
-	}
-	return Stream + "_" + strings.ToUpper(n.cell)
+	return n.streamName(Stream)
 }
 
 // SubjectPrefix starts every subject of n's Stream: SubjectPrefix
@@ -127,10 +124,17 @@ func (n Namespace) Subject(s string) string {
 // ("TICKETING_DLQ") for the default namespace, "TICKETING_DLQ_" + the
 // upper-cased cell name otherwise.
 func (n Namespace) DLQStream() string {
+	return n.streamName(DLQStream)
+}
+
+// streamName is the name of n's stream named base in the default
+// namespace: base itself there, base + "_" + the upper-cased cell name
+// otherwise.
+func (n Namespace) streamName(base string) string {
 	if n.cell == "" {
-		return DLQStream
+		return base
 	}
-	return DLQStream + "_" + strings.ToUpper(n.cell)
+	return base + "_" + strings.ToUpper(n.cell)
 }
 
 // DLQSubjectPrefix starts every subject of n's DLQStream: DLQSubjectPrefix
@@ -179,30 +183,36 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	return provision(ctx, js, cfg, false)
 }
 
+// stream is what every stream of the cell's namespace is, in either
+// region: name, kept on file by limits for maxAge, with c's Replicas.
+// Provision adds its subjects, ProvisionStandby its mirror.
+func (c Config) stream(name, description string, maxAge time.Duration) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        name,
+		Description: description,
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      maxAge,
+		Replicas:    c.Replicas,
+	}
+}
+
 // provision is Provision; promote lets it update a mirror, which removes
 // the mirror and so promotes it.
 func provision(ctx context.Context, js jetstream.JetStream, cfg Config, promote bool) error {
 	cfg = cfg.withDefaults()
 	ns := cfg.Namespace
-	streams := []jetstream.StreamConfig{{
-		Name:        ns.Stream(),
-		Description: "Boxoffice domain events of cell " + ns.Cell() + ", published only by the outbox relay.",
-		Subjects:    []string{ns.SubjectPrefix() + ">"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      cfg.MaxAge,
-		Duplicates:  cfg.Duplicates,
-		Replicas:    cfg.Replicas,
-	}, {
-		Name:        ns.DLQStream(),
-		Description: "Dead letters of cell " + ns.Cell() + ": messages a consumer gave up on, with the reason.",
-		Subjects:    []string{ns.DLQSubjectPrefix() + ">"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      cfg.DLQMaxAge,
-		Duplicates:  cfg.Duplicates,
-		Replicas:    cfg.Replicas,
-	}}
+	stream := func(name, description, subjectPrefix string, maxAge time.Duration) jetstream.StreamConfig {
+		sc := cfg.stream(name, description, maxAge)
+		sc.Subjects, sc.Duplicates = []string{subjectPrefix + ">"}, cfg.Duplicates
+		return sc
+	}
+	streams := []jetstream.StreamConfig{
+		stream(ns.Stream(), "Boxoffice domain events of cell "+ns.Cell()+", published only by the outbox relay.",
+			ns.SubjectPrefix(), cfg.MaxAge),
+		stream(ns.DLQStream(), "Dead letters of cell "+ns.Cell()+": messages a consumer gave up on, with the reason.",
+			ns.DLQSubjectPrefix(), cfg.DLQMaxAge),
+	}
 	for _, sc := range streams {
 		if !promote {
 			s, err := js.Stream(ctx, sc.Name)

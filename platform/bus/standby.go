@@ -41,23 +41,17 @@ func ProvisionStandby(ctx context.Context, js jetstream.JetStream, cfg Config, u
 	}
 	cfg = cfg.withDefaults()
 	ns := cfg.Namespace
-	mirrors := []jetstream.StreamConfig{{
-		Name:        ns.Stream(),
-		Description: "Standby copy of cell " + ns.Cell() + "'s events, mirrored from domain " + upstreamDomain + ".",
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      cfg.MaxAge,
-		Replicas:    cfg.Replicas,
-		Mirror:      &jetstream.StreamSource{Name: ns.Stream(), Domain: upstreamDomain},
-	}, {
-		Name:        ns.DLQStream(),
-		Description: "Standby copy of cell " + ns.Cell() + "'s dead letters, mirrored from domain " + upstreamDomain + ".",
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      cfg.DLQMaxAge,
-		Replicas:    cfg.Replicas,
-		Mirror:      &jetstream.StreamSource{Name: ns.DLQStream(), Domain: upstreamDomain},
-	}}
+	// mirror is the standby's copy of the upstream stream name, holding
+	// what (for its description) for maxAge.
+	mirror := func(name, what string, maxAge time.Duration) jetstream.StreamConfig {
+		sc := cfg.stream(name, "Standby copy of cell "+ns.Cell()+"'s "+what+", mirrored from domain "+upstreamDomain+".", maxAge)
+		sc.Mirror = &jetstream.StreamSource{Name: name, Domain: upstreamDomain}
+		return sc
+	}
+	mirrors := []jetstream.StreamConfig{
+		mirror(ns.Stream(), "events", cfg.MaxAge),
+		mirror(ns.DLQStream(), "dead letters", cfg.DLQMaxAge),
+	}
 	for _, sc := range mirrors {
 		_, err := js.CreateStream(ctx, sc)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

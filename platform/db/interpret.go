@@ -63,22 +63,22 @@ func (t interpretingTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	return interpretingTx{tx}, nil
 }
 
+// The statements of an interpretingTx are those of interpreting, on tx.
+
 func (t interpretingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	tag, err := t.Tx.Exec(ctx, sql, args...)
-	return tag, Interpret(err)
+	return interpreting{t.Tx}.Exec(ctx, sql, args...)
 }
 
 func (t interpretingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return interpretRows(t.Tx.Query(ctx, sql, args...))
+	return interpreting{t.Tx}.Query(ctx, sql, args...)
 }
 
 func (t interpretingTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return interpretedRow{t.Tx.QueryRow(ctx, sql, args...)}
+	return interpreting{t.Tx}.QueryRow(ctx, sql, args...)
 }
 
 func (t interpretingTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	n, err := t.Tx.CopyFrom(ctx, table, columns, src)
-	return n, Interpret(err)
+	return interpreting{t.Tx}.CopyFrom(ctx, table, columns, src)
 }
 
 func interpretRows(rows pgx.Rows, err error) (pgx.Rows, error) {

@@ -83,6 +83,11 @@ type CaptureRequested struct {
 	PaymentIntentID string    `json:"payment_intent_id"`
 }
 
+// Intent returns the order and the PaymentIntent the command is on.
+func (c CaptureRequested) Intent() (orderID uuid.UUID, paymentIntentID string) {
+	return c.OrderID, c.PaymentIntentID
+}
+
 // TicketIssueRequested is the payload of TypeTicketIssueRequested.
 type TicketIssueRequested struct {
 	OrderID uuid.UUID   `json:"order_id"`
@@ -112,6 +117,11 @@ type AuthorizationCancelRequested struct {
 	Reason          string    `json:"reason"`
 }
 
+// Intent returns the order and the PaymentIntent the command is on.
+func (c AuthorizationCancelRequested) Intent() (orderID uuid.UUID, paymentIntentID string) {
+	return c.OrderID, c.PaymentIntentID
+}
+
 // RefundRequested is the payload of TypeRefundRequested: refund the
 // order's whole charge (what is left of it) or, with RefundID, the
 // AmountMinor of one refund of selected tickets.
@@ -121,6 +131,11 @@ type RefundRequested struct {
 	Reason          string    `json:"reason"`
 	RefundID        uuid.UUID `json:"refund_id,omitzero"`
 	AmountMinor     int64     `json:"amount_minor,omitempty"`
+}
+
+// Intent returns the order and the PaymentIntent the command is on.
+func (c RefundRequested) Intent() (orderID uuid.UUID, paymentIntentID string) {
+	return c.OrderID, c.PaymentIntentID
 }
 
 // OrderCanceled is the payload of TypeOrderCanceled.

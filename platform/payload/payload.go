@@ -133,6 +133,40 @@ func omitted(f reflect.StructField) bool {
 	return false
 }
 
+// fillParts is fill for a value made of n parts, the elements or fields
+// that part reaches, except those skip names (nil: none): each is filled,
+// and on the first that changes v is copied, by clone (nil: a shallow
+// copy of v, right for arrays and structs, whose parts it holds), so that
+// v is never modified. It returns the copy and true, or v and false when
+// no part changed.
+func fillParts(v reflect.Value, n int, part func(reflect.Value, int) reflect.Value, skip func(int) bool,
+	clone func() reflect.Value,
+) (reflect.Value, bool) {
+	var out reflect.Value
+	for i := range n {
+		if skip != nil && skip(i) {
+			continue
+		}
+		e, changed := fill(part(v, i))
+		if !changed {
+			continue
+		}
+		if !out.IsValid() {
+			if clone != nil {
+				out = clone()
+			} else {
+				out = reflect.New(v.Type()).Elem()
+				out.Set(v)
+			}
+		}
+		part(out, i).Set(e)
+	}
+	if !out.IsValid() {
+		return v, false
+	}
+	return out, true
+}
+
 // fill returns v with its nil slices and maps filled, and whether anything
 // was: copy on write, v is never modified.
 func fill(v reflect.Value) (reflect.Value, bool) {
@@ -145,33 +179,14 @@ func fill(v reflect.Value) (reflect.Value, bool) {
 		if v.IsNil() {
 			return reflect.MakeSlice(t, 0, 0), true
 		}
-		var out reflect.Value
-		for i := range v.Len() {
-			e, changed := fill(v.Index(i))
-			if !changed {
-				continue
-			}
-			if !out.IsValid() {
-				out = reflect.MakeSlice(t, v.Len(), v.Len())
-				reflect.Copy(out, v)
-			}
-			out.Index(i).Set(e)
-		}
-		return out, out.IsValid()
+		// A copy of the header would share v's elements: copy them.
+		return fillParts(v, v.Len(), reflect.Value.Index, nil, func() reflect.Value {
+			out := reflect.MakeSlice(t, v.Len(), v.Len())
+			reflect.Copy(out, v)
+			return out
+		})
 	case reflect.Array:
-		var out reflect.Value
-		for i := range v.Len() {
-			e, changed := fill(v.Index(i))
-			if !changed {
-				continue
-			}
-			if !out.IsValid() {
-				out = reflect.New(t).Elem()
-				out.Set(v)
-			}
-			out.Index(i).Set(e)
-		}
-		return out, out.IsValid()
+		return fillParts(v, v.Len(), reflect.Value.Index, nil, nil)
 	case reflect.Map:
 		if v.IsNil() {
 			return reflect.MakeMap(t), true
@@ -192,7 +207,7 @@ func fill(v reflect.Value) (reflect.Value, bool) {
 			out.SetMapIndex(iter.Key(), e)
 		}
 		return out, out.IsValid()
-	case reflect.Pointer:
+	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
 			return v, false
 		}
@@ -200,42 +215,19 @@ func fill(v reflect.Value) (reflect.Value, bool) {
 		if !changed {
 			return v, false
 		}
-		p := reflect.New(t.Elem())
-		p.Elem().Set(e)
-		return p, true
-	case reflect.Interface:
-		if v.IsNil() {
-			return v, false
-		}
-		e, changed := fill(v.Elem())
-		if !changed {
-			return v, false
+		if t.Kind() == reflect.Pointer {
+			p := reflect.New(t.Elem())
+			p.Elem().Set(e)
+			return p, true
 		}
 		out := reflect.New(t).Elem()
 		out.Set(e)
 		return out, true
 	case reflect.Struct:
-		var out reflect.Value
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !encoded(f) {
-				continue
-			}
-			fv := v.Field(i)
-			if (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map) && fv.IsNil() && omitted(f) {
-				continue
-			}
-			e, changed := fill(fv)
-			if !changed {
-				continue
-			}
-			if !out.IsValid() {
-				out = reflect.New(t).Elem()
-				out.Set(v)
-			}
-			out.Field(i).Set(e)
-		}
-		return out, out.IsValid()
+		return fillParts(v, t.NumField(), reflect.Value.Field, func(i int) bool {
+			f, fv := t.Field(i), v.Field(i)
+			return !encoded(f) || (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map) && fv.IsNil() && omitted(f)
+		}, nil)
 	}
 	return v, false
 }

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -34,7 +35,6 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/client"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/pgcluster"
 	"boxoffice/testkit/dbtest"

@@ -71,11 +71,10 @@ func openCells(ctx context.Context, cfg Config, logger *slog.Logger, reg *promet
 	multi := len(cfg.Cells) > 1
 	var list []*cells.Cell
 	for _, cc := range cfg.Cells {
-		clog := logger
+		clog := logger.With("cell", cc.Name)
 		var creg prometheus.Registerer = reg
 		var opts WaitingRoomOpts
 		if multi {
-			clog = logger.With("cell", cc.Name)
 			creg = prometheus.WrapRegistererWith(prometheus.Labels{"cell": cc.Name}, reg)
 			opts.RedisPrefix = "boxoffice:cell:" + cc.Name + ":"
 		}

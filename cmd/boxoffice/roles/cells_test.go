@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -19,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/client"
 	"boxoffice/handlers"
 	"boxoffice/migrations"
 	"boxoffice/platform/admission"

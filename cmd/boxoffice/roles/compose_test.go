@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -158,6 +159,8 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		known[m[1]] = true
 	}
 	require.True(t, known["DATABASE_URL"] && known["NATS_URL"], "the variable scan found the configuration")
+	// Read by the Go runtime itself.
+	known["GOMEMLIMIT"], known["GOGC"] = true, true
 	mainSrc, err := os.ReadFile("roles.go")
 	require.NoError(t, err)
 	var commands []string
@@ -283,6 +286,45 @@ func TestPrometheusScrapesEveryRole(t *testing.T) {
 	require.Equal(t, want, targets)
 }
 
+// The dashboard works on any Prometheus datasource (a variable every
+// panel follows, not a provisioned uid), opens on the API's requests, errors and
+// latency by operation, and groups R only by labels R has.
+func TestDashboardFollowsTheDatasourceVariable(t *testing.T) {
+	raw, err := os.ReadFile("../../../deploy/grafana/dashboards/boxoffice.json")
+	require.NoError(t, err)
+	var dash struct {
+		Templating struct {
+			List []struct{ Name, Type, Query string } `json:"list"`
+		} `json:"templating"`
+		Panels []struct {
+			Title      string               `json:"title"`
+			Datasource struct{ UID string } `json:"datasource"`
+			GridPos    struct{ Y int }      `json:"gridPos"`
+			Targets    []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &dash))
+	require.Contains(t, dash.Templating.List, struct{ Name, Type, Query string }{"datasource", "datasource", "prometheus"})
+	var top []string
+	for _, p := range dash.Panels {
+		require.Equal(t, "${datasource}", p.Datasource.UID, "panel %q", p.Title)
+		for _, target := range p.Targets {
+			if strings.Contains(target.Expr, "boxoffice_admission_rate") {
+				require.NotRegexp(t, `by \([^)]*event_id`, target.Expr, "R has no event_id label: it is the cell's")
+			}
+			if p.GridPos.Y == 0 {
+				top = append(top, target.Expr)
+			}
+		}
+	}
+	require.Len(t, top, 3, "the first row: rate, errors, latency")
+	require.Contains(t, top[0], "sum by (operation) (rate(boxoffice_http_request_duration_seconds_count")
+	require.Contains(t, top[1], `code=~"5.."`)
+	require.Contains(t, top[2], "histogram_quantile(0.99, sum by (operation, le)")
+}
+
 func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	raw, err := os.ReadFile("../../../deploy/grafana/dashboards/boxoffice.json")
 	require.NoError(t, err)
@@ -319,8 +361,9 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 }
 
 // Every alert of deploy/prometheus/alerts.yml has a runbook section in
-// docs/alerts.md, a unit test in alerts_test.yml, and reads only metrics
-// the code exports (a misspelt series would never fire).
+// docs/alerts.md at its absolute runbook_url, a unit test in
+// alerts_test.yml, and reads only metrics the code exports (a misspelt
+// series would never fire).
 func TestAlertsHaveRunbooks(t *testing.T) {
 	raw, err := os.ReadFile("../../../deploy/prometheus/alerts.yml")
 	require.NoError(t, err)
@@ -346,7 +389,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			n++
-			require.Equal(t, "docs/alerts.md#"+strings.ToLower(r.Alert), r.Annotations["runbook"], r.Alert)
+			require.Equal(t, "https://github.com/boxoffice/boxoffice/blob/main/docs/alerts.md#"+strings.ToLower(r.Alert), r.Annotations["runbook_url"], r.Alert)
 			require.Contains(t, string(runbooks), "\n## "+r.Alert+"\n", "%s has no runbook section", r.Alert)
 			require.Contains(t, string(tests), "alertname: "+r.Alert+"\n", "%s has no promtool test", r.Alert)
 			for _, m := range regexp.MustCompile(`boxoffice_[a-z_]+`).FindAllString(r.Expr, -1) {
@@ -367,7 +410,7 @@ func TestComposeFollowsTheSpecification(t *testing.T) {
 	require.NoError(t, err)
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "compose.yaml")},
 		cli.WithWorkingDirectory(root), cli.WithName("boxoffice"), cli.WithEnv([]string{}),
-		cli.WithEnvFiles(filepath.Join(root, ".env.example")), cli.WithDotEnv)
+		cli.WithEnvFiles(filepath.Join(root, ".env.example")), cli.WithDotEnv, cli.WithProfiles([]string{"monitoring"}))
 	require.NoError(t, err)
 	project, err := opts.LoadProject(t.Context())
 	require.NoError(t, err, "the compose specification's loader refuses compose.yaml")
@@ -381,6 +424,36 @@ func TestComposeFollowsTheSpecification(t *testing.T) {
 	redis, err := project.GetService("redis")
 	require.NoError(t, err)
 	require.Contains(t, strings.Join(redis.Command, " "), "--appendonly yes", "admissions survive a Redis restart")
+}
+
+// PostgreSQL's max_connections holds every pool compose starts at its
+// DATABASE_MAX_CONNS, with room for the migration, an operator's commands
+// and the connections kept for superusers: at 96 of 97 usable, one
+// operator's audit during an onsale would be refused.
+func TestComposeSizesPostgres(t *testing.T) {
+	t.Parallel()
+	f := loadCompose(t)
+	var maxConns int
+	for i, arg := range f.Services["postgres"].Command {
+		if n, ok := strings.CutPrefix(arg, "max_connections="); ok && i > 0 && f.Services["postgres"].Command[i-1] == "-c" {
+			var err error
+			maxConns, err = strconv.Atoi(n)
+			require.NoError(t, err)
+		}
+	}
+	require.Positive(t, maxConns, "postgres sets max_connections")
+	pools := 0
+	for name, s := range f.Services {
+		if _, ok := s.Environment["DATABASE_URL"]; !ok || name == "migrate" {
+			continue
+		}
+		n, err := strconv.Atoi(s.Environment["DATABASE_MAX_CONNS"])
+		require.NoError(t, err, "%s sets DATABASE_MAX_CONNS", name)
+		pools += n
+	}
+	const superuserReserved, migrate, operator = 3, 4, 16
+	require.GreaterOrEqual(t, maxConns, pools+superuserReserved+migrate+operator,
+		"pools %d + superusers %d + migrate %d + an operator's pool %d", pools, superuserReserved, migrate, operator)
 }
 
 // loadComposeProject loads compose.yaml with the compose specification's

@@ -334,6 +334,14 @@ func NewLogger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
+// logger is the process's logger (NewLogger at LogLevel) with the region
+// epoch it writes under on every line: after a failover, the lines of a
+// process still on the old epoch tell themselves apart. Each cell adds
+// its name (openCells).
+func (c Config) logger() *slog.Logger {
+	return NewLogger(c.LogLevel).With("region_epoch", c.RegionEpoch)
+}
+
 // rolePool is the pool configuration of a role's database at url: the
 // process's size, region epoch and statement and lock timeouts.
 func (c Config) rolePool(url string) db.PoolConfig {

@@ -58,7 +58,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	logger := NewLogger(cfg.LogLevel)
+	logger := cfg.logger()
 	if err := openBearer(ctx, &cfg, logger); err != nil {
 		return err
 	}

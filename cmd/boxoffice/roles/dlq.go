@@ -44,7 +44,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, out 
 	if err != nil {
 		return err
 	}
-	logger := NewLogger(cfg.LogLevel)
+	logger := cfg.logger()
 	nc, js, err := ConnectBus(ctx, cfg, "dlq", logger)
 	if err != nil {
 		return err

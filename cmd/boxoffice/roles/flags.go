@@ -46,7 +46,19 @@ var Version, Commit = "", ""
 // VersionLine is what `boxoffice version` prints: the version, the VCS
 // commit and its time, and whether the tree had local changes.
 func VersionLine(binary string) string {
-	version, commit, at, dirty := Version, cmp.Or(Commit, "unknown"), "", ""
+	version, commit, at, dirty := readBuild()
+	return fmt.Sprintf("%s %s (commit %s%s%s)", binary, version, commit, at, dirty)
+}
+
+// buildVersion is the release and commit of this binary, as VersionLine
+// reads them.
+func buildVersion() (version, commit string) {
+	version, commit, _, _ = readBuild()
+	return version, commit
+}
+
+func readBuild() (version, commit, at, dirty string) {
+	version, commit = Version, cmp.Or(Commit, "unknown")
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if version == "" {
 			version = bi.Main.Version
@@ -67,5 +79,5 @@ func VersionLine(binary string) string {
 	if version == "" {
 		version = "(devel)"
 	}
-	return fmt.Sprintf("%s %s (commit %s%s%s)", binary, version, commit, at, dirty)
+	return version, commit, at, dirty
 }

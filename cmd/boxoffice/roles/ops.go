@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,13 +22,28 @@ import (
 	"boxoffice/platform/db"
 )
 
-// NewRegistry returns the process's metrics registry with the Go and
-// process collectors.
+// NewRegistry returns the process's metrics registry with the Go,
+// process and build collectors (processCollectors) and the pool's.
 func NewRegistry(pool *pgxpool.Pool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		db.NewCollector(pool))
+	reg.MustRegister(processCollectors()...)
+	reg.MustRegister(db.NewCollector(pool))
 	return reg
+}
+
+// processCollectors are the series every Boxoffice process serves: the Go
+// runtime's, the process's, and boxoffice_build_info — always 1, labelled
+// with the release, its commit and the Go version, so that a dashboard or
+// an alert can tell which build each instance runs (a rollout half done).
+func processCollectors() []prometheus.Collector {
+	version, commit := buildVersion()
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "boxoffice_build_info",
+		Help:        "Always 1: the build this process runs, by version, commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": runtime.Version()},
+	})
+	info.Set(1)
+	return []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info}
 }
 
 // opsHandler serves /healthz, /readyz and /metrics on OPS_ADDR. /readyz

@@ -46,7 +46,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err := cfg.paymentsNeeds(); err != nil {
 		return err // before anything is opened
 	}
-	logger := NewLogger(cfg.LogLevel)
+	logger := cfg.logger()
 	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: 4, RegionEpoch: cfg.RegionEpoch})
 	if err != nil {
 		return err

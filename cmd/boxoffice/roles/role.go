@@ -40,7 +40,7 @@ func openBusRole(ctx context.Context, name string, getenv func(string) string, n
 			return nil, err
 		}
 	}
-	r := &busRole{cfg: cfg, logger: NewLogger(cfg.LogLevel)}
+	r := &busRole{cfg: cfg, logger: cfg.logger()}
 	if r.pool, err = db.NewPool(ctx, cfg.rolePool(cfg.DatabaseURL)); err != nil {
 		return nil, err
 	}

@@ -126,6 +126,7 @@ func TestServeAndWorkAnnounceThePaymentProvider(t *testing.T) {
 				_ = cmd.Wait()
 			})
 			started := logs.WaitForLine(t, 60*time.Second, "the role to start", func(l testkit.Line) bool { return l["msg"] == tc.started })
+			require.InDelta(t, 1, started["region_epoch"], 0, "every line says the region epoch the process writes under")
 			urls := []string{"http://" + started["ops_addr"].(string)}
 			if tc.role == "serve" {
 				urls = append(urls, "http://"+started["addr"].(string))
@@ -146,6 +147,7 @@ func TestServeAndWorkAnnounceThePaymentProvider(t *testing.T) {
 			require.NoError(t, err)
 			gauge := map[string]string{"sandbox": "1", "stripe": "0"}[tc.provider]
 			require.Contains(t, string(metrics), "\nboxoffice_payments_sandbox "+gauge+"\n")
+			require.Regexp(t, `\nboxoffice_build_info\{commit="[^"]+",goversion="go[^"]+",version="[^"]+"\} 1\n`, string(metrics), "every role says which build it runs")
 			var warned []string
 			for _, l := range logs.Lines(t) {
 				if l["level"] == "WARN" && strings.Contains(l["msg"].(string), "buyers authorize their own payments") {

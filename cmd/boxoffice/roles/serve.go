@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"boxoffice/handlers"
@@ -47,12 +46,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string) er
 	if cfg.Webhooks.SecretKeys == nil {
 		return errNoWebhookKeys
 	}
-	logger := NewLogger(cfg.LogLevel)
+	logger := cfg.logger()
 	if err := openBearer(ctx, &cfg, logger); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(processCollectors()...)
 	announcePayments(ctx, cfg, logger, reg)
 	var checks []handlers.Check
 	var js jetstream.JetStream

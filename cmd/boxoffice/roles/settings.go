@@ -334,7 +334,7 @@ var settings = []setting{
 		Means("`GET /v1/events/{id}` and `…/seats` per second per client address (an IPv6 /64), per API process; `-1` for none").
 		Parse(perSecondLimit("must be a positive number of requests per second, or -1 for none", func(c *Config) *int { return &c.EventReadIPLimit })),
 	env("BOXOFFICE_CORS_ORIGINS").Shown("none: no CORS").
-		Means("origins (`https://shop.example.com`, comma-separated, exact; no path, no `*`) whose browser pages may call the API: their requests and preflights get CORS headers (`Authorization`, `Idempotency-Key` and `X-Admission-Token` allowed; `Location`, `Retry-After`, `X-Correlation-Id` readable; never `Allow-Credentials`: tokens travel in `Authorization`, never in cookies or URLs)").
+		Means("origins (`https://shop.example.com`, comma-separated, exact; no path, no `*`) whose browser pages may call the API: their requests and preflights get CORS headers (`Authorization`, `Idempotency-Key`, `X-Admission-Token` and `Last-Event-ID` allowed; `Location`, `Retry-After`, `X-Correlation-Id` readable; never `Allow-Credentials`: tokens travel in `Authorization`, never in cookies or URLs)").
 		Parse(func(v string, c *Config) error {
 			for o := range strings.SplitSeq(v, ",") {
 				if o = strings.TrimSpace(o); o == "" {
