@@ -150,7 +150,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	var bg sync.WaitGroup
 	bgCtx, cancel := context.WithCancel(ctx)
-	bg.Go(func() { d.statsLoop(bgCtx) })
+	bg.Go(func() { backoff.Every(bgCtx, statsInterval, d.refreshStats) })
 	bg.Go(func() { d.pruneLoop(bgCtx) })
 
 	var sends sync.WaitGroup

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"boxoffice/platform/backoff"
 	"boxoffice/sqlcgen"
 )
 
@@ -36,16 +37,16 @@ func (d *Dispatcher) pruneLoop(ctx context.Context) {
 	if !sleep(ctx, time.Minute/2) {
 		return
 	}
-	for {
-		m, err := d.Prune(ctx, time.Now())
-		switch {
-		case err != nil && ctx.Err() == nil:
-			d.logger.ErrorContext(ctx, "prune webhooks", "error", err.Error())
-		case m > 0:
-			d.logger.InfoContext(ctx, "pruned webhook messages with their deliveries and attempts", "messages", m)
-		}
-		if !sleep(ctx, d.cfg.PruneInterval) {
-			return
-		}
+	backoff.Every(ctx, d.cfg.PruneInterval, d.pruneNow)
+}
+
+// pruneNow runs Prune once and logs what it did.
+func (d *Dispatcher) pruneNow(ctx context.Context) {
+	m, err := d.Prune(ctx, time.Now())
+	switch {
+	case err != nil && ctx.Err() == nil:
+		d.logger.ErrorContext(ctx, "prune webhooks", "error", err.Error())
+	case m > 0:
+		d.logger.InfoContext(ctx, "pruned webhook messages with their deliveries and attempts", "messages", m)
 	}
 }

@@ -13,16 +13,8 @@ import (
 // statsInterval is how often the gauges are refreshed.
 const statsInterval = 5 * time.Second
 
-// statsLoop refreshes the gauges.
-func (d *Dispatcher) statsLoop(ctx context.Context) {
-	for {
-		d.refreshStats(ctx)
-		if !sleep(ctx, statsInterval) {
-			return
-		}
-	}
-}
-
+// refreshStats reads the gauges' values and sets them; Run calls it every
+// statsInterval.
 func (d *Dispatcher) refreshStats(ctx context.Context) {
 	age, err := d.q.WebhookDeliveryStats(ctx, d.pool)
 	if err == nil {
