@@ -21,15 +21,31 @@ func (h *Handlers) eventCell(ctx context.Context, eventID uuid.UUID) (*cells.Cel
 	return c, h.cellProblem(ctx, err, "No such event.", "event_id", eventID)
 }
 
-// eventPath parses an eventId path parameter and returns the event's
-// cell, or the 422, 404 or 503 problem.
-func (h *Handlers) eventPath(ctx context.Context, raw string) (*cells.Cell, uuid.UUID, error) {
-	eventID, err := parseUUID(raw, "path.eventId")
+// pathCell is how an operation on one event or order starts: it parses
+// the id of the path parameter at location, then finds the cell that
+// holds it with find. It returns the 422 of a malformed id before any
+// cell is asked, else find's 404 or 503 problem.
+func pathCell(ctx context.Context, raw, location string,
+	find func(context.Context, uuid.UUID) (*cells.Cell, error),
+) (*cells.Cell, uuid.UUID, error) {
+	id, err := parseUUID(raw, location)
 	if err != nil {
-		return nil, eventID, err
+		return nil, id, err
 	}
-	c, err := h.eventCell(ctx, eventID)
-	return c, eventID, err
+	c, err := find(ctx, id)
+	return c, id, err
+}
+
+// eventPath parses an eventId path parameter and returns the event's
+// cell, or the 422, 404 or 503 problem (pathCell).
+func (h *Handlers) eventPath(ctx context.Context, raw string) (*cells.Cell, uuid.UUID, error) {
+	return pathCell(ctx, raw, "path.eventId", h.eventCell)
+}
+
+// orderPath parses an orderId path parameter and returns the order's
+// cell, or the 422, 404 or 503 problem (pathCell).
+func (h *Handlers) orderPath(ctx context.Context, raw string) (*cells.Cell, uuid.UUID, error) {
+	return pathCell(ctx, raw, "path.orderId", h.orderCell)
 }
 
 // orderCell returns the cell of the order, or a 404 or 503 problem.

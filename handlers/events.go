@@ -198,49 +198,45 @@ func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*Even
 }
 
 func (h *Handlers) getEvent(ctx context.Context, in *EventReadInput) (*ReadOutput, error) {
-	if err := h.allowRead(in.addr); err != nil {
-		return nil, err
-	}
-	eventID, err := parseUUID(in.EventID, "path.eventId")
-	if err != nil {
-		return nil, err
-	}
-	c, err := h.eventCell(ctx, eventID)
-	if err != nil {
-		return nil, err
-	}
-	ev, err := c.Catalog.Event(ctx, eventID)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "get event", "No such event.")
-	}
-	rep, err := newRepresentation(eventBody(ev)) // a few hundred bytes: not worth keeping
-	if err != nil {
-		return nil, h.internal(ctx, "encode event", err, "event_id", eventID)
-	}
-	return rep.answer(in.conditions, eventCacheControl), nil
+	return readEvent(ctx, h, in, "get event", "encode event", eventCacheControl, (*catalog.Catalog).Event,
+		func(_ uuid.UUID, ev catalog.Event) (*representation, error) {
+			return newRepresentation(eventBody(ev)) // a few hundred bytes: not worth keeping
+		})
 }
 
 func (h *Handlers) listSeats(ctx context.Context, in *EventReadInput) (*ReadOutput, error) {
+	return readEvent(ctx, h, in, "list seats", "encode seat map", seatMapCacheControl, (*catalog.Catalog).SeatMap,
+		func(eventID uuid.UUID, m catalog.SeatMap) (*representation, error) {
+			return h.seatMaps.get(eventID, m, encodeSeatMap)
+		})
+}
+
+// readEvent answers a public, cacheable read of one event's catalogue:
+// it takes one of the client address's reads (allowRead, else the 429),
+// finds the event's cell (the 422, 404 or 503 problem), reads what the
+// catalogue has (a missing event is a 404; op names the read in the
+// log), encodes it (a failure is a 500; encodeOp names it) and answers
+// the representation under the request's conditions with cacheControl.
+func readEvent[T any](ctx context.Context, h *Handlers, in *EventReadInput, op, encodeOp, cacheControl string,
+	read func(*catalog.Catalog, context.Context, uuid.UUID) (T, error),
+	encode func(uuid.UUID, T) (*representation, error),
+) (*ReadOutput, error) {
 	if err := h.allowRead(in.addr); err != nil {
 		return nil, err
 	}
-	eventID, err := parseUUID(in.EventID, "path.eventId")
+	c, eventID, err := h.eventPath(ctx, in.EventID)
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.eventCell(ctx, eventID)
+	v, err := read(c.Catalog, ctx, eventID)
 	if err != nil {
-		return nil, err
+		return nil, h.problemFor(ctx, err, op, "No such event.")
 	}
-	m, err := c.Catalog.SeatMap(ctx, eventID)
+	rep, err := encode(eventID, v)
 	if err != nil {
-		return nil, h.problemFor(ctx, err, "list seats", "No such event.")
+		return nil, h.internal(ctx, encodeOp, err, "event_id", eventID)
 	}
-	rep, err := h.seatMaps.get(eventID, m, encodeSeatMap)
-	if err != nil {
-		return nil, h.internal(ctx, "encode seat map", err, "event_id", eventID)
-	}
-	return rep.answer(in.conditions, seatMapCacheControl), nil
+	return rep.answer(in.conditions, cacheControl), nil
 }
 
 func encodeSeatMap(seats []catalog.SeatStatus) (*representation, error) {

@@ -100,12 +100,9 @@ func (h *Handlers) registerOnsale(api huma.API) {
 }
 
 func (h *Handlers) revokeAdmission(ctx context.Context, in *RevokeAdmissionInput) (*struct{}, error) {
-	eventID, c, err := h.organizerOnsale(ctx, in.EventID)
+	c, eventID, _, err := h.organizerOnsale(ctx, in.EventID, nil)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := c.Room.OrganizerOnsale(ctx, identity(ctx).OrganizerID, eventID, nil); err != nil {
-		return nil, h.problemFor(ctx, err, "onsale", "No such event.", "event_id", eventID)
 	}
 	had, err := c.Room.RevokeBuyer(ctx, eventID, in.Body.UserID)
 	switch {
@@ -121,27 +118,29 @@ func (h *Handlers) revokeAdmission(ctx context.Context, in *RevokeAdmissionInput
 	return nil, nil
 }
 
-// organizerOnsale parses the event id of an onsale operation and finds
-// the event's cell.
-func (h *Handlers) organizerOnsale(ctx context.Context, raw string) (uuid.UUID, *cells.Cell, error) {
-	eventID, err := parseUUID(raw, "path.eventId")
+// organizerOnsale is how every onsale operation starts: the event of the
+// path, its cell, and its onsale, changed first when change is not nil,
+// if the caller organizes the event (waitingroom.Room.OrganizerOnsale).
+// Otherwise it returns the 422, 404 or 503 problem; for anyone but the
+// organizer the event does not exist.
+func (h *Handlers) organizerOnsale(ctx context.Context, raw string, change func(*waitingroom.Settings)) (*cells.Cell, uuid.UUID, waitingroom.Onsale, error) {
+	c, eventID, err := h.eventPath(ctx, raw)
 	if err != nil {
-		return uuid.Nil, nil, err
+		return nil, eventID, waitingroom.Onsale{}, err
 	}
-	c, err := h.eventCell(ctx, eventID)
-	return eventID, c, err
+	o, err := c.Room.OrganizerOnsale(ctx, identity(ctx).OrganizerID, eventID, change)
+	if err != nil {
+		return nil, eventID, o, h.problemFor(ctx, err, "onsale", "No such event.", "event_id", eventID)
+	}
+	return c, eventID, o, nil
 }
 
 // ownOnsale returns the event's onsale, changed first when change is not
-// nil, if the caller organizes it (waitingroom.Room.OrganizerOnsale).
+// nil, if the caller organizes it (organizerOnsale).
 func (h *Handlers) ownOnsale(ctx context.Context, raw string, change func(*waitingroom.Settings)) (*OnsaleOutput, error) {
-	eventID, cell, err := h.organizerOnsale(ctx, raw)
+	_, eventID, o, err := h.organizerOnsale(ctx, raw, change)
 	if err != nil {
 		return nil, err
-	}
-	o, err := cell.Room.OrganizerOnsale(ctx, identity(ctx).OrganizerID, eventID, change)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "onsale", "No such event.", "event_id", eventID)
 	}
 	s, c := o.Event.Settings, o.Control
 	out := &OnsaleOutput{Body: OnsaleBody{

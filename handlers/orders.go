@@ -249,17 +249,24 @@ func (h *Handlers) listOrders(ctx context.Context, in *ListOrdersInput) (*ListOr
 }
 
 func (h *Handlers) getOrder(ctx context.Context, in *OrderPathInput) (*OrderOutput, error) {
-	orderID, err := parseUUID(in.OrderID, "path.orderId")
+	return h.buyerOrder(ctx, in.OrderID, "get order", (*purchase.Service).Order)
+}
+
+// buyerOrder is an operation of the buyer on their order: it finds the
+// order's cell (orderPath's 422, 404 or 503), has do act for the caller
+// on the order in that cell's purchase service, and answers the order as
+// its owner sees it (orderBody). do's errors are mapped by problemFor,
+// op naming the operation; an order of someone else's is a 404.
+func (h *Handlers) buyerOrder(ctx context.Context, raw, op string,
+	do func(s *purchase.Service, ctx context.Context, userID, orderID uuid.UUID) (purchase.Order, error),
+) (*OrderOutput, error) {
+	c, orderID, err := h.orderPath(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.orderCell(ctx, orderID)
+	o, err := do(c.Purchase, ctx, identity(ctx).UserID, orderID)
 	if err != nil {
-		return nil, err
-	}
-	o, err := c.Purchase.Order(ctx, identity(ctx).UserID, orderID)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "get order", "No such order.", "order_id", orderID)
+		return nil, h.problemFor(ctx, err, op, "No such order.", "order_id", orderID)
 	}
 	return &OrderOutput{Body: orderBody(o)}, nil
 }
@@ -302,19 +309,7 @@ func orderBody(o purchase.Order) OrderBody {
 }
 
 func (h *Handlers) cancelOrder(ctx context.Context, in *OrderPathInput) (*OrderOutput, error) {
-	orderID, err := parseUUID(in.OrderID, "path.orderId")
-	if err != nil {
-		return nil, err
-	}
-	c, err := h.orderCell(ctx, orderID)
-	if err != nil {
-		return nil, err
-	}
-	o, err := c.Purchase.Cancel(ctx, identity(ctx).UserID, orderID)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "cancel order", "No such order.", "order_id", orderID)
-	}
-	return &OrderOutput{Body: orderBody(o)}, nil
+	return h.buyerOrder(ctx, in.OrderID, "cancel order", (*purchase.Service).Cancel)
 }
 
 // OrderStateBody is an order's status as the organizer of its event sees
@@ -346,11 +341,7 @@ type RefundOrderInput struct {
 }
 
 func (h *Handlers) refundOrder(ctx context.Context, in *RefundOrderInput) (*OrderStateOutput, error) {
-	orderID, err := parseUUID(in.OrderID, "path.orderId")
-	if err != nil {
-		return nil, err
-	}
-	c, err := h.orderCell(ctx, orderID)
+	c, orderID, err := h.orderPath(ctx, in.OrderID)
 	if err != nil {
 		return nil, err
 	}

@@ -51,52 +51,51 @@ func (h *Handlers) registerSandbox(api huma.API) {
 		return
 	}
 	errs := []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}
-	testMode := func(op huma.Operation) huma.Operation {
-		op.Extensions = map[string]any{testModeOnly: true}
-		return op
+	for _, a := range sandboxActions {
+		register(api, secured(huma.Operation{
+			OperationID: "sandbox-" + a.action + "-payment-intent", Method: http.MethodPost,
+			Path:    "/v1/sandbox/payment-intents/{id}/" + a.action,
+			Summary: a.summary, Tags: []string{"Sandbox"},
+			Description: sandboxOnly + " " + a.description,
+			Errors:      errs,
+			Extensions:  map[string]any{testModeOnly: true},
+		}, auth.RoleBuyer), func(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
+			return h.sandboxAction(ctx, a.action, in.IntentID, a.act)
+		})
 	}
-	register(api, testMode(secured(huma.Operation{
-		OperationID: "sandbox-authorize-payment-intent", Method: http.MethodPost,
-		Path:    "/v1/sandbox/payment-intents/{id}/authorize",
-		Summary: "Authorize a payment with an approved card (sandbox only)", Tags: []string{"Sandbox"},
-		Description: sandboxOnly + " The intent moves to requires_capture and the sandbox sends a Stripe-format, " +
+}
+
+// sandboxActions are the buyer's actions the sandbox stands in for, in
+// the order they are registered: each is an operation that differs from
+// the others only in these.
+var sandboxActions = []struct {
+	action, summary, description string
+	act                          func(*sandbox.Sandbox, context.Context, string) (payments.Intent, error)
+}{
+	{
+		action: "authorize", summary: "Authorize a payment with an approved card (sandbox only)",
+		description: "The intent moves to requires_capture and the sandbox sends a Stripe-format, " +
 			"signed payment_intent.amount_capturable_updated webhook to this deployment's /v1/webhooks/stripe, " +
 			"which authorizes the order's payment.",
-		Errors: errs,
-	}, auth.RoleBuyer)), h.sandboxAuthorize)
-	register(api, testMode(secured(huma.Operation{
-		OperationID: "sandbox-decline-payment-intent", Method: http.MethodPost,
-		Path:    "/v1/sandbox/payment-intents/{id}/decline",
-		Summary: "Decline a payment's card (sandbox only)", Tags: []string{"Sandbox"},
-		Description: sandboxOnly + " The card is declined (card_declined, generic_decline): the intent stays in " +
+		act: (*sandbox.Sandbox).Authorize,
+	},
+	{
+		action: "decline", summary: "Decline a payment's card (sandbox only)",
+		description: "The card is declined (card_declined, generic_decline): the intent stays in " +
 			"requires_payment_method and the sandbox sends a Stripe-format, signed payment_intent.payment_failed " +
 			"webhook to this deployment's /v1/webhooks/stripe. The order counts the decline and keeps awaiting " +
 			"payment while attempts are left (authorize or decline the same intent again); the last allowed " +
 			"decline fails it.",
-		Errors: errs,
-	}, auth.RoleBuyer)), h.sandboxDecline)
-	register(api, testMode(secured(huma.Operation{
-		OperationID: "sandbox-challenge-payment-intent", Method: http.MethodPost,
-		Path:    "/v1/sandbox/payment-intents/{id}/challenge",
-		Summary: "Ask for a payment's 3-D Secure challenge (sandbox only)", Tags: []string{"Sandbox"},
-		Description: sandboxOnly + " The card's issuer asks for 3-D Secure: the intent moves to requires_action and " +
+		act: (*sandbox.Sandbox).Decline,
+	},
+	{
+		action: "challenge", summary: "Ask for a payment's 3-D Secure challenge (sandbox only)",
+		description: "The card's issuer asks for 3-D Secure: the intent moves to requires_action and " +
 			"the sandbox sends a signed payment_intent.requires_action webhook. The order's hold is then kept a " +
 			"bounded grace longer should it expire during the challenge; authorize (passed) or decline (failed) the " +
 			"intent to answer it.",
-		Errors: errs,
-	}, auth.RoleBuyer)), h.sandboxChallenge)
-}
-
-func (h *Handlers) sandboxChallenge(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
-	return h.sandboxAction(ctx, "challenge", in.IntentID, (*sandbox.Sandbox).Challenge)
-}
-
-func (h *Handlers) sandboxAuthorize(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
-	return h.sandboxAction(ctx, "authorize", in.IntentID, (*sandbox.Sandbox).Authorize)
-}
-
-func (h *Handlers) sandboxDecline(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
-	return h.sandboxAction(ctx, "decline", in.IntentID, (*sandbox.Sandbox).Decline)
+		act: (*sandbox.Sandbox).Challenge,
+	},
 }
 
 // sandboxAction checks that the caller owns the intent's order, then has

@@ -115,11 +115,7 @@ func retryAfter(d time.Duration) http.Header {
 }
 
 func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join bool) (*WaitingRoomOutput, error) {
-	eventID, err := parseUUID(in.EventID, "path.eventId")
-	if err != nil {
-		return nil, err
-	}
-	c, err := h.eventCell(ctx, eventID)
+	c, eventID, err := h.eventPath(ctx, in.EventID)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/domain/cells"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/page"
@@ -274,9 +275,10 @@ func requestedBy(ctx context.Context) string {
 	return "user:" + id.UserID.String()
 }
 
-// webhooksService returns the webhooks service of the calling organizer's
-// cell, or the 404 of a server that has no webhooks configured.
-func (h *Handlers) webhooksService(ctx context.Context) (*webhooks.Service, error) {
+// webhooksCell returns the calling organizer's cell, whose Webhooks is
+// then not nil, or the 503 of a cell that does not answer, or the 404 of
+// a server that has no webhooks configured.
+func (h *Handlers) webhooksCell(ctx context.Context) (*cells.Cell, error) {
 	c, err := h.organizerCell(ctx)
 	if err != nil {
 		return nil, err
@@ -284,37 +286,40 @@ func (h *Handlers) webhooksService(ctx context.Context) (*webhooks.Service, erro
 	if c.Webhooks == nil {
 		return nil, problem(http.StatusNotFound, TypeNotFound, "Webhooks are not available on this server.")
 	}
-	return c.Webhooks, nil
+	return c, nil
 }
 
-// endpointOf is what every operation on one endpoint starts from: the
-// webhooks service of the caller's cell and the endpoint id of the path.
-func (h *Handlers) endpointOf(ctx context.Context, endpointID string) (*webhooks.Service, uuid.UUID, error) {
-	svc, err := h.webhooksService(ctx)
+// webhookOf is what every operation on one endpoint or message starts
+// from: the caller's cell with its webhooks service (webhooksCell's 503
+// or 404 first), then the id that parse reads from the path (its 422).
+func (h *Handlers) webhookOf(ctx context.Context, raw string, parse func(string) (uuid.UUID, error)) (*cells.Cell, uuid.UUID, error) {
+	c, err := h.webhooksCell(ctx)
 	if err != nil {
 		return nil, uuid.Nil, err
 	}
-	id, err := parseUUID(endpointID, "path.endpointId")
+	id, err := parse(raw)
 	if err != nil {
 		return nil, uuid.Nil, err
 	}
-	return svc, id, nil
+	return c, id, nil
+}
+
+// endpointOf is webhookOf for an operation on one endpoint.
+func (h *Handlers) endpointOf(ctx context.Context, endpointID string) (*cells.Cell, uuid.UUID, error) {
+	return h.webhookOf(ctx, endpointID, func(s string) (uuid.UUID, error) { return parseUUID(s, "path.endpointId") })
 }
 
 func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookEndpointInput) (*WebhookEndpointSecretOutput, error) {
-	svc, err := h.webhooksService(ctx)
+	c, err := h.webhooksCell(ctx)
 	if err != nil {
 		return nil, err
 	}
+	svc := c.Webhooks
 	p := webhooks.EndpointParams{
 		URL: in.Body.URL, Description: in.Body.Description, EventTypes: in.Body.EventTypes,
 		RateLimitPerSecond: in.Body.RateLimitPerSecond, MaxConcurrency: in.Body.MaxConcurrency,
 		PayloadVersion: in.Body.PayloadVersion,
 		Disabled:       in.Body.Enabled != nil && !*in.Body.Enabled,
-	}
-	c, err := h.organizerCell(ctx)
-	if err != nil {
-		return nil, err
 	}
 	body, _, err := idempotently(ctx, c, idempotentRequest{op: "create-webhook-endpoint", key: in.IdempotencyKey, parts: []any{in.Body}, secret: true},
 		func(ctx context.Context, tx pgx.Tx) (WebhookEndpointSecretBody, error) {
@@ -334,10 +339,11 @@ func (h *Handlers) createWebhookEndpoint(ctx context.Context, in *CreateWebhookE
 }
 
 func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndpointsInput) (*ListWebhookEndpointsOutput, error) {
-	svc, err := h.webhooksService(ctx)
+	c, err := h.webhooksCell(ctx)
 	if err != nil {
 		return nil, err
 	}
+	svc := c.Webhooks
 	var after *page.Cursor
 	if in.Cursor != "" {
 		c, err := page.Parse(in.Cursor)
@@ -367,10 +373,11 @@ func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndp
 }
 
 func (h *Handlers) getWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*WebhookEndpointOutput, error) {
-	svc, id, err := h.endpointOf(ctx, in.EndpointID)
+	c, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
+	svc := c.Webhooks
 	e, err := svc.Get(ctx, identity(ctx).OrganizerID, id)
 	if err != nil {
 		return nil, h.webhookError(ctx, "get webhook endpoint", err)
@@ -379,10 +386,11 @@ func (h *Handlers) getWebhookEndpoint(ctx context.Context, in *WebhookEndpointPa
 }
 
 func (h *Handlers) updateWebhookEndpoint(ctx context.Context, in *UpdateWebhookEndpointInput) (*WebhookEndpointOutput, error) {
-	svc, id, err := h.endpointOf(ctx, in.EndpointID)
+	c, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
+	svc := c.Webhooks
 	b := in.Body
 	u := webhooks.EndpointUpdate{
 		URL: b.URL, Description: b.Description, EventTypes: b.EventTypes, Enabled: b.Enabled, MaxConcurrency: b.MaxConcurrency,
@@ -402,10 +410,11 @@ func (h *Handlers) updateWebhookEndpoint(ctx context.Context, in *UpdateWebhookE
 }
 
 func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpointPathInput) (*struct{}, error) {
-	svc, id, err := h.endpointOf(ctx, in.EndpointID)
+	c, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
+	svc := c.Webhooks
 	if err := svc.Delete(ctx, identity(ctx).OrganizerID, id); err != nil {
 		return nil, h.webhookError(ctx, "delete webhook endpoint", err)
 	}
@@ -413,14 +422,11 @@ func (h *Handlers) deleteWebhookEndpoint(ctx context.Context, in *WebhookEndpoin
 }
 
 func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *RotateWebhookSecretInput) (*WebhookEndpointSecretOutput, error) {
-	svc, id, err := h.endpointOf(ctx, in.EndpointID)
+	c, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.organizerCell(ctx)
-	if err != nil {
-		return nil, err
-	}
+	svc := c.Webhooks
 	body, _, err := idempotently(ctx, c, idempotentRequest{op: "rotate-webhook-secret", key: in.IdempotencyKey, parts: []any{id}, secret: true},
 		func(ctx context.Context, tx pgx.Tx) (WebhookEndpointSecretBody, error) {
 			return secretBody(svc.RotateSecretTx(ctx, tx, identity(ctx).OrganizerID, id))
@@ -435,14 +441,11 @@ func (h *Handlers) rotateWebhookSecret(ctx context.Context, in *RotateWebhookSec
 }
 
 func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhookEndpointInput) (*QueuedOutput, error) {
-	svc, id, err := h.endpointOf(ctx, in.EndpointID)
+	c, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.organizerCell(ctx)
-	if err != nil {
-		return nil, err
-	}
+	svc := c.Webhooks
 	if in.Body.Until != nil && !in.Body.Until.After(in.Body.Since) {
 		return nil, invalid("body.until", "expected a time after since")
 	}
@@ -462,14 +465,11 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 }
 
 func (h *Handlers) testWebhookEndpoint(ctx context.Context, in *TestWebhookEndpointInput) (*TestWebhookEndpointOutput, error) {
-	svc, id, err := h.endpointOf(ctx, in.EndpointID)
+	c, id, err := h.endpointOf(ctx, in.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.organizerCell(ctx)
-	if err != nil {
-		return nil, err
-	}
+	svc := c.Webhooks
 	org := identity(ctx).OrganizerID
 	body, _, err := idempotently(ctx, c, idempotentRequest{op: "test-webhook-endpoint", key: in.IdempotencyKey, parts: []any{id}},
 		func(ctx context.Context, tx pgx.Tx) (WebhookMessageBody, error) {

@@ -130,10 +130,11 @@ func (h *Handlers) registerWebhookMessages(api huma.API, tags []string, errs fun
 }
 
 func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessagesInput) (*ListWebhookMessagesOutput, error) {
-	svc, err := h.webhooksService(ctx)
+	c, err := h.webhooksCell(ctx)
 	if err != nil {
 		return nil, err
 	}
+	svc := c.Webhooks
 	f := webhooks.MessageFilter{EventType: in.Type, Limit: in.Limit}
 	if f.Limit == 0 {
 		f.Limit = 50
@@ -186,14 +187,11 @@ func parseMessageID(s string) (uuid.UUID, error) {
 }
 
 func (h *Handlers) listWebhookAttempts(ctx context.Context, in *WebhookMessagePathInput) (*WebhookAttemptsOutput, error) {
-	svc, err := h.webhooksService(ctx)
+	c, id, err := h.webhookOf(ctx, in.MessageID, parseMessageID)
 	if err != nil {
 		return nil, err
 	}
-	id, err := parseMessageID(in.MessageID)
-	if err != nil {
-		return nil, err
-	}
+	svc := c.Webhooks
 	as, err := svc.Attempts(ctx, identity(ctx).OrganizerID, id)
 	if err != nil {
 		return nil, h.webhookError(ctx, "list webhook attempts", err)
@@ -210,23 +208,16 @@ func (h *Handlers) listWebhookAttempts(ctx context.Context, in *WebhookMessagePa
 }
 
 func (h *Handlers) replayWebhookMessage(ctx context.Context, in *ReplayWebhookMessageInput) (*QueuedOutput, error) {
-	svc, err := h.webhooksService(ctx)
+	c, id, err := h.webhookOf(ctx, in.MessageID, parseMessageID)
 	if err != nil {
 		return nil, err
 	}
-	id, err := parseMessageID(in.MessageID)
-	if err != nil {
-		return nil, err
-	}
+	svc := c.Webhooks
 	var endpoint *uuid.UUID
 	p := webhooks.ReplayParams{RequestedBy: requestedBy(ctx)}
 	if in.Body != nil {
 		endpoint = in.Body.EndpointID
 		p.EndpointID, p.Reason = in.Body.EndpointID, in.Body.Reason
-	}
-	c, err := h.organizerCell(ctx)
-	if err != nil {
-		return nil, err
 	}
 	org := identity(ctx).OrganizerID
 	n, _, err := idempotently(ctx, c, idempotentRequest{op: "replay-webhook-message", key: in.IdempotencyKey, parts: []any{id, endpoint, p.Reason}},

@@ -248,11 +248,10 @@ func runBuyersPart(ctx context.Context, args []string) error {
 
 // part is a running part process.
 type part struct {
+	child
 	name  string
-	cmd   *exec.Cmd
 	out   *bufio.Reader
 	in    io.WriteCloser
-	done  chan struct{} // closed once the process has exited
 	group *bench.CPUGroup
 }
 
@@ -276,7 +275,7 @@ func startPart(ctx context.Context, group *bench.CPUGroup, env []string, readyLi
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", args[0], err)
 	}
-	p := &part{name: args[0], cmd: cmd, out: bufio.NewReader(stdout), in: stdin, done: make(chan struct{}), group: group}
+	p := &part{child: newChild(cmd), name: args[0], out: bufio.NewReader(stdout), in: stdin, group: group}
 	if err := group.Add(cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		return nil, err
@@ -285,7 +284,7 @@ func startPart(ctx context.Context, group *bench.CPUGroup, env []string, readyLi
 		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("%s did not start: %w", args[0], err)
 	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p.wait()
 	return p, nil
 }
 
@@ -300,13 +299,7 @@ func (p *part) read(v any) error {
 
 // stop interrupts the part and waits for it.
 func (p *part) stop() {
-	_ = p.cmd.Process.Signal(os.Interrupt)
 	// A part stopped by a signal exits non-zero: its exit status says
 	// nothing about the measurement, and its output said why.
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.end(os.Interrupt, 10*time.Second)
 }

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -262,12 +261,8 @@ func quietEvent(pool *pgxpool.Pool) func(context.Context, uuid.UUID, int) error 
 
 // childAPI is the API under test, a `boxoffice serve` of its own.
 type childAPI struct {
-	cmd  *exec.Cmd
-	url  string
-	once sync.Once
-	// done is closed when the process has exited, with err its end.
-	done chan struct{}
-	err  error
+	child
+	url string
 }
 
 // startAPI runs binary serve on the bench database and bus, logging
@@ -305,8 +300,8 @@ func startAPI(ctx context.Context, binary string, cfg roles.Config, databaseURL 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s serve: %w", binary, err)
 	}
-	api := &childAPI{cmd: cmd, url: "http://" + addr, done: make(chan struct{})}
-	go func() { api.err = cmd.Wait(); close(api.done) }()
+	api := &childAPI{child: newChild(cmd), url: "http://" + addr}
+	api.wait()
 	// Ready: /readyz answers 200 (database and NATS), and a second more
 	// for the order feed's consumer, which it checks every second.
 	deadline := time.Now().Add(30 * time.Second)
@@ -343,15 +338,7 @@ func startAPI(ctx context.Context, binary string, cfg roles.Config, databaseURL 
 
 // stop asks the API to shut down and waits for it, killing it after 15 s.
 func (a *childAPI) stop() {
-	a.once.Do(func() {
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.done:
-		case <-time.After(15 * time.Second):
-			_ = a.cmd.Process.Kill()
-			<-a.done
-		}
-	})
+	a.end(syscall.SIGTERM, 15*time.Second)
 }
 
 // freeAddr is a loopback address with a port free now.

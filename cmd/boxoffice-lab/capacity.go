@@ -147,7 +147,7 @@ func printPlan(stdout io.Writer, r capacity.Result, o capacity.Onsale, from map[
 	row("attempts/s", num(o.AttemptsPerSec, 0), "shaped by the waiting room, which needs no cells for them: "+num(r.QueuedPerSec, 0)+"/s more join its queue")
 	row("target R, admitted/s", num(r.Target.Admitted, 0), num(r.Target.Orders, 0)+" orders/s at pay ratio "+short(o.PayRatio))
 	row("seat lock attempts/s", num(r.Target.SeatLocks, 0), "R × "+short(o.SeatsPerOrder)+" seats per order")
-	row("abandoned holds/s", num(r.Target.AbandonedHolds, 0), "R × (1 − pay ratio), each expiring after "+shortDuration(o.HoldLifetime))
+	row("abandoned holds/s", num(r.Target.AbandonedHolds, 0), "R × (1 − pay ratio), each expiring after "+roles.DurationText(o.HoldLifetime))
 
 	head(fmt.Sprintf("One cell: a writer of %s cores, %s%% of every CPU kept free", short(o.WriterCores), num(o.SafetyMargin*100, 0)))
 	row("PostgreSQL per admitted buyer", num(r.PostgresMsPerAdmitted, 2)+" ms",
@@ -185,10 +185,10 @@ func printPlan(stdout io.Writer, r capacity.Result, o capacity.Onsale, from map[
 		fmt.Sprintf("%s: (%d + %d tasks) × pool %d + %d ops; %s", verdict, r.API.Run, r.Worker.Run, o.PoolSize, o.OpsConnections, poolNote))
 	row("database round trips/s", num(r.RoundTripsPerSec, 0), "orders/s × "+short(c.RoundTripsPerOrder)+" (counted, not timed)")
 	row("seats held by unpaid holds", num(r.SeatsHeldByAbandoned, 0),
-		fmt.Sprintf("%s abandoned holds/s × %s seats × %s", num(r.PerCell.AbandonedHolds, 0), short(o.SeatsPerOrder), shortDuration(o.HoldLifetime)))
+		fmt.Sprintf("%s abandoned holds/s × %s seats × %s", num(r.PerCell.AbandonedHolds, 0), short(o.SeatsPerOrder), roles.DurationText(o.HoldLifetime)))
 	row("JetStream events/s", num(r.Stream.EventsPerSec, 0), fmt.Sprintf("orders/s × %s; %s MB/s", short(c.EventsPerOrder), num(r.Stream.BytesPerSec/1e6, 2)))
 	stored := fmt.Sprintf("events/s × %s B × %s (%s s) × %d replicas, the load sustained for the whole window",
-		short(c.EventBytesAvg), shortDuration(o.Retention), num(r.Stream.RetentionSeconds, 0), r.Stream.Replicas)
+		short(c.EventBytesAvg), roles.DurationText(o.Retention), num(r.Stream.RetentionSeconds, 0), r.Stream.Replicas)
 	if r.Cells > 1 {
 		stored += fmt.Sprintf("; all %d cells %s GB", r.Cells, num(r.Stream.StoredBytes*float64(r.Cells)/1e9, 1))
 	}
@@ -244,18 +244,6 @@ func short(v float64) string {
 	s := num(v, 3)
 	if strings.Contains(s, ".") {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
-}
-
-// shortDuration is d without its zero minutes and seconds: 168h, 5m.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }

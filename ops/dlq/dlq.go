@@ -142,44 +142,46 @@ func (q *Queue) List(ctx context.Context, f Filter, now time.Time) ([]Letter, er
 // was (see the package documentation), and then removes it. who and why
 // are logged; both are required.
 func (q *Queue) Replay(ctx context.Context, seq uint64, who, why string) error {
-	if who == "" || why == "" {
-		return errors.New("replay: say who asks (-by) and why (-why)")
-	}
-	s, err := q.stream(ctx)
-	if err != nil {
-		return err
-	}
-	l, err := q.get(ctx, s, seq)
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(l.OriginalSubject, q.ns.SubjectPrefix()) {
-		return fmt.Errorf("replay %d: its original subject %q is not on stream %s", seq, l.OriginalSubject, q.ns.Stream())
-	}
-	h := nats.Header{}
-	for k, vs := range l.Header {
-		if !strings.HasPrefix(k, "Boxoffice-") && !strings.HasPrefix(k, "Nats-") {
-			h[k] = vs
+	return q.act(ctx, "replay", "dead letter replayed", seq, who, why, func(s jetstream.Stream, l Letter) error {
+		if !strings.HasPrefix(l.OriginalSubject, q.ns.SubjectPrefix()) {
+			return fmt.Errorf("replay %d: its original subject %q is not on stream %s", seq, l.OriginalSubject, q.ns.Stream())
 		}
-	}
-	msg := &nats.Msg{Subject: l.OriginalSubject, Data: l.Data, Header: h}
-	if _, err := q.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(q.ns.Stream()),
-		jetstream.WithMsgID("dlq-replay:"+q.ns.DLQStream()+":"+strconv.FormatUint(seq, 10))); err != nil {
-		return fmt.Errorf("replay %d: publish: %w", seq, err)
-	}
-	if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("replay %d: published, but the dead letter stays: %w", seq, err)
-	}
-	q.logger.InfoContext(ctx, "dead letter replayed", "seq", seq, "consumer", l.Consumer, "event_id", l.EventID,
-		"subject", l.OriginalSubject, "by", who, "why", why)
-	return nil
+		h := nats.Header{}
+		for k, vs := range l.Header {
+			if !strings.HasPrefix(k, "Boxoffice-") && !strings.HasPrefix(k, "Nats-") {
+				h[k] = vs
+			}
+		}
+		msg := &nats.Msg{Subject: l.OriginalSubject, Data: l.Data, Header: h}
+		if _, err := q.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(q.ns.Stream()),
+			jetstream.WithMsgID("dlq-replay:"+q.ns.DLQStream()+":"+strconv.FormatUint(seq, 10))); err != nil {
+			return fmt.Errorf("replay %d: publish: %w", seq, err)
+		}
+		if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("replay %d: published, but the dead letter stays: %w", seq, err)
+		}
+		return nil
+	})
 }
 
 // Discard removes the dead letter at seq without replaying it. who and why
 // are logged; both are required.
 func (q *Queue) Discard(ctx context.Context, seq uint64, who, why string) error {
+	return q.act(ctx, "discard", "dead letter discarded", seq, who, why, func(s jetstream.Stream, _ Letter) error {
+		if err := s.DeleteMsg(ctx, seq); err != nil {
+			return fmt.Errorf("discard %d: %w", seq, err)
+		}
+		return nil
+	})
+}
+
+// act is an operator's action on the dead letter at seq: it refuses to
+// act unless who and why are both said, reads the letter (ErrNotFound when
+// it is gone), runs do and, when do succeeds, logs done with the letter,
+// who and why. Only an action that happened is logged.
+func (q *Queue) act(ctx context.Context, action, done string, seq uint64, who, why string, do func(jetstream.Stream, Letter) error) error {
 	if who == "" || why == "" {
-		return errors.New("discard: say who asks (-by) and why (-why)")
+		return errors.New(action + ": say who asks (-by) and why (-why)")
 	}
 	s, err := q.stream(ctx)
 	if err != nil {
@@ -189,10 +191,10 @@ func (q *Queue) Discard(ctx context.Context, seq uint64, who, why string) error 
 	if err != nil {
 		return err
 	}
-	if err := s.DeleteMsg(ctx, seq); err != nil {
-		return fmt.Errorf("discard %d: %w", seq, err)
+	if err := do(s, l); err != nil {
+		return err
 	}
-	q.logger.InfoContext(ctx, "dead letter discarded", "seq", seq, "consumer", l.Consumer, "event_id", l.EventID,
+	q.logger.InfoContext(ctx, done, "seq", seq, "consumer", l.Consumer, "event_id", l.EventID,
 		"subject", l.OriginalSubject, "by", who, "why", why)
 	return nil
 }

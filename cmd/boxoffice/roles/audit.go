@@ -12,7 +12,6 @@ import (
 
 	"boxoffice/ops/audit"
 	"boxoffice/platform/bus"
-	"boxoffice/platform/db"
 )
 
 // errAuditFailed makes `boxoffice audit` exit non-zero after it printed a
@@ -34,11 +33,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, ou
 	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(getenv, "DATABASE_URL")
-	if err != nil {
-		return err
-	}
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: 2})
+	cfg, pool, err := operatorPool(ctx, getenv, 2)
 	if err != nil {
 		return err
 	}

@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/testkit"
 	"boxoffice/testkit/dbtest"
 )
 
@@ -39,7 +41,7 @@ func TestBrowserExampleBuysATicket(t *testing.T) {
 	dir, err := filepath.Abs("../../../examples/browser")
 	require.NoError(t, err)
 	reports := make(chan []byte, 1)
-	var config []byte // set before the browser starts
+	var config atomic.Value // []byte, set before the browser starts
 	page := http.NewServeMux()
 	page.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		html, err := os.ReadFile(filepath.Join(dir, "index.html"))
@@ -48,7 +50,7 @@ func TestBrowserExampleBuysATicket(t *testing.T) {
 			return
 		}
 		// What the page's host sets before the module runs.
-		inject := []byte("<script>window.boxofficeExample = " + string(config) + ";</script>\n<script type=\"module\"")
+		inject := []byte("<script>window.boxofficeExample = " + string(config.Load().([]byte)) + ";</script>\n<script type=\"module\"")
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write(bytes.Replace(html, []byte(`<script type="module"`), inject, 1))
 	})
@@ -73,8 +75,9 @@ func TestBrowserExampleBuysATicket(t *testing.T) {
 	printed := regexp.MustCompile(`(?s)API\s+(\S+).*Demo event\s+(\S+).*Buyer token\s+(\S+)`)
 	require.Eventually(t, func() bool { return printed.MatchString(out.String()) }, 60*time.Second, 50*time.Millisecond, "dev printed: %s", out)
 	m := printed.FindStringSubmatch(out.String())
-	config, err = json.Marshal(map[string]string{"api": m[1], "event": m[2], "token": m[3], "report": origin.URL + "/report"})
+	cfg, err := json.Marshal(map[string]string{"api": m[1], "event": m[2], "token": m[3], "report": origin.URL + "/report"})
 	require.NoError(t, err)
+	config.Store(cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -82,8 +85,8 @@ func TestBrowserExampleBuysATicket(t *testing.T) {
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
 		"--user-data-dir="+profile, "--enable-logging=stderr", "--v=0", origin.URL+"/")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &testkit.Buffer{} // written by exec's copier while the test reads it
+	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
 	defer func() {
 		_ = cmd.Process.Kill()

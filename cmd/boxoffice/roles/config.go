@@ -233,6 +233,20 @@ func LoadConfig(getenv func(string) string, required ...string) (Config, error) 
 	return loadConfig(getenv, false, required...)
 }
 
+// operatorPool reads the configuration with DATABASE_URL required
+// (LoadConfig) and opens a pool of maxConns to it for an operator's
+// command (audit, failover, fence). The pool declares no region epoch, so
+// the command is never fenced: it must work on a database that fences
+// every process of the old primary. The caller closes the pool.
+func operatorPool(ctx context.Context, getenv func(string) string, maxConns int32) (Config, *pgxpool.Pool, error) {
+	cfg, err := LoadConfig(getenv, "DATABASE_URL")
+	if err != nil {
+		return cfg, nil, err
+	}
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: maxConns})
+	return cfg, pool, err
+}
+
 // LoadDevConfig is LoadConfig that accepts the public development secrets
 // (DevJWTSecret and the others), for what never serves real buyers:
 // `boxoffice dev`, which fills the unset secrets with them; `boxoffice

@@ -61,12 +61,7 @@ func runFailover(ctx context.Context, args []string, getenv func(string) string,
 	if step != "status" && step != "watch" && *epoch < 2 {
 		return &UsageError{errors.New("-epoch N is required, N >= 2 (the old primary's epoch plus one)")}
 	}
-	cfg, err := LoadConfig(getenv, "DATABASE_URL")
-	if err != nil {
-		return err
-	}
-	// An operator session: it declares no epoch and is never fenced.
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: 2})
+	cfg, pool, err := operatorPool(ctx, getenv, 2)
 	if err != nil {
 		return err
 	}

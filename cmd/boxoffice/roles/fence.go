@@ -8,7 +8,6 @@ import (
 	"io"
 
 	"boxoffice/ops/failover"
-	"boxoffice/platform/db"
 )
 
 // runFence runs `boxoffice fence --epoch N`: it raises the database's region
@@ -25,12 +24,7 @@ func runFence(ctx context.Context, args []string, getenv func(string) string, ou
 	if *epoch < 1 {
 		return errors.New("--epoch N is required, N >= 1")
 	}
-	cfg, err := LoadConfig(getenv, "DATABASE_URL")
-	if err != nil {
-		return err
-	}
-	// The operator's session declares no epoch: it is never fenced itself.
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: 1})
+	_, pool, err := operatorPool(ctx, getenv, 1)
 	if err != nil {
 		return err
 	}

@@ -81,8 +81,10 @@ func must(ok bool, problem string) error {
 	return errors.New(problem)
 }
 
-// durationText is d as a setting's default spells it: 5m, not 5m0s.
-func durationText(d time.Duration) string {
+// DurationText is d as a setting's default spells it, without its zero
+// minutes and seconds: 5m, 168h, not 5m0s. The lab's reports spell
+// durations the same way.
+func DurationText(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -216,26 +218,26 @@ var settings = []setting{
 	env("BOXOFFICE_ADMISSION_KEY").Secret().Dev(DevAdmissionKey).Shown("dev key in `dev`").
 		Means("legacy HS256 admission key, ≥ 32 bytes: while it is set, HS256 admission tokens it signed keep verifying (a migration window), and without `BOXOFFICE_ADMISSION_SIGNING_KEY` the Ed25519 key is derived from it (HMAC-SHA256)").
 		Parse(secretBytes(func(c *Config) *[]byte { return &c.AdmissionKey })),
-	env("BOXOFFICE_ADMISSION_TTL").Default(durationText(admission.DefaultTTL)).
+	env("BOXOFFICE_ADMISSION_TTL").Default(DurationText(admission.DefaultTTL)).
 		Means("how long an admission token lets its buyer hold seats (`1m` to `24h`); a hold retried with its `Idempotency-Key` gets its order even after the token expired or was revoked").
 		Parse(func(v string, c *Config) (err error) {
 			c.AdmissionTTL, err = time.ParseDuration(v)
 			return must(err == nil && c.AdmissionTTL >= time.Minute && c.AdmissionTTL <= 24*time.Hour, "must be a duration from 1m to 24h such as 15m")
 		}),
-	env("BOXOFFICE_HOLD_TTL").Default(durationText(purchase.DefaultHoldTTL)).
+	env("BOXOFFICE_HOLD_TTL").Default(DurationText(purchase.DefaultHoldTTL)).
 		Means("how long a hold owns its seats, unless the event's onsale sets `holdTtlSeconds`").
 		Parse(positiveDuration("5m", func(c *Config) *time.Duration { return &c.HoldTTL })),
-	env("BOXOFFICE_INBOX_RETENTION").Default(durationText(retention.DefaultInbox)).
+	env("BOXOFFICE_INBOX_RETENTION").Default(DurationText(retention.DefaultInbox)).
 		Means("how long `work`'s retention worker keeps inbox rows: at least 31 days, longer than the dead letters a replay may take from. The same worker deletes expired idempotency keys and clears the client secret of orders no longer awaiting payment, in batches of 1,000").
-		Parse(durationAtLeast(retention.MinInbox, durationText(retention.DefaultInbox), func(c *Config) *time.Duration { return &c.InboxRetention })),
-	env("BOXOFFICE_STRIPE_EVENT_RETENTION").Default(durationText(retention.DefaultStripeEvents)).
+		Parse(durationAtLeast(retention.MinInbox, DurationText(retention.DefaultInbox), func(c *Config) *time.Duration { return &c.InboxRetention })),
+	env("BOXOFFICE_STRIPE_EVENT_RETENTION").Default(DurationText(retention.DefaultStripeEvents)).
 		Means("how long the retention worker keeps Stripe event ids: at least 3 days, Stripe's retries").
-		Parse(durationAtLeast(retention.MinStripeEvents, durationText(retention.DefaultStripeEvents), func(c *Config) *time.Duration { return &c.StripeEventRetention })),
-	env("BOXOFFICE_RECONCILE_INTERVAL").Default(durationText(reconcile.DefaultInterval)).
-		Shown("`" + durationText(reconcile.DefaultInterval) + "` (at least `1m`)").
+		Parse(durationAtLeast(retention.MinStripeEvents, DurationText(retention.DefaultStripeEvents), func(c *Config) *time.Duration { return &c.StripeEventRetention })),
+	env("BOXOFFICE_RECONCILE_INTERVAL").Default(DurationText(reconcile.DefaultInterval)).
+		Shown("`" + DurationText(reconcile.DefaultInterval) + "` (at least `1m`)").
 		Means("how often `work` reconciles the provider's last 24 hours of PaymentIntents with the orders (one process of the cell at a time, under a PostgreSQL advisory lock; `boxoffice_reconcile_*` metrics): lost webhooks and lost commands (a capture, a cancel or a refund that never reached the provider) are repaired once each, after an order has been in its in-between state for 10 minutes").
-		Parse(durationAtLeast(time.Minute, durationText(reconcile.DefaultInterval), func(c *Config) *time.Duration { return &c.ReconcileInterval })),
-	env("BOXOFFICE_PAYMENT_GRACE").Default(durationText(purchase.DefaultPaymentGrace)).
+		Parse(durationAtLeast(time.Minute, DurationText(reconcile.DefaultInterval), func(c *Config) *time.Duration { return &c.ReconcileInterval })),
+	env("BOXOFFICE_PAYMENT_GRACE").Default(DurationText(purchase.DefaultPaymentGrace)).
 		Means("how much longer, at most, a hold is kept while its payment is being confirmed (3-D Secure); 0 turns it off, at most `15m`").
 		Parse(func(v string, c *Config) (err error) {
 			c.PaymentGrace, err = time.ParseDuration(v)
@@ -424,7 +426,7 @@ const (
 func retryScheduleText(schedule []time.Duration) string {
 	parts := make([]string, len(schedule))
 	for i, d := range schedule {
-		parts[i] = durationText(d)
+		parts[i] = DurationText(d)
 	}
 	return strings.Join(parts, ",")
 }
