@@ -47,7 +47,10 @@ func TestMetrics(t *testing.T) {
 
 	// A pending delivery an hour old shows in the backlog gauge; the
 	// endpoint gauge counts by circuit state.
-	pending := b.message(t, org, EventOrderPaid)
+	// It is committed due in an hour, so the dispatcher, idle since the
+	// review, cannot send it before it is backdated (made due now, it
+	// was sometimes sent, refused, and parked in review first).
+	pending := b.messageDue(t, org, EventOrderPaid, time.Hour)
 	_, err := b.pool.Exec(context.Background(),
 		"UPDATE webhook_deliveries SET created_at = now() - interval '1 hour', next_attempt_at = now() + interval '1 hour' WHERE message_id = $1", pending)
 	require.NoError(t, err)
