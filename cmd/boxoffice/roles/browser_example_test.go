@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -114,7 +113,8 @@ func TestBrowserExampleBuysATicket(t *testing.T) {
 	}
 }
 
+// lastLines is the last n lines of s.
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return fmt.Sprint(strings.Join(lines[max(0, len(lines)-n):], "\n"))
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
