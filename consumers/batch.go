@@ -12,10 +12,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"boxoffice/platform/db"
 	"boxoffice/platform/inbox"
 	"boxoffice/platform/outbox"
+	"boxoffice/platform/telemetry"
 )
 
 // item is one delivery of a batch, from its body to its outcome.
@@ -31,6 +33,17 @@ type item struct {
 	// handled further.
 	o       outcome
 	decided bool
+	// span is the delivery's process span when tracing is on and the
+	// message carries a trace; nil otherwise.
+	span trace.Span
+}
+
+// context is ctx with the item's span, for the work done for it alone.
+func (it *item) context(ctx context.Context) context.Context {
+	if it.span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, it.span)
 }
 
 func (it *item) decide(kind outcomeKind, err error) {
@@ -84,6 +97,11 @@ func (c *Consumer) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	if len(items) == 0 {
 		return
+	}
+	if telemetry.Enabled() {
+		var end func()
+		ctx, end = c.startSpans(ctx, items)
+		defer end()
 	}
 	c.metrics.batch.Observe(float64(len(items)))
 	start := time.Now()
@@ -155,7 +173,7 @@ func (c *Consumer) callExternals(ctx context.Context, items []*item) {
 					it.decide(outcomeInterrupted, ctx.Err())
 					return
 				}
-				h, err := c.callExternal(ctx, it.ev)
+				h, err := c.callExternal(it.context(ctx), it.ev)
 				if err != nil {
 					it.decide(c.classify(ctx, err), err)
 					return
@@ -297,7 +315,7 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 					}
 				}
 				last = it
-				if err := c.callHandler(ctx, tx, it.handler, it.ev); err != nil {
+				if err := c.callHandler(it.context(ctx), tx, it.handler, it.ev); err != nil {
 					failed = it
 					return err
 				}

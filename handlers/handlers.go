@@ -24,6 +24,7 @@ import (
 	"boxoffice/platform/admission"
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/auth"
+	"boxoffice/platform/telemetry"
 	"boxoffice/platform/db"
 	"boxoffice/platform/payload"
 	"boxoffice/platform/verified"
@@ -175,7 +176,7 @@ func (h *Handlers) NewAPI(mux *http.ServeMux) huma.API {
 func (h *Handlers) Handler() http.Handler {
 	mux := http.NewServeMux()
 	h.NewAPI(mux)
-	return h.middleware(h.cors(mux))
+	return h.middleware(h.cors(telemetry.HTTPHandler(mux, "boxoffice-api")))
 }
 
 // Register registers every operation on api.

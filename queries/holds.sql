@@ -12,7 +12,8 @@ SELECT outcome::text AS outcome,
 FROM hold_reserve(
     @event_id::uuid, @seat_ids::uuid[], @user_id::uuid, @order_id::uuid, @hold_id::uuid,
     @hold_ttl::interval, @idempotency_key::text, @request_hash::bytea, @key_ttl::interval,
-    @correlation_id::text, @outbox_id::uuid, @seat_limit::integer, @authorization_id::uuid);
+    @correlation_id::text, @outbox_id::uuid, @seat_limit::integer, @authorization_id::uuid,
+    sqlc.narg(trace_parent)::text);
 
 -- name: HoldGetByOrderForUpdate :one
 -- Locks the order's hold; take the order's lock first.

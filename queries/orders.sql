@@ -189,3 +189,9 @@ SELECT sqlc.embed(o), sqlc.embed(h),
 FROM orders o JOIN holds h ON h.order_id = o.id
 WHERE o.id = @id::uuid
 FOR UPDATE OF o, h;
+
+-- name: OrderTraceParent :one
+-- The W3C traceparent of the order's hold request, "" when it was made
+-- with tracing off: the span that applies a provider's webhook continues
+-- the order's trace from it (read only when tracing is on).
+SELECT coalesce(trace_parent, '')::text FROM orders WHERE id = @id::uuid;

@@ -1,15 +1,16 @@
 -- name: OutboxInsert :exec
 -- Writes one event to the outbox; call it in the transaction of the state
 -- change the event describes.
-INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
-VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @envelope::json);
+INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope, trace_parent)
+VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @envelope::json, sqlc.narg(trace_parent)::text);
 
 -- name: OutboxClaim :many
 -- A relay's whole claim in one statement: up to max_rows unpublished rows,
 -- oldest first, leased to relay_id for lease; see outbox_claim in
 -- migrations/functions/outbox_claim.sql for what it guarantees. Run it on
 -- the pool, outside a transaction: it is its own.
-SELECT c.id::uuid AS id, c.seq::bigint AS seq, c.subject::text AS subject, c.envelope::json AS envelope
+SELECT c.id::uuid AS id, c.seq::bigint AS seq, c.subject::text AS subject, c.envelope::json AS envelope,
+       coalesce(c.trace_parent, '')::text AS trace_parent
 FROM outbox_claim(@relay_id::text, @max_rows::int, @lease::interval, @head_scan::boolean, @floor::bigint) AS c;
 
 -- name: OutboxSettle :many

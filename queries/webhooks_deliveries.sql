@@ -28,7 +28,7 @@ SET claimed_by = @dispatcher_id::text, lease_expires_at = now() + @lease::interv
 FROM webhook_messages m, webhook_endpoints e
 WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND m.id = d.message_id AND e.id = d.endpoint_id
 RETURNING d.id, d.message_id, d.endpoint_id, d.organizer_id, d.attempts, d.retry_base, d.next_trigger,
-          d.acknowledged_at, m.event_type, m.payload, m.created_at AS message_created_at, m.order_id, m.correlation_id,
+          d.acknowledged_at, m.event_type, m.payload, m.created_at AS message_created_at, m.order_id, m.correlation_id, m.trace_parent,
           e.url, e.secret, e.previous_secret, e.previous_secret_expires_at, e.rate_limit_per_second,
           e.max_concurrency, e.circuit_state, e.circuit_open_until, e.enabled, e.payload_version, now()::timestamptz AS claimed_at;
 

@@ -26,15 +26,18 @@ WHERE o.id = ANY (@order_ids::uuid[]);
 -- subscribes to its type; each message stored gets one pending delivery,
 -- due at once, per enabled endpoint of its organizer that subscribes to
 -- its type (the endpoints as they are at this statement). Returns the
--- messages stored, each with its number of deliveries.
+-- messages stored, each with its number of deliveries. trace_parents is
+-- NULL when tracing is off (a shorter array's missing elements are NULL).
 WITH fact AS (
     SELECT unnest(@ids::uuid[]) AS id, unnest(@organizer_ids::uuid[]) AS organizer_id,
            unnest(@event_types::text[]) AS event_type, unnest(@payloads::bytea[]) AS payload,
            unnest(@source_keys::text[]) AS source_key, unnest(@order_ids::uuid[]) AS order_id,
-           unnest(@correlation_ids::text[]) AS correlation_id, unnest(@created_ats::timestamptz[]) AS created_at
+           unnest(@correlation_ids::text[]) AS correlation_id, unnest(@created_ats::timestamptz[]) AS created_at,
+           unnest(sqlc.narg(trace_parents)::text[]) AS trace_parent
 ), message AS (
-    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, correlation_id, created_at)
-    SELECT f.id, f.organizer_id, f.event_type, f.payload, f.source_key, f.order_id, f.correlation_id, f.created_at
+    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, correlation_id, created_at, trace_parent)
+    SELECT f.id, f.organizer_id, f.event_type, f.payload, f.source_key, f.order_id, f.correlation_id, f.created_at,
+           nullif(f.trace_parent, '')
     FROM fact f
     WHERE EXISTS (
         SELECT 1 FROM webhook_endpoints e

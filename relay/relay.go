@@ -17,11 +17,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"boxoffice/platform/backoff"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/outbox"
+	"boxoffice/platform/telemetry"
 )
 
 // Timing the relay does not expose as configuration.
@@ -223,6 +226,9 @@ type batch struct {
 	// futures[i] is rows[i]'s pending ack, or nil if it was never sent.
 	futures []jetstream.PubAckFuture
 	sendErr error
+	// spans[i] is rows[i]'s publish span when its row carries a trace
+	// (tracing on); nil otherwise.
+	spans []trace.Span
 }
 
 // crashError carries an error from afterPublishFunc out of Run.
@@ -402,6 +408,9 @@ func (r *Relay) publish(b *batch) {
 	b.futures = make([]jetstream.PubAckFuture, len(b.rows))
 	for i, row := range b.rows {
 		msg := &nats.Msg{Subject: r.cfg.Bus.Subject(row.Subject), Data: row.Envelope, Header: make(nats.Header, 2)}
+		if row.TraceParent != "" {
+			r.startSpan(b, i, msg)
+		}
 		f, err := r.js.PublishMsgAsync(msg,
 			jetstream.WithMsgID(row.ID.String()),
 			jetstream.WithExpectStream(r.cfg.Bus.Stream()),
@@ -416,6 +425,40 @@ func (r *Relay) publish(b *batch) {
 		b.futures[i] = f
 	}
 	b.sentAt = time.Now()
+}
+
+// startSpan starts the publish span of b's row i, the child of the span
+// that wrote the row, and puts it in msg's traceparent header for the
+// consumers: the trace goes on from the outbox row to the bus. collect
+// ends it with the row's ack.
+func (r *Relay) startSpan(b *batch, i int, msg *nats.Msg) {
+	row := b.rows[i]
+	if b.spans == nil {
+		b.spans = make([]trace.Span, len(b.rows))
+	}
+	ctx, span := telemetry.Tracer().Start(telemetry.Continue(context.Background(), row.TraceParent), "send "+msg.Subject,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			semconv.MessagingSystemKey.String("nats"),
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingDestinationName(msg.Subject),
+			semconv.MessagingMessageID(row.ID.String()),
+			telemetry.EventID.String(row.ID.String()),
+		))
+	telemetry.InjectMessage(ctx, msg.Header)
+	b.spans[i] = span
+}
+
+// endSpan ends b's row i's publish span, if it has one, with the row's
+// fate.
+func (b *batch) endSpan(i int, ack *jetstream.PubAck, err error) {
+	if b.spans == nil || b.spans[i] == nil {
+		return
+	}
+	if ack != nil {
+		b.spans[i].SetAttributes(telemetry.StreamSeq.Int64(int64(ack.Sequence)))
+	}
+	telemetry.EndSpan(b.spans[i], err)
 }
 
 // settleLoop settles batches in the order they were published until
@@ -533,6 +576,7 @@ func (r *Relay) collect(b *batch) outcome {
 		id := b.rows[i].ID
 		if f == nil {
 			o.fail(id, &sendError{b.sendErr})
+			b.endSpan(i, nil, &sendError{b.sendErr})
 			continue
 		}
 		var ack *jetstream.PubAck
@@ -552,6 +596,7 @@ func (r *Relay) collect(b *batch) outcome {
 				expired, err = true, errAckWait
 			}
 		}
+		b.endSpan(i, ack, err)
 		if err != nil {
 			o.fail(id, err)
 			continue

@@ -153,7 +153,8 @@ SELECT outcome::text AS outcome,
 FROM hold_reserve(
     $1::uuid, $2::uuid[], $3::uuid, $4::uuid, $5::uuid,
     $6::interval, $7::text, $8::bytea, $9::interval,
-    $10::text, $11::uuid, $12::integer, $13::uuid)
+    $10::text, $11::uuid, $12::integer, $13::uuid,
+    $14::text)
 `
 
 type HoldReserveParams struct {
@@ -170,6 +171,7 @@ type HoldReserveParams struct {
 	OutboxID        uuid.UUID
 	SeatLimit       int32
 	AuthorizationID uuid.UUID
+	TraceParent     *string
 }
 
 type HoldReserveRow struct {
@@ -200,6 +202,7 @@ func (q *Queries) HoldReserve(ctx context.Context, db DBTX, arg HoldReserveParam
 		arg.OutboxID,
 		arg.SeatLimit,
 		arg.AuthorizationID,
+		arg.TraceParent,
 	)
 	var i HoldReserveRow
 	err := row.Scan(

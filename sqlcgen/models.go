@@ -129,6 +129,7 @@ type Order struct {
 	PaymentDeclines                int32
 	LastDeclineCode                *string
 	LastDeclinedAt                 *time.Time
+	TraceParent                    *string
 }
 
 type Organizer struct {
@@ -145,6 +146,7 @@ type Outbox struct {
 	Envelope    []byte
 	CreatedAt   time.Time
 	RetryAt     *time.Time
+	TraceParent *string
 }
 
 type OutboxLease struct {
@@ -342,6 +344,7 @@ type WebhookMessage struct {
 	OrderID       *uuid.UUID
 	CreatedAt     time.Time
 	CorrelationID string
+	TraceParent   *string
 }
 
 type WebhookRedelivery struct {

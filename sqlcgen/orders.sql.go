@@ -96,7 +96,7 @@ func (q *Queries) EventSales(ctx context.Context, db DBTX, arg EventSalesParams)
 }
 
 const orderGetForUpdate = `-- name: OrderGetForUpdate :one
-SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at FROM orders WHERE id = $1::uuid FOR UPDATE
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at, trace_parent FROM orders WHERE id = $1::uuid FOR UPDATE
 `
 
 // Locks the order row for the rest of the transaction: every saga step and
@@ -120,12 +120,13 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 		&i.PaymentDeclines,
 		&i.LastDeclineCode,
 		&i.LastDeclinedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const orderHoldGetForUpdate = `-- name: OrderHoldGetForUpdate :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id, h.order_id, h.status, h.expires_at, h.created_at, h.payment_grace_at,
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.trace_parent, h.id, h.order_id, h.status, h.expires_at, h.created_at, h.payment_grace_at,
        ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids
 FROM orders o JOIN holds h ON h.order_id = o.id
 WHERE o.id = $1::uuid
@@ -160,6 +161,7 @@ func (q *Queries) OrderHoldGetForUpdate(ctx context.Context, db DBTX, id uuid.UU
 		&i.Order.PaymentDeclines,
 		&i.Order.LastDeclineCode,
 		&i.Order.LastDeclinedAt,
+		&i.Order.TraceParent,
 		&i.Hold.ID,
 		&i.Hold.OrderID,
 		&i.Hold.Status,
@@ -244,7 +246,7 @@ func (q *Queries) OrderListByEvent(ctx context.Context, db DBTX, arg OrderListBy
 }
 
 const orderListForUser = `-- name: OrderListForUser :many
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.trace_parent, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
        h.payment_grace_at AS hold_payment_grace_at,
        coalesce(os.payment_attempts, 0)::int AS payment_attempts,
        ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids,
@@ -298,6 +300,7 @@ type OrderListForUserRow struct {
 	PaymentDeclines                int32
 	LastDeclineCode                *string
 	LastDeclinedAt                 *time.Time
+	TraceParent                    *string
 	HoldID                         uuid.UUID
 	HoldStatus                     string
 	HoldExpiresAt                  time.Time
@@ -350,6 +353,7 @@ func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListFo
 			&i.PaymentDeclines,
 			&i.LastDeclineCode,
 			&i.LastDeclinedAt,
+			&i.TraceParent,
 			&i.HoldID,
 			&i.HoldStatus,
 			&i.HoldExpiresAt,
@@ -374,7 +378,7 @@ func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListFo
 }
 
 const orderLockForOrganizer = `-- name: OrderLockForOrganizer :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.trace_parent
 FROM orders o
 JOIN events e ON e.id = o.event_id
 WHERE o.id = $1::uuid AND e.organizer_id = $2::uuid
@@ -406,12 +410,13 @@ func (q *Queries) OrderLockForOrganizer(ctx context.Context, db DBTX, arg OrderL
 		&i.PaymentDeclines,
 		&i.LastDeclineCode,
 		&i.LastDeclinedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const orderLockForOwner = `-- name: OrderLockForOwner :one
-SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at FROM orders WHERE id = $1::uuid AND user_id = $2::uuid FOR UPDATE
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at, trace_parent FROM orders WHERE id = $1::uuid AND user_id = $2::uuid FOR UPDATE
 `
 
 type OrderLockForOwnerParams struct {
@@ -438,6 +443,7 @@ func (q *Queries) OrderLockForOwner(ctx context.Context, db DBTX, arg OrderLockF
 		&i.PaymentDeclines,
 		&i.LastDeclineCode,
 		&i.LastDeclinedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -577,6 +583,20 @@ func (q *Queries) OrderStatusGetForUser(ctx context.Context, db DBTX, arg OrderS
 		&i.PaymentIntentID,
 	)
 	return i, err
+}
+
+const orderTraceParent = `-- name: OrderTraceParent :one
+SELECT coalesce(trace_parent, '')::text FROM orders WHERE id = $1::uuid
+`
+
+// The W3C traceparent of the order's hold request, "" when it was made
+// with tracing off: the span that applies a provider's webhook continues
+// the order's trace from it (read only when tracing is on).
+func (q *Queries) OrderTraceParent(ctx context.Context, db DBTX, id uuid.UUID) (string, error) {
+	row := db.QueryRow(ctx, orderTraceParent, id)
+	var column_1 string
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const orderTransition = `-- name: OrderTransition :exec

@@ -13,7 +13,8 @@ import (
 )
 
 const outboxClaim = `-- name: OutboxClaim :many
-SELECT c.id::uuid AS id, c.seq::bigint AS seq, c.subject::text AS subject, c.envelope::json AS envelope
+SELECT c.id::uuid AS id, c.seq::bigint AS seq, c.subject::text AS subject, c.envelope::json AS envelope,
+       coalesce(c.trace_parent, '')::text AS trace_parent
 FROM outbox_claim($1::text, $2::int, $3::interval, $4::boolean, $5::bigint) AS c
 `
 
@@ -26,10 +27,11 @@ type OutboxClaimParams struct {
 }
 
 type OutboxClaimRow struct {
-	ID       uuid.UUID
-	Seq      int64
-	Subject  string
-	Envelope []byte
+	ID          uuid.UUID
+	Seq         int64
+	Subject     string
+	Envelope    []byte
+	TraceParent string
 }
 
 // A relay's whole claim in one statement: up to max_rows unpublished rows,
@@ -56,6 +58,7 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg OutboxClaimParam
 			&i.Seq,
 			&i.Subject,
 			&i.Envelope,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -68,8 +71,8 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg OutboxClaimParam
 }
 
 const outboxInsert = `-- name: OutboxInsert :exec
-INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
-VALUES ($1::uuid, $2::text, $3::text, $4::uuid, $5::json)
+INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope, trace_parent)
+VALUES ($1::uuid, $2::text, $3::text, $4::uuid, $5::json, $6::text)
 `
 
 type OutboxInsertParams struct {
@@ -78,6 +81,7 @@ type OutboxInsertParams struct {
 	EventType   string
 	AggregateID uuid.UUID
 	Envelope    []byte
+	TraceParent *string
 }
 
 // Writes one event to the outbox; call it in the transaction of the state
@@ -89,6 +93,7 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 		arg.EventType,
 		arg.AggregateID,
 		arg.Envelope,
+		arg.TraceParent,
 	)
 	return err
 }

@@ -102,10 +102,12 @@ WITH fact AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS organizer_id,
            unnest($3::text[]) AS event_type, unnest($4::bytea[]) AS payload,
            unnest($5::text[]) AS source_key, unnest($6::uuid[]) AS order_id,
-           unnest($7::text[]) AS correlation_id, unnest($8::timestamptz[]) AS created_at
+           unnest($7::text[]) AS correlation_id, unnest($8::timestamptz[]) AS created_at,
+           unnest($9::text[]) AS trace_parent
 ), message AS (
-    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, correlation_id, created_at)
-    SELECT f.id, f.organizer_id, f.event_type, f.payload, f.source_key, f.order_id, f.correlation_id, f.created_at
+    INSERT INTO webhook_messages (id, organizer_id, event_type, payload, source_key, order_id, correlation_id, created_at, trace_parent)
+    SELECT f.id, f.organizer_id, f.event_type, f.payload, f.source_key, f.order_id, f.correlation_id, f.created_at,
+           nullif(f.trace_parent, '')
     FROM fact f
     WHERE EXISTS (
         SELECT 1 FROM webhook_endpoints e
@@ -135,6 +137,7 @@ type WebhookFanOutStoreParams struct {
 	OrderIds       []uuid.UUID
 	CorrelationIds []string
 	CreatedAts     []time.Time
+	TraceParents   []string
 }
 
 type WebhookFanOutStoreRow struct {
@@ -149,7 +152,8 @@ type WebhookFanOutStoreRow struct {
 // subscribes to its type; each message stored gets one pending delivery,
 // due at once, per enabled endpoint of its organizer that subscribes to
 // its type (the endpoints as they are at this statement). Returns the
-// messages stored, each with its number of deliveries.
+// messages stored, each with its number of deliveries. trace_parents is
+// NULL when tracing is off (a shorter array's missing elements are NULL).
 func (q *Queries) WebhookFanOutStore(ctx context.Context, db DBTX, arg WebhookFanOutStoreParams) ([]WebhookFanOutStoreRow, error) {
 	rows, err := db.Query(ctx, webhookFanOutStore,
 		arg.Ids,
@@ -160,6 +164,7 @@ func (q *Queries) WebhookFanOutStore(ctx context.Context, db DBTX, arg WebhookFa
 		arg.OrderIds,
 		arg.CorrelationIds,
 		arg.CreatedAts,
+		arg.TraceParents,
 	)
 	if err != nil {
 		return nil, err

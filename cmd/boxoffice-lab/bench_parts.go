@@ -21,10 +21,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
+
 	"boxoffice/cmd/boxoffice/roles"
 	"boxoffice/lab/bench"
 	"boxoffice/lab/memstripe"
 	"boxoffice/platform/db"
+	"boxoffice/platform/telemetry"
 )
 
 // The parts of `bench purchases`, each a process of its own so that its
@@ -112,8 +116,17 @@ func runProductPart(ctx context.Context, args []string) error {
 		level = cfg.LogLevel
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	stopTracing, err := roles.StartTracing(ctx, os.Getenv, "product", cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	costs := db.NewCostTracer()
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, Tracer: costs})
+	var tracer pgx.QueryTracer = costs
+	if t := telemetry.PgxTracer(); t != nil {
+		tracer = multitracer.New(costs, t)
+	}
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, Tracer: tracer})
 	if err != nil {
 		return err
 	}

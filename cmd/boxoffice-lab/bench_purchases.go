@@ -124,6 +124,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	pgDir := fs.String("pg-dir", filepath.Join(os.TempDir(), "boxoffice-bench-postgres"), "directory of the private cluster, kept between runs (two runs at once need two)")
 	costsOut := fs.String("costs-out", "", "write the measured per-order costs (the capacity model's input) to this JSON file")
 	cpuProfile := fs.String("cpuprofile", "", "also write the product's CPU profile of the last throughput window to this file")
+	tracing := fs.Bool("tracing", false, "compare the product with tracing off and on (spans exported over OTLP/HTTP to a receiver in this process): a product window of each in each round, alternately, and no pgbench")
 	gogcs := fs.String("product-gogc", "", "compare the product's CPU per order at these GOGC values (comma-separated, e.g. 100,200,400): a product window per value in each round, alternately, and no pgbench; default: one window per round at the product's own default (roles.DefaultGCPercent)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -259,6 +260,9 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	}
 	if *gogcs != "" {
 		return compareGOGC(strings.Split(*gogcs, ","), *rounds, *duration, *concurrency, g, windowOf)
+	}
+	if *tracing {
+		return compareTracing(ctx, *rounds, *duration, *concurrency, g, windowOf)
 	}
 
 	fmt.Printf("boxoffice-lab bench purchases — each part its own process; %d rounds of %s windows; CPU by %s\n\n",
@@ -742,39 +746,91 @@ func postmasterPID(dataDir string) (int, error) {
 func compareGOGC(values []string, rounds int, duration time.Duration, concurrency int, g *cpuGroups,
 	windowOf func(buyerFlags []string, profile bool, extraEnv ...string) (productRun, error),
 ) error {
-	for _, v := range values {
+	variants := make([]variant, len(values))
+	for i, v := range values {
 		if n, err := strconv.Atoi(v); (err != nil || n <= 0) && v != "off" {
 			return fmt.Errorf("-product-gogc: %q is not a GOGC value", v)
 		}
+		variants[i] = variant{label: "GOGC=" + v, env: []string{"GOGC=" + v}}
 	}
 	fmt.Printf("boxoffice-lab bench purchases -product-gogc %s — %d rounds of %s product windows, %d buyers; CPU by %s\n\n",
 		strings.Join(values, ","), rounds, duration, concurrency, g.groups.Method())
+	compareProduct(variants, rounds, concurrency, windowOf)
+	return nil
+}
+
+// compareTracing runs, in each of rounds, a product window with tracing
+// off and one with tracing on, in turn, the spans exported over OTLP/HTTP
+// to a receiver in this process (so its CPU is neither the product's nor
+// PostgreSQL's), and prints the medians of each and the spans per order:
+// what tracing costs a purchase (docs/performance.md, "Tracing").
+func compareTracing(ctx context.Context, rounds int, duration time.Duration, concurrency int, g *cpuGroups,
+	windowOf func(buyerFlags []string, profile bool, extraEnv ...string) (productRun, error),
+) error {
+	sink, err := newOTLPSink(ctx)
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+	fmt.Printf("boxoffice-lab bench purchases -tracing — %d rounds of %s product windows, %d buyers, tracing off and on; CPU by %s\n\n",
+		rounds, duration, concurrency, g.groups.Method())
+	on := variant{label: "tracing on", env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.url, "OTEL_BSP_SCHEDULE_DELAY=1000"}, sink: sink}
+	compareProduct([]variant{{label: "tracing off"}, on}, rounds, concurrency, windowOf)
+	return nil
+}
+
+// variant is one configuration of the product that compareProduct
+// measures: its label and the environment it adds.
+type variant struct {
+	label string
+	env   []string
+	// sink, when set, counts the spans the variant's windows export.
+	sink *otlpSink
+}
+
+// compareProduct runs, in each of rounds, one product window per variant,
+// in turn, and prints each window and the medians by variant: orders per
+// second, PostgreSQL's and the product's CPU per ticketed order, peak
+// resident memory, and spans per order where the variant exports them.
+func compareProduct(variants []variant, rounds, concurrency int,
+	windowOf func(buyerFlags []string, profile bool, extraEnv ...string) (productRun, error),
+) {
 	fmt.Printf("%-40s %10s %9s %9s %9s %9s %9s\n", "window", "orders/s", "pg ms", "product", "stripe", "buyers", "peak RSS")
-	runs := map[string][]productRun{}
+	runs := make([][]productRun, len(variants))
+	spans := make([][]float64, len(variants))
 	for round := 1; round <= rounds; round++ {
-		for _, v := range values {
-			r, err := windowOf([]string{"-concurrency", strconv.Itoa(concurrency)}, false, "GOGC="+v)
+		for i, v := range variants {
+			before := v.sink.count()
+			r, err := windowOf([]string{"-concurrency", strconv.Itoa(concurrency)}, false, v.env...)
 			if err != nil {
-				return err
+				fmt.Printf("%-40s failed: %v\n", fmt.Sprintf("%d: %s", round, v.label), err)
+				continue
 			}
-			runs[v] = append(runs[v], r)
+			runs[i] = append(runs[i], r)
 			n := float64(r.Result.Ticketed)
-			fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %8.0fM\n", fmt.Sprintf("%d: GOGC=%s", round, v), r.Result.TicketedPerSec(),
+			if v.sink != nil && n > 0 {
+				spans[i] = append(spans[i], float64(v.sink.count()-before)/n)
+			}
+			fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %8.0fM\n", fmt.Sprintf("%d: %s", round, v.label), r.Result.TicketedPerSec(),
 				ms(r.CPU.Postgres, n), ms(r.CPU.Product, n), ms(r.CPU.Stripe, n), ms(r.CPU.Buyers, n), float64(r.PeakRSS)/(1<<20))
 		}
 	}
 	fmt.Printf("\nMedians of %d rounds\n", rounds)
-	fmt.Printf("%-10s %10s %16s %14s\n", "GOGC", "orders/s", "product ms/order", "peak RSS")
-	for _, v := range values {
-		var rate, productMs, rss []float64
-		for _, r := range runs[v] {
+	fmt.Printf("%-12s %10s %12s %16s %14s %15s\n", "variant", "orders/s", "pg ms/order", "product ms/order", "peak RSS", "spans/order")
+	for i, v := range variants {
+		var rate, pgMs, productMs, rss []float64
+		for _, r := range runs[i] {
 			rate = append(rate, r.Result.TicketedPerSec())
+			pgMs = append(pgMs, r.perOrder(r.CPU.Postgres))
 			productMs = append(productMs, r.perOrder(r.CPU.Product))
 			rss = append(rss, float64(r.PeakRSS)/(1<<20))
 		}
-		fmt.Printf("%-10s %10.0f %16.2f %13.0fM\n", v, median(rate), median(productMs), median(rss))
+		perOrder := "—"
+		if len(spans[i]) > 0 {
+			perOrder = fmt.Sprintf("%.1f", median(spans[i]))
+		}
+		fmt.Printf("%-12s %10.0f %12.2f %16.2f %13.0fM %15s\n", v.label, median(rate), median(pgMs), median(productMs), median(rss), perOrder)
 	}
-	return nil
 }
 
 // peakRSS is process pid's peak resident memory (VmHWM of

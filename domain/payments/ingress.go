@@ -17,12 +17,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/webhook"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/outbox"
 	"boxoffice/platform/promreg"
+	"boxoffice/platform/telemetry"
 	"boxoffice/sqlcgen"
 )
 
@@ -165,6 +168,11 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 	m, err := in.mapEvent(ctx, ev)
 	if err != nil {
 		return Received{}, err
+	}
+	if telemetry.Enabled() && m.orderID != uuid.Nil {
+		var span trace.Span
+		ctx, span = in.continueOrder(ctx, ev, m)
+		defer span.End()
 	}
 	// An event that agrees with its order's state is recorded in one
 	// transaction. One that disagrees rolls that transaction back, the
@@ -549,4 +557,29 @@ func (in *Ingress) grace(ctx context.Context, tx pgx.Tx, ev stripe.Event, m mapp
 			"provider_event_id", ev.ID, "order_id", m.orderID, "intent_status", m.inFlight, "hold_expires_at", until)
 	}
 	return nil
+}
+
+// continueOrder starts the span that applies ev (tracing on) in the
+// order's trace: the child of the order's hold request, read from the
+// order, and linked to the request that brought ev (the provider's
+// webhook carries no trace of ours). So the order's trace goes on from
+// the hold through the provider's answer to the ticket. An order without
+// a stored trace gets the span as the request's child.
+func (in *Ingress) continueOrder(ctx context.Context, ev stripe.Event, m mapped) (context.Context, trace.Span) {
+	parent := ctx
+	tp, err := sqlcgen.New().OrderTraceParent(ctx, db.Interpreting(in.pool), m.orderID)
+	if err == nil && tp != "" {
+		parent = telemetry.Continue(ctx, tp)
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("boxoffice.provider_event.id", ev.ID),
+		attribute.String("boxoffice.provider_event.type", string(ev.Type)),
+		telemetry.OrderID.String(m.orderID.String()),
+	}
+	if m.intentID != "" {
+		attrs = append(attrs, telemetry.PaymentIntent.String(m.intentID))
+	}
+	return telemetry.Tracer().Start(parent, "apply "+string(ev.Type),
+		trace.WithLinks(trace.LinkFromContext(ctx)),
+		trace.WithAttributes(attrs...))
 }

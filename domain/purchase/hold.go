@@ -18,6 +18,7 @@ import (
 	"boxoffice/domain/catalog"
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
+	"boxoffice/platform/telemetry"
 	"boxoffice/sqlcgen"
 )
 
@@ -184,6 +185,7 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 			OutboxID:        uuid.Must(uuid.NewV7()),
 			SeatLimit:       int32(max(p.SeatLimit, 0)),
 			AuthorizationID: uuid.Must(uuid.NewV7()),
+			TraceParent:     telemetry.StoredParent(ctx),
 		})
 	})
 	if err != nil {

@@ -16,6 +16,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"boxoffice/platform/telemetry"
 	"boxoffice/sqlcgen"
 )
 
@@ -124,6 +130,12 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 	}
 	req.Header.Set(HeaderSignature, Sign(keys, id, ts, body))
 
+	if row.TraceParent != nil {
+		var span trace.Span
+		req, span = d.startSpan(req, row, r)
+		defer func() { endSpan(span, r) }()
+	}
+
 	start := time.Now()
 	r.sent = true
 	resp, err := d.client.Do(req)
@@ -190,4 +202,42 @@ func truncate(s string) string {
 		s = s[:len(s)-size]
 	}
 	return strings.ReplaceAll(s, "\x00", "")
+}
+
+// startSpan starts the attempt's client span (tracing on), the child of
+// the span that fanned the event out, so the delivery continues the
+// order's trace, and puts it in the request's traceparent header for the
+// organizer's receiver. The span names the endpoint's host, never its
+// URL (a receiver's URL may carry its own token), and no header or body.
+func (d *Dispatcher) startSpan(req *http.Request, row sqlcgen.WebhookDeliveryClaimRow, r result) (*http.Request, trace.Span) {
+	ctx, span := telemetry.Tracer().Start(telemetry.Continue(req.Context(), *row.TraceParent), "POST webhook "+row.EventType,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			semconv.HTTPRequestMethodPost,
+			semconv.ServerAddress(req.URL.Hostname()),
+			semconv.URLScheme(req.URL.Scheme),
+			attribute.String("boxoffice.webhook.msg_id", MessageID(row.MessageID)),
+			attribute.String("boxoffice.webhook.delivery_id", row.ID.String()),
+			attribute.String("boxoffice.webhook.endpoint_id", row.EndpointID.String()),
+			attribute.Int64("boxoffice.webhook.attempt", int64(r.Number)),
+			attribute.String("boxoffice.webhook.trigger", r.Trigger),
+			telemetry.EventType.String(row.EventType),
+		))
+	if row.OrderID != nil {
+		span.SetAttributes(telemetry.OrderID.String(row.OrderID.String()))
+	}
+	telemetry.Inject(ctx, req.Header)
+	return req.WithContext(ctx), span
+}
+
+// endSpan ends an attempt's span with its outcome.
+func endSpan(span trace.Span, r result) {
+	if r.StatusCode != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(r.StatusCode))
+	}
+	span.SetAttributes(attribute.String("boxoffice.webhook.class", r.Class))
+	if r.Class != ClassNone {
+		span.SetStatus(codes.Error, r.Class)
+	}
+	span.End()
 }

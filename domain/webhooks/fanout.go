@@ -14,6 +14,7 @@ import (
 	"boxoffice/platform/bus"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/outbox"
+	"boxoffice/platform/telemetry"
 	"boxoffice/sqlcgen"
 )
 
@@ -259,6 +260,7 @@ func (p *FanOutPlan) Store(ctx context.Context, tx pgx.Tx, eventIDs []uuid.UUID)
 		sourceKey   string
 	}
 	var arg sqlcgen.WebhookFanOutStoreParams
+	traced := telemetry.Enabled()
 	seen := map[key]bool{}
 	stored := map[uuid.UUID]plannedMessage{}
 	for _, id := range eventIDs {
@@ -277,6 +279,9 @@ func (p *FanOutPlan) Store(ctx context.Context, tx pgx.Tx, eventIDs []uuid.UUID)
 			arg.OrderIds = append(arg.OrderIds, m.ev.AggregateID)
 			arg.CorrelationIds = append(arg.CorrelationIds, m.ev.CorrelationID)
 			arg.CreatedAts = append(arg.CreatedAts, m.ev.OccurredAt)
+			if traced { // one element per message, or none at all
+				arg.TraceParents = append(arg.TraceParents, m.ev.TraceParent)
+			}
 		}
 	}
 	if len(arg.Ids) == 0 {

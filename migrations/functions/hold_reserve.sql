@@ -14,7 +14,8 @@
 -- History: 00002 introduced it; 00014 added p_seat_limit (the organizer's
 -- per-buyer limit, checked under a lock of the (event, buyer) pair, so two
 -- holds of one buyer racing each other cannot together exceed it); 00016
--- added p_authorization_id and the PaymentAuthorizationRequested row.
+-- added p_authorization_id and the PaymentAuthorizationRequested row;
+-- 00038 added p_trace_parent, stored with the order and both outbox rows.
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -28,7 +29,8 @@ CREATE OR REPLACE FUNCTION hold_reserve(
     p_correlation_id text,
     p_outbox_id      uuid,
     p_seat_limit     integer,  -- seats one buyer may hold or own in the event; 0: no limit
-    p_authorization_id uuid    -- event id of the PaymentAuthorizationRequested row
+    p_authorization_id uuid,   -- event id of the PaymentAuthorizationRequested row
+    p_trace_parent   text      -- W3C traceparent of the request's span; NULL when tracing is off
 ) RETURNS TABLE (outcome text, taken uuid[], expires_at timestamptz, amount_minor bigint, currency text,
                 key_request_hash bytea, key_response jsonb)
 LANGUAGE plpgsql AS $$
@@ -142,8 +144,8 @@ BEGIN
         RETURN;
     END IF;
 
-    INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)
-    VALUES (p_order_id, p_user_id, p_event_id, 'pending_payment', v_amount, v_currency, p_correlation_id);
+    INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id, trace_parent)
+    VALUES (p_order_id, p_user_id, p_event_id, 'pending_payment', v_amount, v_currency, p_correlation_id, p_trace_parent);
 
     INSERT INTO idempotency_keys (user_id, key, request_hash, order_id, response, expires_at)
     VALUES (p_user_id, p_key, p_request_hash, p_order_id,
@@ -169,8 +171,8 @@ BEGIN
     -- holds them together. The second envelope is what the saga's emit
     -- wrote when it still read HoldCreated: same correlation_id, the
     -- HoldCreated event id as causation_id.
-    INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
-    VALUES (p_outbox_id, 'ticketing.order.HoldCreated', 'HoldCreated', p_order_id, json_build_object(
+    INSERT INTO outbox (id, subject, event_type, aggregate_id, trace_parent, envelope)
+    VALUES (p_outbox_id, 'ticketing.order.HoldCreated', 'HoldCreated', p_order_id, p_trace_parent, json_build_object(
         'event_id', p_outbox_id,
         'event_type', 'HoldCreated',
         'schema_version', 1,
@@ -187,7 +189,7 @@ BEGIN
             'amount_minor', v_amount,
             'currency', v_currency,
             'expires_at', v_expires))),
-    (p_authorization_id, 'ticketing.order.PaymentAuthorizationRequested', 'PaymentAuthorizationRequested', p_order_id, json_build_object(
+    (p_authorization_id, 'ticketing.order.PaymentAuthorizationRequested', 'PaymentAuthorizationRequested', p_order_id, p_trace_parent, json_build_object(
         'event_id', p_authorization_id,
         'event_type', 'PaymentAuthorizationRequested',
         'schema_version', 1,

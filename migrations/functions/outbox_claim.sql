@@ -35,7 +35,7 @@ CREATE OR REPLACE FUNCTION outbox_claim(
     p_lease     interval,  -- how long the lease holds the rows
     p_head_scan boolean,   -- start from the head of the outbox, not above the highest live lease
     p_floor     bigint     -- the head: a scan from the head reads rows with seq >= p_floor (0: the true head)
-) RETURNS TABLE (id uuid, seq bigint, subject text, envelope json)
+) RETURNS TABLE (id uuid, seq bigint, subject text, envelope json, trace_parent text)
 LANGUAGE plpgsql AS $$
 -- Returns up to p_max_rows unpublished rows, oldest first, that no live
 -- lease covers and that are not waiting out a retry backoff, leased to
@@ -64,6 +64,7 @@ DECLARE
     v_seqs      bigint[];
     v_subjects  text[];
     v_envelopes json[];
+    v_traces    text[];
     v_first     bigint;
     v_last      bigint;
 BEGIN
@@ -91,11 +92,11 @@ BEGIN
         END IF;
         -- The arrays are filled in one pass over the same rows, so their
         -- elements line up.
-        SELECT array_agg(c.id), array_agg(c.seq), array_agg(c.subject), array_agg(c.envelope),
+        SELECT array_agg(c.id), array_agg(c.seq), array_agg(c.subject), array_agg(c.envelope), array_agg(c.trace_parent),
                min(c.seq), max(c.seq)
-        INTO v_ids, v_seqs, v_subjects, v_envelopes, v_first, v_last
+        INTO v_ids, v_seqs, v_subjects, v_envelopes, v_traces, v_first, v_last
         FROM (
-            SELECT o.id, o.seq, o.subject, o.envelope
+            SELECT o.id, o.seq, o.subject, o.envelope, o.trace_parent
             FROM outbox o
             WHERE o.seq > coalesce(v_after, p_floor - 1)
               AND (o.retry_at IS NULL OR o.retry_at <= now())
@@ -119,8 +120,8 @@ BEGIN
     SET last_seq = EXCLUDED.last_seq, expires_at = EXCLUDED.expires_at;
 
     RETURN QUERY
-    SELECT c.id, c.seq, c.subject, c.envelope
-    FROM unnest(v_ids, v_seqs, v_subjects, v_envelopes) AS c(id, seq, subject, envelope)
+    SELECT c.id, c.seq, c.subject, c.envelope, c.trace_parent
+    FROM unnest(v_ids, v_seqs, v_subjects, v_envelopes, v_traces) AS c(id, seq, subject, envelope, trace_parent)
     ORDER BY c.seq;
 END
 $$;

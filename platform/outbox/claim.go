@@ -42,6 +42,9 @@ type Claimed struct {
 	Subject string
 	// Envelope is the message body, the event's JSON envelope.
 	Envelope []byte
+	// TraceParent is the W3C traceparent of the span that wrote the
+	// event, "" when tracing was off.
+	TraceParent string
 }
 
 // Claim leases up to p.MaxRows unpublished rows, oldest first, to

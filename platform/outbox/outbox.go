@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/platform/db"
+	"boxoffice/platform/telemetry"
 	"boxoffice/sqlcgen"
 )
 
@@ -68,6 +69,12 @@ type Envelope struct {
 	// other consumer reads it as any event.
 	AppliedBy string          `json:"applied_by,omitempty"`
 	Payload   json.RawMessage `json:"payload"`
+	// TraceParent is the W3C traceparent of the span that handles this
+	// delivery of the event (tracing on), set by the consumer runtime for
+	// what a consumer stores to be continued later (a webhook message).
+	// It is never part of the JSON form: the trace travels in the
+	// message's header.
+	TraceParent string `json:"-"`
 }
 
 // Subject is the JetStream subject the event is published on:
@@ -115,7 +122,8 @@ type HoldCreated struct {
 }
 
 // Insert writes env (raw is its JSON form from NewOrderEvent) to the outbox
-// on db; call it in the transaction of the state change the event
+// on db, with the traceparent of ctx's span when tracing is on (the relay
+// publishes it with the event); call it in the transaction of the state change the event
 // describes. On a transaction the row is not sent at once but with the
 // transaction's next statement or its COMMIT (db.Deferring): nothing reads
 // an outbox row back in the transaction that writes it, so it costs no
@@ -127,6 +135,7 @@ func Insert(ctx context.Context, d sqlcgen.DBTX, env Envelope, raw []byte) error
 	}
 	err := sqlcgen.New().OutboxInsert(ctx, d, sqlcgen.OutboxInsertParams{
 		ID: env.EventID, Subject: env.Subject(), EventType: env.EventType, AggregateID: env.AggregateID, Envelope: raw,
+		TraceParent: telemetry.StoredParent(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("insert %s into outbox: %w", env.EventType, err)

@@ -20,6 +20,7 @@ import (
 	"boxoffice/platform/auth"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
+	"boxoffice/platform/telemetry"
 )
 
 // Config is the process configuration, read once from the environment.
@@ -344,8 +345,11 @@ func openBearer(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	return nil
 }
 
+// NewLogger is every command's JSON logger on stderr at level. With
+// tracing on, a line written with a span's context carries its trace_id
+// and span_id (telemetry.LogHandler).
 func NewLogger(level slog.Level) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 }
 
 // logger is the process's logger (NewLogger at LogLevel) with the region
@@ -362,6 +366,7 @@ func (c Config) rolePool(url string) db.PoolConfig {
 	return db.PoolConfig{
 		URL: url, MaxConns: c.DBMaxConns, RegionEpoch: c.RegionEpoch,
 		StatementTimeout: c.DBStatementTimeout, LockTimeout: c.DBLockTimeout,
+		Tracer: telemetry.PgxTracer(),
 	}
 }
 
@@ -385,11 +390,19 @@ func newProvider(cfg Config, pool *pgxpool.Pool, logger *slog.Logger) (payments.
 		return nil, nil, err
 	}
 	if cfg.Payments == "stripe" {
-		p, err := payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Logger: logger})
-		return p, nil, err
+		p, err := payments.NewStripe(payments.StripeConfig{
+			SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Logger: logger, HTTPClient: telemetry.HTTPClient(nil),
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return payments.Traced(p, "stripe"), nil, nil
 	}
 	sb, err := sandbox.New(pool, sandbox.Config{
 		WebhookURL: cfg.SandboxWebhookURL, WebhookSecret: cfg.StripeWebhookSecret, Logger: logger,
 	})
-	return sb, sb, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return payments.Traced(sb, "sandbox"), sb, nil
 }

@@ -28,6 +28,7 @@ import (
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 	"boxoffice/platform/pgcluster"
+	"boxoffice/platform/telemetry"
 	"boxoffice/relay"
 )
 
@@ -59,6 +60,11 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 		return err
 	}
 	logger := cfg.logger()
+	stopTracing, err := StartTracing(ctx, env, "dev", cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if err := openBearer(ctx, &cfg, logger); err != nil {
 		return err
 	}
@@ -74,7 +80,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 	if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch})
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch, Tracer: telemetry.PgxTracer()})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ type busRole struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	reg    *prometheus.Registry
+	// stopTracing flushes the process's spans (a no-op with tracing off).
+	stopTracing func()
 }
 
 // openBusRole reads the configuration through getenv (DATABASE_URL and
@@ -41,22 +43,28 @@ func openBusRole(ctx context.Context, name string, getenv func(string) string, n
 		}
 	}
 	r := &busRole{cfg: cfg, logger: cfg.logger()}
+	if r.stopTracing, err = StartTracing(ctx, getenv, name, cfg, r.logger); err != nil {
+		return nil, err
+	}
 	if r.pool, err = db.NewPool(ctx, cfg.rolePool(cfg.DatabaseURL)); err != nil {
+		r.stopTracing()
 		return nil, err
 	}
 	db.CheckConnectionBudget(ctx, r.pool, r.logger)
 	r.reg = NewRegistry(r.pool)
 	if r.nc, r.js, err = ConnectBus(ctx, cfg, name, r.logger); err != nil {
 		r.pool.Close()
+		r.stopTracing()
 		return nil, err
 	}
 	return r, nil
 }
 
-// Close closes the bus connection, then the pool.
+// Close closes the bus connection, then the pool, and flushes the spans.
 func (r *busRole) Close() {
 	r.nc.Close()
 	r.pool.Close()
+	r.stopTracing()
 }
 
 // run serves /healthz, /readyz and /metrics on OPS_ADDR and runs each

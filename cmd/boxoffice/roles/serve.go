@@ -47,6 +47,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string) er
 		return errNoWebhookKeys
 	}
 	logger := cfg.logger()
+	stopTracing, err := StartTracing(ctx, getenv, "serve", cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if err := openBearer(ctx, &cfg, logger); err != nil {
 		return err
 	}
