@@ -147,6 +147,15 @@ type Outbox struct {
 	RetryAt     *time.Time
 }
 
+type OutboxHistory struct {
+	AggregateID uuid.UUID
+	EventID     uuid.UUID
+	EventType   string
+	OccurredAt  time.Time
+	CausationID *string
+	AppliedBy   *string
+}
+
 type OutboxLease struct {
 	RelayID   string
 	FirstSeq  int64
@@ -257,9 +266,12 @@ type Seat struct {
 }
 
 type StripeEvent struct {
-	ID         string
-	Type       string
-	ReceivedAt time.Time
+	ID              string
+	Type            string
+	ReceivedAt      time.Time
+	OrderID         *uuid.UUID
+	Duplicates      int32
+	LastDuplicateAt *time.Time
 }
 
 type Ticket struct {

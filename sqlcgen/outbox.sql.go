@@ -7,9 +7,9 @@ package sqlcgen
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
-	"time"
 )
 
 const outboxClaim = `-- name: OutboxClaim :many
@@ -68,6 +68,11 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg OutboxClaimParam
 }
 
 const outboxInsert = `-- name: OutboxInsert :exec
+WITH history AS (
+    INSERT INTO outbox_history (aggregate_id, event_id, event_type, occurred_at, causation_id, applied_by)
+    VALUES ($4::uuid, $1::uuid, $3::text, $6::timestamptz,
+            $7::text, $8::text)
+)
 INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope)
 VALUES ($1::uuid, $2::text, $3::text, $4::uuid, $5::json)
 `
@@ -78,10 +83,15 @@ type OutboxInsertParams struct {
 	EventType   string
 	AggregateID uuid.UUID
 	Envelope    []byte
+	OccurredAt  time.Time
+	CausationID *string
+	AppliedBy   *string
 }
 
-// Writes one event to the outbox; call it in the transaction of the state
-// change the event describes.
+// Writes one event to the outbox, and its row of outbox_history (what the
+// order's timeline keeps of it once the relay has deleted the outbox row)
+// in the same statement; call it in the transaction of the state change
+// the event describes.
 func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertParams) error {
 	_, err := db.Exec(ctx, outboxInsert,
 		arg.ID,
@@ -89,6 +99,9 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 		arg.EventType,
 		arg.AggregateID,
 		arg.Envelope,
+		arg.OccurredAt,
+		arg.CausationID,
+		arg.AppliedBy,
 	)
 	return err
 }
