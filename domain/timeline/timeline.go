@@ -193,7 +193,16 @@ func read(ctx context.Context, d db.DBTX, orderID uuid.UUID, organizerID *uuid.U
 		return Timeline{}, fmt.Errorf("read provider events: %w", err)
 	}
 	for _, w := range webhooks {
-		add(Fact{At: w.ReceivedAt, Kind: KindProviderWebhook, ID: w.ID, Type: w.Type})
+		// received_at is the recording transaction's start, which can
+		// follow the occurred_at its writer gave the event the webhook
+		// caused, by another clock: the webhook came first.
+		at := w.ReceivedAt
+		for _, e := range evs {
+			if deref(e.CausationID) == "stripe:"+w.ID && e.OccurredAt.Before(at) {
+				at = e.OccurredAt
+			}
+		}
+		add(Fact{At: at, Kind: KindProviderWebhook, ID: w.ID, Type: w.Type})
 		if w.Duplicates > 0 {
 			add(Fact{At: deref(w.LastDuplicateAt), Kind: KindProviderDuplicate, ID: w.ID, Type: w.Type, Count: int(w.Duplicates),
 				Detail: fmt.Sprintf("delivered again %d time(s), ignored (no second effect); the last at this time", w.Duplicates)})
@@ -205,7 +214,17 @@ func read(ctx context.Context, d db.DBTX, orderID uuid.UUID, organizerID *uuid.U
 		return Timeline{}, fmt.Errorf("read tickets: %w", err)
 	}
 	for _, tk := range tickets {
-		add(Fact{At: tk.IssuedAt, Kind: KindTicketIssued, ID: tk.ID.String(), Detail: "seat " + tk.SeatID.String()})
+		// A ticket's issued_at is to the second (its signed payload's);
+		// the TicketIssued event written with it says when within it.
+		at := tk.IssuedAt
+		for _, e := range evs {
+			if e.EventType == "TicketIssued" && !e.OccurredAt.Before(tk.IssuedAt) && e.OccurredAt.Before(tk.IssuedAt.Add(time.Second)) {
+				at = e.OccurredAt
+				break
+			}
+		}
+		add(Fact{At: at, Kind: KindTicketIssued, ID: tk.ID.String(),
+			Detail: fmt.Sprintf("seat %s, issued at %s", tk.SeatID, tk.IssuedAt.UTC().Format(time.RFC3339))})
 		if tk.RevokedAt != nil {
 			detail := "refunded; its seat stays off sale"
 			if tk.ResaleAt != nil {
@@ -239,11 +258,19 @@ func read(ctx context.Context, d db.DBTX, orderID uuid.UUID, organizerID *uuid.U
 	if o.UpdatedAt.After(o.CreatedAt) {
 		add(Fact{At: o.UpdatedAt, Kind: KindOrderStatus, ID: o.ID.String(), Type: o.Status, Detail: "the order's status now"})
 	}
-	slices.SortStableFunc(t.Facts, func(a, b Fact) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(t.Facts, func(a, b Fact) int { return cmp.Or(a.At.Compare(b.At), cmp.Compare(rank[a.Kind], rank[b.Kind])) })
 	for i := range t.Facts {
 		t.Facts[i].At = t.Facts[i].At.UTC()
 	}
 	return t, nil
+}
+
+// rank orders facts of the same instant as they follow from each other:
+// an order before its hold, a provider's webhook before the event it
+// caused, an event before its applications, and an application before
+// what it wrote. Kinds not named keep the order read adds them in.
+var rank = map[string]int{
+	KindOrderCreated: -6, KindHoldCreated: -5, KindProviderWebhook: -4, KindEvent: -3, KindEventApplied: -2, KindPaymentCreated: -1,
 }
 
 // readWebhooks adds the organizer's webhook messages of the order (keys:
