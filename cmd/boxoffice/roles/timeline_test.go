@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -268,6 +270,57 @@ func TestTimelineTellsAWholePurchase(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, do(http.MethodGet, "/v1/orders/"+held.OrderID+"/timeline", other, nil, "", nil))
 	require.Equal(t, http.StatusForbidden, do(http.MethodGet, "/v1/orders/"+held.OrderID+"/timeline", buyer, nil, "", nil))
+
+	// The binary prints the same story, as text and as JSON.
+	bin := buildBoxoffice(t)
+	for _, args := range [][]string{{"timeline", held.OrderID}, {"timeline", "-json", held.OrderID}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "%v: %s", args, stderr.String())
+		want := text.String()
+		if len(args) == 3 {
+			want = js.String()
+		}
+		require.Equal(t, want, stdout.String(), "%v", args)
+		require.Empty(t, stderr.String())
+	}
+
+	// The organizer refunds the order; the provider confirms. The story
+	// goes on: the refund asked for and applied by the payments consumer,
+	// the provider's refund webhook and the PaymentRefunded it caused,
+	// applied by the ingress for the saga, the ticket revoked, and the
+	// order.refunded message delivered.
+	require.Equal(t, http.StatusAccepted, do(http.MethodPost, "/v1/orders/"+held.OrderID+"/refund", organizer, nil, "", nil))
+	require.Eventually(t, func() bool {
+		o = order{}
+		return do(http.MethodGet, "/v1/orders/"+held.OrderID, buyer, nil, "", &o) == http.StatusOK && o.Status == "refunded"
+	}, 30*time.Second, 20*time.Millisecond, "the order was never refunded: last status %q", &o.Status)
+	require.Eventually(t, func() bool {
+		var delivered int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries d JOIN webhook_messages m ON m.id = d.message_id
+			WHERE m.order_id = $1 AND m.event_type = 'order.refunded' AND d.status = 'succeeded'`, held.OrderID).Scan(&delivered)
+		return err == nil && delivered == 1
+	}, 30*time.Second, 50*time.Millisecond, "order.refunded was never delivered")
+	story = timeline.Timeline{}
+	js.Reset()
+	require.NoError(t, runTimeline(context.Background(), []string{"-json", held.OrderID}, cmdEnv, &js))
+	require.NoError(t, json.Unmarshal(js.Bytes(), &story))
+	require.Equal(t, "refunded", story.Status)
+	refundAsked := find(eventOf("RefundRequested"), "RefundRequested")
+	require.Greater(t, find(appliedBy("RefundRequested", "payments"), "RefundRequested applied by payments"), refundAsked)
+	refundHook := find(func(f timeline.Fact) bool {
+		return f.Kind == timeline.KindProviderWebhook && (f.Type == "charge.refunded" || f.Type == "refund.updated")
+	}, "refund webhook")
+	refunded := find(eventOf("PaymentRefunded"), "PaymentRefunded")
+	require.True(t, strings.HasPrefix(story.Facts[refunded].CausationID, "stripe:"), story.Facts[refunded].CausationID)
+	require.Less(t, refundAsked, refundHook)
+	require.Less(t, refundHook, refunded)
+	require.Greater(t, find(appliedBy("PaymentRefunded", "purchase_saga"), "PaymentRefunded applied for the saga"), refunded)
+	require.Greater(t, find(kind(timeline.KindTicketRevoked), "ticket revoked"), ticket)
+	require.Greater(t, find(func(f timeline.Fact) bool { return f.Kind == timeline.KindWebhookMessage && f.Type == "order.refunded" },
+		"order.refunded message"), refunded)
 
 	// An order the database does not hold, and a command line that does
 	// not name one order.
