@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/domain/tickets"
+	"boxoffice/domain/timeline"
+	"boxoffice/handlers"
 	"boxoffice/platform/db"
 	"boxoffice/testkit/dbtest"
 )
@@ -93,4 +96,13 @@ func TestOrderTimeline(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "/v1/orders/"+uuid.NewString()+"/timeline", bearer(org), nil).status)
 	require.Equal(t, http.StatusForbidden, b.do(t, http.MethodGet, path, bearer(buyer), nil).status)
 	require.Equal(t, http.StatusUnprocessableEntity, b.do(t, http.MethodGet, "/v1/orders/not-a-uuid/timeline", bearer(org), nil).status)
+}
+
+// The contract's kinds of fact are the story's: a kind added to package
+// timeline is added to the schema's enum too.
+func TestTimelineFactKindsMatchTheContract(t *testing.T) {
+	t.Parallel()
+	f, ok := reflect.TypeFor[handlers.TimelineFactBody]().FieldByName("Kind")
+	require.True(t, ok)
+	require.ElementsMatch(t, timeline.Kinds, strings.Split(f.Tag.Get("enum"), ","))
 }
