@@ -28,17 +28,21 @@ ORDER BY occurred_at, event_id;
 -- Which consumer applied which of event_ids, and when. The consumers are
 -- found by walking inbox_pkey from one consumer to the next (a descent per
 -- consumer, not a scan), then each consumer's rows of event_ids by the
--- same key.
+-- same key: LATERAL keeps that a lookup per consumer (a plain join lets
+-- the planner hash the consumers and scan the whole inbox).
 WITH RECURSIVE consumers AS (
     (SELECT i.consumer FROM inbox i ORDER BY i.consumer LIMIT 1)
     UNION ALL
     SELECT (SELECT i.consumer FROM inbox i WHERE i.consumer > c.consumer ORDER BY i.consumer LIMIT 1)
     FROM consumers c WHERE c.consumer IS NOT NULL
 )
-SELECT i.consumer, i.event_id, i.processed_at
+SELECT a.consumer, a.event_id, a.processed_at
 FROM consumers c
-JOIN inbox i ON i.consumer = c.consumer AND i.event_id = ANY (@event_ids::uuid[])
-ORDER BY i.processed_at, i.consumer;
+CROSS JOIN LATERAL (
+    SELECT i.consumer, i.event_id, i.processed_at FROM inbox i
+    WHERE i.consumer = c.consumer AND i.event_id = ANY (@event_ids::uuid[])
+) a
+ORDER BY a.processed_at, a.consumer;
 
 -- name: TimelinePayment :many
 -- The order's payment at the provider (no row until its PaymentIntent
