@@ -21,7 +21,8 @@ import (
 
 // The organizer of the order's event reads its story, a refund of one of
 // its tickets included: the RefundRequested event, the refund and the
-// revoked ticket, after the hold and the tickets. Every answer is checked
+// revoked ticket, after the hold and the tickets; the other ticket's
+// check-in at its gate. Every answer is checked
 // against the contract (b.do); another organizer gets 404 as if the order
 // did not exist, a buyer (its owner too) 403, and an id that is not a
 // UUID 422.
@@ -55,6 +56,10 @@ func TestOrderTimeline(t *testing.T) {
 	r := b.do(t, http.MethodPost, "/v1/orders/"+orderID+"/refund", bearer(org), map[string]any{"ticketIds": []string{refunded}})
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
 
+	// The other ticket is scanned at the door.
+	dbtest.Exec(t, b.pool, `INSERT INTO check_ins (ticket_id, event_id, gate, scanned_at)
+		SELECT id, event_id, 'north', now() FROM tickets WHERE id = $1`, issued.TicketIDs[1])
+
 	path := "/v1/orders/" + orderID + "/timeline"
 	got := b.do(t, http.MethodGet, path, bearer(org), nil)
 	require.Equal(t, http.StatusOK, got.status, "%s", got.body)
@@ -87,6 +92,8 @@ func TestOrderTimeline(t *testing.T) {
 	require.Less(t, at("ticket.issued"), at("refund.requested"))
 	require.Less(t, at("ticket.issued"), at("event RefundRequested"))
 	require.Equal(t, refunded, facts["ticket.revoked"]["id"])
+	require.Equal(t, issued.TicketIDs[1].String(), facts["ticket.checked_in"]["id"])
+	require.Equal(t, "gate north", facts["ticket.checked_in"]["detail"])
 	require.Contains(t, facts["refund.requested"]["detail"], "for 1 ticket(s)")
 	require.Equal(t, facts["event HoldCreated"]["id"], facts["event PaymentAuthorizationRequested"]["causationId"])
 
