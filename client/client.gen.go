@@ -354,6 +354,111 @@ func (e TicketSigningKeyBodyAlgorithm) Valid() bool {
 	}
 }
 
+// Defines values for TimelineBodyStatus.
+const (
+	TimelineBodyStatusAuthorized     TimelineBodyStatus = "authorized"
+	TimelineBodyStatusCanceled       TimelineBodyStatus = "canceled"
+	TimelineBodyStatusCapturePending TimelineBodyStatus = "capture_pending"
+	TimelineBodyStatusFailed         TimelineBodyStatus = "failed"
+	TimelineBodyStatusPaid           TimelineBodyStatus = "paid"
+	TimelineBodyStatusPendingPayment TimelineBodyStatus = "pending_payment"
+	TimelineBodyStatusRefunded       TimelineBodyStatus = "refunded"
+	TimelineBodyStatusRefunding      TimelineBodyStatus = "refunding"
+	TimelineBodyStatusTicketed       TimelineBodyStatus = "ticketed"
+)
+
+// Valid indicates whether the value is a known member of the TimelineBodyStatus enum.
+func (e TimelineBodyStatus) Valid() bool {
+	switch e {
+	case TimelineBodyStatusAuthorized:
+		return true
+	case TimelineBodyStatusCanceled:
+		return true
+	case TimelineBodyStatusCapturePending:
+		return true
+	case TimelineBodyStatusFailed:
+		return true
+	case TimelineBodyStatusPaid:
+		return true
+	case TimelineBodyStatusPendingPayment:
+		return true
+	case TimelineBodyStatusRefunded:
+		return true
+	case TimelineBodyStatusRefunding:
+		return true
+	case TimelineBodyStatusTicketed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TimelineFactBodyKind.
+const (
+	TimelineFactBodyKindEvent                    TimelineFactBodyKind = "event"
+	TimelineFactBodyKindEventApplied             TimelineFactBodyKind = "event.applied"
+	TimelineFactBodyKindHoldCreated              TimelineFactBodyKind = "hold.created"
+	TimelineFactBodyKindOrderCreated             TimelineFactBodyKind = "order.created"
+	TimelineFactBodyKindOrderStatus              TimelineFactBodyKind = "order.status"
+	TimelineFactBodyKindPaymentCreated           TimelineFactBodyKind = "payment.created"
+	TimelineFactBodyKindPaymentDeclined          TimelineFactBodyKind = "payment.declined"
+	TimelineFactBodyKindPaymentStatus            TimelineFactBodyKind = "payment.status"
+	TimelineFactBodyKindProviderWebhook          TimelineFactBodyKind = "provider.webhook"
+	TimelineFactBodyKindProviderWebhookDuplicate TimelineFactBodyKind = "provider.webhook.duplicate"
+	TimelineFactBodyKindRefundRequested          TimelineFactBodyKind = "refund.requested"
+	TimelineFactBodyKindRefundSucceeded          TimelineFactBodyKind = "refund.succeeded"
+	TimelineFactBodyKindTicketCheckedIn          TimelineFactBodyKind = "ticket.checked_in"
+	TimelineFactBodyKindTicketIssued             TimelineFactBodyKind = "ticket.issued"
+	TimelineFactBodyKindTicketRevoked            TimelineFactBodyKind = "ticket.revoked"
+	TimelineFactBodyKindWebhookAttempt           TimelineFactBodyKind = "webhook.attempt"
+	TimelineFactBodyKindWebhookDelivery          TimelineFactBodyKind = "webhook.delivery"
+	TimelineFactBodyKindWebhookMessage           TimelineFactBodyKind = "webhook.message"
+)
+
+// Valid indicates whether the value is a known member of the TimelineFactBodyKind enum.
+func (e TimelineFactBodyKind) Valid() bool {
+	switch e {
+	case TimelineFactBodyKindEvent:
+		return true
+	case TimelineFactBodyKindEventApplied:
+		return true
+	case TimelineFactBodyKindHoldCreated:
+		return true
+	case TimelineFactBodyKindOrderCreated:
+		return true
+	case TimelineFactBodyKindOrderStatus:
+		return true
+	case TimelineFactBodyKindPaymentCreated:
+		return true
+	case TimelineFactBodyKindPaymentDeclined:
+		return true
+	case TimelineFactBodyKindPaymentStatus:
+		return true
+	case TimelineFactBodyKindProviderWebhook:
+		return true
+	case TimelineFactBodyKindProviderWebhookDuplicate:
+		return true
+	case TimelineFactBodyKindRefundRequested:
+		return true
+	case TimelineFactBodyKindRefundSucceeded:
+		return true
+	case TimelineFactBodyKindTicketCheckedIn:
+		return true
+	case TimelineFactBodyKindTicketIssued:
+		return true
+	case TimelineFactBodyKindTicketRevoked:
+		return true
+	case TimelineFactBodyKindWebhookAttempt:
+		return true
+	case TimelineFactBodyKindWebhookDelivery:
+		return true
+	case TimelineFactBodyKindWebhookMessage:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UpdateWebhookEndpointInputBodyPayloadVersion.
 const (
 	UpdateWebhookEndpointInputBodyPayloadVersionN1 UpdateWebhookEndpointInputBodyPayloadVersion = 1
@@ -1393,6 +1498,51 @@ type TicketSigningKeyBody struct {
 // TicketSigningKeyBodyAlgorithm The signature algorithm.
 type TicketSigningKeyBodyAlgorithm string
 
+// TimelineBody defines model for TimelineBody.
+type TimelineBody struct {
+	// CorrelationID The correlation id of the request that created the order: its events and the API's and workers' logs carry it.
+	CorrelationID string `json:"correlationId"`
+	EventID       string `json:"eventId"`
+
+	// Facts Oldest first. Facts of the same instant keep the order in which they follow from each other.
+	Facts   []TimelineFactBody `json:"facts"`
+	OrderID string             `json:"orderId"`
+	Status  TimelineBodyStatus `json:"status"`
+}
+
+// TimelineBodyStatus defines model for TimelineBody.Status.
+type TimelineBodyStatus string
+
+// TimelineFactBody defines model for TimelineFactBody.
+type TimelineFactBody struct {
+	// At When it happened, by the clock of whoever recorded it (the API's, a worker's or the database's).
+	At time.Time `json:"at"`
+
+	// CausationID For an event: the id of the event it reacts to, or the provider's event (stripe:evt_…) it records.
+	CausationID *string `json:"causationId,omitempty"`
+
+	// Consumer For event.applied: the consumer that applied the event (purchase_saga, payments, tickets, webhooks_fanout).
+	Consumer *string `json:"consumer,omitempty"`
+
+	// Count The seats of a hold, the declined attempts, the ignored deliveries of a provider webhook, the tickets of a refund, a delivery's attempts or an attempt's number.
+	Count *int64 `json:"count,omitempty"`
+
+	// Detail The rest, for people: amounts, seats, status codes, latencies. Never a secret, a token or a body.
+	Detail *string `json:"detail,omitempty"`
+
+	// ID What the fact is about: the event id (for event and event.applied), the provider's event id, the PaymentIntent id, or the id of the order, hold, ticket, refund, webhook message or delivery (for webhook.attempt, its delivery's).
+	ID string `json:"id"`
+
+	// Kind What the fact is: the order created or its status now; the hold; an event written for the order (event) or a consumer applying it (event.applied); the payment at the provider, its status now, and declined attempts; a webhook from the payment provider received, or delivered again and ignored (provider.webhook.duplicate); a ticket issued, revoked by a refund, or checked in; a refund of selected tickets requested or confirmed; a webhook message to you, its delivery to one of your endpoints, and each attempt of it.
+	Kind TimelineFactBodyKind `json:"kind"`
+
+	// Type The event's type (PaymentCaptured), the provider event's type, the webhook message's type (order.paid), or a status (of the order, hold, payment, refund or delivery); for webhook.attempt, its error class (empty when it succeeded).
+	Type *string `json:"type,omitempty"`
+}
+
+// TimelineFactBodyKind What the fact is: the order created or its status now; the hold; an event written for the order (event) or a consumer applying it (event.applied); the payment at the provider, its status now, and declined attempts; a webhook from the payment provider received, or delivered again and ignored (provider.webhook.duplicate); a ticket issued, revoked by a refund, or checked in; a refund of selected tickets requested or confirmed; a webhook message to you, its delivery to one of your endpoints, and each attempt of it.
+type TimelineFactBodyKind string
+
 // UpdateWebhookEndpointInputBody defines model for UpdateWebhookEndpointInputBody.
 type UpdateWebhookEndpointInputBody struct {
 	Description *string `json:"description,omitempty"`
@@ -2166,6 +2316,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
 	RefundOrder(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOrderTimeline Get the story of an order of your event
+	//
+	// For the organizer of the order's event: every fact the system keeps about the order, oldest first — the order and its hold, each event written for it with its id and cause and each consumer that applied it, the payment and declined attempts, the payment provider's webhooks (deliveries ignored as duplicates included), tickets and check-ins, refunds, and the webhook messages, deliveries and attempts sent to you. Events and their consumers are kept as long as the inbox retention (35 days by default), provider webhooks and webhook messages as long as theirs (30 days by default); an older order's story has what is left. An order of another organizer's event, 404.
+	//
+	// Corresponds with GET /v1/orders/{orderId}/timeline (the `GetOrderTimeline` operationId).
+	GetOrderTimeline(ctx context.Context, orderID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxAuthorizePaymentIntent Authorize a payment with an approved card (sandbox only)
 	//
@@ -2952,6 +3109,23 @@ func (c *Client) RefundOrderWithBody(ctx context.Context, orderID openapi_types.
 // Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
 func (c *Client) RefundOrder(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRefundOrderRequest(c.Server, orderID, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOrderTimeline Get the story of an order of your event
+//
+// For the organizer of the order's event: every fact the system keeps about the order, oldest first — the order and its hold, each event written for it with its id and cause and each consumer that applied it, the payment and declined attempts, the payment provider's webhooks (deliveries ignored as duplicates included), tickets and check-ins, refunds, and the webhook messages, deliveries and attempts sent to you. Events and their consumers are kept as long as the inbox retention (35 days by default), provider webhooks and webhook messages as long as theirs (30 days by default); an older order's story has what is left. An order of another organizer's event, 404.
+//
+// Corresponds with GET /v1/orders/{orderId}/timeline (the `GetOrderTimeline` operationId).
+func (c *Client) GetOrderTimeline(ctx context.Context, orderID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOrderTimelineRequest(c.Server, orderID)
 	if err != nil {
 		return nil, err
 	}
@@ -4582,6 +4756,40 @@ func NewRefundOrderRequestWithBody(server string, orderID openapi_types.UUID, pa
 	return req, nil
 }
 
+// NewGetOrderTimelineRequest constructs an http.Request for the GetOrderTimeline method
+func NewGetOrderTimelineRequest(server string, orderID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "orderId", orderID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/orders/%s/timeline", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSandboxAuthorizePaymentIntentRequest constructs an http.Request for the SandboxAuthorizePaymentIntent method
 func NewSandboxAuthorizePaymentIntentRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -5728,6 +5936,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/orders/{orderId}/refund (the `RefundOrder` operationId).
 	RefundOrderWithResponse(ctx context.Context, orderID openapi_types.UUID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
+
+	// GetOrderTimelineWithResponse Get the story of an order of your event
+	//
+	// For the organizer of the order's event: every fact the system keeps about the order, oldest first — the order and its hold, each event written for it with its id and cause and each consumer that applied it, the payment and declined attempts, the payment provider's webhooks (deliveries ignored as duplicates included), tickets and check-ins, refunds, and the webhook messages, deliveries and attempts sent to you. Events and their consumers are kept as long as the inbox retention (35 days by default), provider webhooks and webhook messages as long as theirs (30 days by default); an older order's story has what is left. An order of another organizer's event, 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/orders/{orderId}/timeline (the `GetOrderTimeline` operationId).
+	GetOrderTimelineWithResponse(ctx context.Context, orderID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetOrderTimelineResponse, error)
 
 	// SandboxAuthorizePaymentIntentWithResponse Authorize a payment with an approved card (sandbox only)
 	//
@@ -6908,6 +7125,39 @@ func (r RefundOrderResponse) ContentType() string {
 	return ""
 }
 
+type GetOrderTimelineResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TimelineBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOrderTimelineResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOrderTimelineResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOrderTimelineResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SandboxAuthorizePaymentIntentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7978,6 +8228,21 @@ func (c *ClientWithResponses) RefundOrderWithResponse(ctx context.Context, order
 		return nil, err
 	}
 	return ParseRefundOrderResponse(rsp)
+}
+
+// GetOrderTimelineWithResponse Get the story of an order of your event
+//
+// For the organizer of the order's event: every fact the system keeps about the order, oldest first — the order and its hold, each event written for it with its id and cause and each consumer that applied it, the payment and declined attempts, the payment provider's webhooks (deliveries ignored as duplicates included), tickets and check-ins, refunds, and the webhook messages, deliveries and attempts sent to you. Events and their consumers are kept as long as the inbox retention (35 days by default), provider webhooks and webhook messages as long as theirs (30 days by default); an older order's story has what is left. An order of another organizer's event, 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/orders/{orderId}/timeline (the `GetOrderTimeline` operationId).
+func (c *ClientWithResponses) GetOrderTimelineWithResponse(ctx context.Context, orderID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetOrderTimelineResponse, error) {
+	rsp, err := c.GetOrderTimeline(ctx, orderID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOrderTimelineResponse(rsp)
 }
 
 // SandboxAuthorizePaymentIntentWithResponse Authorize a payment with an approved card (sandbox only)
@@ -9443,6 +9708,39 @@ func ParseRefundOrderResponse(rsp *http.Response) (*RefundOrderResponse, error) 
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetOrderTimelineResponse parses an HTTP response from a GetOrderTimelineWithResponse call
+func ParseGetOrderTimelineResponse(rsp *http.Response) (*GetOrderTimelineResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOrderTimelineResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TimelineBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem

@@ -189,6 +189,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerOnsale(api)
 	h.registerHolds(api)
 	h.registerOrders(api)
+	h.registerTimeline(api)
 	h.registerTickets(api)
 	h.registerStripeWebhook(api)
 	h.registerSandbox(api)

@@ -85,6 +85,14 @@ func TestStripeWebhook(t *testing.T) {
 		}
 		require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM stripe_events WHERE id = 'evt_auth_1'"))
 		require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE event_type = $1", outbox.TypePaymentAuthorized))
+		// The order's timeline: the webhook names its order, the nine
+		// deliveries that had no effect are counted, and the event's
+		// history row was written with it, once.
+		require.EqualValues(t, 9, dbtest.Count(t, b.pool,
+			"SELECT duplicates FROM stripe_events WHERE id = 'evt_auth_1' AND order_id = $1 AND last_duplicate_at IS NOT NULL", orderID))
+		require.EqualValues(t, 1, dbtest.Count(t, b.pool, `SELECT count(*) FROM outbox_history
+			WHERE aggregate_id = $1 AND event_type = $2 AND causation_id = 'stripe:evt_auth_1' AND applied_by IS NULL`,
+			orderID, outbox.TypePaymentAuthorized))
 
 		var raw []byte
 		require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT envelope FROM outbox WHERE event_type = $1", outbox.TypePaymentAuthorized).Scan(&raw))

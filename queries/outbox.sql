@@ -1,6 +1,13 @@
 -- name: OutboxInsert :exec
--- Writes one event to the outbox; call it in the transaction of the state
--- change the event describes.
+-- Writes one event to the outbox, and its row of outbox_history (what the
+-- order's timeline keeps of it once the relay has deleted the outbox row)
+-- in the same statement; call it in the transaction of the state change
+-- the event describes.
+WITH history AS (
+    INSERT INTO outbox_history (aggregate_id, event_id, event_type, occurred_at, causation_id, applied_by)
+    VALUES (@aggregate_id::uuid, @id::uuid, @event_type::text, @occurred_at::timestamptz,
+            sqlc.narg('causation_id')::text, sqlc.narg('applied_by')::text)
+)
 INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope, trace_parent)
 VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @envelope::json, sqlc.narg(trace_parent)::text);
 

@@ -3,6 +3,12 @@
 DELETE FROM inbox WHERE (consumer, event_id) IN (
     SELECT consumer, event_id FROM inbox WHERE processed_at < @before::timestamptz LIMIT @max_rows::int);
 
+-- name: RetentionPruneOutboxHistory :execrows
+-- Deletes up to max_rows outbox_history rows of events that occurred
+-- before before.
+DELETE FROM outbox_history WHERE (aggregate_id, event_id) IN (
+    SELECT aggregate_id, event_id FROM outbox_history WHERE occurred_at < @before::timestamptz LIMIT @max_rows::int);
+
 -- name: RetentionPruneStripeEvents :execrows
 -- Deletes up to max_rows Stripe event ids received before before.
 DELETE FROM stripe_events WHERE id IN (

@@ -149,6 +149,15 @@ type Outbox struct {
 	TraceParent *string
 }
 
+type OutboxHistory struct {
+	AggregateID uuid.UUID
+	EventID     uuid.UUID
+	EventType   string
+	OccurredAt  time.Time
+	CausationID *string
+	AppliedBy   *string
+}
+
 type OutboxLease struct {
 	RelayID   string
 	FirstSeq  int64
@@ -259,9 +268,12 @@ type Seat struct {
 }
 
 type StripeEvent struct {
-	ID         string
-	Type       string
-	ReceivedAt time.Time
+	ID              string
+	Type            string
+	ReceivedAt      time.Time
+	OrderID         *uuid.UUID
+	Duplicates      int32
+	LastDuplicateAt *time.Time
 }
 
 type Ticket struct {

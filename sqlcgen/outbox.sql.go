@@ -7,9 +7,9 @@ package sqlcgen
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
-	"time"
 )
 
 const outboxClaim = `-- name: OutboxClaim :many
@@ -71,6 +71,11 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg OutboxClaimParam
 }
 
 const outboxInsert = `-- name: OutboxInsert :exec
+WITH history AS (
+    INSERT INTO outbox_history (aggregate_id, event_id, event_type, occurred_at, causation_id, applied_by)
+    VALUES ($4::uuid, $1::uuid, $3::text, $7::timestamptz,
+            $8::text, $9::text)
+)
 INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope, trace_parent)
 VALUES ($1::uuid, $2::text, $3::text, $4::uuid, $5::json, $6::text)
 `
@@ -82,10 +87,15 @@ type OutboxInsertParams struct {
 	AggregateID uuid.UUID
 	Envelope    []byte
 	TraceParent *string
+	OccurredAt  time.Time
+	CausationID *string
+	AppliedBy   *string
 }
 
-// Writes one event to the outbox; call it in the transaction of the state
-// change the event describes.
+// Writes one event to the outbox, and its row of outbox_history (what the
+// order's timeline keeps of it once the relay has deleted the outbox row)
+// in the same statement; call it in the transaction of the state change
+// the event describes.
 func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertParams) error {
 	_, err := db.Exec(ctx, outboxInsert,
 		arg.ID,
@@ -94,6 +104,9 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 		arg.AggregateID,
 		arg.Envelope,
 		arg.TraceParent,
+		arg.OccurredAt,
+		arg.CausationID,
+		arg.AppliedBy,
 	)
 	return err
 }

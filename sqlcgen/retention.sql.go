@@ -83,6 +83,26 @@ func (q *Queries) RetentionPruneInbox(ctx context.Context, db DBTX, arg Retentio
 	return result.RowsAffected(), nil
 }
 
+const retentionPruneOutboxHistory = `-- name: RetentionPruneOutboxHistory :execrows
+DELETE FROM outbox_history WHERE (aggregate_id, event_id) IN (
+    SELECT aggregate_id, event_id FROM outbox_history WHERE occurred_at < $1::timestamptz LIMIT $2::int)
+`
+
+type RetentionPruneOutboxHistoryParams struct {
+	Before  time.Time
+	MaxRows int32
+}
+
+// Deletes up to max_rows outbox_history rows of events that occurred
+// before before.
+func (q *Queries) RetentionPruneOutboxHistory(ctx context.Context, db DBTX, arg RetentionPruneOutboxHistoryParams) (int64, error) {
+	result, err := db.Exec(ctx, retentionPruneOutboxHistory, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const retentionPruneStripeEvents = `-- name: RetentionPruneStripeEvents :execrows
 DELETE FROM stripe_events WHERE id IN (
     SELECT id FROM stripe_events WHERE received_at < $1::timestamptz LIMIT $2::int)

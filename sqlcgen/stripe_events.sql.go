@@ -7,22 +7,37 @@ package sqlcgen
 
 import (
 	"context"
+
+	"github.com/google/uuid"
 )
 
+const stripeEventDuplicate = `-- name: StripeEventDuplicate :exec
+UPDATE stripe_events SET duplicates = duplicates + 1, last_duplicate_at = now() WHERE id = $1::text
+`
+
+// Counts a delivery of a provider event id recorded before, which had no
+// effect: the order's timeline shows it as ignored.
+func (q *Queries) StripeEventDuplicate(ctx context.Context, db DBTX, id string) error {
+	_, err := db.Exec(ctx, stripeEventDuplicate, id)
+	return err
+}
+
 const stripeEventRecord = `-- name: StripeEventRecord :exec
-INSERT INTO stripe_events (id, type) VALUES ($1::text, $2::text)
+INSERT INTO stripe_events (id, type, order_id) VALUES ($1::text, $2::text, $3::uuid)
 `
 
 type StripeEventRecordParams struct {
-	ID   string
-	Type string
+	ID      string
+	Type    string
+	OrderID *uuid.UUID
 }
 
-// Records a provider event id; one recorded already is a unique violation
-// of stripe_events_pkey (the event was handled before and must have no
-// second effect). Plain, so that it can go with the statement after it
-// (db.Deferring) and its violation still stops the transaction.
+// Records a provider event id, with the order it concerns (null for none);
+// one recorded already is a unique violation of stripe_events_pkey (the
+// event was handled before and must have no second effect). Plain, so
+// that it can go with the statement after it (db.Deferring) and its
+// violation still stops the transaction.
 func (q *Queries) StripeEventRecord(ctx context.Context, db DBTX, arg StripeEventRecordParams) error {
-	_, err := db.Exec(ctx, stripeEventRecord, arg.ID, arg.Type)
+	_, err := db.Exec(ctx, stripeEventRecord, arg.ID, arg.Type, arg.OrderID)
 	return err
 }

@@ -188,6 +188,7 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 		var dis *disagreement
 		switch {
 		case isDuplicate(err):
+			in.countDuplicate(ctx, ev)
 			return Received{EventType: string(ev.Type), Duplicate: true}, nil
 		case errors.As(err, &dis):
 			checked = true
@@ -219,7 +220,11 @@ func (in *Ingress) record(ctx context.Context, tx pgx.Tx, ev stripe.Event, m map
 	// The id goes with the transaction's next statement, or its commit:
 	// one seen before fails that (isDuplicate), and nothing of this
 	// transaction commits.
-	if err := q.StripeEventRecord(ctx, db.Deferring(tx), sqlcgen.StripeEventRecordParams{ID: ev.ID, Type: string(ev.Type)}); err != nil {
+	rec := sqlcgen.StripeEventRecordParams{ID: ev.ID, Type: string(ev.Type)}
+	if m.orderID != uuid.Nil {
+		rec.OrderID = &m.orderID // the order's timeline finds its webhooks by it
+	}
+	if err := q.StripeEventRecord(ctx, db.Deferring(tx), rec); err != nil {
 		return r, fmt.Errorf("record provider event: %w", err)
 	}
 	if m.inFlight != "" {
@@ -261,6 +266,16 @@ func (in *Ingress) record(ctx context.Context, tx pgx.Tx, ev stripe.Event, m map
 		return r, fmt.Errorf("read order: %w", err)
 	}
 	return r, write(purchase.OrderStatus(order.Status), order.CorrelationID)
+}
+
+// countDuplicate counts a delivery of an event id recorded before on its
+// stripe_events row, which the order's timeline shows as ignored. It is
+// one statement on the duplicate's path only; a failure is logged and
+// changes nothing of the answer: the duplicate had no effect either way.
+func (in *Ingress) countDuplicate(ctx context.Context, ev stripe.Event) {
+	if err := sqlcgen.New().StripeEventDuplicate(ctx, in.pool, ev.ID); err != nil && ctx.Err() == nil {
+		in.logger.WarnContext(ctx, "count duplicate provider event", "provider_event_id", ev.ID, "error", err)
+	}
 }
 
 // isDuplicate reports whether err is record's failure to record a

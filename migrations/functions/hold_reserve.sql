@@ -203,6 +203,11 @@ BEGIN
             'hold_id', p_hold_id,
             'amount_minor', v_amount,
             'currency', v_currency)));
+    -- Their rows of the order's timeline (outbox_history, as OutboxInsert
+    -- writes it for every other event).
+    INSERT INTO outbox_history (aggregate_id, event_id, event_type, occurred_at, causation_id)
+    VALUES (p_order_id, p_outbox_id, 'HoldCreated', now(), NULL),
+           (p_order_id, p_authorization_id, 'PaymentAuthorizationRequested', now(), p_outbox_id::text);
 
     RETURN QUERY SELECT 'held', NULL::uuid[], v_expires, v_amount, v_currency, NULL::bytea, NULL::jsonb;
 END

@@ -7,6 +7,9 @@
 //     every way an event can come back: the stream's replay horizon
 //     (bus.Config.MaxAge, 7 days) and the dead letters a replay may take
 //     from (bus.Config.DLQMaxAge, 30 days). New refuses a shorter one.
+//   - outbox_history rows of events that occurred before the same
+//     Config.Inbox: an order's timeline (docs/timeline.md) is as long as
+//     the inbox keeps the consumers that applied its events.
 //   - Stripe event ids older than Config.StripeEvents. Stripe retries a
 //     webhook for up to 3 days; New refuses a retention shorter than that.
 //   - idempotency keys past their expires_at (24 hours after the hold):
@@ -119,6 +122,9 @@ func (p *Pruner) Pass(ctx context.Context, now time.Time) (map[string]int64, err
 	}{
 		{"inbox", func() (int64, error) {
 			return q.RetentionPruneInbox(ctx, tx, sqlcgen.RetentionPruneInboxParams{Before: now.Add(-p.cfg.Inbox), MaxRows: Batch})
+		}},
+		{"outbox_history", func() (int64, error) {
+			return q.RetentionPruneOutboxHistory(ctx, tx, sqlcgen.RetentionPruneOutboxHistoryParams{Before: now.Add(-p.cfg.Inbox), MaxRows: Batch})
 		}},
 		{"stripe_events", func() (int64, error) {
 			return q.RetentionPruneStripeEvents(ctx, tx, sqlcgen.RetentionPruneStripeEventsParams{Before: now.Add(-p.cfg.StripeEvents), MaxRows: Batch})

@@ -30,6 +30,11 @@ func TestPassKeepsTablesBounded(t *testing.T) {
 	dbtest.Exec(t, pool, `INSERT INTO inbox (consumer, event_id, processed_at)
 		SELECT 'c', gen_random_uuid(), now() - interval '40 days' FROM generate_series(1, 2500)`)
 	dbtest.Exec(t, pool, `INSERT INTO inbox (consumer, event_id) SELECT 'c', gen_random_uuid() FROM generate_series(1, 10)`)
+	// Event history: 3 rows 40 days old, 2 from today.
+	dbtest.Exec(t, pool, `INSERT INTO outbox_history (aggregate_id, event_id, event_type, occurred_at)
+		SELECT gen_random_uuid(), gen_random_uuid(), 'HoldCreated', now() - interval '40 days' FROM generate_series(1, 3)`)
+	dbtest.Exec(t, pool, `INSERT INTO outbox_history (aggregate_id, event_id, event_type, occurred_at)
+		SELECT gen_random_uuid(), gen_random_uuid(), 'HoldCreated', now() FROM generate_series(1, 2)`)
 	dbtest.Exec(t, pool, `INSERT INTO stripe_events (id, type, received_at) VALUES
 		('evt_old', 'payment_intent.succeeded', now() - interval '40 days'), ('evt_new', 'payment_intent.succeeded', now())`)
 
@@ -49,8 +54,10 @@ func TestPassKeepsTablesBounded(t *testing.T) {
 	require.NoError(t, err)
 	got, err := p.Pass(ctx, now)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"inbox": 2500, "stripe_events": 1, "idempotency_keys": 1, "idempotent_requests": 0, "client_secrets": 1}, got)
+	require.Equal(t, map[string]int64{"inbox": 2500, "outbox_history": 3, "stripe_events": 1, "idempotency_keys": 1, "idempotent_requests": 0, "client_secrets": 1}, got)
 	require.EqualValues(t, 10, dbtest.Count(t, pool, "SELECT count(*) FROM inbox"))
+	// The two holds' events (four rows of hold_reserve) and the two of today.
+	require.EqualValues(t, 6, dbtest.Count(t, pool, "SELECT count(*) FROM outbox_history"))
 	require.EqualValues(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM stripe_events WHERE id = 'evt_new'"))
 	require.EqualValues(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM idempotency_keys"), "the paid order's key has not expired")
 	require.EqualValues(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM payments WHERE client_secret IS NOT NULL AND order_id = $1", pending.OrderID),
@@ -58,7 +65,7 @@ func TestPassKeepsTablesBounded(t *testing.T) {
 
 	got, err = p.Pass(ctx, now)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"inbox": 0, "stripe_events": 0, "idempotency_keys": 0, "idempotent_requests": 0, "client_secrets": 0}, got)
+	require.Equal(t, map[string]int64{"inbox": 0, "outbox_history": 0, "stripe_events": 0, "idempotency_keys": 0, "idempotent_requests": 0, "client_secrets": 0}, got)
 }
 
 // A retention shorter than the window that depends on it is refused.

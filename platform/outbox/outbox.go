@@ -3,10 +3,13 @@
 // same transaction as the state change they describe; the relay is the only
 // publisher.
 //
-// It owns, as their one writer, the outbox and outbox_leases tables:
-// Insert for every writer of events (hold_reserve excepted, which writes
-// the hold's first event in its own statement), and Claim, Settle and
-// ReadStats for the relay.
+// It owns, as their one writer, the outbox, outbox_leases and
+// outbox_history tables: Insert for every writer of events (hold_reserve
+// excepted, which writes the hold's first events and their history rows
+// in its own statement), and Claim, Settle and ReadStats for the relay.
+// outbox_history is what an order's timeline keeps of each event after
+// the relay deleted its outbox row (docs/timeline.md); retention
+// (ops/retention) bounds it.
 package outbox
 
 import (
@@ -123,8 +126,12 @@ type HoldCreated struct {
 
 // Insert writes env (raw is its JSON form from NewOrderEvent) to the outbox
 // on db, with the traceparent of ctx's span when tracing is on (the relay
-// publishes it with the event); call it in the transaction of the state change the event
-// describes. On a transaction the row is not sent at once but with the
+// publishes it with the event); call it in the transaction of the state
+// change the event describes. The same statement keeps the event's row of
+// outbox_history (its id, order, type, occurred_at, causation and
+// AppliedBy), which outlives the outbox row for the order's timeline, for
+// as long as retention keeps the inbox. On a transaction the row is not
+// sent at once but with the
 // transaction's next statement or its COMMIT (db.Deferring): nothing reads
 // an outbox row back in the transaction that writes it, so it costs no
 // round trip of its own, and a failure to write it fails that statement
@@ -135,10 +142,19 @@ func Insert(ctx context.Context, d sqlcgen.DBTX, env Envelope, raw []byte) error
 	}
 	err := sqlcgen.New().OutboxInsert(ctx, d, sqlcgen.OutboxInsertParams{
 		ID: env.EventID, Subject: env.Subject(), EventType: env.EventType, AggregateID: env.AggregateID, Envelope: raw,
+		OccurredAt: env.OccurredAt, CausationID: nonEmpty(env.CausationID), AppliedBy: nonEmpty(env.AppliedBy),
 		TraceParent: telemetry.StoredParent(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("insert %s into outbox: %w", env.EventType, err)
 	}
 	return nil
+}
+
+// nonEmpty is s, or nil for "" (a NULL column).
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -28,6 +28,7 @@ const Usage = `commands:
   reconcile compare the provider's PaymentIntents with orders and repair mismatches [-since 24h] [-dry-run]
   audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
   dlq       dead letters: list [-consumer c] | show SEQ | replay|discard -by WHO -why TEXT SEQ...
+  timeline  one order's story, every fact in time order [-json] ORDER_ID
   token     mint a development bearer token
   healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
   openapi   print the OpenAPI document (YAML)
@@ -69,6 +70,8 @@ func Run(ctx context.Context, cmd string, args []string) error {
 		return runAudit(ctx, args, os.Getenv, os.Stdout)
 	case "dlq":
 		return runDLQ(ctx, args, os.Getenv, os.Stdout)
+	case "timeline":
+		return runTimeline(ctx, args, os.Getenv, os.Stdout)
 	case "healthcheck":
 		return runHealthcheck(ctx, args)
 	case "token":

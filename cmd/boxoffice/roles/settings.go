@@ -228,7 +228,7 @@ var settings = []setting{
 		Means("how long a hold owns its seats, unless the event's onsale sets `holdTtlSeconds`").
 		Parse(positiveDuration("5m", func(c *Config) *time.Duration { return &c.HoldTTL })),
 	env("BOXOFFICE_INBOX_RETENTION").Default(DurationText(retention.DefaultInbox)).
-		Means("how long `work`'s retention worker keeps inbox rows: at least 31 days, longer than the dead letters a replay may take from. The same worker deletes expired idempotency keys and clears the client secret of orders no longer awaiting payment, in batches of 1,000").
+		Means("how long `work`'s retention worker keeps inbox rows, and the events of orders' timelines (`outbox_history`, docs/timeline.md): at least 31 days, longer than the dead letters a replay may take from. The same worker deletes expired idempotency keys and clears the client secret of orders no longer awaiting payment, in batches of 1,000").
 		Parse(durationAtLeast(retention.MinInbox, DurationText(retention.DefaultInbox), func(c *Config) *time.Duration { return &c.InboxRetention })),
 	env("BOXOFFICE_STRIPE_EVENT_RETENTION").Default(DurationText(retention.DefaultStripeEvents)).
 		Means("how long the retention worker keeps Stripe event ids: at least 3 days, Stripe's retries").
