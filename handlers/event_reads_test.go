@@ -168,6 +168,7 @@ func TestEventReads(t *testing.T) {
 		t.Parallel()
 		const perSecond = 3
 		b, _ := setupCached(t, func(c *handlers.Config) { c.EventReadsPerSecond = perSecond })
+		start := time.Now()
 		ev := b.createEvent(t, b.organizer(t)) // one read of the seat map
 		statuses := map[int]int{}
 		for i := range 10 {
@@ -181,9 +182,15 @@ func TestEventReads(t *testing.T) {
 				requireRateLimited(t, res)
 			}
 		}
-		// The burst is a second's worth; ten quick requests refill at most one.
+		// The burst is a second's worth, less the seat map's read; the
+		// bucket refills perSecond a second while the requests run (most
+		// of a second on a loaded machine, not nothing).
+		most := perSecond + int(time.Since(start).Seconds()*perSecond)
 		require.GreaterOrEqual(t, statuses[http.StatusOK], perSecond-1)
-		require.LessOrEqual(t, statuses[http.StatusOK], perSecond)
+		require.LessOrEqual(t, statuses[http.StatusOK], most)
 		require.Equal(t, 10, statuses[http.StatusOK]+statuses[http.StatusTooManyRequests], "%v", statuses)
+		if most < 10 {
+			require.Positive(t, statuses[http.StatusTooManyRequests], "more requests than the bucket can pass are refused")
+		}
 	})
 }
