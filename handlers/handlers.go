@@ -24,9 +24,9 @@ import (
 	"boxoffice/platform/admission"
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/auth"
-	"boxoffice/platform/telemetry"
 	"boxoffice/platform/db"
 	"boxoffice/platform/payload"
+	"boxoffice/platform/telemetry"
 	"boxoffice/platform/verified"
 )
 

@@ -8,11 +8,13 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
 	"boxoffice/platform/auth"
+	"boxoffice/platform/telemetry"
 )
 
 // CreateHoldInput asks to hold seats.
@@ -126,6 +128,8 @@ func (h *Handlers) hold(ctx context.Context, in *CreateHoldInput, eventID, user 
 		return nil, h.problemFor(ctx, err, "hold seats", "No such event.", "event_id", eventID)
 	}
 	h.cells.RememberOrder(hold.OrderID, c)
+	telemetry.Annotate(ctx, telemetry.OrderID.String(hold.OrderID.String()), telemetry.HoldID.String(hold.HoldID.String()),
+		telemetry.Cell.String(c.Name), attribute.String("boxoffice.correlation_id", CorrelationID(ctx)))
 	h.logger.InfoContext(ctx, "seats held", "correlation_id", CorrelationID(ctx), "causation_id", "",
 		"order_id", hold.OrderID, "hold_id", hold.HoldID, "event_id", eventID, "cell", c.Name, "replayed", hold.Replayed)
 	return holdOutput(hold), nil

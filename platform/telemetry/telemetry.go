@@ -281,3 +281,12 @@ func HTTPClient(hc *http.Client) *http.Client {
 	copied.Transport = otelhttp.NewTransport(base)
 	return &copied
 }
+
+// Annotate adds attrs to the span in ctx (tracing on): what a handler
+// learned that the span's name does not say, such as the order a request
+// created.
+func Annotate(ctx context.Context, attrs ...attribute.KeyValue) {
+	if Enabled() {
+		trace.SpanFromContext(ctx).SetAttributes(attrs...)
+	}
+}

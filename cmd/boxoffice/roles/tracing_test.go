@@ -206,6 +206,8 @@ func TestTracingFollowsOnePurchaseFromHoldToTicket(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, s := range otlp.all() {
 			if s.Name == "POST /v1/events/{eventId}/holds" && s.Kind == tracepb.Span_SPAN_KIND_SERVER {
+				require.Equal(t, orderID.String(), attr(s, "boxoffice.order.id"), "the hold's span names its order")
+				require.Equal(t, held.JSON202.HoldID, attr(s, "boxoffice.hold.id"), "and its hold")
 				traceID = s.TraceId
 				return true
 			}
