@@ -228,10 +228,12 @@ func TestTracingFollowsOnePurchaseFromHoldToTicket(t *testing.T) {
 		"provider's webhook applied in the order's trace": func(s *tracepb.Span) bool {
 			return s.Name == "apply payment_intent.amount_capturable_updated" && attr(s, "boxoffice.order.id") == orderID.String()
 		},
-		"provider captures":   func(s *tracepb.Span) bool { return s.Name == "sandbox capture" },
-		"ticket issued":       func(s *tracepb.Span) bool { return s.Name == "process TicketIssued" },
-		"webhook delivery":    func(s *tracepb.Span) bool { return s.Name == "POST webhook order.paid" },
-		"database statements": func(s *tracepb.Span) bool { return attr(s, "db.system.name") == "postgresql" || attr(s, "db.system") == "postgresql" },
+		"provider captures": func(s *tracepb.Span) bool { return s.Name == "sandbox capture" },
+		"ticket issued":     func(s *tracepb.Span) bool { return s.Name == "process TicketIssued" },
+		"webhook delivery":  func(s *tracepb.Span) bool { return s.Name == "POST webhook order.paid" },
+		"database statements": func(s *tracepb.Span) bool {
+			return attr(s, "db.system.name") == "postgresql" || attr(s, "db.system") == "postgresql"
+		},
 	}
 	var inTrace []*tracepb.Span
 	require.Eventually(t, func() bool {
