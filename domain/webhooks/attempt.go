@@ -12,9 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -22,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"boxoffice/platform/telemetry"
+	"boxoffice/platform/text"
 	"boxoffice/sqlcgen"
 )
 
@@ -142,7 +141,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 	if err != nil {
 		r.Latency = time.Since(start)
 		r.Class, r.verdict = classify(0, err)
-		r.Response = truncate(transportError(err))
+		r.Response = text.Storable(transportError(err), maxStoredResponse)
 		return r
 	}
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxStoredResponse))
@@ -150,7 +149,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row sqlcgen.WebhookDeliveryCla
 	_ = resp.Body.Close()
 	r.Latency = time.Since(start)
 	r.StatusCode = resp.StatusCode
-	r.Response = truncate(string(answer))
+	r.Response = text.Storable(string(answer), maxStoredResponse)
 	r.Class, r.verdict = classify(resp.StatusCode, nil)
 	r.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return r
@@ -188,20 +187,6 @@ func transportError(err error) string {
 		err = ue.Err
 	}
 	return err.Error()
-}
-
-// truncate keeps at most maxStoredResponse bytes of valid UTF-8 without
-// NUL, which PostgreSQL text cannot hold.
-func truncate(s string) string {
-	if len(s) > maxStoredResponse {
-		s = s[:maxStoredResponse]
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	for len(s) > maxStoredResponse {
-		_, size := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-size]
-	}
-	return strings.ReplaceAll(s, "\x00", "")
 }
 
 // startSpan starts the attempt's client span (tracing on), the child of

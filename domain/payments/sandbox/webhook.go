@@ -20,6 +20,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/platform/backoff"
 	"boxoffice/platform/db"
+	"boxoffice/platform/text"
 	"boxoffice/sqlcgen"
 )
 
@@ -489,7 +490,7 @@ func (s *Sandbox) post(ctx context.Context, payload []byte) string {
 	req.Header.Set("Stripe-Signature", payments.SignWebhook(payload, s.cfg.WebhookSecret, time.Now()))
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return truncate(err.Error(), 200)
+		return text.Storable(err.Error(), 200)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
@@ -506,11 +507,4 @@ func (s *Sandbox) backoff(n int) time.Duration {
 	return backoff.Policy{
 		Base: s.cfg.WebhookRetryMin, Max: s.cfg.WebhookRetryMax, Jitter: backoff.Jitter{Below: 0.2},
 	}.Delay(n)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
