@@ -15,8 +15,11 @@ import (
 // a page of a listed origin still needs a token of its own; tokens never
 // go in URLs.
 
-// corsAllowHeaders are the request headers a browser page may send.
-var corsAllowHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", "X-Admission-Token", "X-Correlation-Id", "If-None-Match", "Last-Event-ID"}
+// corsAllowHeaders are the request headers a browser page may send:
+// traceparent and tracestate too, so a page traced by OpenTelemetry's
+// browser SDK continues its trace into the API's (docs/tracing.md).
+var corsAllowHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", "X-Admission-Token", "X-Correlation-Id", "If-None-Match", "Last-Event-ID",
+	"traceparent", "tracestate"}
 
 // corsExposeHeaders are the response headers a browser page may read
 // besides the CORS-safelisted ones.
