@@ -744,6 +744,40 @@ type APIKeySecretBody struct {
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
+// CategoryBody defines model for CategoryBody.
+type CategoryBody struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	PriceMinor int64  `json:"priceMinor"`
+
+	// SeatLimit Seats of the category one buyer may hold or own at once; 0: no limit of its own.
+	SeatLimit int64 `json:"seatLimit"`
+}
+
+// CategoryInput defines model for CategoryInput.
+type CategoryInput struct {
+	// Name Example: Floor
+	Name string `json:"name"`
+
+	// PriceMinor Price of each seat of the category in minor units of the event currency.
+	//
+	// Example: 8500
+	PriceMinor int64 `json:"priceMinor"`
+
+	// SeatLimit Seats of the category one buyer may hold or own at once; 0 or absent for no limit of the category's own (the onsale's per-buyer limit still applies).
+	//
+	// Example: 4
+	SeatLimit *int64 `json:"seatLimit,omitempty"`
+}
+
+// CategorySalesBody defines model for CategorySalesBody.
+type CategorySalesBody struct {
+	CategoryID string         `json:"categoryId"`
+	Name       string         `json:"name"`
+	PriceMinor int64          `json:"priceMinor"`
+	Seats      SeatCountsBody `json:"seats"`
+}
+
 // CheckInBatchInputBody defines model for CheckInBatchInputBody.
 type CheckInBatchInputBody struct {
 	Scans []OfflineScanBody `json:"scans"`
@@ -792,6 +826,9 @@ type CreateAPIKeyInputBody struct {
 
 // CreateEventInputBody defines model for CreateEventInputBody.
 type CreateEventInputBody struct {
+	// Categories Price categories, in the order the seat map lists them; every section or seat then names one. Without them each section becomes a category of its name and price (a section of explicit seats at several prices, one per price).
+	Categories []CategoryInput `json:"categories,omitempty"`
+
 	// Currency ISO 4217 code, lower case.
 	//
 	// Example: eur
@@ -1260,6 +1297,9 @@ type RevokedTicketsOutputBody struct {
 
 // SalesBody defines model for SalesBody.
 type SalesBody struct {
+	// ByCategory The seats of each price category, counted as seats, in the organizer's order of the categories.
+	ByCategory []CategorySalesBody `json:"byCategory"`
+
 	// CheckedIn Tickets used at the door.
 	CheckedIn int64  `json:"checkedIn"`
 	Currency  string `json:"currency"`
@@ -1308,8 +1348,15 @@ type ScanBody struct {
 
 // SeatBody defines model for SeatBody.
 type SeatBody struct {
-	ID         string         `json:"id"`
-	Label      string         `json:"label"`
+	// Category The name of the seat's price category.
+	Category string `json:"category"`
+
+	// CategoryID The seat's price category, one of categories.
+	CategoryID string `json:"categoryId"`
+	ID         string `json:"id"`
+	Label      string `json:"label"`
+
+	// PriceMinor The seat's category's price.
 	PriceMinor int64          `json:"priceMinor"`
 	Section    string         `json:"section"`
 	Status     SeatBodyStatus `json:"status"`
@@ -1336,10 +1383,17 @@ type SeatCountsBody struct {
 
 // SeatInput defines model for SeatInput.
 type SeatInput struct {
+	// Category The seat's price category, one of categories; required when the event has categories.
+	//
+	// Example: Balcony front
+	Category *string `json:"category,omitempty"`
+
 	// Label Example: B-7
 	Label string `json:"label"`
 
-	// PriceMinor Example: 4500
+	// PriceMinor With category, must be that category's price.
+	//
+	// Example: 4500
 	PriceMinor int64 `json:"priceMinor"`
 
 	// Section Example: Balcony
@@ -1348,17 +1402,24 @@ type SeatInput struct {
 
 // SeatsOutputBody defines model for SeatsOutputBody.
 type SeatsOutputBody struct {
-	Seats []SeatBody `json:"seats"`
+	// Categories The event's price categories, in the organizer's order.
+	Categories []CategoryBody `json:"categories"`
+	Seats      []SeatBody     `json:"seats"`
 }
 
 // SectionInput defines model for SectionInput.
 type SectionInput struct {
+	// Category The price category of the section's seats, one of categories; required when the event has categories.
+	//
+	// Example: Floor
+	Category *string `json:"category,omitempty"`
+
 	// Name Section name.
 	//
 	// Example: Floor
 	Name string `json:"name"`
 
-	// PriceMinor Price of each seat in minor units of the event currency.
+	// PriceMinor Price of each seat in minor units of the event currency. With category, must be that category's price.
 	//
 	// Example: 8500
 	PriceMinor int64 `json:"priceMinor"`
@@ -2095,7 +2156,7 @@ type ClientInterface interface {
 
 	// GetEventSales Get your event's sales
 	//
-	// Seats by what they are now, tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
+	// Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
 	//
 	// Corresponds with GET /v1/events/{eventId}/sales (the `GetEventSales` operationId).
 	GetEventSales(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2790,7 +2851,7 @@ func (c *Client) ListRevokedTickets(ctx context.Context, eventID openapi_types.U
 
 // GetEventSales Get your event's sales
 //
-// Seats by what they are now, tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
+// Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
 //
 // Corresponds with GET /v1/events/{eventId}/sales (the `GetEventSales` operationId).
 func (c *Client) GetEventSales(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5641,7 +5702,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetEventSalesWithResponse Get your event's sales
 	//
-	// Seats by what they are now, tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
+	// Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7832,7 +7893,7 @@ func (c *ClientWithResponses) ListRevokedTicketsWithResponse(ctx context.Context
 
 // GetEventSalesWithResponse Get your event's sales
 //
-// Seats by what they are now, tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
+// Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -38,16 +38,25 @@ type SeatCountsBody struct {
 	Refunded  int `json:"refunded" doc:"Their ticket was revoked by a refund; off sale."`
 }
 
+// CategorySalesBody counts one price category's seats by what each is now.
+type CategorySalesBody struct {
+	CategoryID uuid.UUID      `json:"categoryId"`
+	Name       string         `json:"name"`
+	PriceMinor int64          `json:"priceMinor"`
+	Seats      SeatCountsBody `json:"seats"`
+}
+
 // SalesBody is an event's sales at one moment.
 type SalesBody struct {
-	EventID        uuid.UUID      `json:"eventId"`
-	Seats          SeatCountsBody `json:"seats"`
-	CheckedIn      int            `json:"checkedIn" doc:"Tickets used at the door."`
-	OrdersByStatus map[string]int `json:"ordersByStatus" doc:"How many orders are in each status; every status is listed."`
-	GrossMinor     int64          `json:"grossMinor" doc:"What buyers paid: orders paid, ticketed, refunding or refunded; minor units."`
-	RefundedMinor  int64          `json:"refundedMinor" doc:"What was refunded; minor units."`
-	NetMinor       int64          `json:"netMinor" doc:"grossMinor - refundedMinor."`
-	Currency       string         `json:"currency"`
+	EventID        uuid.UUID           `json:"eventId"`
+	Seats          SeatCountsBody      `json:"seats"`
+	ByCategory     []CategorySalesBody `json:"byCategory" doc:"The seats of each price category, counted as seats, in the organizer's order of the categories."`
+	CheckedIn      int                 `json:"checkedIn" doc:"Tickets used at the door."`
+	OrdersByStatus map[string]int      `json:"ordersByStatus" doc:"How many orders are in each status; every status is listed."`
+	GrossMinor     int64               `json:"grossMinor" doc:"What buyers paid: orders paid, ticketed, refunding or refunded; minor units."`
+	RefundedMinor  int64               `json:"refundedMinor" doc:"What was refunded; minor units."`
+	NetMinor       int64               `json:"netMinor" doc:"grossMinor - refundedMinor."`
+	Currency       string              `json:"currency"`
 }
 
 // SalesOutput is the sales response.
@@ -94,7 +103,7 @@ func (h *Handlers) registerOrganizer(api huma.API) {
 	register(api, secured(huma.Operation{
 		OperationID: "get-event-sales", Method: http.MethodGet, Path: "/v1/events/{eventId}/sales",
 		Summary: "Get your event's sales", Tags: []string{"Events"},
-		Description: "Seats by what they are now, tickets checked in, orders by status, and the money taken and " +
+		Description: "Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and " +
 			"refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event " +
 			"does not exist (404).",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
@@ -157,6 +166,10 @@ func (h *Handlers) getEventSales(ctx context.Context, in *EventPathInput) (*Sale
 	}
 	for st, n := range s.OrdersByStatus {
 		body.OrdersByStatus[string(st)] = n
+	}
+	body.ByCategory = make([]CategorySalesBody, len(s.ByCategory))
+	for i, c := range s.ByCategory {
+		body.ByCategory[i] = CategorySalesBody{CategoryID: c.ID, Name: c.Name, PriceMinor: c.PriceMinor, Seats: SeatCountsBody(c.Seats)}
 	}
 	return &SalesOutput{Body: body}, nil
 }

@@ -105,3 +105,13 @@ WHERE d.status = 'pending'
   AND coalesce(d.next_attempt_at, d.created_at) < now() - @max_wait::interval
 ORDER BY d.next_attempt_at
 LIMIT 10;
+
+-- name: AuditSeatsMispriced :many
+-- Seats without a price category of their own event, or whose price is not
+-- their category's (00035: a seat's price is its category's).
+SELECT s.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM seats s
+LEFT JOIN price_categories c ON c.id = s.category_id AND c.event_id = s.event_id
+WHERE c.id IS NULL OR c.price_minor <> s.price_minor
+ORDER BY s.id
+LIMIT 10;

@@ -129,7 +129,8 @@ LIMIT @max_rows::int;
 -- that kept it off sale), else available (a seat released for resale
 -- included). Money is the orders': gross is the amount of orders in
 -- captured_statuses (money taken), refunded of those in refunded_status
--- plus the confirmed partial refunds of the others.
+-- plus the confirmed partial refunds of the others. by_category breaks the
+-- seats down by price category (00035), in the organizer's order.
 WITH ev_orders AS (
     SELECT id, status, amount_minor FROM orders WHERE event_id = @event_id::uuid
 ), ticketed AS (
@@ -144,7 +145,8 @@ WITH ev_orders AS (
     JOIN hold_seats hs ON hs.hold_id = h.id AND hs.released_at IS NULL
     WHERE h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now())
 ), seat_state AS (
-    SELECT CASE
+    SELECT s.category_id,
+           CASE
                WHEN t.live THEN 'sold'
                WHEN hd.seat_id IS NOT NULL THEN 'held'
                WHEN t.off_sale THEN 'refunded'
@@ -163,6 +165,19 @@ SELECT
     (SELECT count(*) FROM seat_state WHERE state = 'refunded')::int AS seats_refunded,
     (SELECT count(*) FROM check_ins c WHERE c.event_id = @event_id::uuid)::int AS checked_in,
     COALESCE((SELECT jsonb_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM ev_orders GROUP BY status) x), '{}')::jsonb AS orders_by_status,
+    COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                  'id', c.id, 'name', c.name, 'price_minor', c.price_minor,
+                  'total', coalesce(n.total, 0), 'available', coalesce(n.available, 0),
+                  'held', coalesce(n.held, 0), 'sold', coalesce(n.sold, 0), 'refunded', coalesce(n.refunded, 0))
+                  ORDER BY c.position)
+              FROM price_categories c
+              LEFT JOIN (SELECT category_id, count(*) AS total,
+                                count(*) FILTER (WHERE state = 'available') AS available,
+                                count(*) FILTER (WHERE state = 'held') AS held,
+                                count(*) FILTER (WHERE state = 'sold') AS sold,
+                                count(*) FILTER (WHERE state = 'refunded') AS refunded
+                         FROM seat_state GROUP BY category_id) n ON n.category_id = c.id
+              WHERE c.event_id = @event_id::uuid), '[]')::jsonb AS by_category,
     COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY(@captured_statuses::text[])), 0)::bigint AS gross_minor,
     (COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = @refunded_status::text), 0)
      + COALESCE((SELECT sum(r.amount_minor) FROM refunds r JOIN ev_orders o ON o.id = r.order_id

@@ -1,19 +1,21 @@
 -- name: SeatCopyFrom :copyfrom
-INSERT INTO seats (id, event_id, position, section, label, price_minor)
-VALUES (@id, @event_id, @position, @section, @label, @price_minor);
+INSERT INTO seats (id, event_id, position, section, label, price_minor, category_id)
+VALUES (@id, @event_id, @position, @section, @label, @price_minor, @category_id);
 
 -- name: SeatListByEvent :many
 -- The seat map. A seat is sold when it has a live ticket, or a revoked one
 -- whose refund kept it off sale, and held while an
 -- unreleased hold row owns it and that hold is confirmed or not yet past
--- its expiry. The result is a hint: it may be stale by the time it is read.
-SELECT s.id, s.section, s.label, s.price_minor,
+-- its expiry. A seat's price is its category's. The result is a hint: it
+-- may be stale by the time it is read.
+SELECT s.id, s.section, s.label, c.price_minor, s.category_id, c.name AS category,
        (CASE
             WHEN t.seat_id IS NOT NULL THEN 'sold'
             WHEN h.id IS NOT NULL THEN 'held'
             ELSE 'available'
         END)::text AS status
 FROM seats s
+JOIN price_categories c ON c.id = s.category_id
 LEFT JOIN tickets t ON t.seat_id = s.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL)
 LEFT JOIN hold_seats hs ON hs.seat_id = s.id AND hs.released_at IS NULL
 LEFT JOIN holds h ON h.id = hs.hold_id

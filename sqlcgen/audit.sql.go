@@ -196,6 +196,42 @@ func (q *Queries) AuditSeatsHeldAndTicketedElsewhere(ctx context.Context, db DBT
 	return items, nil
 }
 
+const auditSeatsMispriced = `-- name: AuditSeatsMispriced :many
+SELECT s.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM seats s
+LEFT JOIN price_categories c ON c.id = s.category_id AND c.event_id = s.event_id
+WHERE c.id IS NULL OR c.price_minor <> s.price_minor
+ORDER BY s.id
+LIMIT 10
+`
+
+type AuditSeatsMispricedRow struct {
+	Subject string
+	Total   int64
+}
+
+// Seats without a price category of their own event, or whose price is not
+// their category's (00035: a seat's price is its category's).
+func (q *Queries) AuditSeatsMispriced(ctx context.Context, db DBTX) ([]AuditSeatsMispricedRow, error) {
+	rows, err := db.Query(ctx, auditSeatsMispriced)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AuditSeatsMispricedRow
+	for rows.Next() {
+		var i AuditSeatsMispricedRow
+		if err := rows.Scan(&i.Subject, &i.Total); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditSeatsWithTwoActiveHolds = `-- name: AuditSeatsWithTwoActiveHolds :many
 
 SELECT seat_id::text AS subject, count(*) OVER ()::bigint AS total

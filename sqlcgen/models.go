@@ -21,6 +21,15 @@ type ApiKey struct {
 	RevokedAt   *time.Time
 }
 
+type CategoryBackfill struct {
+	ID         uuid.UUID
+	EventID    uuid.UUID
+	Section    string
+	PriceMinor int64
+	Position   int32
+	Name       interface{}
+}
+
 type CheckIn struct {
 	TicketID   uuid.UUID
 	EventID    uuid.UUID
@@ -166,6 +175,16 @@ type Payment struct {
 	UpdatedAt       time.Time
 }
 
+type PriceCategory struct {
+	ID         uuid.UUID
+	EventID    uuid.UUID
+	Position   int32
+	Name       string
+	PriceMinor int64
+	SeatLimit  int32
+	CreatedAt  time.Time
+}
+
 type ReconcileRepair struct {
 	PaymentIntentID string
 	Repair          string
@@ -254,6 +273,7 @@ type Seat struct {
 	Section    string
 	Label      string
 	PriceMinor int64
+	CategoryID uuid.UUID
 }
 
 type StripeEvent struct {

@@ -27,7 +27,8 @@ WITH ev_orders AS (
     JOIN hold_seats hs ON hs.hold_id = h.id AND hs.released_at IS NULL
     WHERE h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now())
 ), seat_state AS (
-    SELECT CASE
+    SELECT s.category_id,
+           CASE
                WHEN t.live THEN 'sold'
                WHEN hd.seat_id IS NOT NULL THEN 'held'
                WHEN t.off_sale THEN 'refunded'
@@ -46,6 +47,19 @@ SELECT
     (SELECT count(*) FROM seat_state WHERE state = 'refunded')::int AS seats_refunded,
     (SELECT count(*) FROM check_ins c WHERE c.event_id = $1::uuid)::int AS checked_in,
     COALESCE((SELECT jsonb_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM ev_orders GROUP BY status) x), '{}')::jsonb AS orders_by_status,
+    COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                  'id', c.id, 'name', c.name, 'price_minor', c.price_minor,
+                  'total', coalesce(n.total, 0), 'available', coalesce(n.available, 0),
+                  'held', coalesce(n.held, 0), 'sold', coalesce(n.sold, 0), 'refunded', coalesce(n.refunded, 0))
+                  ORDER BY c.position)
+              FROM price_categories c
+              LEFT JOIN (SELECT category_id, count(*) AS total,
+                                count(*) FILTER (WHERE state = 'available') AS available,
+                                count(*) FILTER (WHERE state = 'held') AS held,
+                                count(*) FILTER (WHERE state = 'sold') AS sold,
+                                count(*) FILTER (WHERE state = 'refunded') AS refunded
+                         FROM seat_state GROUP BY category_id) n ON n.category_id = c.id
+              WHERE c.event_id = $1::uuid), '[]')::jsonb AS by_category,
     COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY($2::text[])), 0)::bigint AS gross_minor,
     (COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = $3::text), 0)
      + COALESCE((SELECT sum(r.amount_minor) FROM refunds r JOIN ev_orders o ON o.id = r.order_id
@@ -66,6 +80,7 @@ type EventSalesRow struct {
 	SeatsRefunded  int32
 	CheckedIn      int32
 	OrdersByStatus []byte
+	ByCategory     []byte
 	GrossMinor     int64
 	RefundedMinor  int64
 }
@@ -77,7 +92,8 @@ type EventSalesRow struct {
 // that kept it off sale), else available (a seat released for resale
 // included). Money is the orders': gross is the amount of orders in
 // captured_statuses (money taken), refunded of those in refunded_status
-// plus the confirmed partial refunds of the others.
+// plus the confirmed partial refunds of the others. by_category breaks the
+// seats down by price category (00035), in the organizer's order.
 func (q *Queries) EventSales(ctx context.Context, db DBTX, arg EventSalesParams) (EventSalesRow, error) {
 	row := db.QueryRow(ctx, eventSales, arg.EventID, arg.CapturedStatuses, arg.RefundedStatus)
 	var i EventSalesRow
@@ -89,6 +105,7 @@ func (q *Queries) EventSales(ctx context.Context, db DBTX, arg EventSalesParams)
 		&i.SeatsRefunded,
 		&i.CheckedIn,
 		&i.OrdersByStatus,
+		&i.ByCategory,
 		&i.GrossMinor,
 		&i.RefundedMinor,
 	)

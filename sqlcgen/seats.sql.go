@@ -18,6 +18,7 @@ type SeatCopyFromParams struct {
 	Section    string
 	Label      string
 	PriceMinor int64
+	CategoryID uuid.UUID
 }
 
 const seatInventory = `-- name: SeatInventory :one
@@ -50,13 +51,14 @@ func (q *Queries) SeatInventory(ctx context.Context, db DBTX, eventID uuid.UUID)
 }
 
 const seatListByEvent = `-- name: SeatListByEvent :many
-SELECT s.id, s.section, s.label, s.price_minor,
+SELECT s.id, s.section, s.label, c.price_minor, s.category_id, c.name AS category,
        (CASE
             WHEN t.seat_id IS NOT NULL THEN 'sold'
             WHEN h.id IS NOT NULL THEN 'held'
             ELSE 'available'
         END)::text AS status
 FROM seats s
+JOIN price_categories c ON c.id = s.category_id
 LEFT JOIN tickets t ON t.seat_id = s.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL)
 LEFT JOIN hold_seats hs ON hs.seat_id = s.id AND hs.released_at IS NULL
 LEFT JOIN holds h ON h.id = hs.hold_id
@@ -70,13 +72,16 @@ type SeatListByEventRow struct {
 	Section    string
 	Label      string
 	PriceMinor int64
+	CategoryID uuid.UUID
+	Category   string
 	Status     string
 }
 
 // The seat map. A seat is sold when it has a live ticket, or a revoked one
 // whose refund kept it off sale, and held while an
 // unreleased hold row owns it and that hold is confirmed or not yet past
-// its expiry. The result is a hint: it may be stale by the time it is read.
+// its expiry. A seat's price is its category's. The result is a hint: it
+// may be stale by the time it is read.
 func (q *Queries) SeatListByEvent(ctx context.Context, db DBTX, eventID uuid.UUID) ([]SeatListByEventRow, error) {
 	rows, err := db.Query(ctx, seatListByEvent, eventID)
 	if err != nil {
@@ -91,6 +96,8 @@ func (q *Queries) SeatListByEvent(ctx context.Context, db DBTX, eventID uuid.UUI
 			&i.Section,
 			&i.Label,
 			&i.PriceMinor,
+			&i.CategoryID,
+			&i.Category,
 			&i.Status,
 		); err != nil {
 			return nil, err

@@ -114,8 +114,9 @@ func TestLayersImportOnlyDownward(t *testing.T) {
 // mechanisms' tables; the operations tools own their own records.
 var tableOwners = map[string]string{
 	// domain/catalog: what is on sale.
-	"events": "boxoffice/domain/catalog",
-	"seats":  "boxoffice/domain/catalog",
+	"events":           "boxoffice/domain/catalog",
+	"seats":            "boxoffice/domain/catalog",
+	"price_categories": "boxoffice/domain/catalog",
 	// domain/purchase: holds, orders and refunds, and the hold's
 	// idempotency keys (hold_reserve).
 	"holds":            "boxoffice/domain/purchase",

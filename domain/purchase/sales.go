@@ -20,6 +20,9 @@ type Sales struct {
 	// ticket), else Held (a hold owns it), else Refunded (its ticket was
 	// revoked by a refund: off sale), else Available.
 	Seats SeatCounts
+	// ByCategory counts the seats of each price category the same way, in
+	// the organizer's order of the categories.
+	ByCategory []CategorySales
 	// CheckedIn is how many tickets were used at the door.
 	CheckedIn int
 	// OrdersByStatus counts the event's orders in each status, every
@@ -35,6 +38,26 @@ type Sales struct {
 // SeatCounts are an event's seats by what they are now.
 type SeatCounts struct {
 	Total, Available, Held, Sold, Refunded int
+}
+
+// CategorySales are the seats of one price category by what they are now.
+type CategorySales struct {
+	ID         uuid.UUID
+	Name       string
+	PriceMinor int64
+	Seats      SeatCounts
+}
+
+// categorySalesRow is one element of EventSales' by_category.
+type categorySalesRow struct {
+	ID         uuid.UUID `json:"id"`
+	Name       string    `json:"name"`
+	PriceMinor int64     `json:"price_minor"`
+	Total      int       `json:"total"`
+	Available  int       `json:"available"`
+	Held       int       `json:"held"`
+	Sold       int       `json:"sold"`
+	Refunded   int       `json:"refunded"`
 }
 
 // OrganizedEvent returns the event if organizerID organizes it, else
@@ -74,6 +97,10 @@ func (s *Service) Sales(ctx context.Context, organizerID, eventID uuid.UUID) (Sa
 	if err := json.Unmarshal(row.OrdersByStatus, &byStatus); err != nil {
 		return Sales{}, fmt.Errorf("read sales: orders by status: %w", err)
 	}
+	var byCategory []categorySalesRow
+	if err := json.Unmarshal(row.ByCategory, &byCategory); err != nil {
+		return Sales{}, fmt.Errorf("read sales: by category: %w", err)
+	}
 	out := Sales{
 		Seats: SeatCounts{
 			Total: int(row.SeatsTotal), Available: int(row.SeatsAvailable), Held: int(row.SeatsHeld),
@@ -86,6 +113,13 @@ func (s *Service) Sales(ctx context.Context, organizerID, eventID uuid.UUID) (Sa
 	}
 	for _, st := range OrderStatuses {
 		out.OrdersByStatus[st] = byStatus[string(st)]
+	}
+	out.ByCategory = make([]CategorySales, len(byCategory))
+	for i, c := range byCategory {
+		out.ByCategory[i] = CategorySales{
+			ID: c.ID, Name: c.Name, PriceMinor: c.PriceMinor,
+			Seats: SeatCounts{Total: c.Total, Available: c.Available, Held: c.Held, Sold: c.Sold, Refunded: c.Refunded},
+		}
 	}
 	return out, nil
 }

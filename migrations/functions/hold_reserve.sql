@@ -14,7 +14,9 @@
 -- History: 00002 introduced it; 00014 added p_seat_limit (the organizer's
 -- per-buyer limit, checked under a lock of the (event, buyer) pair, so two
 -- holds of one buyer racing each other cannot together exceed it); 00016
--- added p_authorization_id and the PaymentAuthorizationRequested row.
+-- added p_authorization_id and the PaymentAuthorizationRequested row;
+-- 00035 priced seats from their price category and added the categories'
+-- own per-buyer limits (checked under the same (event, buyer) lock).
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -92,13 +94,57 @@ BEGIN
         END IF;
     END IF;
 
+    -- A price category's own per-buyer limit (00035), under the same
+    -- (event, buyer) lock as the event's (taken again here when only a
+    -- category has a limit; a transaction lock taken twice is held once
+    -- more, and released with the transaction all the same). For each
+    -- limited category of the requested seats, the buyer's seats of that
+    -- category held or owned (as above) plus the requested ones must fit.
+    IF EXISTS (SELECT 1 FROM seats s JOIN price_categories c ON c.id = s.category_id
+               WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids) AND c.seat_limit > 0) THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('seat_limit:' || p_event_id::text || ':' || p_user_id::text, 0));
+        IF EXISTS (
+            SELECT 1
+            FROM (
+                SELECT s.category_id, c.seat_limit, count(*) AS wanted
+                FROM seats s JOIN price_categories c ON c.id = s.category_id
+                WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids) AND c.seat_limit > 0
+                GROUP BY s.category_id, c.seat_limit
+            ) req
+            WHERE req.wanted + (
+                SELECT count(DISTINCT mine.seat_id)
+                FROM (
+                    SELECT hs.seat_id
+                    FROM orders o
+                    JOIN holds h ON h.order_id = o.id
+                    JOIN hold_seats hs ON hs.hold_id = h.id
+                    WHERE o.user_id = p_user_id AND o.event_id = p_event_id
+                      AND hs.released_at IS NULL
+                      AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
+                    UNION ALL
+                    SELECT t.seat_id
+                    FROM orders o
+                    JOIN tickets t ON t.order_id = o.id
+                    WHERE o.user_id = p_user_id AND o.event_id = p_event_id AND o.status = 'ticketed'
+                ) AS mine
+                JOIN seats ms ON ms.id = mine.seat_id
+                WHERE ms.category_id = req.category_id AND NOT (mine.seat_id = ANY (p_seat_ids))
+            ) > req.seat_limit
+        ) THEN
+            RETURN QUERY SELECT 'seat_limit', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
+            RETURN;
+        END IF;
+    END IF;
+
     -- Lock the seats in id order: two holds over overlapping seats take
-    -- their locks in the same order and cannot deadlock.
+    -- their locks in the same order and cannot deadlock. A seat's price is
+    -- its category's (00035).
     SELECT count(*), sum(locked.price_minor), min(locked.currency)
     INTO v_count, v_amount, v_currency
     FROM (
-        SELECT s.price_minor, e.currency
+        SELECT c.price_minor, e.currency
         FROM seats s JOIN events e ON e.id = s.event_id
+        JOIN price_categories c ON c.id = s.category_id
         WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids)
         ORDER BY s.id
         FOR UPDATE OF s
