@@ -55,7 +55,7 @@ func TestPriceCategoriesThroughTheAPI(t *testing.T) {
 	by := res.json(t)["byCategory"].([]any)
 	require.Len(t, by, 2)
 	require.Equal(t, "Balcony front", by[1].(map[string]any)["name"])
-	require.Equal(t, map[string]any{"total": 2.0, "available": 1.0, "held": 1.0, "sold": 0.0, "refunded": 0.0},
+	require.Equal(t, map[string]any{"total": 2.0, "available": 1.0, "held": 1.0, "sold": 0.0, "refunded": 0.0, "blocked": 0.0},
 		by[1].(map[string]any)["seats"])
 
 	t.Run("CategoryMustPriceItsSeats", func(t *testing.T) {

@@ -82,7 +82,7 @@ type SeatBody struct {
 	PriceMinor int64     `json:"priceMinor" doc:"The seat's category's price."`
 	CategoryID uuid.UUID `json:"categoryId" doc:"The seat's price category, one of categories."`
 	Category   string    `json:"category" doc:"The name of the seat's price category."`
-	Status     string    `json:"status" enum:"available,held,sold"`
+	Status     string    `json:"status" enum:"available,held,sold" doc:"available: on sale; held: a buyer's hold owns it (it may come back); sold: sold, or held back by the organizer."`
 }
 
 // CategoryBody is one price category of an event.

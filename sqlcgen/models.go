@@ -138,6 +138,8 @@ type Order struct {
 	PaymentDeclines                int32
 	LastDeclineCode                *string
 	LastDeclinedAt                 *time.Time
+	Channel                        string
+	ExternalReference              *string
 }
 
 type Organizer struct {
@@ -274,6 +276,15 @@ type Seat struct {
 	Label      string
 	PriceMinor int64
 	CategoryID uuid.UUID
+}
+
+type SeatBlock struct {
+	SeatID    uuid.UUID
+	EventID   uuid.UUID
+	Reason    string
+	Note      *string
+	BlockedBy uuid.UUID
+	CreatedAt time.Time
 }
 
 type StripeEvent struct {

@@ -16,7 +16,8 @@
 -- holds of one buyer racing each other cannot together exceed it); 00016
 -- added p_authorization_id and the PaymentAuthorizationRequested row;
 -- 00035 priced seats from their price category and added the categories'
--- own per-buyer limits (checked under the same (event, buyer) lock).
+-- own per-buyer limits (checked under the same (event, buyer) lock); 00036
+-- counted a seat the organizer blocked as taken.
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -172,6 +173,11 @@ BEGIN
         -- unless its refund released it for resale.
         SELECT tk.seat_id FROM tickets tk
         WHERE tk.seat_id = ANY (p_seat_ids) AND (tk.revoked_at IS NULL OR tk.resale_at IS NULL)
+        UNION
+        -- A seat the organizer blocked (00036) is off sale: blocks are
+        -- written and released under the same seat locks, so this sees
+        -- every block committed before we took them.
+        SELECT b.seat_id FROM seat_blocks b WHERE b.seat_id = ANY (p_seat_ids)
     ) t;
     IF v_taken IS NOT NULL THEN
         -- Perhaps taken by a concurrent twin of this very request, which
