@@ -1975,6 +1975,12 @@ type CreateHoldParams struct {
 	XAdmissionToken string `json:"X-Admission-Token"`
 }
 
+// IssueOrderParams defines parameters for IssueOrder.
+type IssueOrderParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEventOrdersParams defines parameters for ListEventOrders.
 type ListEventOrdersParams struct {
 	// Status Only orders in these statuses: one status, or several separated by commas.
@@ -2357,21 +2363,21 @@ type ClientInterface interface {
 
 	// IssueOrderWithBody Issue comps or a box office sale
 	//
-	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: it gets 409. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
-	IssueOrderWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	IssueOrderWithBody(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// IssueOrder Issue comps or a box office sale
 	//
-	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: it gets 409. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
-	IssueOrder(ctx context.Context, eventID openapi_types.UUID, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	IssueOrder(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOnsale Get the onsale's settings and admission rate
 	//
@@ -3043,13 +3049,13 @@ func (c *Client) CreateHold(ctx context.Context, eventID openapi_types.UUID, par
 
 // IssueOrderWithBody Issue comps or a box office sale
 //
-// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: it gets 409. Only the event's organizer may; for anyone else the event does not exist (404).
+// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
-func (c *Client) IssueOrderWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewIssueOrderRequestWithBody(c.Server, eventID, contentType, body)
+func (c *Client) IssueOrderWithBody(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIssueOrderRequestWithBody(c.Server, eventID, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3062,13 +3068,13 @@ func (c *Client) IssueOrderWithBody(ctx context.Context, eventID openapi_types.U
 
 // IssueOrder Issue comps or a box office sale
 //
-// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: it gets 409. Only the event's organizer may; for anyone else the event does not exist (404).
+// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
-func (c *Client) IssueOrder(ctx context.Context, eventID openapi_types.UUID, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewIssueOrderRequest(c.Server, eventID, body)
+func (c *Client) IssueOrder(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIssueOrderRequest(c.Server, eventID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4415,18 +4421,18 @@ func NewCreateHoldRequestWithBody(server string, eventID openapi_types.UUID, par
 }
 
 // NewIssueOrderRequest calls the generic IssueOrder builder with application/json body
-func NewIssueOrderRequest(server string, eventID openapi_types.UUID, body IssueOrderJSONRequestBody) (*http.Request, error) {
+func NewIssueOrderRequest(server string, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewIssueOrderRequestWithBody(server, eventID, "application/json", bodyReader)
+	return NewIssueOrderRequestWithBody(server, eventID, params, "application/json", bodyReader)
 }
 
 // NewIssueOrderRequestWithBody constructs an http.Request for the IssueOrder method, with any body, and a specified content type
-func NewIssueOrderRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewIssueOrderRequestWithBody(server string, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4457,6 +4463,21 @@ func NewIssueOrderRequestWithBody(server string, eventID openapi_types.UUID, con
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -6264,21 +6285,21 @@ type ClientWithResponsesInterface interface {
 
 	// IssueOrderWithBodyWithResponse Issue comps or a box office sale
 	//
-	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: it gets 409. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
-	IssueOrderWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error)
+	IssueOrderWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error)
 
 	// IssueOrderWithResponse Issue comps or a box office sale
 	//
-	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: it gets 409. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
-	IssueOrderWithResponse(ctx context.Context, eventID openapi_types.UUID, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error)
+	IssueOrderWithResponse(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error)
 
 	// GetOnsaleWithResponse Get the onsale's settings and admission rate
 	//
@@ -8608,13 +8629,13 @@ func (c *ClientWithResponses) CreateHoldWithResponse(ctx context.Context, eventI
 
 // IssueOrderWithBodyWithResponse Issue comps or a box office sale
 //
-// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: it gets 409. Only the event's organizer may; for anyone else the event does not exist (404).
+// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
-func (c *ClientWithResponses) IssueOrderWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error) {
-	rsp, err := c.IssueOrderWithBody(ctx, eventID, contentType, body, reqEditors...)
+func (c *ClientWithResponses) IssueOrderWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error) {
+	rsp, err := c.IssueOrderWithBody(ctx, eventID, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8623,13 +8644,13 @@ func (c *ClientWithResponses) IssueOrderWithBodyWithResponse(ctx context.Context
 
 // IssueOrderWithResponse Issue comps or a box office sale
 //
-// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: it gets 409. Only the event's organizer may; for anyone else the event does not exist (404).
+// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
-func (c *ClientWithResponses) IssueOrderWithResponse(ctx context.Context, eventID openapi_types.UUID, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error) {
-	rsp, err := c.IssueOrder(ctx, eventID, body, reqEditors...)
+func (c *ClientWithResponses) IssueOrderWithResponse(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error) {
+	rsp, err := c.IssueOrder(ctx, eventID, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

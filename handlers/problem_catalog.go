@@ -46,7 +46,7 @@ var operationProblems = map[string]map[int][]string{
 	},
 	"create-event":            {http.StatusConflict: {TypeIdempotencyConflict}},
 	"block-seats":             {http.StatusConflict: {TypeSeatUnavailable}},
-	"issue-order":             {http.StatusConflict: {TypeSeatUnavailable}},
+	"issue-order":             {http.StatusConflict: {TypeSeatUnavailable, TypeIdempotencyConflict}},
 	"create-api-key":          {http.StatusConflict: {TypeAPIKeyLimit, TypeIdempotencyConflict}},
 	"create-webhook-endpoint": {http.StatusConflict: {TypeEndpointLimit, TypeEndpointURLInUse, TypeIdempotencyConflict}},
 	"update-webhook-endpoint": {http.StatusConflict: {TypeEndpointURLInUse}},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/auth"
@@ -65,6 +66,7 @@ type ReleaseSeatsOutput struct {
 // IssueOrderInput issues tickets for seats of an event without a buyer's hold.
 type IssueOrderInput struct {
 	EventPathInput
+	IdempotencyKeyHeader
 	Body struct {
 		SeatIDs     []uuid.UUID `json:"seatIds" minItems:"1" maxItems:"100" unique:"true" doc:"1 to 100 distinct seats of this event, available or blocked (their block ends)."`
 		Channel     string      `json:"channel" enum:"comp,box_office" example:"comp" doc:"comp: free tickets; box_office: paid outside the payment provider, recorded with reference."`
@@ -118,7 +120,7 @@ func (h *Handlers) registerSeatBlocks(api huma.API) {
 			"as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment " +
 			"provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, " +
 			"with the same events and webhooks, and it is listed in the event's orders and sales with its channel. " +
-			"A retry cannot issue the seats twice: it gets 409." + only,
+			"A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer." + only,
 		DefaultStatus: http.StatusCreated,
 		Errors:        []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.issueOrder)
@@ -199,20 +201,34 @@ func (h *Handlers) issueOrder(ctx context.Context, in *IssueOrderInput) (*IssueO
 	if in.Body.Channel == string(purchase.ChannelBoxOffice) && in.Body.Reference == "" {
 		return nil, invalid("body.reference", "a box office sale needs the reference of its payment")
 	}
-	o, err := c.Purchase.IssueOrder(ctx, purchase.IssueOrderParams{
+	p := purchase.IssueOrderParams{
 		OrganizerID: id.OrganizerID, EventID: eventID, RecipientID: recipient, SeatIDs: in.Body.SeatIDs,
 		Channel: purchase.Channel(in.Body.Channel), AmountMinor: in.Body.AmountMinor, Reference: in.Body.Reference,
 		CorrelationID: CorrelationID(ctx),
-	})
+	}
+	bodyOf := func(o purchase.IssuedOrder) IssuedOrderBody {
+		return IssuedOrderBody{
+			OrderID: o.OrderID, BuyerID: recipient, Status: string(purchase.OrderPaid), Channel: in.Body.Channel,
+			AmountMinor: o.AmountMinor, Currency: o.Currency,
+		}
+	}
+	body, replayed, err := idempotently(ctx, c, idempotentRequest{op: "issue-order", key: in.IdempotencyKey, parts: []any{eventID, in.Body}},
+		func(ctx context.Context, tx pgx.Tx) (IssuedOrderBody, error) {
+			o, err := c.Purchase.IssueOrderTx(ctx, tx, p)
+			return bodyOf(o), err
+		},
+		func(ctx context.Context) (IssuedOrderBody, error) {
+			o, err := c.Purchase.IssueOrder(ctx, p)
+			return bodyOf(o), err
+		})
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "issue order", "No such event.", "event_id", eventID)
 	}
-	h.logger.InfoContext(ctx, "order issued", "correlation_id", CorrelationID(ctx), "event_id", eventID,
-		"order_id", o.OrderID, "channel", in.Body.Channel, "seats", len(in.Body.SeatIDs))
-	return &IssueOrderOutput{
-		Body: IssuedOrderBody{
-			OrderID: o.OrderID, BuyerID: recipient, Status: string(purchase.OrderPaid), Channel: in.Body.Channel,
-			AmountMinor: o.AmountMinor, Currency: o.Currency,
-		},
-	}, nil
+	if replayed {
+		h.logger.InfoContext(ctx, "order issue replayed", "correlation_id", CorrelationID(ctx), "order_id", body.OrderID)
+	} else {
+		h.logger.InfoContext(ctx, "order issued", "correlation_id", CorrelationID(ctx), "event_id", eventID,
+			"order_id", body.OrderID, "channel", in.Body.Channel, "seats", len(in.Body.SeatIDs))
+	}
+	return &IssueOrderOutput{Body: body}, nil
 }

@@ -54,15 +54,20 @@ func TestSeatBlocksAndIssuedOrders(t *testing.T) {
 	comp := res.json(t)
 	require.Equal(t, "paid", comp["status"])
 	require.EqualValues(t, 0, comp["amountMinor"])
+	// A retry with its Idempotency-Key gets the first answer; without, 409.
+	retry := map[string]string{"Authorization": "Bearer " + org, "Idempotency-Key": "box-7"}
+	sale := map[string]any{"seatIds": []string{ev.Seats[3]}, "channel": "box_office", "amountMinor": 5000, "reference": "till 1 #7"}
+	first := b.do(t, http.MethodPost, base+"/issued-orders", retry, sale)
+	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+	again := b.do(t, http.MethodPost, base+"/issued-orders", retry, sale)
+	require.Equal(t, http.StatusCreated, again.status, "%s", again.body)
+	require.Equal(t, first.json(t)["orderId"], again.json(t)["orderId"])
+	require.Equal(t, http.StatusConflict, b.do(t, http.MethodPost, base+"/issued-orders", bearer(org), sale).status)
 	// A box office sale needs its reference.
 	res = b.do(t, http.MethodPost, base+"/issued-orders", bearer(org), map[string]any{
-		"seatIds": []string{ev.Seats[3]}, "channel": "box_office", "amountMinor": 5000,
+		"seatIds": []string{ev.Seats[5]}, "channel": "box_office", "amountMinor": 5000,
 	})
 	require.Equal(t, http.StatusUnprocessableEntity, res.status, "%s", res.body)
-	res = b.do(t, http.MethodPost, base+"/issued-orders", bearer(org), map[string]any{
-		"seatIds": []string{ev.Seats[3]}, "channel": "box_office", "amountMinor": 5000, "reference": "till 1 #7",
-	})
-	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
 
 	res = b.do(t, http.MethodGet, base+"/orders?buyerId="+buyerID.String(), bearer(org), nil)
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)

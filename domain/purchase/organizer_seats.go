@@ -187,6 +187,19 @@ type IssuedOrder struct {
 // for another organizer's event), ErrSeatsNotInEvent,
 // ErrBoxOfficeReference.
 func (s *Service) IssueOrder(ctx context.Context, p IssueOrderParams) (IssuedOrder, error) {
+	return db.Retry(ctx, func(ctx context.Context) (IssuedOrder, error) {
+		return s.issueOrder(ctx, s.pool, p)
+	})
+}
+
+// IssueOrderTx is IssueOrder in the caller's transaction tx (as a
+// savepoint of it): the order exists once tx commits. Lock races are the
+// caller's to retry.
+func (s *Service) IssueOrderTx(ctx context.Context, tx pgx.Tx, p IssueOrderParams) (IssuedOrder, error) {
+	return s.issueOrder(ctx, tx, p)
+}
+
+func (s *Service) issueOrder(ctx context.Context, on db.Executor, p IssueOrderParams) (IssuedOrder, error) {
 	if len(p.SeatIDs) == 0 {
 		return IssuedOrder{}, ErrSeatsNotInEvent
 	}
@@ -201,49 +214,47 @@ func (s *Service) IssueOrder(ctx context.Context, p IssueOrderParams) (IssuedOrd
 	if p.Reference != "" {
 		ref = &p.Reference
 	}
-	return db.Retry(ctx, func(ctx context.Context) (IssuedOrder, error) {
-		return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (IssuedOrder, error) {
-			ev, err := OrganizedEvent(ctx, tx, p.OrganizerID, p.EventID)
-			if err != nil {
-				return IssuedOrder{}, err
+	return db.WithTxV(ctx, on, func(ctx context.Context, tx pgx.Tx) (IssuedOrder, error) {
+		ev, err := OrganizedEvent(ctx, tx, p.OrganizerID, p.EventID)
+		if err != nil {
+			return IssuedOrder{}, err
+		}
+		if _, err := claimSeats(ctx, tx, p.EventID, seatIDs); err != nil {
+			return IssuedOrder{}, err
+		}
+		q := sqlcgen.New()
+		if _, err := q.SeatBlockDelete(ctx, tx, sqlcgen.SeatBlockDeleteParams{EventID: p.EventID, SeatIds: seatIDs}); err != nil {
+			return IssuedOrder{}, fmt.Errorf("release blocks of issued seats: %w", err)
+		}
+		o := IssuedOrder{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), AmountMinor: p.AmountMinor, Currency: ev.Currency}
+		if err := q.OrderInsertIssued(ctx, tx, sqlcgen.OrderInsertIssuedParams{
+			ID: o.OrderID, UserID: p.RecipientID, EventID: p.EventID, AmountMinor: o.AmountMinor, Currency: o.Currency,
+			CorrelationID: p.CorrelationID, Channel: string(p.Channel), ExternalReference: ref,
+		}); err != nil {
+			return IssuedOrder{}, fmt.Errorf("insert issued order: %w", err)
+		}
+		if err := q.HoldInsertConfirmed(ctx, tx, sqlcgen.HoldInsertConfirmedParams{ID: o.HoldID, OrderID: o.OrderID}); err != nil {
+			return IssuedOrder{}, fmt.Errorf("insert issued order's hold: %w", err)
+		}
+		if err := q.HoldSeatInsertMany(ctx, tx, sqlcgen.HoldSeatInsertManyParams{HoldID: o.HoldID, SeatIds: seatIDs}); err != nil {
+			if db.ConstraintName(err) == "hold_seat_active_uq" {
+				// Unreachable under the seat locks; the index is the
+				// last guard, as for a buyer's hold.
+				return IssuedOrder{}, &SeatUnavailableError{SeatIDs: seatIDs}
 			}
-			if _, err := claimSeats(ctx, tx, p.EventID, seatIDs); err != nil {
-				return IssuedOrder{}, err
-			}
-			q := sqlcgen.New()
-			if _, err := q.SeatBlockDelete(ctx, tx, sqlcgen.SeatBlockDeleteParams{EventID: p.EventID, SeatIds: seatIDs}); err != nil {
-				return IssuedOrder{}, fmt.Errorf("release blocks of issued seats: %w", err)
-			}
-			o := IssuedOrder{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), AmountMinor: p.AmountMinor, Currency: ev.Currency}
-			if err := q.OrderInsertIssued(ctx, tx, sqlcgen.OrderInsertIssuedParams{
-				ID: o.OrderID, UserID: p.RecipientID, EventID: p.EventID, AmountMinor: o.AmountMinor, Currency: o.Currency,
-				CorrelationID: p.CorrelationID, Channel: string(p.Channel), ExternalReference: ref,
-			}); err != nil {
-				return IssuedOrder{}, fmt.Errorf("insert issued order: %w", err)
-			}
-			if err := q.HoldInsertConfirmed(ctx, tx, sqlcgen.HoldInsertConfirmedParams{ID: o.HoldID, OrderID: o.OrderID}); err != nil {
-				return IssuedOrder{}, fmt.Errorf("insert issued order's hold: %w", err)
-			}
-			if err := q.HoldSeatInsertMany(ctx, tx, sqlcgen.HoldSeatInsertManyParams{HoldID: o.HoldID, SeatIds: seatIDs}); err != nil {
-				if db.ConstraintName(err) == "hold_seat_active_uq" {
-					// Unreachable under the seat locks; the index is the
-					// last guard, as for a buyer's hold.
-					return IssuedOrder{}, &SeatUnavailableError{SeatIDs: seatIDs}
-				}
-				return IssuedOrder{}, fmt.Errorf("insert issued order's seats: %w", err)
-			}
-			now := time.Now()
-			confirmed, err := emit(ctx, tx, outbox.TypeOrderConfirmed, o.OrderID, now, p.CorrelationID, "",
-				outbox.OrderConfirmed{OrderID: o.OrderID, HoldID: o.HoldID})
-			if err != nil {
-				return IssuedOrder{}, err
-			}
-			if _, err := emit(ctx, tx, outbox.TypeTicketIssueRequested, o.OrderID, now, p.CorrelationID, confirmed.EventID.String(),
-				outbox.TicketIssueRequested{OrderID: o.OrderID, HoldID: o.HoldID, SeatIDs: seatIDs}); err != nil {
-				return IssuedOrder{}, err
-			}
-			return o, nil
-		})
+			return IssuedOrder{}, fmt.Errorf("insert issued order's seats: %w", err)
+		}
+		now := time.Now()
+		confirmed, err := emit(ctx, tx, outbox.TypeOrderConfirmed, o.OrderID, now, p.CorrelationID, "",
+			outbox.OrderConfirmed{OrderID: o.OrderID, HoldID: o.HoldID})
+		if err != nil {
+			return IssuedOrder{}, err
+		}
+		if _, err := emit(ctx, tx, outbox.TypeTicketIssueRequested, o.OrderID, now, p.CorrelationID, confirmed.EventID.String(),
+			outbox.TicketIssueRequested{OrderID: o.OrderID, HoldID: o.HoldID, SeatIDs: seatIDs}); err != nil {
+			return IssuedOrder{}, err
+		}
+		return o, nil
 	})
 }
 
