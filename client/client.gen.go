@@ -18,6 +18,36 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for BlockSeatsInputBodyReason.
+const (
+	BlockSeatsInputBodyReasonHouse      BlockSeatsInputBodyReason = "house"
+	BlockSeatsInputBodyReasonKill       BlockSeatsInputBodyReason = "kill"
+	BlockSeatsInputBodyReasonOther      BlockSeatsInputBodyReason = "other"
+	BlockSeatsInputBodyReasonPress      BlockSeatsInputBodyReason = "press"
+	BlockSeatsInputBodyReasonProduction BlockSeatsInputBodyReason = "production"
+	BlockSeatsInputBodyReasonSponsor    BlockSeatsInputBodyReason = "sponsor"
+)
+
+// Valid indicates whether the value is a known member of the BlockSeatsInputBodyReason enum.
+func (e BlockSeatsInputBodyReason) Valid() bool {
+	switch e {
+	case BlockSeatsInputBodyReasonHouse:
+		return true
+	case BlockSeatsInputBodyReasonKill:
+		return true
+	case BlockSeatsInputBodyReasonOther:
+		return true
+	case BlockSeatsInputBodyReasonPress:
+		return true
+	case BlockSeatsInputBodyReasonProduction:
+		return true
+	case BlockSeatsInputBodyReasonSponsor:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckInResultBodyOutcome.
 const (
 	CheckInResultBodyOutcomeAccepted            CheckInResultBodyOutcome = "accepted"
@@ -57,6 +87,27 @@ func (e CreateWebhookEndpointInputBodyPayloadVersion) Valid() bool {
 	case CreateWebhookEndpointInputBodyPayloadVersionN1:
 		return true
 	case CreateWebhookEndpointInputBodyPayloadVersionN2:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EventOrderBodyChannel.
+const (
+	EventOrderBodyChannelBoxOffice EventOrderBodyChannel = "box_office"
+	EventOrderBodyChannelComp      EventOrderBodyChannel = "comp"
+	EventOrderBodyChannelOnline    EventOrderBodyChannel = "online"
+)
+
+// Valid indicates whether the value is a known member of the EventOrderBodyChannel enum.
+func (e EventOrderBodyChannel) Valid() bool {
+	switch e {
+	case EventOrderBodyChannelBoxOffice:
+		return true
+	case EventOrderBodyChannelComp:
+		return true
+	case EventOrderBodyChannelOnline:
 		return true
 	default:
 		return false
@@ -171,6 +222,57 @@ func (e HoldBodyStatus) Valid() bool {
 	case HoldBodyStatusRefunding:
 		return true
 	case HoldBodyStatusTicketed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IssueOrderInputBodyChannel.
+const (
+	IssueOrderInputBodyChannelBoxOffice IssueOrderInputBodyChannel = "box_office"
+	IssueOrderInputBodyChannelComp      IssueOrderInputBodyChannel = "comp"
+)
+
+// Valid indicates whether the value is a known member of the IssueOrderInputBodyChannel enum.
+func (e IssueOrderInputBodyChannel) Valid() bool {
+	switch e {
+	case IssueOrderInputBodyChannelBoxOffice:
+		return true
+	case IssueOrderInputBodyChannelComp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IssuedOrderBodyChannel.
+const (
+	IssuedOrderBodyChannelBoxOffice IssuedOrderBodyChannel = "box_office"
+	IssuedOrderBodyChannelComp      IssuedOrderBodyChannel = "comp"
+)
+
+// Valid indicates whether the value is a known member of the IssuedOrderBodyChannel enum.
+func (e IssuedOrderBodyChannel) Valid() bool {
+	switch e {
+	case IssuedOrderBodyChannelBoxOffice:
+		return true
+	case IssuedOrderBodyChannelComp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IssuedOrderBodyStatus.
+const (
+	IssuedOrderBodyStatusPaid IssuedOrderBodyStatus = "paid"
+)
+
+// Valid indicates whether the value is a known member of the IssuedOrderBodyStatus enum.
+func (e IssuedOrderBodyStatus) Valid() bool {
+	switch e {
+	case IssuedOrderBodyStatusPaid:
 		return true
 	default:
 		return false
@@ -312,6 +414,36 @@ func (e OrderStateBodyStatus) Valid() bool {
 	case OrderStateBodyStatusRefunding:
 		return true
 	case OrderStateBodyStatusTicketed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SeatBlockBodyReason.
+const (
+	SeatBlockBodyReasonHouse      SeatBlockBodyReason = "house"
+	SeatBlockBodyReasonKill       SeatBlockBodyReason = "kill"
+	SeatBlockBodyReasonOther      SeatBlockBodyReason = "other"
+	SeatBlockBodyReasonPress      SeatBlockBodyReason = "press"
+	SeatBlockBodyReasonProduction SeatBlockBodyReason = "production"
+	SeatBlockBodyReasonSponsor    SeatBlockBodyReason = "sponsor"
+)
+
+// Valid indicates whether the value is a known member of the SeatBlockBodyReason enum.
+func (e SeatBlockBodyReason) Valid() bool {
+	switch e {
+	case SeatBlockBodyReasonHouse:
+		return true
+	case SeatBlockBodyReasonKill:
+		return true
+	case SeatBlockBodyReasonOther:
+		return true
+	case SeatBlockBodyReasonPress:
+		return true
+	case SeatBlockBodyReasonProduction:
+		return true
+	case SeatBlockBodyReasonSponsor:
 		return true
 	default:
 		return false
@@ -849,6 +981,61 @@ type APIKeySecretBody struct {
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
+// BlockSeatsInputBody defines model for BlockSeatsInputBody.
+type BlockSeatsInputBody struct {
+	// Note Free text for the organizer's team.
+	//
+	// Example: Rolling Stone, 2 seats
+	Note *string `json:"note,omitempty"`
+
+	// Reason Why the seats are held back.
+	//
+	// Example: press
+	Reason BlockSeatsInputBodyReason `json:"reason"`
+
+	// SeatIds 1 to 1,000 distinct seats of this event.
+	SeatIds []string `json:"seatIds"`
+}
+
+// BlockSeatsInputBodyReason Why the seats are held back.
+//
+// Example: press
+type BlockSeatsInputBodyReason string
+
+// CategoryBody defines model for CategoryBody.
+type CategoryBody struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	PriceMinor int64  `json:"priceMinor"`
+
+	// SeatLimit Seats of the category one buyer may hold or own at once; 0: no limit of its own.
+	SeatLimit int64 `json:"seatLimit"`
+}
+
+// CategoryInput defines model for CategoryInput.
+type CategoryInput struct {
+	// Name Example: Floor
+	Name string `json:"name"`
+
+	// PriceMinor Price of each seat of the category in minor units of the event currency.
+	//
+	// Example: 8500
+	PriceMinor int64 `json:"priceMinor"`
+
+	// SeatLimit Seats of the category one buyer may hold or own at once; 0 or absent for no limit of the category's own (the onsale's per-buyer limit still applies).
+	//
+	// Example: 4
+	SeatLimit *int64 `json:"seatLimit,omitempty"`
+}
+
+// CategorySalesBody defines model for CategorySalesBody.
+type CategorySalesBody struct {
+	CategoryID string         `json:"categoryId"`
+	Name       string         `json:"name"`
+	PriceMinor int64          `json:"priceMinor"`
+	Seats      SeatCountsBody `json:"seats"`
+}
+
 // CheckInBatchInputBody defines model for CheckInBatchInputBody.
 type CheckInBatchInputBody struct {
 	Scans []OfflineScanBody `json:"scans"`
@@ -897,6 +1084,9 @@ type CreateAPIKeyInputBody struct {
 
 // CreateEventInputBody defines model for CreateEventInputBody.
 type CreateEventInputBody struct {
+	// Categories Price categories, in the order the seat map lists them; every section or seat then names one. Without them each section becomes a category of its name and price (a section of explicit seats at several prices, one per price).
+	Categories []CategoryInput `json:"categories,omitempty"`
+
 	// Currency ISO 4217 code, lower case.
 	//
 	// Example: eur
@@ -988,15 +1178,24 @@ type EventBody struct {
 
 // EventOrderBody defines model for EventOrderBody.
 type EventOrderBody struct {
-	AmountMinor int64                `json:"amountMinor"`
-	BuyerID     string               `json:"buyerId"`
-	CreatedAt   time.Time            `json:"createdAt"`
-	Currency    string               `json:"currency"`
-	ID          string               `json:"id"`
-	SeatCount   int64                `json:"seatCount"`
-	Status      EventOrderBodyStatus `json:"status"`
-	UpdatedAt   time.Time            `json:"updatedAt"`
+	AmountMinor int64  `json:"amountMinor"`
+	BuyerID     string `json:"buyerId"`
+
+	// Channel online: a buyer's order; comp or box_office: issued by the organizer.
+	Channel   EventOrderBodyChannel `json:"channel"`
+	CreatedAt time.Time             `json:"createdAt"`
+	Currency  string                `json:"currency"`
+	ID        string                `json:"id"`
+
+	// Reference What paid a box office sale, or the organizer's reference of a comp.
+	Reference *string              `json:"reference,omitempty"`
+	SeatCount int64                `json:"seatCount"`
+	Status    EventOrderBodyStatus `json:"status"`
+	UpdatedAt time.Time            `json:"updatedAt"`
 }
+
+// EventOrderBodyChannel online: a buyer's order; comp or box_office: issued by the organizer.
+type EventOrderBodyChannel string
 
 // EventOrderBodyStatus defines model for EventOrderBody.Status.
 type EventOrderBodyStatus string
@@ -1039,6 +1238,51 @@ type HoldBody struct {
 
 // HoldBodyStatus The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
 type HoldBodyStatus string
+
+// IssueOrderInputBody defines model for IssueOrderInputBody.
+type IssueOrderInputBody struct {
+	// AmountMinor What a box office sale was paid, in minor units of the event currency; ignored for comp.
+	AmountMinor *int64 `json:"amountMinor,omitempty"`
+
+	// BuyerID The user the order and its tickets belong to (their user id); the calling organizer user when absent.
+	BuyerID *openapi_types.UUID `json:"buyerId,omitempty"`
+
+	// Channel comp: free tickets; box_office: paid outside the payment provider, recorded with reference.
+	//
+	// Example: comp
+	Channel IssueOrderInputBodyChannel `json:"channel"`
+
+	// Reference Required for box_office: where the payment is recorded. Optional for comp.
+	//
+	// Example: till 3 receipt 0042
+	Reference *string `json:"reference,omitempty"`
+
+	// SeatIds 1 to 100 distinct seats of this event, available or blocked (their block ends).
+	SeatIds []string `json:"seatIds"`
+}
+
+// IssueOrderInputBodyChannel comp: free tickets; box_office: paid outside the payment provider, recorded with reference.
+//
+// Example: comp
+type IssueOrderInputBodyChannel string
+
+// IssuedOrderBody defines model for IssuedOrderBody.
+type IssuedOrderBody struct {
+	AmountMinor int64                  `json:"amountMinor"`
+	BuyerID     string                 `json:"buyerId"`
+	Channel     IssuedOrderBodyChannel `json:"channel"`
+	Currency    string                 `json:"currency"`
+	OrderID     string                 `json:"orderId"`
+
+	// Status Paid from the start; ticketed once the tickets are issued, as a buyer's order.
+	Status IssuedOrderBodyStatus `json:"status"`
+}
+
+// IssuedOrderBodyChannel defines model for IssuedOrderBody.Channel.
+type IssuedOrderBodyChannel string
+
+// IssuedOrderBodyStatus Paid from the start; ticketed once the tickets are issued, as a buyer's order.
+type IssuedOrderBodyStatus string
 
 // JWK defines model for JWK.
 type JWK struct {
@@ -1337,6 +1581,12 @@ type RefundOrderInputBody struct {
 	TicketIds []string `json:"ticketIds,omitempty"`
 }
 
+// ReleaseSeatsOutputBody defines model for ReleaseSeatsOutputBody.
+type ReleaseSeatsOutputBody struct {
+	// Released The seats that were blocked and are on sale again; seats that were not blocked are left out.
+	Released []string `json:"released"`
+}
+
 // ReplayWebhookMessageBody defines model for ReplayWebhookMessageBody.
 type ReplayWebhookMessageBody struct {
 	// EndpointID Replay to this endpoint only (it need not have had the message). Absent: every enabled endpoint that had it.
@@ -1365,16 +1615,25 @@ type RevokedTicketsOutputBody struct {
 
 // SalesBody defines model for SalesBody.
 type SalesBody struct {
+	// BoxOfficeMinor The part of grossMinor paid at the box office, outside the payment provider; minor units.
+	BoxOfficeMinor int64 `json:"boxOfficeMinor"`
+
+	// ByCategory The seats of each price category, counted as seats, in the organizer's order of the categories.
+	ByCategory []CategorySalesBody `json:"byCategory"`
+
 	// CheckedIn Tickets used at the door.
 	CheckedIn int64  `json:"checkedIn"`
 	Currency  string `json:"currency"`
 	EventID   string `json:"eventId"`
 
-	// GrossMinor What buyers paid: orders paid, ticketed, refunding or refunded; minor units.
+	// GrossMinor What buyers paid: orders paid, ticketed, refunding or refunded (box office sales included, comps at 0); minor units.
 	GrossMinor int64 `json:"grossMinor"`
 
 	// NetMinor grossMinor - refundedMinor.
 	NetMinor int64 `json:"netMinor"`
+
+	// OrdersByChannel How many orders each channel made: online (buyers), comp and box_office (issued by the organizer); every channel is listed.
+	OrdersByChannel map[string]int64 `json:"ordersByChannel"`
 
 	// OrdersByStatus How many orders are in each status; every status is listed.
 	OrdersByStatus map[string]int64 `json:"ordersByStatus"`
@@ -1411,22 +1670,53 @@ type ScanBody struct {
 	QrPayload string `json:"qrPayload"`
 }
 
-// SeatBody defines model for SeatBody.
-type SeatBody struct {
-	ID         string         `json:"id"`
-	Label      string         `json:"label"`
-	PriceMinor int64          `json:"priceMinor"`
-	Section    string         `json:"section"`
-	Status     SeatBodyStatus `json:"status"`
+// SeatBlockBody defines model for SeatBlockBody.
+type SeatBlockBody struct {
+	BlockedAt time.Time           `json:"blockedAt"`
+	Label     string              `json:"label"`
+	Note      *string             `json:"note,omitempty"`
+	Reason    SeatBlockBodyReason `json:"reason"`
+	SeatID    string              `json:"seatId"`
+	Section   string              `json:"section"`
 }
 
-// SeatBodyStatus defines model for SeatBody.Status.
+// SeatBlockBodyReason defines model for SeatBlockBody.Reason.
+type SeatBlockBodyReason string
+
+// SeatBlocksOutputBody defines model for SeatBlocksOutputBody.
+type SeatBlocksOutputBody struct {
+	// Blocks Every blocked seat of the event, in seat map order.
+	Blocks []SeatBlockBody `json:"blocks"`
+}
+
+// SeatBody defines model for SeatBody.
+type SeatBody struct {
+	// Category The name of the seat's price category.
+	Category string `json:"category"`
+
+	// CategoryID The seat's price category, one of categories.
+	CategoryID string `json:"categoryId"`
+	ID         string `json:"id"`
+	Label      string `json:"label"`
+
+	// PriceMinor The seat's category's price.
+	PriceMinor int64  `json:"priceMinor"`
+	Section    string `json:"section"`
+
+	// Status available: on sale; held: a buyer's hold owns it (it may come back); sold: sold, or held back by the organizer.
+	Status SeatBodyStatus `json:"status"`
+}
+
+// SeatBodyStatus available: on sale; held: a buyer's hold owns it (it may come back); sold: sold, or held back by the organizer.
 type SeatBodyStatus string
 
 // SeatCountsBody defines model for SeatCountsBody.
 type SeatCountsBody struct {
 	// Available On sale: no hold, no ticket.
 	Available int64 `json:"available"`
+
+	// Blocked Held back by the organizer (seat-blocks); off sale.
+	Blocked int64 `json:"blocked"`
 
 	// Held Owned by a hold that is confirmed, or active and not past its expiry.
 	Held int64 `json:"held"`
@@ -1439,12 +1729,25 @@ type SeatCountsBody struct {
 	Total int64 `json:"total"`
 }
 
+// SeatIDsBody defines model for SeatIDsBody.
+type SeatIDsBody struct {
+	// SeatIds 1 to 1,000 distinct seats of this event.
+	SeatIds []string `json:"seatIds"`
+}
+
 // SeatInput defines model for SeatInput.
 type SeatInput struct {
+	// Category The seat's price category, one of categories; required when the event has categories.
+	//
+	// Example: Balcony front
+	Category *string `json:"category,omitempty"`
+
 	// Label Example: B-7
 	Label string `json:"label"`
 
-	// PriceMinor Example: 4500
+	// PriceMinor With category, must be that category's price.
+	//
+	// Example: 4500
 	PriceMinor int64 `json:"priceMinor"`
 
 	// Section Example: Balcony
@@ -1453,17 +1756,24 @@ type SeatInput struct {
 
 // SeatsOutputBody defines model for SeatsOutputBody.
 type SeatsOutputBody struct {
-	Seats []SeatBody `json:"seats"`
+	// Categories The event's price categories, in the organizer's order.
+	Categories []CategoryBody `json:"categories"`
+	Seats      []SeatBody     `json:"seats"`
 }
 
 // SectionInput defines model for SectionInput.
 type SectionInput struct {
+	// Category The price category of the section's seats, one of categories; required when the event has categories.
+	//
+	// Example: Floor
+	Category *string `json:"category,omitempty"`
+
 	// Name Section name.
 	//
 	// Example: Floor
 	Name string `json:"name"`
 
-	// PriceMinor Price of each seat in minor units of the event currency.
+	// PriceMinor Price of each seat in minor units of the event currency. With category, must be that category's price.
 	//
 	// Example: 8500
 	PriceMinor int64 `json:"priceMinor"`
@@ -1815,6 +2125,12 @@ type CreateHoldParams struct {
 	XAdmissionToken string `json:"X-Admission-Token"`
 }
 
+// IssueOrderParams defines parameters for IssueOrder.
+type IssueOrderParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEventOrdersParams defines parameters for ListEventOrders.
 type ListEventOrdersParams struct {
 	// Status Only orders in these statuses: one status, or several separated by commas.
@@ -1942,11 +2258,20 @@ type CheckInBatchJSONRequestBody = CheckInBatchInputBody
 // CreateHoldJSONRequestBody defines body for CreateHold for application/json ContentType.
 type CreateHoldJSONRequestBody = CreateHoldInputBody
 
+// IssueOrderJSONRequestBody defines body for IssueOrder for application/json ContentType.
+type IssueOrderJSONRequestBody = IssueOrderInputBody
+
 // UpdateOnsaleJSONRequestBody defines body for UpdateOnsale for application/json ContentType.
 type UpdateOnsaleJSONRequestBody = PatchOnsaleInputBody
 
 // RevokeAdmissionJSONRequestBody defines body for RevokeAdmission for application/json ContentType.
 type RevokeAdmissionJSONRequestBody = RevokeAdmissionInputBody
+
+// BlockSeatsJSONRequestBody defines body for BlockSeats for application/json ContentType.
+type BlockSeatsJSONRequestBody = BlockSeatsInputBody
+
+// ReleaseSeatsJSONRequestBody defines body for ReleaseSeats for application/json ContentType.
+type ReleaseSeatsJSONRequestBody = SeatIDsBody
 
 // RefundOrderJSONRequestBody defines body for RefundOrder for application/json ContentType.
 type RefundOrderJSONRequestBody = RefundOrderInputBody
@@ -2186,6 +2511,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/events/{eventId}/holds (the `CreateHold` operationId).
 	CreateHold(ctx context.Context, eventID openapi_types.UUID, params *CreateHoldParams, body CreateHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// IssueOrderWithBody Issue comps or a box office sale
+	//
+	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
+	IssueOrderWithBody(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// IssueOrder Issue comps or a box office sale
+	//
+	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
+	IssueOrder(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOnsale Get the onsale's settings and admission rate
 	//
 	// The event's organizer only (404 for anyone else). Shows R, the reason for its last change, and the release controller's signals.
@@ -2245,10 +2588,53 @@ type ClientInterface interface {
 
 	// GetEventSales Get your event's sales
 	//
-	// Seats by what they are now, tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
+	// Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
 	//
 	// Corresponds with GET /v1/events/{eventId}/sales (the `GetEventSales` operationId).
 	GetEventSales(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSeatBlocks List held-back seats
+	//
+	// Every blocked seat of the event with its reason. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Corresponds with GET /v1/events/{eventId}/seat-blocks (the `ListSeatBlocks` operationId).
+	ListSeatBlocks(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BlockSeatsWithBody Hold seats back
+	//
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/seat-blocks (the `BlockSeats` operationId).
+	BlockSeatsWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BlockSeats Hold seats back
+	//
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/seat-blocks (the `BlockSeats` operationId).
+	BlockSeats(ctx context.Context, eventID openapi_types.UUID, body BlockSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseSeatsWithBody Release held-back seats
+	//
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
+	ReleaseSeatsWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseSeats Release held-back seats
+	//
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
+	ReleaseSeats(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSeats Get the seat map
 	//
@@ -2818,6 +3204,44 @@ func (c *Client) CreateHold(ctx context.Context, eventID openapi_types.UUID, par
 	return c.Client.Do(req)
 }
 
+// IssueOrderWithBody Issue comps or a box office sale
+//
+// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
+func (c *Client) IssueOrderWithBody(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIssueOrderRequestWithBody(c.Server, eventID, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// IssueOrder Issue comps or a box office sale
+//
+// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
+func (c *Client) IssueOrder(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIssueOrderRequest(c.Server, eventID, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetOnsale Get the onsale's settings and admission rate
 //
 // The event's organizer only (404 for anyone else). Shows R, the reason for its last change, and the release controller's signals.
@@ -2947,11 +3371,104 @@ func (c *Client) ListRevokedTickets(ctx context.Context, eventID openapi_types.U
 
 // GetEventSales Get your event's sales
 //
-// Seats by what they are now, tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
+// Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
 //
 // Corresponds with GET /v1/events/{eventId}/sales (the `GetEventSales` operationId).
 func (c *Client) GetEventSales(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetEventSalesRequest(c.Server, eventID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSeatBlocks List held-back seats
+//
+// Every blocked seat of the event with its reason. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Corresponds with GET /v1/events/{eventId}/seat-blocks (the `ListSeatBlocks` operationId).
+func (c *Client) ListSeatBlocks(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSeatBlocksRequest(c.Server, eventID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BlockSeatsWithBody Hold seats back
+//
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/{eventId}/seat-blocks (the `BlockSeats` operationId).
+func (c *Client) BlockSeatsWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBlockSeatsRequestWithBody(c.Server, eventID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BlockSeats Hold seats back
+//
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/{eventId}/seat-blocks (the `BlockSeats` operationId).
+func (c *Client) BlockSeats(ctx context.Context, eventID openapi_types.UUID, body BlockSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBlockSeatsRequest(c.Server, eventID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseSeatsWithBody Release held-back seats
+//
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
+func (c *Client) ReleaseSeatsWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseSeatsRequestWithBody(c.Server, eventID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseSeats Release held-back seats
+//
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
+func (c *Client) ReleaseSeats(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseSeatsRequest(c.Server, eventID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4077,6 +4594,68 @@ func NewCreateHoldRequestWithBody(server string, eventID openapi_types.UUID, par
 	return req, nil
 }
 
+// NewIssueOrderRequest calls the generic IssueOrder builder with application/json body
+func NewIssueOrderRequest(server string, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewIssueOrderRequestWithBody(server, eventID, params, "application/json", bodyReader)
+}
+
+// NewIssueOrderRequestWithBody constructs an http.Request for the IssueOrder method, with any body, and a specified content type
+func NewIssueOrderRequestWithBody(server string, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/issued-orders", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetOnsaleRequest constructs an http.Request for the GetOnsale method
 func NewGetOnsaleRequest(server string, eventID openapi_types.UUID) (*http.Request, error) {
 	var err error
@@ -4366,6 +4945,134 @@ func NewGetEventSalesRequest(server string, eventID openapi_types.UUID) (*http.R
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListSeatBlocksRequest constructs an http.Request for the ListSeatBlocks method
+func NewListSeatBlocksRequest(server string, eventID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/seat-blocks", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewBlockSeatsRequest calls the generic BlockSeats builder with application/json body
+func NewBlockSeatsRequest(server string, eventID openapi_types.UUID, body BlockSeatsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBlockSeatsRequestWithBody(server, eventID, "application/json", bodyReader)
+}
+
+// NewBlockSeatsRequestWithBody constructs an http.Request for the BlockSeats method, with any body, and a specified content type
+func NewBlockSeatsRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/seat-blocks", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReleaseSeatsRequest calls the generic ReleaseSeats builder with application/json body
+func NewReleaseSeatsRequest(server string, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReleaseSeatsRequestWithBody(server, eventID, "application/json", bodyReader)
+}
+
+// NewReleaseSeatsRequestWithBody constructs an http.Request for the ReleaseSeats method, with any body, and a specified content type
+func NewReleaseSeatsRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/seat-blocks/release", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5784,6 +6491,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/events/{eventId}/holds (the `CreateHold` operationId).
 	CreateHoldWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateHoldParams, body CreateHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateHoldResponse, error)
 
+	// IssueOrderWithBodyWithResponse Issue comps or a box office sale
+	//
+	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
+	IssueOrderWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error)
+
+	// IssueOrderWithResponse Issue comps or a box office sale
+	//
+	// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
+	IssueOrderWithResponse(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error)
+
 	// GetOnsaleWithResponse Get the onsale's settings and admission rate
 	//
 	// The event's organizer only (404 for anyone else). Shows R, the reason for its last change, and the release controller's signals.
@@ -5849,12 +6574,57 @@ type ClientWithResponsesInterface interface {
 
 	// GetEventSalesWithResponse Get your event's sales
 	//
-	// Seats by what they are now, tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
+	// Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/events/{eventId}/sales (the `GetEventSales` operationId).
 	GetEventSalesWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetEventSalesResponse, error)
+
+	// ListSeatBlocksWithResponse List held-back seats
+	//
+	// Every blocked seat of the event with its reason. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{eventId}/seat-blocks (the `ListSeatBlocks` operationId).
+	ListSeatBlocksWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*ListSeatBlocksResponse, error)
+
+	// BlockSeatsWithBodyWithResponse Hold seats back
+	//
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/seat-blocks (the `BlockSeats` operationId).
+	BlockSeatsWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BlockSeatsResponse, error)
+
+	// BlockSeatsWithResponse Hold seats back
+	//
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/seat-blocks (the `BlockSeats` operationId).
+	BlockSeatsWithResponse(ctx context.Context, eventID openapi_types.UUID, body BlockSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*BlockSeatsResponse, error)
+
+	// ReleaseSeatsWithBodyWithResponse Release held-back seats
+	//
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
+	ReleaseSeatsWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseSeatsResponse, error)
+
+	// ReleaseSeatsWithResponse Release held-back seats
+	//
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
+	ReleaseSeatsWithResponse(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseSeatsResponse, error)
 
 	// ListSeatsWithResponse Get the seat map
 	//
@@ -6610,6 +7380,39 @@ func (r CreateHoldResponse) ContentType() string {
 	return ""
 }
 
+type IssueOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *IssuedOrderBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r IssueOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r IssueOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r IssueOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOnsaleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6800,6 +7603,105 @@ func (r GetEventSalesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetEventSalesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListSeatBlocksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SeatBlocksOutputBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSeatBlocksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSeatBlocksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSeatBlocksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type BlockSeatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SeatBlocksOutputBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r BlockSeatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BlockSeatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BlockSeatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReleaseSeatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReleaseSeatsOutputBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseSeatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseSeatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseSeatsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7975,6 +8877,36 @@ func (c *ClientWithResponses) CreateHoldWithResponse(ctx context.Context, eventI
 	return ParseCreateHoldResponse(rsp)
 }
 
+// IssueOrderWithBodyWithResponse Issue comps or a box office sale
+//
+// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
+func (c *ClientWithResponses) IssueOrderWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error) {
+	rsp, err := c.IssueOrderWithBody(ctx, eventID, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIssueOrderResponse(rsp)
+}
+
+// IssueOrderWithResponse Issue comps or a box office sale
+//
+// Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, with the same events and webhooks, and it is listed in the event's orders and sales with its channel. A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/issued-orders (the `IssueOrder` operationId).
+func (c *ClientWithResponses) IssueOrderWithResponse(ctx context.Context, eventID openapi_types.UUID, params *IssueOrderParams, body IssueOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*IssueOrderResponse, error) {
+	rsp, err := c.IssueOrder(ctx, eventID, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIssueOrderResponse(rsp)
+}
+
 // GetOnsaleWithResponse Get the onsale's settings and admission rate
 //
 // The event's organizer only (404 for anyone else). Shows R, the reason for its last change, and the release controller's signals.
@@ -8082,7 +9014,7 @@ func (c *ClientWithResponses) ListRevokedTicketsWithResponse(ctx context.Context
 
 // GetEventSalesWithResponse Get your event's sales
 //
-// Seats by what they are now, tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
+// Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event does not exist (404).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8093,6 +9025,81 @@ func (c *ClientWithResponses) GetEventSalesWithResponse(ctx context.Context, eve
 		return nil, err
 	}
 	return ParseGetEventSalesResponse(rsp)
+}
+
+// ListSeatBlocksWithResponse List held-back seats
+//
+// Every blocked seat of the event with its reason. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{eventId}/seat-blocks (the `ListSeatBlocks` operationId).
+func (c *ClientWithResponses) ListSeatBlocksWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*ListSeatBlocksResponse, error) {
+	rsp, err := c.ListSeatBlocks(ctx, eventID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSeatBlocksResponse(rsp)
+}
+
+// BlockSeatsWithBodyWithResponse Hold seats back
+//
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/seat-blocks (the `BlockSeats` operationId).
+func (c *ClientWithResponses) BlockSeatsWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BlockSeatsResponse, error) {
+	rsp, err := c.BlockSeatsWithBody(ctx, eventID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBlockSeatsResponse(rsp)
+}
+
+// BlockSeatsWithResponse Hold seats back
+//
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/seat-blocks (the `BlockSeats` operationId).
+func (c *ClientWithResponses) BlockSeatsWithResponse(ctx context.Context, eventID openapi_types.UUID, body BlockSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*BlockSeatsResponse, error) {
+	rsp, err := c.BlockSeats(ctx, eventID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBlockSeatsResponse(rsp)
+}
+
+// ReleaseSeatsWithBodyWithResponse Release held-back seats
+//
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
+func (c *ClientWithResponses) ReleaseSeatsWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseSeatsResponse, error) {
+	rsp, err := c.ReleaseSeatsWithBody(ctx, eventID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseSeatsResponse(rsp)
+}
+
+// ReleaseSeatsWithResponse Release held-back seats
+//
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
+func (c *ClientWithResponses) ReleaseSeatsWithResponse(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseSeatsResponse, error) {
+	rsp, err := c.ReleaseSeats(ctx, eventID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseSeatsResponse(rsp)
 }
 
 // ListSeatsWithResponse Get the seat map
@@ -9104,6 +10111,39 @@ func ParseCreateHoldResponse(rsp *http.Response) (*CreateHoldResponse, error) {
 	return response, nil
 }
 
+// ParseIssueOrderResponse parses an HTTP response from a IssueOrderWithResponse call
+func ParseIssueOrderResponse(rsp *http.Response) (*IssueOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &IssueOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest IssuedOrderBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetOnsaleResponse parses an HTTP response from a GetOnsaleWithResponse call
 func ParseGetOnsaleResponse(rsp *http.Response) (*GetOnsaleResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9281,6 +10321,105 @@ func ParseGetEventSalesResponse(rsp *http.Response) (*GetEventSalesResponse, err
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest SalesBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListSeatBlocksResponse parses an HTTP response from a ListSeatBlocksWithResponse call
+func ParseListSeatBlocksResponse(rsp *http.Response) (*ListSeatBlocksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSeatBlocksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SeatBlocksOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseBlockSeatsResponse parses an HTTP response from a BlockSeatsWithResponse call
+func ParseBlockSeatsResponse(rsp *http.Response) (*BlockSeatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BlockSeatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SeatBlocksOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReleaseSeatsResponse parses an HTTP response from a ReleaseSeatsWithResponse call
+func ParseReleaseSeatsResponse(rsp *http.Response) (*ReleaseSeatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseSeatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReleaseSeatsOutputBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

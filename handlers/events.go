@@ -19,14 +19,23 @@ type SectionInput struct {
 	Name        string `json:"name" minLength:"1" maxLength:"100" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"Floor" doc:"Section name."`
 	Rows        int    `json:"rows" minimum:"1" maximum:"1000" example:"20" doc:"Rows, named A, B, … Z, AA, …"`
 	SeatsPerRow int    `json:"seatsPerRow" minimum:"1" maximum:"1000" example:"30" doc:"Seats per row, numbered from 1; labels look like A-12."`
-	PriceMinor  int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"8500" doc:"Price of each seat in minor units of the event currency."`
+	PriceMinor  int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"8500" doc:"Price of each seat in minor units of the event currency. With category, must be that category's price."`
+	Category    string `json:"category,omitempty" maxLength:"100" example:"Floor" doc:"The price category of the section's seats, one of categories; required when the event has categories."`
 }
 
 // SeatInput is one explicitly listed seat.
 type SeatInput struct {
 	Section    string `json:"section" minLength:"1" maxLength:"100" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"Balcony"`
 	Label      string `json:"label" minLength:"1" maxLength:"50" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"B-7"`
-	PriceMinor int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"4500"`
+	PriceMinor int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"4500" doc:"With category, must be that category's price."`
+	Category   string `json:"category,omitempty" maxLength:"100" example:"Balcony front" doc:"The seat's price category, one of categories; required when the event has categories."`
+}
+
+// CategoryInput is one price category of a new event.
+type CategoryInput struct {
+	Name       string `json:"name" minLength:"1" maxLength:"100" trim:"true" pattern:"\\S" patternDescription:"text that is not blank" example:"Floor"`
+	PriceMinor int64  `json:"priceMinor" minimum:"0" maximum:"100000000" example:"8500" doc:"Price of each seat of the category in minor units of the event currency."`
+	SeatLimit  int    `json:"seatLimit,omitempty" minimum:"0" maximum:"100000" example:"4" doc:"Seats of the category one buyer may hold or own at once; 0 or absent for no limit of the category's own (the onsale's per-buyer limit still applies)."`
 }
 
 // CreateEventInput creates an event with its seats.
@@ -38,6 +47,8 @@ type CreateEventInput struct {
 		Currency string         `json:"currency" pattern:"^[a-z]{3}$" example:"eur" doc:"ISO 4217 code, lower case."`
 		Sections []SectionInput `json:"sections,omitempty" maxItems:"1000" doc:"Seat generator. Give either sections or seats."`
 		Seats    []SeatInput    `json:"seats,omitempty" maxItems:"100000" doc:"Explicit seats. Give either sections or seats."`
+		// Categories is additive (issue 30): without it, each section is a category.
+		Categories []CategoryInput `json:"categories,omitempty" maxItems:"1000" doc:"Price categories, in the order the seat map lists them; every section or seat then names one. Without them each section becomes a category of its name and price (a section of explicit seats at several prices, one per price)."`
 	}
 }
 
@@ -68,13 +79,24 @@ type SeatBody struct {
 	ID         uuid.UUID `json:"id"`
 	Label      string    `json:"label"`
 	Section    string    `json:"section"`
+	PriceMinor int64     `json:"priceMinor" doc:"The seat's category's price."`
+	CategoryID uuid.UUID `json:"categoryId" doc:"The seat's price category, one of categories."`
+	Category   string    `json:"category" doc:"The name of the seat's price category."`
+	Status     string    `json:"status" enum:"available,held,sold" doc:"available: on sale; held: a buyer's hold owns it (it may come back); sold: sold, or held back by the organizer."`
+}
+
+// CategoryBody is one price category of an event.
+type CategoryBody struct {
+	ID         uuid.UUID `json:"id"`
+	Name       string    `json:"name"`
 	PriceMinor int64     `json:"priceMinor"`
-	Status     string    `json:"status" enum:"available,held,sold"`
+	SeatLimit  int       `json:"seatLimit" doc:"Seats of the category one buyer may hold or own at once; 0: no limit of its own."`
 }
 
 // SeatsOutputBody is the seat map.
 type SeatsOutputBody struct {
-	Seats []SeatBody `json:"seats"`
+	Seats      []SeatBody     `json:"seats"`
+	Categories []CategoryBody `json:"categories" doc:"The event's price categories, in the organizer's order."`
 }
 
 // EventReadInput names an event for a public read, which is conditional
@@ -178,6 +200,9 @@ func (h *Handlers) createEvent(ctx context.Context, in *CreateEventInput) (*Even
 	for _, s := range in.Body.Seats {
 		p.Seats = append(p.Seats, catalog.Seat(s))
 	}
+	for _, c := range in.Body.Categories {
+		p.Categories = append(p.Categories, catalog.Category(c))
+	}
 	body, replayed, err := idempotently(ctx, c, idempotentRequest{op: "create-event", key: in.IdempotencyKey, parts: []any{in.Body}},
 		func(ctx context.Context, tx pgx.Tx) (EventBody, error) {
 			ev, err := c.Catalog.CreateEventTx(ctx, tx, p)
@@ -239,10 +264,16 @@ func readEvent[T any](ctx context.Context, h *Handlers, in *EventReadInput, op, 
 	return rep.answer(in.conditions, cacheControl), nil
 }
 
-func encodeSeatMap(seats []catalog.SeatStatus) (*representation, error) {
-	body := SeatsOutputBody{Seats: make([]SeatBody, len(seats))}
-	for i, s := range seats {
-		body.Seats[i] = SeatBody{ID: s.ID, Label: s.Label, Section: s.Section, PriceMinor: s.PriceMinor, Status: s.Status}
+func encodeSeatMap(m catalog.SeatMap) (*representation, error) {
+	body := SeatsOutputBody{Seats: make([]SeatBody, len(m.Seats)), Categories: make([]CategoryBody, len(m.Categories))}
+	for i, s := range m.Seats {
+		body.Seats[i] = SeatBody{
+			ID: s.ID, Label: s.Label, Section: s.Section, PriceMinor: s.PriceMinor,
+			CategoryID: s.CategoryID, Category: s.Category, Status: s.Status,
+		}
+	}
+	for i, c := range m.Categories {
+		body.Categories[i] = CategoryBody(c)
 	}
 	return newRepresentation(body)
 }

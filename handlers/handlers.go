@@ -184,6 +184,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerHealth(api)
 	h.registerEvents(api)
 	h.registerOrganizer(api)
+	h.registerSeatBlocks(api)
 	h.registerCheckIns(api)
 	h.registerWaitingRoom(api)
 	h.registerOnsale(api)

@@ -27,9 +27,13 @@ var (
 var requestExamples = map[string]any{
 	"create-event": map[string]any{
 		"name": "Aurora — Live at the Arena", "startsAt": "2027-06-01T19:30:00Z", "currency": "eur",
+		"categories": []any{
+			map[string]any{"name": "Floor", "priceMinor": 8900, "seatLimit": 4},
+			map[string]any{"name": "Balcony", "priceMinor": 5900},
+		},
 		"sections": []any{
-			map[string]any{"name": "Floor", "rows": 20, "seatsPerRow": 30, "priceMinor": 8900},
-			map[string]any{"name": "Balcony", "rows": 8, "seatsPerRow": 25, "priceMinor": 5900},
+			map[string]any{"name": "Floor", "rows": 20, "seatsPerRow": 30, "priceMinor": 8900, "category": "Floor"},
+			map[string]any{"name": "Balcony", "rows": 8, "seatsPerRow": 25, "priceMinor": 5900, "category": "Balcony"},
 		},
 	},
 	"create-hold": map[string]any{"seatIds": []string{exampleSeatA, exampleSeatB}},
@@ -48,6 +52,12 @@ var requestExamples = map[string]any{
 		"eventTypes": []string{"order.paid", "ticket.issued", "order.refunded"},
 	},
 	"update-webhook-endpoint": map[string]any{"enabled": false},
+	"block-seats":             map[string]any{"seatIds": []string{exampleSeatA, exampleSeatB}, "reason": "press", "note": "Review, two seats"},
+	"release-seats":           map[string]any{"seatIds": []string{exampleSeatB}},
+	"issue-order": map[string]any{
+		"seatIds": []string{exampleSeatA}, "channel": "box_office", "buyerId": exampleBuyer,
+		"amountMinor": 8900, "reference": "till 3 receipt 0042",
+	},
 }
 
 // exampleQRPayload is a ticket's QR payload as the API issues it, signed

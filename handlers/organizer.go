@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"boxoffice/domain/purchase"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/page"
 )
@@ -36,18 +37,30 @@ type SeatCountsBody struct {
 	Held      int `json:"held" doc:"Owned by a hold that is confirmed, or active and not past its expiry."`
 	Sold      int `json:"sold" doc:"With a live ticket."`
 	Refunded  int `json:"refunded" doc:"Their ticket was revoked by a refund; off sale."`
+	Blocked   int `json:"blocked" doc:"Held back by the organizer (seat-blocks); off sale."`
+}
+
+// CategorySalesBody counts one price category's seats by what each is now.
+type CategorySalesBody struct {
+	CategoryID uuid.UUID      `json:"categoryId"`
+	Name       string         `json:"name"`
+	PriceMinor int64          `json:"priceMinor"`
+	Seats      SeatCountsBody `json:"seats"`
 }
 
 // SalesBody is an event's sales at one moment.
 type SalesBody struct {
-	EventID        uuid.UUID      `json:"eventId"`
-	Seats          SeatCountsBody `json:"seats"`
-	CheckedIn      int            `json:"checkedIn" doc:"Tickets used at the door."`
-	OrdersByStatus map[string]int `json:"ordersByStatus" doc:"How many orders are in each status; every status is listed."`
-	GrossMinor     int64          `json:"grossMinor" doc:"What buyers paid: orders paid, ticketed, refunding or refunded; minor units."`
-	RefundedMinor  int64          `json:"refundedMinor" doc:"What was refunded; minor units."`
-	NetMinor       int64          `json:"netMinor" doc:"grossMinor - refundedMinor."`
-	Currency       string         `json:"currency"`
+	EventID         uuid.UUID           `json:"eventId"`
+	Seats           SeatCountsBody      `json:"seats"`
+	ByCategory      []CategorySalesBody `json:"byCategory" doc:"The seats of each price category, counted as seats, in the organizer's order of the categories."`
+	CheckedIn       int                 `json:"checkedIn" doc:"Tickets used at the door."`
+	OrdersByChannel map[string]int      `json:"ordersByChannel" doc:"How many orders each channel made: online (buyers), comp and box_office (issued by the organizer); every channel is listed."`
+	BoxOfficeMinor  int64               `json:"boxOfficeMinor" doc:"The part of grossMinor paid at the box office, outside the payment provider; minor units."`
+	OrdersByStatus  map[string]int      `json:"ordersByStatus" doc:"How many orders are in each status; every status is listed."`
+	GrossMinor      int64               `json:"grossMinor" doc:"What buyers paid: orders paid, ticketed, refunding or refunded (box office sales included, comps at 0); minor units."`
+	RefundedMinor   int64               `json:"refundedMinor" doc:"What was refunded; minor units."`
+	NetMinor        int64               `json:"netMinor" doc:"grossMinor - refundedMinor."`
+	Currency        string              `json:"currency"`
 }
 
 // SalesOutput is the sales response.
@@ -74,6 +87,8 @@ type EventOrderBody struct {
 	SeatCount   int       `json:"seatCount"`
 	CreatedAt   time.Time `json:"createdAt"`
 	UpdatedAt   time.Time `json:"updatedAt"`
+	Channel     string    `json:"channel" enum:"online,comp,box_office" doc:"online: a buyer's order; comp or box_office: issued by the organizer."`
+	Reference   string    `json:"reference,omitempty" doc:"What paid a box office sale, or the organizer's reference of a comp."`
 }
 
 // ListEventOrdersOutput is a page of an event's orders.
@@ -94,7 +109,7 @@ func (h *Handlers) registerOrganizer(api huma.API) {
 	register(api, secured(huma.Operation{
 		OperationID: "get-event-sales", Method: http.MethodGet, Path: "/v1/events/{eventId}/sales",
 		Summary: "Get your event's sales", Tags: []string{"Events"},
-		Description: "Seats by what they are now, tickets checked in, orders by status, and the money taken and " +
+		Description: "Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and " +
 			"refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event " +
 			"does not exist (404).",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
@@ -140,6 +155,10 @@ func (h *Handlers) listEvents(ctx context.Context, in *ListEventsInput) (*ListEv
 	return out, nil
 }
 
+func seatCountsBody(c purchase.SeatCounts) SeatCountsBody {
+	return SeatCountsBody{Total: c.Total, Available: c.Available, Held: c.Held, Sold: c.Sold, Refunded: c.Refunded, Blocked: c.Blocked}
+}
+
 func (h *Handlers) getEventSales(ctx context.Context, in *EventPathInput) (*SalesOutput, error) {
 	c, eventID, err := h.eventPath(ctx, in.EventID)
 	if err != nil {
@@ -151,12 +170,21 @@ func (h *Handlers) getEventSales(ctx context.Context, in *EventPathInput) (*Sale
 	}
 	body := SalesBody{
 		EventID:   eventID,
-		Seats:     SeatCountsBody(s.Seats),
+		Seats:     seatCountsBody(s.Seats),
 		CheckedIn: s.CheckedIn, OrdersByStatus: make(map[string]int, len(s.OrdersByStatus)),
 		GrossMinor: s.GrossMinor, RefundedMinor: s.RefundedMinor, NetMinor: s.NetMinor, Currency: s.Currency,
 	}
 	for st, n := range s.OrdersByStatus {
 		body.OrdersByStatus[string(st)] = n
+	}
+	body.OrdersByChannel = make(map[string]int, len(s.OrdersByChannel))
+	for ch, n := range s.OrdersByChannel {
+		body.OrdersByChannel[string(ch)] = n
+	}
+	body.BoxOfficeMinor = s.BoxOfficeMinor
+	body.ByCategory = make([]CategorySalesBody, len(s.ByCategory))
+	for i, c := range s.ByCategory {
+		body.ByCategory[i] = CategorySalesBody{CategoryID: c.ID, Name: c.Name, PriceMinor: c.PriceMinor, Seats: seatCountsBody(c.Seats)}
 	}
 	return &SalesOutput{Body: body}, nil
 }
@@ -194,6 +222,7 @@ func (h *Handlers) listEventOrders(ctx context.Context, in *ListEventOrdersInput
 		out.Body.Orders[i] = EventOrderBody{
 			ID: o.ID, BuyerID: o.UserID, Status: string(o.Status), AmountMinor: o.AmountMinor, Currency: o.Currency,
 			SeatCount: o.SeatCount, CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+			Channel: string(o.Channel), Reference: o.Reference,
 		}
 	}
 	if len(orders) == f.Limit {

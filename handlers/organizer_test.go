@@ -124,7 +124,7 @@ func TestOrganizerViews(t *testing.T) {
 	res = b.do(t, http.MethodGet, "/v1/events/"+ev.ID+"/sales", bearer(org), nil)
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	sales := res.json(t)
-	require.Equal(t, map[string]any{"total": 10.0, "available": 7.0, "held": 1.0, "sold": 1.0, "refunded": 1.0}, sales["seats"])
+	require.Equal(t, map[string]any{"total": 10.0, "available": 7.0, "held": 1.0, "sold": 1.0, "refunded": 1.0, "blocked": 0.0}, sales["seats"])
 	byStatus := sales["ordersByStatus"].(map[string]any)
 	require.Len(t, byStatus, 9, "every status is listed")
 	require.Equal(t, map[string]float64{"pending_payment": 1, "ticketed": 1, "refunded": 1, "failed": 1},

@@ -45,6 +45,8 @@ var operationProblems = map[string]map[int][]string{
 		http.StatusConflict:  {TypeSeatUnavailable, TypeSeatLimit, TypeIdempotencyConflict},
 	},
 	"create-event":            {http.StatusConflict: {TypeIdempotencyConflict}},
+	"block-seats":             {http.StatusConflict: {TypeSeatUnavailable}},
+	"issue-order":             {http.StatusConflict: {TypeSeatUnavailable, TypeIdempotencyConflict}},
 	"create-api-key":          {http.StatusConflict: {TypeAPIKeyLimit, TypeIdempotencyConflict}},
 	"create-webhook-endpoint": {http.StatusConflict: {TypeEndpointLimit, TypeEndpointURLInUse, TypeIdempotencyConflict}},
 	"update-webhook-endpoint": {http.StatusConflict: {TypeEndpointURLInUse}},

@@ -169,7 +169,7 @@ func newSeatMapCache() *seatMapCache {
 
 // get returns the representation of m, the seat map of eventID, encoding
 // it with encode unless this version is already encoded.
-func (c *seatMapCache) get(eventID uuid.UUID, m catalog.SeatMap, encode func([]catalog.SeatStatus) (*representation, error)) (*representation, error) {
+func (c *seatMapCache) get(eventID uuid.UUID, m catalog.SeatMap, encode func(catalog.SeatMap) (*representation, error)) (*representation, error) {
 	now := time.Now()
 	c.mu.Lock()
 	if e, ok := c.maps[eventID]; ok && e.version == m.Version {
@@ -179,7 +179,7 @@ func (c *seatMapCache) get(eventID uuid.UUID, m catalog.SeatMap, encode func([]c
 	}
 	c.mu.Unlock()
 	v, err, _ := c.loads.Do(eventID.String()+"/"+strconv.FormatUint(m.Version, 10), func() (any, error) {
-		rep, err := encode(m.Seats)
+		rep, err := encode(m)
 		if err != nil {
 			return nil, err
 		}

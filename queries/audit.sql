@@ -31,8 +31,11 @@ ORDER BY hs.seat_id
 LIMIT 10;
 
 -- name: AuditTicketsWithoutCapture :many
+-- Orders the organizer issued (comps, box office: 00036) are paid outside
+-- the provider and have no payment.
 SELECT t.id::text AS subject, count(*) OVER ()::bigint AS total
 FROM tickets t
+JOIN orders o ON o.id = t.order_id AND o.channel = 'online'
 LEFT JOIN payments p ON p.order_id = t.order_id
 WHERE p.order_id IS NULL OR p.status <> 'succeeded'
 ORDER BY t.id
@@ -69,7 +72,7 @@ LIMIT 10;
 SELECT o.id::text AS subject, count(*) OVER ()::bigint AS total
 FROM orders o
 LEFT JOIN payments p ON p.order_id = o.id
-WHERE o.status IN ('capture_pending', 'paid', 'ticketed')
+WHERE o.status IN ('capture_pending', 'paid', 'ticketed') AND o.channel = 'online'
   AND (p.order_id IS NULL OR p.status NOT IN ('requires_capture', 'succeeded'))
 ORDER BY o.id
 LIMIT 10;
@@ -104,4 +107,38 @@ WHERE d.status = 'pending'
   AND (e.circuit_open_until IS NULL OR e.circuit_open_until < now() - @max_wait::interval)
   AND coalesce(d.next_attempt_at, d.created_at) < now() - @max_wait::interval
 ORDER BY d.next_attempt_at
+LIMIT 10;
+
+-- name: AuditSeatsMispriced :many
+-- Seats without a price category of their own event, or whose price is not
+-- their category's (00035: a seat's price is its category's).
+SELECT s.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM seats s
+LEFT JOIN price_categories c ON c.id = s.category_id AND c.event_id = s.event_id
+WHERE c.id IS NULL OR c.price_minor <> s.price_minor
+ORDER BY s.id
+LIMIT 10;
+
+-- name: AuditBlockedSeatsOwned :many
+-- Seats the organizer blocked (00036) that an unreleased hold row or a live
+-- ticket also owns: a block never coexists with a buyer's hold or a sale.
+SELECT b.seat_id::text AS subject, count(*) OVER ()::bigint AS total
+FROM seat_blocks b
+WHERE EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.seat_id = b.seat_id AND hs.released_at IS NULL)
+   OR EXISTS (SELECT 1 FROM tickets t WHERE t.seat_id = b.seat_id AND (t.revoked_at IS NULL OR t.resale_at IS NULL))
+ORDER BY b.seat_id
+LIMIT 10;
+
+-- name: AuditIssuedOrdersWithoutTickets :many
+-- Orders the organizer issued (comps, box office: 00036) that, after the
+-- grace period, are not ticketed (or refunded), or that own no seat through
+-- a confirmed hold or tickets: every issued order gets its tickets.
+SELECT o.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM orders o
+WHERE o.channel <> 'online'
+  AND ((o.status = 'paid' AND o.updated_at < now() - @grace::interval)
+       OR o.status NOT IN ('paid', 'ticketed', 'refunding', 'refunded')
+       OR NOT EXISTS (SELECT 1 FROM holds h JOIN hold_seats hs ON hs.hold_id = h.id
+                      WHERE h.order_id = o.id AND h.status = 'confirmed'))
+ORDER BY o.id
 LIMIT 10;

@@ -20,3 +20,19 @@ FOR UPDATE OF s;
 -- by a newer hold keep their released_at.
 UPDATE hold_seats SET released_at = now()
 WHERE hold_id = ANY(@hold_ids::uuid[]) AND released_at IS NULL;
+
+-- name: HoldSeatReclaimExpired :exec
+-- Releases, under the seat locks, the given seats' rows of active holds
+-- past their expiry, as hold_reserve does before it decides; confirmed
+-- holds are never reclaimed.
+UPDATE hold_seats hs SET released_at = now()
+FROM holds h
+WHERE h.id = hs.hold_id
+  AND hs.seat_id = ANY (@seat_ids::uuid[])
+  AND hs.released_at IS NULL
+  AND h.status = 'active'
+  AND h.expires_at <= now();
+
+-- name: HoldSeatInsertMany :exec
+INSERT INTO hold_seats (hold_id, seat_id)
+SELECT @hold_id::uuid, seat FROM unnest(@seat_ids::uuid[]) AS seat;

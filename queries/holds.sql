@@ -78,3 +78,10 @@ SET expires_at = greatest(expires_at, least(expires_at + @grace::interval, now()
     payment_grace_at = now()
 WHERE order_id = @order_id::uuid AND status = 'active' AND payment_grace_at IS NULL AND expires_at > now()
 RETURNING expires_at;
+
+-- name: HoldInsertConfirmed :exec
+-- A hold confirmed from the start: an organizer's comp or box office
+-- sale, whose seats are its own until ticketed (a confirmed hold is never
+-- reclaimed, whatever its expiry says).
+INSERT INTO holds (id, order_id, status, expires_at)
+VALUES (@id::uuid, @order_id::uuid, 'confirmed', now());

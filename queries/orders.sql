@@ -111,7 +111,8 @@ LIMIT @max_rows::int;
 -- user_id is given, in one of statuses when it is not empty, before the
 -- cursor when given. order_event_idx serves it.
 SELECT o.id, o.user_id, o.status, o.amount_minor, o.currency, o.created_at, o.updated_at,
-       (SELECT count(*) FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = o.id)::int AS seat_count
+       (SELECT count(*) FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = o.id)::int AS seat_count,
+       o.channel, o.external_reference
 FROM orders o
 WHERE o.event_id = @event_id::uuid
   AND (sqlc.narg(user_id)::uuid IS NULL OR o.user_id = sqlc.narg(user_id)::uuid)
@@ -129,9 +130,13 @@ LIMIT @max_rows::int;
 -- that kept it off sale), else available (a seat released for resale
 -- included). Money is the orders': gross is the amount of orders in
 -- captured_statuses (money taken), refunded of those in refunded_status
--- plus the confirmed partial refunds of the others.
+-- plus the confirmed partial refunds of the others. by_category breaks the
+-- seats down by price category (00035), in the organizer's order. A seat
+-- the organizer blocked (00036) is blocked; orders_by_channel counts the
+-- orders by channel, and box_office_minor is the part of gross paid
+-- outside the provider.
 WITH ev_orders AS (
-    SELECT id, status, amount_minor FROM orders WHERE event_id = @event_id::uuid
+    SELECT id, status, amount_minor, channel FROM orders WHERE event_id = @event_id::uuid
 ), ticketed AS (
     SELECT t.seat_id, bool_or(t.revoked_at IS NULL) AS live,
            bool_or(t.revoked_at IS NOT NULL AND t.resale_at IS NULL) AS off_sale
@@ -144,15 +149,18 @@ WITH ev_orders AS (
     JOIN hold_seats hs ON hs.hold_id = h.id AND hs.released_at IS NULL
     WHERE h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now())
 ), seat_state AS (
-    SELECT CASE
+    SELECT s.category_id,
+           CASE
                WHEN t.live THEN 'sold'
                WHEN hd.seat_id IS NOT NULL THEN 'held'
+               WHEN bl.seat_id IS NOT NULL THEN 'blocked'
                WHEN t.off_sale THEN 'refunded'
                ELSE 'available'
            END AS state
     FROM seats s
     LEFT JOIN ticketed t ON t.seat_id = s.id
     LEFT JOIN held hd ON hd.seat_id = s.id
+    LEFT JOIN seat_blocks bl ON bl.seat_id = s.id
     WHERE s.event_id = @event_id::uuid
 )
 SELECT
@@ -161,8 +169,26 @@ SELECT
     (SELECT count(*) FROM seat_state WHERE state = 'held')::int AS seats_held,
     (SELECT count(*) FROM seat_state WHERE state = 'sold')::int AS seats_sold,
     (SELECT count(*) FROM seat_state WHERE state = 'refunded')::int AS seats_refunded,
+    (SELECT count(*) FROM seat_state WHERE state = 'blocked')::int AS seats_blocked,
+    COALESCE((SELECT jsonb_object_agg(channel, n) FROM (SELECT channel, count(*) AS n FROM ev_orders GROUP BY channel) x), '{}')::jsonb AS orders_by_channel,
+    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE channel = 'box_office' AND status = ANY(@captured_statuses::text[])), 0)::bigint AS box_office_minor,
     (SELECT count(*) FROM check_ins c WHERE c.event_id = @event_id::uuid)::int AS checked_in,
     COALESCE((SELECT jsonb_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM ev_orders GROUP BY status) x), '{}')::jsonb AS orders_by_status,
+    COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                  'id', c.id, 'name', c.name, 'price_minor', c.price_minor,
+                  'total', coalesce(n.total, 0), 'available', coalesce(n.available, 0),
+                  'held', coalesce(n.held, 0), 'sold', coalesce(n.sold, 0), 'refunded', coalesce(n.refunded, 0),
+                  'blocked', coalesce(n.blocked, 0))
+                  ORDER BY c.position)
+              FROM price_categories c
+              LEFT JOIN (SELECT category_id, count(*) AS total,
+                                count(*) FILTER (WHERE state = 'available') AS available,
+                                count(*) FILTER (WHERE state = 'held') AS held,
+                                count(*) FILTER (WHERE state = 'sold') AS sold,
+                                count(*) FILTER (WHERE state = 'refunded') AS refunded,
+                                count(*) FILTER (WHERE state = 'blocked') AS blocked
+                         FROM seat_state GROUP BY category_id) n ON n.category_id = c.id
+              WHERE c.event_id = @event_id::uuid), '[]')::jsonb AS by_category,
     COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY(@captured_statuses::text[])), 0)::bigint AS gross_minor,
     (COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = @refunded_status::text), 0)
      + COALESCE((SELECT sum(r.amount_minor) FROM refunds r JOIN ev_orders o ON o.id = r.order_id
@@ -195,3 +221,10 @@ FOR UPDATE OF o, h;
 -- with tracing off: the span that applies a provider's webhook continues
 -- the order's trace from it (read only when tracing is on).
 SELECT coalesce(trace_parent, '')::text FROM orders WHERE id = @id::uuid;
+
+-- name: OrderInsertIssued :exec
+-- An order the organizer issues (channel comp or box_office), paid from
+-- the start: its money, if any, was taken outside the payment provider.
+INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id, channel, external_reference)
+VALUES (@id::uuid, @user_id::uuid, @event_id::uuid, 'paid', @amount_minor::bigint, @currency::text,
+        @correlation_id::text, @channel::text, sqlc.narg(external_reference)::text);

@@ -11,6 +11,42 @@ import (
 	"time"
 )
 
+const auditBlockedSeatsOwned = `-- name: AuditBlockedSeatsOwned :many
+SELECT b.seat_id::text AS subject, count(*) OVER ()::bigint AS total
+FROM seat_blocks b
+WHERE EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.seat_id = b.seat_id AND hs.released_at IS NULL)
+   OR EXISTS (SELECT 1 FROM tickets t WHERE t.seat_id = b.seat_id AND (t.revoked_at IS NULL OR t.resale_at IS NULL))
+ORDER BY b.seat_id
+LIMIT 10
+`
+
+type AuditBlockedSeatsOwnedRow struct {
+	Subject string
+	Total   int64
+}
+
+// Seats the organizer blocked (00036) that an unreleased hold row or a live
+// ticket also owns: a block never coexists with a buyer's hold or a sale.
+func (q *Queries) AuditBlockedSeatsOwned(ctx context.Context, db DBTX) ([]AuditBlockedSeatsOwnedRow, error) {
+	rows, err := db.Query(ctx, auditBlockedSeatsOwned)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AuditBlockedSeatsOwnedRow
+	for rows.Next() {
+		var i AuditBlockedSeatsOwnedRow
+		if err := rows.Scan(&i.Subject, &i.Total); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditCapturesWithoutTicketsOrRefund = `-- name: AuditCapturesWithoutTicketsOrRefund :many
 SELECT p.order_id::text AS subject, count(*) OVER ()::bigint AS total
 FROM payments p
@@ -53,7 +89,7 @@ const auditConfirmedOrdersWithoutAuthorization = `-- name: AuditConfirmedOrdersW
 SELECT o.id::text AS subject, count(*) OVER ()::bigint AS total
 FROM orders o
 LEFT JOIN payments p ON p.order_id = o.id
-WHERE o.status IN ('capture_pending', 'paid', 'ticketed')
+WHERE o.status IN ('capture_pending', 'paid', 'ticketed') AND o.channel = 'online'
   AND (p.order_id IS NULL OR p.status NOT IN ('requires_capture', 'succeeded'))
 ORDER BY o.id
 LIMIT 10
@@ -73,6 +109,46 @@ func (q *Queries) AuditConfirmedOrdersWithoutAuthorization(ctx context.Context, 
 	var items []AuditConfirmedOrdersWithoutAuthorizationRow
 	for rows.Next() {
 		var i AuditConfirmedOrdersWithoutAuthorizationRow
+		if err := rows.Scan(&i.Subject, &i.Total); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const auditIssuedOrdersWithoutTickets = `-- name: AuditIssuedOrdersWithoutTickets :many
+SELECT o.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM orders o
+WHERE o.channel <> 'online'
+  AND ((o.status = 'paid' AND o.updated_at < now() - $1::interval)
+       OR o.status NOT IN ('paid', 'ticketed', 'refunding', 'refunded')
+       OR NOT EXISTS (SELECT 1 FROM holds h JOIN hold_seats hs ON hs.hold_id = h.id
+                      WHERE h.order_id = o.id AND h.status = 'confirmed'))
+ORDER BY o.id
+LIMIT 10
+`
+
+type AuditIssuedOrdersWithoutTicketsRow struct {
+	Subject string
+	Total   int64
+}
+
+// Orders the organizer issued (comps, box office: 00036) that, after the
+// grace period, are not ticketed (or refunded), or that own no seat through
+// a confirmed hold or tickets: every issued order gets its tickets.
+func (q *Queries) AuditIssuedOrdersWithoutTickets(ctx context.Context, db DBTX, grace time.Duration) ([]AuditIssuedOrdersWithoutTicketsRow, error) {
+	rows, err := db.Query(ctx, auditIssuedOrdersWithoutTickets, grace)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AuditIssuedOrdersWithoutTicketsRow
+	for rows.Next() {
+		var i AuditIssuedOrdersWithoutTicketsRow
 		if err := rows.Scan(&i.Subject, &i.Total); err != nil {
 			return nil, err
 		}
@@ -185,6 +261,42 @@ func (q *Queries) AuditSeatsHeldAndTicketedElsewhere(ctx context.Context, db DBT
 	var items []AuditSeatsHeldAndTicketedElsewhereRow
 	for rows.Next() {
 		var i AuditSeatsHeldAndTicketedElsewhereRow
+		if err := rows.Scan(&i.Subject, &i.Total); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const auditSeatsMispriced = `-- name: AuditSeatsMispriced :many
+SELECT s.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM seats s
+LEFT JOIN price_categories c ON c.id = s.category_id AND c.event_id = s.event_id
+WHERE c.id IS NULL OR c.price_minor <> s.price_minor
+ORDER BY s.id
+LIMIT 10
+`
+
+type AuditSeatsMispricedRow struct {
+	Subject string
+	Total   int64
+}
+
+// Seats without a price category of their own event, or whose price is not
+// their category's (00035: a seat's price is its category's).
+func (q *Queries) AuditSeatsMispriced(ctx context.Context, db DBTX) ([]AuditSeatsMispricedRow, error) {
+	rows, err := db.Query(ctx, auditSeatsMispriced)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AuditSeatsMispricedRow
+	for rows.Next() {
+		var i AuditSeatsMispricedRow
 		if err := rows.Scan(&i.Subject, &i.Total); err != nil {
 			return nil, err
 		}
@@ -348,6 +460,7 @@ func (q *Queries) AuditStuckWebhookDeliveries(ctx context.Context, db DBTX, maxW
 const auditTicketsWithoutCapture = `-- name: AuditTicketsWithoutCapture :many
 SELECT t.id::text AS subject, count(*) OVER ()::bigint AS total
 FROM tickets t
+JOIN orders o ON o.id = t.order_id AND o.channel = 'online'
 LEFT JOIN payments p ON p.order_id = t.order_id
 WHERE p.order_id IS NULL OR p.status <> 'succeeded'
 ORDER BY t.id
@@ -359,6 +472,8 @@ type AuditTicketsWithoutCaptureRow struct {
 	Total   int64
 }
 
+// Orders the organizer issued (comps, box office: 00036) are paid outside
+// the provider and have no payment.
 func (q *Queries) AuditTicketsWithoutCapture(ctx context.Context, db DBTX) ([]AuditTicketsWithoutCaptureRow, error) {
 	rows, err := db.Query(ctx, auditTicketsWithoutCapture)
 	if err != nil {

@@ -9,6 +9,43 @@ import (
 	"context"
 )
 
+// iteratorForPriceCategoryCopyFrom implements pgx.CopyFromSource.
+type iteratorForPriceCategoryCopyFrom struct {
+	rows                 []PriceCategoryCopyFromParams
+	skippedFirstNextCall bool
+}
+
+func (r *iteratorForPriceCategoryCopyFrom) Next() bool {
+	if len(r.rows) == 0 {
+		return false
+	}
+	if !r.skippedFirstNextCall {
+		r.skippedFirstNextCall = true
+		return true
+	}
+	r.rows = r.rows[1:]
+	return len(r.rows) > 0
+}
+
+func (r iteratorForPriceCategoryCopyFrom) Values() ([]interface{}, error) {
+	return []interface{}{
+		r.rows[0].ID,
+		r.rows[0].EventID,
+		r.rows[0].Position,
+		r.rows[0].Name,
+		r.rows[0].PriceMinor,
+		r.rows[0].SeatLimit,
+	}, nil
+}
+
+func (r iteratorForPriceCategoryCopyFrom) Err() error {
+	return nil
+}
+
+func (q *Queries) PriceCategoryCopyFrom(ctx context.Context, db DBTX, arg []PriceCategoryCopyFromParams) (int64, error) {
+	return db.CopyFrom(ctx, []string{"price_categories"}, []string{"id", "event_id", "position", "name", "price_minor", "seat_limit"}, &iteratorForPriceCategoryCopyFrom{rows: arg})
+}
+
 // iteratorForSeatCopyFrom implements pgx.CopyFromSource.
 type iteratorForSeatCopyFrom struct {
 	rows                 []SeatCopyFromParams
@@ -35,6 +72,7 @@ func (r iteratorForSeatCopyFrom) Values() ([]interface{}, error) {
 		r.rows[0].Section,
 		r.rows[0].Label,
 		r.rows[0].PriceMinor,
+		r.rows[0].CategoryID,
 	}, nil
 }
 
@@ -43,7 +81,7 @@ func (r iteratorForSeatCopyFrom) Err() error {
 }
 
 func (q *Queries) SeatCopyFrom(ctx context.Context, db DBTX, arg []SeatCopyFromParams) (int64, error) {
-	return db.CopyFrom(ctx, []string{"seats"}, []string{"id", "event_id", "position", "section", "label", "price_minor"}, &iteratorForSeatCopyFrom{rows: arg})
+	return db.CopyFrom(ctx, []string{"seats"}, []string{"id", "event_id", "position", "section", "label", "price_minor", "category_id"}, &iteratorForSeatCopyFrom{rows: arg})
 }
 
 // iteratorForWebhookAttemptInsert implements pgx.CopyFromSource.

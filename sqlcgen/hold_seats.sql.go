@@ -11,6 +11,21 @@ import (
 	"github.com/google/uuid"
 )
 
+const holdSeatInsertMany = `-- name: HoldSeatInsertMany :exec
+INSERT INTO hold_seats (hold_id, seat_id)
+SELECT $1::uuid, seat FROM unnest($2::uuid[]) AS seat
+`
+
+type HoldSeatInsertManyParams struct {
+	HoldID  uuid.UUID
+	SeatIds []uuid.UUID
+}
+
+func (q *Queries) HoldSeatInsertMany(ctx context.Context, db DBTX, arg HoldSeatInsertManyParams) error {
+	_, err := db.Exec(ctx, holdSeatInsertMany, arg.HoldID, arg.SeatIds)
+	return err
+}
+
 const holdSeatListByHold = `-- name: HoldSeatListByHold :many
 SELECT seat_id FROM hold_seats WHERE hold_id = $1::uuid ORDER BY seat_id
 `
@@ -52,6 +67,24 @@ FOR UPDATE OF s
 // go to the server with the statement that needs the locks.
 func (q *Queries) HoldSeatLockSeats(ctx context.Context, db DBTX, holdIds []uuid.UUID) error {
 	_, err := db.Exec(ctx, holdSeatLockSeats, holdIds)
+	return err
+}
+
+const holdSeatReclaimExpired = `-- name: HoldSeatReclaimExpired :exec
+UPDATE hold_seats hs SET released_at = now()
+FROM holds h
+WHERE h.id = hs.hold_id
+  AND hs.seat_id = ANY ($1::uuid[])
+  AND hs.released_at IS NULL
+  AND h.status = 'active'
+  AND h.expires_at <= now()
+`
+
+// Releases, under the seat locks, the given seats' rows of active holds
+// past their expiry, as hold_reserve does before it decides; confirmed
+// holds are never reclaimed.
+func (q *Queries) HoldSeatReclaimExpired(ctx context.Context, db DBTX, seatIds []uuid.UUID) error {
+	_, err := db.Exec(ctx, holdSeatReclaimExpired, seatIds)
 	return err
 }
 

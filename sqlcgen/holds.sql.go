@@ -109,6 +109,24 @@ func (q *Queries) HoldGraceForPayment(ctx context.Context, db DBTX, arg HoldGrac
 	return expires_at, err
 }
 
+const holdInsertConfirmed = `-- name: HoldInsertConfirmed :exec
+INSERT INTO holds (id, order_id, status, expires_at)
+VALUES ($1::uuid, $2::uuid, 'confirmed', now())
+`
+
+type HoldInsertConfirmedParams struct {
+	ID      uuid.UUID
+	OrderID uuid.UUID
+}
+
+// A hold confirmed from the start: an organizer's comp or box office
+// sale, whose seats are its own until ticketed (a confirmed hold is never
+// reclaimed, whatever its expiry says).
+func (q *Queries) HoldInsertConfirmed(ctx context.Context, db DBTX, arg HoldInsertConfirmedParams) error {
+	_, err := db.Exec(ctx, holdInsertConfirmed, arg.ID, arg.OrderID)
+	return err
+}
+
 const holdOwnsSeatsForPayment = `-- name: HoldOwnsSeatsForPayment :one
 SELECT (h.status = 'active'
         AND h.expires_at > now()

@@ -21,6 +21,15 @@ type ApiKey struct {
 	RevokedAt   *time.Time
 }
 
+type CategoryBackfill struct {
+	ID         uuid.UUID
+	EventID    uuid.UUID
+	Section    string
+	PriceMinor int64
+	Position   int32
+	Name       interface{}
+}
+
 type CheckIn struct {
 	TicketID   uuid.UUID
 	EventID    uuid.UUID
@@ -129,6 +138,8 @@ type Order struct {
 	PaymentDeclines                int32
 	LastDeclineCode                *string
 	LastDeclinedAt                 *time.Time
+	Channel                        string
+	ExternalReference              *string
 	TraceParent                    *string
 }
 
@@ -175,6 +186,16 @@ type Payment struct {
 	Currency        string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+}
+
+type PriceCategory struct {
+	ID         uuid.UUID
+	EventID    uuid.UUID
+	Position   int32
+	Name       string
+	PriceMinor int64
+	SeatLimit  int32
+	CreatedAt  time.Time
 }
 
 type ReconcileRepair struct {
@@ -265,6 +286,16 @@ type Seat struct {
 	Section    string
 	Label      string
 	PriceMinor int64
+	CategoryID uuid.UUID
+}
+
+type SeatBlock struct {
+	SeatID    uuid.UUID
+	EventID   uuid.UUID
+	Reason    string
+	Note      *string
+	BlockedBy uuid.UUID
+	CreatedAt time.Time
 }
 
 type StripeEvent struct {

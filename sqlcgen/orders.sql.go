@@ -14,7 +14,7 @@ import (
 
 const eventSales = `-- name: EventSales :one
 WITH ev_orders AS (
-    SELECT id, status, amount_minor FROM orders WHERE event_id = $1::uuid
+    SELECT id, status, amount_minor, channel FROM orders WHERE event_id = $2::uuid
 ), ticketed AS (
     SELECT t.seat_id, bool_or(t.revoked_at IS NULL) AS live,
            bool_or(t.revoked_at IS NOT NULL AND t.resale_at IS NULL) AS off_sale
@@ -27,16 +27,19 @@ WITH ev_orders AS (
     JOIN hold_seats hs ON hs.hold_id = h.id AND hs.released_at IS NULL
     WHERE h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now())
 ), seat_state AS (
-    SELECT CASE
+    SELECT s.category_id,
+           CASE
                WHEN t.live THEN 'sold'
                WHEN hd.seat_id IS NOT NULL THEN 'held'
+               WHEN bl.seat_id IS NOT NULL THEN 'blocked'
                WHEN t.off_sale THEN 'refunded'
                ELSE 'available'
            END AS state
     FROM seats s
     LEFT JOIN ticketed t ON t.seat_id = s.id
     LEFT JOIN held hd ON hd.seat_id = s.id
-    WHERE s.event_id = $1::uuid
+    LEFT JOIN seat_blocks bl ON bl.seat_id = s.id
+    WHERE s.event_id = $2::uuid
 )
 SELECT
     (SELECT count(*) FROM seat_state)::int AS seats_total,
@@ -44,30 +47,52 @@ SELECT
     (SELECT count(*) FROM seat_state WHERE state = 'held')::int AS seats_held,
     (SELECT count(*) FROM seat_state WHERE state = 'sold')::int AS seats_sold,
     (SELECT count(*) FROM seat_state WHERE state = 'refunded')::int AS seats_refunded,
-    (SELECT count(*) FROM check_ins c WHERE c.event_id = $1::uuid)::int AS checked_in,
+    (SELECT count(*) FROM seat_state WHERE state = 'blocked')::int AS seats_blocked,
+    COALESCE((SELECT jsonb_object_agg(channel, n) FROM (SELECT channel, count(*) AS n FROM ev_orders GROUP BY channel) x), '{}')::jsonb AS orders_by_channel,
+    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE channel = 'box_office' AND status = ANY($1::text[])), 0)::bigint AS box_office_minor,
+    (SELECT count(*) FROM check_ins c WHERE c.event_id = $2::uuid)::int AS checked_in,
     COALESCE((SELECT jsonb_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM ev_orders GROUP BY status) x), '{}')::jsonb AS orders_by_status,
-    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY($2::text[])), 0)::bigint AS gross_minor,
+    COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                  'id', c.id, 'name', c.name, 'price_minor', c.price_minor,
+                  'total', coalesce(n.total, 0), 'available', coalesce(n.available, 0),
+                  'held', coalesce(n.held, 0), 'sold', coalesce(n.sold, 0), 'refunded', coalesce(n.refunded, 0),
+                  'blocked', coalesce(n.blocked, 0))
+                  ORDER BY c.position)
+              FROM price_categories c
+              LEFT JOIN (SELECT category_id, count(*) AS total,
+                                count(*) FILTER (WHERE state = 'available') AS available,
+                                count(*) FILTER (WHERE state = 'held') AS held,
+                                count(*) FILTER (WHERE state = 'sold') AS sold,
+                                count(*) FILTER (WHERE state = 'refunded') AS refunded,
+                                count(*) FILTER (WHERE state = 'blocked') AS blocked
+                         FROM seat_state GROUP BY category_id) n ON n.category_id = c.id
+              WHERE c.event_id = $2::uuid), '[]')::jsonb AS by_category,
+    COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = ANY($1::text[])), 0)::bigint AS gross_minor,
     (COALESCE((SELECT sum(amount_minor) FROM ev_orders WHERE status = $3::text), 0)
      + COALESCE((SELECT sum(r.amount_minor) FROM refunds r JOIN ev_orders o ON o.id = r.order_id
                  WHERE o.status <> $3::text AND r.status = 'succeeded'), 0))::bigint AS refunded_minor
 `
 
 type EventSalesParams struct {
-	EventID          uuid.UUID
 	CapturedStatuses []string
+	EventID          uuid.UUID
 	RefundedStatus   string
 }
 
 type EventSalesRow struct {
-	SeatsTotal     int32
-	SeatsAvailable int32
-	SeatsHeld      int32
-	SeatsSold      int32
-	SeatsRefunded  int32
-	CheckedIn      int32
-	OrdersByStatus []byte
-	GrossMinor     int64
-	RefundedMinor  int64
+	SeatsTotal      int32
+	SeatsAvailable  int32
+	SeatsHeld       int32
+	SeatsSold       int32
+	SeatsRefunded   int32
+	SeatsBlocked    int32
+	OrdersByChannel []byte
+	BoxOfficeMinor  int64
+	CheckedIn       int32
+	OrdersByStatus  []byte
+	ByCategory      []byte
+	GrossMinor      int64
+	RefundedMinor   int64
 }
 
 // The event's sales in one statement, so at one snapshot. Each seat is
@@ -77,9 +102,13 @@ type EventSalesRow struct {
 // that kept it off sale), else available (a seat released for resale
 // included). Money is the orders': gross is the amount of orders in
 // captured_statuses (money taken), refunded of those in refunded_status
-// plus the confirmed partial refunds of the others.
+// plus the confirmed partial refunds of the others. by_category breaks the
+// seats down by price category (00035), in the organizer's order. A seat
+// the organizer blocked (00036) is blocked; orders_by_channel counts the
+// orders by channel, and box_office_minor is the part of gross paid
+// outside the provider.
 func (q *Queries) EventSales(ctx context.Context, db DBTX, arg EventSalesParams) (EventSalesRow, error) {
-	row := db.QueryRow(ctx, eventSales, arg.EventID, arg.CapturedStatuses, arg.RefundedStatus)
+	row := db.QueryRow(ctx, eventSales, arg.CapturedStatuses, arg.EventID, arg.RefundedStatus)
 	var i EventSalesRow
 	err := row.Scan(
 		&i.SeatsTotal,
@@ -87,8 +116,12 @@ func (q *Queries) EventSales(ctx context.Context, db DBTX, arg EventSalesParams)
 		&i.SeatsHeld,
 		&i.SeatsSold,
 		&i.SeatsRefunded,
+		&i.SeatsBlocked,
+		&i.OrdersByChannel,
+		&i.BoxOfficeMinor,
 		&i.CheckedIn,
 		&i.OrdersByStatus,
+		&i.ByCategory,
 		&i.GrossMinor,
 		&i.RefundedMinor,
 	)
@@ -96,7 +129,7 @@ func (q *Queries) EventSales(ctx context.Context, db DBTX, arg EventSalesParams)
 }
 
 const orderGetForUpdate = `-- name: OrderGetForUpdate :one
-SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at, trace_parent FROM orders WHERE id = $1::uuid FOR UPDATE
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at, channel, external_reference, trace_parent FROM orders WHERE id = $1::uuid FOR UPDATE
 `
 
 // Locks the order row for the rest of the transaction: every saga step and
@@ -120,13 +153,15 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 		&i.PaymentDeclines,
 		&i.LastDeclineCode,
 		&i.LastDeclinedAt,
+		&i.Channel,
+		&i.ExternalReference,
 		&i.TraceParent,
 	)
 	return i, err
 }
 
 const orderHoldGetForUpdate = `-- name: OrderHoldGetForUpdate :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.trace_parent, h.id, h.order_id, h.status, h.expires_at, h.created_at, h.payment_grace_at,
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.channel, o.external_reference, o.trace_parent, h.id, h.order_id, h.status, h.expires_at, h.created_at, h.payment_grace_at,
        ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids
 FROM orders o JOIN holds h ON h.order_id = o.id
 WHERE o.id = $1::uuid
@@ -161,6 +196,8 @@ func (q *Queries) OrderHoldGetForUpdate(ctx context.Context, db DBTX, id uuid.UU
 		&i.Order.PaymentDeclines,
 		&i.Order.LastDeclineCode,
 		&i.Order.LastDeclinedAt,
+		&i.Order.Channel,
+		&i.Order.ExternalReference,
 		&i.Order.TraceParent,
 		&i.Hold.ID,
 		&i.Hold.OrderID,
@@ -173,9 +210,43 @@ func (q *Queries) OrderHoldGetForUpdate(ctx context.Context, db DBTX, id uuid.UU
 	return i, err
 }
 
+const orderInsertIssued = `-- name: OrderInsertIssued :exec
+INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id, channel, external_reference)
+VALUES ($1::uuid, $2::uuid, $3::uuid, 'paid', $4::bigint, $5::text,
+        $6::text, $7::text, $8::text)
+`
+
+type OrderInsertIssuedParams struct {
+	ID                uuid.UUID
+	UserID            uuid.UUID
+	EventID           uuid.UUID
+	AmountMinor       int64
+	Currency          string
+	CorrelationID     string
+	Channel           string
+	ExternalReference *string
+}
+
+// An order the organizer issues (channel comp or box_office), paid from
+// the start: its money, if any, was taken outside the payment provider.
+func (q *Queries) OrderInsertIssued(ctx context.Context, db DBTX, arg OrderInsertIssuedParams) error {
+	_, err := db.Exec(ctx, orderInsertIssued,
+		arg.ID,
+		arg.UserID,
+		arg.EventID,
+		arg.AmountMinor,
+		arg.Currency,
+		arg.CorrelationID,
+		arg.Channel,
+		arg.ExternalReference,
+	)
+	return err
+}
+
 const orderListByEvent = `-- name: OrderListByEvent :many
 SELECT o.id, o.user_id, o.status, o.amount_minor, o.currency, o.created_at, o.updated_at,
-       (SELECT count(*) FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = o.id)::int AS seat_count
+       (SELECT count(*) FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id WHERE h.order_id = o.id)::int AS seat_count,
+       o.channel, o.external_reference
 FROM orders o
 WHERE o.event_id = $1::uuid
   AND ($2::uuid IS NULL OR o.user_id = $2::uuid)
@@ -196,14 +267,16 @@ type OrderListByEventParams struct {
 }
 
 type OrderListByEventRow struct {
-	ID          uuid.UUID
-	UserID      uuid.UUID
-	Status      string
-	AmountMinor int64
-	Currency    string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	SeatCount   int32
+	ID                uuid.UUID
+	UserID            uuid.UUID
+	Status            string
+	AmountMinor       int64
+	Currency          string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	SeatCount         int32
+	Channel           string
+	ExternalReference *string
 }
 
 // An event's orders for its organizer, newest first: of one buyer when
@@ -234,6 +307,8 @@ func (q *Queries) OrderListByEvent(ctx context.Context, db DBTX, arg OrderListBy
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.SeatCount,
+			&i.Channel,
+			&i.ExternalReference,
 		); err != nil {
 			return nil, err
 		}
@@ -246,7 +321,7 @@ func (q *Queries) OrderListByEvent(ctx context.Context, db DBTX, arg OrderListBy
 }
 
 const orderListForUser = `-- name: OrderListForUser :many
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.trace_parent, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.channel, o.external_reference, o.trace_parent, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
        h.payment_grace_at AS hold_payment_grace_at,
        coalesce(os.payment_attempts, 0)::int AS payment_attempts,
        ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids,
@@ -300,6 +375,8 @@ type OrderListForUserRow struct {
 	PaymentDeclines                int32
 	LastDeclineCode                *string
 	LastDeclinedAt                 *time.Time
+	Channel                        string
+	ExternalReference              *string
 	TraceParent                    *string
 	HoldID                         uuid.UUID
 	HoldStatus                     string
@@ -353,6 +430,8 @@ func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListFo
 			&i.PaymentDeclines,
 			&i.LastDeclineCode,
 			&i.LastDeclinedAt,
+			&i.Channel,
+			&i.ExternalReference,
 			&i.TraceParent,
 			&i.HoldID,
 			&i.HoldStatus,
@@ -378,7 +457,7 @@ func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListFo
 }
 
 const orderLockForOrganizer = `-- name: OrderLockForOrganizer :one
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.trace_parent
+SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.channel, o.external_reference, o.trace_parent
 FROM orders o
 JOIN events e ON e.id = o.event_id
 WHERE o.id = $1::uuid AND e.organizer_id = $2::uuid
@@ -410,13 +489,15 @@ func (q *Queries) OrderLockForOrganizer(ctx context.Context, db DBTX, arg OrderL
 		&i.PaymentDeclines,
 		&i.LastDeclineCode,
 		&i.LastDeclinedAt,
+		&i.Channel,
+		&i.ExternalReference,
 		&i.TraceParent,
 	)
 	return i, err
 }
 
 const orderLockForOwner = `-- name: OrderLockForOwner :one
-SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at, trace_parent FROM orders WHERE id = $1::uuid AND user_id = $2::uuid FOR UPDATE
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at, channel, external_reference, trace_parent FROM orders WHERE id = $1::uuid AND user_id = $2::uuid FOR UPDATE
 `
 
 type OrderLockForOwnerParams struct {
@@ -443,6 +524,8 @@ func (q *Queries) OrderLockForOwner(ctx context.Context, db DBTX, arg OrderLockF
 		&i.PaymentDeclines,
 		&i.LastDeclineCode,
 		&i.LastDeclinedAt,
+		&i.Channel,
+		&i.ExternalReference,
 		&i.TraceParent,
 	)
 	return i, err

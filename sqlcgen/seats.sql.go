@@ -18,6 +18,7 @@ type SeatCopyFromParams struct {
 	Section    string
 	Label      string
 	PriceMinor int64
+	CategoryID uuid.UUID
 }
 
 const seatInventory = `-- name: SeatInventory :one
@@ -25,7 +26,8 @@ SELECT e.seat_count,
        (SELECT count(*) FROM hold_seats hs JOIN seats s ON s.id = hs.seat_id
         WHERE hs.released_at IS NULL AND s.event_id = e.id)::int AS held,
        (SELECT count(*) FROM tickets t
-        WHERE t.event_id = e.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL))::int AS sold
+        WHERE t.event_id = e.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL))::int AS sold,
+       (SELECT count(*) FROM seat_blocks b WHERE b.event_id = e.id)::int AS blocked
 FROM events e
 WHERE e.id = $1::uuid
 `
@@ -34,6 +36,7 @@ type SeatInventoryRow struct {
 	SeatCount int32
 	Held      int32
 	Sold      int32
+	Blocked   int32
 }
 
 // How many of the event's seats are held and sold (00023): held from the
@@ -41,23 +44,32 @@ type SeatInventoryRow struct {
 // seats held now), sold from the event's tickets that keep a seat
 // (ticket_sold_event_idx); never the seat map, and nothing the hold path
 // writes. Held counts an active hold past its expiry until the expirer
-// reclaims it. Both counts are read at one snapshot.
+// reclaims it. Blocked counts the seats the organizer holds back
+// (seat_blocks, 00036), which no hold or ticket owns. All counts are read
+// at one snapshot.
 func (q *Queries) SeatInventory(ctx context.Context, db DBTX, eventID uuid.UUID) (SeatInventoryRow, error) {
 	row := db.QueryRow(ctx, seatInventory, eventID)
 	var i SeatInventoryRow
-	err := row.Scan(&i.SeatCount, &i.Held, &i.Sold)
+	err := row.Scan(
+		&i.SeatCount,
+		&i.Held,
+		&i.Sold,
+		&i.Blocked,
+	)
 	return i, err
 }
 
 const seatListByEvent = `-- name: SeatListByEvent :many
-SELECT s.id, s.section, s.label, s.price_minor,
+SELECT s.id, s.section, s.label, c.price_minor, s.category_id, c.name AS category,
        (CASE
-            WHEN t.seat_id IS NOT NULL THEN 'sold'
+            WHEN t.seat_id IS NOT NULL OR b.seat_id IS NOT NULL THEN 'sold'
             WHEN h.id IS NOT NULL THEN 'held'
             ELSE 'available'
         END)::text AS status
 FROM seats s
+JOIN price_categories c ON c.id = s.category_id
 LEFT JOIN tickets t ON t.seat_id = s.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL)
+LEFT JOIN seat_blocks b ON b.seat_id = s.id
 LEFT JOIN hold_seats hs ON hs.seat_id = s.id AND hs.released_at IS NULL
 LEFT JOIN holds h ON h.id = hs.hold_id
     AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
@@ -70,13 +82,17 @@ type SeatListByEventRow struct {
 	Section    string
 	Label      string
 	PriceMinor int64
+	CategoryID uuid.UUID
+	Category   string
 	Status     string
 }
 
 // The seat map. A seat is sold when it has a live ticket, or a revoked one
 // whose refund kept it off sale, and held while an
 // unreleased hold row owns it and that hold is confirmed or not yet past
-// its expiry. The result is a hint: it may be stale by the time it is read.
+// its expiry. A seat the organizer blocked (00036) shows as sold: off sale,
+// and not coming back as a held seat may. A seat's price is its
+// category's. The result is a hint: it may be stale by the time it is read.
 func (q *Queries) SeatListByEvent(ctx context.Context, db DBTX, eventID uuid.UUID) ([]SeatListByEventRow, error) {
 	rows, err := db.Query(ctx, seatListByEvent, eventID)
 	if err != nil {
@@ -91,6 +107,8 @@ func (q *Queries) SeatListByEvent(ctx context.Context, db DBTX, eventID uuid.UUI
 			&i.Section,
 			&i.Label,
 			&i.PriceMinor,
+			&i.CategoryID,
+			&i.Category,
 			&i.Status,
 		); err != nil {
 			return nil, err

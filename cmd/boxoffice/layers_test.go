@@ -114,8 +114,9 @@ func TestLayersImportOnlyDownward(t *testing.T) {
 // mechanisms' tables; the operations tools own their own records.
 var tableOwners = map[string]string{
 	// domain/catalog: what is on sale.
-	"events": "boxoffice/domain/catalog",
-	"seats":  "boxoffice/domain/catalog",
+	"events":           "boxoffice/domain/catalog",
+	"seats":            "boxoffice/domain/catalog",
+	"price_categories": "boxoffice/domain/catalog",
 	// domain/purchase: holds, orders and refunds, and the hold's
 	// idempotency keys (hold_reserve).
 	"holds":            "boxoffice/domain/purchase",
@@ -123,6 +124,9 @@ var tableOwners = map[string]string{
 	"orders":           "boxoffice/domain/purchase",
 	"refunds":          "boxoffice/domain/purchase",
 	"idempotency_keys": "boxoffice/domain/purchase",
+	// The organizer's blocks are seat ownership, decided under the seat
+	// locks a hold takes (domain/purchase/organizer_seats.go).
+	"seat_blocks": "boxoffice/domain/purchase",
 	// domain/payments: the provider's webhooks it took in; the payments
 	// row of each order through its package record (below the purchase
 	// saga, which asks it too); the sandbox provider's own state.

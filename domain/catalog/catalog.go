@@ -1,6 +1,7 @@
 // Package catalog creates events with their seats and reads the seat map.
 //
-// It owns, as their one writer, the tables events and seats; an event's
+// It owns, as their one writer, the tables events, price_categories and
+// seats; an event's
 // organizer row it ensures through platform/organizer, the organizers
 // table's one writer (platform/apikey asks it too, before keying an
 // organizer). Other packages read them, and ask catalog to change them; cmd/boxoffice/layers_test.go (tableOwners) holds it. An
@@ -55,6 +56,10 @@ type Section struct {
 	Rows        int
 	SeatsPerRow int
 	PriceMinor  int64
+	// Category names the price category of the section's seats: required
+	// when EventParams.Categories is set (PriceMinor must then be that
+	// category's price), empty otherwise.
+	Category string
 }
 
 // Seat is one explicitly listed seat.
@@ -62,7 +67,23 @@ type Seat struct {
 	Section    string
 	Label      string
 	PriceMinor int64
+	// Category is as Section.Category.
+	Category string
 }
+
+// Category is a price category of an event: a seat's price is its
+// category's. Categories are created with their event and never repriced.
+type Category struct {
+	Name       string
+	PriceMinor int64
+	// SeatLimit is how many seats of the category one buyer may hold or
+	// own at once, checked in the hold's transaction; 0 for no limit of
+	// the category's own.
+	SeatLimit int
+}
+
+// MaxCategories is the most price categories one event can have.
+const MaxCategories = 1000
 
 // EventParams is an organizer's request to create an event. Exactly one of
 // Sections and Seats is set.
@@ -74,6 +95,13 @@ type EventParams struct {
 	Cell        string
 	Sections    []Section
 	Seats       []Seat
+	// Categories, when set, are the event's price categories, in the
+	// order the seat map lists them, and every section or seat names one.
+	// Unset, each section becomes a category of its name and price (a
+	// section of explicit seats at several prices, one per price, named
+	// "<section> · <price>"), as the migration that introduced categories
+	// did for the events before them.
+	Categories []Category
 }
 
 // Event is a stored event.
@@ -118,6 +146,9 @@ type SeatMap struct {
 	// Seats are in layout order. Shared when cached: callers must not
 	// modify it.
 	Seats []SeatStatus
+	// Categories are the event's price categories in the organizer's
+	// order. Shared as Seats.
+	Categories []PriceCategory
 	// Version is new for every read of the map from the database: a
 	// caller may keep what it derived from Seats for as long as Version
 	// stays the same.
@@ -175,10 +206,12 @@ func (c *Catalog) WithEventCache(ttl, notFoundTTL time.Duration) *Catalog {
 	return n
 }
 
-// CreateEvent stores the event and all its seats in one transaction, the
-// seats with COPY, and creates the organizer on first use. It returns a
-// *ValidationError for seats that are empty, too many (over MaxSeats) or
-// duplicated within a section.
+// CreateEvent stores the event, its price categories and all its seats in
+// one transaction, the seats with COPY, and creates the organizer on first
+// use. It returns a *ValidationError for seats that are empty, too many
+// (over MaxSeats) or duplicated within a section, and for categories that
+// are duplicated, unnamed by a seat, or priced otherwise than a seat that
+// names them says.
 func (c *Catalog) CreateEvent(ctx context.Context, p EventParams) (Event, error) {
 	return c.createEvent(ctx, c.pool, p)
 }
@@ -191,7 +224,7 @@ func (c *Catalog) CreateEventTx(ctx context.Context, tx pgx.Tx, p EventParams) (
 
 func (c *Catalog) createEvent(ctx context.Context, on db.Executor, p EventParams) (Event, error) {
 	eventID := uuid.Must(uuid.NewV7())
-	seats, err := expand(eventID, p)
+	seats, categories, err := expand(eventID, p)
 	if err != nil {
 		return Event{}, err
 	}
@@ -212,6 +245,9 @@ func (c *Catalog) createEvent(ctx context.Context, on db.Executor, p EventParams
 		if err != nil {
 			return Event{}, fmt.Errorf("insert event: %w", err)
 		}
+		if _, err := q.PriceCategoryCopyFrom(ctx, tx, categories); err != nil {
+			return Event{}, fmt.Errorf("copy price categories: %w", err)
+		}
 		if _, err := q.SeatCopyFrom(ctx, tx, seats); err != nil {
 			return Event{}, fmt.Errorf("copy seats: %w", err)
 		}
@@ -225,12 +261,14 @@ func (c *Catalog) createEvent(ctx context.Context, on db.Executor, p EventParams
 	return ev, err
 }
 
-func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, error) {
+func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, []sqlcgen.PriceCategoryCopyFromParams, error) {
 	switch {
 	case len(p.Sections) > 0 && len(p.Seats) > 0:
-		return nil, &ValidationError{"body", "give either sections or seats, not both"}
+		return nil, nil, &ValidationError{"body", "give either sections or seats, not both"}
 	case len(p.Sections) == 0 && len(p.Seats) == 0:
-		return nil, &ValidationError{"body", "an event needs sections or seats"}
+		return nil, nil, &ValidationError{"body", "an event needs sections or seats"}
+	case len(p.Categories) > MaxCategories:
+		return nil, nil, &ValidationError{"body.categories", fmt.Sprintf("at most %d categories per event", MaxCategories)}
 	}
 	total := len(p.Seats)
 	for _, s := range p.Sections {
@@ -240,30 +278,39 @@ func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, err
 		}
 	}
 	if total > MaxSeats {
-		return nil, &ValidationError{"body", fmt.Sprintf("at most %d seats per event", MaxSeats)}
+		return nil, nil, &ValidationError{"body", fmt.Sprintf("at most %d seats per event", MaxSeats)}
+	}
+	cats, err := newCategories(eventID, p)
+	if err != nil {
+		return nil, nil, err
 	}
 
 	seats := make([]sqlcgen.SeatCopyFromParams, 0, total)
-	add := func(section, label string, price int64) {
+	add := func(section, label string, cat sqlcgen.PriceCategoryCopyFromParams) {
 		seats = append(seats, sqlcgen.SeatCopyFromParams{
 			ID:         uuid.Must(uuid.NewV7()),
 			EventID:    eventID,
 			Position:   int32(len(seats)),
 			Section:    section,
 			Label:      label,
-			PriceMinor: price,
+			PriceMinor: cat.PriceMinor,
+			CategoryID: cat.ID,
 		})
 	}
 	sectionNames := make(map[string]bool, len(p.Sections))
 	for i, s := range p.Sections {
 		if sectionNames[s.Name] {
-			return nil, &ValidationError{fmt.Sprintf("body.sections[%d].name", i), "duplicate section name"}
+			return nil, nil, &ValidationError{fmt.Sprintf("body.sections[%d].name", i), "duplicate section name"}
 		}
 		sectionNames[s.Name] = true
+		cat, err := cats.of(fmt.Sprintf("body.sections[%d]", i), s.Name, s.Category, s.PriceMinor)
+		if err != nil {
+			return nil, nil, err
+		}
 		for r := range s.Rows {
 			row := RowName(r)
 			for n := 1; n <= s.SeatsPerRow; n++ {
-				add(s.Name, fmt.Sprintf("%s-%d", row, n), s.PriceMinor)
+				add(s.Name, fmt.Sprintf("%s-%d", row, n), cat)
 			}
 		}
 	}
@@ -272,12 +319,106 @@ func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, err
 	for i, s := range p.Seats {
 		k := key{s.Section, s.Label}
 		if seen[k] {
-			return nil, &ValidationError{fmt.Sprintf("body.seats[%d]", i), "duplicate seat label in section"}
+			return nil, nil, &ValidationError{fmt.Sprintf("body.seats[%d]", i), "duplicate seat label in section"}
 		}
 		seen[k] = true
-		add(s.Section, s.Label, s.PriceMinor)
+		cat, err := cats.of(fmt.Sprintf("body.seats[%d]", i), s.Section, s.Category, s.PriceMinor)
+		if err != nil {
+			return nil, nil, err
+		}
+		add(s.Section, s.Label, cat)
 	}
-	return seats, nil
+	for i, c := range cats.list {
+		if !cats.used[c.Name] {
+			return nil, nil, &ValidationError{fmt.Sprintf("body.categories[%d]", i), "no section or seat is in this category"}
+		}
+	}
+	return seats, cats.list, nil
+}
+
+// categorySet is an event's price categories while its seats are laid
+// out: the organizer's, or those derived from sections and prices.
+type categorySet struct {
+	eventID uuid.UUID
+	given   bool
+	list    []sqlcgen.PriceCategoryCopyFromParams
+	byName  map[string]int
+	used    map[string]bool
+	// derived names a derived category by its section and price.
+	derived map[derivedKey]int
+	// prices counts the distinct prices of each section, for naming.
+	prices map[string]int
+}
+
+type derivedKey struct {
+	section string
+	price   int64
+}
+
+func newCategories(eventID uuid.UUID, p EventParams) (*categorySet, error) {
+	cs := &categorySet{
+		eventID: eventID, given: len(p.Categories) > 0,
+		byName: map[string]int{}, used: map[string]bool{},
+		derived: map[derivedKey]int{}, prices: map[string]int{},
+	}
+	for i, c := range p.Categories {
+		if _, dup := cs.byName[c.Name]; dup {
+			return nil, &ValidationError{fmt.Sprintf("body.categories[%d].name", i), "duplicate category name"}
+		}
+		cs.byName[c.Name] = len(cs.list)
+		cs.list = append(cs.list, sqlcgen.PriceCategoryCopyFromParams{
+			ID: uuid.Must(uuid.NewV7()), EventID: eventID, Position: int32(i),
+			Name: c.Name, PriceMinor: c.PriceMinor, SeatLimit: int32(max(c.SeatLimit, 0)),
+		})
+	}
+	if !cs.given {
+		seen := map[derivedKey]bool{}
+		for _, s := range p.Seats {
+			if k := (derivedKey{s.Section, s.PriceMinor}); !seen[k] {
+				seen[k] = true
+				cs.prices[s.Section]++
+			}
+		}
+	}
+	return cs, nil
+}
+
+// of returns the category of a section's or seat's seats at location:
+// the one it names, which must exist and have its price, when the event
+// has categories; else the derived one of its section and price.
+func (cs *categorySet) of(location, section, name string, price int64) (sqlcgen.PriceCategoryCopyFromParams, error) {
+	if cs.given {
+		i, ok := cs.byName[name]
+		switch {
+		case name == "":
+			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{location + ".category", "name one of the event's categories"}
+		case !ok:
+			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{location + ".category", "no such category in body.categories"}
+		case cs.list[i].PriceMinor != price:
+			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{location + ".priceMinor",
+				fmt.Sprintf("must be the category's price, %d", cs.list[i].PriceMinor)}
+		}
+		cs.used[name] = true
+		return cs.list[i], nil
+	}
+	if name != "" {
+		return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{location + ".category", "name categories in body.categories first"}
+	}
+	k := derivedKey{section, price}
+	if i, ok := cs.derived[k]; ok {
+		return cs.list[i], nil
+	}
+	catName := section
+	if cs.prices[section] > 1 {
+		catName = fmt.Sprintf("%s · %d", section, price)
+	}
+	cs.derived[k] = len(cs.list)
+	cs.used[catName] = true
+	cs.list = append(cs.list, sqlcgen.PriceCategoryCopyFromParams{
+		ID: uuid.Must(uuid.NewV7()), EventID: cs.eventID, Position: int32(len(cs.list)),
+		Name: catName, PriceMinor: price,
+	})
+	return cs.list[len(cs.list)-1], nil
 }
 
 // RowName names the zero-based row r as spreadsheets name columns: A … Z,
@@ -364,11 +505,24 @@ func (c *Catalog) loadEvent(ctx context.Context, id uuid.UUID) (Event, error) {
 // SeatStatus is one seat of the seat map with its status: available, held or
 // sold. The map is a hint and may be stale when read; only a hold decides.
 type SeatStatus struct {
-	ID         uuid.UUID
-	Section    string
-	Label      string
+	ID      uuid.UUID
+	Section string
+	Label   string
+	// PriceMinor is the seat's category's price.
 	PriceMinor int64
-	Status     string
+	CategoryID uuid.UUID
+	// Category is the name of the seat's price category.
+	Category string
+	Status   string
+}
+
+// PriceCategory is one of an event's price categories as stored.
+type PriceCategory struct {
+	ID         uuid.UUID
+	Name       string
+	PriceMinor int64
+	// SeatLimit is the category's seats per buyer; 0 for none of its own.
+	SeatLimit int
 }
 
 // Seats returns the seat map of an event in layout order, or ErrNotFound.
@@ -429,7 +583,25 @@ func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) (SeatMap, er
 	for i, r := range rows {
 		seats[i] = SeatStatus(r)
 	}
-	return SeatMap{Seats: seats, Version: c.versions.Add(1), at: at}, nil
+	cats, err := c.Categories(ctx, eventID)
+	if err != nil {
+		return SeatMap{}, err
+	}
+	return SeatMap{Seats: seats, Categories: cats, Version: c.versions.Add(1), at: at}, nil
+}
+
+// Categories returns the event's price categories in the organizer's
+// order; none for an event that does not exist.
+func (c *Catalog) Categories(ctx context.Context, eventID uuid.UUID) ([]PriceCategory, error) {
+	rows, err := sqlcgen.New().PriceCategoryListByEvent(ctx, c.read(), eventID)
+	if err != nil {
+		return nil, fmt.Errorf("list price categories: %w", err)
+	}
+	cats := make([]PriceCategory, len(rows))
+	for i, r := range rows {
+		cats[i] = PriceCategory{ID: r.ID, Name: r.Name, PriceMinor: r.PriceMinor, SeatLimit: int(r.SeatLimit)}
+	}
+	return cats, nil
 }
 
 // Cursor is the position of e in a list of events.

@@ -12,18 +12,21 @@ import (
 )
 
 // Inventory is how an event's seats stand: held by an unreleased hold,
-// sold (a live ticket, or a refunded one kept off sale), or available. Like
+// sold (a live ticket, or a refunded one kept off sale), blocked (held
+// back by the organizer), or available. Like
 // the seat map it is a hint, stale as soon as it is read; only a hold
 // decides who gets a seat.
 type Inventory struct {
-	Seats, Held, Sold int
+	Seats, Held, Sold, Blocked int
 }
 
-// Available is the seats neither held nor sold.
-func (i Inventory) Available() int { return max(0, i.Seats-i.Held-i.Sold) }
+// Available is the seats neither held, sold nor blocked (the three never
+// overlap: a block is refused for a held or sold seat, and a hold or a
+// sale for a blocked one).
+func (i Inventory) Available() int { return max(0, i.Seats-i.Held-i.Sold-i.Blocked) }
 
 // SoldOut reports that no seat is available and none is held: nothing can
-// come back but a refund that resells.
+// come back but a refund that resells or a block the organizer releases.
 func (i Inventory) SoldOut() bool { return i.Available() == 0 && i.Held == 0 }
 
 // Inventory counts the event's held and sold seats at one snapshot, from
@@ -36,5 +39,5 @@ func (c *Catalog) Inventory(ctx context.Context, eventID uuid.UUID) (Inventory, 
 	} else if err != nil {
 		return Inventory{}, fmt.Errorf("count seats: %w", err)
 	}
-	return Inventory{Seats: int(r.SeatCount), Held: int(r.Held), Sold: int(r.Sold)}, nil
+	return Inventory{Seats: int(r.SeatCount), Held: int(r.Held), Sold: int(r.Sold), Blocked: int(r.Blocked)}, nil
 }

@@ -55,7 +55,8 @@ const ReasonRefundByOrganizer = "requested_by_organizer"
 // organizerID does not organize the order's event, ErrTicketsNotInOrder
 // when a selected ticket is not the order's, and ErrOrderNotRefundable
 // for an order in any other state (or a selection of tickets of an order
-// that is not ticketed).
+// that is not ticketed), and for an order the organizer issued (a comp or
+// a box office sale: nothing was paid through the provider).
 func (s *Service) Refund(ctx context.Context, organizerID, orderID uuid.UUID, opts RefundOptions) (OrderState, error) {
 	return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) (OrderState, error) {
 		return s.RefundTx(ctx, tx, organizerID, orderID, opts)
@@ -78,6 +79,10 @@ func (s *Service) RefundTx(ctx context.Context, tx pgx.Tx, organizerID, orderID 
 	case o.Status() == OrderRefunding || o.Status() == OrderRefunded:
 		return state, nil
 	case !o.Status().Paid():
+		return OrderState{}, ErrOrderNotRefundable
+	case row.Channel != string(ChannelOnline):
+		// A comp or box office order was not paid through the provider:
+		// there is no payment here to refund.
 		return OrderState{}, ErrOrderNotRefundable
 	}
 	if len(opts.TicketIDs) > 0 {

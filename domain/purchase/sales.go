@@ -17,11 +17,21 @@ import (
 // Sales is an event's sales at one snapshot of its database.
 type Sales struct {
 	// Seats counts each seat once, by what it is now: Sold (a live
-	// ticket), else Held (a hold owns it), else Refunded (its ticket was
-	// revoked by a refund: off sale), else Available.
+	// ticket), else Held (a hold owns it), else Blocked (the organizer
+	// holds it back), else Refunded (its ticket was revoked by a refund:
+	// off sale), else Available.
 	Seats SeatCounts
+	// ByCategory counts the seats of each price category the same way, in
+	// the organizer's order of the categories.
+	ByCategory []CategorySales
 	// CheckedIn is how many tickets were used at the door.
 	CheckedIn int
+	// OrdersByChannel counts the event's orders by Channel, every channel
+	// included.
+	OrdersByChannel map[Channel]int
+	// BoxOfficeMinor is the part of GrossMinor paid at the box office,
+	// outside the payment provider.
+	BoxOfficeMinor int64
 	// OrdersByStatus counts the event's orders in each status, every
 	// status included.
 	OrdersByStatus map[OrderStatus]int
@@ -34,7 +44,28 @@ type Sales struct {
 
 // SeatCounts are an event's seats by what they are now.
 type SeatCounts struct {
-	Total, Available, Held, Sold, Refunded int
+	Total, Available, Held, Sold, Refunded, Blocked int
+}
+
+// CategorySales are the seats of one price category by what they are now.
+type CategorySales struct {
+	ID         uuid.UUID
+	Name       string
+	PriceMinor int64
+	Seats      SeatCounts
+}
+
+// categorySalesRow is one element of EventSales' by_category.
+type categorySalesRow struct {
+	ID         uuid.UUID `json:"id"`
+	Name       string    `json:"name"`
+	PriceMinor int64     `json:"price_minor"`
+	Total      int       `json:"total"`
+	Available  int       `json:"available"`
+	Held       int       `json:"held"`
+	Sold       int       `json:"sold"`
+	Refunded   int       `json:"refunded"`
+	Blocked    int       `json:"blocked"`
 }
 
 // OrganizedEvent returns the event if organizerID organizes it, else
@@ -74,18 +105,38 @@ func (s *Service) Sales(ctx context.Context, organizerID, eventID uuid.UUID) (Sa
 	if err := json.Unmarshal(row.OrdersByStatus, &byStatus); err != nil {
 		return Sales{}, fmt.Errorf("read sales: orders by status: %w", err)
 	}
+	var byChannel map[string]int
+	if err := json.Unmarshal(row.OrdersByChannel, &byChannel); err != nil {
+		return Sales{}, fmt.Errorf("read sales: orders by channel: %w", err)
+	}
+	var byCategory []categorySalesRow
+	if err := json.Unmarshal(row.ByCategory, &byCategory); err != nil {
+		return Sales{}, fmt.Errorf("read sales: by category: %w", err)
+	}
 	out := Sales{
 		Seats: SeatCounts{
 			Total: int(row.SeatsTotal), Available: int(row.SeatsAvailable), Held: int(row.SeatsHeld),
-			Sold: int(row.SeatsSold), Refunded: int(row.SeatsRefunded),
+			Sold: int(row.SeatsSold), Refunded: int(row.SeatsRefunded), Blocked: int(row.SeatsBlocked),
 		},
-		CheckedIn:      int(row.CheckedIn),
-		OrdersByStatus: make(map[OrderStatus]int, len(OrderStatuses)),
-		GrossMinor:     row.GrossMinor, RefundedMinor: row.RefundedMinor, NetMinor: row.GrossMinor - row.RefundedMinor,
+		OrdersByChannel: make(map[Channel]int, 3),
+		BoxOfficeMinor:  row.BoxOfficeMinor,
+		CheckedIn:       int(row.CheckedIn),
+		OrdersByStatus:  make(map[OrderStatus]int, len(OrderStatuses)),
+		GrossMinor:      row.GrossMinor, RefundedMinor: row.RefundedMinor, NetMinor: row.GrossMinor - row.RefundedMinor,
 		Currency: ev.Currency,
 	}
 	for _, st := range OrderStatuses {
 		out.OrdersByStatus[st] = byStatus[string(st)]
+	}
+	for _, ch := range []Channel{ChannelOnline, ChannelComp, ChannelBoxOffice} {
+		out.OrdersByChannel[ch] = byChannel[string(ch)]
+	}
+	out.ByCategory = make([]CategorySales, len(byCategory))
+	for i, c := range byCategory {
+		out.ByCategory[i] = CategorySales{
+			ID: c.ID, Name: c.Name, PriceMinor: c.PriceMinor,
+			Seats: SeatCounts{Total: c.Total, Available: c.Available, Held: c.Held, Sold: c.Sold, Refunded: c.Refunded, Blocked: c.Blocked},
+		}
 	}
 	return out, nil
 }
@@ -98,6 +149,11 @@ type EventOrder struct {
 	Currency             string
 	SeatCount            int
 	CreatedAt, UpdatedAt time.Time
+	// Channel says whether a buyer (ChannelOnline) or the organizer (a
+	// comp, a box office sale) made the order; Reference is what paid a
+	// box office sale (or the organizer's note on a comp), else empty.
+	Channel   Channel
+	Reference string
 }
 
 // Cursor is the position of o in a list of orders.
@@ -123,6 +179,10 @@ func (s *Service) EventOrders(ctx context.Context, organizerID, eventID uuid.UUI
 		out[i] = EventOrder{
 			ID: r.ID, UserID: r.UserID, Status: OrderStatus(r.Status), AmountMinor: r.AmountMinor,
 			Currency: r.Currency, SeatCount: int(r.SeatCount), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+			Channel: Channel(r.Channel),
+		}
+		if r.ExternalReference != nil {
+			out[i].Reference = *r.ExternalReference
 		}
 	}
 	return out, nil

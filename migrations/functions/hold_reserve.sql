@@ -16,6 +16,9 @@
 -- holds of one buyer racing each other cannot together exceed it); 00016
 -- added p_authorization_id and the PaymentAuthorizationRequested row;
 -- 00038 added p_trace_parent, stored with the order and both outbox rows.
+-- 00035 priced seats from their price category and added the categories'
+-- own per-buyer limits (checked under the same (event, buyer) lock); 00036
+-- counted a seat the organizer blocked as taken.
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -94,13 +97,57 @@ BEGIN
         END IF;
     END IF;
 
+    -- A price category's own per-buyer limit (00035), under the same
+    -- (event, buyer) lock as the event's (taken again here when only a
+    -- category has a limit; a transaction lock taken twice is held once
+    -- more, and released with the transaction all the same). For each
+    -- limited category of the requested seats, the buyer's seats of that
+    -- category held or owned (as above) plus the requested ones must fit.
+    IF EXISTS (SELECT 1 FROM seats s JOIN price_categories c ON c.id = s.category_id
+               WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids) AND c.seat_limit > 0) THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('seat_limit:' || p_event_id::text || ':' || p_user_id::text, 0));
+        IF EXISTS (
+            SELECT 1
+            FROM (
+                SELECT s.category_id, c.seat_limit, count(*) AS wanted
+                FROM seats s JOIN price_categories c ON c.id = s.category_id
+                WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids) AND c.seat_limit > 0
+                GROUP BY s.category_id, c.seat_limit
+            ) req
+            WHERE req.wanted + (
+                SELECT count(DISTINCT mine.seat_id)
+                FROM (
+                    SELECT hs.seat_id
+                    FROM orders o
+                    JOIN holds h ON h.order_id = o.id
+                    JOIN hold_seats hs ON hs.hold_id = h.id
+                    WHERE o.user_id = p_user_id AND o.event_id = p_event_id
+                      AND hs.released_at IS NULL
+                      AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
+                    UNION ALL
+                    SELECT t.seat_id
+                    FROM orders o
+                    JOIN tickets t ON t.order_id = o.id
+                    WHERE o.user_id = p_user_id AND o.event_id = p_event_id AND o.status = 'ticketed'
+                ) AS mine
+                JOIN seats ms ON ms.id = mine.seat_id
+                WHERE ms.category_id = req.category_id AND NOT (mine.seat_id = ANY (p_seat_ids))
+            ) > req.seat_limit
+        ) THEN
+            RETURN QUERY SELECT 'seat_limit', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
+            RETURN;
+        END IF;
+    END IF;
+
     -- Lock the seats in id order: two holds over overlapping seats take
-    -- their locks in the same order and cannot deadlock.
+    -- their locks in the same order and cannot deadlock. A seat's price is
+    -- its category's (00035).
     SELECT count(*), sum(locked.price_minor), min(locked.currency)
     INTO v_count, v_amount, v_currency
     FROM (
-        SELECT s.price_minor, e.currency
+        SELECT c.price_minor, e.currency
         FROM seats s JOIN events e ON e.id = s.event_id
+        JOIN price_categories c ON c.id = s.category_id
         WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids)
         ORDER BY s.id
         FOR UPDATE OF s
@@ -128,6 +175,11 @@ BEGIN
         -- unless its refund released it for resale.
         SELECT tk.seat_id FROM tickets tk
         WHERE tk.seat_id = ANY (p_seat_ids) AND (tk.revoked_at IS NULL OR tk.resale_at IS NULL)
+        UNION
+        -- A seat the organizer blocked (00036) is off sale: blocks are
+        -- written and released under the same seat locks, so this sees
+        -- every block committed before we took them.
+        SELECT b.seat_id FROM seat_blocks b WHERE b.seat_id = ANY (p_seat_ids)
     ) t;
     IF v_taken IS NOT NULL THEN
         -- Perhaps taken by a concurrent twin of this very request, which

@@ -149,6 +149,13 @@ func Run(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, th Thr
 	keep(add("refund_stuck", fmt.Sprintf("every refund asked for is confirmed by the provider within %s", th.RefundGrace), c, err))
 	c, err = found(q.AuditConfirmedOrdersWithoutAuthorization(ctx, pool))
 	keep(add("confirmed_without_authorization", "every confirmed order has an authorized or captured payment", c, err))
+	c, err = found(q.AuditSeatsMispriced(ctx, pool))
+	keep(add("seat_mispriced", "every seat is in a price category of its event, at that category's price", c, err))
+	c, err = found(q.AuditBlockedSeatsOwned(ctx, pool))
+	keep(add("seat_blocked_and_owned", "no blocked seat is held or ticketed", c, err))
+	c, err = found(q.AuditIssuedOrdersWithoutTickets(ctx, pool, th.CaptureGrace))
+	keep(add("issued_order_without_tickets",
+		fmt.Sprintf("every comp or box office order owns its seats and is ticketed within %s", th.CaptureGrace), c, err))
 	c, err = found(q.AuditStaleOutboxRows(ctx, pool, th.OutboxAge))
 	keep(add("outbox_unpublished", fmt.Sprintf("no outbox row is unpublished for longer than %s", th.OutboxAge), c, err))
 	c, err = found(q.AuditOverdueActiveHolds(ctx, pool, th.HoldGrace))

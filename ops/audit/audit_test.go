@@ -93,10 +93,10 @@ func TestHealthyWorldPasses(t *testing.T) {
 	w := newWorld(t)
 	r := run(t, w)
 	require.True(t, r.OK(), "%v", failing(r))
-	require.Len(t, r.Checks, 10)
+	require.Len(t, r.Checks, 13)
 	var out bytes.Buffer
 	require.NoError(t, r.Write(&out))
-	require.Contains(t, out.String(), "All 10 invariants hold.")
+	require.Contains(t, out.String(), "All 13 invariants hold.")
 	require.Contains(t, out.String(), "stream: not checked")
 }
 
@@ -150,6 +150,22 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 			dbtest.Exec(t, w.pool, "UPDATE payments SET status = 'requires_payment_method' WHERE order_id = $1", w.confirmed.OrderID)
 			return w.confirmed.OrderID.String()
 		}},
+		{"seat_mispriced", func(t *testing.T, w *world) string {
+			dbtest.Exec(t, w.pool, "UPDATE seats SET price_minor = price_minor + 1 WHERE id = $1", w.seats[2])
+			return w.seats[2].String()
+		}},
+		{"seat_blocked_and_owned", func(t *testing.T, w *world) string {
+			// seat 0 is the pending order's; a block beside its hold.
+			dbtest.Exec(t, w.pool, `INSERT INTO seat_blocks (seat_id, event_id, reason, blocked_by)
+				SELECT id, event_id, 'press', gen_random_uuid() FROM seats WHERE id = $1`, w.seats[0])
+			return w.seats[0].String()
+		}},
+		{"issued_order_without_tickets", func(t *testing.T, w *world) string {
+			// A comp paid an hour ago whose tickets never came.
+			dbtest.Exec(t, w.pool, "UPDATE orders SET channel = 'comp', status = 'paid', updated_at = now() - interval '1 hour' WHERE id = $1", w.confirmed.OrderID)
+			dbtest.Exec(t, w.pool, "DELETE FROM payments WHERE order_id = $1", w.confirmed.OrderID)
+			return w.confirmed.OrderID.String()
+		}},
 		{"outbox_unpublished", func(t *testing.T, w *world) string {
 			var id string
 			require.NoError(t, w.pool.QueryRow(context.Background(),
@@ -186,7 +202,7 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 			require.NoError(t, r.Write(&out))
 			require.Contains(t, out.String(), "FAIL  "+tc.check)
 			require.Contains(t, out.String(), subject)
-			require.Contains(t, out.String(), "1 of 10 invariants broken.")
+			require.Contains(t, out.String(), "1 of 13 invariants broken.")
 		})
 	}
 }

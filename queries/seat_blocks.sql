@@ -1,0 +1,44 @@
+-- name: SeatLockForClaim :many
+-- Locks the event's given seats in id order, as hold_reserve does (so a
+-- block or a comp and a hold over the same seats take turns and cannot
+-- deadlock), and returns each with its category's price. Seats not of the
+-- event are missing from the result.
+SELECT s.id, c.price_minor
+FROM seats s JOIN price_categories c ON c.id = s.category_id
+WHERE s.event_id = @event_id::uuid AND s.id = ANY (@seat_ids::uuid[])
+ORDER BY s.id
+FOR UPDATE OF s;
+
+-- name: SeatOwnedList :many
+-- Of the given (locked) seats, those owned by an unreleased hold row or a
+-- live ticket (or a revoked one kept off sale), as hold_reserve decides;
+-- the caller first reclaims seats of expired holds (HoldSeatReclaimExpired).
+SELECT DISTINCT x.seat_id FROM (
+    SELECT hs.seat_id FROM hold_seats hs WHERE hs.seat_id = ANY (@seat_ids::uuid[]) AND hs.released_at IS NULL
+    UNION ALL
+    SELECT tk.seat_id FROM tickets tk
+    WHERE tk.seat_id = ANY (@seat_ids::uuid[]) AND (tk.revoked_at IS NULL OR tk.resale_at IS NULL)
+) x
+ORDER BY x.seat_id;
+
+-- name: SeatBlockUpsert :exec
+-- Blocks the given (locked, unowned) seats, or changes the reason of a
+-- block they already have.
+INSERT INTO seat_blocks (seat_id, event_id, reason, note, blocked_by)
+SELECT seat, @event_id::uuid, @reason::text, sqlc.narg(note)::text, @blocked_by::uuid
+FROM unnest(@seat_ids::uuid[]) AS seat
+ON CONFLICT (seat_id) DO UPDATE SET reason = EXCLUDED.reason, note = EXCLUDED.note,
+    blocked_by = EXCLUDED.blocked_by, created_at = now();
+
+-- name: SeatBlockDelete :many
+-- Releases the event's given blocks; returns the seats that were blocked.
+DELETE FROM seat_blocks
+WHERE event_id = @event_id::uuid AND seat_id = ANY (@seat_ids::uuid[])
+RETURNING seat_id;
+
+-- name: SeatBlockListByEvent :many
+-- The event's blocked seats in seat map order.
+SELECT b.seat_id, s.section, s.label, b.reason, b.note, b.created_at
+FROM seat_blocks b JOIN seats s ON s.id = b.seat_id
+WHERE b.event_id = @event_id::uuid
+ORDER BY s.position;
