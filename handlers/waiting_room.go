@@ -19,7 +19,10 @@ import (
 // the per-address rate limit.
 type WaitingRoomInput struct {
 	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
-	ip      string
+	// PresaleCode is read on join only: a header, never the URL, since
+	// it admits to a presale (invariant 7).
+	PresaleCode string `header:"X-Presale-Code" maxLength:"64" doc:"Join only, during a presale: your presale code. The first join uses one of the code's uses; joining again does not. Ignored outside a presale and by GET."`
+	ip          string
 }
 
 // Resolve records the client address of the connection. Behind a proxy
@@ -83,14 +86,16 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 			},
 		}}
 	}
+	joinErrs := append([]int{http.StatusForbidden}, errs...)
 	register(api, secured(huma.Operation{
 		OperationID: "join-waiting-room", Method: http.MethodPost, Path: "/v1/events/{eventId}/waiting-room",
 		Summary: "Join the waiting room",
 		Description: "Buyers only. Idempotent: joining again returns your place. While the onsale is open, " +
 			"nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); " +
 			"otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); " +
-			"503 with Retry-After while the waiting room cannot admit anyone.",
-		Tags: []string{"Waiting room"}, Errors: errs, Responses: queued(),
+			"503 with Retry-After while the waiting room cannot admit anyone. " +
+			"During a presale phase, send your presale code as X-Presale-Code: without a valid one with a use left, 403 presale-code-required.",
+		Tags: []string{"Waiting room"}, Errors: joinErrs, Responses: queued(),
 	}, auth.RoleBuyer), h.joinWaitingRoom)
 	register(api, secured(huma.Operation{
 		OperationID: "get-waiting-room", Method: http.MethodGet, Path: "/v1/events/{eventId}/waiting-room",
@@ -121,7 +126,7 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 	}
 	var v waitingroom.View
 	if join {
-		v, err = c.Room.Join(ctx, identity(ctx).UserID, eventID, in.ip)
+		v, err = c.Room.JoinWithCode(ctx, identity(ctx).UserID, eventID, in.ip, in.PresaleCode)
 	} else {
 		v, err = c.Room.Poll(ctx, identity(ctx).UserID, eventID, in.ip)
 	}

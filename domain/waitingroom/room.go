@@ -384,7 +384,47 @@ func PollAfter(phase Phase, position int64, rate float64, untilOpen time.Duratio
 // lasts). Returns ErrEventNotFound, or an error wrapping
 // ErrUnavailable while the store is unreachable (nobody is admitted).
 func (r *Room) Join(ctx context.Context, userID, eventID uuid.UUID, ip string) (View, error) {
+	return r.JoinWithCode(ctx, userID, eventID, ip, "")
+}
+
+// JoinWithCode is Join with the buyer's presale code: while a presale
+// phase is in force (Onsales.Redeem), a buyer who has not redeemed one of
+// its codes redeems code first, and without a valid one is refused with
+// ErrPresaleCode, having joined nothing. Outside a presale code is
+// ignored.
+func (r *Room) JoinWithCode(ctx context.Context, userID, eventID uuid.UUID, ip, code string) (View, error) {
+	if r.cfg.Onsales != nil {
+		if err := r.cfg.Onsales.Redeem(ctx, eventID, userID, code, r.cfg.Now()); err != nil {
+			return View{}, err
+		}
+	}
 	return r.enter(ctx, userID, eventID, ip, true)
+}
+
+// Phases returns the event's onsale phases in opening order (none without
+// a settings store).
+func (r *Room) Phases(ctx context.Context, eventID uuid.UUID) ([]PhaseInfo, error) {
+	if r.cfg.Onsales == nil {
+		return nil, nil
+	}
+	return r.cfg.Onsales.Phases(ctx, eventID)
+}
+
+// SetPhases is Onsales.SetPhases; ErrNoSettings without a settings store.
+func (r *Room) SetPhases(ctx context.Context, eventID uuid.UUID, specs []PhaseSpec) ([]PhaseInfo, error) {
+	if r.cfg.Onsales == nil {
+		return nil, ErrNoSettings
+	}
+	return r.cfg.Onsales.SetPhases(ctx, eventID, specs)
+}
+
+// CreateCodes is Onsales.CreateCodes; ErrNoSettings without a settings
+// store.
+func (r *Room) CreateCodes(ctx context.Context, eventID uuid.UUID, spec CodeSpec) ([]Code, error) {
+	if r.cfg.Onsales == nil {
+		return nil, ErrNoSettings
+	}
+	return r.cfg.Onsales.CreateCodes(ctx, eventID, spec)
 }
 
 // Poll returns where the buyer is (StatusNone when they never joined or
