@@ -2060,18 +2060,6 @@ type ListSeatsParams struct {
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 }
 
-// GetWaitingRoomParams defines parameters for GetWaitingRoom.
-type GetWaitingRoomParams struct {
-	// XPresaleCode Join only, during a presale: your presale code. The first join uses one of the code's uses; joining again does not. Ignored outside a presale and by GET.
-	XPresaleCode *string `json:"X-Presale-Code,omitempty"`
-}
-
-// JoinWaitingRoomParams defines parameters for JoinWaitingRoom.
-type JoinWaitingRoomParams struct {
-	// XPresaleCode Join only, during a presale: your presale code. The first join uses one of the code's uses; joining again does not. Ignored outside a presale and by GET.
-	XPresaleCode *string `json:"X-Presale-Code,omitempty"`
-}
-
 // ListOrdersParams defines parameters for ListOrders.
 type ListOrdersParams struct {
 	// EventID Only the orders of this event.
@@ -2619,14 +2607,14 @@ type ClientInterface interface {
 	// Buyers only. Your position and estimated wait, or your admission token once admitted (the same token on every poll). Status revoked, without a token, when the organizer revoked your admission. 404 if you have not joined or your admission expired.
 	//
 	// Corresponds with GET /v1/events/{eventId}/waiting-room (the `GetWaitingRoom` operationId).
-	GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID, params *GetWaitingRoomParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// JoinWaitingRoom Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code as X-Presale-Code: without a valid one with a use left, 403 presale-code-required.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
-	JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, params *JoinWaitingRoomParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+	JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrders List your orders
 	//
@@ -3558,8 +3546,8 @@ func (c *Client) ListSeats(ctx context.Context, eventID openapi_types.UUID, para
 // Buyers only. Your position and estimated wait, or your admission token once admitted (the same token on every poll). Status revoked, without a token, when the organizer revoked your admission. 404 if you have not joined or your admission expired.
 //
 // Corresponds with GET /v1/events/{eventId}/waiting-room (the `GetWaitingRoom` operationId).
-func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID, params *GetWaitingRoomParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetWaitingRoomRequest(c.Server, eventID, params)
+func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWaitingRoomRequest(c.Server, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -3572,11 +3560,11 @@ func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID,
 
 // JoinWaitingRoom Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code as X-Presale-Code: without a valid one with a use left, 403 presale-code-required.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 //
 // Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
-func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, params *JoinWaitingRoomParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewJoinWaitingRoomRequest(c.Server, eventID, params)
+func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJoinWaitingRoomRequest(c.Server, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -5295,7 +5283,7 @@ func NewListSeatsRequest(server string, eventID openapi_types.UUID, params *List
 }
 
 // NewGetWaitingRoomRequest constructs an http.Request for the GetWaitingRoom method
-func NewGetWaitingRoomRequest(server string, eventID openapi_types.UUID, params *GetWaitingRoomParams) (*http.Request, error) {
+func NewGetWaitingRoomRequest(server string, eventID openapi_types.UUID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5325,26 +5313,11 @@ func NewGetWaitingRoomRequest(server string, eventID openapi_types.UUID, params 
 		return nil, err
 	}
 
-	if params != nil {
-
-		if params.XPresaleCode != nil {
-			var headerParam0 string
-
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Presale-Code", *params.XPresaleCode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
-			if err != nil {
-				return nil, err
-			}
-
-			req.Header.Set("X-Presale-Code", headerParam0)
-		}
-
-	}
-
 	return req, nil
 }
 
 // NewJoinWaitingRoomRequest constructs an http.Request for the JoinWaitingRoom method
-func NewJoinWaitingRoomRequest(server string, eventID openapi_types.UUID, params *JoinWaitingRoomParams) (*http.Request, error) {
+func NewJoinWaitingRoomRequest(server string, eventID openapi_types.UUID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5372,21 +5345,6 @@ func NewJoinWaitingRoomRequest(server string, eventID openapi_types.UUID, params
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
-	}
-
-	if params != nil {
-
-		if params.XPresaleCode != nil {
-			var headerParam0 string
-
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Presale-Code", *params.XPresaleCode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
-			if err != nil {
-				return nil, err
-			}
-
-			req.Header.Set("X-Presale-Code", headerParam0)
-		}
-
 	}
 
 	return req, nil
@@ -6851,16 +6809,16 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/events/{eventId}/waiting-room (the `GetWaitingRoom` operationId).
-	GetWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, params *GetWaitingRoomParams, reqEditors ...RequestEditorFn) (*GetWaitingRoomResponse, error)
+	GetWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWaitingRoomResponse, error)
 
 	// JoinWaitingRoomWithResponse Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code as X-Presale-Code: without a valid one with a use left, 403 presale-code-required.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
-	JoinWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, params *JoinWaitingRoomParams, reqEditors ...RequestEditorFn) (*JoinWaitingRoomResponse, error)
+	JoinWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*JoinWaitingRoomResponse, error)
 
 	// ListOrdersWithResponse List your orders
 	//
@@ -9465,8 +9423,8 @@ func (c *ClientWithResponses) ListSeatsWithResponse(ctx context.Context, eventID
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/events/{eventId}/waiting-room (the `GetWaitingRoom` operationId).
-func (c *ClientWithResponses) GetWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, params *GetWaitingRoomParams, reqEditors ...RequestEditorFn) (*GetWaitingRoomResponse, error) {
-	rsp, err := c.GetWaitingRoom(ctx, eventID, params, reqEditors...)
+func (c *ClientWithResponses) GetWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWaitingRoomResponse, error) {
+	rsp, err := c.GetWaitingRoom(ctx, eventID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9475,13 +9433,13 @@ func (c *ClientWithResponses) GetWaitingRoomWithResponse(ctx context.Context, ev
 
 // JoinWaitingRoomWithResponse Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code as X-Presale-Code: without a valid one with a use left, 403 presale-code-required.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
-func (c *ClientWithResponses) JoinWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, params *JoinWaitingRoomParams, reqEditors ...RequestEditorFn) (*JoinWaitingRoomResponse, error) {
-	rsp, err := c.JoinWaitingRoom(ctx, eventID, params, reqEditors...)
+func (c *ClientWithResponses) JoinWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*JoinWaitingRoomResponse, error) {
+	rsp, err := c.JoinWaitingRoom(ctx, eventID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

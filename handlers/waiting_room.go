@@ -19,15 +19,22 @@ import (
 // the per-address rate limit.
 type WaitingRoomInput struct {
 	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
-	// PresaleCode is read on join only: a header, never the URL, since
-	// it admits to a presale (invariant 7).
-	PresaleCode string `header:"X-Presale-Code" maxLength:"64" doc:"Join only, during a presale: your presale code. The first join uses one of the code's uses; joining again does not. Ignored outside a presale and by GET."`
-	ip          string
+	ip      string
+	// presaleCode is the X-Presale-Code header, read on join only: a
+	// header, never the URL, since it admits to a presale (invariant 7).
+	// It is read in Resolve rather than declared as a parameter so that
+	// the generated clients' signatures stay as they were (a declared
+	// header turns their trailing editors into a params struct); the
+	// operation's description documents it.
+	presaleCode string
 }
 
 // Resolve records the client address of the connection. Behind a proxy
 // this is the proxy's: put the per-address limit at the proxy instead.
 func (in *WaitingRoomInput) Resolve(ctx huma.Context) []error {
+	if code := ctx.Header("X-Presale-Code"); len(code) <= 64 {
+		in.presaleCode = code
+	}
 	in.ip = ctx.RemoteAddr()
 	if host, _, err := net.SplitHostPort(in.ip); err == nil {
 		in.ip = host
@@ -94,7 +101,9 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 			"nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); " +
 			"otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); " +
 			"503 with Retry-After while the waiting room cannot admit anyone. " +
-			"During a presale phase, send your presale code as X-Presale-Code: without a valid one with a use left, 403 presale-code-required.",
+			"During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; " +
+			"case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. " +
+			"Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.",
 		Tags: []string{"Waiting room"}, Errors: joinErrs, Responses: queued(),
 	}, auth.RoleBuyer), h.joinWaitingRoom)
 	register(api, secured(huma.Operation{
@@ -126,7 +135,7 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 	}
 	var v waitingroom.View
 	if join {
-		v, err = c.Room.JoinWithCode(ctx, identity(ctx).UserID, eventID, in.ip, in.PresaleCode)
+		v, err = c.Room.JoinWithCode(ctx, identity(ctx).UserID, eventID, in.ip, in.presaleCode)
 	} else {
 		v, err = c.Room.Poll(ctx, identity(ctx).UserID, eventID, in.ip)
 	}

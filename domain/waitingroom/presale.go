@@ -219,26 +219,18 @@ func (o *Onsales) CreateCodes(ctx context.Context, eventID uuid.UUID, spec CodeS
 	})
 }
 
-// Redeem admits userID to the phase of the event in force at now. Outside
-// a presale it does nothing. In a presale, a buyer who redeemed a code for
-// the phase before is admitted again without using anything (whatever
-// code they send now); otherwise code must be one of the phase's with a
-// use left, and one use is taken and recorded for the buyer in one
-// transaction: a conditional UPDATE under the code's row lock, so buyers
-// racing for a code's last use take turns and exactly one gets it; the
-// same buyer racing themselves uses it once (the redemption's key). A
-// missing, unknown or used-up code is ErrPresaleCode.
-func (o *Onsales) Redeem(ctx context.Context, eventID, userID uuid.UUID, code string, now time.Time) error {
-	phases, err := o.Phases(ctx, eventID)
-	if err != nil {
-		return err
-	}
-	ph, ok := InForce(phases, now)
-	if !ok || !ph.Presale {
-		return nil
-	}
+// Redeem admits userID to phaseID, a presale phase of the event (the one
+// in force, InForce). A buyer who redeemed a code for the phase before is
+// admitted again without using anything (whatever code they send now);
+// otherwise code must be one of the phase's with a use left, and one use
+// is taken and recorded for the buyer in one transaction: a conditional
+// UPDATE under the code's row lock, so buyers racing for a code's last use
+// take turns and exactly one gets it; the same buyer racing themselves
+// uses it once (the redemption's key). A missing, unknown or used-up code
+// is ErrPresaleCode.
+func (o *Onsales) Redeem(ctx context.Context, eventID, phaseID, userID uuid.UUID, code string) error {
 	q := sqlcgen.New()
-	_, err = q.PresaleRedemptionGet(ctx, db.Interpreting(o.pool), sqlcgen.PresaleRedemptionGetParams{PhaseID: ph.ID, UserID: userID})
+	_, err := q.PresaleRedemptionGet(ctx, db.Interpreting(o.pool), sqlcgen.PresaleRedemptionGetParams{PhaseID: phaseID, UserID: userID})
 	switch {
 	case err == nil:
 		return nil
@@ -248,13 +240,13 @@ func (o *Onsales) Redeem(ctx context.Context, eventID, userID uuid.UUID, code st
 		return ErrPresaleCode
 	}
 	err = db.WithTx(ctx, o.pool, func(ctx context.Context, tx pgx.Tx) error {
-		codeID, err := q.PresaleCodeUse(ctx, db.Interpreting(tx), sqlcgen.PresaleCodeUseParams{PhaseID: ph.ID, CodeHash: codeHash(code)})
+		codeID, err := q.PresaleCodeUse(ctx, db.Interpreting(tx), sqlcgen.PresaleCodeUseParams{PhaseID: phaseID, CodeHash: codeHash(code)})
 		if errors.Is(err, db.ErrNotFound) {
 			return ErrPresaleCode
 		} else if err != nil {
 			return fmt.Errorf("use presale code: %w", err)
 		}
-		n, err := q.PresaleRedemptionInsert(ctx, tx, sqlcgen.PresaleRedemptionInsertParams{PhaseID: ph.ID, UserID: userID, CodeID: codeID, EventID: eventID})
+		n, err := q.PresaleRedemptionInsert(ctx, tx, sqlcgen.PresaleRedemptionInsertParams{PhaseID: phaseID, UserID: userID, CodeID: codeID, EventID: eventID})
 		if err != nil {
 			return fmt.Errorf("record presale redemption: %w", err)
 		}
