@@ -1335,6 +1335,21 @@ type OnsalePhase struct {
 	Presale bool `json:"presale"`
 }
 
+// OnsalePhaseSpec defines model for OnsalePhaseSpec.
+type OnsalePhaseSpec struct {
+	// CategoryIds The price categories the phase sells; absent or empty: all of them.
+	CategoryIds []string `json:"categoryIds,omitempty"`
+
+	// Name Unique within the event, e.g. presale or general.
+	Name string `json:"name"`
+
+	// OpensAt When the phase comes into force; it lasts until the next phase opens. Before the first phase opens, the first one's rules apply (to the pre-queue too).
+	OpensAt time.Time `json:"opensAt"`
+
+	// Presale A presale admits to the waiting room and to holds only buyers who redeemed one of its codes.
+	Presale bool `json:"presale"`
+}
+
 // OnsalePhasesBody defines model for OnsalePhasesBody.
 type OnsalePhasesBody struct {
 	// Current The phase in force now: the latest opened, or the first before any has opened.
@@ -1741,7 +1756,7 @@ type SectionInput struct {
 // SetOnsalePhasesInputBody defines model for SetOnsalePhasesInputBody.
 type SetOnsalePhasesInputBody struct {
 	// Phases The onsale's phases; empty: none (the onsale sells every category to every admitted buyer). A phase keeps its codes when named again; leaving out a phase that has codes is a 409.
-	Phases []OnsalePhase `json:"phases"`
+	Phases []OnsalePhaseSpec `json:"phases"`
 }
 
 // StripeWebhookOutputBody defines model for StripeWebhookOutputBody.

@@ -32,6 +32,16 @@ type OnsalePhase struct {
 	CategoryIDs []uuid.UUID `json:"categoryIds,omitempty" maxItems:"100" doc:"The price categories the phase sells; absent or empty: all of them."`
 }
 
+// OnsalePhaseSpec is one phase of an onsale as the organizer sets it
+// (OnsalePhase's fields: a type of its own so that the request schema
+// stays closed and the response's open).
+type OnsalePhaseSpec struct {
+	Name        string      `json:"name" minLength:"1" maxLength:"100" doc:"Unique within the event, e.g. presale or general."`
+	OpensAt     time.Time   `json:"opensAt" doc:"When the phase comes into force; it lasts until the next phase opens. Before the first phase opens, the first one's rules apply (to the pre-queue too)."`
+	Presale     bool        `json:"presale" doc:"A presale admits to the waiting room and to holds only buyers who redeemed one of its codes."`
+	CategoryIDs []uuid.UUID `json:"categoryIds,omitempty" maxItems:"100" doc:"The price categories the phase sells; absent or empty: all of them."`
+}
+
 // OnsalePhasesBody is an onsale's phases.
 type OnsalePhasesBody struct {
 	Phases []OnsalePhase `json:"phases" doc:"In opening order."`
@@ -48,7 +58,7 @@ type OnsalePhasesOutput struct {
 type SetOnsalePhasesInput struct {
 	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	Body    struct {
-		Phases []OnsalePhase `json:"phases" maxItems:"20" doc:"The onsale's phases; empty: none (the onsale sells every category to every admitted buyer). A phase keeps its codes when named again; leaving out a phase that has codes is a 409."`
+		Phases []OnsalePhaseSpec `json:"phases" maxItems:"20" doc:"The onsale's phases; empty: none (the onsale sells every category to every admitted buyer). A phase keeps its codes when named again; leaving out a phase that has codes is a 409."`
 	}
 }
 
