@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,8 +233,66 @@ func TestPresaleCodeLastUseRace(t *testing.T) {
 	require.Equal(t, int64(3), dbtest.Count(t, b.pool, "SELECT uses FROM presale_codes WHERE max_uses = 3 ORDER BY id LIMIT 1"))
 	require.Equal(t, int64(3), dbtest.Count(t, b.pool, "SELECT count(*) FROM presale_redemptions r JOIN presale_codes c ON c.id = r.code_id WHERE c.uses = 3"))
 
+	// Two buyers on a code's last use: exactly one gets it.
+	b.createCodes(t, org, ev.id, map[string]any{"phase": "presale", "codes": []string{"last-use"}, "maxUses": 1, "maxSeats": 2})
+	_, x := b.buyer(t)
+	_, y := b.buyer(t)
+	require.Equal(t, map[int]int{http.StatusOK: 1, http.StatusForbidden: 1}, joinAll([]string{x, y}, "last-use"))
+
 	_, same := b.buyer(t)
 	counts = joinAll([]string{same, same, same, same, same, same}, "FAN-CLUB-2")
 	require.Equal(t, map[int]int{http.StatusOK: 6}, counts)
-	require.Equal(t, int64(1), dbtest.Count(t, b.pool, "SELECT uses FROM presale_codes WHERE uses < 3"), "one buyer, one use")
+	require.Equal(t, int64(1), dbtest.Count(t, b.pool, "SELECT uses FROM presale_codes WHERE max_uses = 3 AND uses < 3"), "one buyer, one use")
+}
+
+// Two buyers of one code hold at once, in real goroutines, 2 seats each
+// against the code's 3: the code lock in hold_reserve makes them take
+// turns, so exactly one hold succeeds and the other is refused
+// presale-seat-limit.
+func TestPresaleCodeSeatLimitRace(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	org := b.organizerWithID(t)
+	ev := b.presaleEvent(t, org)
+	res := b.setPhases(t, org, ev.id, map[string]any{"name": "presale", "opensAt": time.Now().Add(-time.Hour), "presale": true})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	code := b.createCodes(t, org, ev.id, map[string]any{"phase": "presale", "count": 1, "maxUses": 2, "maxSeats": 3})[0]
+	type buyer struct{ bearer, adm string }
+	var buyers []buyer
+	for range 2 {
+		_, tok := b.buyer(t)
+		r := b.join(t, tok, ev.id, code)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		buyers = append(buyers, buyer{tok, b.remember(r.json(t)["admissionToken"].(string))})
+	}
+	seats := [][]string{{ev.floor[0], ev.floor[1]}, {ev.balcony[0], ev.balcony[1]}}
+	statuses := make([]int, 2)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, by := range buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			body := `{"seatIds":["` + seats[i][0] + `","` + seats[i][1] + `"]}`
+			req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, b.srv.URL+"/v1/events/"+ev.id+"/holds", strings.NewReader(body))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+by.bearer)
+			req.Header.Set("X-Admission-Token", by.adm)
+			req.Header.Set("Idempotency-Key", uuid.NewString())
+			r, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			_ = r.Body.Close()
+			statuses[i] = r.StatusCode
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.ElementsMatch(t, []int{http.StatusAccepted, http.StatusConflict}, statuses)
+	require.Equal(t, int64(2), dbtest.Count(t, b.pool, "SELECT count(*) FROM hold_seats WHERE released_at IS NULL"), "one hold of 2 seats, within the code's 3")
 }
