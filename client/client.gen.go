@@ -1111,6 +1111,29 @@ type CreateHoldInputBody struct {
 	SeatIds []string `json:"seatIds"`
 }
 
+// CreatePresaleCodesInputBody defines model for CreatePresaleCodesInputBody.
+type CreatePresaleCodesInputBody struct {
+	// Codes Your own codes (4 to 64 characters; case-insensitive), instead of count.
+	Codes []string `json:"codes,omitempty"`
+
+	// Count How many random codes to make (12 characters, Crockford base32), when codes is absent.
+	Count *int64 `json:"count,omitempty"`
+
+	// MaxSeats How many seats the buyers of one code may together hold or own in the event.
+	MaxSeats int64 `json:"maxSeats"`
+
+	// MaxUses How many buyers each code admits.
+	MaxUses int64 `json:"maxUses"`
+
+	// Phase The presale phase the codes admit to.
+	Phase string `json:"phase"`
+}
+
+// CreatePresaleCodesOutputBody defines model for CreatePresaleCodesOutputBody.
+type CreatePresaleCodesOutputBody struct {
+	Codes []PresaleCode `json:"codes"`
+}
+
 // CreateWebhookEndpointInputBody defines model for CreateWebhookEndpointInputBody.
 type CreateWebhookEndpointInputBody struct {
 	Description *string `json:"description,omitempty"`
@@ -1402,6 +1425,45 @@ type OnsaleBody struct {
 // OnsaleBodyPhase defines model for OnsaleBody.Phase.
 type OnsaleBodyPhase string
 
+// OnsalePhase defines model for OnsalePhase.
+type OnsalePhase struct {
+	// CategoryIds The price categories the phase sells; absent or empty: all of them.
+	CategoryIds []string `json:"categoryIds,omitempty"`
+
+	// Name Unique within the event, e.g. presale or general.
+	Name string `json:"name"`
+
+	// OpensAt When the phase comes into force; it lasts until the next phase opens. Before the first phase opens, the first one's rules apply (to the pre-queue too).
+	OpensAt time.Time `json:"opensAt"`
+
+	// Presale A presale admits to the waiting room and to holds only buyers who redeemed one of its codes.
+	Presale bool `json:"presale"`
+}
+
+// OnsalePhaseSpec defines model for OnsalePhaseSpec.
+type OnsalePhaseSpec struct {
+	// CategoryIds The price categories the phase sells; absent or empty: all of them.
+	CategoryIds []string `json:"categoryIds,omitempty"`
+
+	// Name Unique within the event, e.g. presale or general.
+	Name string `json:"name"`
+
+	// OpensAt When the phase comes into force; it lasts until the next phase opens. Before the first phase opens, the first one's rules apply (to the pre-queue too).
+	OpensAt time.Time `json:"opensAt"`
+
+	// Presale A presale admits to the waiting room and to holds only buyers who redeemed one of its codes.
+	Presale bool `json:"presale"`
+}
+
+// OnsalePhasesBody defines model for OnsalePhasesBody.
+type OnsalePhasesBody struct {
+	// Current The phase in force now: the latest opened, or the first before any has opened.
+	Current *string `json:"current,omitempty"`
+
+	// Phases In opening order.
+	Phases []OnsalePhase `json:"phases"`
+}
+
 // OnsaleSignals defines model for OnsaleSignals.
 type OnsaleSignals struct {
 	ActiveHolds      int64 `json:"activeHolds"`
@@ -1516,6 +1578,13 @@ type PatchOnsaleInputBody struct {
 
 	// SeatLimit Seats one buyer may hold or own; 0 removes the limit.
 	SeatLimit *int64 `json:"seatLimit,omitempty"`
+}
+
+// PresaleCode defines model for PresaleCode.
+type PresaleCode struct {
+	// Code Give it to the buyer; it is not shown again.
+	Code string `json:"code"`
+	ID   string `json:"id"`
 }
 
 // Problem defines model for Problem.
@@ -1787,6 +1856,12 @@ type SectionInput struct {
 	//
 	// Example: 30
 	SeatsPerRow int64 `json:"seatsPerRow"`
+}
+
+// SetOnsalePhasesInputBody defines model for SetOnsalePhasesInputBody.
+type SetOnsalePhasesInputBody struct {
+	// Phases The onsale's phases; empty: none (the onsale sells every category to every admitted buyer). A phase keeps its codes when named again; leaving out a phase that has codes is a 409.
+	Phases []OnsalePhaseSpec `json:"phases"`
 }
 
 // StripeWebhookOutputBody defines model for StripeWebhookOutputBody.
@@ -2264,6 +2339,12 @@ type IssueOrderJSONRequestBody = IssueOrderInputBody
 // UpdateOnsaleJSONRequestBody defines body for UpdateOnsale for application/json ContentType.
 type UpdateOnsaleJSONRequestBody = PatchOnsaleInputBody
 
+// SetOnsalePhasesJSONRequestBody defines body for SetOnsalePhases for application/json ContentType.
+type SetOnsalePhasesJSONRequestBody = SetOnsalePhasesInputBody
+
+// CreatePresaleCodesJSONRequestBody defines body for CreatePresaleCodes for application/json ContentType.
+type CreatePresaleCodesJSONRequestBody = CreatePresaleCodesInputBody
+
 // RevokeAdmissionJSONRequestBody defines body for RevokeAdmission for application/json ContentType.
 type RevokeAdmissionJSONRequestBody = RevokeAdmissionInputBody
 
@@ -2554,6 +2635,49 @@ type ClientInterface interface {
 	// Corresponds with PATCH /v1/events/{eventId}/onsale (the `UpdateOnsale` operationId).
 	UpdateOnsale(ctx context.Context, eventID openapi_types.UUID, body UpdateOnsaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetOnsalePhases Get the onsale's phases
+	//
+	// The event's organizer only (404 for anyone else).
+	//
+	// Corresponds with GET /v1/events/{eventId}/onsale/phases (the `GetOnsalePhases` operationId).
+	GetOnsalePhases(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetOnsalePhasesWithBody Set the onsale's phases (presale, general sale)
+	//
+	// The event's organizer only. Replaces the phases. The phase in force is the latest opened; a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase with categoryIds sells only those categories. Holds check the phase in force when they are made.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/events/{eventId}/onsale/phases (the `SetOnsalePhases` operationId).
+	SetOnsalePhasesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetOnsalePhases Set the onsale's phases (presale, general sale)
+	//
+	// The event's organizer only. Replaces the phases. The phase in force is the latest opened; a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase with categoryIds sells only those categories. Holds check the phase in force when they are made.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/events/{eventId}/onsale/phases (the `SetOnsalePhases` operationId).
+	SetOnsalePhases(ctx context.Context, eventID openapi_types.UUID, body SetOnsalePhasesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePresaleCodesWithBody Create presale codes in bulk
+	//
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
+	CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePresaleCodes Create presale codes in bulk
+	//
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
+	CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RevokeAdmissionWithBody Revoke a buyer's admission
 	//
 	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
@@ -2652,7 +2776,7 @@ type ClientInterface interface {
 
 	// JoinWaitingRoom Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3297,6 +3421,99 @@ func (c *Client) UpdateOnsale(ctx context.Context, eventID openapi_types.UUID, b
 	return c.Client.Do(req)
 }
 
+// GetOnsalePhases Get the onsale's phases
+//
+// The event's organizer only (404 for anyone else).
+//
+// Corresponds with GET /v1/events/{eventId}/onsale/phases (the `GetOnsalePhases` operationId).
+func (c *Client) GetOnsalePhases(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOnsalePhasesRequest(c.Server, eventID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetOnsalePhasesWithBody Set the onsale's phases (presale, general sale)
+//
+// The event's organizer only. Replaces the phases. The phase in force is the latest opened; a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase with categoryIds sells only those categories. Holds check the phase in force when they are made.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/events/{eventId}/onsale/phases (the `SetOnsalePhases` operationId).
+func (c *Client) SetOnsalePhasesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetOnsalePhasesRequestWithBody(c.Server, eventID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetOnsalePhases Set the onsale's phases (presale, general sale)
+//
+// The event's organizer only. Replaces the phases. The phase in force is the latest opened; a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase with categoryIds sells only those categories. Holds check the phase in force when they are made.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/events/{eventId}/onsale/phases (the `SetOnsalePhases` operationId).
+func (c *Client) SetOnsalePhases(ctx context.Context, eventID openapi_types.UUID, body SetOnsalePhasesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetOnsalePhasesRequest(c.Server, eventID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePresaleCodesWithBody Create presale codes in bulk
+//
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
+func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePresaleCodesRequestWithBody(c.Server, eventID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePresaleCodes Create presale codes in bulk
+//
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
+func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePresaleCodesRequest(c.Server, eventID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RevokeAdmissionWithBody Revoke a buyer's admission
 //
 // The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
@@ -3515,7 +3732,7 @@ func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID,
 
 // JoinWaitingRoom Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 //
 // Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4728,6 +4945,134 @@ func NewUpdateOnsaleRequestWithBody(server string, eventID openapi_types.UUID, c
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetOnsalePhasesRequest constructs an http.Request for the GetOnsalePhases method
+func NewGetOnsalePhasesRequest(server string, eventID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/onsale/phases", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetOnsalePhasesRequest calls the generic SetOnsalePhases builder with application/json body
+func NewSetOnsalePhasesRequest(server string, eventID openapi_types.UUID, body SetOnsalePhasesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetOnsalePhasesRequestWithBody(server, eventID, "application/json", bodyReader)
+}
+
+// NewSetOnsalePhasesRequestWithBody constructs an http.Request for the SetOnsalePhases method, with any body, and a specified content type
+func NewSetOnsalePhasesRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/onsale/phases", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCreatePresaleCodesRequest calls the generic CreatePresaleCodes builder with application/json body
+func NewCreatePresaleCodesRequest(server string, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePresaleCodesRequestWithBody(server, eventID, "application/json", bodyReader)
+}
+
+// NewCreatePresaleCodesRequestWithBody constructs an http.Request for the CreatePresaleCodes method, with any body, and a specified content type
+func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/onsale/presale-codes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -6536,6 +6881,51 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /v1/events/{eventId}/onsale (the `UpdateOnsale` operationId).
 	UpdateOnsaleWithResponse(ctx context.Context, eventID openapi_types.UUID, body UpdateOnsaleJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOnsaleResponse, error)
 
+	// GetOnsalePhasesWithResponse Get the onsale's phases
+	//
+	// The event's organizer only (404 for anyone else).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{eventId}/onsale/phases (the `GetOnsalePhases` operationId).
+	GetOnsalePhasesWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetOnsalePhasesResponse, error)
+
+	// SetOnsalePhasesWithBodyWithResponse Set the onsale's phases (presale, general sale)
+	//
+	// The event's organizer only. Replaces the phases. The phase in force is the latest opened; a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase with categoryIds sells only those categories. Holds check the phase in force when they are made.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/events/{eventId}/onsale/phases (the `SetOnsalePhases` operationId).
+	SetOnsalePhasesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetOnsalePhasesResponse, error)
+
+	// SetOnsalePhasesWithResponse Set the onsale's phases (presale, general sale)
+	//
+	// The event's organizer only. Replaces the phases. The phase in force is the latest opened; a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase with categoryIds sells only those categories. Holds check the phase in force when they are made.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/events/{eventId}/onsale/phases (the `SetOnsalePhases` operationId).
+	SetOnsalePhasesWithResponse(ctx context.Context, eventID openapi_types.UUID, body SetOnsalePhasesJSONRequestBody, reqEditors ...RequestEditorFn) (*SetOnsalePhasesResponse, error)
+
+	// CreatePresaleCodesWithBodyWithResponse Create presale codes in bulk
+	//
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
+	CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
+
+	// CreatePresaleCodesWithResponse Create presale codes in bulk
+	//
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
+	CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
+
 	// RevokeAdmissionWithBodyWithResponse Revoke a buyer's admission
 	//
 	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
@@ -6646,7 +7036,7 @@ type ClientWithResponsesInterface interface {
 
 	// JoinWaitingRoomWithResponse Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7473,6 +7863,105 @@ func (r UpdateOnsaleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateOnsaleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetOnsalePhasesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OnsalePhasesBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOnsalePhasesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOnsalePhasesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOnsalePhasesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SetOnsalePhasesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OnsalePhasesBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r SetOnsalePhasesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetOnsalePhasesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetOnsalePhasesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreatePresaleCodesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CreatePresaleCodesOutputBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePresaleCodesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePresaleCodesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePresaleCodesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8952,6 +9441,81 @@ func (c *ClientWithResponses) UpdateOnsaleWithResponse(ctx context.Context, even
 	return ParseUpdateOnsaleResponse(rsp)
 }
 
+// GetOnsalePhasesWithResponse Get the onsale's phases
+//
+// The event's organizer only (404 for anyone else).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{eventId}/onsale/phases (the `GetOnsalePhases` operationId).
+func (c *ClientWithResponses) GetOnsalePhasesWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetOnsalePhasesResponse, error) {
+	rsp, err := c.GetOnsalePhases(ctx, eventID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOnsalePhasesResponse(rsp)
+}
+
+// SetOnsalePhasesWithBodyWithResponse Set the onsale's phases (presale, general sale)
+//
+// The event's organizer only. Replaces the phases. The phase in force is the latest opened; a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase with categoryIds sells only those categories. Holds check the phase in force when they are made.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/events/{eventId}/onsale/phases (the `SetOnsalePhases` operationId).
+func (c *ClientWithResponses) SetOnsalePhasesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetOnsalePhasesResponse, error) {
+	rsp, err := c.SetOnsalePhasesWithBody(ctx, eventID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetOnsalePhasesResponse(rsp)
+}
+
+// SetOnsalePhasesWithResponse Set the onsale's phases (presale, general sale)
+//
+// The event's organizer only. Replaces the phases. The phase in force is the latest opened; a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase with categoryIds sells only those categories. Holds check the phase in force when they are made.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/events/{eventId}/onsale/phases (the `SetOnsalePhases` operationId).
+func (c *ClientWithResponses) SetOnsalePhasesWithResponse(ctx context.Context, eventID openapi_types.UUID, body SetOnsalePhasesJSONRequestBody, reqEditors ...RequestEditorFn) (*SetOnsalePhasesResponse, error) {
+	rsp, err := c.SetOnsalePhases(ctx, eventID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetOnsalePhasesResponse(rsp)
+}
+
+// CreatePresaleCodesWithBodyWithResponse Create presale codes in bulk
+//
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
+func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
+	rsp, err := c.CreatePresaleCodesWithBody(ctx, eventID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePresaleCodesResponse(rsp)
+}
+
+// CreatePresaleCodesWithResponse Create presale codes in bulk
+//
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
+func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
+	rsp, err := c.CreatePresaleCodes(ctx, eventID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePresaleCodesResponse(rsp)
+}
+
 // RevokeAdmissionWithBodyWithResponse Revoke a buyer's admission
 //
 // The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
@@ -9134,7 +9698,7 @@ func (c *ClientWithResponses) GetWaitingRoomWithResponse(ctx context.Context, ev
 
 // JoinWaitingRoomWithResponse Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10197,6 +10761,105 @@ func ParseUpdateOnsaleResponse(rsp *http.Response) (*UpdateOnsaleResponse, error
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetOnsalePhasesResponse parses an HTTP response from a GetOnsalePhasesWithResponse call
+func ParseGetOnsalePhasesResponse(rsp *http.Response) (*GetOnsalePhasesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOnsalePhasesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OnsalePhasesBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetOnsalePhasesResponse parses an HTTP response from a SetOnsalePhasesWithResponse call
+func ParseSetOnsalePhasesResponse(rsp *http.Response) (*SetOnsalePhasesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetOnsalePhasesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OnsalePhasesBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreatePresaleCodesResponse parses an HTTP response from a CreatePresaleCodesWithResponse call
+func ParseCreatePresaleCodesResponse(rsp *http.Response) (*CreatePresaleCodesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePresaleCodesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CreatePresaleCodesOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem

@@ -188,6 +188,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerCheckIns(api)
 	h.registerWaitingRoom(api)
 	h.registerOnsale(api)
+	h.registerOnsalePhases(api)
 	h.registerHolds(api)
 	h.registerOrders(api)
 	h.registerTimeline(api)

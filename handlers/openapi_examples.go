@@ -54,6 +54,11 @@ var requestExamples = map[string]any{
 	"update-webhook-endpoint": map[string]any{"enabled": false},
 	"block-seats":             map[string]any{"seatIds": []string{exampleSeatA, exampleSeatB}, "reason": "press", "note": "Review, two seats"},
 	"release-seats":           map[string]any{"seatIds": []string{exampleSeatB}},
+	"set-onsale-phases": map[string]any{"phases": []any{
+		map[string]any{"name": "presale", "opensAt": "2027-03-01T10:00:00Z", "presale": true, "categoryIds": []string{"01936a4e-7c1e-7d5a-9a63-2f4d8c0b1e30"}},
+		map[string]any{"name": "general", "opensAt": "2027-03-03T10:00:00Z", "presale": false},
+	}},
+	"create-presale-codes": map[string]any{"phase": "presale", "count": 500, "maxUses": 1, "maxSeats": 4},
 	"issue-order": map[string]any{
 		"seatIds": []string{exampleSeatA}, "channel": "box_office", "buyerId": exampleBuyer,
 		"amountMinor": 8900, "reference": "till 3 receipt 0042",

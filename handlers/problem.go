@@ -17,6 +17,7 @@ import (
 	"boxoffice/domain/cells"
 	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/fault"
@@ -262,6 +263,20 @@ var specificProblems = []specificProblem{
 		detail: "This Idempotency-Key was already used for a different request."},
 	{err: purchase.ErrSeatLimit, status: http.StatusConflict, typ: TypeSeatLimit,
 		detail: "This hold would give you more seats of this event than its organizer allows per buyer."},
+	{err: purchase.ErrPresaleCodeRequired, status: http.StatusForbidden, typ: TypePresaleCodeRequired,
+		detail: "This onsale is in a presale and you joined it with no valid presale code; join its waiting room with one (X-Presale-Code)."},
+	{err: waitingroom.ErrPresaleCode, status: http.StatusForbidden, typ: TypePresaleCodeRequired,
+		detail: "This onsale is in a presale: send a valid presale code with a use left as X-Presale-Code."},
+	{err: purchase.ErrPhaseCategory, status: http.StatusConflict, typ: TypePhaseCategory,
+		detail: "Some of the seats are of a category not on sale in the onsale's current phase."},
+	{err: purchase.ErrPresaleSeatLimit, status: http.StatusConflict, typ: TypePresaleSeatLimit,
+		detail: "This hold would give your presale code's buyers more seats than the code allows."},
+	{err: waitingroom.ErrPhaseInUse, status: http.StatusConflict, typ: TypeConflict,
+		detail: "A phase you left out has presale codes; keep it."},
+	{err: waitingroom.ErrNoSuchPhase, status: http.StatusUnprocessableEntity, typ: TypeValidation,
+		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.phase", Message: "no phase of this onsale has this name"}}},
+	{err: waitingroom.ErrNotPresale, status: http.StatusUnprocessableEntity, typ: TypeValidation,
+		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.phase", Message: "the phase is not a presale"}}},
 	{err: purchase.ErrSeatsNotInEvent, status: http.StatusUnprocessableEntity, typ: TypeValidation,
 		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.seatIds", Message: "every seat must be a seat of this event"}}},
 	{err: purchase.ErrTicketsNotInOrder, status: http.StatusUnprocessableEntity, typ: TypeValidation,

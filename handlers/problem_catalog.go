@@ -41,9 +41,12 @@ var commonProblems = map[int][]string{
 // client can act on.
 var operationProblems = map[string]map[int][]string{
 	"create-hold": {
-		http.StatusForbidden: {TypeAdmissionInvalid},
-		http.StatusConflict:  {TypeSeatUnavailable, TypeSeatLimit, TypeIdempotencyConflict},
+		http.StatusForbidden: {TypeAdmissionInvalid, TypePresaleCodeRequired},
+		http.StatusConflict:  {TypeSeatUnavailable, TypeSeatLimit, TypeIdempotencyConflict, TypePhaseCategory, TypePresaleSeatLimit},
 	},
+	"join-waiting-room":       {http.StatusForbidden: {TypePresaleCodeRequired}},
+	"set-onsale-phases":       {http.StatusConflict: {TypeConflict}},
+	"create-presale-codes":    {http.StatusConflict: {TypeConflict}},
 	"create-event":            {http.StatusConflict: {TypeIdempotencyConflict}},
 	"block-seats":             {http.StatusConflict: {TypeSeatUnavailable}},
 	"issue-order":             {http.StatusConflict: {TypeSeatUnavailable, TypeIdempotencyConflict}},
@@ -88,6 +91,9 @@ var problemDetails = map[string]string{
 	TypeAdmissionInvalid:    "The admission token is invalid, expired, revoked, or not for this buyer and event.",
 	TypeSeatUnavailable:     "Some of the seats are held by someone else or sold.",
 	TypeSeatLimit:           "This hold would give you more seats of this event than its organizer allows per buyer.",
+	TypePresaleCodeRequired: "This onsale is in a presale: join its waiting room with a valid presale code (X-Presale-Code).",
+	TypePhaseCategory:       "Some of the seats are of a category not on sale in the onsale's current phase.",
+	TypePresaleSeatLimit:    "This hold would give your presale code's buyers more seats than the code allows.",
 	TypeIdempotencyConflict: "This Idempotency-Key was already used for a different request.",
 	TypeAPIKeyLimit:         "You have the most API keys allowed that are not revoked; revoke one first.",
 	TypeEndpointLimit:       "You have 20 webhook endpoints, the most allowed; delete one first.",

@@ -20,11 +20,21 @@ import (
 type WaitingRoomInput struct {
 	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	ip      string
+	// presaleCode is the X-Presale-Code header, read on join only: a
+	// header, never the URL, since it admits to a presale (invariant 7).
+	// It is read in Resolve rather than declared as a parameter so that
+	// the generated clients' signatures stay as they were (a declared
+	// header turns their trailing editors into a params struct); the
+	// operation's description documents it.
+	presaleCode string
 }
 
 // Resolve records the client address of the connection. Behind a proxy
 // this is the proxy's: put the per-address limit at the proxy instead.
 func (in *WaitingRoomInput) Resolve(ctx huma.Context) []error {
+	if code := ctx.Header("X-Presale-Code"); len(code) <= 64 {
+		in.presaleCode = code
+	}
 	in.ip = ctx.RemoteAddr()
 	if host, _, err := net.SplitHostPort(in.ip); err == nil {
 		in.ip = host
@@ -83,14 +93,18 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 			},
 		}}
 	}
+	joinErrs := append([]int{http.StatusForbidden}, errs...)
 	register(api, secured(huma.Operation{
 		OperationID: "join-waiting-room", Method: http.MethodPost, Path: "/v1/events/{eventId}/waiting-room",
 		Summary: "Join the waiting room",
 		Description: "Buyers only. Idempotent: joining again returns your place. While the onsale is open, " +
 			"nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); " +
 			"otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); " +
-			"503 with Retry-After while the waiting room cannot admit anyone.",
-		Tags: []string{"Waiting room"}, Errors: errs, Responses: queued(),
+			"503 with Retry-After while the waiting room cannot admit anyone. " +
+			"During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; " +
+			"case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. " +
+			"Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.",
+		Tags: []string{"Waiting room"}, Errors: joinErrs, Responses: queued(),
 	}, auth.RoleBuyer), h.joinWaitingRoom)
 	register(api, secured(huma.Operation{
 		OperationID: "get-waiting-room", Method: http.MethodGet, Path: "/v1/events/{eventId}/waiting-room",
@@ -121,7 +135,7 @@ func (h *Handlers) waitingRoom(ctx context.Context, in *WaitingRoomInput, join b
 	}
 	var v waitingroom.View
 	if join {
-		v, err = c.Room.Join(ctx, identity(ctx).UserID, eventID, in.ip)
+		v, err = c.Room.JoinWithCode(ctx, identity(ctx).UserID, eventID, in.ip, in.presaleCode)
 	} else {
 		v, err = c.Room.Poll(ctx, identity(ctx).UserID, eventID, in.ip)
 	}

@@ -123,6 +123,16 @@ type Onsale struct {
 	HoldTtlSeconds  *int32
 }
 
+type OnsalePhase struct {
+	ID          uuid.UUID
+	EventID     uuid.UUID
+	Name        string
+	OpensAt     time.Time
+	Presale     bool
+	CategoryIds []uuid.UUID
+	CreatedAt   time.Time
+}
+
 type Order struct {
 	ID                             uuid.UUID
 	UserID                         uuid.UUID
@@ -186,6 +196,25 @@ type Payment struct {
 	Currency        string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+}
+
+type PresaleCode struct {
+	ID        uuid.UUID
+	EventID   uuid.UUID
+	PhaseID   uuid.UUID
+	CodeHash  []byte
+	MaxUses   int32
+	Uses      int32
+	MaxSeats  int32
+	CreatedAt time.Time
+}
+
+type PresaleRedemption struct {
+	PhaseID   uuid.UUID
+	UserID    uuid.UUID
+	CodeID    uuid.UUID
+	EventID   uuid.UUID
+	CreatedAt time.Time
 }
 
 type PriceCategory struct {

@@ -144,6 +144,11 @@ var tableOwners = map[string]string{
 	"check_ins": "boxoffice/domain/tickets",
 	// domain/waitingroom: the onsale settings.
 	"onsales": "boxoffice/domain/waitingroom",
+	// The onsale's phases and presale codes (issue 30 item 3); hold_reserve
+	// only reads them.
+	"onsale_phases":       "boxoffice/domain/waitingroom",
+	"presale_codes":       "boxoffice/domain/waitingroom",
+	"presale_redemptions": "boxoffice/domain/waitingroom",
 	// domain/webhooks: organizers' endpoints and what is sent to them.
 	"webhook_endpoints":    "boxoffice/domain/webhooks",
 	"webhook_messages":     "boxoffice/domain/webhooks",

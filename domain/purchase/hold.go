@@ -35,6 +35,15 @@ var (
 	// ErrSeatLimit: the hold would give the buyer more seats of the event
 	// than HoldParams.SeatLimit allows. Nothing was written.
 	ErrSeatLimit = fault.New(fault.CodeConflict, "buyer's seat limit for the event exceeded")
+	// ErrPresaleCodeRequired: the onsale phase in force is a presale and
+	// the buyer has redeemed none of its codes. Nothing was written.
+	ErrPresaleCodeRequired = fault.New(fault.CodeForbidden, "presale code required")
+	// ErrPhaseCategory: a seat is of a price category the onsale phase in
+	// force does not sell. Nothing was written.
+	ErrPhaseCategory = fault.New(fault.CodeConflict, "seat's category not on sale in this phase")
+	// ErrPresaleSeatLimit: the hold would give the buyers of the buyer's
+	// presale code more seats than the code allows. Nothing was written.
+	ErrPresaleSeatLimit = fault.New(fault.CodeConflict, "presale code's seat limit exceeded")
 )
 
 // SeatUnavailableError is returned when some requested seats are held by
@@ -131,7 +140,10 @@ type Hold struct {
 // run concurrently; the same key with a different request returns
 // ErrIdempotencyConflict. A key is bound only by a request that succeeded.
 // Other errors: *SeatUnavailableError, ErrEventNotFound, ErrSeatsNotInEvent,
-// ErrSeatLimit.
+// ErrSeatLimit, and for the onsale phase in force (its categories, its
+// presale code and the code's seat limit, checked in the same
+// transaction) ErrPresaleCodeRequired, ErrPhaseCategory and
+// ErrPresaleSeatLimit.
 // Lock races (deadlock, serialization) are retried, never returned.
 func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 	if len(p.SeatIDs) == 0 {
@@ -213,6 +225,12 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 		return Hold{}, ErrSeatsNotInEvent
 	case "seat_limit":
 		return Hold{}, ErrSeatLimit
+	case "presale_code_required":
+		return Hold{}, ErrPresaleCodeRequired
+	case "phase_category":
+		return Hold{}, ErrPhaseCategory
+	case "presale_seat_limit":
+		return Hold{}, ErrPresaleSeatLimit
 	}
 	return Hold{}, fmt.Errorf("reserve seats: unknown outcome %q", row.Outcome)
 }

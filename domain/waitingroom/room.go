@@ -130,8 +130,44 @@ type Room struct {
 	revMu   sync.RWMutex
 	revoked map[uuid.UUID]time.Time
 
+	// phases caches each event's onsale phases for SettingsTTL, so that a
+	// join outside a presale costs no PostgreSQL round trip.
+	phaseMu sync.Mutex
+	phases  map[uuid.UUID]cachedPhases
+
 	admitted prometheus.Counter
 	requests *prometheus.CounterVec
+}
+
+type cachedPhases struct {
+	phases []PhaseInfo
+	at     time.Time
+}
+
+// phasesOf returns the event's phases, cached for SettingsTTL; when they
+// cannot be read, the last ones read if any (so a database outage does
+// not stop joins outside a presale), else the error.
+func (r *Room) phasesOf(ctx context.Context, eventID uuid.UUID, now time.Time) ([]PhaseInfo, error) {
+	r.phaseMu.Lock()
+	c, ok := r.phases[eventID]
+	r.phaseMu.Unlock()
+	if ok && now.Sub(c.at) < r.cfg.SettingsTTL {
+		return c.phases, nil
+	}
+	phases, err := r.cfg.Onsales.Phases(ctx, eventID)
+	if err != nil {
+		if ok {
+			return c.phases, nil
+		}
+		return nil, err
+	}
+	r.phaseMu.Lock()
+	if r.phases == nil {
+		r.phases = map[uuid.UUID]cachedPhases{}
+	}
+	r.phases[eventID] = cachedPhases{phases: phases, at: now}
+	r.phaseMu.Unlock()
+	return phases, nil
 }
 
 type cached struct {
@@ -384,7 +420,63 @@ func PollAfter(phase Phase, position int64, rate float64, untilOpen time.Duratio
 // lasts). Returns ErrEventNotFound, or an error wrapping
 // ErrUnavailable while the store is unreachable (nobody is admitted).
 func (r *Room) Join(ctx context.Context, userID, eventID uuid.UUID, ip string) (View, error) {
+	return r.JoinWithCode(ctx, userID, eventID, ip, "")
+}
+
+// JoinWithCode is Join with the buyer's presale code: while a presale
+// phase is in force (InForce, of the phases cached for SettingsTTL;
+// Onsales.Redeem), a buyer who has not redeemed one of
+// its codes redeems code first, and without a valid one is refused with
+// ErrPresaleCode, having joined nothing. Outside a presale code is
+// ignored.
+func (r *Room) JoinWithCode(ctx context.Context, userID, eventID uuid.UUID, ip, code string) (View, error) {
+	if r.cfg.Onsales != nil {
+		now := r.cfg.Now()
+		phases, err := r.phasesOf(ctx, eventID, now)
+		if err != nil {
+			return View{}, err
+		}
+		if ph, ok := InForce(phases, now); ok && ph.Presale {
+			if err := r.cfg.Onsales.Redeem(ctx, eventID, ph.ID, userID, code); err != nil {
+				return View{}, err
+			}
+		}
+	}
 	return r.enter(ctx, userID, eventID, ip, true)
+}
+
+// Phases returns the event's onsale phases in opening order (none without
+// a settings store).
+func (r *Room) Phases(ctx context.Context, eventID uuid.UUID) ([]PhaseInfo, error) {
+	if r.cfg.Onsales == nil {
+		return nil, nil
+	}
+	return r.cfg.Onsales.Phases(ctx, eventID)
+}
+
+// SetPhases is Onsales.SetPhases; ErrNoSettings without a settings store.
+func (r *Room) SetPhases(ctx context.Context, eventID uuid.UUID, specs []PhaseSpec) ([]PhaseInfo, error) {
+	if r.cfg.Onsales == nil {
+		return nil, ErrNoSettings
+	}
+	phases, err := r.cfg.Onsales.SetPhases(ctx, eventID, specs)
+	if err == nil {
+		// This process sees the change at once; the others within
+		// SettingsTTL (and holds at once: hold_reserve reads the table).
+		r.phaseMu.Lock()
+		delete(r.phases, eventID)
+		r.phaseMu.Unlock()
+	}
+	return phases, err
+}
+
+// CreateCodes is Onsales.CreateCodes; ErrNoSettings without a settings
+// store.
+func (r *Room) CreateCodes(ctx context.Context, eventID uuid.UUID, spec CodeSpec) ([]Code, error) {
+	if r.cfg.Onsales == nil {
+		return nil, ErrNoSettings
+	}
+	return r.cfg.Onsales.CreateCodes(ctx, eventID, spec)
 }
 
 // Poll returns where the buyer is (StatusNone when they never joined or

@@ -18,7 +18,9 @@
 -- 00038 added p_trace_parent, stored with the order and both outbox rows.
 -- 00035 priced seats from their price category and added the categories'
 -- own per-buyer limits (checked under the same (event, buyer) lock); 00036
--- counted a seat the organizer blocked as taken.
+-- counted a seat the organizer blocked as taken; 00039 applied the onsale
+-- phase in force (its categories, and for a presale the buyer's code and
+-- the code's seat limit).
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -55,6 +57,8 @@ DECLARE
     v_hash     bytea;
     v_response jsonb;
     v_mine     bigint;
+    v_phase    onsale_phases%ROWTYPE;
+    v_code     presale_codes%ROWTYPE;
 BEGIN
     -- A retry of a request that already succeeded is answered from its key
     -- without touching the seats.
@@ -64,6 +68,62 @@ BEGIN
     IF FOUND THEN
         RETURN QUERY SELECT 'replay', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, v_hash, v_response;
         RETURN;
+    END IF;
+
+    -- The onsale phase in force (00039): the latest opened, or before any
+    -- has opened the first (waitingroom.InForce decides the same way).
+    -- It may sell only some categories; a presale admits only a buyer who
+    -- redeemed one of its codes, and the seats all of a code's buyers hold
+    -- or own (as for the per-buyer limit below) may not exceed its
+    -- max_seats, counted under a lock of the code so that its buyers'
+    -- holds take turns. Locks are taken in one order on every path:
+    -- this code lock, then the (event, buyer) lock, then the seats.
+    SELECT * INTO v_phase FROM onsale_phases ph
+    WHERE ph.event_id = p_event_id
+    ORDER BY (ph.opens_at <= now()) DESC,
+             CASE WHEN ph.opens_at <= now() THEN ph.opens_at END DESC,
+             ph.opens_at
+    LIMIT 1;
+    IF FOUND THEN
+        IF v_phase.presale THEN
+            SELECT c.* INTO v_code FROM presale_redemptions r JOIN presale_codes c ON c.id = r.code_id
+            WHERE r.phase_id = v_phase.id AND r.user_id = p_user_id;
+            IF NOT FOUND THEN
+                RETURN QUERY SELECT 'presale_code_required', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
+                RETURN;
+            END IF;
+        END IF;
+        IF cardinality(v_phase.category_ids) > 0 AND EXISTS (
+            SELECT 1 FROM seats s WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids)
+              AND NOT (s.category_id = ANY (v_phase.category_ids))) THEN
+            RETURN QUERY SELECT 'phase_category', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
+            RETURN;
+        END IF;
+        IF v_phase.presale THEN
+            PERFORM pg_advisory_xact_lock(hashtextextended('presale_code:' || v_code.id::text, 0));
+            SELECT count(DISTINCT theirs.seat_id) INTO v_mine
+            FROM (
+                SELECT hs.seat_id
+                FROM presale_redemptions r
+                JOIN orders o ON o.user_id = r.user_id AND o.event_id = p_event_id
+                JOIN holds h ON h.order_id = o.id
+                JOIN hold_seats hs ON hs.hold_id = h.id
+                WHERE r.code_id = v_code.id
+                  AND hs.released_at IS NULL
+                  AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
+                UNION ALL
+                SELECT t.seat_id
+                FROM presale_redemptions r
+                JOIN orders o ON o.user_id = r.user_id AND o.event_id = p_event_id
+                JOIN tickets t ON t.order_id = o.id
+                WHERE r.code_id = v_code.id AND o.status = 'ticketed'
+            ) AS theirs
+            WHERE NOT (theirs.seat_id = ANY (p_seat_ids));
+            IF v_mine + cardinality(p_seat_ids) > v_code.max_seats THEN
+                RETURN QUERY SELECT 'presale_seat_limit', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
+                RETURN;
+            END IF;
+        END IF;
     END IF;
 
     -- The organizer's per-buyer limit, checked under a lock of the

@@ -1,0 +1,197 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/domain/waitingroom"
+	"boxoffice/platform/auth"
+)
+
+// Problem types of onsale phases and presale codes.
+const (
+	// TypePresaleCodeRequired: the onsale's phase in force is a presale,
+	// and the buyer has no valid code (join) or redeemed none (hold).
+	TypePresaleCodeRequired = "/problems/presale-code-required"
+	// TypePhaseCategory: a seat's category is not on sale in the phase
+	// in force.
+	TypePhaseCategory = "/problems/phase-category"
+	// TypePresaleSeatLimit: the hold would exceed the presale code's seats.
+	TypePresaleSeatLimit = "/problems/presale-seat-limit"
+)
+
+// OnsalePhase is one phase of an onsale.
+type OnsalePhase struct {
+	Name        string      `json:"name" minLength:"1" maxLength:"100" doc:"Unique within the event, e.g. presale or general."`
+	OpensAt     time.Time   `json:"opensAt" doc:"When the phase comes into force; it lasts until the next phase opens. Before the first phase opens, the first one's rules apply (to the pre-queue too)."`
+	Presale     bool        `json:"presale" doc:"A presale admits to the waiting room and to holds only buyers who redeemed one of its codes."`
+	CategoryIDs []uuid.UUID `json:"categoryIds,omitempty" maxItems:"100" doc:"The price categories the phase sells; absent or empty: all of them."`
+}
+
+// OnsalePhaseSpec is one phase of an onsale as the organizer sets it
+// (OnsalePhase's fields: a type of its own so that the request schema
+// stays closed and the response's open).
+type OnsalePhaseSpec struct {
+	Name        string      `json:"name" minLength:"1" maxLength:"100" doc:"Unique within the event, e.g. presale or general."`
+	OpensAt     time.Time   `json:"opensAt" doc:"When the phase comes into force; it lasts until the next phase opens. Before the first phase opens, the first one's rules apply (to the pre-queue too)."`
+	Presale     bool        `json:"presale" doc:"A presale admits to the waiting room and to holds only buyers who redeemed one of its codes."`
+	CategoryIDs []uuid.UUID `json:"categoryIds,omitempty" maxItems:"100" doc:"The price categories the phase sells; absent or empty: all of them."`
+}
+
+// OnsalePhasesBody is an onsale's phases.
+type OnsalePhasesBody struct {
+	Phases []OnsalePhase `json:"phases" doc:"In opening order."`
+	// Current names the phase in force now; absent without phases.
+	Current string `json:"current,omitempty" doc:"The phase in force now: the latest opened, or the first before any has opened."`
+}
+
+// OnsalePhasesOutput is an onsale's phases.
+type OnsalePhasesOutput struct {
+	Body OnsalePhasesBody
+}
+
+// SetOnsalePhasesInput replaces an onsale's phases.
+type SetOnsalePhasesInput struct {
+	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	Body    struct {
+		Phases []OnsalePhaseSpec `json:"phases" maxItems:"20" doc:"The onsale's phases; empty: none (the onsale sells every category to every admitted buyer). A phase keeps its codes when named again; leaving out a phase that has codes is a 409."`
+	}
+}
+
+// CreatePresaleCodesInput creates presale codes in bulk.
+type CreatePresaleCodesInput struct {
+	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	Body    struct {
+		Phase    string   `json:"phase" minLength:"1" maxLength:"100" doc:"The presale phase the codes admit to."`
+		Count    int      `json:"count,omitempty" minimum:"0" maximum:"10000" doc:"How many random codes to make (12 characters, Crockford base32), when codes is absent."`
+		Codes    []string `json:"codes,omitempty" maxItems:"10000" doc:"Your own codes (4 to 64 characters; case-insensitive), instead of count."`
+		MaxUses  int      `json:"maxUses" minimum:"1" maximum:"1000000" doc:"How many buyers each code admits."`
+		MaxSeats int      `json:"maxSeats" minimum:"1" maximum:"1000" doc:"How many seats the buyers of one code may together hold or own in the event."`
+	}
+}
+
+// PresaleCode is a created code: shown once, only its hash is kept.
+type PresaleCode struct {
+	ID   uuid.UUID `json:"id"`
+	Code string    `json:"code" doc:"Give it to the buyer; it is not shown again."`
+}
+
+// CreatePresaleCodesOutput are the created codes.
+type CreatePresaleCodesOutput struct {
+	Body struct {
+		Codes []PresaleCode `json:"codes"`
+	}
+}
+
+func (h *Handlers) registerOnsalePhases(api huma.API) {
+	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity}
+	register(api, secured(huma.Operation{
+		OperationID: "get-onsale-phases", Method: http.MethodGet, Path: "/v1/events/{eventId}/onsale/phases",
+		Summary:     "Get the onsale's phases",
+		Description: "The event's organizer only (404 for anyone else).",
+		Tags:        []string{"Onsale"}, Errors: errs,
+	}, auth.RoleOrganizer), h.getOnsalePhases)
+	register(api, secured(huma.Operation{
+		OperationID: "set-onsale-phases", Method: http.MethodPut, Path: "/v1/events/{eventId}/onsale/phases",
+		Summary: "Set the onsale's phases (presale, general sale)",
+		Description: "The event's organizer only. Replaces the phases. The phase in force is the latest opened; " +
+			"a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase " +
+			"with categoryIds sells only those categories. Holds check the phase in force when they are made.",
+		Tags: []string{"Onsale"}, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, auth.RoleOrganizer), h.setOnsalePhases)
+	register(api, secured(huma.Operation{
+		OperationID: "create-presale-codes", Method: http.MethodPost, Path: "/v1/events/{eventId}/onsale/presale-codes",
+		Summary: "Create presale codes in bulk",
+		Description: "The event's organizer only. Creates count random codes, or the codes given, for a presale phase; " +
+			"each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: " +
+			"only their hashes are stored. A code the phase already has is a 409, and nothing is created.",
+		Tags: []string{"Onsale"}, DefaultStatus: http.StatusCreated, MaxBodyBytes: 1 << 20,
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, auth.RoleOrganizer), h.createPresaleCodes)
+}
+
+func phasesOutput(phases []waitingroom.PhaseInfo, now time.Time) *OnsalePhasesOutput {
+	out := &OnsalePhasesOutput{Body: OnsalePhasesBody{Phases: make([]OnsalePhase, 0, len(phases))}}
+	for _, p := range phases {
+		out.Body.Phases = append(out.Body.Phases, OnsalePhase{Name: p.Name, OpensAt: p.OpensAt.UTC(), Presale: p.Presale, CategoryIDs: p.CategoryIDs})
+	}
+	if cur, ok := waitingroom.InForce(phases, now); ok {
+		out.Body.Current = cur.Name
+	}
+	return out
+}
+
+func (h *Handlers) getOnsalePhases(ctx context.Context, in *EventPathInput) (*OnsalePhasesOutput, error) {
+	c, eventID, _, err := h.organizerOnsale(ctx, in.EventID, nil)
+	if err != nil {
+		return nil, err
+	}
+	phases, err := c.Room.Phases(ctx, eventID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "onsale phases", "No such event.", "event_id", eventID)
+	}
+	return phasesOutput(phases, time.Now()), nil
+}
+
+func (h *Handlers) setOnsalePhases(ctx context.Context, in *SetOnsalePhasesInput) (*OnsalePhasesOutput, error) {
+	names, opens := map[string]bool{}, map[time.Time]bool{}
+	specs := make([]waitingroom.PhaseSpec, 0, len(in.Body.Phases))
+	for _, p := range in.Body.Phases {
+		t := p.OpensAt.UTC().Truncate(time.Microsecond)
+		if names[p.Name] {
+			return nil, invalid("body.phases", "phase names must be distinct")
+		}
+		if opens[t] {
+			return nil, invalid("body.phases", "phases must open at distinct times")
+		}
+		names[p.Name], opens[t] = true, true
+		specs = append(specs, waitingroom.PhaseSpec{Name: p.Name, OpensAt: t, Presale: p.Presale, CategoryIDs: p.CategoryIDs})
+	}
+	c, eventID, _, err := h.organizerOnsale(ctx, in.EventID, nil)
+	if err != nil {
+		return nil, err
+	}
+	phases, err := c.Room.SetPhases(ctx, eventID, specs)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "set onsale phases", "No such event.", "event_id", eventID)
+	}
+	h.logger.InfoContext(ctx, "onsale phases set", "correlation_id", CorrelationID(ctx), "event_id", eventID, "phases", len(phases))
+	return phasesOutput(phases, time.Now()), nil
+}
+
+func (h *Handlers) createPresaleCodes(ctx context.Context, in *CreatePresaleCodesInput) (*CreatePresaleCodesOutput, error) {
+	b := in.Body
+	switch {
+	case len(b.Codes) == 0 && b.Count == 0:
+		return nil, invalid("body.count", "give count or codes")
+	case len(b.Codes) > 0 && b.Count > 0:
+		return nil, invalid("body.count", "give count or codes, not both")
+	}
+	for _, code := range b.Codes {
+		if n := len(waitingroom.NormalizeCode(code)); n < 4 || n > 64 {
+			return nil, invalid("body.codes", "a code has 4 to 64 characters")
+		}
+	}
+	c, eventID, _, err := h.organizerOnsale(ctx, in.EventID, nil)
+	if err != nil {
+		return nil, err
+	}
+	codes, err := c.Room.CreateCodes(ctx, eventID, waitingroom.CodeSpec{
+		Phase: b.Phase, Codes: b.Codes, Count: b.Count, MaxUses: b.MaxUses, MaxSeats: b.MaxSeats,
+	})
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "create presale codes", "No such event.", "event_id", eventID)
+	}
+	// The codes themselves are secrets: never logged.
+	h.logger.InfoContext(ctx, "presale codes created", "correlation_id", CorrelationID(ctx), "event_id", eventID, "count", len(codes))
+	out := &CreatePresaleCodesOutput{}
+	out.Body.Codes = make([]PresaleCode, 0, len(codes))
+	for _, code := range codes {
+		out.Body.Codes = append(out.Body.Codes, PresaleCode{ID: code.ID, Code: code.Code})
+	}
+	return out, nil
+}
