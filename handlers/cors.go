@@ -18,7 +18,7 @@ import (
 // corsAllowHeaders are the request headers a browser page may send:
 // traceparent and tracestate too, so a page traced by OpenTelemetry's
 // browser SDK continues its trace into the API's (docs/tracing.md).
-var corsAllowHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", "X-Admission-Token", "X-Correlation-Id", "If-None-Match", "Last-Event-ID",
+var corsAllowHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", "X-Admission-Token", "X-Correlation-Id", "If-None-Match", "Last-Event-ID", "X-Presale-Code",
 	"traceparent", "tracestate"}
 
 // corsExposeHeaders are the response headers a browser page may read

@@ -45,6 +45,7 @@ func TestCORSIsAnAllowList(t *testing.T) {
 		require.Contains(t, res.header.Get("Access-Control-Allow-Headers"), "Idempotency-Key")
 		require.Contains(t, res.header.Get("Access-Control-Allow-Headers"), "X-Admission-Token")
 		require.Contains(t, res.header.Get("Access-Control-Allow-Headers"), "traceparent", "a traced page's trace goes on into the API's")
+		require.Contains(t, res.header.Get("Access-Control-Allow-Headers"), "X-Presale-Code", "a presale page sends its buyer's code")
 		require.Contains(t, res.header.Get("Access-Control-Allow-Methods"), "POST")
 		require.Empty(t, res.header.Get("Access-Control-Allow-Credentials"), "tokens travel in Authorization, not cookies")
 
