@@ -57,6 +57,8 @@ DECLARE
     v_hash     bytea;
     v_response jsonb;
     v_mine     bigint;
+    v_limited  uuid[];    -- the category of each requested seat whose category has a limit
+    v_mine_seats uuid[];  -- the buyer's seats held or owned, this request's excepted
     v_phase    onsale_phases%ROWTYPE;
     v_code     presale_codes%ROWTYPE;
 BEGIN
@@ -101,24 +103,9 @@ BEGIN
         END IF;
         IF v_phase.presale THEN
             PERFORM pg_advisory_xact_lock(hashtextextended('presale_code:' || v_code.id::text, 0));
-            SELECT count(DISTINCT theirs.seat_id) INTO v_mine
-            FROM (
-                SELECT hs.seat_id
-                FROM presale_redemptions r
-                JOIN orders o ON o.user_id = r.user_id AND o.event_id = p_event_id
-                JOIN holds h ON h.order_id = o.id
-                JOIN hold_seats hs ON hs.hold_id = h.id
-                WHERE r.code_id = v_code.id
-                  AND hs.released_at IS NULL
-                  AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
-                UNION ALL
-                SELECT t.seat_id
-                FROM presale_redemptions r
-                JOIN orders o ON o.user_id = r.user_id AND o.event_id = p_event_id
-                JOIN tickets t ON t.order_id = o.id
-                WHERE r.code_id = v_code.id AND o.status = 'ticketed'
-            ) AS theirs
-            WHERE NOT (theirs.seat_id = ANY (p_seat_ids));
+            SELECT count(DISTINCT theirs) INTO v_mine
+            FROM presale_redemptions r, buyer_seats(p_event_id, r.user_id) AS theirs
+            WHERE r.code_id = v_code.id AND NOT (theirs = ANY (p_seat_ids));
             IF v_mine + cardinality(p_seat_ids) > v_code.max_seats THEN
                 RETURN QUERY SELECT 'presale_seat_limit', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
                 RETURN;
@@ -126,74 +113,29 @@ BEGIN
         END IF;
     END IF;
 
-    -- The organizer's per-buyer limit, checked under a lock of the
-    -- (event, buyer) pair: one buyer's holds for one event take turns here,
-    -- so two at once cannot both fit under the limit. The count runs after
-    -- the lock with a fresh snapshot, so it sees the holds committed by
-    -- whoever held the lock before. A seat counts while the buyer holds it
-    -- (an unreleased seat of a live or confirmed hold) or owns it (a ticket
-    -- of a ticketed order); seats of this very request do not count.
-    IF p_seat_limit > 0 THEN
+    -- The per-buyer limits, the organizer's for the event and each price
+    -- category's own (00035), checked under a lock of the (event, buyer)
+    -- pair: one buyer's holds for one event take turns here, so two at
+    -- once cannot both fit under a limit. The buyer's seats (buyer_seats:
+    -- held or owned; seats of this very request do not count) are read
+    -- once, after the lock, with a fresh snapshot, so they include the
+    -- holds committed by whoever held the lock before. Only a request
+    -- that some limit applies to takes the lock and reads them.
+    SELECT coalesce(array_agg(s.category_id) FILTER (WHERE c.seat_limit > 0), '{}') INTO v_limited
+    FROM seats s JOIN price_categories c ON c.id = s.category_id
+    WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids);
+    IF p_seat_limit > 0 OR cardinality(v_limited) > 0 THEN
         PERFORM pg_advisory_xact_lock(hashtextextended('seat_limit:' || p_event_id::text || ':' || p_user_id::text, 0));
-        SELECT count(DISTINCT mine.seat_id) INTO v_mine
-        FROM (
-            SELECT hs.seat_id
-            FROM orders o
-            JOIN holds h ON h.order_id = o.id
-            JOIN hold_seats hs ON hs.hold_id = h.id
-            WHERE o.user_id = p_user_id AND o.event_id = p_event_id
-              AND hs.released_at IS NULL
-              AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
-            UNION ALL
-            SELECT t.seat_id
-            FROM orders o
-            JOIN tickets t ON t.order_id = o.id
-            WHERE o.user_id = p_user_id AND o.event_id = p_event_id AND o.status = 'ticketed'
-        ) AS mine
-        WHERE NOT (mine.seat_id = ANY (p_seat_ids));
-        IF v_mine + cardinality(p_seat_ids) > p_seat_limit THEN
-            RETURN QUERY SELECT 'seat_limit', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
-            RETURN;
-        END IF;
-    END IF;
-
-    -- A price category's own per-buyer limit (00035), under the same
-    -- (event, buyer) lock as the event's (taken again here when only a
-    -- category has a limit; a transaction lock taken twice is held once
-    -- more, and released with the transaction all the same). For each
-    -- limited category of the requested seats, the buyer's seats of that
-    -- category held or owned (as above) plus the requested ones must fit.
-    IF EXISTS (SELECT 1 FROM seats s JOIN price_categories c ON c.id = s.category_id
-               WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids) AND c.seat_limit > 0) THEN
-        PERFORM pg_advisory_xact_lock(hashtextextended('seat_limit:' || p_event_id::text || ':' || p_user_id::text, 0));
-        IF EXISTS (
-            SELECT 1
-            FROM (
-                SELECT s.category_id, c.seat_limit, count(*) AS wanted
-                FROM seats s JOIN price_categories c ON c.id = s.category_id
-                WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids) AND c.seat_limit > 0
-                GROUP BY s.category_id, c.seat_limit
-            ) req
-            WHERE req.wanted + (
-                SELECT count(DISTINCT mine.seat_id)
-                FROM (
-                    SELECT hs.seat_id
-                    FROM orders o
-                    JOIN holds h ON h.order_id = o.id
-                    JOIN hold_seats hs ON hs.hold_id = h.id
-                    WHERE o.user_id = p_user_id AND o.event_id = p_event_id
-                      AND hs.released_at IS NULL
-                      AND (h.status = 'confirmed' OR (h.status = 'active' AND h.expires_at > now()))
-                    UNION ALL
-                    SELECT t.seat_id
-                    FROM orders o
-                    JOIN tickets t ON t.order_id = o.id
-                    WHERE o.user_id = p_user_id AND o.event_id = p_event_id AND o.status = 'ticketed'
-                ) AS mine
-                JOIN seats ms ON ms.id = mine.seat_id
-                WHERE ms.category_id = req.category_id AND NOT (mine.seat_id = ANY (p_seat_ids))
-            ) > req.seat_limit
-        ) THEN
+        SELECT coalesce(array_agg(DISTINCT mine), '{}') INTO v_mine_seats
+        FROM buyer_seats(p_event_id, p_user_id) AS mine
+        WHERE NOT (mine = ANY (p_seat_ids));
+        IF (p_seat_limit > 0 AND cardinality(v_mine_seats) + cardinality(p_seat_ids) > p_seat_limit)
+           OR EXISTS (
+               SELECT 1
+               FROM (SELECT category_id, count(*) AS wanted FROM unnest(v_limited) AS category_id GROUP BY category_id) req
+               JOIN price_categories c ON c.id = req.category_id
+               WHERE req.wanted + (SELECT count(*) FROM seats ms
+                                   WHERE ms.id = ANY (v_mine_seats) AND ms.category_id = req.category_id) > c.seat_limit) THEN
             RETURN QUERY SELECT 'seat_limit', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
             RETURN;
         END IF;
