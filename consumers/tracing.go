@@ -20,9 +20,11 @@ import (
 // is settled, each process span with its delivery's error.
 func (c *Consumer) startSpans(ctx context.Context, items []*item) (context.Context, func()) {
 	tracer := telemetry.Tracer()
+	parents := make([]context.Context, len(items))
 	links := make([]trace.Link, 0, len(items))
-	for _, it := range items {
-		if sc := trace.SpanContextFromContext(telemetry.Continue(context.Background(), telemetry.MessageParent(it.msg.Headers()))); sc.IsValid() {
+	for i, it := range items {
+		parents[i] = telemetry.Continue(context.Background(), telemetry.MessageParent(it.msg.Headers()))
+		if sc := trace.SpanContextFromContext(parents[i]); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
@@ -35,8 +37,7 @@ func (c *Consumer) startSpans(ctx context.Context, items []*item) (context.Conte
 			semconv.MessagingConsumerGroupName(c.cfg.Name),
 			semconv.MessagingBatchMessageCount(len(items)),
 		))
-	for _, it := range items {
-		parent := telemetry.Continue(context.Background(), telemetry.MessageParent(it.msg.Headers()))
+	for i, it := range items {
 		attrs := []attribute.KeyValue{
 			semconv.MessagingSystemKey.String("nats"),
 			semconv.MessagingOperationTypeProcess,
@@ -53,7 +54,7 @@ func (c *Consumer) startSpans(ctx context.Context, items []*item) (context.Conte
 		if it.ev.CausationID != "" {
 			attrs = append(attrs, telemetry.CausationID.String(it.ev.CausationID))
 		}
-		pctx, span := tracer.Start(parent, "process "+it.ev.EventType,
+		pctx, span := tracer.Start(parents[i], "process "+it.ev.EventType,
 			trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithLinks(trace.Link{SpanContext: batch.SpanContext()}),
 			trace.WithAttributes(attrs...))

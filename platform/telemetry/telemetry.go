@@ -184,12 +184,6 @@ func Continue(ctx context.Context, traceparent string) context.Context {
 	return traceContext.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
 }
 
-// SpanContext is the span context traceparent names (invalid when it is
-// "" or malformed), for a link.
-func SpanContext(traceparent string) trace.SpanContext {
-	return trace.SpanContextFromContext(Continue(context.Background(), traceparent))
-}
-
 // Inject writes ctx's span into h as a traceparent header (an outgoing
 // HTTP request's).
 func Inject(ctx context.Context, h http.Header) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"boxoffice/platform/telemetry"
 )
@@ -56,7 +57,9 @@ func TestTraceParentAndLogLinesFollowTheSwitch(t *testing.T) {
 	ctx, span = telemetry.Tracer().Start(context.Background(), "on")
 	tp := telemetry.TraceParent(ctx)
 	require.Regexp(t, "^00-"+span.SpanContext().TraceID().String()+"-"+span.SpanContext().SpanID().String()+"-01$", tp)
-	require.Equal(t, span.SpanContext().TraceID(), telemetry.SpanContext(tp).TraceID(), "what is stored is continued")
+	continued := trace.SpanContextFromContext(telemetry.Continue(context.Background(), tp))
+	require.Equal(t, span.SpanContext().TraceID(), continued.TraceID(), "what is stored is continued")
+	require.Equal(t, span.SpanContext().SpanID(), continued.SpanID())
 	m := line(ctx)
 	require.Equal(t, span.SpanContext().TraceID().String(), m["trace_id"])
 	require.Equal(t, span.SpanContext().SpanID().String(), m["span_id"])
