@@ -296,3 +296,48 @@ func TestPresaleCodeSeatLimitRace(t *testing.T) {
 	require.ElementsMatch(t, []int{http.StatusAccepted, http.StatusConflict}, statuses)
 	require.Equal(t, int64(2), dbtest.Count(t, b.pool, "SELECT count(*) FROM hold_seats WHERE released_at IS NULL"), "one hold of 2 seats, within the code's 3")
 }
+
+// Guessing presale codes goes no faster than the buyer's request budget:
+// a presale join is charged before its code is looked at, so past the
+// budget a guess is a 429 (it was a 403 for every guess, at whatever
+// rate, when the budget was charged only after the code was accepted),
+// and a guess that was charged costs the buyer what one join does.
+func TestPresaleCodeGuessesAreRateLimited(t *testing.T) {
+	t.Parallel()
+	const perUser = 3
+	b := setupRoom(t, roomOpts{limits: waitingroom.Limits{PerUser: perUser, PerIP: -1}})
+	org := b.organizerWithID(t)
+	ev := b.presaleEvent(t, org)
+	res := b.setPhases(t, org, ev.id,
+		map[string]any{"name": "presale", "opensAt": time.Now().UTC().Add(-time.Hour), "presale": true})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	codes := b.createCodes(t, org, ev.id, map[string]any{"phase": "presale", "count": 1, "maxUses": 5, "maxSeats": 2})
+
+	_, guesser := b.buyer(t)
+	start := time.Now()
+	var refused, limited int
+	for range 4 * perUser {
+		res := b.join(t, guesser, ev.id, "WRONGCODE000")
+		switch res.status {
+		case http.StatusForbidden:
+			require.Equal(t, handlers.TypePresaleCodeRequired, problemType(t, res))
+			refused++
+		case http.StatusTooManyRequests:
+			require.NotEmpty(t, res.header.Get("Retry-After"))
+			limited++
+		default:
+			t.Fatalf("a wrong code answered %d: %s", res.status, res.body)
+		}
+	}
+	// Each second's window admits perUser requests; the loop may span more
+	// than one.
+	windows := int(time.Since(start)/time.Second) + 2
+	require.LessOrEqual(t, refused, perUser*windows, "guesses looked at")
+	require.Positive(t, limited, "guesses past the budget are refused before the code is checked")
+
+	// A buyer with the right code still joins with one unit of its budget.
+	_, buyer := b.buyer(t)
+	res = b.join(t, buyer, ev.id, codes[0])
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, `"waiting-room";r=2;t=1`, res.header.Get("RateLimit"), "one join, one unit")
+}

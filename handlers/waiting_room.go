@@ -103,7 +103,7 @@ func (h *Handlers) registerWaitingRoom(api huma.API) {
 			"503 with Retry-After while the waiting room cannot admit anyone. " +
 			"During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; " +
 			"case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. " +
-			"Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.",
+			"Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.",
 		Tags: []string{"Waiting room"}, Errors: joinErrs, Responses: queued(),
 	}, auth.RoleBuyer), h.joinWaitingRoom)
 	register(api, secured(huma.Operation{

@@ -429,6 +429,12 @@ func (r *Room) Join(ctx context.Context, userID, eventID uuid.UUID, ip string) (
 // its codes redeems code first, and without a valid one is refused with
 // ErrPresaleCode, having joined nothing. Outside a presale code is
 // ignored.
+//
+// A presale join is charged to the buyer's and the address's request
+// budgets (Limits) before the code is checked, and once: a buyer over
+// either budget gets StatusLimited without the code being looked at, so
+// guessing codes goes no faster than the per-buyer limit, and a wrong
+// guess costs PostgreSQL nothing once the budget is spent.
 func (r *Room) JoinWithCode(ctx context.Context, userID, eventID uuid.UUID, ip, code string) (View, error) {
 	if r.cfg.Onsales != nil {
 		now := r.cfg.Now()
@@ -437,12 +443,19 @@ func (r *Room) JoinWithCode(ctx context.Context, userID, eventID uuid.UUID, ip, 
 			return View{}, err
 		}
 		if ph, ok := InForce(phases, now); ok && ph.Presale {
+			charged, err := r.enter(ctx, userID, eventID, ip, false, true)
+			if err != nil || charged.Status == StatusLimited {
+				return charged, err
+			}
 			if err := r.cfg.Onsales.Redeem(ctx, eventID, ph.ID, userID, code); err != nil {
 				return View{}, err
 			}
+			v, err := r.enter(ctx, userID, eventID, ip, true, false)
+			v.Used = charged.Used
+			return v, err
 		}
 	}
-	return r.enter(ctx, userID, eventID, ip, true)
+	return r.enter(ctx, userID, eventID, ip, true, true)
 }
 
 // Phases returns the event's onsale phases in opening order (none without
@@ -483,10 +496,13 @@ func (r *Room) CreateCodes(ctx context.Context, eventID uuid.UUID, spec CodeSpec
 // their admission expired, StatusRevoked without a token when it was
 // revoked, as Revoked sees it). Errors as Join.
 func (r *Room) Poll(ctx context.Context, userID, eventID uuid.UUID, ip string) (View, error) {
-	return r.enter(ctx, userID, eventID, ip, false)
+	return r.enter(ctx, userID, eventID, ip, false, true)
 }
 
-func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, join bool) (View, error) {
+// enter joins (join) or polls the buyer; charge counts the request against
+// the buyer's and the address's budgets (Limits), which a request already
+// charged must not be twice.
+func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, join, charge bool) (View, error) {
 	ev, err := r.event(ctx, eventID)
 	if err != nil {
 		return View{}, err
@@ -498,6 +514,9 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		EventID: eventID, UserID: userID, IP: ip, Now: now, Limits: r.cfg.Limits,
 		Phase: phase, Rate: rate, Burst: r.burst(rate), TTL: r.cfg.Signer.TTL(),
 		ClaimWindow: r.cfg.ClaimWindow,
+	}
+	if !charge {
+		p.Limits = Limits{}
 	}
 	inv, known, _ := r.inventory(ctx, eventID)
 	var e Entry
