@@ -2206,6 +2206,12 @@ type IssueOrderParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// CreatePresaleCodesParams defines parameters for CreatePresaleCodes.
+type CreatePresaleCodesParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEventOrdersParams defines parameters for ListEventOrders.
 type ListEventOrdersParams struct {
 	// Status Only orders in these statuses: one status, or several separated by commas.
@@ -2540,7 +2546,7 @@ type ClientInterface interface {
 
 	// CheckInWithBody Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2549,7 +2555,7 @@ type ClientInterface interface {
 
 	// CheckIn Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2558,7 +2564,7 @@ type ClientInterface interface {
 
 	// CheckInBatchWithBody Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2567,7 +2573,7 @@ type ClientInterface interface {
 
 	// CheckInBatch Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2662,25 +2668,25 @@ type ClientInterface interface {
 
 	// CreatePresaleCodesWithBody Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePresaleCodes Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeAdmissionWithBody Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2689,7 +2695,7 @@ type ClientInterface interface {
 
 	// RevokeAdmission Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2726,7 +2732,7 @@ type ClientInterface interface {
 
 	// BlockSeatsWithBody Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2735,7 +2741,7 @@ type ClientInterface interface {
 
 	// BlockSeats Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2744,7 +2750,7 @@ type ClientInterface interface {
 
 	// ReleaseSeatsWithBody Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2753,7 +2759,7 @@ type ClientInterface interface {
 
 	// ReleaseSeats Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3216,7 +3222,7 @@ func (c *Client) CountCheckIns(ctx context.Context, eventID openapi_types.UUID, 
 
 // CheckInWithBody Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3235,7 +3241,7 @@ func (c *Client) CheckInWithBody(ctx context.Context, eventID openapi_types.UUID
 
 // CheckIn Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3254,7 +3260,7 @@ func (c *Client) CheckIn(ctx context.Context, eventID openapi_types.UUID, body C
 
 // CheckInBatchWithBody Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3273,7 +3279,7 @@ func (c *Client) CheckInBatchWithBody(ctx context.Context, eventID openapi_types
 
 // CheckInBatch Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3478,13 +3484,13 @@ func (c *Client) SetOnsalePhases(ctx context.Context, eventID openapi_types.UUID
 
 // CreatePresaleCodesWithBody Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreatePresaleCodesRequestWithBody(c.Server, eventID, contentType, body)
+func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePresaleCodesRequestWithBody(c.Server, eventID, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3497,13 +3503,13 @@ func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi
 
 // CreatePresaleCodes Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreatePresaleCodesRequest(c.Server, eventID, body)
+func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePresaleCodesRequest(c.Server, eventID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3516,7 +3522,7 @@ func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.U
 
 // RevokeAdmissionWithBody Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3535,7 +3541,7 @@ func (c *Client) RevokeAdmissionWithBody(ctx context.Context, eventID openapi_ty
 
 // RevokeAdmission Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3622,7 +3628,7 @@ func (c *Client) ListSeatBlocks(ctx context.Context, eventID openapi_types.UUID,
 
 // BlockSeatsWithBody Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3641,7 +3647,7 @@ func (c *Client) BlockSeatsWithBody(ctx context.Context, eventID openapi_types.U
 
 // BlockSeats Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3660,7 +3666,7 @@ func (c *Client) BlockSeats(ctx context.Context, eventID openapi_types.UUID, bod
 
 // ReleaseSeatsWithBody Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3679,7 +3685,7 @@ func (c *Client) ReleaseSeatsWithBody(ctx context.Context, eventID openapi_types
 
 // ReleaseSeats Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5036,18 +5042,18 @@ func NewSetOnsalePhasesRequestWithBody(server string, eventID openapi_types.UUID
 }
 
 // NewCreatePresaleCodesRequest calls the generic CreatePresaleCodes builder with application/json body
-func NewCreatePresaleCodesRequest(server string, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody) (*http.Request, error) {
+func NewCreatePresaleCodesRequest(server string, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreatePresaleCodesRequestWithBody(server, eventID, "application/json", bodyReader)
+	return NewCreatePresaleCodesRequestWithBody(server, eventID, params, "application/json", bodyReader)
 }
 
 // NewCreatePresaleCodesRequestWithBody constructs an http.Request for the CreatePresaleCodes method, with any body, and a specified content type
-func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5078,6 +5084,21 @@ func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.U
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -6784,7 +6805,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithBodyWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6793,7 +6814,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6802,7 +6823,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6811,7 +6832,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6910,25 +6931,25 @@ type ClientWithResponsesInterface interface {
 
 	// CreatePresaleCodesWithBodyWithResponse Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
+	CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
 
 	// CreatePresaleCodesWithResponse Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
+	CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
 
 	// RevokeAdmissionWithBodyWithResponse Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6937,7 +6958,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeAdmissionWithResponse Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6982,7 +7003,7 @@ type ClientWithResponsesInterface interface {
 
 	// BlockSeatsWithBodyWithResponse Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6991,7 +7012,7 @@ type ClientWithResponsesInterface interface {
 
 	// BlockSeatsWithResponse Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7000,7 +7021,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseSeatsWithBodyWithResponse Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7009,7 +7030,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseSeatsWithResponse Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9278,7 +9299,7 @@ func (c *ClientWithResponses) CountCheckInsWithResponse(ctx context.Context, eve
 
 // CheckInWithBodyWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9293,7 +9314,7 @@ func (c *ClientWithResponses) CheckInWithBodyWithResponse(ctx context.Context, e
 
 // CheckInWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9308,7 +9329,7 @@ func (c *ClientWithResponses) CheckInWithResponse(ctx context.Context, eventID o
 
 // CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9323,7 +9344,7 @@ func (c *ClientWithResponses) CheckInBatchWithBodyWithResponse(ctx context.Conte
 
 // CheckInBatchWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9488,13 +9509,13 @@ func (c *ClientWithResponses) SetOnsalePhasesWithResponse(ctx context.Context, e
 
 // CreatePresaleCodesWithBodyWithResponse Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
-	rsp, err := c.CreatePresaleCodesWithBody(ctx, eventID, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
+	rsp, err := c.CreatePresaleCodesWithBody(ctx, eventID, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9503,13 +9524,13 @@ func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context
 
 // CreatePresaleCodesWithResponse Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
-	rsp, err := c.CreatePresaleCodes(ctx, eventID, body, reqEditors...)
+func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
+	rsp, err := c.CreatePresaleCodes(ctx, eventID, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9518,7 +9539,7 @@ func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context
 
 // RevokeAdmissionWithBodyWithResponse Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9533,7 +9554,7 @@ func (c *ClientWithResponses) RevokeAdmissionWithBodyWithResponse(ctx context.Co
 
 // RevokeAdmissionWithResponse Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9608,7 +9629,7 @@ func (c *ClientWithResponses) ListSeatBlocksWithResponse(ctx context.Context, ev
 
 // BlockSeatsWithBodyWithResponse Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9623,7 +9644,7 @@ func (c *ClientWithResponses) BlockSeatsWithBodyWithResponse(ctx context.Context
 
 // BlockSeatsWithResponse Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9638,7 +9659,7 @@ func (c *ClientWithResponses) BlockSeatsWithResponse(ctx context.Context, eventI
 
 // ReleaseSeatsWithBodyWithResponse Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9653,7 +9674,7 @@ func (c *ClientWithResponses) ReleaseSeatsWithBodyWithResponse(ctx context.Conte
 
 // ReleaseSeatsWithResponse Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -112,7 +112,10 @@ func (h *Handlers) registerCheckIns(api huma.API) {
 			"a second scan answers 409 `" + TypeAlreadyCheckedIn + "` with when and at which gate the ticket was " +
 			"first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the " +
 			"payload names) answers 422 `" + TypeTicketInvalid + "`; a ticket issued more than " + skew + " after the " +
-			"server's now (a clock is off) 422 `" + TypeScannedAtOutOfRange + "`. Nothing is recorded for a refused scan." + who,
+			"server's now (a clock is off) 422 `" + TypeScannedAtOutOfRange + "`. Nothing is recorded for a refused scan. " +
+			"Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing " +
+			"twice and answers 409 `" + TypeAlreadyCheckedIn + "` whose `checkIn` is the recorded one (its ticket, gate and time), " +
+			"which tells a scanner that retried at its own gate that the ticket is in." + who,
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, auth.RoleOrganizer, auth.RoleScanner), h.checkIn)
 	register(api, secured(huma.Operation{
@@ -125,7 +128,8 @@ func (h *Handlers) registerCheckIns(api huma.API) {
 			"ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in " +
 			"the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. " +
 			"Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, " +
-			"also when the same batch is uploaded again." + who,
+			"also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), " +
+			"and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times." + who,
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, auth.RoleOrganizer, auth.RoleScanner), h.checkInBatch)
 	register(api, secured(huma.Operation{

@@ -93,7 +93,8 @@ func (h *Handlers) registerOnsale(api huma.API) {
 		OperationID: "revoke-admission", Method: http.MethodPost, Path: "/v1/events/{eventId}/onsale/revocations",
 		Summary: "Revoke a buyer's admission",
 		Description: "The event's organizer only. The buyer's admission token is refused on holds from now on " +
-			"(within a second on every API process); holds already made stand. 404 if the buyer holds no admission.",
+			"(within a second on every API process); holds already made stand. 404 if the buyer holds no admission. " +
+			"Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.",
 		Tags: []string{"Onsale"}, DefaultStatus: http.StatusNoContent,
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, auth.RoleOrganizer), h.revokeAdmission)

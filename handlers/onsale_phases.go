@@ -7,6 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/waitingroom"
 	"boxoffice/platform/auth"
@@ -65,6 +66,7 @@ type SetOnsalePhasesInput struct {
 // CreatePresaleCodesInput creates presale codes in bulk.
 type CreatePresaleCodesInput struct {
 	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	IdempotencyKeyHeader
 	Body    struct {
 		Phase    string   `json:"phase" minLength:"1" maxLength:"100" doc:"The presale phase the codes admit to."`
 		Count    int      `json:"count,omitempty" minimum:"0" maximum:"10000" doc:"How many random codes to make (12 characters, Crockford base32), when codes is absent."`
@@ -108,7 +110,9 @@ func (h *Handlers) registerOnsalePhases(api huma.API) {
 		Summary: "Create presale codes in bulk",
 		Description: "The event's organizer only. Creates count random codes, or the codes given, for a presale phase; " +
 			"each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: " +
-			"only their hashes are stored. A code the phase already has is a 409, and nothing is created.",
+			"only their hashes are stored. A code the phase already has is a 409, and nothing is created. " +
+			"Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) " +
+			"and creates none; without one, a retry creates new random codes, or answers 409 for your own.",
 		Tags: []string{"Onsale"}, DefaultStatus: http.StatusCreated, MaxBodyBytes: 1 << 20,
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.createPresaleCodes)
@@ -180,18 +184,35 @@ func (h *Handlers) createPresaleCodes(ctx context.Context, in *CreatePresaleCode
 	if err != nil {
 		return nil, err
 	}
-	codes, err := c.Room.CreateCodes(ctx, eventID, waitingroom.CodeSpec{
-		Phase: b.Phase, Codes: b.Codes, Count: b.Count, MaxUses: b.MaxUses, MaxSeats: b.MaxSeats,
-	})
+	spec := waitingroom.CodeSpec{Phase: b.Phase, Codes: b.Codes, Count: b.Count, MaxUses: b.MaxUses, MaxSeats: b.MaxSeats}
+	bodyOf := func(codes []waitingroom.Code) []PresaleCode {
+		out := make([]PresaleCode, 0, len(codes))
+		for _, code := range codes {
+			out = append(out, PresaleCode{ID: code.ID, Code: code.Code})
+		}
+		return out
+	}
+	// The codes are shown once: the answer kept for a retry is sealed, as
+	// a webhook endpoint's secret is.
+	codes, replayed, err := idempotently(ctx, c, idempotentRequest{op: "create-presale-codes", key: in.IdempotencyKey, parts: []any{eventID, b}, secret: true},
+		func(ctx context.Context, tx pgx.Tx) ([]PresaleCode, error) {
+			codes, err := c.Room.CreateCodesTx(ctx, tx, eventID, spec)
+			return bodyOf(codes), err
+		},
+		func(ctx context.Context) ([]PresaleCode, error) {
+			codes, err := c.Room.CreateCodes(ctx, eventID, spec)
+			return bodyOf(codes), err
+		})
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "create presale codes", "No such event.", "event_id", eventID)
 	}
 	// The codes themselves are secrets: never logged.
-	h.logger.InfoContext(ctx, "presale codes created", "correlation_id", CorrelationID(ctx), "event_id", eventID, "count", len(codes))
-	out := &CreatePresaleCodesOutput{}
-	out.Body.Codes = make([]PresaleCode, 0, len(codes))
-	for _, code := range codes {
-		out.Body.Codes = append(out.Body.Codes, PresaleCode{ID: code.ID, Code: code.Code})
+	if replayed {
+		h.logger.InfoContext(ctx, "presale codes replayed", "correlation_id", CorrelationID(ctx), "event_id", eventID, "count", len(codes))
+	} else {
+		h.logger.InfoContext(ctx, "presale codes created", "correlation_id", CorrelationID(ctx), "event_id", eventID, "count", len(codes))
 	}
+	out := &CreatePresaleCodesOutput{}
+	out.Body.Codes = codes
 	return out, nil
 }

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +109,40 @@ func TestRevokeAdmission(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, res.status, "%s", res.body)
 	require.Equal(t, handlers.TypeAdmissionInvalid, problemType(t, res))
 	require.Equal(t, http.StatusAccepted, b.hold(t, otherTok, otherAdm, ev.ID, "k", ev.Seats[0]).status)
+}
+
+// Revoking is idempotent by nature (its description says so; it takes no
+// Idempotency-Key): revocations of one buyer sent at once, as retries of a
+// lost answer, all answer 204, and the buyer's token stays refused.
+func TestRevokeAdmissionRetried(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{})
+	org := b.organizerWithID(t)
+	ev := b.createEvent(t, org)
+	userID, tok := b.buyer(t)
+	adm := b.admit(t, tok, ev.ID)
+	path := "/v1/events/" + ev.ID + "/onsale/revocations"
+
+	const retries = 6
+	res := make([]response, retries)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range retries {
+		wg.Go(func() {
+			<-start
+			res[i] = b.do(t, http.MethodPost, path, bearer(org), map[string]any{"userId": userID})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, r := range res {
+		require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
+	}
+	again := b.do(t, http.MethodPost, path, bearer(org), map[string]any{"userId": userID})
+	require.Equal(t, http.StatusNoContent, again.status, "a later retry: %s", again.body)
+	res[0] = b.hold(t, tok, adm, ev.ID, "k", ev.Seats[0])
+	require.Equal(t, http.StatusForbidden, res[0].status, "%s", res[0].body)
+	require.Equal(t, handlers.TypeAdmissionInvalid, problemType(t, res[0]))
 }
 
 // The organizer sets the event's hold lifetime within bounds; holds made

@@ -341,3 +341,66 @@ func TestPresaleCodeGuessesAreRateLimited(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	require.Equal(t, `"waiting-room";r=2;t=1`, res.header.Get("RateLimit"), "one join, one unit")
 }
+
+// Presale codes are shown once, so creating them takes an optional
+// Idempotency-Key with the holds' semantics: concurrent retries of a lost
+// answer, released together, create one batch and all get its codes; a
+// later retry gets them again; the same key with another body is 409
+// idempotency-conflict; the answer kept for retries is sealed (no code in
+// clear); and a failed request binds no key.
+func TestPresaleCodesRetriedWithIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	b := setupRoom(t, roomOpts{secrets: true})
+	org := b.organizerWithID(t)
+	ev := b.presaleEvent(t, org)
+	path := "/v1/events/" + ev.id + "/onsale/presale-codes"
+	with := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + org, "Idempotency-Key": key} }
+	body := map[string]any{"phase": "presale", "count": 5, "maxUses": 2, "maxSeats": 2}
+
+	// Before the phase exists the request fails, and the key stays free.
+	res := b.do(t, http.MethodPost, path, with("codes-1"), body)
+	require.Equal(t, http.StatusUnprocessableEntity, res.status, "%s", res.body)
+	res = b.setPhases(t, org, ev.id, map[string]any{"name": "presale", "opensAt": time.Now().UTC().Add(-time.Hour), "presale": true})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+
+	const twins = 6
+	answers := make([]response, twins)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range twins {
+		wg.Go(func() {
+			<-start
+			answers[i] = b.do(t, http.MethodPost, path, with("codes-1"), body)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range twins {
+		require.Equal(t, http.StatusCreated, answers[i].status, "%s", answers[i].body)
+		require.JSONEq(t, string(answers[0].body), string(answers[i].body), "every retry gets the first answer")
+	}
+	var codes []string
+	for _, c := range answers[0].json(t)["codes"].([]any) {
+		codes = append(codes, b.remember(c.(map[string]any)["code"].(string)))
+	}
+	require.Len(t, codes, 5)
+	require.EqualValues(t, 5, dbtest.Count(t, b.pool, "SELECT count(*) FROM presale_codes"), "one batch, however many retries")
+
+	again := b.do(t, http.MethodPost, path, with("codes-1"), body)
+	require.Equal(t, http.StatusCreated, again.status, "%s", again.body)
+	require.JSONEq(t, string(answers[0].body), string(again.body))
+	// The kept answer is sealed: no code is in it in clear.
+	for _, c := range codes {
+		require.EqualValues(t, 0, dbtest.Count(t, b.pool,
+			"SELECT count(*) FROM idempotent_requests WHERE NOT sealed OR position(convert_to($1, 'UTF8') in response) > 0", c))
+	}
+
+	res = b.do(t, http.MethodPost, path, with("codes-1"), map[string]any{"phase": "presale", "count": 6, "maxUses": 2, "maxSeats": 2})
+	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+	require.Equal(t, handlers.TypeIdempotencyConflict, problemType(t, res))
+	require.EqualValues(t, 5, dbtest.Count(t, b.pool, "SELECT count(*) FROM presale_codes"))
+
+	// A replayed code admits as a created one does.
+	_, buyer := b.buyer(t)
+	require.Equal(t, http.StatusOK, b.join(t, buyer, ev.id, codes[0]).status)
+}

@@ -46,7 +46,7 @@ var operationProblems = map[string]map[int][]string{
 	},
 	"join-waiting-room":       {http.StatusForbidden: {TypePresaleCodeRequired}},
 	"set-onsale-phases":       {http.StatusConflict: {TypeConflict}},
-	"create-presale-codes":    {http.StatusConflict: {TypeConflict}},
+	"create-presale-codes":    {http.StatusConflict: {TypeConflict, TypeIdempotencyConflict}},
 	"create-event":            {http.StatusConflict: {TypeIdempotencyConflict}},
 	"block-seats":             {http.StatusConflict: {TypeSeatUnavailable}},
 	"issue-order":             {http.StatusConflict: {TypeSeatUnavailable, TypeIdempotencyConflict}},

@@ -98,7 +98,9 @@ func (h *Handlers) registerSeatBlocks(api huma.API) {
 		Summary: "Hold seats back", Tags: []string{"Events"},
 		Description: "Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, " +
 			"shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused " +
-			"(409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event." + only,
+			"(409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. " +
+			"Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again " +
+			"as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between." + only,
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.blockSeats)
 	register(api, secured(huma.Operation{
@@ -110,7 +112,9 @@ func (h *Handlers) registerSeatBlocks(api huma.API) {
 	register(api, secured(huma.Operation{
 		OperationID: "release-seats", Method: http.MethodPost, Path: "/v1/events/{eventId}/seat-blocks/release",
 		Summary: "Release held-back seats", Tags: []string{"Events"},
-		Description: "Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored." + only,
+		Description: "Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. " +
+			"Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only " +
+			"the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked." + only,
 		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.releaseSeats)
 	register(api, secured(huma.Operation{

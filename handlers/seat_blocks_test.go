@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -115,4 +116,60 @@ func TestSeatBlocksAndIssuedOrders(t *testing.T) {
 			require.Equal(t, http.StatusUnprocessableEntity, res.status, "%v: %s", body, res.body)
 		}
 	})
+}
+
+// Blocking and releasing seats are idempotent by nature (their
+// descriptions say so; they take no Idempotency-Key): the same block sent
+// by several goroutines at once, as retries of a lost answer, answers the
+// same blocks (blockedAt included) every time; the same release sent at
+// once releases each seat exactly once across the answers, and leaves
+// nothing blocked.
+func TestSeatBlocksAreIdempotentByNature(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	org, _ := b.organizerOf(t)
+	ev := b.createEvent(t, org, map[string]any{"name": "Floor", "rows": 1, "seatsPerRow": 6, "priceMinor": 5000})
+	base := "/v1/events/" + ev.ID
+	body := map[string]any{"seatIds": []string{ev.Seats[0], ev.Seats[1], ev.Seats[2]}, "reason": "press", "note": "review"}
+
+	first := b.do(t, http.MethodPost, base+"/seat-blocks", bearer(org), body)
+	require.Equal(t, http.StatusOK, first.status, "%s", first.body)
+	const retries = 6
+	res := make([]response, retries)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range retries {
+		wg.Go(func() {
+			<-start
+			res[i] = b.do(t, http.MethodPost, base+"/seat-blocks", bearer(org), body)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, r := range res {
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		require.JSONEq(t, string(first.body), string(r.body), "a retried block answers as the first")
+	}
+
+	release := map[string]any{"seatIds": []string{ev.Seats[0], ev.Seats[1], ev.Seats[2]}}
+	start = make(chan struct{})
+	for i := range retries {
+		wg.Go(func() {
+			<-start
+			res[i] = b.do(t, http.MethodPost, base+"/seat-blocks/release", bearer(org), release)
+		})
+	}
+	close(start)
+	wg.Wait()
+	released := map[string]int{}
+	for _, r := range res {
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		for _, id := range r.json(t)["released"].([]any) {
+			released[id.(string)]++
+		}
+	}
+	require.Equal(t, map[string]int{ev.Seats[0]: 1, ev.Seats[1]: 1, ev.Seats[2]: 1}, released, "each seat released once")
+	list := b.do(t, http.MethodGet, base+"/seat-blocks", bearer(org), nil)
+	require.Equal(t, http.StatusOK, list.status, "%s", list.body)
+	require.Empty(t, list.json(t)["blocks"])
 }

@@ -18,6 +18,7 @@ import (
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
 	"boxoffice/platform/admission"
 	"boxoffice/platform/auth"
@@ -41,6 +42,9 @@ type roomOpts struct {
 	rate   float64
 	limits waitingroom.Limits
 	holds  *waitingroom.LatencyWindow
+	// secrets gives the cell its webhook secret keys, which seal the
+	// answers kept for Idempotency-Key retries that show a secret once.
+	secrets bool
 }
 
 func setupRoom(t *testing.T, o roomOpts) *roomBundle {
@@ -66,13 +70,20 @@ func setupRoom(t *testing.T, o roomOpts) *roomBundle {
 		SettingsTTL:   10 * time.Millisecond,
 		AdmitInterval: 20 * time.Millisecond,
 	})
+	cell := &cells.Cell{
+		Name:     cells.Default,
+		Pool:     pool,
+		Catalog:  catalog.New(pool),
+		Purchase: purchase.NewService(pool, logger, purchase.Config{}),
+		Room:     room,
+	}
+	if o.secrets {
+		cell.Webhooks = webhooks.NewService(pool, webhooks.ServiceConfig{
+			Guard: &webhooks.Guard{AllowPrivate: true}, Keys: testWebhookKeys, Logger: logger,
+		})
+	}
 	h := handlers.New(handlers.Config{
-		Cells: cells.Single(&cells.Cell{
-			Name:     cells.Default,
-			Catalog:  catalog.New(pool),
-			Purchase: purchase.NewService(pool, logger, purchase.Config{}),
-			Room:     room,
-		}),
+		Cells:     cells.Single(cell),
 		Logger:    logger,
 		Bearer:    auth.NewVerifier(jwtSecret),
 		Admission: signer,

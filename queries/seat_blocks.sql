@@ -23,12 +23,15 @@ ORDER BY x.seat_id;
 
 -- name: SeatBlockUpsert :exec
 -- Blocks the given (locked, unowned) seats, or changes the reason of a
--- block they already have.
+-- block they already have. A block asked again as it is stays untouched
+-- (its time included), so a retried request answers as the first did.
 INSERT INTO seat_blocks (seat_id, event_id, reason, note, blocked_by)
 SELECT seat, @event_id::uuid, @reason::text, sqlc.narg(note)::text, @blocked_by::uuid
 FROM unnest(@seat_ids::uuid[]) AS seat
 ON CONFLICT (seat_id) DO UPDATE SET reason = EXCLUDED.reason, note = EXCLUDED.note,
-    blocked_by = EXCLUDED.blocked_by, created_at = now();
+    blocked_by = EXCLUDED.blocked_by, created_at = now()
+WHERE (seat_blocks.reason, seat_blocks.note, seat_blocks.blocked_by)
+    IS DISTINCT FROM (EXCLUDED.reason, EXCLUDED.note, EXCLUDED.blocked_by);
 
 -- name: SeatBlockDelete :many
 -- Releases the event's given blocks; returns the seats that were blocked.

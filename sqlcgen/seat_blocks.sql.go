@@ -94,6 +94,8 @@ SELECT seat, $1::uuid, $2::text, $3::text, $4::uuid
 FROM unnest($5::uuid[]) AS seat
 ON CONFLICT (seat_id) DO UPDATE SET reason = EXCLUDED.reason, note = EXCLUDED.note,
     blocked_by = EXCLUDED.blocked_by, created_at = now()
+WHERE (seat_blocks.reason, seat_blocks.note, seat_blocks.blocked_by)
+    IS DISTINCT FROM (EXCLUDED.reason, EXCLUDED.note, EXCLUDED.blocked_by)
 `
 
 type SeatBlockUpsertParams struct {
@@ -105,7 +107,8 @@ type SeatBlockUpsertParams struct {
 }
 
 // Blocks the given (locked, unowned) seats, or changes the reason of a
-// block they already have.
+// block they already have. A block asked again as it is stays untouched
+// (its time included), so a retried request answers as the first did.
 func (q *Queries) SeatBlockUpsert(ctx context.Context, db DBTX, arg SeatBlockUpsertParams) error {
 	_, err := db.Exec(ctx, seatBlockUpsert,
 		arg.EventID,

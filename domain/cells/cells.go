@@ -12,7 +12,9 @@
 // nothing else; records of the cells that answer are found as before.
 //
 // New organizers are placed by rendezvous hashing of their id over the
-// cells' names; an organizer stays in the cell that first stored it, and
+// shared cells' names, or in the dedicated cell that names them
+// (Cell.Organizers: a stadium onsale's organizer gets a writer that serves
+// nobody else); an organizer stays in the cell that first stored it, and
 // its events and webhook endpoints live there too, so an organizer's
 // reports and webhooks never need another cell. Nothing joins across
 // databases: anything that must see several cells reads their events on
@@ -93,6 +95,11 @@ type Cell struct {
 	// cell's orders, from which they show each change (nil: the streams
 	// read their order on a schedule).
 	Orders *orderfeed.Feed
+	// Organizers, when not empty, dedicate the cell to these organizers:
+	// each of them not yet stored in any cell is placed here (with all its
+	// events, orders and webhook endpoints), and no other new organizer
+	// ever is. Organizers already stored stay where they are.
+	Organizers []uuid.UUID
 }
 
 // Bus is the cell's namespace on the bus.
@@ -109,6 +116,12 @@ type Router struct {
 	orders     map[uuid.UUID]*Cell
 	organizers map[uuid.UUID]*Cell
 	intents    map[string]*Cell
+
+	// dedicated maps each organizer a dedicated cell names to it; shared
+	// are the cells that are not dedicated, over which Home hashes every
+	// other organizer.
+	dedicated map[uuid.UUID]*Cell
+	shared    []*Cell
 }
 
 // maxRemembered bounds each of the Router's caches; when one is full it
@@ -129,6 +142,7 @@ func NewRouter(cells ...*Cell) (*Router, error) {
 		byName: make(map[string]*Cell, len(cells)), q: sqlcgen.New(),
 		events: map[uuid.UUID]*Cell{}, orders: map[uuid.UUID]*Cell{},
 		organizers: map[uuid.UUID]*Cell{}, intents: map[string]*Cell{},
+		dedicated: map[uuid.UUID]*Cell{},
 	}
 	for _, c := range cells {
 		switch {
@@ -141,6 +155,18 @@ func NewRouter(cells ...*Cell) (*Router, error) {
 		}
 		r.byName[c.Name] = c
 		r.cells = append(r.cells, c)
+		if len(c.Organizers) == 0 {
+			r.shared = append(r.shared, c)
+		}
+		for _, id := range c.Organizers {
+			if other := r.dedicated[id]; other != nil && other != c {
+				return nil, fmt.Errorf("cells: organizer %s is dedicated to cells %q and %q", id, other.Name, c.Name)
+			}
+			r.dedicated[id] = c
+		}
+	}
+	if len(r.shared) == 0 {
+		return nil, errors.New("cells: every cell is dedicated to organizers; at least one must take the others")
 	}
 	return r, nil
 }
@@ -188,14 +214,22 @@ func (r *Router) ForOrganizer(ctx context.Context, id uuid.UUID) (*Cell, error) 
 	return c, err
 }
 
-// Home is the cell a new organizer is placed in: of every cell, the one
+// Home is the cell a new organizer is placed in: the dedicated cell that
+// names it (Cell.Organizers), else, of every cell not dedicated, the one
 // with the highest hash of (cell name, organizer id). Adding a cell moves
-// only the new organizers that now hash to it; existing organizers stay
-// where they are stored.
+// only the new organizers that now hash to it, or that it names; existing
+// organizers stay where they are stored.
 func (r *Router) Home(organizerID uuid.UUID) *Cell {
+	if c := r.dedicated[organizerID]; c != nil {
+		return c
+	}
+	shared := r.shared
+	if shared == nil { // Single
+		shared = r.cells
+	}
 	var best *Cell
 	var bestScore uint64
-	for _, c := range r.cells {
+	for _, c := range shared {
 		h := sha256.New()
 		h.Write([]byte(c.Name))
 		h.Write(organizerID[:])

@@ -59,6 +59,29 @@ func TestRouter(t *testing.T) {
 		}
 	})
 
+	t.Run("ADedicatedCellTakesItsOrganizersAndNoOneElse", func(t *testing.T) {
+		star := uuid.New()
+		d := &cells.Cell{Name: "stadium", Pool: poolB, Organizers: []uuid.UUID{star}}
+		r, err := cells.NewRouter(a, b, d)
+		require.NoError(t, err)
+		require.Same(t, d, r.Home(star))
+		for range 1000 {
+			id := uuid.New()
+			home := r.Home(id)
+			require.NotSame(t, d, home, "a dedicated cell took an organizer it does not name")
+			require.Equal(t, routerOf(t, a, b).Home(id).Name, home.Name, "the shared cells hash as if the dedicated one were not there")
+		}
+		got, err := r.ForOrganizer(ctx, star)
+		require.NoError(t, err)
+		require.Same(t, d, got, "a new organizer the cell names is placed there")
+
+		_, err = cells.NewRouter(&cells.Cell{Name: "x", Pool: poolA, Organizers: []uuid.UUID{star}})
+		require.Error(t, err, "no cell left for the other organizers")
+		_, err = cells.NewRouter(a, &cells.Cell{Name: "x", Pool: poolA, Organizers: []uuid.UUID{star}},
+			&cells.Cell{Name: "y", Pool: poolB, Organizers: []uuid.UUID{star}})
+		require.Error(t, err, "one organizer dedicated to two cells")
+	})
+
 	create := func(pool *pgxpool.Pool, cell string) uuid.UUID {
 		ev, err := catalog.New(pool).CreateEvent(ctx, catalog.EventParams{
 			OrganizerID: uuid.New(), Name: "router", StartsAt: time.Now().Add(time.Hour), Currency: "eur", Cell: cell,
@@ -107,4 +130,11 @@ func TestRouter(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "default", got.Name)
 	})
+}
+
+func routerOf(t *testing.T, cs ...*cells.Cell) *cells.Router {
+	t.Helper()
+	r, err := cells.NewRouter(cs...)
+	require.NoError(t, err)
+	return r
 }

@@ -182,41 +182,48 @@ func (o *Onsales) SetPhases(ctx context.Context, eventID uuid.UUID, specs []Phas
 // (only a hash is stored). A code given twice, or one the phase already
 // has, is ErrConflict (db), and nothing is created.
 func (o *Onsales) CreateCodes(ctx context.Context, eventID uuid.UUID, spec CodeSpec) ([]Code, error) {
+	return db.WithTxV(ctx, o.pool, func(ctx context.Context, tx pgx.Tx) ([]Code, error) {
+		return o.CreateCodesTx(ctx, tx, eventID, spec)
+	})
+}
+
+// CreateCodesTx is CreateCodes in the caller's transaction tx (an
+// Idempotency-Key's, idempotency.Do), which must be on this store's
+// database: the codes exist if and only if tx commits.
+func (o *Onsales) CreateCodesTx(ctx context.Context, tx pgx.Tx, eventID uuid.UUID, spec CodeSpec) ([]Code, error) {
 	codes := spec.Codes
 	if len(codes) == 0 {
 		for range spec.Count {
 			codes = append(codes, newCode())
 		}
 	}
-	return db.WithTxV(ctx, o.pool, func(ctx context.Context, tx pgx.Tx) ([]Code, error) {
-		q := sqlcgen.New()
-		if err := q.OnsalePhaseLockEvent(ctx, tx, eventID.String()); err != nil {
-			return nil, fmt.Errorf("lock onsale phases: %w", err)
-		}
-		rows, err := q.OnsalePhaseList(ctx, tx, eventID)
+	q := sqlcgen.New()
+	if err := q.OnsalePhaseLockEvent(ctx, tx, eventID.String()); err != nil {
+		return nil, fmt.Errorf("lock onsale phases: %w", err)
+	}
+	rows, err := q.OnsalePhaseList(ctx, tx, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("list onsale phases: %w", err)
+	}
+	i := slices.IndexFunc(rows, func(r sqlcgen.OnsalePhase) bool { return r.Name == spec.Phase })
+	switch {
+	case i < 0:
+		return nil, ErrNoSuchPhase
+	case !rows[i].Presale:
+		return nil, ErrNotPresale
+	}
+	out := make([]Code, 0, len(codes))
+	for _, c := range codes {
+		id := uuid.Must(uuid.NewV7())
+		err := q.PresaleCodeInsert(ctx, tx, sqlcgen.PresaleCodeInsertParams{
+			ID: id, EventID: eventID, PhaseID: rows[i].ID, CodeHash: codeHash(c), MaxUses: int32(spec.MaxUses), MaxSeats: int32(spec.MaxSeats),
+		})
 		if err != nil {
-			return nil, fmt.Errorf("list onsale phases: %w", err)
+			return nil, fmt.Errorf("insert presale code: %w", err)
 		}
-		i := slices.IndexFunc(rows, func(r sqlcgen.OnsalePhase) bool { return r.Name == spec.Phase })
-		switch {
-		case i < 0:
-			return nil, ErrNoSuchPhase
-		case !rows[i].Presale:
-			return nil, ErrNotPresale
-		}
-		out := make([]Code, 0, len(codes))
-		for _, c := range codes {
-			id := uuid.Must(uuid.NewV7())
-			err := q.PresaleCodeInsert(ctx, tx, sqlcgen.PresaleCodeInsertParams{
-				ID: id, EventID: eventID, PhaseID: rows[i].ID, CodeHash: codeHash(c), MaxUses: int32(spec.MaxUses), MaxSeats: int32(spec.MaxSeats),
-			})
-			if err != nil {
-				return nil, fmt.Errorf("insert presale code: %w", err)
-			}
-			out = append(out, Code{ID: id, Code: NormalizeCode(c)})
-		}
-		return out, nil
-	})
+		out = append(out, Code{ID: id, Code: NormalizeCode(c)})
+	}
+	return out, nil
 }
 
 // Redeem admits userID to phaseID, a presale phase of the event (the one

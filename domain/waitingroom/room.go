@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
@@ -490,6 +491,15 @@ func (r *Room) CreateCodes(ctx context.Context, eventID uuid.UUID, spec CodeSpec
 		return nil, ErrNoSettings
 	}
 	return r.cfg.Onsales.CreateCodes(ctx, eventID, spec)
+}
+
+// CreateCodesTx is Onsales.CreateCodesTx, in the caller's transaction on
+// the room's database; ErrNoSettings without a settings store.
+func (r *Room) CreateCodesTx(ctx context.Context, tx pgx.Tx, eventID uuid.UUID, spec CodeSpec) ([]Code, error) {
+	if r.cfg.Onsales == nil {
+		return nil, ErrNoSettings
+	}
+	return r.cfg.Onsales.CreateCodesTx(ctx, tx, eventID, spec)
 }
 
 // Poll returns where the buyer is (StatusNone when they never joined or

@@ -108,6 +108,7 @@ func openCells(ctx context.Context, cfg Config, logger *slog.Logger, reg *promet
 		}
 		s.closes = append(s.closes, c.Close)
 		s.runs = append(s.runs, c.Runs...)
+		c.Organizers = cc.Organizers
 		list = append(list, c.Cell)
 	}
 	router, err := cells.NewRouter(list...)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,6 +108,10 @@ func (c *cellStack) stop(t *testing.T, role string) {
 //   - each cell's relay and workers run independently: with cell b's
 //     relay stopped, cell a still sells to the ticket, and b catches up
 //     when its relay returns;
+//   - cell b is dedicated to one organizer (BOXOFFICE_CELL_B_ORGANIZERS):
+//     its event is created, sold, reported (sales, orders, check-ins)
+//     and audited in b, cell a's writer has none of its rows, and no
+//     other organizer is placed in b;
 //   - with cell b's database down, cell a still sells, and b's events
 //     answer 503 cell-unavailable instead of failing.
 func TestTwoCells(t *testing.T) {
@@ -131,7 +136,9 @@ func TestTwoCells(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	api := "http://" + ln.Addr().String()
+	star := uuid.New() // the organizer of the stadium onsale, cell b's only one
 	env := withVars(testSecrets(t), map[string]string{
+		"BOXOFFICE_CELL_B_ORGANIZERS":   star.String(),
 		"BOXOFFICE_CELLS":               "a,b",
 		"BOXOFFICE_CELL_A_DATABASE_URL": urlA,
 		"BOXOFFICE_CELL_B_DATABASE_URL": urlB,
@@ -145,7 +152,7 @@ func TestTwoCells(t *testing.T) {
 	getenv := func(k string) string { return env[k] }
 	cfg, err := LoadConfig(getenv, "BOXOFFICE_JWT_SECRET")
 	require.NoError(t, err)
-	require.Equal(t, []cellConfig{{"a", urlA}, {"b", urlB}}, cfg.Cells)
+	require.Equal(t, []cellConfig{{Name: "a", DatabaseURL: urlA}, {Name: "b", DatabaseURL: urlB, Organizers: []uuid.UUID{star}}}, cfg.Cells)
 
 	// The API process: both cells.
 	served, err := openCells(ctx, cfg, logger, prometheus.NewRegistry(), js)
@@ -190,20 +197,13 @@ func TestTwoCells(t *testing.T) {
 	}
 	a, b := stacks["a"], stacks["b"]
 
-	// Organizers land in their home cell, and their events with them.
-	organizerIn := func(cell string) uuid.UUID {
-		for {
-			id := uuid.New()
-			if served.router.Home(id).Name == cell {
-				return id
-			}
-		}
-	}
+	// Organizers land in their home cell, and their events with them: b
+	// is star's alone, every other organizer's home is a.
 	apiClient, err := client.NewClientWithResponses(api)
 	require.NoError(t, err)
 	c := &cellsClient{t: t, api: apiClient, secret: []byte(env["BOXOFFICE_JWT_SECRET"])}
-	eventA := c.createEvent(organizerIn("a"))
-	eventB := c.createEvent(organizerIn("b"))
+	eventA := c.createEvent(uuid.New())
+	eventB := c.createEvent(star)
 	require.Equal(t, int64(1), dbtest.Count(t, a.pool, `SELECT count(*) FROM events WHERE id = $1 AND purchase_cell = 'a'`, eventA))
 	require.Equal(t, int64(0), dbtest.Count(t, b.pool, `SELECT count(*) FROM events WHERE id = $1`, eventA))
 	require.Equal(t, int64(1), dbtest.Count(t, b.pool, `SELECT count(*) FROM events WHERE id = $1 AND purchase_cell = 'b'`, eventB))
@@ -230,6 +230,77 @@ func TestTwoCells(t *testing.T) {
 		// A token for cell a does not buy in cell b's event.
 		res := c.holdSeat(buyer, eventB, token, c.seats(eventB)[0])
 		require.Equal(t, http.StatusForbidden, res.StatusCode())
+	})
+
+	t.Run("ADedicatedCellSellsReportsAndAuditsItsOrganizersEvent", func(t *testing.T) {
+		buyer := uuid.New()
+		orderID := c.hold(buyer, eventB, c.admit(buyer, eventB), 3)
+		c.payAndWait(buyer, orderID)
+		o := c.order(buyer, orderID).JSON200
+		require.NotEmpty(t, o.Tickets)
+		require.NotNil(t, o.Tickets[0].QrPayload)
+
+		starBearer := client.WithBearer(c.token(auth.Identity{UserID: star, OrganizerID: star, Role: auth.RoleOrganizer}))
+		events, err := c.api.ListEventsWithResponse(ctx, nil, starBearer)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, events.StatusCode(), "%s", events.Body)
+		require.Len(t, events.JSON200.Events, 1)
+		require.Equal(t, eventB.String(), events.JSON200.Events[0].ID)
+
+		scanner := client.WithBearer(c.token(auth.Identity{UserID: uuid.New(), OrganizerID: star, Role: auth.RoleScanner}))
+		in, err := c.api.CheckInWithResponse(ctx, eventB, client.CheckInJSONRequestBody{QrPayload: *o.Tickets[0].QrPayload, Gate: "north"}, scanner)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, in.StatusCode(), "%s", in.Body)
+		counts, err := c.api.CountCheckInsWithResponse(ctx, eventB, starBearer)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, counts.StatusCode(), "%s", counts.Body)
+		require.EqualValues(t, 1, counts.JSON200.Total)
+
+		sales, err := c.api.GetEventSalesWithResponse(ctx, eventB, starBearer)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, sales.StatusCode(), "%s", sales.Body)
+		ticketed := dbtest.Count(t, b.pool, `SELECT count(*) FROM orders WHERE event_id = $1 AND status = 'ticketed'`, eventB)
+		require.EqualValues(t, ticketed, sales.JSON200.OrdersByStatus["ticketed"])
+		require.GreaterOrEqual(t, ticketed, int64(1))
+		orders, err := c.api.ListEventOrdersWithResponse(ctx, eventB, nil, starBearer)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, orders.StatusCode(), "%s", orders.Body)
+		var listed []string
+		for _, o := range orders.JSON200.Orders {
+			listed = append(listed, o.ID)
+		}
+		require.Contains(t, listed, orderID.String())
+
+		// Cell a's writer has none of it: not the organizer, the event,
+		// its orders, tickets, check-ins or events on the outbox.
+		for _, q := range []string{
+			`SELECT count(*) FROM organizers WHERE id = $1`, `SELECT count(*) FROM events WHERE organizer_id = $1`,
+		} {
+			require.Zero(t, dbtest.Count(t, a.pool, q, star), q)
+		}
+		for _, q := range []string{
+			`SELECT count(*) FROM events WHERE id = $1`, `SELECT count(*) FROM orders WHERE event_id = $1`,
+			`SELECT count(*) FROM tickets t JOIN orders o ON o.id = t.order_id WHERE o.event_id = $1`,
+			`SELECT count(*) FROM outbox WHERE aggregate_id IN (SELECT id FROM orders WHERE event_id = $1)`,
+		} {
+			require.Zero(t, dbtest.Count(t, a.pool, q, eventB), q)
+		}
+		require.Zero(t, dbtest.Count(t, a.pool, `SELECT count(*) FROM check_ins WHERE ticket_id = (SELECT id FROM tickets WHERE order_id = $1 LIMIT 1)`, orderID))
+		require.EqualValues(t, 1, dbtest.Count(t, b.pool, `SELECT count(*) FROM check_ins c JOIN tickets t ON t.id = c.ticket_id WHERE t.order_id = $1`, orderID))
+
+		// The audit of cell b, as `BOXOFFICE_CELL=b boxoffice audit` runs it.
+		var out strings.Builder
+		require.NoError(t, runAudit(ctx, nil, func(k string) string {
+			if k == "BOXOFFICE_CELL" {
+				return "b"
+			}
+			return env[k]
+		}, &out), "%s", out.String())
+		require.Contains(t, out.String(), "invariants hold")
+
+		// Another new organizer is never placed in b.
+		other := c.createEvent(uuid.New())
+		require.Zero(t, dbtest.Count(t, b.pool, `SELECT count(*) FROM events WHERE id = $1`, other))
 	})
 
 	t.Run("EachCellsRelayAndWorkersRunIndependently", func(t *testing.T) {

@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"boxoffice/domain/payments"
@@ -134,11 +136,22 @@ type Config struct {
 type cellConfig struct {
 	Name        string
 	DatabaseURL string
+	// Organizers dedicate the cell to them
+	// (BOXOFFICE_CELL_<NAME>_ORGANIZERS, cells.Cell.Organizers). Defaults
+	// to none: the cell is shared.
+	Organizers []uuid.UUID
 }
 
 // cellURLVar is the variable that holds the named cell's database URL.
-func cellURLVar(name string) string {
-	return "BOXOFFICE_CELL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_DATABASE_URL"
+func cellURLVar(name string) string { return cellVar(name, "DATABASE_URL") }
+
+// cellOrganizersVar is the variable that dedicates the named cell to
+// organizers.
+func cellOrganizersVar(name string) string { return cellVar(name, "ORGANIZERS") }
+
+// cellVar is the named cell's variable BOXOFFICE_CELL_<NAME>_<suffix>.
+func cellVar(name, suffix string) string {
+	return "BOXOFFICE_CELL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_" + suffix
 }
 
 // loadCells gives each cell BOXOFFICE_CELLS listed its database URL, or
@@ -148,11 +161,32 @@ func loadCells(getenv func(string) string, c *Config, errs *configErrors) {
 		c.Cells = []cellConfig{{Name: c.Cell, DatabaseURL: c.DatabaseURL}}
 		return
 	}
+	dedicated, shared := map[uuid.UUID]string{}, 0
 	for i := range c.Cells {
 		name := c.Cells[i].Name
 		if c.Cells[i].DatabaseURL = getenv(cellURLVar(name)); c.Cells[i].DatabaseURL == "" {
 			errs.add(cellURLVar(name), "is required for cell "+name+" (BOXOFFICE_CELLS)")
 		}
+		v := strings.TrimSpace(getenv(cellOrganizersVar(name)))
+		if v == "" {
+			shared++
+			continue
+		}
+		for raw := range strings.SplitSeq(v, ",") {
+			id, err := uuid.Parse(strings.TrimSpace(raw))
+			switch {
+			case err != nil:
+				errs.add(cellOrganizersVar(name), fmt.Sprintf("%q is not an organizer id (UUID)", strings.TrimSpace(raw)))
+			case dedicated[id] != "" && dedicated[id] != name:
+				errs.add(cellOrganizersVar(name), "organizer "+id.String()+" is dedicated to cell "+dedicated[id]+" too")
+			default:
+				dedicated[id] = name
+				c.Cells[i].Organizers = append(c.Cells[i].Organizers, id)
+			}
+		}
+	}
+	if shared == 0 {
+		errs.add("BOXOFFICE_CELLS", "every cell is dedicated to organizers (BOXOFFICE_CELL_<NAME>_ORGANIZERS); at least one must take the others")
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -206,7 +207,7 @@ func TestSecretsFromFiles(t *testing.T) {
 	require.Equal(t, secrets["BOXOFFICE_JWT_SECRET"], string(cfg.JWTSecret))
 	require.Equal(t, secrets["STRIPE_WEBHOOK_SECRET"], cfg.StripeWebhookSecret)
 	require.Equal(t, "postgres://u:p@db:5432/boxoffice", cfg.DatabaseURL)
-	require.Equal(t, []cellConfig{{"a", "postgres://u:p@cell-a:5432/boxoffice"}}, cfg.Cells)
+	require.Equal(t, []cellConfig{{Name: "a", DatabaseURL: "postgres://u:p@cell-a:5432/boxoffice"}}, cfg.Cells)
 	require.NotNil(t, cfg.TicketSeed)
 	require.NotNil(t, cfg.Webhooks.SecretKeys)
 
@@ -276,4 +277,31 @@ func TestDevDefaults(t *testing.T) {
 	cfg, err = LoadDevConfig(devEnv(envOf(map[string]string{"BOXOFFICE_JWT_SECRET_FILE": path})))
 	require.NoError(t, err)
 	require.Equal(t, secret, string(cfg.JWTSecret))
+}
+
+// BOXOFFICE_CELL_<NAME>_ORGANIZERS dedicates a cell to organizers: ids are
+// UUIDs, one organizer is dedicated to one cell, and one cell at least
+// stays shared for every other organizer.
+func TestDedicatedCells(t *testing.T) {
+	t.Parallel()
+	star, star2 := uuid.New(), uuid.New()
+	env := withVars(testSecrets(t), map[string]string{
+		"BOXOFFICE_CELLS":                     "a,stadium",
+		"BOXOFFICE_CELL_A_DATABASE_URL":       "postgres://u:p@cell-a:5432/boxoffice",
+		"BOXOFFICE_CELL_STADIUM_DATABASE_URL": "postgres://u:p@cell-s:5432/boxoffice",
+		"BOXOFFICE_CELL_STADIUM_ORGANIZERS":   " " + star.String() + ", " + star2.String(),
+	})
+	cfg, err := LoadConfig(envOf(env))
+	require.NoError(t, err)
+	require.Equal(t, []cellConfig{
+		{Name: "a", DatabaseURL: "postgres://u:p@cell-a:5432/boxoffice"},
+		{Name: "stadium", DatabaseURL: "postgres://u:p@cell-s:5432/boxoffice", Organizers: []uuid.UUID{star, star2}},
+	}, cfg.Cells)
+
+	_, err = LoadConfig(envOf(withVars(env, map[string]string{"BOXOFFICE_CELL_STADIUM_ORGANIZERS": "acme"})))
+	require.ErrorContains(t, err, `BOXOFFICE_CELL_STADIUM_ORGANIZERS: "acme" is not an organizer id`)
+	_, err = LoadConfig(envOf(withVars(env, map[string]string{"BOXOFFICE_CELL_A_ORGANIZERS": star.String()})))
+	require.ErrorContains(t, err, "is dedicated to cell")
+	_, err = LoadConfig(envOf(withVars(env, map[string]string{"BOXOFFICE_CELL_A_ORGANIZERS": uuid.NewString()})))
+	require.ErrorContains(t, err, "at least one must take the others")
 }

@@ -306,6 +306,9 @@ var settings = []setting{
 	// LoadConfig for BOXOFFICE_CELL when DATABASE_URL is unset).
 	env("BOXOFFICE_CELL_<NAME>_DATABASE_URL").Secret().
 		Means("the database of the cell `<NAME>` (upper-cased, `-` as `_`): required for each cell of `BOXOFFICE_CELLS`; for `BOXOFFICE_CELL`'s, read when `DATABASE_URL` is unset"),
+	// Read by loadCells, for each cell BOXOFFICE_CELLS names.
+	env("BOXOFFICE_CELL_<NAME>_ORGANIZERS").Shown("none: the cell is shared").
+		Means("organizer ids (UUIDs, comma-separated) the cell `<NAME>` of `BOXOFFICE_CELLS` is dedicated to: each of them not yet stored in a cell is placed there, with all its events, and no other new organizer ever is — a stadium onsale's writer serves nothing else. Organizers already stored stay where they are: set it before the organizer's first request, the same in every `serve` process (docs/cells.md)"),
 	env("REDIS_URL").Secret().Shown("in-process").
 		Means("the waiting room's Redis (`redis://host:6379/0`); unset, the waiting room is in-process and serves one API process only").
 		Parse(func(v string, c *Config) error {
