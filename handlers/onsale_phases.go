@@ -67,7 +67,7 @@ type SetOnsalePhasesInput struct {
 type CreatePresaleCodesInput struct {
 	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	IdempotencyKeyHeader
-	Body    struct {
+	Body struct {
 		Phase    string   `json:"phase" minLength:"1" maxLength:"100" doc:"The presale phase the codes admit to."`
 		Count    int      `json:"count,omitempty" minimum:"0" maximum:"10000" doc:"How many random codes to make (12 characters, Crockford base32), when codes is absent."`
 		Codes    []string `json:"codes,omitempty" maxItems:"10000" doc:"Your own codes (4 to 64 characters; case-insensitive), instead of count."`

@@ -354,7 +354,9 @@ func TestPresaleCodesRetriedWithIdempotencyKey(t *testing.T) {
 	org := b.organizerWithID(t)
 	ev := b.presaleEvent(t, org)
 	path := "/v1/events/" + ev.id + "/onsale/presale-codes"
-	with := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + org, "Idempotency-Key": key} }
+	with := func(key string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + org, "Idempotency-Key": key}
+	}
 	body := map[string]any{"phase": "presale", "count": 5, "maxUses": 2, "maxSeats": 2}
 
 	// Before the phase exists the request fails, and the key stays free.

@@ -115,7 +115,7 @@ func (h *Handlers) registerSeatBlocks(api huma.API) {
 		Description: "Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. " +
 			"Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only " +
 			"the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked." + only,
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.releaseSeats)
 	register(api, secured(huma.Operation{
 		OperationID: "issue-order", Method: http.MethodPost, Path: "/v1/events/{eventId}/issued-orders",
