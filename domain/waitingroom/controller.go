@@ -398,27 +398,17 @@ func NewController(cfg ControllerConfig) *Controller {
 	c := &Controller{
 		cfg:   cfg,
 		state: ControllerState{Rate: cfg.Initial, Reason: ReasonInitial, ChangedAt: time.Now()},
-		rate: promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "boxoffice_admission_rate",
-			Help: "R: admissions per second the release controller allows the cell, before organizers' caps.",
-		})),
-		reason: promreg.Register(cfg.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "boxoffice_admission_rate_reason",
-			Help: "1 for the reason of R's last change, 0 for the others.",
-		}, []string{"reason"})),
-		changes: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_admission_rate_changes_total",
-			Help: "Changes of R by reason: a signal over its threshold (decrease) or healthy (increase).",
-		}, []string{"reason"})),
-		signals: promreg.Register(cfg.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "boxoffice_admission_signal",
-			Help: "The release controller's last reading of each signal (seconds for latencies and ages).",
-		}, []string{"signal"})),
+		rate: promreg.Gauge(cfg.Registerer, "boxoffice_admission_rate",
+			"R: admissions per second the release controller allows the cell, before organizers' caps."),
+		reason: promreg.GaugeVec(cfg.Registerer, "boxoffice_admission_rate_reason",
+			"1 for the reason of R's last change, 0 for the others.", "reason"),
+		changes: promreg.CounterVec(cfg.Registerer, "boxoffice_admission_rate_changes_total",
+			"Changes of R by reason: a signal over its threshold (decrease) or healthy (increase).", "reason"),
+		signals: promreg.GaugeVec(cfg.Registerer, "boxoffice_admission_signal",
+			"The release controller's last reading of each signal (seconds for latencies and ages).", "signal"),
 	}
-	promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "boxoffice_admission_rate_floor",
-		Help: "The floor R never goes below: R pinned there means a signal keeps the cell over its threshold.",
-	})).Set(cfg.Min)
+	promreg.Gauge(cfg.Registerer, "boxoffice_admission_rate_floor",
+		"The floor R never goes below: R pinned there means a signal keeps the cell over its threshold.").Set(cfg.Min)
 	c.publish()
 	return c
 }
