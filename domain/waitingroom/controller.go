@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"boxoffice/platform/backoff"
 	"boxoffice/platform/promreg"
 	"boxoffice/sqlcgen"
 )
@@ -444,22 +445,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.cfg.Signals == nil {
 		return nil
 	}
-	tick := time.NewTicker(c.cfg.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			readCtx, cancel := context.WithTimeout(ctx, max(c.cfg.Interval, time.Second))
-			s, err := c.cfg.Signals.ReadSignals(readCtx)
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
+	return backoff.Ticks(ctx, c.cfg.Interval, func(ctx context.Context) error {
+		readCtx, cancel := context.WithTimeout(ctx, max(c.cfg.Interval, time.Second))
+		s, err := c.cfg.Signals.ReadSignals(readCtx)
+		cancel()
+		if ctx.Err() == nil {
 			c.Step(ctx, s, err)
 		}
-	}
+		return nil
+	})
 }
 
 // breach returns the first signal over its threshold.

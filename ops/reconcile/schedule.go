@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/domain/payments"
+	"boxoffice/platform/backoff"
 	"boxoffice/platform/promreg"
 )
 
@@ -86,18 +87,12 @@ func NewSchedule(cfg ScheduleConfig) *Schedule {
 // provider's day at once), until ctx is done; a failed run is logged and
 // tried again at the next interval.
 func (s *Schedule) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return backoff.Ticks(ctx, s.cfg.Interval, func(ctx context.Context) error {
 		if _, _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "scheduled reconciliation failed", "error", err.Error())
 		}
-	}
+		return nil
+	})
 }
 
 // RunOnce runs one reconciliation over the last Window under the lock, and
