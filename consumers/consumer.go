@@ -445,26 +445,23 @@ func (d *delivery) log(ctx context.Context, level slog.Level, msg string, attrs 
 // messages redelivered to another process. stop returns once no more
 // progress acks can be sent.
 func (c *Consumer) keepAlive(ctx context.Context, items []*item) (stop func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
+	// The keep-alive ends when stop is called, not with ctx: a batch
+	// that finishes during shutdown still keeps its messages.
+	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		t := time.NewTicker(c.cfg.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				for _, it := range items {
-					if err := it.msg.InProgress(); err != nil {
-						it.d.log(ctx, slog.LevelWarn, "extend ack deadline", slog.String("error", err.Error()))
-					}
+		_ = backoffpkg.Ticks(kctx, c.cfg.AckWait/3, func(ctx context.Context) error {
+			for _, it := range items {
+				if err := it.msg.InProgress(); err != nil {
+					it.d.log(ctx, slog.LevelWarn, "extend ack deadline", slog.String("error", err.Error()))
 				}
 			}
-		}
+			return nil
+		})
 	}()
 	return func() {
-		close(done)
+		cancel()
 		<-stopped
 	}
 }

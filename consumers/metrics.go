@@ -25,7 +25,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, name string) *metrics {
 	label := []string{"consumer"}
 	counter := func(metric, help string) prometheus.Counter {
-		return promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: metric, Help: help}, label)).WithLabelValues(name)
+		return promreg.CounterVec(reg, metric, help, label...).WithLabelValues(name)
 	}
 	return &metrics{
 		delivered:    counter("boxoffice_consumer_delivered_total", "Messages delivered to the consumer, redeliveries included."),
@@ -33,19 +33,11 @@ func newMetrics(reg prometheus.Registerer, name string) *metrics {
 		redelivered:  counter("boxoffice_consumer_redelivered_total", "Deliveries of a message that had been delivered before."),
 		deadLettered: counter("boxoffice_consumer_dead_lettered_total", "Messages stored on the dead-letter stream and terminated."),
 		duplicates:   counter("boxoffice_consumer_duplicates_total", "Deliveries of an event the inbox showed applied already: acked without running the handler."),
-		batch: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "boxoffice_consumer_batch_size",
-			Help:    "Valid deliveries handled together in one batch (one transaction).",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
-		}, label)).WithLabelValues(name),
-		pending: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "boxoffice_consumer_pending",
-			Help: "Messages not yet delivered plus delivered and not yet acked, refreshed every few seconds.",
-		}, label)).WithLabelValues(name),
-		handler: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "boxoffice_consumer_handler_seconds",
-			Help:    "Time to handle the batch of a delivery: external calls, inbox insert, handlers and commit; observed once per delivery.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, label)).WithLabelValues(name),
+		batch: promreg.HistogramVec(reg, "boxoffice_consumer_batch_size",
+			"Valid deliveries handled together in one batch (one transaction).", []float64{1, 2, 4, 8, 16, 32, 64}, label...).WithLabelValues(name),
+		pending: promreg.GaugeVec(reg, "boxoffice_consumer_pending",
+			"Messages not yet delivered plus delivered and not yet acked, refreshed every few seconds.", label...).WithLabelValues(name),
+		handler: promreg.HistogramVec(reg, "boxoffice_consumer_handler_seconds",
+			"Time to handle the batch of a delivery: external calls, inbox insert, handlers and commit; observed once per delivery.", []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, label...).WithLabelValues(name),
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/danielgtaylor/huma/v2/validation"
 	"github.com/google/uuid"
 
-	"boxoffice/domain/catalog"
 	"boxoffice/domain/cells"
 	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
@@ -320,17 +319,14 @@ func (h *Handlers) problemFor(ctx context.Context, err error, op, detail string,
 		return nil
 	}
 	var seats *purchase.SeatUnavailableError
-	var catalogInvalid *catalog.ValidationError
-	var webhookInvalid *webhooks.ValidationError
+	var invalidInput *fault.ValidationError
 	switch {
 	case errors.As(err, &seats):
 		p := problem(http.StatusConflict, TypeSeatUnavailable, "Some of the seats are held by someone else or sold.")
 		p.SeatIDs = seats.SeatIDs
 		return p
-	case errors.As(err, &catalogInvalid):
-		return invalid(catalogInvalid.Location, catalogInvalid.Message)
-	case errors.As(err, &webhookInvalid):
-		return invalid(webhookInvalid.Location, webhookInvalid.Message)
+	case errors.As(err, &invalidInput):
+		return invalid(invalidInput.Location, invalidInput.Message)
 	}
 	for _, sp := range specificProblems {
 		if errors.Is(err, sp.err) {

@@ -23,45 +23,21 @@ type metrics struct {
 // newMetrics registers the relay's collectors on reg (shared with any
 // other relay registered there); with a nil reg they only count.
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+	return &metrics{
 		enabled: reg != nil,
-		published: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "boxoffice_relay_published_total",
-			Help: "Outbox rows JetStream stored on their first acknowledged publish.",
-		}),
-		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "boxoffice_relay_duplicates_total",
-			Help: "Outbox rows republished after a lost mark, which JetStream acknowledged as duplicates and did not store again.",
-		}),
-		publishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_relay_publish_errors_total",
-			Help: "Outbox rows not acknowledged by JetStream and released for a retry, by reason: send, timeout, disconnected, no_responders, unavailable (JetStream 5xx), rejected (JetStream 4xx, retried only every 10s), other.",
-		}, []string{"reason"}),
-		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "boxoffice_relay_batch_seconds",
-			Help:    "Time from claiming a batch to deleting its acknowledged rows.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
-		}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "boxoffice_outbox_backlog",
-			Help: "Unpublished outbox rows, counted up to 100,000.",
-		}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "boxoffice_outbox_publish_latency_seconds",
-			Help:    "Time from an event's commit to JetStream's acknowledgement of it, by the database clock.",
-			Buckets: []float64{.001, .002, .005, .01, .015, .02, .025, .03, .04, .05, .075, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}),
-		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "boxoffice_outbox_oldest_unpublished_age_seconds",
-			Help: "Age of the oldest unpublished outbox row: the event-delivery latency the business sees. 0 when none.",
-		}),
+		published: promreg.Counter(reg, "boxoffice_relay_published_total",
+			"Outbox rows JetStream stored on their first acknowledged publish."),
+		duplicates: promreg.Counter(reg, "boxoffice_relay_duplicates_total",
+			"Outbox rows republished after a lost mark, which JetStream acknowledged as duplicates and did not store again."),
+		publishErrors: promreg.CounterVec(reg, "boxoffice_relay_publish_errors_total",
+			"Outbox rows not acknowledged by JetStream and released for a retry, by reason: send, timeout, disconnected, no_responders, unavailable (JetStream 5xx), rejected (JetStream 4xx, retried only every 10s), other.", "reason"),
+		batchSeconds: promreg.Histogram(reg, "boxoffice_relay_batch_seconds",
+			"Time from claiming a batch to deleting its acknowledged rows.", prometheus.ExponentialBuckets(0.001, 2, 15)),
+		backlog: promreg.Gauge(reg, "boxoffice_outbox_backlog",
+			"Unpublished outbox rows, counted up to 100,000."),
+		latency: promreg.Histogram(reg, "boxoffice_outbox_publish_latency_seconds",
+			"Time from an event's commit to JetStream's acknowledgement of it, by the database clock.", []float64{.001, .002, .005, .01, .015, .02, .025, .03, .04, .05, .075, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}),
+		oldestAge: promreg.Gauge(reg, "boxoffice_outbox_oldest_unpublished_age_seconds",
+			"Age of the oldest unpublished outbox row: the event-delivery latency the business sees. 0 when none."),
 	}
-	m.published = promreg.Register(reg, m.published)
-	m.latency = promreg.Register(reg, m.latency)
-	m.duplicates = promreg.Register(reg, m.duplicates)
-	m.publishErrors = promreg.Register(reg, m.publishErrors)
-	m.batchSeconds = promreg.Register(reg, m.batchSeconds)
-	m.backlog = promreg.Register(reg, m.backlog)
-	m.oldestAge = promreg.Register(reg, m.oldestAge)
-	return m
 }

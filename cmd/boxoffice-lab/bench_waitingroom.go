@@ -35,6 +35,7 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
 	"boxoffice/platform/auth"
+	"boxoffice/platform/backoff"
 )
 
 // runBenchWaitingRoom measures the waiting room on real Redis (REDIS_URL,
@@ -459,23 +460,17 @@ func benchOnsale(ctx context.Context, cfg roles.Config, pool *pgxpool.Pool, logg
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return ctl.Run(gctx) })
 	g.Go(func() error {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-tick.C:
-				got, err := room.AdmitEvent(gctx, ev.ID)
-				if err != nil && gctx.Err() == nil {
-					return err
-				}
-				nAdmitted.Add(int64(len(got)))
-				for _, u := range got {
-					admitted <- u
-				}
+		return backoff.Ticks(gctx, 100*time.Millisecond, func(gctx context.Context) error {
+			got, err := room.AdmitEvent(gctx, ev.ID)
+			if err != nil && gctx.Err() == nil {
+				return err
 			}
-		}
+			nAdmitted.Add(int64(len(got)))
+			for _, u := range got {
+				admitted <- u
+			}
+			return nil
+		})
 	})
 	for range 32 {
 		g.Go(func() error {

@@ -37,17 +37,9 @@ const MaxSeats = 100_000
 // ErrNotFound is returned for an event that does not exist.
 var ErrNotFound = fault.New(fault.CodeNotFound, "event not found")
 
-// ValidationError describes input that is well-formed but not acceptable.
-// Its message is safe to show to the client.
-type ValidationError struct {
-	Location string
-	Message  string
-}
-
-func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
-
-// Code is fault.CodeInvalid: the input breaks a rule.
-func (e *ValidationError) Code() fault.Code { return fault.CodeInvalid }
+// ValidationError describes input that is well-formed but not acceptable
+// (fault.ValidationError). Its message is safe to show to the client.
+type ValidationError = fault.ValidationError
 
 // Section generates a rectangular block of seats: rows named A, B, … Z, AA,
 // AB, …, seats numbered from 1, labelled "A-1".
@@ -264,11 +256,11 @@ func (c *Catalog) createEvent(ctx context.Context, on db.Executor, p EventParams
 func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, []sqlcgen.PriceCategoryCopyFromParams, error) {
 	switch {
 	case len(p.Sections) > 0 && len(p.Seats) > 0:
-		return nil, nil, &ValidationError{"body", "give either sections or seats, not both"}
+		return nil, nil, &ValidationError{Location: "body", Message: "give either sections or seats, not both"}
 	case len(p.Sections) == 0 && len(p.Seats) == 0:
-		return nil, nil, &ValidationError{"body", "an event needs sections or seats"}
+		return nil, nil, &ValidationError{Location: "body", Message: "an event needs sections or seats"}
 	case len(p.Categories) > MaxCategories:
-		return nil, nil, &ValidationError{"body.categories", fmt.Sprintf("at most %d categories per event", MaxCategories)}
+		return nil, nil, &ValidationError{Location: "body.categories", Message: fmt.Sprintf("at most %d categories per event", MaxCategories)}
 	}
 	total := len(p.Seats)
 	for _, s := range p.Sections {
@@ -278,7 +270,7 @@ func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, []s
 		}
 	}
 	if total > MaxSeats {
-		return nil, nil, &ValidationError{"body", fmt.Sprintf("at most %d seats per event", MaxSeats)}
+		return nil, nil, &ValidationError{Location: "body", Message: fmt.Sprintf("at most %d seats per event", MaxSeats)}
 	}
 	cats, err := newCategories(eventID, p)
 	if err != nil {
@@ -300,7 +292,7 @@ func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, []s
 	sectionNames := make(map[string]bool, len(p.Sections))
 	for i, s := range p.Sections {
 		if sectionNames[s.Name] {
-			return nil, nil, &ValidationError{fmt.Sprintf("body.sections[%d].name", i), "duplicate section name"}
+			return nil, nil, &ValidationError{Location: fmt.Sprintf("body.sections[%d].name", i), Message: "duplicate section name"}
 		}
 		sectionNames[s.Name] = true
 		cat, err := cats.of(fmt.Sprintf("body.sections[%d]", i), s.Name, s.Category, s.PriceMinor)
@@ -319,7 +311,7 @@ func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, []s
 	for i, s := range p.Seats {
 		k := key{s.Section, s.Label}
 		if seen[k] {
-			return nil, nil, &ValidationError{fmt.Sprintf("body.seats[%d]", i), "duplicate seat label in section"}
+			return nil, nil, &ValidationError{Location: fmt.Sprintf("body.seats[%d]", i), Message: "duplicate seat label in section"}
 		}
 		seen[k] = true
 		cat, err := cats.of(fmt.Sprintf("body.seats[%d]", i), s.Section, s.Category, s.PriceMinor)
@@ -330,7 +322,7 @@ func expand(eventID uuid.UUID, p EventParams) ([]sqlcgen.SeatCopyFromParams, []s
 	}
 	for i, c := range cats.list {
 		if !cats.used[c.Name] {
-			return nil, nil, &ValidationError{fmt.Sprintf("body.categories[%d]", i), "no section or seat is in this category"}
+			return nil, nil, &ValidationError{Location: fmt.Sprintf("body.categories[%d]", i), Message: "no section or seat is in this category"}
 		}
 	}
 	return seats, cats.list, nil
@@ -363,7 +355,7 @@ func newCategories(eventID uuid.UUID, p EventParams) (*categorySet, error) {
 	}
 	for i, c := range p.Categories {
 		if _, dup := cs.byName[c.Name]; dup {
-			return nil, &ValidationError{fmt.Sprintf("body.categories[%d].name", i), "duplicate category name"}
+			return nil, &ValidationError{Location: fmt.Sprintf("body.categories[%d].name", i), Message: "duplicate category name"}
 		}
 		cs.byName[c.Name] = len(cs.list)
 		cs.list = append(cs.list, sqlcgen.PriceCategoryCopyFromParams{
@@ -391,18 +383,18 @@ func (cs *categorySet) of(location, section, name string, price int64) (sqlcgen.
 		i, ok := cs.byName[name]
 		switch {
 		case name == "":
-			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{location + ".category", "name one of the event's categories"}
+			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{Location: location + ".category", Message: "name one of the event's categories"}
 		case !ok:
-			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{location + ".category", "no such category in body.categories"}
+			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{Location: location + ".category", Message: "no such category in body.categories"}
 		case cs.list[i].PriceMinor != price:
-			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{location + ".priceMinor",
-				fmt.Sprintf("must be the category's price, %d", cs.list[i].PriceMinor)}
+			return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{Location: location + ".priceMinor", Message: fmt.Sprintf("must be the category's price, %d", cs.list[i].PriceMinor)}
+
 		}
 		cs.used[name] = true
 		return cs.list[i], nil
 	}
 	if name != "" {
-		return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{location + ".category", "name categories in body.categories first"}
+		return sqlcgen.PriceCategoryCopyFromParams{}, &ValidationError{Location: location + ".category", Message: "name categories in body.categories first"}
 	}
 	k := derivedKey{section, price}
 	if i, ok := cs.derived[k]; ok {

@@ -82,10 +82,8 @@ func NewIngress(pool *pgxpool.Pool, cfg IngressConfig) *Ingress {
 	return &Ingress{
 		pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "payments_ingress"),
 		saga: purchase.NewSaga(purchase.SagaConfig{Logger: cfg.Logger}),
-		mismatches: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_payment_webhook_mismatches_total",
-			Help: "Provider webhooks that disagreed with the order's local state, so the intent was re-read; by what the provider's current state was acted on as.",
-		}, []string{"acted_as"})),
+		mismatches: promreg.CounterVec(cfg.Registerer, "boxoffice_payment_webhook_mismatches_total",
+			"Provider webhooks that disagreed with the order's local state, so the intent was re-read; by what the provider's current state was acted on as.", "acted_as"),
 	}
 }
 

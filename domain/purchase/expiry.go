@@ -77,19 +77,12 @@ func NewExpirer(pool *pgxpool.Pool, cfg ExpirerConfig) *Expirer {
 		pool:   pool,
 		cfg:    cfg,
 		logger: cfg.Logger.With("component", "expirer"),
-		expired: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "boxoffice_holds_expired_total",
-			Help: "Holds the expiry worker expired.",
-		})),
-		lastRun: promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "boxoffice_expiry_last_run_timestamp_seconds",
-			Help: "When the expiry worker last finished a batch (Unix time), with or without holds to expire: it goes stale when the expirer stops.",
-		})),
-		delay: promreg.Register(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "boxoffice_expiry_delay_seconds",
-			Help:    "How long past its expires_at an active hold was when the expiry worker claimed it, by the database clock.",
-			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 300},
-		})),
+		expired: promreg.Counter(cfg.Registerer, "boxoffice_holds_expired_total",
+			"Holds the expiry worker expired."),
+		lastRun: promreg.Gauge(cfg.Registerer, "boxoffice_expiry_last_run_timestamp_seconds",
+			"When the expiry worker last finished a batch (Unix time), with or without holds to expire: it goes stale when the expirer stops."),
+		delay: promreg.Histogram(cfg.Registerer, "boxoffice_expiry_delay_seconds",
+			"How long past its expires_at an active hold was when the expiry worker claimed it, by the database clock.", []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 300}),
 	}
 }
 

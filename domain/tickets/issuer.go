@@ -63,10 +63,8 @@ func NewIssuer(cfg IssuerConfig) *Issuer {
 		panic("tickets: NewIssuer needs a Signer and a Logger")
 	}
 	return &Issuer{signer: cfg.Signer, logger: cfg.Logger.With("component", "tickets"), now: time.Now,
-		conflicts: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "boxoffice_ticket_seat_conflicts_total",
-			Help: "Orders refused tickets because a seat already had a live ticket of another order.",
-		}))}
+		conflicts: promreg.Counter(cfg.Registerer, "boxoffice_ticket_seat_conflicts_total",
+			"Orders refused tickets because a seat already had a live ticket of another order.")}
 }
 
 // IssueParams names the order to issue tickets for and the event that

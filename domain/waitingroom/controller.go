@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"boxoffice/platform/backoff"
 	"boxoffice/platform/promreg"
 	"boxoffice/sqlcgen"
 )
@@ -398,27 +399,17 @@ func NewController(cfg ControllerConfig) *Controller {
 	c := &Controller{
 		cfg:   cfg,
 		state: ControllerState{Rate: cfg.Initial, Reason: ReasonInitial, ChangedAt: time.Now()},
-		rate: promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "boxoffice_admission_rate",
-			Help: "R: admissions per second the release controller allows the cell, before organizers' caps.",
-		})),
-		reason: promreg.Register(cfg.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "boxoffice_admission_rate_reason",
-			Help: "1 for the reason of R's last change, 0 for the others.",
-		}, []string{"reason"})),
-		changes: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_admission_rate_changes_total",
-			Help: "Changes of R by reason: a signal over its threshold (decrease) or healthy (increase).",
-		}, []string{"reason"})),
-		signals: promreg.Register(cfg.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "boxoffice_admission_signal",
-			Help: "The release controller's last reading of each signal (seconds for latencies and ages).",
-		}, []string{"signal"})),
+		rate: promreg.Gauge(cfg.Registerer, "boxoffice_admission_rate",
+			"R: admissions per second the release controller allows the cell, before organizers' caps."),
+		reason: promreg.GaugeVec(cfg.Registerer, "boxoffice_admission_rate_reason",
+			"1 for the reason of R's last change, 0 for the others.", "reason"),
+		changes: promreg.CounterVec(cfg.Registerer, "boxoffice_admission_rate_changes_total",
+			"Changes of R by reason: a signal over its threshold (decrease) or healthy (increase).", "reason"),
+		signals: promreg.GaugeVec(cfg.Registerer, "boxoffice_admission_signal",
+			"The release controller's last reading of each signal (seconds for latencies and ages).", "signal"),
 	}
-	promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "boxoffice_admission_rate_floor",
-		Help: "The floor R never goes below: R pinned there means a signal keeps the cell over its threshold.",
-	})).Set(cfg.Min)
+	promreg.Gauge(cfg.Registerer, "boxoffice_admission_rate_floor",
+		"The floor R never goes below: R pinned there means a signal keeps the cell over its threshold.").Set(cfg.Min)
 	c.publish()
 	return c
 }
@@ -454,22 +445,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.cfg.Signals == nil {
 		return nil
 	}
-	tick := time.NewTicker(c.cfg.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			readCtx, cancel := context.WithTimeout(ctx, max(c.cfg.Interval, time.Second))
-			s, err := c.cfg.Signals.ReadSignals(readCtx)
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
+	return backoff.Ticks(ctx, c.cfg.Interval, func(ctx context.Context) error {
+		readCtx, cancel := context.WithTimeout(ctx, max(c.cfg.Interval, time.Second))
+		s, err := c.cfg.Signals.ReadSignals(readCtx)
+		cancel()
+		if ctx.Err() == nil {
 			c.Step(ctx, s, err)
 		}
-	}
+		return nil
+	})
 }
 
 // breach returns the first signal over its threshold.

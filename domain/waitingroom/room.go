@@ -223,14 +223,10 @@ func NewRoom(cfg RoomConfig) *Room {
 	return &Room{
 		cfg: cfg, logger: cfg.Logger.With("component", "waiting_room"),
 		cache: map[uuid.UUID]*cached{}, revoked: map[uuid.UUID]time.Time{},
-		admitted: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "boxoffice_waitingroom_admitted_total",
-			Help: "Buyers admitted from a queue by the admitter (not counting those admitted at once on joining).",
-		})),
-		requests: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_waitingroom_requests_total",
-			Help: "Waiting-room joins and polls by outcome: queued, admitted, revoked, none, rate_limited, unavailable.",
-		}, []string{"outcome"})),
+		admitted: promreg.Counter(cfg.Registerer, "boxoffice_waitingroom_admitted_total",
+			"Buyers admitted from a queue by the admitter (not counting those admitted at once on joining)."),
+		requests: promreg.CounterVec(cfg.Registerer, "boxoffice_waitingroom_requests_total",
+			"Waiting-room joins and polls by outcome: queued, admitted, revoked, none, rate_limited, unavailable.", "outcome"),
 	}
 }
 

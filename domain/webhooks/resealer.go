@@ -79,14 +79,10 @@ func NewResealer(pool *pgxpool.Pool, cfg ResealerConfig) (*Resealer, error) {
 	}
 	return &Resealer{
 		pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "webhooks_secrets"), q: sqlcgen.New(),
-		resealed: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "boxoffice_webhook_secrets_resealed_total",
-			Help: "Endpoint secrets sealed anew under the current key (legacy plaintext or an older key), or expired previous secrets dropped.",
-		})),
-		unreadable: promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "boxoffice_webhook_secrets_unreadable",
-			Help: "Endpoints whose stored secret no configured key opens, as the last re-sealing pass found them.",
-		})),
+		resealed: promreg.Counter(cfg.Registerer, "boxoffice_webhook_secrets_resealed_total",
+			"Endpoint secrets sealed anew under the current key (legacy plaintext or an older key), or expired previous secrets dropped."),
+		unreadable: promreg.Gauge(cfg.Registerer, "boxoffice_webhook_secrets_unreadable",
+			"Endpoints whose stored secret no configured key opens, as the last re-sealing pass found them."),
 	}, nil
 }
 

@@ -41,18 +41,9 @@ var ErrEndpointLimit = fault.New(fault.CodeConflict, "webhook endpoint limit rea
 // form URLKey gives). Nothing was written.
 var ErrDuplicateURL = fault.New(fault.CodeConflict, "another endpoint has this url")
 
-// ValidationError says which input is wrong and how. Nothing was written.
-type ValidationError struct {
-	// Location names the input, such as body.url.
-	Location string
-	// Message says what is wrong, in words safe to show the client.
-	Message string
-}
-
-func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
-
-// Code is fault.CodeInvalid: the input breaks a rule.
-func (e *ValidationError) Code() fault.Code { return fault.CodeInvalid }
+// ValidationError says which input is wrong and how
+// (fault.ValidationError). Nothing was written.
+type ValidationError = fault.ValidationError
 
 // Limits of endpoint settings.
 const (
@@ -225,20 +216,20 @@ func (s *Service) checkURL(ctx context.Context, raw string) (string, error) {
 	u, err := s.guard.CheckURL(ctx, raw)
 	if err != nil {
 		if errors.Is(err, ErrRefusedURL) {
-			return "", &ValidationError{"body.url", err.Error()}
+			return "", &ValidationError{Location: "body.url", Message: err.Error()}
 		}
-		return "", &ValidationError{"body.url", "the host could not be resolved"}
+		return "", &ValidationError{Location: "body.url", Message: "the host could not be resolved"}
 	}
 	return URLKey(u), nil
 }
 
 func checkEventTypes(types []string) error {
 	if len(types) > MaxEventTypeFilters {
-		return &ValidationError{"body.eventTypes", fmt.Sprintf("at most %d event types", MaxEventTypeFilters)}
+		return &ValidationError{Location: "body.eventTypes", Message: fmt.Sprintf("at most %d event types", MaxEventTypeFilters)}
 	}
 	for _, t := range types {
 		if !IsSubscribable(t) {
-			return &ValidationError{"body.eventTypes", fmt.Sprintf("unknown event type %q", t)}
+			return &ValidationError{Location: "body.eventTypes", Message: fmt.Sprintf("unknown event type %q", t)}
 		}
 	}
 	return nil
@@ -246,17 +237,17 @@ func checkEventTypes(types []string) error {
 
 func checkPayloadVersion(v *int) error {
 	if v != nil && !ValidPayloadVersion(*v) {
-		return &ValidationError{"body.payloadVersion", "must be 1 (snake_case) or 2 (camelCase)"}
+		return &ValidationError{Location: "body.payloadVersion", Message: "must be 1 (snake_case) or 2 (camelCase)"}
 	}
 	return nil
 }
 
 func checkLimits(rate, concurrency *int32) error {
 	if rate != nil && (*rate < 1 || *rate > MaxRateLimit) {
-		return &ValidationError{"body.rateLimitPerSecond", fmt.Sprintf("must be from 1 to %d", MaxRateLimit)}
+		return &ValidationError{Location: "body.rateLimitPerSecond", Message: fmt.Sprintf("must be from 1 to %d", MaxRateLimit)}
 	}
 	if concurrency != nil && (*concurrency < 1 || *concurrency > MaxConcurrencyLimit) {
-		return &ValidationError{"body.maxConcurrency", fmt.Sprintf("must be from 1 to %d", MaxConcurrencyLimit)}
+		return &ValidationError{Location: "body.maxConcurrency", Message: fmt.Sprintf("must be from 1 to %d", MaxConcurrencyLimit)}
 	}
 	return nil
 }
@@ -291,7 +282,7 @@ func (s *Service) create(ctx context.Context, on db.Executor, organizerID uuid.U
 		p.PayloadVersion = PayloadV1
 	}
 	if len(p.Description) > MaxDescription {
-		return Endpoint{}, &ValidationError{"body.description", "at most 500 bytes"}
+		return Endpoint{}, &ValidationError{Location: "body.description", Message: "at most 500 bytes"}
 	}
 	if err := errors.Join(checkEventTypes(p.EventTypes), checkLimits(p.RateLimitPerSecond, &p.MaxConcurrency),
 		checkPayloadVersion(&p.PayloadVersion)); err != nil {
@@ -387,7 +378,7 @@ func (s *Service) Get(ctx context.Context, organizerID, id uuid.UUID) (Endpoint,
 // the organizer has the new URL.
 func (s *Service) Update(ctx context.Context, organizerID, id uuid.UUID, u EndpointUpdate) (Endpoint, error) {
 	if u.Description != nil && len(*u.Description) > MaxDescription {
-		return Endpoint{}, &ValidationError{"body.description", "at most 500 bytes"}
+		return Endpoint{}, &ValidationError{Location: "body.description", Message: "at most 500 bytes"}
 	}
 	var rate *int32
 	if u.SetRateLimit {

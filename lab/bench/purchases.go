@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -162,38 +161,40 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks pur
 	if res.StatusCode != http.StatusOK {
 		return marks, "stream " + strconv.Itoa(res.StatusCode)
 	}
-	sc := bufio.NewScanner(res.Body)
-	var event string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: ") && event == "payment":
+	failed = "stream ended"
+	eachEvent(res.Body, func(event, data string) bool {
+		switch event {
+		case "payment":
 			marks.intent = time.Now()
 			var p struct{ PaymentIntentID string }
-			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &p) != nil || p.PaymentIntentID == "" {
-				return marks, "payment event"
+			if json.Unmarshal([]byte(data), &p) != nil || p.PaymentIntentID == "" {
+				failed = "payment event"
+				return false
 			}
 			if !c.confirm(ctx, order, p.PaymentIntentID, b.auth) {
-				return marks, "confirm"
+				failed = "confirm"
+				return false
 			}
 			marks.authorized = time.Now()
-		case strings.HasPrefix(line, "data: ") && event == "status":
+		case "status":
 			var st struct{ Status string }
-			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &st) != nil {
-				return marks, "status event"
+			if json.Unmarshal([]byte(data), &st) != nil {
+				failed = "status event"
+				return false
 			}
 			switch st.Status {
 			case "ticketed":
 				marks.ticketed = time.Now()
-				return marks, ""
+				failed = ""
+				return false
 			case "failed", "canceled", "refunded":
-				return marks, "order " + st.Status
+				failed = "order " + st.Status
+				return false
 			}
 		}
-	}
-	return marks, "stream ended"
+		return true
+	})
+	return marks, failed
 }
 
 // confirm approves the buyer's card: at the Stripe stand-in, with the

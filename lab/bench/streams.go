@@ -280,33 +280,30 @@ func follow(ctx context.Context, api *client.Client, s *stream, opened func(erro
 		opened(fmt.Errorf("order %s: status %d", s.order.ID, res.StatusCode))
 		return
 	}
-	sc := bufio.NewScanner(res.Body)
-	var event, first string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: ") && event == "status":
-			at := time.Now()
-			var st struct{ Status string }
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &st); err != nil {
-				opened(err)
-				return
-			}
-			if first == "" {
-				first = st.Status
-				opened(nil)
-				continue
-			}
-			if st.Status != first {
-				select {
-				case s.changed <- at:
-				default:
-				}
+	var first string
+	eachEvent(res.Body, func(event, data string) bool {
+		if event != "status" {
+			return true
+		}
+		at := time.Now()
+		var st struct{ Status string }
+		if err := json.Unmarshal([]byte(data), &st); err != nil {
+			opened(err)
+			return false
+		}
+		if first == "" {
+			first = st.Status
+			opened(nil)
+			return true
+		}
+		if st.Status != first {
+			select {
+			case s.changed <- at:
+			default:
 			}
 		}
-	}
+		return true
+	})
 }
 
 // measureIdle waits window and reports what process pid and its database

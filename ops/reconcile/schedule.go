@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/domain/payments"
+	"boxoffice/platform/backoff"
 	"boxoffice/platform/promreg"
 )
 
@@ -65,22 +66,14 @@ func NewSchedule(cfg ScheduleConfig) *Schedule {
 	s := &Schedule{
 		cfg:    cfg,
 		logger: cfg.Logger.With("component", "reconcile"),
-		runs: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_reconcile_runs_total",
-			Help: "Scheduled reconciliation runs by outcome: ok, failed, or skipped (another process held the lock).",
-		}, []string{"outcome"})),
-		found: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_reconcile_findings_total",
-			Help: "Mismatches between the provider and orders that scheduled runs found, by repair (\"none\": reported only). A mismatch stays found, run after run, until the saga has acted.",
-		}, []string{"repair"})),
-		repaired: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_reconcile_repairs_total",
-			Help: "Repairs scheduled runs wrote (each once per intent), by repair.",
-		}, []string{"repair"})),
-		lastRun: promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "boxoffice_reconcile_last_run_timestamp_seconds",
-			Help: "When a scheduled reconciliation run last finished without error (Unix time).",
-		})),
+		runs: promreg.CounterVec(cfg.Registerer, "boxoffice_reconcile_runs_total",
+			"Scheduled reconciliation runs by outcome: ok, failed, or skipped (another process held the lock).", "outcome"),
+		found: promreg.CounterVec(cfg.Registerer, "boxoffice_reconcile_findings_total",
+			"Mismatches between the provider and orders that scheduled runs found, by repair (\"none\": reported only). A mismatch stays found, run after run, until the saga has acted.", "repair"),
+		repaired: promreg.CounterVec(cfg.Registerer, "boxoffice_reconcile_repairs_total",
+			"Repairs scheduled runs wrote (each once per intent), by repair.", "repair"),
+		lastRun: promreg.Gauge(cfg.Registerer, "boxoffice_reconcile_last_run_timestamp_seconds",
+			"When a scheduled reconciliation run last finished without error (Unix time)."),
 	}
 	for _, r := range append([]string{"none"}, Repairs...) {
 		s.found.WithLabelValues(r)
@@ -94,18 +87,12 @@ func NewSchedule(cfg ScheduleConfig) *Schedule {
 // provider's day at once), until ctx is done; a failed run is logged and
 // tried again at the next interval.
 func (s *Schedule) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return backoff.Ticks(ctx, s.cfg.Interval, func(ctx context.Context) error {
 		if _, _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "scheduled reconciliation failed", "error", err.Error())
 		}
-	}
+		return nil
+	})
 }
 
 // RunOnce runs one reconciliation over the last Window under the lock, and

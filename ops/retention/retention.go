@@ -100,10 +100,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Pruner, error) {
 		return nil, fmt.Errorf("retention: Stripe event retention %s is shorter than Stripe's %s of retries", cfg.StripeEvents, MinStripeEvents)
 	}
 	return &Pruner{pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "retention"),
-		rows: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "boxoffice_retention_rows_total",
-			Help: "Rows the retention worker deleted (client_secrets: secrets cleared), by table.",
-		}, []string{"table"}))}, nil
+		rows: promreg.CounterVec(cfg.Registerer, "boxoffice_retention_rows_total",
+			"Rows the retention worker deleted (client_secrets: secrets cleared), by table.", "table")}, nil
 }
 
 // Pass removes what is past its retention as of now, batch after batch

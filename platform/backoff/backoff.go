@@ -161,3 +161,28 @@ func Every(ctx context.Context, d time.Duration, fn func(ctx context.Context)) {
 		}
 	}
 }
+
+// Ticks runs fn on every tick of a ticker of period d, the first d after
+// the call, until ctx is done (it then returns nil) or fn returns an
+// error (it returns that error): the one loop of a pass that keeps a
+// fixed rate (a controller's reading, a scheduled run, a keep-alive).
+// Unlike Every it does not run fn at once, and a run that outlasts d
+// drops the ticks it missed instead of delaying the next. A run in
+// progress is not cut short, and none starts once ctx is done.
+func Ticks(ctx context.Context, d time.Duration, fn func(ctx context.Context) error) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err := fn(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,5 +157,77 @@ func TestEveryRunsAtOnceAndAgainUntilItsContextIsDone(t *testing.T) {
 	})
 	if n != 3 {
 		t.Fatalf("Every ran %d times, want 3: it runs again after each interval and stops with its context", n)
+	}
+}
+
+// Ticks waits a period before the first run, runs again each period, and
+// returns nil once its context is done, or the first error of a run.
+func TestTicksRunsEachPeriodUntilItsContextIsDoneOrAnError(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runs := 0
+	start := time.Now()
+	err := backoff.Ticks(ctx, 5*time.Millisecond, func(context.Context) error {
+		if runs++; runs == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if err != nil || runs != 3 {
+		t.Fatalf("Ticks = %v after %d runs, want nil after 3: it stops with its context", err, runs)
+	}
+	if elapsed := time.Since(start); elapsed < 15*time.Millisecond {
+		t.Fatalf("three runs took %v: the first waits a period, and each run its own", elapsed)
+	}
+
+	stop := errors.New("stop")
+	runs = 0
+	err = backoff.Ticks(context.Background(), time.Millisecond, func(context.Context) error {
+		if runs++; runs == 2 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || runs != 2 {
+		t.Fatalf("Ticks = %v after %d runs, want the run's error after 2", err, runs)
+	}
+}
+
+// A context done while a run is in progress, from another goroutine: the
+// run finishes, no further run starts, and Ticks returns nil.
+func TestTicksStartsNoRunOnceItsContextIsDone(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	inRun, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	returned := make(chan error, 1)
+	go func() {
+		returned <- backoff.Ticks(ctx, time.Millisecond, func(context.Context) error {
+			if runs.Add(1) == 1 {
+				close(inRun)
+				<-release
+			}
+			return nil
+		})
+	}()
+	<-inRun
+	go cancel()
+	<-ctx.Done()
+	// Hold the run a few periods past the cancel, so that a tick waits
+	// beside the done context when it ends: the select may take either,
+	// and the tick must not start a run.
+	time.Sleep(5 * time.Millisecond)
+	close(release)
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatalf("Ticks = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ticks did not return once its context was done")
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1: no run starts once the context is done", n)
 	}
 }

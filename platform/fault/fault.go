@@ -113,3 +113,19 @@ func Permanent(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrPermanent, err)
 }
+
+// ValidationError says which input is well-formed but not acceptable, and
+// why: the one error of a rule broken by a caller's input, whichever
+// domain package decides the rule. Its code is CodeInvalid, and the HTTP
+// edge answers it with a 422 naming Location. Nothing was written.
+type ValidationError struct {
+	// Location names the input, such as body.url.
+	Location string
+	// Message says what is wrong, in words safe to show the client.
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Location + ": " + e.Message }
+
+// Code is CodeInvalid: the input breaks a rule.
+func (e *ValidationError) Code() Code { return CodeInvalid }

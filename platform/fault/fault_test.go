@@ -58,3 +58,20 @@ func TestCodeString(t *testing.T) {
 		t.Fatal("Code.String")
 	}
 }
+
+// A ValidationError, wrapped, is still found by errors.As and coded
+// invalid: what the HTTP edge relies on to answer 422 naming the input,
+// whichever domain package made it.
+func TestValidationError(t *testing.T) {
+	err := fmt.Errorf("create endpoint: %w", &fault.ValidationError{Location: "body.url", Message: "expected https"})
+	var v *fault.ValidationError
+	if !errors.As(err, &v) || v.Location != "body.url" || v.Message != "expected https" {
+		t.Fatalf("errors.As = %v, %+v", errors.As(err, &v), v)
+	}
+	if got := fault.CodeOf(err); got != fault.CodeInvalid {
+		t.Fatalf("CodeOf = %v, want CodeInvalid", got)
+	}
+	if err.Error() != "create endpoint: body.url: expected https" {
+		t.Fatalf("message = %q", err.Error())
+	}
+}

@@ -407,35 +407,51 @@ func (c *Cluster) run(cmd *exec.Cmd) error {
 // cluster in data.new and renames it into place, so that a run killed
 // halfway never leaves something that looks like a cluster.
 func (c *Cluster) initdb(ctx context.Context) error {
+	return c.buildDataDir("cluster", "initialise cluster", func(building string) (*exec.Cmd, error) {
+		if _, err := os.Stat(c.dataDir); err == nil {
+			return nil, fmt.Errorf("%s exists but holds no PostgreSQL cluster (no PG_VERSION); remove it or choose another Dir", c.dataDir)
+		}
+		c.log.Info("initialising cluster")
+		return c.command(ctx, "initdb",
+			"-D", building,
+			"-U", "postgres",
+			"--auth=trust",
+			"-E", "UTF8",
+			// The C locale exists everywhere; a missing LANG locale would
+			// make initdb fail.
+			"--no-locale",
+			"--no-sync",
+		), nil
+	})
+}
+
+// buildDataDir makes Dir unless it already holds a cluster (kind, in the
+// log and errors, names what it holds): build gives the command that
+// writes a cluster into the directory it is given, Dir with .new
+// appended, which is renamed into place once the command succeeds. A run
+// killed halfway thus never leaves something that looks like a cluster,
+// and the next run starts the half-built directory anew. op names the
+// step in the errors of the command and the rename.
+func (c *Cluster) buildDataDir(kind, op string, build func(building string) (*exec.Cmd, error)) error {
 	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err == nil {
-		c.log.Debug("reusing existing cluster")
+		c.log.Debug("reusing existing " + kind)
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("inspect data directory: %w", err)
 	}
-	if _, err := os.Stat(c.dataDir); err == nil {
-		return fmt.Errorf("%s exists but holds no PostgreSQL cluster (no PG_VERSION); remove it or choose another Dir", c.dataDir)
-	}
 	building := c.dataDir + ".new"
-	if err := os.RemoveAll(building); err != nil {
-		return fmt.Errorf("remove half-built cluster: %w", err)
+	cmd, err := build(building)
+	if err != nil {
+		return err
 	}
-	c.log.Info("initialising cluster")
-	cmd := c.command(ctx, "initdb",
-		"-D", building,
-		"-U", "postgres",
-		"--auth=trust",
-		"-E", "UTF8",
-		// The C locale exists everywhere; a missing LANG locale would
-		// make initdb fail.
-		"--no-locale",
-		"--no-sync",
-	)
+	if err := os.RemoveAll(building); err != nil {
+		return fmt.Errorf("remove half-built %s: %w", kind, err)
+	}
 	if err := c.run(cmd); err != nil {
-		return fmt.Errorf("initialise cluster: %w", err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := os.Rename(building, c.dataDir); err != nil {
-		return fmt.Errorf("initialise cluster: %w", err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }

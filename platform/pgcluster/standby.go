@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,34 +40,19 @@ func StartStandby(ctx context.Context, primary *Cluster, cfg Config) (*Cluster, 
 // baseBackup copies primary's data directory over a replication
 // connection unless Dir already holds a cluster.
 func (c *Cluster) baseBackup(ctx context.Context, primary *Cluster) error {
-	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err == nil {
-		c.log.Debug("reusing existing standby")
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("inspect data directory: %w", err)
-	}
-	building := c.dataDir + ".new"
-	if err := os.RemoveAll(building); err != nil {
-		return fmt.Errorf("remove half-built standby: %w", err)
-	}
-	c.log.Info("taking a base backup of the primary", "primary_port", primary.port)
-	cmd := c.command(ctx, "pg_basebackup",
-		"-h", "127.0.0.1",
-		"-p", strconv.Itoa(primary.port),
-		"-U", "postgres",
-		"-D", building,
-		"-R",           // standby.signal and primary_conninfo
-		"-X", "stream", // the WAL written during the copy, over a second connection
-		"-c", "fast", // checkpoint now rather than wait for the next one
-		"--no-sync",
-	)
-	if err := c.run(cmd); err != nil {
-		return fmt.Errorf("base backup: %w", err)
-	}
-	if err := os.Rename(building, c.dataDir); err != nil {
-		return fmt.Errorf("base backup: %w", err)
-	}
-	return nil
+	return c.buildDataDir("standby", "base backup", func(building string) (*exec.Cmd, error) {
+		c.log.Info("taking a base backup of the primary", "primary_port", primary.port)
+		return c.command(ctx, "pg_basebackup",
+			"-h", "127.0.0.1",
+			"-p", strconv.Itoa(primary.port),
+			"-U", "postgres",
+			"-D", building,
+			"-R",           // standby.signal and primary_conninfo
+			"-X", "stream", // the WAL written during the copy, over a second connection
+			"-c", "fast", // checkpoint now rather than wait for the next one
+			"--no-sync",
+		), nil
+	})
 }
 
 // InRecovery reports whether the cluster is a standby that has not been

@@ -203,14 +203,5 @@ func watchFailover(ctx context.Context, cfg Config, src failover.Sources, out io
 	}
 	srv := &http.Server{Handler: opsHandler(reg, nil, ""), ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintf(out, "serving the standby's lag on http://%s/metrics\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve metrics: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return serveUntilDone(ctx, srv, ln, "metrics", 5*time.Second)
 }

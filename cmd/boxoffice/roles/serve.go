@@ -111,20 +111,28 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slo
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	return serveUntilDone(ctx, srv, handlers.ProblemListener(ln), "http", 10*time.Second)
+}
+
+// serveUntilDone serves srv on ln until ctx is done, then stops taking
+// requests and lets in-flight ones finish for up to grace. It returns the
+// error that stopped serving before ctx was done, or that of the shutdown;
+// what names the server in them.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, what string, grace time.Duration) error {
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(handlers.ProblemListener(ln)) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve http: %w", err)
+		return fmt.Errorf("serve %s: %w", what, err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shut down http: %w", err)
+		return fmt.Errorf("shut down %s: %w", what, err)
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve http: %w", err)
+		return fmt.Errorf("serve %s: %w", what, err)
 	}
 	return nil
 }

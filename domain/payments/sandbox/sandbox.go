@@ -263,35 +263,19 @@ func (s *Sandbox) CreateIntent(ctx context.Context, p payments.CreateIntentParam
 // Capture implements Provider.
 func (s *Sandbox) Capture(ctx context.Context, intentID, idempotencyKey string) (payments.Intent, error) {
 	const op = "capture"
-	ctx = db.WithRole(ctx, ProviderRole)
-	if err := payments.ValidateMutation(op, intentID, idempotencyKey); err != nil {
-		return payments.Intent{}, err
-	}
-	hash := requestHash(OpCapture, map[string]any{"intent": intentID})
-	resp, err := s.idempotent(ctx, op, OpCapture, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
-		row, err := s.lockIntent(ctx, tx, op, intentID)
-		if err != nil {
-			return response{}, err
-		}
-		if payments.IntentStatus(row.Status) != payments.StatusRequiresCapture {
-			return response{}, unexpectedState(op, intentID, fmt.Sprintf(
-				"This PaymentIntent could not be captured because it has a status of %s. Only a PaymentIntent with one of the following statuses may be captured: requires_capture.", row.Status))
-		}
-		row, err = s.q.SandboxIntentUpdate(ctx, tx, sqlcgen.SandboxIntentUpdateParams{
-			ID:             intentID,
-			Status:         string(payments.StatusSucceeded),
-			AmountReceived: row.Amount,
-			LatestCharge:   row.LatestCharge,
+	return s.moveIntent(ctx, op, OpCapture, intentID, idempotencyKey, payments.EventSucceeded,
+		func(row sqlcgen.SandboxPaymentIntent) (sqlcgen.SandboxIntentUpdateParams, error) {
+			if payments.IntentStatus(row.Status) != payments.StatusRequiresCapture {
+				return sqlcgen.SandboxIntentUpdateParams{}, unexpectedState(op, intentID, fmt.Sprintf(
+					"This PaymentIntent could not be captured because it has a status of %s. Only a PaymentIntent with one of the following statuses may be captured: requires_capture.", row.Status))
+			}
+			return sqlcgen.SandboxIntentUpdateParams{
+				ID:             intentID,
+				Status:         string(payments.StatusSucceeded),
+				AmountReceived: row.Amount,
+				LatestCharge:   row.LatestCharge,
+			}, nil
 		})
-		if err != nil {
-			return response{}, fmt.Errorf("update intent: %w", err)
-		}
-		return s.intentChanged(ctx, tx, row, payments.EventSucceeded, idempotencyKey)
-	})
-	if err != nil {
-		return payments.Intent{}, err
-	}
-	return resp.intent(), nil
 }
 
 // cancelable are the statuses Stripe lets an intent be canceled from.
@@ -306,32 +290,51 @@ var cancelable = map[payments.IntentStatus]bool{
 // Cancel implements Provider.
 func (s *Sandbox) Cancel(ctx context.Context, intentID, idempotencyKey string) (payments.Intent, error) {
 	const op = "cancel"
+	return s.moveIntent(ctx, op, OpCancel, intentID, idempotencyKey, payments.EventCanceled,
+		func(row sqlcgen.SandboxPaymentIntent) (sqlcgen.SandboxIntentUpdateParams, error) {
+			if !cancelable[payments.IntentStatus(row.Status)] {
+				return sqlcgen.SandboxIntentUpdateParams{}, unexpectedState(op, intentID, fmt.Sprintf(
+					"You cannot cancel this PaymentIntent because it has a status of %s. Only a PaymentIntent with one of the following statuses may be canceled: requires_payment_method, requires_capture, requires_confirmation, requires_action, processing.", row.Status))
+			}
+			now := time.Now()
+			return sqlcgen.SandboxIntentUpdateParams{
+				ID:               intentID,
+				Status:           string(payments.StatusCanceled),
+				LatestCharge:     row.LatestCharge,
+				LastPaymentError: row.LastPaymentError,
+				CanceledAt:       &now,
+			}, nil
+		})
+}
+
+// moveIntent runs one keyed state change of an intent (capture, cancel)
+// as Stripe's API does: the request validated, then under idempotencyKey
+// (idempotent: a replay answers the first response, a refusal included),
+// in one transaction, the intent locked, next deciding the change from its
+// locked row (or refusing it), the row updated, and eventType's webhook
+// queued with the change.
+func (s *Sandbox) moveIntent(ctx context.Context, op string, kind Operation, intentID, idempotencyKey, eventType string,
+	next func(row sqlcgen.SandboxPaymentIntent) (sqlcgen.SandboxIntentUpdateParams, error),
+) (payments.Intent, error) {
 	ctx = db.WithRole(ctx, ProviderRole)
 	if err := payments.ValidateMutation(op, intentID, idempotencyKey); err != nil {
 		return payments.Intent{}, err
 	}
-	hash := requestHash(OpCancel, map[string]any{"intent": intentID})
-	resp, err := s.idempotent(ctx, op, OpCancel, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
+	hash := requestHash(kind, map[string]any{"intent": intentID})
+	resp, err := s.idempotent(ctx, op, kind, intentID, idempotencyKey, hash, func(ctx context.Context, tx pgx.Tx) (response, error) {
 		row, err := s.lockIntent(ctx, tx, op, intentID)
 		if err != nil {
 			return response{}, err
 		}
-		if !cancelable[payments.IntentStatus(row.Status)] {
-			return response{}, unexpectedState(op, intentID, fmt.Sprintf(
-				"You cannot cancel this PaymentIntent because it has a status of %s. Only a PaymentIntent with one of the following statuses may be canceled: requires_payment_method, requires_capture, requires_confirmation, requires_action, processing.", row.Status))
+		update, err := next(row)
+		if err != nil {
+			return response{}, err
 		}
-		now := time.Now()
-		row, err = s.q.SandboxIntentUpdate(ctx, tx, sqlcgen.SandboxIntentUpdateParams{
-			ID:               intentID,
-			Status:           string(payments.StatusCanceled),
-			LatestCharge:     row.LatestCharge,
-			LastPaymentError: row.LastPaymentError,
-			CanceledAt:       &now,
-		})
+		row, err = s.q.SandboxIntentUpdate(ctx, tx, update)
 		if err != nil {
 			return response{}, fmt.Errorf("update intent: %w", err)
 		}
-		return s.intentChanged(ctx, tx, row, payments.EventCanceled, idempotencyKey)
+		return s.intentChanged(ctx, tx, row, eventType, idempotencyKey)
 	})
 	if err != nil {
 		return payments.Intent{}, err
