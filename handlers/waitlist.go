@@ -1,0 +1,196 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/domain/cells"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/waitlist"
+	"boxoffice/platform/auth"
+)
+
+// Problem types of the waitlist (issue 30 item 5).
+const (
+	// TypeWaitlistSeatsAvailable: the category has seats on sale; hold
+	// them instead of joining its waitlist.
+	TypeWaitlistSeatsAvailable = "/problems/waitlist-seats-available"
+	// TypeWaitlistJoined: the buyer is on the event's waitlist already.
+	TypeWaitlistJoined = "/problems/waitlist-joined"
+	// TypeWaitlistOfferNotLive: the entry has no offer to accept (still
+	// waiting, expired, or left).
+	TypeWaitlistOfferNotLive = "/problems/waitlist-offer-not-live"
+)
+
+// JoinWaitlistInput joins an event's waitlist.
+type JoinWaitlistInput struct {
+	EventPathInput
+	Body struct {
+		CategoryID uuid.UUID `json:"categoryId" doc:"The price category whose seats you wait for (see the event's seat map)."`
+		Quantity   int       `json:"quantity" minimum:"1" maximum:"8" example:"2" doc:"How many seats, offered together or not at all."`
+	}
+}
+
+// WaitlistEntryPathInput names one waitlist entry of an event.
+type WaitlistEntryPathInput struct {
+	EventPathInput
+	EntryID string `path:"entryId" format:"uuid" doc:"Waitlist entry id (UUID)."`
+}
+
+// WaitlistEntryBody is a buyer's waitlist entry.
+type WaitlistEntryBody struct {
+	ID         uuid.UUID `json:"id"`
+	EventID    uuid.UUID `json:"eventId"`
+	CategoryID uuid.UUID `json:"categoryId"`
+	Quantity   int       `json:"quantity"`
+	State      string    `json:"state" enum:"waiting,offered,accepted,expired,left" doc:"waiting: in the queue; offered: seats are reserved for you until offerExpiresAt (accept to hold them); accepted: the seats are held by orderId (pay it as any order); expired: the offer was not accepted in time and passed to the next buyer; left: you left."`
+	Ahead      int       `json:"ahead" doc:"While waiting: how many entries of the same category are before yours."`
+	// OfferedSeats is set while an offer is live.
+	OfferedSeats   []uuid.UUID `json:"offeredSeats" doc:"The seats reserved for you while an offer is live; empty otherwise."`
+	OfferedAt      *time.Time  `json:"offeredAt,omitempty" doc:"When the last offer was made."`
+	OfferExpiresAt *time.Time  `json:"offerExpiresAt,omitempty" doc:"When the last offer ends (passes to the next buyer) unless accepted."`
+	OrderID        *uuid.UUID  `json:"orderId,omitempty" doc:"The order holding the seats of the accepted offer."`
+	CreatedAt      time.Time   `json:"createdAt"`
+	UpdatedAt      time.Time   `json:"updatedAt"`
+}
+
+// WaitlistEntryOutput is a waitlist entry.
+type WaitlistEntryOutput struct {
+	Body WaitlistEntryBody
+}
+
+func (h *Handlers) registerWaitlist(api huma.API) {
+	const buyers = "Buyers only; another buyer's entry does not exist (404). "
+	register(api, secured(huma.Operation{
+		OperationID: "join-waitlist", Method: http.MethodPost, Path: "/v1/events/{eventId}/waitlist",
+		Summary: "Join a sold-out event's waitlist", Tags: []string{"Waitlist"}, DefaultStatus: http.StatusCreated,
+		Description: buyers + "Only while the category has no seat on sale (else 409 `" + TypeWaitlistSeatsAvailable + "`: hold one); " +
+			"one live entry per buyer and event (409 `" + TypeWaitlistJoined + "`). Seats that come back (expired holds, " +
+			"failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, " +
+			"the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; " +
+			"the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.",
+		MaxBodyBytes: 1 << 10,
+		Errors:       []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, auth.RoleBuyer), h.joinWaitlist)
+	register(api, secured(huma.Operation{
+		OperationID: "get-waitlist-entry", Method: http.MethodGet, Path: "/v1/events/{eventId}/waitlist/{entryId}",
+		Summary: "Your waitlist entry and its offer", Tags: []string{"Waitlist"},
+		Description: buyers + "Its state, its place in the queue, and while an offer is live its seats and expiry.",
+		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, auth.RoleBuyer), h.getWaitlistEntry)
+	register(api, secured(huma.Operation{
+		OperationID: "leave-waitlist", Method: http.MethodDelete, Path: "/v1/events/{eventId}/waitlist/{entryId}",
+		Summary: "Leave a waitlist", Tags: []string{"Waitlist"},
+		Description: buyers + "The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. " +
+			"Leaving an entry that already ended changes nothing. Answers the entry.",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, auth.RoleBuyer), h.leaveWaitlist)
+	register(api, secured(huma.Operation{
+		OperationID: "accept-waitlist-offer", Method: http.MethodPost, Path: "/v1/events/{eventId}/waitlist/{entryId}/accept",
+		Summary: "Accept a waitlist offer", Tags: []string{"Waitlist"},
+		Description: buyers + "Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room " +
+			"token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the " +
+			"offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers " +
+			"409 `" + TypeWaitlistOfferNotLive + "`; accepting again answers the accepted entry.",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+	}, auth.RoleBuyer), h.acceptWaitlistOffer)
+}
+
+func waitlistEntryBody(e waitlist.Entry) *WaitlistEntryOutput {
+	return &WaitlistEntryOutput{Body: WaitlistEntryBody{
+		ID: e.ID, EventID: e.EventID, CategoryID: e.CategoryID, Quantity: e.Quantity, State: string(e.State), Ahead: e.Ahead,
+		OfferedSeats: e.OfferedSeats, OfferedAt: e.OfferedAt, OfferExpiresAt: e.OfferExpiresAt, OrderID: e.OrderID,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}}
+}
+
+func (h *Handlers) joinWaitlist(ctx context.Context, in *JoinWaitlistInput) (*WaitlistEntryOutput, error) {
+	c, eventID, err := h.eventPath(ctx, in.EventID)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.Waitlist.Join(ctx, waitlist.JoinParams{
+		UserID: identity(ctx).UserID, EventID: eventID, CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity,
+	})
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "join waitlist", "No such event.", "event_id", eventID)
+	}
+	h.logger.InfoContext(ctx, "waitlist joined", "correlation_id", CorrelationID(ctx), "event_id", eventID, "entry_id", e.ID)
+	return waitlistEntryBody(e), nil
+}
+
+// waitlistEntry parses the path and returns the entry's cell and ids, or
+// the 422, 404 or 503 problem; an entry of another event is not found.
+func (h *Handlers) waitlistEntry(ctx context.Context, in *WaitlistEntryPathInput) (*cells.Cell, uuid.UUID, uuid.UUID, error) {
+	c, eventID, err := h.eventPath(ctx, in.EventID)
+	if err != nil {
+		return nil, eventID, uuid.Nil, err
+	}
+	entryID, err := parseUUID(in.EntryID, "path.entryId")
+	if err != nil {
+		return nil, eventID, entryID, err
+	}
+	e, err := c.Waitlist.Get(ctx, identity(ctx).UserID, entryID)
+	if err == nil && e.EventID != eventID {
+		err = waitlist.ErrEntryNotFound
+	}
+	if err != nil {
+		return nil, eventID, entryID, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
+	}
+	return c, eventID, entryID, nil
+}
+
+func (h *Handlers) getWaitlistEntry(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
+	c, _, entryID, err := h.waitlistEntry(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.Waitlist.Get(ctx, identity(ctx).UserID, entryID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
+	}
+	return waitlistEntryBody(e), nil
+}
+
+func (h *Handlers) leaveWaitlist(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
+	c, _, entryID, err := h.waitlistEntry(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.Waitlist.Leave(ctx, identity(ctx).UserID, entryID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "leave waitlist", "No such waitlist entry.", "entry_id", entryID)
+	}
+	return waitlistEntryBody(e), nil
+}
+
+func (h *Handlers) acceptWaitlistOffer(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
+	c, eventID, entryID, err := h.waitlistEntry(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.Waitlist.Accept(ctx, waitlist.AcceptParams{
+		UserID: identity(ctx).UserID, EntryID: entryID, CorrelationID: CorrelationID(ctx), Rules: c.Room,
+	})
+	switch {
+	case errors.Is(err, purchase.ErrSeatLimitUnknown) && errors.Is(err, waitingroom.ErrUnavailable):
+		h.logger.WarnContext(ctx, "seat limit unknown", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
+		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
+			"The onsale's settings cannot be read right now; nothing was held. Try again shortly."), retryAfter(2*time.Second))
+	case errors.Is(err, purchase.ErrSeatLimitUnknown):
+		return nil, h.internal(ctx, "read seat limit", err, "event_id", eventID)
+	case err != nil:
+		return nil, h.problemFor(ctx, err, "accept waitlist offer", "No such waitlist entry.", "entry_id", entryID)
+	}
+	if e.OrderID != nil {
+		h.cells.RememberOrder(*e.OrderID, c)
+	}
+	h.logger.InfoContext(ctx, "waitlist offer accepted", "correlation_id", CorrelationID(ctx), "event_id", eventID, "entry_id", entryID)
+	return waitlistEntryBody(e), nil
+}
