@@ -2891,6 +2891,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
 	AcceptWaitlistOffer(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// StreamWaitlistEntryEvents Follow your waitlist entry
+	//
+	// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+	StreamWaitlistEntryEvents(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListOrders List your orders
 	//
 	// Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
@@ -3936,6 +3943,23 @@ func (c *Client) GetWaitlistEntry(ctx context.Context, eventID openapi_types.UUI
 // Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
 func (c *Client) AcceptWaitlistOffer(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAcceptWaitlistOfferRequest(c.Server, eventID, entryID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StreamWaitlistEntryEvents Follow your waitlist entry
+//
+// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+func (c *Client) StreamWaitlistEntryEvents(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamWaitlistEntryEventsRequest(c.Server, eventID, entryID)
 	if err != nil {
 		return nil, err
 	}
@@ -5908,6 +5932,47 @@ func NewAcceptWaitlistOfferRequest(server string, eventID openapi_types.UUID, en
 	return req, nil
 }
 
+// NewStreamWaitlistEntryEventsRequest constructs an http.Request for the StreamWaitlistEntryEvents method
+func NewStreamWaitlistEntryEventsRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s/events", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListOrdersRequest constructs an http.Request for the ListOrders method
 func NewListOrdersRequest(server string, params *ListOrdersParams) (*http.Request, error) {
 	var err error
@@ -7457,6 +7522,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
 	AcceptWaitlistOfferWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*AcceptWaitlistOfferResponse, error)
 
+	// StreamWaitlistEntryEventsWithResponse Follow your waitlist entry
+	//
+	// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+	StreamWaitlistEntryEventsWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*StreamWaitlistEntryEventsResponse, error)
+
 	// ListOrdersWithResponse List your orders
 	//
 	// Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
@@ -8886,6 +8960,44 @@ func (r AcceptWaitlistOfferResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AcceptWaitlistOfferResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StreamWaitlistEntryEventsResponse200Headers the declared response headers of an HTTP 200 response for StreamWaitlistEntryEvents
+type StreamWaitlistEntryEventsResponse200Headers struct {
+	XAccelBuffering *string
+}
+
+type StreamWaitlistEntryEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StreamWaitlistEntryEventsResponse200Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamWaitlistEntryEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamWaitlistEntryEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamWaitlistEntryEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10330,6 +10442,21 @@ func (c *ClientWithResponses) AcceptWaitlistOfferWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseAcceptWaitlistOfferResponse(rsp)
+}
+
+// StreamWaitlistEntryEventsWithResponse Follow your waitlist entry
+//
+// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+func (c *ClientWithResponses) StreamWaitlistEntryEventsWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*StreamWaitlistEntryEventsResponse, error) {
+	rsp, err := c.StreamWaitlistEntryEvents(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamWaitlistEntryEventsResponse(rsp)
 }
 
 // ListOrdersWithResponse List your orders
@@ -12100,6 +12227,45 @@ func ParseAcceptWaitlistOfferResponse(rsp *http.Response) (*AcceptWaitlistOfferR
 		}
 		response.ApplicationProblemJSONDefault = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseStreamWaitlistEntryEventsResponse parses an HTTP response from a StreamWaitlistEntryEventsWithResponse call
+func ParseStreamWaitlistEntryEventsResponse(rsp *http.Response) (*StreamWaitlistEntryEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamWaitlistEntryEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StreamWaitlistEntryEventsResponse200Headers
+		if values := rsp.Header.Values("X-Accel-Buffering"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Accel-Buffering", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XAccelBuffering = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

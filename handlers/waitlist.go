@@ -2,8 +2,10 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -14,6 +16,7 @@ import (
 	"boxoffice/domain/waitingroom"
 	"boxoffice/domain/waitlist"
 	"boxoffice/platform/auth"
+	"boxoffice/platform/orderfeed"
 )
 
 // Problem types of the waitlist (issue 30 item 5).
@@ -100,6 +103,7 @@ func (h *Handlers) registerWaitlist(api huma.API) {
 			"409 `" + TypeWaitlistOfferNotLive + "`; accepting again answers the accepted entry.",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, auth.RoleBuyer), h.acceptWaitlistOffer)
+	h.registerWaitlistStream(api)
 }
 
 func waitlistEntryBody(e waitlist.Entry) *WaitlistEntryOutput {
@@ -193,4 +197,173 @@ func (h *Handlers) acceptWaitlistOffer(ctx context.Context, in *WaitlistEntryPat
 	}
 	h.logger.InfoContext(ctx, "waitlist offer accepted", "correlation_id", CorrelationID(ctx), "event_id", eventID, "entry_id", entryID)
 	return waitlistEntryBody(e), nil
+}
+
+// The waitlist entry's event stream tells its buyer of an offer as it is
+// made: it watches the entry on the cell's order feed (WaitlistOffered is
+// published with the entry as its aggregate) and reads the entry when
+// woken, while an offer is live at its expiry, and otherwise every
+// waitlistPollHealthy (every orderEventsPollInterval while the feed cannot
+// tell it of changes, or when there is none).
+const (
+	waitlistPollHealthy = 5 * time.Second
+	// waitlistExpirySlack is how long after an offer's expiry the stream
+	// reads again: the sweeper ends it within about a second.
+	waitlistExpirySlack = 1500 * time.Millisecond
+)
+
+// WaitlistEntryStreamInput opens a waitlist entry's event stream.
+type WaitlistEntryStreamInput struct {
+	WaitlistEntryPathInput
+}
+
+func (h *Handlers) registerWaitlistStream(api huma.API) {
+	register(api, secured(huma.Operation{
+		OperationID: "stream-waitlist-entry-events", Method: http.MethodGet, Path: "/v1/events/{eventId}/waitlist/{entryId}/events",
+		Summary: "Follow your waitlist entry", Tags: []string{"Waitlist"},
+		Description: "Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes " +
+			"(an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after " +
+			"10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams " +
+			"(beyond them 429 with Retry-After).",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+		Responses: map[string]*huma.Response{"200": {
+			Description: "A text/event-stream of `entry` events.",
+			Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
+				Type:        huma.TypeString,
+				Description: "Events `event: entry` whose `data` is a WaitlistEntryBody as JSON.",
+				Extensions: map[string]any{
+					"x-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[WaitlistEntryBody](), true, ""),
+				},
+			}}},
+			Headers: map[string]*huma.Param{"X-Accel-Buffering": {
+				Description: "Always no: tells a proxy in front (nginx) not to buffer the stream.",
+				Schema:      &huma.Schema{Type: huma.TypeString, Enum: []any{"no"}},
+			}},
+		}},
+	}, auth.RoleBuyer), h.streamWaitlistEntry)
+}
+
+func (h *Handlers) streamWaitlistEntry(ctx context.Context, in *WaitlistEntryStreamInput) (*huma.StreamResponse, error) {
+	userID := identity(ctx).UserID
+	releaseUser, ok := h.limits.streams.acquireUser(userID)
+	if !ok {
+		return nil, rateLimited("You have too many event streams open; close one first.", streamRetryAfter)
+	}
+	started := false
+	var watch *orderfeed.Watcher
+	defer func() {
+		if !started {
+			if watch != nil {
+				watch.Stop()
+			}
+			releaseUser()
+		}
+	}()
+	c, _, entryID, err := h.waitlistEntry(ctx, &in.WaitlistEntryPathInput)
+	if err != nil {
+		return nil, err
+	}
+	if c.Orders != nil {
+		watch = c.Orders.Watch(entryID)
+	}
+	first, err := c.Waitlist.Get(ctx, userID, entryID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
+	}
+	started = true
+	release := func() {
+		if watch != nil {
+			watch.Stop()
+		}
+		releaseUser()
+	}
+	stop := context.AfterFunc(ctx, release)
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		defer func() { stop(); release() }()
+		hctx.SetHeader("Content-Type", "text/event-stream")
+		hctx.SetHeader("Cache-Control", "no-store")
+		hctx.SetHeader("X-Accel-Buffering", "no")
+		hctx.SetStatus(http.StatusOK)
+		w, ok := hctx.BodyWriter().(http.ResponseWriter)
+		if !ok {
+			return
+		}
+		h.followWaitlistEntry(hctx.Context(), w, c, first, watch)
+	}}, nil
+}
+
+// followWaitlistEntry writes an `entry` event for first and then for each
+// change of the entry read, until its state is final, the stream's
+// lifetime ends, the client goes away, or a write or read fails.
+func (h *Handlers) followWaitlistEntry(ctx context.Context, w http.ResponseWriter, c *cells.Cell, first waitlist.Entry, watch *orderfeed.Watcher) {
+	ctx, cancel := context.WithTimeout(ctx, orderEventsMaxLifetime)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	write := func(chunk []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(orderEventsWriteTimeout)) // best effort
+		if _, err := w.Write(chunk); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	send := func(e waitlist.Entry) bool {
+		data, err := json.Marshal(waitlistEntryBody(e).Body)
+		if err != nil {
+			return false
+		}
+		return write(append(append([]byte("event: entry\ndata: "), data...), "\n\n"...))
+	}
+	final := func(e waitlist.Entry) bool {
+		return e.State == waitlist.StateAccepted || e.State == waitlist.StateExpired || e.State == waitlist.StateLeft
+	}
+	last := first
+	if !send(last) || final(last) {
+		return
+	}
+	var wake <-chan struct{}
+	if watch != nil {
+		wake = watch.C
+	}
+	readAfter := func() time.Duration {
+		d := waitlistPollHealthy
+		if c.Orders == nil || !c.Orders.Healthy() {
+			d = h.cfg.orderStreamPoll()
+		}
+		if last.State == waitlist.StateOffered && last.OfferExpiresAt != nil {
+			d = min(d, max(time.Until(*last.OfferExpiresAt)+waitlistExpirySlack, h.cfg.orderStreamPoll()))
+		}
+		return d
+	}
+	read := time.NewTimer(readAfter())
+	defer read.Stop()
+	heartbeat, stopHeartbeat := h.heartbeats.add()
+	defer stopHeartbeat()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heartbeat.C:
+			if !write([]byte(": keep-alive\n\n")) {
+				return
+			}
+			continue
+		case <-wake:
+			watch.Take()
+		case <-read.C:
+		}
+		e, err := c.Waitlist.Get(ctx, last.UserID, last.ID)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.logger.ErrorContext(ctx, "read waitlist entry", "entry_id", last.ID, "error", err.Error())
+			}
+			return
+		}
+		if e.State != last.State || !e.UpdatedAt.Equal(last.UpdatedAt) {
+			last = e
+			if !send(e) || final(e) {
+				return
+			}
+		}
+		read.Reset(readAfter())
+	}
 }

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -130,15 +131,33 @@ func TestWaitlistThroughTheAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, again.status)
 	require.Equal(t, accepted["orderId"], again.json(t)["orderId"])
 
-	// The other seat comes back to the next buyer, who lets it expire: it
-	// passes on to nobody, and is on sale again.
+	// The other seat comes back to the next buyer, who follows the entry
+	// on its event stream and lets the offer expire: it passes on to
+	// nobody, and is on sale again.
+	stream := b.openEvents(t, nextPath, second)
+	require.Equal(t, http.StatusOK, stream.StatusCode)
+	require.Equal(t, "text/event-stream", stream.Header.Get("Content-Type"))
+	events := bufio.NewReader(stream.Body)
+	se, err := nextSSE(t, events)
+	require.NoError(t, err)
+	require.Equal(t, "entry", se.name)
+	require.Equal(t, "waiting", se.data["state"])
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodPost, "/v1/orders/"+orders[1]+"/cancel", bearer(holder), nil).status)
 	b.deliverToWaitlist(t, w, orders[1], outbox.TypeOrderCanceled)
+	se, err = nextSSE(t, events)
+	require.NoError(t, err)
+	require.Equal(t, "offered", se.data["state"], "the stream tells the buyer of the offer")
+	require.Equal(t, []any{ev.Seats[1]}, se.data["offeredSeats"])
 	require.Equal(t, "offered", b.do(t, http.MethodGet, nextPath, bearer(second), nil).json(t)["state"])
 	dbtest.Exec(t, b.pool, "UPDATE waitlist_entries SET offer_expires_at = now() - interval '1 second' WHERE id = $1", next["id"])
 	n, err := w.ExpireOffers(t.Context(), 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+	se, err = nextSSE(t, events)
+	require.NoError(t, err)
+	require.Equal(t, "expired", se.data["state"])
+	_, err = nextSSE(t, events)
+	require.Error(t, err, "the stream ends with the entry")
 	res = b.do(t, http.MethodPost, nextPath+"/accept", bearer(second), nil)
 	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
 	require.Equal(t, handlers.TypeWaitlistOfferNotLive, problemType(t, res))
