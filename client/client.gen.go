@@ -1168,7 +1168,7 @@ type CreateWebhookEndpointInputBody struct {
 	// Enabled Defaults to true.
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
+	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, waitlist.offered, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
 	EventTypes []string `json:"eventTypes,omitempty"`
 
 	// MaxConcurrency Attempts in flight at once. Defaults to 10.
