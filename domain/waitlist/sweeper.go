@@ -44,7 +44,11 @@ func (w *Sweeper) Run(ctx context.Context) error {
 	retry := backoff.Policy{Base: 2 * w.cfg.Interval, Max: max(30*time.Second, w.cfg.Interval)}
 	failures := 0
 	for {
-		n, err := w.s.ExpireOffers(context.WithoutCancel(ctx), w.cfg.BatchSize)
+		// A batch is not cut short by ctx (a committed batch must not be
+		// reported failed); Run checks ctx between batches.
+		batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		n, err := w.s.ExpireOffers(batchCtx, w.cfg.BatchSize)
+		cancel()
 		pause := w.cfg.Interval
 		switch {
 		case ctx.Err() != nil:
