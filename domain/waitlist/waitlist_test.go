@@ -286,3 +286,35 @@ func TestAcceptRacesExpiry(t *testing.T) {
 	require.Positive(t, outcomes["accepted"], "no round was won by the acceptance")
 	require.Positive(t, outcomes["expired"], "no round was won by the expiry")
 }
+
+// The sweeper, running, ends an offer once past its time and passes its
+// seat to the next entry; it stops when its context is done.
+func TestSweeperPassesExpiredOffers(t *testing.T) {
+	t.Parallel()
+	w, b := setup(t, nil, 1)
+	b.sellOut(t)
+	first := b.join(t, w, 1)
+	next := b.join(t, w, 1)
+	b.expireHold(t, 0)
+	require.Equal(t, 1, round(t, w, b))
+	dbtest.Exec(t, b.pool, "UPDATE waitlist_entries SET offer_expires_at = now() WHERE id = $1", first.ID)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- waitlist.NewSweeper(w, waitlist.SweeperConfig{Interval: 10 * time.Millisecond}).Run(ctx) }()
+	require.Eventually(t, func() bool {
+		e, err := w.Get(t.Context(), next.UserID, next.ID)
+		return err == nil && e.State == waitlist.StateOffered
+	}, 10*time.Second, 10*time.Millisecond, "the next entry is offered the seat")
+	e, err := w.Get(t.Context(), first.UserID, first.ID)
+	require.NoError(t, err)
+	require.Equal(t, waitlist.StateExpired, e.State)
+	requireOwnedOnce(t, b.pool)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sweeper did not stop")
+	}
+}
