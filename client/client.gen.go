@@ -654,6 +654,33 @@ func (e WaitingRoomBodyStatus) Valid() bool {
 	}
 }
 
+// Defines values for WaitlistEntryBodyState.
+const (
+	WaitlistEntryBodyStateAccepted WaitlistEntryBodyState = "accepted"
+	WaitlistEntryBodyStateExpired  WaitlistEntryBodyState = "expired"
+	WaitlistEntryBodyStateLeft     WaitlistEntryBodyState = "left"
+	WaitlistEntryBodyStateOffered  WaitlistEntryBodyState = "offered"
+	WaitlistEntryBodyStateWaiting  WaitlistEntryBodyState = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the WaitlistEntryBodyState enum.
+func (e WaitlistEntryBodyState) Valid() bool {
+	switch e {
+	case WaitlistEntryBodyStateAccepted:
+		return true
+	case WaitlistEntryBodyStateExpired:
+		return true
+	case WaitlistEntryBodyStateLeft:
+		return true
+	case WaitlistEntryBodyStateOffered:
+		return true
+	case WaitlistEntryBodyStateWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookAttemptBodyErrorClass.
 const (
 	WebhookAttemptBodyErrorClassConnection      WebhookAttemptBodyErrorClass = "connection"
@@ -1141,7 +1168,7 @@ type CreateWebhookEndpointInputBody struct {
 	// Enabled Defaults to true.
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
+	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, waitlist.offered, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
 	EventTypes []string `json:"eventTypes,omitempty"`
 
 	// MaxConcurrency Attempts in flight at once. Defaults to 10.
@@ -1320,6 +1347,17 @@ type JWK struct {
 // JWKS defines model for JWKS.
 type JWKS struct {
 	Keys []JWK `json:"keys"`
+}
+
+// JoinWaitlistInputBody defines model for JoinWaitlistInputBody.
+type JoinWaitlistInputBody struct {
+	// CategoryID The price category whose seats you wait for (see the event's seat map).
+	CategoryID string `json:"categoryId"`
+
+	// Quantity How many seats, offered together or not at all.
+	//
+	// Example: 2
+	Quantity int64 `json:"quantity"`
 }
 
 // ListAPIKeysOutputBody defines model for ListAPIKeysOutputBody.
@@ -1983,6 +2021,36 @@ type WaitingRoomBodyPhase string
 // WaitingRoomBodyStatus queued: poll GET until admitted. admitted: hold seats with admissionToken until expiresAt. revoked: the organizer revoked your admission; no token, holds are refused, and you may join again after expiresAt.
 type WaitingRoomBodyStatus string
 
+// WaitlistEntryBody defines model for WaitlistEntryBody.
+type WaitlistEntryBody struct {
+	// Ahead While waiting: how many entries of the same category are before yours.
+	Ahead      int64     `json:"ahead"`
+	CategoryID string    `json:"categoryId"`
+	CreatedAt  time.Time `json:"createdAt"`
+	EventID    string    `json:"eventId"`
+	ID         string    `json:"id"`
+
+	// OfferExpiresAt When the last offer ends (passes to the next buyer) unless accepted.
+	OfferExpiresAt *time.Time `json:"offerExpiresAt,omitempty"`
+
+	// OfferedAt When the last offer was made.
+	OfferedAt *time.Time `json:"offeredAt,omitempty"`
+
+	// OfferedSeats The seats reserved for you while an offer is live; empty otherwise.
+	OfferedSeats []string `json:"offeredSeats"`
+
+	// OrderID The order holding the seats of the accepted offer.
+	OrderID  *string `json:"orderId,omitempty"`
+	Quantity int64   `json:"quantity"`
+
+	// State waiting: in the queue; offered: seats are reserved for you until offerExpiresAt (accept to hold them); accepted: the seats are held by orderId (pay it as any order); expired: the offer was not accepted in time and passed to the next buyer; left: you left.
+	State     WaitlistEntryBodyState `json:"state"`
+	UpdatedAt time.Time              `json:"updatedAt"`
+}
+
+// WaitlistEntryBodyState waiting: in the queue; offered: seats are reserved for you until offerExpiresAt (accept to hold them); accepted: the seats are held by orderId (pay it as any order); expired: the offer was not accepted in time and passed to the next buyer; left: you left.
+type WaitlistEntryBodyState string
+
 // WebhookAttemptBody defines model for WebhookAttemptBody.
 type WebhookAttemptBody struct {
 	CreatedAt  time.Time                    `json:"createdAt"`
@@ -2359,6 +2427,9 @@ type BlockSeatsJSONRequestBody = BlockSeatsInputBody
 
 // ReleaseSeatsJSONRequestBody defines body for ReleaseSeats for application/json ContentType.
 type ReleaseSeatsJSONRequestBody = SeatIDsBody
+
+// JoinWaitlistJSONRequestBody defines body for JoinWaitlist for application/json ContentType.
+type JoinWaitlistJSONRequestBody = JoinWaitlistInputBody
 
 // RefundOrderJSONRequestBody defines body for RefundOrder for application/json ContentType.
 type RefundOrderJSONRequestBody = RefundOrderInputBody
@@ -2786,6 +2857,52 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// JoinWaitlistWithBody Join a sold-out event's waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+	JoinWaitlistWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// JoinWaitlist Join a sold-out event's waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+	JoinWaitlist(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LeaveWaitlist Leave a waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
+	//
+	// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
+	LeaveWaitlist(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWaitlistEntry Your waitlist entry and its offer
+	//
+	// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
+	GetWaitlistEntry(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcceptWaitlistOffer Accept a waitlist offer
+	//
+	// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
+	AcceptWaitlistOffer(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StreamWaitlistEntryEvents Follow your waitlist entry
+	//
+	// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+	StreamWaitlistEntryEvents(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrders List your orders
 	//
@@ -3743,6 +3860,112 @@ func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID,
 // Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewJoinWaitingRoomRequest(c.Server, eventID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// JoinWaitlistWithBody Join a sold-out event's waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+func (c *Client) JoinWaitlistWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJoinWaitlistRequestWithBody(c.Server, eventID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// JoinWaitlist Join a sold-out event's waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+func (c *Client) JoinWaitlist(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJoinWaitlistRequest(c.Server, eventID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeaveWaitlist Leave a waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
+//
+// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
+func (c *Client) LeaveWaitlist(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeaveWaitlistRequest(c.Server, eventID, entryID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWaitlistEntry Your waitlist entry and its offer
+//
+// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
+func (c *Client) GetWaitlistEntry(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWaitlistEntryRequest(c.Server, eventID, entryID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcceptWaitlistOffer Accept a waitlist offer
+//
+// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
+func (c *Client) AcceptWaitlistOffer(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcceptWaitlistOfferRequest(c.Server, eventID, entryID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StreamWaitlistEntryEvents Follow your waitlist entry
+//
+// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+func (c *Client) StreamWaitlistEntryEvents(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamWaitlistEntryEventsRequest(c.Server, eventID, entryID)
 	if err != nil {
 		return nil, err
 	}
@@ -5560,6 +5783,217 @@ func NewJoinWaitingRoomRequest(server string, eventID openapi_types.UUID) (*http
 	return req, nil
 }
 
+// NewJoinWaitlistRequest calls the generic JoinWaitlist builder with application/json body
+func NewJoinWaitlistRequest(server string, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewJoinWaitlistRequestWithBody(server, eventID, "application/json", bodyReader)
+}
+
+// NewJoinWaitlistRequestWithBody constructs an http.Request for the JoinWaitlist method, with any body, and a specified content type
+func NewJoinWaitlistRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewLeaveWaitlistRequest constructs an http.Request for the LeaveWaitlist method
+func NewLeaveWaitlistRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWaitlistEntryRequest constructs an http.Request for the GetWaitlistEntry method
+func NewGetWaitlistEntryRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAcceptWaitlistOfferRequest constructs an http.Request for the AcceptWaitlistOffer method
+func NewAcceptWaitlistOfferRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s/accept", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStreamWaitlistEntryEventsRequest constructs an http.Request for the StreamWaitlistEntryEvents method
+func NewStreamWaitlistEntryEventsRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s/events", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListOrdersRequest constructs an http.Request for the ListOrders method
 func NewListOrdersRequest(server string, params *ListOrdersParams) (*http.Request, error) {
 	var err error
@@ -7064,6 +7498,60 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*JoinWaitingRoomResponse, error)
 
+	// JoinWaitlistWithBodyWithResponse Join a sold-out event's waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+	JoinWaitlistWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error)
+
+	// JoinWaitlistWithResponse Join a sold-out event's waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+	JoinWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error)
+
+	// LeaveWaitlistWithResponse Leave a waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
+	LeaveWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*LeaveWaitlistResponse, error)
+
+	// GetWaitlistEntryWithResponse Your waitlist entry and its offer
+	//
+	// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
+	GetWaitlistEntryWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWaitlistEntryResponse, error)
+
+	// AcceptWaitlistOfferWithResponse Accept a waitlist offer
+	//
+	// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
+	AcceptWaitlistOfferWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*AcceptWaitlistOfferResponse, error)
+
+	// StreamWaitlistEntryEventsWithResponse Follow your waitlist entry
+	//
+	// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+	StreamWaitlistEntryEventsWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*StreamWaitlistEntryEventsResponse, error)
+
 	// ListOrdersWithResponse List your orders
 	//
 	// Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). The caller's orders across every event, newest first, each with its seats, payment and tickets as `GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event and by status; page with `cursor`.
@@ -8361,6 +8849,176 @@ func (r JoinWaitingRoomResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r JoinWaitingRoomResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type JoinWaitlistResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WaitlistEntryBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r JoinWaitlistResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r JoinWaitlistResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r JoinWaitlistResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type LeaveWaitlistResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WaitlistEntryBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r LeaveWaitlistResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeaveWaitlistResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeaveWaitlistResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetWaitlistEntryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WaitlistEntryBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWaitlistEntryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWaitlistEntryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWaitlistEntryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AcceptWaitlistOfferResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WaitlistEntryBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r AcceptWaitlistOfferResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcceptWaitlistOfferResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcceptWaitlistOfferResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StreamWaitlistEntryEventsResponse200Headers the declared response headers of an HTTP 200 response for StreamWaitlistEntryEvents
+type StreamWaitlistEntryEventsResponse200Headers struct {
+	XAccelBuffering *string
+}
+
+type StreamWaitlistEntryEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StreamWaitlistEntryEventsResponse200Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamWaitlistEntryEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamWaitlistEntryEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamWaitlistEntryEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9730,6 +10388,96 @@ func (c *ClientWithResponses) JoinWaitingRoomWithResponse(ctx context.Context, e
 		return nil, err
 	}
 	return ParseJoinWaitingRoomResponse(rsp)
+}
+
+// JoinWaitlistWithBodyWithResponse Join a sold-out event's waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+func (c *ClientWithResponses) JoinWaitlistWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error) {
+	rsp, err := c.JoinWaitlistWithBody(ctx, eventID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJoinWaitlistResponse(rsp)
+}
+
+// JoinWaitlistWithResponse Join a sold-out event's waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+func (c *ClientWithResponses) JoinWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error) {
+	rsp, err := c.JoinWaitlist(ctx, eventID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJoinWaitlistResponse(rsp)
+}
+
+// LeaveWaitlistWithResponse Leave a waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
+func (c *ClientWithResponses) LeaveWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*LeaveWaitlistResponse, error) {
+	rsp, err := c.LeaveWaitlist(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeaveWaitlistResponse(rsp)
+}
+
+// GetWaitlistEntryWithResponse Your waitlist entry and its offer
+//
+// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
+func (c *ClientWithResponses) GetWaitlistEntryWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWaitlistEntryResponse, error) {
+	rsp, err := c.GetWaitlistEntry(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWaitlistEntryResponse(rsp)
+}
+
+// AcceptWaitlistOfferWithResponse Accept a waitlist offer
+//
+// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
+func (c *ClientWithResponses) AcceptWaitlistOfferWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*AcceptWaitlistOfferResponse, error) {
+	rsp, err := c.AcceptWaitlistOffer(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcceptWaitlistOfferResponse(rsp)
+}
+
+// StreamWaitlistEntryEventsWithResponse Follow your waitlist entry
+//
+// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+func (c *ClientWithResponses) StreamWaitlistEntryEventsWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*StreamWaitlistEntryEventsResponse, error) {
+	rsp, err := c.StreamWaitlistEntryEvents(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamWaitlistEntryEventsResponse(rsp)
 }
 
 // ListOrdersWithResponse List your orders
@@ -11368,6 +12116,177 @@ func ParseJoinWaitingRoomResponse(rsp *http.Response) (*JoinWaitingRoomResponse,
 			headers.RetryAfter = &value
 		}
 		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseJoinWaitlistResponse parses an HTTP response from a JoinWaitlistWithResponse call
+func ParseJoinWaitlistResponse(rsp *http.Response) (*JoinWaitlistResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &JoinWaitlistResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WaitlistEntryBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseLeaveWaitlistResponse parses an HTTP response from a LeaveWaitlistWithResponse call
+func ParseLeaveWaitlistResponse(rsp *http.Response) (*LeaveWaitlistResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeaveWaitlistResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WaitlistEntryBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetWaitlistEntryResponse parses an HTTP response from a GetWaitlistEntryWithResponse call
+func ParseGetWaitlistEntryResponse(rsp *http.Response) (*GetWaitlistEntryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWaitlistEntryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WaitlistEntryBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAcceptWaitlistOfferResponse parses an HTTP response from a AcceptWaitlistOfferWithResponse call
+func ParseAcceptWaitlistOfferResponse(rsp *http.Response) (*AcceptWaitlistOfferResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcceptWaitlistOfferResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WaitlistEntryBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseStreamWaitlistEntryEventsResponse parses an HTTP response from a StreamWaitlistEntryEventsWithResponse call
+func ParseStreamWaitlistEntryEventsResponse(rsp *http.Response) (*StreamWaitlistEntryEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamWaitlistEntryEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StreamWaitlistEntryEventsResponse200Headers
+		if values := rsp.Header.Values("X-Accel-Buffering"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Accel-Buffering", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XAccelBuffering = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

@@ -38,6 +38,7 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/waitlist"
 	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
 	"boxoffice/platform/admission"
@@ -203,6 +204,7 @@ var fuzzParamFixtures = map[string]func(e *fuzzEnv) string{
 	"endpointId": func(e *fuzzEnv) string { return e.endpointID.String() },
 	"messageId":  func(e *fuzzEnv) string { return e.messageID.String() },
 	"apiKeyId":   func(e *fuzzEnv) string { return e.apiKeyID.String() },
+	"entryId":    func(e *fuzzEnv) string { return e.entryID.String() },
 }
 
 // fuzzBodies are ordinary bodies per operation, for the per-operation seeds.
@@ -441,6 +443,7 @@ type fuzzEnv struct {
 	endpointID uuid.UUID
 	messageID  uuid.UUID
 	apiKeyID   uuid.UUID
+	entryID    uuid.UUID // a waitlist entry nobody has: 404
 }
 
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
@@ -470,6 +473,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 				WebhookSecret: webhookSecret, Logger: logger, Provider: sb, Registerer: reg,
 			}),
 			Sandbox: sb, Webhooks: wh, Door: tickets.NewDoor(pool, pub), APIKeys: apikey.NewStore(pool),
+			Waitlist: waitlist.New(pool, pur, waitlist.Config{Logger: logger}),
 		}),
 		TicketPublicKey: pub,
 		Checks:          []handlers.Check{{Name: "database", Func: pool.Ping, Required: true}},
@@ -485,8 +489,9 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 			// A redirect is an answer: look at it, do not follow it.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		ops:  fuzzOperations(tb, cfg),
-		byID: map[string]fuzzOp{},
+		ops:     fuzzOperations(tb, cfg),
+		byID:    map[string]fuzzOp{},
+		entryID: uuid.New(),
 	}
 	for _, op := range e.ops {
 		e.byID[op.id] = op

@@ -23,6 +23,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/waitlist"
 	"boxoffice/handlers"
 	"boxoffice/platform/admission"
 	"boxoffice/platform/auth"
@@ -84,6 +85,9 @@ func setupPool(t *testing.T, pool *pgxpool.Pool, opts ...func(*handlers.Config))
 	// Built after opts, on the catalog they chose.
 	if c := cellOf(&cfg); c.Room == nil {
 		c.Room = fixedRoom(signer, c.Catalog, logger)
+	}
+	if c := cellOf(&cfg); c.Waitlist == nil && c.Purchase != nil {
+		c.Waitlist = waitlist.New(pool, c.Purchase, waitlist.Config{Logger: logger})
 	}
 	srv := httptest.NewServer(validating(t, handlers.New(cfg).Handler()))
 	t.Cleanup(srv.Close)

@@ -16,6 +16,7 @@ var tagDescriptions = []*huma.Tag{
 	{Name: "Events", Description: "An organizer's events and their seats: create an event, list yours, read its seat map, its sales and its orders."},
 	{Name: "Waiting room", Description: "Join an onsale's waiting room and poll your place until you are admitted with an admission token."},
 	{Name: "Holds", Description: "Hold seats with an admission token and an Idempotency-Key: the hold is the order, awaiting payment."},
+	{Name: "Waitlist", Description: "A sold-out event's waitlist: join it for seats of a category, see your offer when seats come back, accept it before it expires (it then passes to the next buyer)."},
 	{Name: "Orders", Description: "Your orders and their tickets; cancel one awaiting payment; follow one as it moves; the organizer's refunds."},
 	{Name: "Tickets", Description: "What door scanners need to verify tickets offline: the signing key and the revocation list."},
 	{Name: "Check-in", Description: "The door: scan a ticket once, upload offline scans in batches, count entries per gate."},

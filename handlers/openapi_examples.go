@@ -58,6 +58,7 @@ var requestExamples = map[string]any{
 		map[string]any{"name": "presale", "opensAt": "2027-03-01T10:00:00Z", "presale": true, "categoryIds": []string{"01936a4e-7c1e-7d5a-9a63-2f4d8c0b1e30"}},
 		map[string]any{"name": "general", "opensAt": "2027-03-03T10:00:00Z", "presale": false},
 	}},
+	"join-waitlist":        map[string]any{"categoryId": "01936a4e-7c1e-7d5a-9a63-2f4d8c0b1e30", "quantity": 2},
 	"create-presale-codes": map[string]any{"phase": "presale", "count": 500, "maxUses": 1, "maxSeats": 4},
 	"issue-order": map[string]any{
 		"seatIds": []string{exampleSeatA}, "channel": "box_office", "buyerId": exampleBuyer,

@@ -17,6 +17,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/waitlist"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/fault"
@@ -280,6 +281,15 @@ var specificProblems = []specificProblem{
 		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.seatIds", Message: "every seat must be a seat of this event"}}},
 	{err: purchase.ErrTicketsNotInOrder, status: http.StatusUnprocessableEntity, typ: TypeValidation,
 		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.ticketIds", Message: "every ticket must be a ticket of this order"}}},
+	{err: waitlist.ErrSeatsAvailable, status: http.StatusConflict, typ: TypeWaitlistSeatsAvailable,
+		detail: "Seats of this category are on sale: hold them instead of joining the waitlist."},
+	{err: waitlist.ErrAlreadyWaiting, status: http.StatusConflict, typ: TypeWaitlistJoined,
+		detail: "You are on this event's waitlist already."},
+	{err: waitlist.ErrOfferNotLive, status: http.StatusConflict, typ: TypeWaitlistOfferNotLive,
+		detail: "This waitlist entry has no offer to accept: it is still waiting, or its offer expired and passed to the next buyer."},
+	{err: waitlist.ErrEntryNotFound, status: http.StatusNotFound, typ: TypeNotFound, detail: "No such waitlist entry."},
+	{err: waitlist.ErrCategoryNotInEvent, status: http.StatusUnprocessableEntity, typ: TypeValidation,
+		detail: "Validation failed.", errors: []*huma.ErrorDetail{{Location: "body.categoryId", Message: "must be a price category of this event"}}},
 	{err: purchase.ErrOrderNotCancelable, status: http.StatusConflict, typ: TypeOrderNotCancelable,
 		detail: "Only an order awaiting payment can be canceled; a paid order can be refunded by the event's organizer."},
 	{err: purchase.ErrOrderNotRefundable, status: http.StatusConflict, typ: TypeOrderNotRefundable,

@@ -106,7 +106,7 @@ type CreateWebhookEndpointInput struct {
 	Body struct {
 		URL                string   `json:"url" minLength:"1" maxLength:"2048" example:"https://hooks.example.com/boxoffice" doc:"https URL that resolves to public addresses only."`
 		Description        string   `json:"description,omitempty" maxLength:"500"`
-		EventTypes         []string `json:"eventTypes,omitempty" maxItems:"20" doc:"Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them."`
+		EventTypes         []string `json:"eventTypes,omitempty" maxItems:"20" doc:"Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, waitlist.offered, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them."`
 		Enabled            *bool    `json:"enabled,omitempty" doc:"Defaults to true."`
 		RateLimitPerSecond *int32   `json:"rateLimitPerSecond,omitempty" minimum:"1" maximum:"10000" doc:"Deliveries per second; absent is unlimited."`
 		MaxConcurrency     int32    `json:"maxConcurrency,omitempty" minimum:"1" maximum:"1000" doc:"Attempts in flight at once. Defaults to 10."`

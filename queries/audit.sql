@@ -129,6 +129,18 @@ WHERE EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.seat_id = b.seat_id AND hs.re
 ORDER BY b.seat_id
 LIMIT 10;
 
+-- name: AuditWaitlistOfferSeats :many
+-- Waitlist entries (00041) whose reservation disagrees with their state:
+-- a live offer reserves exactly its quantity of seats, and an entry that
+-- is not offered reserves none (an ended offer's seats went to its hold,
+-- the next entry, or back on sale).
+SELECT w.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM waitlist_entries w
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM seat_blocks b WHERE b.waitlist_entry_id = w.id) r
+WHERE (w.state = 'offered' AND r.n <> w.quantity) OR (w.state <> 'offered' AND r.n > 0)
+ORDER BY w.id
+LIMIT 10;
+
 -- name: AuditIssuedOrdersWithoutTickets :many
 -- Orders the organizer issued (comps, box office: 00036) that, after the
 -- grace period, are not ticketed (or refunded), or that own no seat through

@@ -130,3 +130,9 @@ WITH old AS (
         SELECT id FROM webhook_redeliveries WHERE created_at < @cutoff::timestamptz ORDER BY created_at LIMIT @max_rows::int))
 )
 DELETE FROM webhook_messages WHERE id = ANY(ARRAY(SELECT id FROM old));
+
+-- name: WebhookSubscriberCount :one
+-- How many enabled endpoints of the organizer subscribe to the type.
+SELECT count(*)::int FROM webhook_endpoints e
+WHERE e.organizer_id = @organizer_id::uuid AND e.enabled
+  AND (cardinality(e.event_types) = 0 OR @event_type::text = ANY (e.event_types));

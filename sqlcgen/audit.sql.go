@@ -493,3 +493,41 @@ func (q *Queries) AuditTicketsWithoutCapture(ctx context.Context, db DBTX) ([]Au
 	}
 	return items, nil
 }
+
+const auditWaitlistOfferSeats = `-- name: AuditWaitlistOfferSeats :many
+SELECT w.id::text AS subject, count(*) OVER ()::bigint AS total
+FROM waitlist_entries w
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM seat_blocks b WHERE b.waitlist_entry_id = w.id) r
+WHERE (w.state = 'offered' AND r.n <> w.quantity) OR (w.state <> 'offered' AND r.n > 0)
+ORDER BY w.id
+LIMIT 10
+`
+
+type AuditWaitlistOfferSeatsRow struct {
+	Subject string
+	Total   int64
+}
+
+// Waitlist entries (00041) whose reservation disagrees with their state:
+// a live offer reserves exactly its quantity of seats, and an entry that
+// is not offered reserves none (an ended offer's seats went to its hold,
+// the next entry, or back on sale).
+func (q *Queries) AuditWaitlistOfferSeats(ctx context.Context, db DBTX) ([]AuditWaitlistOfferSeatsRow, error) {
+	rows, err := db.Query(ctx, auditWaitlistOfferSeats)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AuditWaitlistOfferSeatsRow
+	for rows.Next() {
+		var i AuditWaitlistOfferSeatsRow
+		if err := rows.Scan(&i.Subject, &i.Total); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

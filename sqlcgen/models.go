@@ -319,12 +319,13 @@ type Seat struct {
 }
 
 type SeatBlock struct {
-	SeatID    uuid.UUID
-	EventID   uuid.UUID
-	Reason    string
-	Note      *string
-	BlockedBy uuid.UUID
-	CreatedAt time.Time
+	SeatID          uuid.UUID
+	EventID         uuid.UUID
+	Reason          string
+	Note            *string
+	BlockedBy       uuid.UUID
+	CreatedAt       time.Time
+	WaitlistEntryID *uuid.UUID
 }
 
 type StripeEvent struct {
@@ -345,6 +346,21 @@ type Ticket struct {
 	RevokedAt *time.Time
 	ResaleAt  *time.Time
 	EventID   uuid.UUID
+}
+
+type WaitlistEntry struct {
+	ID             uuid.UUID
+	EventID        uuid.UUID
+	CategoryID     uuid.UUID
+	UserID         uuid.UUID
+	Quantity       int32
+	Position       *int64
+	State          string
+	OfferedAt      *time.Time
+	OfferExpiresAt *time.Time
+	OrderID        *uuid.UUID
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 type WebhookAttempt struct {

@@ -14,7 +14,7 @@ import (
 
 const seatBlockDelete = `-- name: SeatBlockDelete :many
 DELETE FROM seat_blocks
-WHERE event_id = $1::uuid AND seat_id = ANY ($2::uuid[])
+WHERE event_id = $1::uuid AND seat_id = ANY ($2::uuid[]) AND waitlist_entry_id IS NULL
 RETURNING seat_id
 `
 
@@ -23,7 +23,9 @@ type SeatBlockDeleteParams struct {
 	SeatIds []uuid.UUID
 }
 
-// Releases the event's given blocks; returns the seats that were blocked.
+// Releases the event's given blocks (the organizer's: a waitlist offer's
+// reservation is not theirs to release); returns the seats that were
+// blocked.
 func (q *Queries) SeatBlockDelete(ctx context.Context, db DBTX, arg SeatBlockDeleteParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, seatBlockDelete, arg.EventID, arg.SeatIds)
 	if err != nil {
@@ -44,10 +46,60 @@ func (q *Queries) SeatBlockDelete(ctx context.Context, db DBTX, arg SeatBlockDel
 	return items, nil
 }
 
+const seatBlockDeleteOffer = `-- name: SeatBlockDeleteOffer :many
+DELETE FROM seat_blocks WHERE waitlist_entry_id = $1::uuid
+RETURNING seat_id
+`
+
+// Ends a waitlist offer's reservation; returns its seats.
+func (q *Queries) SeatBlockDeleteOffer(ctx context.Context, db DBTX, entryID uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, seatBlockDeleteOffer, entryID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var seat_id uuid.UUID
+		if err := rows.Scan(&seat_id); err != nil {
+			return nil, err
+		}
+		items = append(items, seat_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const seatBlockInsertOffer = `-- name: SeatBlockInsertOffer :exec
+INSERT INTO seat_blocks (seat_id, event_id, reason, blocked_by, waitlist_entry_id)
+SELECT seat, $1::uuid, 'waitlist', $2::uuid, $3::uuid
+FROM unnest($4::uuid[]) AS seat
+`
+
+type SeatBlockInsertOfferParams struct {
+	EventID uuid.UUID
+	UserID  uuid.UUID
+	EntryID uuid.UUID
+	SeatIds []uuid.UUID
+}
+
+// Reserves the given (locked, free) seats for a waitlist entry's offer.
+func (q *Queries) SeatBlockInsertOffer(ctx context.Context, db DBTX, arg SeatBlockInsertOfferParams) error {
+	_, err := db.Exec(ctx, seatBlockInsertOffer,
+		arg.EventID,
+		arg.UserID,
+		arg.EntryID,
+		arg.SeatIds,
+	)
+	return err
+}
+
 const seatBlockListByEvent = `-- name: SeatBlockListByEvent :many
 SELECT b.seat_id, s.section, s.label, b.reason, b.note, b.created_at
 FROM seat_blocks b JOIN seats s ON s.id = b.seat_id
-WHERE b.event_id = $1::uuid
+WHERE b.event_id = $1::uuid AND b.waitlist_entry_id IS NULL
 ORDER BY s.position
 `
 
@@ -88,6 +140,31 @@ func (q *Queries) SeatBlockListByEvent(ctx context.Context, db DBTX, eventID uui
 	return items, nil
 }
 
+const seatBlockListOffer = `-- name: SeatBlockListOffer :many
+SELECT seat_id FROM seat_blocks WHERE waitlist_entry_id = $1::uuid ORDER BY seat_id
+`
+
+// The seats reserved for a waitlist entry's offer, in id order.
+func (q *Queries) SeatBlockListOffer(ctx context.Context, db DBTX, entryID uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, seatBlockListOffer, entryID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var seat_id uuid.UUID
+		if err := rows.Scan(&seat_id); err != nil {
+			return nil, err
+		}
+		items = append(items, seat_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const seatBlockUpsert = `-- name: SeatBlockUpsert :exec
 INSERT INTO seat_blocks (seat_id, event_id, reason, note, blocked_by)
 SELECT seat, $1::uuid, $2::text, $3::text, $4::uuid
@@ -118,6 +195,82 @@ func (q *Queries) SeatBlockUpsert(ctx context.Context, db DBTX, arg SeatBlockUps
 		arg.SeatIds,
 	)
 	return err
+}
+
+const seatBlockedList = `-- name: SeatBlockedList :many
+SELECT seat_id FROM seat_blocks WHERE seat_id = ANY ($1::uuid[]) ORDER BY seat_id
+`
+
+// Of the given (locked) seats, those blocked, by the organizer or for a
+// waitlist offer.
+func (q *Queries) SeatBlockedList(ctx context.Context, db DBTX, seatIds []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, seatBlockedList, seatIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var seat_id uuid.UUID
+		if err := rows.Scan(&seat_id); err != nil {
+			return nil, err
+		}
+		items = append(items, seat_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const seatFreeInCategory = `-- name: SeatFreeInCategory :many
+SELECT s.id FROM seats s
+WHERE s.event_id = $1::uuid AND s.category_id = $2::uuid
+  AND NOT (s.id = ANY ($3::uuid[]))
+  AND NOT EXISTS (SELECT 1 FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id
+                  WHERE hs.seat_id = s.id AND hs.released_at IS NULL
+                    AND (h.status <> 'active' OR h.expires_at > now()))
+  AND NOT EXISTS (SELECT 1 FROM tickets tk WHERE tk.seat_id = s.id AND (tk.revoked_at IS NULL OR tk.resale_at IS NULL))
+  AND NOT EXISTS (SELECT 1 FROM seat_blocks b WHERE b.seat_id = s.id)
+ORDER BY s.position
+LIMIT $4::int
+`
+
+type SeatFreeInCategoryParams struct {
+	EventID    uuid.UUID
+	CategoryID uuid.UUID
+	Skip       []uuid.UUID
+	Max        int32
+}
+
+// Up to @max seats of the event's category that nobody holds or owns and
+// that are not blocked, in seat map order: the candidates of a waitlist
+// offer, read without locks (the caller locks them and checks again).
+// A seat of an active hold past its expiry counts as free, as
+// hold_reserve would reclaim it. @skip are seats to leave out.
+func (q *Queries) SeatFreeInCategory(ctx context.Context, db DBTX, arg SeatFreeInCategoryParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, seatFreeInCategory,
+		arg.EventID,
+		arg.CategoryID,
+		arg.Skip,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const seatLockForClaim = `-- name: SeatLockForClaim :many
@@ -168,6 +321,11 @@ SELECT DISTINCT x.seat_id FROM (
     UNION ALL
     SELECT tk.seat_id FROM tickets tk
     WHERE tk.seat_id = ANY ($1::uuid[]) AND (tk.revoked_at IS NULL OR tk.resale_at IS NULL)
+    UNION ALL
+    -- A seat offered to a waitlist buyer (00041) is theirs until the offer
+    -- ends: the organizer can neither block nor issue it meanwhile.
+    SELECT b.seat_id FROM seat_blocks b
+    WHERE b.seat_id = ANY ($1::uuid[]) AND b.waitlist_entry_id IS NOT NULL
 ) x
 ORDER BY x.seat_id
 `

@@ -424,3 +424,22 @@ func (q *Queries) WebhookMessagePrune(ctx context.Context, db DBTX, arg WebhookM
 	}
 	return result.RowsAffected(), nil
 }
+
+const webhookSubscriberCount = `-- name: WebhookSubscriberCount :one
+SELECT count(*)::int FROM webhook_endpoints e
+WHERE e.organizer_id = $1::uuid AND e.enabled
+  AND (cardinality(e.event_types) = 0 OR $2::text = ANY (e.event_types))
+`
+
+type WebhookSubscriberCountParams struct {
+	OrganizerID uuid.UUID
+	EventType   string
+}
+
+// How many enabled endpoints of the organizer subscribe to the type.
+func (q *Queries) WebhookSubscriberCount(ctx context.Context, db DBTX, arg WebhookSubscriberCountParams) (int32, error) {
+	row := db.QueryRow(ctx, webhookSubscriberCount, arg.OrganizerID, arg.EventType)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}

@@ -149,6 +149,9 @@ var tableOwners = map[string]string{
 	"onsale_phases":       "boxoffice/domain/waitingroom",
 	"presale_codes":       "boxoffice/domain/waitingroom",
 	"presale_redemptions": "boxoffice/domain/waitingroom",
+	// The waitlist of sold-out events (issue 30 item 5); its offers'
+	// seats are seat_blocks rows, written by domain/purchase.
+	"waitlist_entries": "boxoffice/domain/waitlist",
 	// domain/webhooks: organizers' endpoints and what is sent to them.
 	"webhook_endpoints":    "boxoffice/domain/webhooks",
 	"webhook_messages":     "boxoffice/domain/webhooks",

@@ -43,6 +43,7 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/waitlist"
 	"boxoffice/domain/webhooks"
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/bus"
@@ -91,6 +92,8 @@ type Cell struct {
 	// APIKeys keeps the API keys of the organizers in the cell (nil: the
 	// process serves no API keys).
 	APIKeys *apikey.Store
+	// Waitlist is the waitlist of the cell's sold-out events.
+	Waitlist *waitlist.Service
 	// Orders hands this process's order event streams the events of the
 	// cell's orders, from which they show each change (nil: the streams
 	// read their order on a schedule).

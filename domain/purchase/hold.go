@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"boxoffice/domain/catalog"
@@ -181,9 +182,22 @@ func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 
 // reserve runs the hold transaction — one statement, one round trip.
 func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID, hash []byte) (Hold, error) {
+	return s.reserveOn(ctx, s.pool, p, seatIDs, hash)
+}
+
+// reserveOn runs hold_reserve on on: the pool (its own transaction,
+// retried on lock races) or the caller's transaction (HoldTx).
+func (s *Service) reserveOn(ctx context.Context, on sqlcgen.DBTX, p HoldParams, seatIDs []uuid.UUID, hash []byte) (Hold, error) {
 	h := Hold{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), Status: string(OrderPendingPayment)}
-	row, err := db.Retry(ctx, func(ctx context.Context) (sqlcgen.HoldReserveRow, error) {
-		return sqlcgen.New().HoldReserve(ctx, s.pool, sqlcgen.HoldReserveParams{
+	run := db.Retry[sqlcgen.HoldReserveRow]
+	if _, inTx := on.(pgx.Tx); inTx {
+		// A lock race aborts the caller's transaction: its to retry.
+		run = func(ctx context.Context, fn func(ctx context.Context) (sqlcgen.HoldReserveRow, error)) (sqlcgen.HoldReserveRow, error) {
+			return fn(ctx)
+		}
+	}
+	row, err := run(ctx, func(ctx context.Context) (sqlcgen.HoldReserveRow, error) {
+		return sqlcgen.New().HoldReserve(ctx, on, sqlcgen.HoldReserveParams{
 			EventID:         p.EventID,
 			SeatIds:         seatIDs,
 			UserID:          p.UserID,

@@ -107,7 +107,10 @@ func (s *Service) BlockSeats(ctx context.Context, p BlockSeatsParams) error {
 
 // ReleaseSeats releases the blocks of the given seats of the event
 // organizerID organizes and returns the seats that were blocked (a seat
-// that was not is ignored): they are on sale again from the commit.
+// that was not is ignored): they are on sale again from the commit, which
+// also writes SeatsReleased (the waitlist's cue to offer them). Seats
+// reserved for a waitlist offer are not the organizer's to release and
+// are ignored too.
 // Returns ErrEventNotFound for another organizer's event.
 func (s *Service) ReleaseSeats(ctx context.Context, organizerID, eventID uuid.UUID, seatIDs []uuid.UUID) ([]uuid.UUID, error) {
 	return db.WithTxV(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) ([]uuid.UUID, error) {
@@ -118,7 +121,19 @@ func (s *Service) ReleaseSeats(ctx context.Context, organizerID, eventID uuid.UU
 		if err != nil {
 			return nil, fmt.Errorf("release seats: %w", err)
 		}
-		return sortedSeats(released), nil
+		released = sortedSeats(released)
+		if len(released) > 0 {
+			// Seats came back on sale: the waitlist offers them.
+			env, raw, err := outbox.NewEvent(outbox.AggregateEvent, outbox.TypeSeatsReleased, eventID, time.Now(),
+				uuid.Must(uuid.NewV7()).String(), "", outbox.SeatsReleased{EventID: eventID, SeatIDs: released})
+			if err != nil {
+				return nil, err
+			}
+			if err := outbox.Insert(ctx, tx, env, raw); err != nil {
+				return nil, err
+			}
+		}
+		return released, nil
 	})
 }
 

@@ -27,6 +27,10 @@ const (
 	// refunded; amount_refunded is the charge's refunded total so far.
 	EventOrderPartiallyRefunded = "order.partially_refunded"
 	EventHoldExpired            = "hold.expired"
+	// EventWaitlistOffered: seats that came back were offered to a buyer
+	// on the event's waitlist, until the offer expires. Not about an
+	// order: the buyer has none yet.
+	EventWaitlistOffered = "waitlist.offered"
 )
 
 // Message types that are not about an order, also a contract: a test the
@@ -57,6 +61,7 @@ const (
 var EventTypes = []string{
 	EventOrderConfirmed, EventOrderPaid, EventTicketIssued, EventOrderFailed,
 	EventOrderCanceled, EventOrderRefunded, EventOrderPartiallyRefunded, EventHoldExpired,
+	EventWaitlistOffered,
 }
 
 // NoticeTypes lists the operational notices. An endpoint gets a notice
@@ -98,6 +103,7 @@ var MessageTypes = []MessageType{
 	{EventOrderRefunded, KindEvent, "The order's charge was refunded in full.", OrderRefundedData{}},
 	{EventOrderPartiallyRefunded, KindEvent, "Some of the order's tickets were refunded.", OrderRefundedData{}},
 	{EventHoldExpired, KindEvent, "The order's hold expired; its seats went back on sale.", HoldExpiredData{}},
+	{EventWaitlistOffered, KindEvent, "Seats that came back were offered to a buyer on the event's waitlist, until the offer expires.", WaitlistOfferedData{}},
 	{EventEndpointDisabled, KindNotice, "The dispatcher disabled another of your endpoints.", EndpointDisabledData{}},
 	{EventDeliveryExhausted, KindNotice, "A delivery to another of your endpoints used up its retries.", DeliveryExhaustedData{}},
 	{EventDeliveryNeedsReview, KindNotice, "A delivery to another of your endpoints got a terminal answer and waits for review (recover or replay it once the receiver is fixed).", DeliveryNeedsReviewData{}},
@@ -184,6 +190,16 @@ type OrderFailedData struct {
 	OrderData
 	Reason string `json:"reason" enum:"hold_expired,payment_failed" doc:"Why it failed."`
 	Code   string `json:"code,omitempty" doc:"The provider's decline code, when there is one (such as card_declined)."`
+}
+
+// WaitlistOfferedData is the data of waitlist.offered. It names the
+// buyer by the waitlist entry, never by their identity.
+type WaitlistOfferedData struct {
+	EntryID    uuid.UUID   `json:"entry_id" format:"uuid" doc:"The waitlist entry offered the seats."`
+	EventID    uuid.UUID   `json:"event_id" format:"uuid" doc:"The event."`
+	CategoryID uuid.UUID   `json:"category_id" format:"uuid" doc:"The price category of the seats."`
+	SeatIDs    []uuid.UUID `json:"seat_ids" doc:"The seats offered, reserved for the buyer until expires_at."`
+	ExpiresAt  time.Time   `json:"expires_at" doc:"When the offer passes to the next buyer if not accepted."`
 }
 
 // OrderCanceledData is the data of order.canceled.

@@ -13,6 +13,10 @@
 // the relay publishes it after the commit, so an event is delivered after
 // the change it describes is readable.
 //
+// It routes a waitlist entry's events (WaitlistOffered, aggregate
+// waitlist_entry) the same way, to the watchers of the entry: the entry's
+// event stream, which tells its buyer of an offer as it is made.
+//
 // Only the events that can change what a stream shows are delivered
 // (effectOf): those committed in the transaction of an order status change
 // or of the payment row that names the order's PaymentIntent, and those
@@ -339,7 +343,7 @@ func (f *Feed) consume(ctx context.Context, failed chan<- struct{}) (jetstream.C
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cons, err := f.cfg.JetStream.OrderedConsumer(cctx, f.cfg.Bus.Stream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{f.cfg.Bus.Subject(bus.SubjectPrefix + "order.>")},
+		FilterSubjects:    []string{f.cfg.Bus.Subject(bus.SubjectPrefix + "order.>"), f.cfg.Bus.Subject(bus.SubjectPrefix + outbox.AggregateWaitlistEntry + ".>")},
 		DeliverPolicy:     jetstream.DeliverNewPolicy,
 		InactiveThreshold: time.Minute,
 	})

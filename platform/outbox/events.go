@@ -1,6 +1,10 @@
 package outbox
 
-import "github.com/google/uuid"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Payloads of the payment facts that enter through the provider's webhooks.
 // Each names the order and the PaymentIntent and never carries a client
@@ -142,4 +146,22 @@ func (c RefundRequested) Intent() (orderID uuid.UUID, paymentIntentID string) {
 type OrderCanceled struct {
 	OrderID uuid.UUID `json:"order_id"`
 	Reason  string    `json:"reason"`
+}
+
+// SeatsReleased is the payload of TypeSeatsReleased: the organizer
+// released blocks of an event's seats, which are on sale again.
+type SeatsReleased struct {
+	EventID uuid.UUID   `json:"event_id"`
+	SeatIDs []uuid.UUID `json:"seat_ids"`
+}
+
+// WaitlistOffered is the payload of TypeWaitlistOffered: seats are
+// reserved for a waitlist entry's buyer until ExpiresAt.
+type WaitlistOffered struct {
+	EntryID    uuid.UUID   `json:"entry_id"`
+	EventID    uuid.UUID   `json:"event_id"`
+	CategoryID uuid.UUID   `json:"category_id"`
+	UserID     uuid.UUID   `json:"user_id"`
+	SeatIDs    []uuid.UUID `json:"seat_ids"`
+	ExpiresAt  time.Time   `json:"expires_at"`
 }

@@ -47,12 +47,29 @@ const (
 	TypeOrderCanceled                 = "OrderCanceled"
 )
 
+// Event types of other aggregates: the organizer released blocked seats
+// of an event (aggregate AggregateEvent), a waitlist entry was offered
+// seats (aggregate AggregateWaitlistEntry). Payloads are the structs of
+// the same name in events.go.
+const (
+	TypeSeatsReleased   = "SeatsReleased"
+	TypeWaitlistOffered = "WaitlistOffered"
+)
+
 // SchemaVersion is the envelope's version. Compatible changes add fields
 // within a version; consumers ignore fields they do not know.
 const SchemaVersion = 1
 
 // AggregateOrder is the aggregate every purchase event belongs to.
 const AggregateOrder = "order"
+
+// AggregateEvent is the aggregate of facts about an event's seats as a
+// whole (SeatsReleased); AggregateWaitlistEntry that of a waitlist
+// entry's facts (WaitlistOffered).
+const (
+	AggregateEvent         = "event"
+	AggregateWaitlistEntry = "waitlist_entry"
+)
 
 // Envelope is the JSON form of an event on the bus. EventID is also the
 // Nats-Msg-Id, so the stream dedupes a republished row.
@@ -90,6 +107,11 @@ func (e Envelope) Subject() string {
 // time-ordered event id. payload must never carry secrets: no client
 // secrets, tokens or card data.
 func NewOrderEvent(eventType string, orderID uuid.UUID, occurredAt time.Time, correlationID, causationID string, payload any) (Envelope, []byte, error) {
+	return NewEvent(AggregateOrder, eventType, orderID, occurredAt, correlationID, causationID, payload)
+}
+
+// NewEvent is NewOrderEvent for an event of any aggregate type.
+func NewEvent(aggregateType, eventType string, aggregateID uuid.UUID, occurredAt time.Time, correlationID, causationID string, payload any) (Envelope, []byte, error) {
 	raw, err := json.Marshal(payload)
 	if err != nil {
 		return Envelope{}, nil, fmt.Errorf("marshal %s payload: %w", eventType, err)
@@ -98,8 +120,8 @@ func NewOrderEvent(eventType string, orderID uuid.UUID, occurredAt time.Time, co
 		EventID:       uuid.Must(uuid.NewV7()),
 		EventType:     eventType,
 		SchemaVersion: SchemaVersion,
-		AggregateType: AggregateOrder,
-		AggregateID:   orderID,
+		AggregateType: aggregateType,
+		AggregateID:   aggregateID,
 		OccurredAt:    occurredAt.UTC(),
 		CorrelationID: correlationID,
 		CausationID:   causationID,

@@ -20,6 +20,7 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
 	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/waitlist"
 	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
 	"boxoffice/platform/apikey"
@@ -177,6 +178,7 @@ func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) 
 		Sandbox:  d.Sandbox,
 		APIKeys:  apikey.NewStore(d.Pool),
 	}, Close: func() {}}
+	b.Waitlist = waitlist.New(d.Pool, b.Purchase, waitlist.Config{OfferTTL: cfg.WaitlistOfferTTL, Logger: d.Logger})
 	// Without a key to seal their secrets there are no webhook endpoints:
 	// the routes answer 404 (serve requires the key; benchmarks need none).
 	if cfg.Webhooks.SecretKeys != nil {

@@ -59,6 +59,9 @@ type Config struct {
 	// hold retried with its Idempotency-Key is answered after it too.
 	AdmissionTTL time.Duration
 	HoldTTL      time.Duration
+	// WaitlistOfferTTL is how long a waitlist offer reserves its seats
+	// for its buyer (BOXOFFICE_WAITLIST_OFFER_TTL, default 10m).
+	WaitlistOfferTTL time.Duration
 	// InboxRetention and StripeEventRetention are how long the retention
 	// worker keeps inbox rows and Stripe event ids
 	// (BOXOFFICE_INBOX_RETENTION, default 35 days, at least 31;

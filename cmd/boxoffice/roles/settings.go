@@ -18,6 +18,7 @@ import (
 	"boxoffice/consumers"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/waitlist"
 	"boxoffice/domain/webhooks"
 	"boxoffice/handlers"
 	"boxoffice/ops/reconcile"
@@ -227,6 +228,9 @@ var settings = []setting{
 	env("BOXOFFICE_HOLD_TTL").Default(DurationText(purchase.DefaultHoldTTL)).
 		Means("how long a hold owns its seats, unless the event's onsale sets `holdTtlSeconds`").
 		Parse(positiveDuration("5m", func(c *Config) *time.Duration { return &c.HoldTTL })),
+	env("BOXOFFICE_WAITLIST_OFFER_TTL").Default(DurationText(waitlist.DefaultOfferTTL)).
+		Means("how long a waitlist offer reserves its seats for its buyer; not accepted by then, it passes to the next buyer (docs/organizers.md, Waitlist)").
+		Parse(positiveDuration("10m", func(c *Config) *time.Duration { return &c.WaitlistOfferTTL })),
 	env("BOXOFFICE_INBOX_RETENTION").Default(DurationText(retention.DefaultInbox)).
 		Means("how long `work`'s retention worker keeps inbox rows, and the events of orders' timelines (`outbox_history`, docs/timeline.md): at least 31 days, longer than the dead letters a replay may take from. The same worker deletes expired idempotency keys and clears the client secret of orders no longer awaiting payment, in batches of 1,000").
 		Parse(durationAtLeast(retention.MinInbox, DurationText(retention.DefaultInbox), func(c *Config) *time.Duration { return &c.InboxRetention })),

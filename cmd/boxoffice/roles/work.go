@@ -13,6 +13,7 @@ import (
 	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/tickets"
+	"boxoffice/domain/waitlist"
 	"boxoffice/domain/webhooks"
 	"boxoffice/ops/dlq"
 	"boxoffice/ops/reconcile"
@@ -70,6 +71,12 @@ func components() []component {
 		}},
 		{"expiry", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
 			return purchase.NewExpirer(d.Pool, purchase.ExpirerConfig{Logger: d.Logger, Registerer: d.Reg}).Run, nil
+		}},
+		{consumers.WaitlistName, func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			return consumer(consumers.NewWaitlist(d.Pool, d.JS, base(d), newWaitlist(cfg, d)))
+		}},
+		{"waitlist_sweeper", func(cfg Config, d CellDeps) (func(context.Context) error, error) {
+			return waitlist.NewSweeper(newWaitlist(cfg, d), waitlist.SweeperConfig{}).Run, nil
 		}},
 		{consumers.WebhooksFanOutName, func(cfg Config, d CellDeps) (func(context.Context) error, error) {
 			return consumer(consumers.NewWebhooksFanOut(d.Pool, d.JS, base(d)))
@@ -201,4 +208,10 @@ func startWorkers(cfg Config, d CellDeps, names []string) ([]func(context.Contex
 func DevTicketSeed() []byte {
 	sum := sha256.Sum256([]byte("boxoffice-dev-ticket-signing-seed-not-for-production"))
 	return sum[:ed25519.SeedSize]
+}
+
+// newWaitlist is the cell's waitlist, for its consumer and its sweeper.
+func newWaitlist(cfg Config, d CellDeps) *waitlist.Service {
+	return waitlist.New(d.Pool, purchase.NewService(d.Pool, d.Logger, purchase.Config{HoldTTL: cfg.HoldTTL}),
+		waitlist.Config{OfferTTL: cfg.WaitlistOfferTTL, Logger: d.Logger})
 }

@@ -1,0 +1,369 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"boxoffice/domain/cells"
+	"boxoffice/domain/purchase"
+	"boxoffice/domain/waitingroom"
+	"boxoffice/domain/waitlist"
+	"boxoffice/platform/auth"
+	"boxoffice/platform/orderfeed"
+)
+
+// Problem types of the waitlist (issue 30 item 5).
+const (
+	// TypeWaitlistSeatsAvailable: the category has seats on sale; hold
+	// them instead of joining its waitlist.
+	TypeWaitlistSeatsAvailable = "/problems/waitlist-seats-available"
+	// TypeWaitlistJoined: the buyer is on the event's waitlist already.
+	TypeWaitlistJoined = "/problems/waitlist-joined"
+	// TypeWaitlistOfferNotLive: the entry has no offer to accept (still
+	// waiting, expired, or left).
+	TypeWaitlistOfferNotLive = "/problems/waitlist-offer-not-live"
+)
+
+// JoinWaitlistInput joins an event's waitlist.
+type JoinWaitlistInput struct {
+	EventPathInput
+	Body struct {
+		CategoryID uuid.UUID `json:"categoryId" doc:"The price category whose seats you wait for (see the event's seat map)."`
+		Quantity   int       `json:"quantity" minimum:"1" maximum:"8" example:"2" doc:"How many seats, offered together or not at all."`
+	}
+}
+
+// WaitlistEntryPathInput names one waitlist entry of an event.
+type WaitlistEntryPathInput struct {
+	EventPathInput
+	EntryID string `path:"entryId" format:"uuid" doc:"Waitlist entry id (UUID)."`
+}
+
+// WaitlistEntryBody is a buyer's waitlist entry.
+type WaitlistEntryBody struct {
+	ID         uuid.UUID `json:"id"`
+	EventID    uuid.UUID `json:"eventId"`
+	CategoryID uuid.UUID `json:"categoryId"`
+	Quantity   int       `json:"quantity"`
+	State      string    `json:"state" enum:"waiting,offered,accepted,expired,left" doc:"waiting: in the queue; offered: seats are reserved for you until offerExpiresAt (accept to hold them); accepted: the seats are held by orderId (pay it as any order); expired: the offer was not accepted in time and passed to the next buyer; left: you left."`
+	Ahead      int       `json:"ahead" doc:"While waiting: how many entries of the same category are before yours."`
+	// OfferedSeats is set while an offer is live.
+	OfferedSeats   []uuid.UUID `json:"offeredSeats" doc:"The seats reserved for you while an offer is live; empty otherwise."`
+	OfferedAt      *time.Time  `json:"offeredAt,omitempty" doc:"When the last offer was made."`
+	OfferExpiresAt *time.Time  `json:"offerExpiresAt,omitempty" doc:"When the last offer ends (passes to the next buyer) unless accepted."`
+	OrderID        *uuid.UUID  `json:"orderId,omitempty" doc:"The order holding the seats of the accepted offer."`
+	CreatedAt      time.Time   `json:"createdAt"`
+	UpdatedAt      time.Time   `json:"updatedAt"`
+}
+
+// WaitlistEntryOutput is a waitlist entry.
+type WaitlistEntryOutput struct {
+	Body WaitlistEntryBody
+}
+
+func (h *Handlers) registerWaitlist(api huma.API) {
+	const buyers = "Buyers only; another buyer's entry does not exist (404). "
+	register(api, secured(huma.Operation{
+		OperationID: "join-waitlist", Method: http.MethodPost, Path: "/v1/events/{eventId}/waitlist",
+		Summary: "Join a sold-out event's waitlist", Tags: []string{"Waitlist"}, DefaultStatus: http.StatusCreated,
+		Description: buyers + "Only while the category has no seat on sale (else 409 `" + TypeWaitlistSeatsAvailable + "`: hold one); " +
+			"one live entry per buyer and event (409 `" + TypeWaitlistJoined + "`). Seats that come back (expired holds, " +
+			"failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, " +
+			"the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; " +
+			"the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.",
+		MaxBodyBytes: 1 << 10,
+		Errors:       []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, auth.RoleBuyer), h.joinWaitlist)
+	register(api, secured(huma.Operation{
+		OperationID: "get-waitlist-entry", Method: http.MethodGet, Path: "/v1/events/{eventId}/waitlist/{entryId}",
+		Summary: "Your waitlist entry and its offer", Tags: []string{"Waitlist"},
+		Description: buyers + "Its state, its place in the queue, and while an offer is live its seats and expiry.",
+		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, auth.RoleBuyer), h.getWaitlistEntry)
+	register(api, secured(huma.Operation{
+		OperationID: "leave-waitlist", Method: http.MethodDelete, Path: "/v1/events/{eventId}/waitlist/{entryId}",
+		Summary: "Leave a waitlist", Tags: []string{"Waitlist"},
+		Description: buyers + "The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. " +
+			"Leaving an entry that already ended changes nothing. Answers the entry.",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, auth.RoleBuyer), h.leaveWaitlist)
+	register(api, secured(huma.Operation{
+		OperationID: "accept-waitlist-offer", Method: http.MethodPost, Path: "/v1/events/{eventId}/waitlist/{entryId}/accept",
+		Summary: "Accept a waitlist offer", Tags: []string{"Waitlist"},
+		Description: buyers + "Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room " +
+			"token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the " +
+			"offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers " +
+			"409 `" + TypeWaitlistOfferNotLive + "`; accepting again answers the accepted entry.",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+	}, auth.RoleBuyer), h.acceptWaitlistOffer)
+	h.registerWaitlistStream(api)
+}
+
+func waitlistEntryBody(e waitlist.Entry) *WaitlistEntryOutput {
+	return &WaitlistEntryOutput{Body: WaitlistEntryBody{
+		ID: e.ID, EventID: e.EventID, CategoryID: e.CategoryID, Quantity: e.Quantity, State: string(e.State), Ahead: e.Ahead,
+		OfferedSeats: e.OfferedSeats, OfferedAt: e.OfferedAt, OfferExpiresAt: e.OfferExpiresAt, OrderID: e.OrderID,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}}
+}
+
+func (h *Handlers) joinWaitlist(ctx context.Context, in *JoinWaitlistInput) (*WaitlistEntryOutput, error) {
+	c, eventID, err := h.eventPath(ctx, in.EventID)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.Waitlist.Join(ctx, waitlist.JoinParams{
+		UserID: identity(ctx).UserID, EventID: eventID, CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity,
+	})
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "join waitlist", "No such event.", "event_id", eventID)
+	}
+	h.logger.InfoContext(ctx, "waitlist joined", "correlation_id", CorrelationID(ctx), "event_id", eventID, "entry_id", e.ID)
+	return waitlistEntryBody(e), nil
+}
+
+// waitlistEntry parses the path and returns the entry's cell and ids, or
+// the 422, 404 or 503 problem; an entry of another event is not found.
+func (h *Handlers) waitlistEntry(ctx context.Context, in *WaitlistEntryPathInput) (*cells.Cell, uuid.UUID, uuid.UUID, error) {
+	c, eventID, err := h.eventPath(ctx, in.EventID)
+	if err != nil {
+		return nil, eventID, uuid.Nil, err
+	}
+	entryID, err := parseUUID(in.EntryID, "path.entryId")
+	if err != nil {
+		return nil, eventID, entryID, err
+	}
+	e, err := c.Waitlist.Get(ctx, identity(ctx).UserID, entryID)
+	if err == nil && e.EventID != eventID {
+		err = waitlist.ErrEntryNotFound
+	}
+	if err != nil {
+		return nil, eventID, entryID, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
+	}
+	return c, eventID, entryID, nil
+}
+
+func (h *Handlers) getWaitlistEntry(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
+	c, _, entryID, err := h.waitlistEntry(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.Waitlist.Get(ctx, identity(ctx).UserID, entryID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
+	}
+	return waitlistEntryBody(e), nil
+}
+
+func (h *Handlers) leaveWaitlist(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
+	c, _, entryID, err := h.waitlistEntry(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.Waitlist.Leave(ctx, identity(ctx).UserID, entryID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "leave waitlist", "No such waitlist entry.", "entry_id", entryID)
+	}
+	return waitlistEntryBody(e), nil
+}
+
+func (h *Handlers) acceptWaitlistOffer(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
+	c, eventID, entryID, err := h.waitlistEntry(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.Waitlist.Accept(ctx, waitlist.AcceptParams{
+		UserID: identity(ctx).UserID, EntryID: entryID, CorrelationID: CorrelationID(ctx), Rules: c.Room,
+	})
+	switch {
+	case errors.Is(err, purchase.ErrSeatLimitUnknown) && errors.Is(err, waitingroom.ErrUnavailable):
+		h.logger.WarnContext(ctx, "seat limit unknown", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
+		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
+			"The onsale's settings cannot be read right now; nothing was held. Try again shortly."), retryAfter(2*time.Second))
+	case errors.Is(err, purchase.ErrSeatLimitUnknown):
+		return nil, h.internal(ctx, "read seat limit", err, "event_id", eventID)
+	case err != nil:
+		return nil, h.problemFor(ctx, err, "accept waitlist offer", "No such waitlist entry.", "entry_id", entryID)
+	}
+	if e.OrderID != nil {
+		h.cells.RememberOrder(*e.OrderID, c)
+	}
+	h.logger.InfoContext(ctx, "waitlist offer accepted", "correlation_id", CorrelationID(ctx), "event_id", eventID, "entry_id", entryID)
+	return waitlistEntryBody(e), nil
+}
+
+// The waitlist entry's event stream tells its buyer of an offer as it is
+// made: it watches the entry on the cell's order feed (WaitlistOffered is
+// published with the entry as its aggregate) and reads the entry when
+// woken, while an offer is live at its expiry, and otherwise every
+// waitlistPollHealthy (every orderEventsPollInterval while the feed cannot
+// tell it of changes, or when there is none).
+const (
+	waitlistPollHealthy = 5 * time.Second
+	// waitlistExpirySlack is how long after an offer's expiry the stream
+	// reads again: the sweeper ends it within about a second.
+	waitlistExpirySlack = 1500 * time.Millisecond
+)
+
+// WaitlistEntryStreamInput opens a waitlist entry's event stream.
+type WaitlistEntryStreamInput struct {
+	WaitlistEntryPathInput
+}
+
+func (h *Handlers) registerWaitlistStream(api huma.API) {
+	register(api, secured(huma.Operation{
+		OperationID: "stream-waitlist-entry-events", Method: http.MethodGet, Path: "/v1/events/{eventId}/waitlist/{entryId}/events",
+		Summary: "Follow your waitlist entry", Tags: []string{"Waitlist"},
+		Description: "Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes " +
+			"(an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after " +
+			"10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams " +
+			"(beyond them 429 with Retry-After).",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+		Responses: map[string]*huma.Response{"200": {
+			Description: "A text/event-stream of `entry` events.",
+			Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
+				Type:        huma.TypeString,
+				Description: "Events `event: entry` whose `data` is a WaitlistEntryBody as JSON.",
+				Extensions: map[string]any{
+					"x-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[WaitlistEntryBody](), true, ""),
+				},
+			}}},
+			Headers: map[string]*huma.Param{"X-Accel-Buffering": {
+				Description: "Always no: tells a proxy in front (nginx) not to buffer the stream.",
+				Schema:      &huma.Schema{Type: huma.TypeString, Enum: []any{"no"}},
+			}},
+		}},
+	}, auth.RoleBuyer), h.streamWaitlistEntry)
+}
+
+func (h *Handlers) streamWaitlistEntry(ctx context.Context, in *WaitlistEntryStreamInput) (*huma.StreamResponse, error) {
+	userID := identity(ctx).UserID
+	releaseUser, ok := h.limits.streams.acquireUser(userID)
+	if !ok {
+		return nil, rateLimited("You have too many event streams open; close one first.", streamRetryAfter)
+	}
+	started := false
+	var watch *orderfeed.Watcher
+	defer func() {
+		if !started {
+			if watch != nil {
+				watch.Stop()
+			}
+			releaseUser()
+		}
+	}()
+	c, _, entryID, err := h.waitlistEntry(ctx, &in.WaitlistEntryPathInput)
+	if err != nil {
+		return nil, err
+	}
+	if c.Orders != nil {
+		watch = c.Orders.Watch(entryID)
+	}
+	first, err := c.Waitlist.Get(ctx, userID, entryID)
+	if err != nil {
+		return nil, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
+	}
+	started = true
+	release := func() {
+		if watch != nil {
+			watch.Stop()
+		}
+		releaseUser()
+	}
+	stop := context.AfterFunc(ctx, release)
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		defer func() { stop(); release() }()
+		hctx.SetHeader("Content-Type", "text/event-stream")
+		hctx.SetHeader("Cache-Control", "no-store")
+		hctx.SetHeader("X-Accel-Buffering", "no")
+		hctx.SetStatus(http.StatusOK)
+		w, ok := hctx.BodyWriter().(http.ResponseWriter)
+		if !ok {
+			return
+		}
+		h.followWaitlistEntry(hctx.Context(), w, c, first, watch)
+	}}, nil
+}
+
+// followWaitlistEntry writes an `entry` event for first and then for each
+// change of the entry read, until its state is final, the stream's
+// lifetime ends, the client goes away, or a write or read fails.
+func (h *Handlers) followWaitlistEntry(ctx context.Context, w http.ResponseWriter, c *cells.Cell, first waitlist.Entry, watch *orderfeed.Watcher) {
+	ctx, cancel := context.WithTimeout(ctx, orderEventsMaxLifetime)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	write := func(chunk []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(orderEventsWriteTimeout)) // best effort
+		if _, err := w.Write(chunk); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	send := func(e waitlist.Entry) bool {
+		data, err := json.Marshal(waitlistEntryBody(e).Body)
+		if err != nil {
+			return false
+		}
+		return write(append(append([]byte("event: entry\ndata: "), data...), "\n\n"...))
+	}
+	final := func(e waitlist.Entry) bool {
+		return e.State == waitlist.StateAccepted || e.State == waitlist.StateExpired || e.State == waitlist.StateLeft
+	}
+	last := first
+	if !send(last) || final(last) {
+		return
+	}
+	var wake <-chan struct{}
+	if watch != nil {
+		wake = watch.C
+	}
+	readAfter := func() time.Duration {
+		d := waitlistPollHealthy
+		if c.Orders == nil || !c.Orders.Healthy() {
+			d = h.cfg.orderStreamPoll()
+		}
+		if last.State == waitlist.StateOffered && last.OfferExpiresAt != nil {
+			d = min(d, max(time.Until(*last.OfferExpiresAt)+waitlistExpirySlack, h.cfg.orderStreamPoll()))
+		}
+		return d
+	}
+	read := time.NewTimer(readAfter())
+	defer read.Stop()
+	heartbeat, stopHeartbeat := h.heartbeats.add()
+	defer stopHeartbeat()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heartbeat.C:
+			if !write([]byte(": keep-alive\n\n")) {
+				return
+			}
+			continue
+		case <-wake:
+			watch.Take()
+		case <-read.C:
+		}
+		e, err := c.Waitlist.Get(ctx, last.UserID, last.ID)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.logger.ErrorContext(ctx, "read waitlist entry", "entry_id", last.ID, "error", err.Error())
+			}
+			return
+		}
+		if e.State != last.State || !e.UpdatedAt.Equal(last.UpdatedAt) {
+			last = e
+			if !send(e) || final(e) {
+				return
+			}
+		}
+		read.Reset(readAfter())
+	}
+}
