@@ -18,6 +18,45 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for BestAvailableHoldBodyStatus.
+const (
+	BestAvailableHoldBodyStatusAuthorized     BestAvailableHoldBodyStatus = "authorized"
+	BestAvailableHoldBodyStatusCanceled       BestAvailableHoldBodyStatus = "canceled"
+	BestAvailableHoldBodyStatusCapturePending BestAvailableHoldBodyStatus = "capture_pending"
+	BestAvailableHoldBodyStatusFailed         BestAvailableHoldBodyStatus = "failed"
+	BestAvailableHoldBodyStatusPaid           BestAvailableHoldBodyStatus = "paid"
+	BestAvailableHoldBodyStatusPendingPayment BestAvailableHoldBodyStatus = "pending_payment"
+	BestAvailableHoldBodyStatusRefunded       BestAvailableHoldBodyStatus = "refunded"
+	BestAvailableHoldBodyStatusRefunding      BestAvailableHoldBodyStatus = "refunding"
+	BestAvailableHoldBodyStatusTicketed       BestAvailableHoldBodyStatus = "ticketed"
+)
+
+// Valid indicates whether the value is a known member of the BestAvailableHoldBodyStatus enum.
+func (e BestAvailableHoldBodyStatus) Valid() bool {
+	switch e {
+	case BestAvailableHoldBodyStatusAuthorized:
+		return true
+	case BestAvailableHoldBodyStatusCanceled:
+		return true
+	case BestAvailableHoldBodyStatusCapturePending:
+		return true
+	case BestAvailableHoldBodyStatusFailed:
+		return true
+	case BestAvailableHoldBodyStatusPaid:
+		return true
+	case BestAvailableHoldBodyStatusPendingPayment:
+		return true
+	case BestAvailableHoldBodyStatusRefunded:
+		return true
+	case BestAvailableHoldBodyStatusRefunding:
+		return true
+	case BestAvailableHoldBodyStatusTicketed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BlockSeatsInputBodyReason.
 const (
 	BlockSeatsInputBodyReasonHouse      BlockSeatsInputBodyReason = "house"
@@ -981,6 +1020,23 @@ type APIKeySecretBody struct {
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
+// BestAvailableHoldBody defines model for BestAvailableHoldBody.
+type BestAvailableHoldBody struct {
+	// ExpiresAt The seats are yours until then; pay before it.
+	ExpiresAt time.Time `json:"expiresAt"`
+	HoldID    string    `json:"holdId"`
+	OrderID   string    `json:"orderId"`
+
+	// Seats The seats held, in seat map order.
+	Seats []HeldSeatBody `json:"seats"`
+
+	// Status The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
+	Status BestAvailableHoldBodyStatus `json:"status"`
+}
+
+// BestAvailableHoldBodyStatus The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
+type BestAvailableHoldBodyStatus string
+
 // BlockSeatsInputBody defines model for BlockSeatsInputBody.
 type BlockSeatsInputBody struct {
 	// Note Free text for the organizer's team.
@@ -1080,6 +1136,20 @@ type CreateAPIKeyInputBody struct {
 	//
 	// Example: box office sync
 	Name string `json:"name"`
+}
+
+// CreateBestAvailableHoldInputBody defines model for CreateBestAvailableHoldInputBody.
+type CreateBestAvailableHoldInputBody struct {
+	// AdjacentOnly Only seats side by side in one row: when no such run is free, 409 not-enough-seats instead of the best seats apart.
+	AdjacentOnly *bool `json:"adjacentOnly,omitempty"`
+
+	// CategoryID A price category of this event (the seat map's categories).
+	CategoryID string `json:"categoryId"`
+
+	// Quantity How many seats: 1 to 8.
+	//
+	// Example: 2
+	Quantity int64 `json:"quantity"`
 }
 
 // CreateEventInputBody defines model for CreateEventInputBody.
@@ -1247,6 +1317,15 @@ type HealthOutputBodyPayments string
 
 // HealthOutputBodyStatus ok when the process (liveness) or its required dependencies (readiness) answer.
 type HealthOutputBodyStatus string
+
+// HeldSeatBody defines model for HeldSeatBody.
+type HeldSeatBody struct {
+	ID string `json:"id"`
+
+	// Label Example: B-12
+	Label   string `json:"label"`
+	Section string `json:"section"`
+}
 
 // HoldBody defines model for HoldBody.
 type HoldBody struct {
@@ -1823,6 +1902,27 @@ type SeatInput struct {
 	Section string `json:"section"`
 }
 
+// SeatScoreBody defines model for SeatScoreBody.
+type SeatScoreBody struct {
+	// Row With section: every seat of this row (the part of a label before its last dash: B for B-12).
+	//
+	// Example: B
+	Row *string `json:"row,omitempty"`
+
+	// Score Higher is better; every seat starts at 0.
+	//
+	// Example: 100
+	Score int64 `json:"score"`
+
+	// SeatID One seat of this event; or give section and row instead.
+	SeatID *string `json:"seatId,omitempty"`
+
+	// Section With row: the row's section.
+	//
+	// Example: Floor
+	Section *string `json:"section,omitempty"`
+}
+
 // SeatsOutputBody defines model for SeatsOutputBody.
 type SeatsOutputBody struct {
 	// Categories The event's price categories, in the organizer's order.
@@ -1862,6 +1962,12 @@ type SectionInput struct {
 type SetOnsalePhasesInputBody struct {
 	// Phases The onsale's phases; empty: none (the onsale sells every category to every admitted buyer). A phase keeps its codes when named again; leaving out a phase that has codes is a 409.
 	Phases []OnsalePhaseSpec `json:"phases"`
+}
+
+// SetSeatScoresInputBody defines model for SetSeatScoresInputBody.
+type SetSeatScoresInputBody struct {
+	// Scores 1 to 1,000 scores, each of one seat or one row. Rows are applied first, then seats: a seat named on its own keeps its score whatever its row's.
+	Scores []SeatScoreBody `json:"scores"`
 }
 
 // StripeWebhookOutputBody defines model for StripeWebhookOutputBody.
@@ -2191,6 +2297,15 @@ type GetEventParams struct {
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 }
 
+// CreateBestAvailableHoldParams defines parameters for CreateBestAvailableHold.
+type CreateBestAvailableHoldParams struct {
+	// IdempotencyKey Retry with the same key to get the original order and its seats back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body (or a hold of named seats) is a 409 idempotency-conflict.
+	IdempotencyKey string `json:"Idempotency-Key"`
+
+	// XAdmissionToken From the waiting room.
+	XAdmissionToken string `json:"X-Admission-Token"`
+}
+
 // CreateHoldParams defines parameters for CreateHold.
 type CreateHoldParams struct {
 	// IdempotencyKey Retry with the same key to get the original order back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body is a 409 idempotency-conflict.
@@ -2324,6 +2439,9 @@ type CreateAPIKeyJSONRequestBody = CreateAPIKeyInputBody
 // CreateEventJSONRequestBody defines body for CreateEvent for application/json ContentType.
 type CreateEventJSONRequestBody = CreateEventInputBody
 
+// CreateBestAvailableHoldJSONRequestBody defines body for CreateBestAvailableHold for application/json ContentType.
+type CreateBestAvailableHoldJSONRequestBody = CreateBestAvailableHoldInputBody
+
 // CheckInJSONRequestBody defines body for CheckIn for application/json ContentType.
 type CheckInJSONRequestBody = ScanBody
 
@@ -2353,6 +2471,9 @@ type BlockSeatsJSONRequestBody = BlockSeatsInputBody
 
 // ReleaseSeatsJSONRequestBody defines body for ReleaseSeats for application/json ContentType.
 type ReleaseSeatsJSONRequestBody = SeatIDsBody
+
+// SetSeatScoresJSONRequestBody defines body for SetSeatScores for application/json ContentType.
+type SetSeatScoresJSONRequestBody = SetSeatScoresInputBody
 
 // RefundOrderJSONRequestBody defines body for RefundOrder for application/json ContentType.
 type RefundOrderJSONRequestBody = RefundOrderInputBody
@@ -2530,6 +2651,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/events/{eventId} (the `GetEvent` operationId).
 	GetEvent(ctx context.Context, eventID openapi_types.UUID, params *GetEventParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBestAvailableHoldWithBody Hold the best available seats
+	//
+	// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+	CreateBestAvailableHoldWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBestAvailableHold Hold the best available seats
+	//
+	// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+	CreateBestAvailableHold(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CountCheckIns Count the event's check-ins per gate
 	//
@@ -2759,6 +2898,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
 	ReleaseSeats(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSeatScoresWithBody Say which seats are best
+	//
+	// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+	SetSeatScoresWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSeatScores Say which seats are best
+	//
+	// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+	SetSeatScores(ctx context.Context, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSeats Get the seat map
 	//
@@ -3187,6 +3344,44 @@ func (c *Client) CreateEvent(ctx context.Context, params *CreateEventParams, bod
 // Corresponds with GET /v1/events/{eventId} (the `GetEvent` operationId).
 func (c *Client) GetEvent(ctx context.Context, eventID openapi_types.UUID, params *GetEventParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetEventRequest(c.Server, eventID, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBestAvailableHoldWithBody Hold the best available seats
+//
+// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+func (c *Client) CreateBestAvailableHoldWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBestAvailableHoldRequestWithBody(c.Server, eventID, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBestAvailableHold Hold the best available seats
+//
+// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+func (c *Client) CreateBestAvailableHold(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBestAvailableHoldRequest(c.Server, eventID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3686,6 +3881,44 @@ func (c *Client) ReleaseSeatsWithBody(ctx context.Context, eventID openapi_types
 // Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
 func (c *Client) ReleaseSeats(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleaseSeatsRequest(c.Server, eventID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSeatScoresWithBody Say which seats are best
+//
+// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+func (c *Client) SetSeatScoresWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSeatScoresRequestWithBody(c.Server, eventID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSeatScores Say which seats are best
+//
+// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+func (c *Client) SetSeatScores(ctx context.Context, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSeatScoresRequest(c.Server, eventID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4614,6 +4847,75 @@ func NewGetEventRequest(server string, eventID openapi_types.UUID, params *GetEv
 	return req, nil
 }
 
+// NewCreateBestAvailableHoldRequest calls the generic CreateBestAvailableHold builder with application/json body
+func NewCreateBestAvailableHoldRequest(server string, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateBestAvailableHoldRequestWithBody(server, eventID, params, "application/json", bodyReader)
+}
+
+// NewCreateBestAvailableHoldRequestWithBody constructs an http.Request for the CreateBestAvailableHold method, with any body, and a specified content type
+func NewCreateBestAvailableHoldRequestWithBody(server string, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/best-available-holds", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Admission-Token", params.XAdmissionToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Admission-Token", headerParam1)
+
+	}
+
+	return req, nil
+}
+
 // NewCountCheckInsRequest constructs an http.Request for the CountCheckIns method
 func NewCountCheckInsRequest(server string, eventID openapi_types.UUID) (*http.Request, error) {
 	var err error
@@ -5413,6 +5715,53 @@ func NewReleaseSeatsRequestWithBody(server string, eventID openapi_types.UUID, c
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSetSeatScoresRequest calls the generic SetSeatScores builder with application/json body
+func NewSetSeatScoresRequest(server string, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetSeatScoresRequestWithBody(server, eventID, "application/json", bodyReader)
+}
+
+// NewSetSeatScoresRequestWithBody constructs an http.Request for the SetSeatScores method, with any body, and a specified content type
+func NewSetSeatScoresRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/seat-scores", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -6773,6 +7122,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/events/{eventId} (the `GetEvent` operationId).
 	GetEventWithResponse(ctx context.Context, eventID openapi_types.UUID, params *GetEventParams, reqEditors ...RequestEditorFn) (*GetEventResponse, error)
 
+	// CreateBestAvailableHoldWithBodyWithResponse Hold the best available seats
+	//
+	// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+	CreateBestAvailableHoldWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBestAvailableHoldResponse, error)
+
+	// CreateBestAvailableHoldWithResponse Hold the best available seats
+	//
+	// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+	CreateBestAvailableHoldWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBestAvailableHoldResponse, error)
+
 	// CountCheckInsWithResponse Count the event's check-ins per gate
 	//
 	// How many tickets came in through each gate, and when the last was scanned. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
@@ -7015,6 +7382,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
 	ReleaseSeatsWithResponse(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseSeatsResponse, error)
+
+	// SetSeatScoresWithBodyWithResponse Say which seats are best
+	//
+	// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+	SetSeatScoresWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSeatScoresResponse, error)
+
+	// SetSeatScoresWithResponse Say which seats are best
+	//
+	// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+	SetSeatScoresWithResponse(ctx context.Context, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSeatScoresResponse, error)
 
 	// ListSeatsWithResponse Get the seat map
 	//
@@ -7629,6 +8014,48 @@ func (r GetEventResponse) ContentType() string {
 	return ""
 }
 
+// CreateBestAvailableHoldResponse202Headers the declared response headers of an HTTP 202 response for CreateBestAvailableHold
+type CreateBestAvailableHoldResponse202Headers struct {
+	Location        *string
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+type CreateBestAvailableHoldResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *BestAvailableHoldBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *CreateBestAvailableHoldResponse202Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateBestAvailableHoldResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateBestAvailableHoldResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateBestAvailableHoldResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CountCheckInsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8191,6 +8618,37 @@ func (r ReleaseSeatsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReleaseSeatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SetSeatScoresResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r SetSeatScoresResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetSeatScoresResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetSeatScoresResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9261,6 +9719,36 @@ func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, eventID 
 	return ParseGetEventResponse(rsp)
 }
 
+// CreateBestAvailableHoldWithBodyWithResponse Hold the best available seats
+//
+// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+func (c *ClientWithResponses) CreateBestAvailableHoldWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBestAvailableHoldResponse, error) {
+	rsp, err := c.CreateBestAvailableHoldWithBody(ctx, eventID, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBestAvailableHoldResponse(rsp)
+}
+
+// CreateBestAvailableHoldWithResponse Hold the best available seats
+//
+// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+func (c *ClientWithResponses) CreateBestAvailableHoldWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBestAvailableHoldResponse, error) {
+	rsp, err := c.CreateBestAvailableHold(ctx, eventID, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBestAvailableHoldResponse(rsp)
+}
+
 // CountCheckInsWithResponse Count the event's check-ins per gate
 //
 // How many tickets came in through each gate, and when the last was scanned. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
@@ -9664,6 +10152,36 @@ func (c *ClientWithResponses) ReleaseSeatsWithResponse(ctx context.Context, even
 		return nil, err
 	}
 	return ParseReleaseSeatsResponse(rsp)
+}
+
+// SetSeatScoresWithBodyWithResponse Say which seats are best
+//
+// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+func (c *ClientWithResponses) SetSeatScoresWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSeatScoresResponse, error) {
+	rsp, err := c.SetSeatScoresWithBody(ctx, eventID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSeatScoresResponse(rsp)
+}
+
+// SetSeatScoresWithResponse Say which seats are best
+//
+// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+func (c *ClientWithResponses) SetSeatScoresWithResponse(ctx context.Context, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSeatScoresResponse, error) {
+	rsp, err := c.SetSeatScores(ctx, eventID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSeatScoresResponse(rsp)
 }
 
 // ListSeatsWithResponse Get the seat map
@@ -10516,6 +11034,66 @@ func ParseGetEventResponse(rsp *http.Response) (*GetEventResponse, error) {
 	return response, nil
 }
 
+// ParseCreateBestAvailableHoldResponse parses an HTTP response from a CreateBestAvailableHoldWithResponse call
+func ParseCreateBestAvailableHoldResponse(rsp *http.Response) (*CreateBestAvailableHoldResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateBestAvailableHoldResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest BestAvailableHoldBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers CreateBestAvailableHoldResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCountCheckInsResponse parses an HTTP response from a CountCheckInsWithResponse call
 func ParseCountCheckInsResponse(rsp *http.Response) (*CountCheckInsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11087,6 +11665,35 @@ func ParseReleaseSeatsResponse(rsp *http.Response) (*ReleaseSeatsResponse, error
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetSeatScoresResponse parses an HTTP response from a SetSeatScoresWithResponse call
+func ParseSetSeatScoresResponse(rsp *http.Response) (*SetSeatScoresResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetSeatScoresResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem

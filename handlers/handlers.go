@@ -185,6 +185,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerEvents(api)
 	h.registerOrganizer(api)
 	h.registerSeatBlocks(api)
+	h.registerSeatScores(api)
 	h.registerCheckIns(api)
 	h.registerWaitingRoom(api)
 	h.registerOnsale(api)
