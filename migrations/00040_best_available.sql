@@ -17,7 +17,7 @@
 -- out in; the same order breaks ties between equal scores.
 --
 -- seat_category_pick_idx serves the pick: the seats of one category of an
--- event, best first.
+-- event, best first; seat_row_idx the seats of the rows it looks at.
 
 -- +goose Up
 ALTER TABLE seats
@@ -25,7 +25,9 @@ ALTER TABLE seats
     ADD COLUMN seat_row text GENERATED ALWAYS AS (substring(label FROM '^(.+)-[0-9]{1,6}$')) STORED,
     ADD COLUMN seat_number integer GENERATED ALWAYS AS (substring(label FROM '^.+-([0-9]{1,6})$')::integer) STORED;
 CREATE INDEX seat_category_pick_idx ON seats (event_id, category_id, score DESC, position);
+CREATE INDEX seat_row_idx ON seats (event_id, section, seat_row);
 
 -- +goose Down
+DROP INDEX seat_row_idx;
 DROP INDEX seat_category_pick_idx;
 ALTER TABLE seats DROP COLUMN seat_number, DROP COLUMN seat_row, DROP COLUMN score;

@@ -7,7 +7,9 @@
 --
 -- What it picks: the best free run of p_quantity adjacent seats (same
 -- section and row, consecutive numbers: seats.seat_row and seat_number,
--- 00040), best by the sum of the seats' scores, then by seat map order;
+-- 00040), best by the sum of the seats' scores, then by seat map order,
+-- among the rows of the 256 best free seats (a bound on the work of one
+-- pick: a run elsewhere is made only of seats ranked below those);
 -- when no such run is free, and p_adjacent_only is false, the
 -- p_quantity best free seats wherever they are. A single seat is always
 -- "adjacent".
@@ -62,6 +64,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     c_rounds  constant integer := 3;
     c_runs    constant integer := 32;
+    c_candidates constant integer := 256;
     v_res     record;
     v_done    boolean := false;
     v_short   boolean := false;
@@ -123,10 +126,12 @@ BEGIN
         v_busy := '{}';
         v_runs := 0;
         IF p_quantity > 1 THEN
-            -- The free runs of p_quantity adjacent seats, best first: the
-            -- seats of a row split into islands of consecutive numbers
-            -- (number minus rank), each window of p_quantity seats within
-            -- an island a run.
+            -- The free runs of p_quantity adjacent seats, best first, in
+            -- the rows of the c_candidates best free seats (read from
+            -- seat_category_pick_idx, so a stadium's category is not read
+            -- whole): the seats of a row split into islands of consecutive
+            -- numbers (number minus rank), each window of p_quantity
+            -- seats within an island a run.
             FOR v_run IN
                 SELECT win.ids FROM (
                     SELECT array_agg(a.id) OVER w AS ids, count(*) OVER w AS n, sum(a.score) OVER w AS total, a.position
@@ -134,7 +139,15 @@ BEGIN
                         SELECT s.id, s.section, s.seat_row, s.seat_number, s.score, s.position,
                                s.seat_number - row_number() OVER (PARTITION BY s.section, s.seat_row ORDER BY s.seat_number) AS island
                         FROM seats s
-                        WHERE s.event_id = p_event_id AND s.category_id = p_category_id AND s.seat_row IS NOT NULL
+                        JOIN (SELECT DISTINCT best.section, best.seat_row FROM (
+                                  SELECT c.section, c.seat_row FROM seats c
+                                  WHERE c.event_id = p_event_id AND c.category_id = p_category_id
+                                    AND NOT (c.id = ANY (v_skip)) AND seat_free(c.id)
+                                  ORDER BY c.score DESC, c.position
+                                  LIMIT c_candidates) best
+                              WHERE best.seat_row IS NOT NULL) r
+                          ON r.section = s.section AND r.seat_row = s.seat_row
+                        WHERE s.event_id = p_event_id AND s.category_id = p_category_id
                           AND NOT (s.id = ANY (v_skip)) AND seat_free(s.id)
                     ) a
                     WINDOW w AS (PARTITION BY a.section, a.seat_row, a.island ORDER BY a.seat_number
