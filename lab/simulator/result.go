@@ -143,7 +143,7 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 		sum.MaxOutboxAge = max(sum.MaxOutboxAge, p.OutboxAge)
 		sum.MaxQueued = max(sum.MaxQueued, p.Queued)
 	}
-	if m, err := s.seatMap(ctx, s.apis[0], s.org); err == nil {
+	if m, _, err := s.seatMap(ctx, s.apis[0], s.org); err == nil {
 		for _, st := range m {
 			if st.Status == client.SeatBodyStatusSold {
 				sum.SeatMapSold++

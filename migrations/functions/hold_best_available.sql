@@ -60,7 +60,9 @@ CREATE OR REPLACE FUNCTION hold_best_available(
     p_trace_parent   text
 ) RETURNS TABLE (outcome text, taken uuid[], expires_at timestamptz, amount_minor bigint, currency text,
                 key_request_hash bytea, key_response jsonb, seats jsonb)
-LANGUAGE plpgsql AS $$
+-- JIT compiling the pick's queries (whose estimates over a large category
+-- are high) costs far more than running them.
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     c_rounds  constant integer := 3;
     c_runs    constant integer := 32;
@@ -138,17 +140,20 @@ BEGIN
                     FROM (
                         SELECT s.id, s.section, s.seat_row, s.seat_number, s.score, s.position,
                                s.seat_number - row_number() OVER (PARTITION BY s.section, s.seat_row ORDER BY s.seat_number) AS island
-                        FROM seats s
-                        JOIN (SELECT DISTINCT best.section, best.seat_row FROM (
+                        FROM (SELECT DISTINCT best.section, best.seat_row FROM (
                                   SELECT c.section, c.seat_row FROM seats c
                                   WHERE c.event_id = p_event_id AND c.category_id = p_category_id
                                     AND NOT (c.id = ANY (v_skip)) AND seat_free(c.id)
                                   ORDER BY c.score DESC, c.position
                                   LIMIT c_candidates) best
                               WHERE best.seat_row IS NOT NULL) r
-                          ON r.section = s.section AND r.seat_row = s.seat_row
-                        WHERE s.event_id = p_event_id AND s.category_id = p_category_id
-                          AND NOT (s.id = ANY (v_skip)) AND seat_free(s.id)
+                        -- Row by row (seat_row_idx); OFFSET 0 keeps the
+                        -- planner from joining the category's seats whole.
+                        CROSS JOIN LATERAL (
+                            SELECT x.* FROM seats x
+                            WHERE x.event_id = p_event_id AND x.section = r.section AND x.seat_row = r.seat_row
+                              AND x.category_id = p_category_id AND NOT (x.id = ANY (v_skip)) AND seat_free(x.id)
+                            OFFSET 0) s
                     ) a
                     WINDOW w AS (PARTITION BY a.section, a.seat_row, a.island ORDER BY a.seat_number
                                  ROWS BETWEEN CURRENT ROW AND p_quantity - 1 FOLLOWING)
