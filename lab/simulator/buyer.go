@@ -146,6 +146,9 @@ func (b *buyer) visit(ctx context.Context) string {
 		// The admission lapsed or was revoked: back to the waiting room, once.
 	}
 	s.c.holds.Add(1)
+	if b.best {
+		s.c.bestHolds.Add(1)
+	}
 	s.c.holding.Add(1)
 	heldAt := time.Now()
 

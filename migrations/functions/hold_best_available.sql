@@ -62,7 +62,7 @@ CREATE OR REPLACE FUNCTION hold_best_available(
                 key_request_hash bytea, key_response jsonb, seats jsonb)
 -- JIT compiling the pick's queries (whose estimates over a large category
 -- are high) costs far more than running them.
-LANGUAGE plpgsql SET jit = off AS $$
+LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     c_rounds  constant integer := 3;
     c_runs    constant integer := 32;
