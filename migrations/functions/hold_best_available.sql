@@ -79,6 +79,10 @@ DECLARE
     v_limit   integer;
     v_phase   onsale_phases%ROWTYPE;
     v_code_id uuid;
+    v_cand    record;
+    v_found   integer;
+    v_sections text[];
+    v_rows    text[];
 BEGIN
     IF p_quantity NOT BETWEEN 1 AND 8 THEN
         RAISE EXCEPTION 'hold_best_available: quantity % out of range', p_quantity;
@@ -128,6 +132,26 @@ BEGIN
         v_busy := '{}';
         v_runs := 0;
         IF p_quantity > 1 THEN
+            -- The rows of the c_candidates best free seats, walked in
+            -- seat_category_pick_idx order one seat at a time, so that no
+            -- plan (a new event's seats may not be analyzed yet) reads
+            -- the whole category to find them.
+            v_sections := '{}';
+            v_rows := '{}';
+            v_found := 0;
+            FOR v_cand IN
+                SELECT c.id, c.section, c.seat_row FROM seats c
+                WHERE c.event_id = p_event_id AND c.category_id = p_category_id
+                ORDER BY c.score DESC, c.position
+            LOOP
+                CONTINUE WHEN v_cand.id = ANY (v_skip) OR NOT seat_free(v_cand.id);
+                IF v_cand.seat_row IS NOT NULL THEN
+                    v_sections := v_sections || v_cand.section;
+                    v_rows := v_rows || v_cand.seat_row;
+                END IF;
+                v_found := v_found + 1;
+                EXIT WHEN v_found >= c_candidates;
+            END LOOP;
             -- The free runs of p_quantity adjacent seats, best first, in
             -- the rows of the c_candidates best free seats (read from
             -- seat_category_pick_idx, so a stadium's category is not read
@@ -140,13 +164,7 @@ BEGIN
                     FROM (
                         SELECT s.id, s.section, s.seat_row, s.seat_number, s.score, s.position,
                                s.seat_number - row_number() OVER (PARTITION BY s.section, s.seat_row ORDER BY s.seat_number) AS island
-                        FROM (SELECT DISTINCT best.section, best.seat_row FROM (
-                                  SELECT c.section, c.seat_row FROM seats c
-                                  WHERE c.event_id = p_event_id AND c.category_id = p_category_id
-                                    AND NOT (c.id = ANY (v_skip)) AND seat_free(c.id)
-                                  ORDER BY c.score DESC, c.position
-                                  LIMIT c_candidates) best
-                              WHERE best.seat_row IS NOT NULL) r
+                        FROM (SELECT DISTINCT * FROM unnest(v_sections, v_rows) AS u(section, seat_row)) r
                         -- Row by row (seat_row_idx); OFFSET 0 keeps the
                         -- planner from joining the category's seats whole.
                         CROSS JOIN LATERAL (
