@@ -213,15 +213,22 @@ BEGIN
         END IF;
 
         -- The best free seats wherever they are (one seat, or no free run
-        -- of them), locked as the pick reads them.
+        -- of them), walked in pick order as the candidates above, each
+        -- locked as it is found.
         BEGIN
-            SELECT array_agg(l.id) INTO v_got
-            FROM (SELECT s.id FROM seats s
-                  WHERE s.event_id = p_event_id AND s.category_id = p_category_id
-                    AND NOT (s.id = ANY (v_skip)) AND seat_free(s.id)
-                  ORDER BY s.score DESC, s.position
-                  LIMIT p_quantity
-                  FOR UPDATE SKIP LOCKED) l;
+            v_got := '{}';
+            FOR v_cand IN
+                SELECT c.id, c.section, c.seat_row FROM seats c
+                WHERE c.event_id = p_event_id AND c.category_id = p_category_id
+                ORDER BY c.score DESC, c.position
+            LOOP
+                CONTINUE WHEN v_cand.id = ANY (v_skip) OR NOT seat_free(v_cand.id);
+                PERFORM 1 FROM seats l WHERE l.id = v_cand.id FOR UPDATE SKIP LOCKED;
+                IF FOUND THEN
+                    v_got := v_got || v_cand.id;
+                    EXIT WHEN cardinality(v_got) >= p_quantity;
+                END IF;
+            END LOOP;
             IF coalesce(cardinality(v_got), 0) < p_quantity THEN
                 v_short := true;
                 RAISE EXCEPTION USING ERRCODE = 'BX002';
