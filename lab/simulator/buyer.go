@@ -435,39 +435,39 @@ func (b *buyer) holdBest(ctx context.Context, admission string, want int) bool {
 }
 
 // holdRequest sends one hold request with the Idempotency-Key key and
-// says its status, order (on 202) and raw answer.
-type holdRequest func(ctx context.Context, key string) (status int, orderID string, hr *http.Response, body []byte, err error)
+// says its status, order (on 202), Retry-After and problem.
+type holdRequest func(ctx context.Context, key string) (status int, orderID string, retryAfter time.Duration, problem client.Problem, err error)
 
 // holdSeats is the request for seatIDs (create-hold).
 func (b *buyer) holdSeats(admission string, seatIDs []string) holdRequest {
-	return func(ctx context.Context, key string) (int, string, *http.Response, []byte, error) {
+	return func(ctx context.Context, key string) (int, string, time.Duration, client.Problem, error) {
 		res, err := b.api.CreateHoldWithResponse(ctx, b.sim.event,
 			&client.CreateHoldParams{IdempotencyKey: key, XAdmissionToken: admission},
 			client.CreateHoldJSONRequestBody{SeatIds: seatIDs}, b.auth)
 		if err != nil {
-			return 0, "", nil, nil, fmt.Errorf("POST /v1/events/{id}/holds: %w", err)
+			return 0, "", 0, client.Problem{}, fmt.Errorf("POST /v1/events/{id}/holds: %w", err)
 		}
 		if res.JSON202 != nil {
-			return res.StatusCode(), res.JSON202.OrderID, res.HTTPResponse, res.Body, nil
+			return res.StatusCode(), res.JSON202.OrderID, 0, client.Problem{}, nil
 		}
-		return res.StatusCode(), "", res.HTTPResponse, res.Body, nil
+		return res.StatusCode(), "", client.RetryAfter(res.HTTPResponse), client.ProblemOf(res.HTTPResponse, res.Body), nil
 	}
 }
 
 // holdBestAvailable is the request for want seats of the event's category
 // (create-best-available-hold).
 func (b *buyer) holdBestAvailable(admission string, want int) holdRequest {
-	return func(ctx context.Context, key string) (int, string, *http.Response, []byte, error) {
+	return func(ctx context.Context, key string) (int, string, time.Duration, client.Problem, error) {
 		res, err := b.api.CreateBestAvailableHoldWithResponse(ctx, b.sim.event,
 			&client.CreateBestAvailableHoldParams{IdempotencyKey: key, XAdmissionToken: admission},
 			client.CreateBestAvailableHoldJSONRequestBody{CategoryID: b.sim.category, Quantity: int64(want)}, b.auth)
 		if err != nil {
-			return 0, "", nil, nil, fmt.Errorf("POST /v1/events/{id}/best-available-holds: %w", err)
+			return 0, "", 0, client.Problem{}, fmt.Errorf("POST /v1/events/{id}/best-available-holds: %w", err)
 		}
 		if res.JSON202 != nil {
-			return res.StatusCode(), res.JSON202.OrderID, res.HTTPResponse, res.Body, nil
+			return res.StatusCode(), res.JSON202.OrderID, 0, client.Problem{}, nil
 		}
-		return res.StatusCode(), "", res.HTTPResponse, res.Body, nil
+		return res.StatusCode(), "", client.RetryAfter(res.HTTPResponse), client.ProblemOf(res.HTTPResponse, res.Body), nil
 	}
 }
 
@@ -498,7 +498,7 @@ func (b *buyer) holdOnce(ctx context.Context, send holdRequest) (holdAnswer, boo
 			WroteRequest:         func(httptrace.WroteRequestInfo) { now(&wrote) },
 			GotFirstResponseByte: func() { now(&firstByte) },
 		})
-		status, orderID, hr, body, err := send(tctx, key)
+		status, orderID, retryAfter, problem, err := send(tctx, key)
 		s.holdRequest.add(time.Since(reqStart))
 		if a, z := getConn.Load(), gotConn.Load(); a != 0 && z != 0 {
 			s.holdConn.add(time.Duration(z - a))
@@ -511,7 +511,7 @@ func (b *buyer) holdOnce(ctx context.Context, send holdRequest) (holdAnswer, boo
 			res = holdAnswer{}
 			continue
 		}
-		res = holdAnswer{status: status, retryAfter: client.RetryAfter(hr)}
+		res = holdAnswer{status: status, retryAfter: retryAfter}
 		switch {
 		case orderID != "":
 			order, err := uuid.Parse(orderID)
@@ -526,7 +526,7 @@ func (b *buyer) holdOnce(ctx context.Context, send holdRequest) (holdAnswer, boo
 			s.noteStatus("holds", res.status)
 			continue
 		default:
-			res.problem = client.ProblemOf(hr, body)
+			res.problem = problem
 			return res, false
 		}
 	}
