@@ -18,6 +18,45 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for BestAvailableHoldBodyStatus.
+const (
+	BestAvailableHoldBodyStatusAuthorized     BestAvailableHoldBodyStatus = "authorized"
+	BestAvailableHoldBodyStatusCanceled       BestAvailableHoldBodyStatus = "canceled"
+	BestAvailableHoldBodyStatusCapturePending BestAvailableHoldBodyStatus = "capture_pending"
+	BestAvailableHoldBodyStatusFailed         BestAvailableHoldBodyStatus = "failed"
+	BestAvailableHoldBodyStatusPaid           BestAvailableHoldBodyStatus = "paid"
+	BestAvailableHoldBodyStatusPendingPayment BestAvailableHoldBodyStatus = "pending_payment"
+	BestAvailableHoldBodyStatusRefunded       BestAvailableHoldBodyStatus = "refunded"
+	BestAvailableHoldBodyStatusRefunding      BestAvailableHoldBodyStatus = "refunding"
+	BestAvailableHoldBodyStatusTicketed       BestAvailableHoldBodyStatus = "ticketed"
+)
+
+// Valid indicates whether the value is a known member of the BestAvailableHoldBodyStatus enum.
+func (e BestAvailableHoldBodyStatus) Valid() bool {
+	switch e {
+	case BestAvailableHoldBodyStatusAuthorized:
+		return true
+	case BestAvailableHoldBodyStatusCanceled:
+		return true
+	case BestAvailableHoldBodyStatusCapturePending:
+		return true
+	case BestAvailableHoldBodyStatusFailed:
+		return true
+	case BestAvailableHoldBodyStatusPaid:
+		return true
+	case BestAvailableHoldBodyStatusPendingPayment:
+		return true
+	case BestAvailableHoldBodyStatusRefunded:
+		return true
+	case BestAvailableHoldBodyStatusRefunding:
+		return true
+	case BestAvailableHoldBodyStatusTicketed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BlockSeatsInputBodyReason.
 const (
 	BlockSeatsInputBodyReasonHouse      BlockSeatsInputBodyReason = "house"
@@ -654,33 +693,6 @@ func (e WaitingRoomBodyStatus) Valid() bool {
 	}
 }
 
-// Defines values for WaitlistEntryBodyState.
-const (
-	WaitlistEntryBodyStateAccepted WaitlistEntryBodyState = "accepted"
-	WaitlistEntryBodyStateExpired  WaitlistEntryBodyState = "expired"
-	WaitlistEntryBodyStateLeft     WaitlistEntryBodyState = "left"
-	WaitlistEntryBodyStateOffered  WaitlistEntryBodyState = "offered"
-	WaitlistEntryBodyStateWaiting  WaitlistEntryBodyState = "waiting"
-)
-
-// Valid indicates whether the value is a known member of the WaitlistEntryBodyState enum.
-func (e WaitlistEntryBodyState) Valid() bool {
-	switch e {
-	case WaitlistEntryBodyStateAccepted:
-		return true
-	case WaitlistEntryBodyStateExpired:
-		return true
-	case WaitlistEntryBodyStateLeft:
-		return true
-	case WaitlistEntryBodyStateOffered:
-		return true
-	case WaitlistEntryBodyStateWaiting:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for WebhookAttemptBodyErrorClass.
 const (
 	WebhookAttemptBodyErrorClassConnection      WebhookAttemptBodyErrorClass = "connection"
@@ -1008,6 +1020,23 @@ type APIKeySecretBody struct {
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
+// BestAvailableHoldBody defines model for BestAvailableHoldBody.
+type BestAvailableHoldBody struct {
+	// ExpiresAt The seats are yours until then; pay before it.
+	ExpiresAt time.Time `json:"expiresAt"`
+	HoldID    string    `json:"holdId"`
+	OrderID   string    `json:"orderId"`
+
+	// Seats The seats held, in seat map order.
+	Seats []HeldSeatBody `json:"seats"`
+
+	// Status The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
+	Status BestAvailableHoldBodyStatus `json:"status"`
+}
+
+// BestAvailableHoldBodyStatus The order's status: pending_payment when the hold is made; a retry with the same Idempotency-Key says what became of the order since.
+type BestAvailableHoldBodyStatus string
+
 // BlockSeatsInputBody defines model for BlockSeatsInputBody.
 type BlockSeatsInputBody struct {
 	// Note Free text for the organizer's team.
@@ -1109,6 +1138,20 @@ type CreateAPIKeyInputBody struct {
 	Name string `json:"name"`
 }
 
+// CreateBestAvailableHoldInputBody defines model for CreateBestAvailableHoldInputBody.
+type CreateBestAvailableHoldInputBody struct {
+	// AdjacentOnly Only seats side by side in one row: when no such run is free, 409 not-enough-seats instead of the best seats apart.
+	AdjacentOnly *bool `json:"adjacentOnly,omitempty"`
+
+	// CategoryID A price category of this event (the seat map's categories).
+	CategoryID string `json:"categoryId"`
+
+	// Quantity How many seats: 1 to 8.
+	//
+	// Example: 2
+	Quantity int64 `json:"quantity"`
+}
+
 // CreateEventInputBody defines model for CreateEventInputBody.
 type CreateEventInputBody struct {
 	// Categories Price categories, in the order the seat map lists them; every section or seat then names one. Without them each section becomes a category of its name and price (a section of explicit seats at several prices, one per price).
@@ -1168,7 +1211,7 @@ type CreateWebhookEndpointInputBody struct {
 	// Enabled Defaults to true.
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, waitlist.offered, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
+	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
 	EventTypes []string `json:"eventTypes,omitempty"`
 
 	// MaxConcurrency Attempts in flight at once. Defaults to 10.
@@ -1275,6 +1318,15 @@ type HealthOutputBodyPayments string
 // HealthOutputBodyStatus ok when the process (liveness) or its required dependencies (readiness) answer.
 type HealthOutputBodyStatus string
 
+// HeldSeatBody defines model for HeldSeatBody.
+type HeldSeatBody struct {
+	ID string `json:"id"`
+
+	// Label Example: B-12
+	Label   string `json:"label"`
+	Section string `json:"section"`
+}
+
 // HoldBody defines model for HoldBody.
 type HoldBody struct {
 	// ExpiresAt The seats are yours until then; pay before it.
@@ -1347,17 +1399,6 @@ type JWK struct {
 // JWKS defines model for JWKS.
 type JWKS struct {
 	Keys []JWK `json:"keys"`
-}
-
-// JoinWaitlistInputBody defines model for JoinWaitlistInputBody.
-type JoinWaitlistInputBody struct {
-	// CategoryID The price category whose seats you wait for (see the event's seat map).
-	CategoryID string `json:"categoryId"`
-
-	// Quantity How many seats, offered together or not at all.
-	//
-	// Example: 2
-	Quantity int64 `json:"quantity"`
 }
 
 // ListAPIKeysOutputBody defines model for ListAPIKeysOutputBody.
@@ -1861,6 +1902,27 @@ type SeatInput struct {
 	Section string `json:"section"`
 }
 
+// SeatScoreBody defines model for SeatScoreBody.
+type SeatScoreBody struct {
+	// Row With section: every seat of this row (the part of a label before its last dash: B for B-12).
+	//
+	// Example: B
+	Row *string `json:"row,omitempty"`
+
+	// Score Higher is better; every seat starts at 0.
+	//
+	// Example: 100
+	Score int64 `json:"score"`
+
+	// SeatID One seat of this event; or give section and row instead.
+	SeatID *string `json:"seatId,omitempty"`
+
+	// Section With row: the row's section.
+	//
+	// Example: Floor
+	Section *string `json:"section,omitempty"`
+}
+
 // SeatsOutputBody defines model for SeatsOutputBody.
 type SeatsOutputBody struct {
 	// Categories The event's price categories, in the organizer's order.
@@ -1900,6 +1962,12 @@ type SectionInput struct {
 type SetOnsalePhasesInputBody struct {
 	// Phases The onsale's phases; empty: none (the onsale sells every category to every admitted buyer). A phase keeps its codes when named again; leaving out a phase that has codes is a 409.
 	Phases []OnsalePhaseSpec `json:"phases"`
+}
+
+// SetSeatScoresInputBody defines model for SetSeatScoresInputBody.
+type SetSeatScoresInputBody struct {
+	// Scores 1 to 1,000 scores, each of one seat or one row. Rows are applied first, then seats: a seat named on its own keeps its score whatever its row's.
+	Scores []SeatScoreBody `json:"scores"`
 }
 
 // StripeWebhookOutputBody defines model for StripeWebhookOutputBody.
@@ -2020,36 +2088,6 @@ type WaitingRoomBodyPhase string
 
 // WaitingRoomBodyStatus queued: poll GET until admitted. admitted: hold seats with admissionToken until expiresAt. revoked: the organizer revoked your admission; no token, holds are refused, and you may join again after expiresAt.
 type WaitingRoomBodyStatus string
-
-// WaitlistEntryBody defines model for WaitlistEntryBody.
-type WaitlistEntryBody struct {
-	// Ahead While waiting: how many entries of the same category are before yours.
-	Ahead      int64     `json:"ahead"`
-	CategoryID string    `json:"categoryId"`
-	CreatedAt  time.Time `json:"createdAt"`
-	EventID    string    `json:"eventId"`
-	ID         string    `json:"id"`
-
-	// OfferExpiresAt When the last offer ends (passes to the next buyer) unless accepted.
-	OfferExpiresAt *time.Time `json:"offerExpiresAt,omitempty"`
-
-	// OfferedAt When the last offer was made.
-	OfferedAt *time.Time `json:"offeredAt,omitempty"`
-
-	// OfferedSeats The seats reserved for you while an offer is live; empty otherwise.
-	OfferedSeats []string `json:"offeredSeats"`
-
-	// OrderID The order holding the seats of the accepted offer.
-	OrderID  *string `json:"orderId,omitempty"`
-	Quantity int64   `json:"quantity"`
-
-	// State waiting: in the queue; offered: seats are reserved for you until offerExpiresAt (accept to hold them); accepted: the seats are held by orderId (pay it as any order); expired: the offer was not accepted in time and passed to the next buyer; left: you left.
-	State     WaitlistEntryBodyState `json:"state"`
-	UpdatedAt time.Time              `json:"updatedAt"`
-}
-
-// WaitlistEntryBodyState waiting: in the queue; offered: seats are reserved for you until offerExpiresAt (accept to hold them); accepted: the seats are held by orderId (pay it as any order); expired: the offer was not accepted in time and passed to the next buyer; left: you left.
-type WaitlistEntryBodyState string
 
 // WebhookAttemptBody defines model for WebhookAttemptBody.
 type WebhookAttemptBody struct {
@@ -2259,6 +2297,15 @@ type GetEventParams struct {
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 }
 
+// CreateBestAvailableHoldParams defines parameters for CreateBestAvailableHold.
+type CreateBestAvailableHoldParams struct {
+	// IdempotencyKey Retry with the same key to get the original order and its seats back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body (or a hold of named seats) is a 409 idempotency-conflict.
+	IdempotencyKey string `json:"Idempotency-Key"`
+
+	// XAdmissionToken From the waiting room.
+	XAdmissionToken string `json:"X-Admission-Token"`
+}
+
 // CreateHoldParams defines parameters for CreateHold.
 type CreateHoldParams struct {
 	// IdempotencyKey Retry with the same key to get the original order back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body is a 409 idempotency-conflict.
@@ -2270,12 +2317,6 @@ type CreateHoldParams struct {
 
 // IssueOrderParams defines parameters for IssueOrder.
 type IssueOrderParams struct {
-	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
-	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
-}
-
-// CreatePresaleCodesParams defines parameters for CreatePresaleCodes.
-type CreatePresaleCodesParams struct {
 	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
@@ -2398,6 +2439,9 @@ type CreateAPIKeyJSONRequestBody = CreateAPIKeyInputBody
 // CreateEventJSONRequestBody defines body for CreateEvent for application/json ContentType.
 type CreateEventJSONRequestBody = CreateEventInputBody
 
+// CreateBestAvailableHoldJSONRequestBody defines body for CreateBestAvailableHold for application/json ContentType.
+type CreateBestAvailableHoldJSONRequestBody = CreateBestAvailableHoldInputBody
+
 // CheckInJSONRequestBody defines body for CheckIn for application/json ContentType.
 type CheckInJSONRequestBody = ScanBody
 
@@ -2428,8 +2472,8 @@ type BlockSeatsJSONRequestBody = BlockSeatsInputBody
 // ReleaseSeatsJSONRequestBody defines body for ReleaseSeats for application/json ContentType.
 type ReleaseSeatsJSONRequestBody = SeatIDsBody
 
-// JoinWaitlistJSONRequestBody defines body for JoinWaitlist for application/json ContentType.
-type JoinWaitlistJSONRequestBody = JoinWaitlistInputBody
+// SetSeatScoresJSONRequestBody defines body for SetSeatScores for application/json ContentType.
+type SetSeatScoresJSONRequestBody = SetSeatScoresInputBody
 
 // RefundOrderJSONRequestBody defines body for RefundOrder for application/json ContentType.
 type RefundOrderJSONRequestBody = RefundOrderInputBody
@@ -2608,6 +2652,24 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/events/{eventId} (the `GetEvent` operationId).
 	GetEvent(ctx context.Context, eventID openapi_types.UUID, params *GetEventParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CreateBestAvailableHoldWithBody Hold the best available seats
+	//
+	// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+	CreateBestAvailableHoldWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBestAvailableHold Hold the best available seats
+	//
+	// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+	CreateBestAvailableHold(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CountCheckIns Count the event's check-ins per gate
 	//
 	// How many tickets came in through each gate, and when the last was scanned. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
@@ -2617,7 +2679,7 @@ type ClientInterface interface {
 
 	// CheckInWithBody Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2626,7 +2688,7 @@ type ClientInterface interface {
 
 	// CheckIn Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2635,7 +2697,7 @@ type ClientInterface interface {
 
 	// CheckInBatchWithBody Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2644,7 +2706,7 @@ type ClientInterface interface {
 
 	// CheckInBatch Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2739,25 +2801,25 @@ type ClientInterface interface {
 
 	// CreatePresaleCodesWithBody Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePresaleCodes Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeAdmissionWithBody Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2766,7 +2828,7 @@ type ClientInterface interface {
 
 	// RevokeAdmission Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2803,7 +2865,7 @@ type ClientInterface interface {
 
 	// BlockSeatsWithBody Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2812,7 +2874,7 @@ type ClientInterface interface {
 
 	// BlockSeats Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2821,7 +2883,7 @@ type ClientInterface interface {
 
 	// ReleaseSeatsWithBody Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2830,12 +2892,30 @@ type ClientInterface interface {
 
 	// ReleaseSeats Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
 	ReleaseSeats(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSeatScoresWithBody Say which seats are best
+	//
+	// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+	SetSeatScoresWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSeatScores Say which seats are best
+	//
+	// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+	SetSeatScores(ctx context.Context, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSeats Get the seat map
 	//
@@ -2853,56 +2933,10 @@ type ClientInterface interface {
 
 	// JoinWaitingRoom Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// JoinWaitlistWithBody Join a sold-out event's waitlist
-	//
-	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
-	//
-	// Takes any type of body and a specified content type.
-	//
-	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
-	JoinWaitlistWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// JoinWaitlist Join a sold-out event's waitlist
-	//
-	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
-	//
-	// Takes a body of the `application/json` content type.
-	//
-	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
-	JoinWaitlist(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// LeaveWaitlist Leave a waitlist
-	//
-	// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
-	//
-	// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
-	LeaveWaitlist(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// GetWaitlistEntry Your waitlist entry and its offer
-	//
-	// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
-	//
-	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
-	GetWaitlistEntry(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// AcceptWaitlistOffer Accept a waitlist offer
-	//
-	// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
-	//
-	// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
-	AcceptWaitlistOffer(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// StreamWaitlistEntryEvents Follow your waitlist entry
-	//
-	// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
-	//
-	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
-	StreamWaitlistEntryEvents(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrders List your orders
 	//
@@ -3320,6 +3354,44 @@ func (c *Client) GetEvent(ctx context.Context, eventID openapi_types.UUID, param
 	return c.Client.Do(req)
 }
 
+// CreateBestAvailableHoldWithBody Hold the best available seats
+//
+// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+func (c *Client) CreateBestAvailableHoldWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBestAvailableHoldRequestWithBody(c.Server, eventID, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBestAvailableHold Hold the best available seats
+//
+// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+func (c *Client) CreateBestAvailableHold(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBestAvailableHoldRequest(c.Server, eventID, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CountCheckIns Count the event's check-ins per gate
 //
 // How many tickets came in through each gate, and when the last was scanned. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
@@ -3339,7 +3411,7 @@ func (c *Client) CountCheckIns(ctx context.Context, eventID openapi_types.UUID, 
 
 // CheckInWithBody Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3358,7 +3430,7 @@ func (c *Client) CheckInWithBody(ctx context.Context, eventID openapi_types.UUID
 
 // CheckIn Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3377,7 +3449,7 @@ func (c *Client) CheckIn(ctx context.Context, eventID openapi_types.UUID, body C
 
 // CheckInBatchWithBody Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3396,7 +3468,7 @@ func (c *Client) CheckInBatchWithBody(ctx context.Context, eventID openapi_types
 
 // CheckInBatch Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3601,13 +3673,13 @@ func (c *Client) SetOnsalePhases(ctx context.Context, eventID openapi_types.UUID
 
 // CreatePresaleCodesWithBody Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreatePresaleCodesRequestWithBody(c.Server, eventID, params, contentType, body)
+func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePresaleCodesRequestWithBody(c.Server, eventID, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3620,13 +3692,13 @@ func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi
 
 // CreatePresaleCodes Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreatePresaleCodesRequest(c.Server, eventID, params, body)
+func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePresaleCodesRequest(c.Server, eventID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3639,7 +3711,7 @@ func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.U
 
 // RevokeAdmissionWithBody Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3658,7 +3730,7 @@ func (c *Client) RevokeAdmissionWithBody(ctx context.Context, eventID openapi_ty
 
 // RevokeAdmission Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3745,7 +3817,7 @@ func (c *Client) ListSeatBlocks(ctx context.Context, eventID openapi_types.UUID,
 
 // BlockSeatsWithBody Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3764,7 +3836,7 @@ func (c *Client) BlockSeatsWithBody(ctx context.Context, eventID openapi_types.U
 
 // BlockSeats Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3783,7 +3855,7 @@ func (c *Client) BlockSeats(ctx context.Context, eventID openapi_types.UUID, bod
 
 // ReleaseSeatsWithBody Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3802,13 +3874,51 @@ func (c *Client) ReleaseSeatsWithBody(ctx context.Context, eventID openapi_types
 
 // ReleaseSeats Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
 func (c *Client) ReleaseSeats(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleaseSeatsRequest(c.Server, eventID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSeatScoresWithBody Say which seats are best
+//
+// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+func (c *Client) SetSeatScoresWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSeatScoresRequestWithBody(c.Server, eventID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSeatScores Say which seats are best
+//
+// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+func (c *Client) SetSeatScores(ctx context.Context, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSeatScoresRequest(c.Server, eventID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3855,117 +3965,11 @@ func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID,
 
 // JoinWaitingRoom Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 //
 // Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewJoinWaitingRoomRequest(c.Server, eventID)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// JoinWaitlistWithBody Join a sold-out event's waitlist
-//
-// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
-//
-// Takes any type of body and a specified content type.
-//
-// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
-func (c *Client) JoinWaitlistWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewJoinWaitlistRequestWithBody(c.Server, eventID, contentType, body)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// JoinWaitlist Join a sold-out event's waitlist
-//
-// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
-//
-// Takes a body of the `application/json` content type.
-//
-// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
-func (c *Client) JoinWaitlist(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewJoinWaitlistRequest(c.Server, eventID, body)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// LeaveWaitlist Leave a waitlist
-//
-// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
-//
-// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
-func (c *Client) LeaveWaitlist(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewLeaveWaitlistRequest(c.Server, eventID, entryID)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// GetWaitlistEntry Your waitlist entry and its offer
-//
-// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
-//
-// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
-func (c *Client) GetWaitlistEntry(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetWaitlistEntryRequest(c.Server, eventID, entryID)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// AcceptWaitlistOffer Accept a waitlist offer
-//
-// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
-//
-// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
-func (c *Client) AcceptWaitlistOffer(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAcceptWaitlistOfferRequest(c.Server, eventID, entryID)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// StreamWaitlistEntryEvents Follow your waitlist entry
-//
-// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
-//
-// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
-func (c *Client) StreamWaitlistEntryEvents(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStreamWaitlistEntryEventsRequest(c.Server, eventID, entryID)
 	if err != nil {
 		return nil, err
 	}
@@ -4843,6 +4847,75 @@ func NewGetEventRequest(server string, eventID openapi_types.UUID, params *GetEv
 	return req, nil
 }
 
+// NewCreateBestAvailableHoldRequest calls the generic CreateBestAvailableHold builder with application/json body
+func NewCreateBestAvailableHoldRequest(server string, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateBestAvailableHoldRequestWithBody(server, eventID, params, "application/json", bodyReader)
+}
+
+// NewCreateBestAvailableHoldRequestWithBody constructs an http.Request for the CreateBestAvailableHold method, with any body, and a specified content type
+func NewCreateBestAvailableHoldRequestWithBody(server string, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/best-available-holds", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Admission-Token", params.XAdmissionToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Admission-Token", headerParam1)
+
+	}
+
+	return req, nil
+}
+
 // NewCountCheckInsRequest constructs an http.Request for the CountCheckIns method
 func NewCountCheckInsRequest(server string, eventID openapi_types.UUID) (*http.Request, error) {
 	var err error
@@ -5265,18 +5338,18 @@ func NewSetOnsalePhasesRequestWithBody(server string, eventID openapi_types.UUID
 }
 
 // NewCreatePresaleCodesRequest calls the generic CreatePresaleCodes builder with application/json body
-func NewCreatePresaleCodesRequest(server string, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody) (*http.Request, error) {
+func NewCreatePresaleCodesRequest(server string, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreatePresaleCodesRequestWithBody(server, eventID, params, "application/json", bodyReader)
+	return NewCreatePresaleCodesRequestWithBody(server, eventID, "application/json", bodyReader)
 }
 
 // NewCreatePresaleCodesRequestWithBody constructs an http.Request for the CreatePresaleCodes method, with any body, and a specified content type
-func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5307,21 +5380,6 @@ func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.U
 	}
 
 	req.Header.Add("Content-Type", contentType)
-
-	if params != nil {
-
-		if params.IdempotencyKey != nil {
-			var headerParam0 string
-
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
-			if err != nil {
-				return nil, err
-			}
-
-			req.Header.Set("Idempotency-Key", headerParam0)
-		}
-
-	}
 
 	return req, nil
 }
@@ -5666,6 +5724,53 @@ func NewReleaseSeatsRequestWithBody(server string, eventID openapi_types.UUID, c
 	return req, nil
 }
 
+// NewSetSeatScoresRequest calls the generic SetSeatScores builder with application/json body
+func NewSetSeatScoresRequest(server string, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetSeatScoresRequestWithBody(server, eventID, "application/json", bodyReader)
+}
+
+// NewSetSeatScoresRequestWithBody constructs an http.Request for the SetSeatScores method, with any body, and a specified content type
+func NewSetSeatScoresRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/seat-scores", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListSeatsRequest constructs an http.Request for the ListSeats method
 func NewListSeatsRequest(server string, eventID openapi_types.UUID, params *ListSeatsParams) (*http.Request, error) {
 	var err error
@@ -5776,217 +5881,6 @@ func NewJoinWaitingRoomRequest(server string, eventID openapi_types.UUID) (*http
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-
-	return req, nil
-}
-
-// NewJoinWaitlistRequest calls the generic JoinWaitlist builder with application/json body
-func NewJoinWaitlistRequest(server string, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody) (*http.Request, error) {
-	var bodyReader io.Reader
-	buf, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	bodyReader = bytes.NewReader(buf)
-	return NewJoinWaitlistRequestWithBody(server, eventID, "application/json", bodyReader)
-}
-
-// NewJoinWaitlistRequestWithBody constructs an http.Request for the JoinWaitlist method, with any body, and a specified content type
-func NewJoinWaitlistRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
-	var err error
-
-	var pathParam0 string
-
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/v1/events/%s/waitlist", pathParam0)
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
-	if err != nil {
-		return nil, err
-	}
-
-	req.Header.Add("Content-Type", contentType)
-
-	return req, nil
-}
-
-// NewLeaveWaitlistRequest constructs an http.Request for the LeaveWaitlist method
-func NewLeaveWaitlistRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
-	var err error
-
-	var pathParam0 string
-
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	var pathParam1 string
-
-	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s", pathParam0, pathParam1)
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-
-	return req, nil
-}
-
-// NewGetWaitlistEntryRequest constructs an http.Request for the GetWaitlistEntry method
-func NewGetWaitlistEntryRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
-	var err error
-
-	var pathParam0 string
-
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	var pathParam1 string
-
-	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s", pathParam0, pathParam1)
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-
-	return req, nil
-}
-
-// NewAcceptWaitlistOfferRequest constructs an http.Request for the AcceptWaitlistOffer method
-func NewAcceptWaitlistOfferRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
-	var err error
-
-	var pathParam0 string
-
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	var pathParam1 string
-
-	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s/accept", pathParam0, pathParam1)
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-
-	return req, nil
-}
-
-// NewStreamWaitlistEntryEventsRequest constructs an http.Request for the StreamWaitlistEntryEvents method
-func NewStreamWaitlistEntryEventsRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
-	var err error
-
-	var pathParam0 string
-
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	var pathParam1 string
-
-	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
-	if err != nil {
-		return nil, err
-	}
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s/events", pathParam0, pathParam1)
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7228,6 +7122,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/events/{eventId} (the `GetEvent` operationId).
 	GetEventWithResponse(ctx context.Context, eventID openapi_types.UUID, params *GetEventParams, reqEditors ...RequestEditorFn) (*GetEventResponse, error)
 
+	// CreateBestAvailableHoldWithBodyWithResponse Hold the best available seats
+	//
+	// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+	CreateBestAvailableHoldWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBestAvailableHoldResponse, error)
+
+	// CreateBestAvailableHoldWithResponse Hold the best available seats
+	//
+	// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+	CreateBestAvailableHoldWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBestAvailableHoldResponse, error)
+
 	// CountCheckInsWithResponse Count the event's check-ins per gate
 	//
 	// How many tickets came in through each gate, and when the last was scanned. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
@@ -7239,7 +7151,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithBodyWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7248,7 +7160,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7257,7 +7169,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7266,7 +7178,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7365,25 +7277,25 @@ type ClientWithResponsesInterface interface {
 
 	// CreatePresaleCodesWithBodyWithResponse Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
+	CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
 
 	// CreatePresaleCodesWithResponse Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
+	CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
 
 	// RevokeAdmissionWithBodyWithResponse Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7392,7 +7304,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeAdmissionWithResponse Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7437,7 +7349,7 @@ type ClientWithResponsesInterface interface {
 
 	// BlockSeatsWithBodyWithResponse Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7446,7 +7358,7 @@ type ClientWithResponsesInterface interface {
 
 	// BlockSeatsWithResponse Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7455,7 +7367,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseSeatsWithBodyWithResponse Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7464,12 +7376,30 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseSeatsWithResponse Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/seat-blocks/release (the `ReleaseSeats` operationId).
 	ReleaseSeatsWithResponse(ctx context.Context, eventID openapi_types.UUID, body ReleaseSeatsJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseSeatsResponse, error)
+
+	// SetSeatScoresWithBodyWithResponse Say which seats are best
+	//
+	// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+	SetSeatScoresWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSeatScoresResponse, error)
+
+	// SetSeatScoresWithResponse Say which seats are best
+	//
+	// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+	SetSeatScoresWithResponse(ctx context.Context, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSeatScoresResponse, error)
 
 	// ListSeatsWithResponse Get the seat map
 	//
@@ -7491,66 +7421,12 @@ type ClientWithResponsesInterface interface {
 
 	// JoinWaitingRoomWithResponse Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*JoinWaitingRoomResponse, error)
-
-	// JoinWaitlistWithBodyWithResponse Join a sold-out event's waitlist
-	//
-	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
-	//
-	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
-	JoinWaitlistWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error)
-
-	// JoinWaitlistWithResponse Join a sold-out event's waitlist
-	//
-	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
-	//
-	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
-	JoinWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error)
-
-	// LeaveWaitlistWithResponse Leave a waitlist
-	//
-	// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
-	//
-	// Returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
-	LeaveWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*LeaveWaitlistResponse, error)
-
-	// GetWaitlistEntryWithResponse Your waitlist entry and its offer
-	//
-	// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
-	//
-	// Returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
-	GetWaitlistEntryWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWaitlistEntryResponse, error)
-
-	// AcceptWaitlistOfferWithResponse Accept a waitlist offer
-	//
-	// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
-	//
-	// Returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
-	AcceptWaitlistOfferWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*AcceptWaitlistOfferResponse, error)
-
-	// StreamWaitlistEntryEventsWithResponse Follow your waitlist entry
-	//
-	// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
-	//
-	// Returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
-	StreamWaitlistEntryEventsWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*StreamWaitlistEntryEventsResponse, error)
 
 	// ListOrdersWithResponse List your orders
 	//
@@ -8138,6 +8014,48 @@ func (r GetEventResponse) ContentType() string {
 	return ""
 }
 
+// CreateBestAvailableHoldResponse202Headers the declared response headers of an HTTP 202 response for CreateBestAvailableHold
+type CreateBestAvailableHoldResponse202Headers struct {
+	Location        *string
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+type CreateBestAvailableHoldResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *BestAvailableHoldBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *CreateBestAvailableHoldResponse202Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateBestAvailableHoldResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateBestAvailableHoldResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateBestAvailableHoldResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CountCheckInsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8706,6 +8624,37 @@ func (r ReleaseSeatsResponse) ContentType() string {
 	return ""
 }
 
+type SetSeatScoresResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r SetSeatScoresResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetSeatScoresResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetSeatScoresResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSeatsResponse200Headers the declared response headers of an HTTP 200 response for ListSeats
 type ListSeatsResponse200Headers struct {
 	CacheControl    *string
@@ -8849,176 +8798,6 @@ func (r JoinWaitingRoomResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r JoinWaitingRoomResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
-type JoinWaitlistResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// JSON201 the response for an HTTP 201 `application/json` response
-	JSON201 *WaitlistEntryBody
-	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
-	ApplicationProblemJSONDefault *Problem
-}
-
-// Status returns HTTPResponse.Status
-func (r JoinWaitlistResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r JoinWaitlistResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r JoinWaitlistResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
-type LeaveWaitlistResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *WaitlistEntryBody
-	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
-	ApplicationProblemJSONDefault *Problem
-}
-
-// Status returns HTTPResponse.Status
-func (r LeaveWaitlistResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r LeaveWaitlistResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r LeaveWaitlistResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
-type GetWaitlistEntryResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *WaitlistEntryBody
-	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
-	ApplicationProblemJSONDefault *Problem
-}
-
-// Status returns HTTPResponse.Status
-func (r GetWaitlistEntryResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r GetWaitlistEntryResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r GetWaitlistEntryResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
-type AcceptWaitlistOfferResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *WaitlistEntryBody
-	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
-	ApplicationProblemJSONDefault *Problem
-}
-
-// Status returns HTTPResponse.Status
-func (r AcceptWaitlistOfferResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r AcceptWaitlistOfferResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r AcceptWaitlistOfferResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
-// StreamWaitlistEntryEventsResponse200Headers the declared response headers of an HTTP 200 response for StreamWaitlistEntryEvents
-type StreamWaitlistEntryEventsResponse200Headers struct {
-	XAccelBuffering *string
-}
-
-type StreamWaitlistEntryEventsResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
-	ApplicationProblemJSONDefault *Problem
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *StreamWaitlistEntryEventsResponse200Headers
-}
-
-// Status returns HTTPResponse.Status
-func (r StreamWaitlistEntryEventsResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r StreamWaitlistEntryEventsResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r StreamWaitlistEntryEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9940,6 +9719,36 @@ func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, eventID 
 	return ParseGetEventResponse(rsp)
 }
 
+// CreateBestAvailableHoldWithBodyWithResponse Hold the best available seats
+//
+// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+func (c *ClientWithResponses) CreateBestAvailableHoldWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBestAvailableHoldResponse, error) {
+	rsp, err := c.CreateBestAvailableHoldWithBody(ctx, eventID, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBestAvailableHoldResponse(rsp)
+}
+
+// CreateBestAvailableHoldWithResponse Hold the best available seats
+//
+// Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: a retry answers the same order and seats. Rate limited with create-hold, from the same budget.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/best-available-holds (the `CreateBestAvailableHold` operationId).
+func (c *ClientWithResponses) CreateBestAvailableHoldWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreateBestAvailableHoldParams, body CreateBestAvailableHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBestAvailableHoldResponse, error) {
+	rsp, err := c.CreateBestAvailableHold(ctx, eventID, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBestAvailableHoldResponse(rsp)
+}
+
 // CountCheckInsWithResponse Count the event's check-ins per gate
 //
 // How many tickets came in through each gate, and when the last was scanned. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
@@ -9957,7 +9766,7 @@ func (c *ClientWithResponses) CountCheckInsWithResponse(ctx context.Context, eve
 
 // CheckInWithBodyWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9972,7 +9781,7 @@ func (c *ClientWithResponses) CheckInWithBodyWithResponse(ctx context.Context, e
 
 // CheckInWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9987,7 +9796,7 @@ func (c *ClientWithResponses) CheckInWithResponse(ctx context.Context, eventID o
 
 // CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10002,7 +9811,7 @@ func (c *ClientWithResponses) CheckInBatchWithBodyWithResponse(ctx context.Conte
 
 // CheckInBatchWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10167,13 +9976,13 @@ func (c *ClientWithResponses) SetOnsalePhasesWithResponse(ctx context.Context, e
 
 // CreatePresaleCodesWithBodyWithResponse Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
-	rsp, err := c.CreatePresaleCodesWithBody(ctx, eventID, params, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
+	rsp, err := c.CreatePresaleCodesWithBody(ctx, eventID, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10182,13 +9991,13 @@ func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context
 
 // CreatePresaleCodesWithResponse Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
-	rsp, err := c.CreatePresaleCodes(ctx, eventID, params, body, reqEditors...)
+func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
+	rsp, err := c.CreatePresaleCodes(ctx, eventID, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10197,7 +10006,7 @@ func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context
 
 // RevokeAdmissionWithBodyWithResponse Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10212,7 +10021,7 @@ func (c *ClientWithResponses) RevokeAdmissionWithBodyWithResponse(ctx context.Co
 
 // RevokeAdmissionWithResponse Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10287,7 +10096,7 @@ func (c *ClientWithResponses) ListSeatBlocksWithResponse(ctx context.Context, ev
 
 // BlockSeatsWithBodyWithResponse Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10302,7 +10111,7 @@ func (c *ClientWithResponses) BlockSeatsWithBodyWithResponse(ctx context.Context
 
 // BlockSeatsWithResponse Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10317,7 +10126,7 @@ func (c *ClientWithResponses) BlockSeatsWithResponse(ctx context.Context, eventI
 
 // ReleaseSeatsWithBodyWithResponse Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10332,7 +10141,7 @@ func (c *ClientWithResponses) ReleaseSeatsWithBodyWithResponse(ctx context.Conte
 
 // ReleaseSeatsWithResponse Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10343,6 +10152,36 @@ func (c *ClientWithResponses) ReleaseSeatsWithResponse(ctx context.Context, even
 		return nil, err
 	}
 	return ParseReleaseSeatsResponse(rsp)
+}
+
+// SetSeatScoresWithBodyWithResponse Say which seats are best
+//
+// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+func (c *ClientWithResponses) SetSeatScoresWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSeatScoresResponse, error) {
+	rsp, err := c.SetSeatScoresWithBody(ctx, eventID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSeatScoresResponse(rsp)
+}
+
+// SetSeatScoresWithResponse Say which seats are best
+//
+// Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/events/{eventId}/seat-scores (the `SetSeatScores` operationId).
+func (c *ClientWithResponses) SetSeatScoresWithResponse(ctx context.Context, eventID openapi_types.UUID, body SetSeatScoresJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSeatScoresResponse, error) {
+	rsp, err := c.SetSeatScores(ctx, eventID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSeatScoresResponse(rsp)
 }
 
 // ListSeatsWithResponse Get the seat map
@@ -10377,7 +10216,7 @@ func (c *ClientWithResponses) GetWaitingRoomWithResponse(ctx context.Context, ev
 
 // JoinWaitingRoomWithResponse Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10388,96 +10227,6 @@ func (c *ClientWithResponses) JoinWaitingRoomWithResponse(ctx context.Context, e
 		return nil, err
 	}
 	return ParseJoinWaitingRoomResponse(rsp)
-}
-
-// JoinWaitlistWithBodyWithResponse Join a sold-out event's waitlist
-//
-// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
-//
-// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
-//
-// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
-func (c *ClientWithResponses) JoinWaitlistWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error) {
-	rsp, err := c.JoinWaitlistWithBody(ctx, eventID, contentType, body, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseJoinWaitlistResponse(rsp)
-}
-
-// JoinWaitlistWithResponse Join a sold-out event's waitlist
-//
-// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
-//
-// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
-//
-// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
-func (c *ClientWithResponses) JoinWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error) {
-	rsp, err := c.JoinWaitlist(ctx, eventID, body, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseJoinWaitlistResponse(rsp)
-}
-
-// LeaveWaitlistWithResponse Leave a waitlist
-//
-// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
-//
-// Returns a wrapper object for the known response body format(s).
-//
-// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
-func (c *ClientWithResponses) LeaveWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*LeaveWaitlistResponse, error) {
-	rsp, err := c.LeaveWaitlist(ctx, eventID, entryID, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseLeaveWaitlistResponse(rsp)
-}
-
-// GetWaitlistEntryWithResponse Your waitlist entry and its offer
-//
-// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
-//
-// Returns a wrapper object for the known response body format(s).
-//
-// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
-func (c *ClientWithResponses) GetWaitlistEntryWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWaitlistEntryResponse, error) {
-	rsp, err := c.GetWaitlistEntry(ctx, eventID, entryID, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseGetWaitlistEntryResponse(rsp)
-}
-
-// AcceptWaitlistOfferWithResponse Accept a waitlist offer
-//
-// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
-//
-// Returns a wrapper object for the known response body format(s).
-//
-// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
-func (c *ClientWithResponses) AcceptWaitlistOfferWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*AcceptWaitlistOfferResponse, error) {
-	rsp, err := c.AcceptWaitlistOffer(ctx, eventID, entryID, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseAcceptWaitlistOfferResponse(rsp)
-}
-
-// StreamWaitlistEntryEventsWithResponse Follow your waitlist entry
-//
-// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
-//
-// Returns a wrapper object for the known response body format(s).
-//
-// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
-func (c *ClientWithResponses) StreamWaitlistEntryEventsWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*StreamWaitlistEntryEventsResponse, error) {
-	rsp, err := c.StreamWaitlistEntryEvents(ctx, eventID, entryID, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseStreamWaitlistEntryEventsResponse(rsp)
 }
 
 // ListOrdersWithResponse List your orders
@@ -11285,6 +11034,66 @@ func ParseGetEventResponse(rsp *http.Response) (*GetEventResponse, error) {
 	return response, nil
 }
 
+// ParseCreateBestAvailableHoldResponse parses an HTTP response from a CreateBestAvailableHoldWithResponse call
+func ParseCreateBestAvailableHoldResponse(rsp *http.Response) (*CreateBestAvailableHoldResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateBestAvailableHoldResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest BestAvailableHoldBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers CreateBestAvailableHoldResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCountCheckInsResponse parses an HTTP response from a CountCheckInsWithResponse call
 func ParseCountCheckInsResponse(rsp *http.Response) (*CountCheckInsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11869,6 +11678,35 @@ func ParseReleaseSeatsResponse(rsp *http.Response) (*ReleaseSeatsResponse, error
 	return response, nil
 }
 
+// ParseSetSeatScoresResponse parses an HTTP response from a SetSeatScoresWithResponse call
+func ParseSetSeatScoresResponse(rsp *http.Response) (*SetSeatScoresResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetSeatScoresResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListSeatsResponse parses an HTTP response from a ListSeatsWithResponse call
 func ParseListSeatsResponse(rsp *http.Response) (*ListSeatsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12116,177 +11954,6 @@ func ParseJoinWaitingRoomResponse(rsp *http.Response) (*JoinWaitingRoomResponse,
 			headers.RetryAfter = &value
 		}
 		response.Headers202 = &headers
-	}
-
-	return response, nil
-}
-
-// ParseJoinWaitlistResponse parses an HTTP response from a JoinWaitlistWithResponse call
-func ParseJoinWaitlistResponse(rsp *http.Response) (*JoinWaitlistResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &JoinWaitlistResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
-	}
-
-	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
-		var dest WaitlistEntryBody
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON201 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSONDefault = &dest
-
-	}
-
-	return response, nil
-}
-
-// ParseLeaveWaitlistResponse parses an HTTP response from a LeaveWaitlistWithResponse call
-func ParseLeaveWaitlistResponse(rsp *http.Response) (*LeaveWaitlistResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &LeaveWaitlistResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
-	}
-
-	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest WaitlistEntryBody
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON200 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSONDefault = &dest
-
-	}
-
-	return response, nil
-}
-
-// ParseGetWaitlistEntryResponse parses an HTTP response from a GetWaitlistEntryWithResponse call
-func ParseGetWaitlistEntryResponse(rsp *http.Response) (*GetWaitlistEntryResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &GetWaitlistEntryResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
-	}
-
-	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest WaitlistEntryBody
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON200 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSONDefault = &dest
-
-	}
-
-	return response, nil
-}
-
-// ParseAcceptWaitlistOfferResponse parses an HTTP response from a AcceptWaitlistOfferWithResponse call
-func ParseAcceptWaitlistOfferResponse(rsp *http.Response) (*AcceptWaitlistOfferResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &AcceptWaitlistOfferResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
-	}
-
-	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest WaitlistEntryBody
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON200 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSONDefault = &dest
-
-	}
-
-	return response, nil
-}
-
-// ParseStreamWaitlistEntryEventsResponse parses an HTTP response from a StreamWaitlistEntryEventsWithResponse call
-func ParseStreamWaitlistEntryEventsResponse(rsp *http.Response) (*StreamWaitlistEntryEventsResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &StreamWaitlistEntryEventsResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
-	}
-
-	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
-		var dest Problem
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSONDefault = &dest
-
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers StreamWaitlistEntryEventsResponse200Headers
-		if values := rsp.Header.Values("X-Accel-Buffering"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Accel-Buffering", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XAccelBuffering = &value
-		}
-		response.Headers200 = &headers
 	}
 
 	return response, nil

@@ -186,6 +186,7 @@ func (h *Handlers) Register(api huma.API) {
 	h.registerOrganizer(api)
 	h.registerSeatBlocks(api)
 	h.registerWaitlist(api)
+	h.registerSeatScores(api)
 	h.registerCheckIns(api)
 	h.registerWaitingRoom(api)
 	h.registerOnsale(api)

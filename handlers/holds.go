@@ -43,6 +43,41 @@ type CreateHoldOutput struct {
 	Body            HoldBody
 }
 
+// CreateBestAvailableHoldInput asks to hold the best available seats of a
+// price category.
+type CreateBestAvailableHoldInput struct {
+	EventID        string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" minLength:"1" maxLength:"255" doc:"Retry with the same key to get the original order and its seats back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body (or a hold of named seats) is a 409 idempotency-conflict."`
+	AdmissionToken string `header:"X-Admission-Token" required:"true" minLength:"1" maxLength:"4096" doc:"From the waiting room."`
+	Body           struct {
+		CategoryID   uuid.UUID `json:"categoryId" doc:"A price category of this event (the seat map's categories)."`
+		Quantity     int       `json:"quantity" minimum:"1" maximum:"8" example:"2" doc:"How many seats: 1 to 8."`
+		AdjacentOnly bool      `json:"adjacentOnly,omitempty" doc:"Only seats side by side in one row: when no such run is free, 409 not-enough-seats instead of the best seats apart."`
+	}
+}
+
+// HeldSeatBody is a seat a best-available hold picked.
+type HeldSeatBody struct {
+	ID      uuid.UUID `json:"id"`
+	Section string    `json:"section"`
+	Label   string    `json:"label" example:"B-12"`
+}
+
+// BestAvailableHoldBody is the answer to a best-available hold: the hold
+// and the seats it picked.
+type BestAvailableHoldBody struct {
+	HoldBody
+	Seats []HeldSeatBody `json:"seats" doc:"The seats held, in seat map order."`
+}
+
+// CreateBestAvailableHoldOutput is the answer to a best-available hold.
+type CreateBestAvailableHoldOutput struct {
+	Location        string `header:"Location"`
+	RateLimitPolicy string `header:"RateLimit-Policy" doc:"As for create-hold: one budget for both kinds of hold."`
+	RateLimit       string `header:"RateLimit" doc:"As for create-hold."`
+	Body            BestAvailableHoldBody
+}
+
 func (h *Handlers) registerHolds(api huma.API) {
 	register(api, secured(huma.Operation{
 		OperationID: "create-hold", Method: http.MethodPost, Path: "/v1/events/{eventId}/holds",
@@ -56,6 +91,21 @@ func (h *Handlers) registerHolds(api huma.API) {
 		Errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
 	}, auth.RoleBuyer), h.createHold)
+	register(api, secured(huma.Operation{
+		OperationID: "create-best-available-hold", Method: http.MethodPost, Path: "/v1/events/{eventId}/best-available-holds",
+		Summary: "Hold the best available seats",
+		Description: "Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, " +
+			"in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, " +
+			"blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the " +
+			"scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. " +
+			"Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the " +
+			"category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: " +
+			"a retry answers the same order and seats. Rate limited with create-hold, from the same budget.",
+		Tags: []string{"Holds"}, DefaultStatus: http.StatusAccepted,
+		MaxBodyBytes: 4 << 10,
+		Errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+			http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+	}, auth.RoleBuyer), h.createBestAvailableHold)
 }
 
 func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*CreateHoldOutput, error) {
@@ -79,18 +129,58 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 			rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait),
 			http.Header{"RateLimit-Policy": {policy}, "RateLimit": {state}})
 	}
-	out, err := h.hold(ctx, in, eventID, user)
-	if out != nil {
-		out.RateLimitPolicy, out.RateLimit = policy, state
+	hold, err := h.hold(ctx, in.AdmissionToken, purchase.HoldParams{
+		UserID: user, EventID: eventID, SeatIDs: in.Body.SeatIDs, IdempotencyKey: in.IdempotencyKey,
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	out := holdOutput(hold)
+	out.RateLimitPolicy, out.RateLimit = policy, state
+	return out, nil
 }
 
-// hold is createHold past its input checks and the buyer's rate limit.
-func (h *Handlers) hold(ctx context.Context, in *CreateHoldInput, eventID, user uuid.UUID) (*CreateHoldOutput, error) {
+func (h *Handlers) createBestAvailableHold(ctx context.Context, in *CreateBestAvailableHoldInput) (*CreateBestAvailableHoldOutput, error) {
+	eventID, err := parseUUID(in.EventID, "path.eventId")
+	if err != nil {
+		return nil, err
+	}
+	user := identity(ctx).UserID
+	// One budget for both kinds of hold, decided first (createHold says why).
+	left, wait, ok := h.limits.holds.allowBudget(user, time.Now())
+	policy, state := left.headers("holds")
+	if !ok {
+		return nil, huma.ErrorWithHeaders(
+			rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait),
+			http.Header{"RateLimit-Policy": {policy}, "RateLimit": {state}})
+	}
+	hold, err := h.hold(ctx, in.AdmissionToken, purchase.HoldParams{
+		UserID: user, EventID: eventID, IdempotencyKey: in.IdempotencyKey,
+		BestAvailable: &purchase.BestAvailable{
+			CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity, AdjacentOnly: in.Body.AdjacentOnly,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &CreateBestAvailableHoldOutput{
+		Location: holdOutput(hold).Location, RateLimitPolicy: policy, RateLimit: state,
+		Body: BestAvailableHoldBody{HoldBody: holdOutput(hold).Body, Seats: make([]HeldSeatBody, 0, len(hold.Seats))},
+	}
+	for _, st := range hold.Seats {
+		out.Body.Seats = append(out.Body.Seats, HeldSeatBody{ID: st.ID, Section: st.Section, Label: st.Label})
+	}
+	return out, nil
+}
+
+// hold is a hold of either kind past its input checks and the buyer's
+// rate limit: p without CorrelationID, SeatLimit and HoldTTL, which it
+// sets.
+func (h *Handlers) hold(ctx context.Context, admissionToken string, p purchase.HoldParams) (purchase.Hold, error) {
+	eventID, user := p.EventID, p.UserID
 	// The token names the event's purchase cell, so a hold goes straight
 	// to that cell's database: no directory lookup, no other cell touched.
-	claims, err := h.cfg.Admission.VerifyForRouting(in.AdmissionToken, user, eventID)
+	claims, err := h.cfg.Admission.VerifyForRouting(admissionToken, user, eventID)
 	c, served := h.cells.Cell(claims.Cell)
 	switch {
 	case err != nil:
@@ -100,39 +190,32 @@ func (h *Handlers) hold(ctx context.Context, in *CreateHoldInput, eventID, user 
 		err = errors.New("revoked")
 	}
 	if err != nil {
-		return h.replayHold(ctx, purchase.HoldParams{
-			UserID: user, EventID: eventID, SeatIDs: in.Body.SeatIDs, IdempotencyKey: in.IdempotencyKey,
-		}, err)
+		return h.replayHold(ctx, p, err)
 	}
 	// From the request's arrival, not from here: the controller must see
 	// the time spent reading, authenticating and validating the request
 	// and waiting for a CPU on the way, which R governs as much as the
 	// database work.
 	defer func() { c.Room.ObserveHold(time.Since(requestStart(ctx))) }()
-	hold, err := c.Purchase.Checkout(ctx, c.Room, purchase.HoldParams{
-		UserID:         user,
-		EventID:        eventID,
-		SeatIDs:        in.Body.SeatIDs,
-		IdempotencyKey: in.IdempotencyKey,
-		CorrelationID:  CorrelationID(ctx),
-	})
+	p.CorrelationID = CorrelationID(ctx)
+	hold, err := c.Purchase.Checkout(ctx, c.Room, p)
 	switch {
 	case errors.Is(err, purchase.ErrSeatLimitUnknown) && errors.Is(err, waitingroom.ErrUnavailable):
 		// Its own detail and a shorter Retry-After: the settings are cached.
 		h.logger.WarnContext(ctx, "seat limit unknown", "correlation_id", CorrelationID(ctx), "event_id", eventID, "error", err.Error())
-		return nil, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
+		return purchase.Hold{}, huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, TypeUnavailable,
 			"The onsale's settings cannot be read right now; nothing was held. Try again shortly."), retryAfter(2*time.Second))
 	case errors.Is(err, purchase.ErrSeatLimitUnknown):
-		return nil, h.internal(ctx, "read seat limit", err, "event_id", eventID)
+		return purchase.Hold{}, h.internal(ctx, "read seat limit", err, "event_id", eventID)
 	case err != nil:
-		return nil, h.problemFor(ctx, err, "hold seats", "No such event.", "event_id", eventID)
+		return purchase.Hold{}, h.problemFor(ctx, err, "hold seats", "No such event.", "event_id", eventID)
 	}
 	h.cells.RememberOrder(hold.OrderID, c)
 	telemetry.Annotate(ctx, telemetry.OrderID.String(hold.OrderID.String()), telemetry.HoldID.String(hold.HoldID.String()),
 		telemetry.Cell.String(c.Name), attribute.String("boxoffice.correlation_id", CorrelationID(ctx)))
 	h.logger.InfoContext(ctx, "seats held", "correlation_id", CorrelationID(ctx), "causation_id", "",
 		"order_id", hold.OrderID, "hold_id", hold.HoldID, "event_id", eventID, "cell", c.Name, "replayed", hold.Replayed)
-	return holdOutput(hold), nil
+	return hold, nil
 }
 
 func holdOutput(hold purchase.Hold) *CreateHoldOutput {
@@ -149,7 +232,7 @@ func holdOutput(hold purchase.Hold) *CreateHoldOutput {
 // key with another request is the 409 idempotency-conflict; any other
 // request is the 403 admission-invalid problem, having held nothing. Only
 // an admission may create a hold: Replay reads the key and writes nothing.
-func (h *Handlers) replayHold(ctx context.Context, p purchase.HoldParams, refused error) (*CreateHoldOutput, error) {
+func (h *Handlers) replayHold(ctx context.Context, p purchase.HoldParams, refused error) (purchase.Hold, error) {
 	forbidden := func() error {
 		h.logger.InfoContext(ctx, "admission token rejected", "correlation_id", CorrelationID(ctx),
 			"event_id", p.EventID, "reason", refused.Error())
@@ -160,19 +243,19 @@ func (h *Handlers) replayHold(ctx context.Context, p purchase.HoldParams, refuse
 	switch {
 	case errors.Is(err, cells.ErrUnavailable):
 		// Perhaps a retry whose answer is in that cell: not a 403 yet.
-		return nil, h.cellProblem(ctx, err, "", "event_id", p.EventID)
+		return purchase.Hold{}, h.cellProblem(ctx, err, "", "event_id", p.EventID)
 	case err != nil:
-		return nil, forbidden()
+		return purchase.Hold{}, forbidden()
 	}
 	hold, err := c.Purchase.Replay(ctx, p)
 	switch {
 	case errors.Is(err, purchase.ErrKeyUnknown):
-		return nil, forbidden()
+		return purchase.Hold{}, forbidden()
 	case err != nil:
-		return nil, h.problemFor(ctx, err, "replay hold", "", "event_id", p.EventID)
+		return purchase.Hold{}, h.problemFor(ctx, err, "replay hold", "", "event_id", p.EventID)
 	}
 	h.cells.RememberOrder(hold.OrderID, c)
 	h.logger.InfoContext(ctx, "hold replayed without admission", "correlation_id", CorrelationID(ctx),
 		"order_id", hold.OrderID, "event_id", p.EventID, "cell", c.Name, "admission", refused.Error())
-	return holdOutput(hold), nil
+	return hold, nil
 }

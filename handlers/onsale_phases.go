@@ -23,6 +23,9 @@ const (
 	TypePhaseCategory = "/problems/phase-category"
 	// TypePresaleSeatLimit: the hold would exceed the presale code's seats.
 	TypePresaleSeatLimit = "/problems/presale-seat-limit"
+	// TypeNotEnoughSeats: a best-available hold found fewer free seats of
+	// the category than asked (or, adjacent only, no free run of them).
+	TypeNotEnoughSeats = "/problems/not-enough-seats"
 )
 
 // OnsalePhase is one phase of an onsale.

@@ -205,7 +205,7 @@ var commonResponses = []struct {
 
 // budgetedOperations answer RateLimit and RateLimit-Policy headers, on
 // success (their output declares them) and on 429.
-var budgetedOperations = []string{"create-hold", "join-waiting-room", "get-waiting-room"}
+var budgetedOperations = []string{"create-hold", "create-best-available-hold", "join-waiting-room", "get-waiting-room"}
 
 // declareCommonResponses adds commonResponses to every operation that does
 // not declare them itself, and documents the headers of the answers that

@@ -36,8 +36,9 @@ var requestExamples = map[string]any{
 			map[string]any{"name": "Balcony", "rows": 8, "seatsPerRow": 25, "priceMinor": 5900, "category": "Balcony"},
 		},
 	},
-	"create-hold": map[string]any{"seatIds": []string{exampleSeatA, exampleSeatB}},
-	"check-in":    map[string]any{"qrPayload": exampleQRPayload(), "gate": "north-1"},
+	"create-hold":                map[string]any{"seatIds": []string{exampleSeatA, exampleSeatB}},
+	"create-best-available-hold": map[string]any{"categoryId": "01936a4e-7c1e-7d5a-9a63-2f4d8c0b1e30", "quantity": 2},
+	"check-in":                   map[string]any{"qrPayload": exampleQRPayload(), "gate": "north-1"},
 	"check-in-batch": map[string]any{"scans": []any{
 		map[string]any{"qrPayload": exampleQRPayload(), "gate": "north-1", "scannedAt": "2027-06-01T18:52:07Z"},
 	}},
@@ -54,6 +55,10 @@ var requestExamples = map[string]any{
 	"update-webhook-endpoint": map[string]any{"enabled": false},
 	"block-seats":             map[string]any{"seatIds": []string{exampleSeatA, exampleSeatB}, "reason": "press", "note": "Review, two seats"},
 	"release-seats":           map[string]any{"seatIds": []string{exampleSeatB}},
+	"set-seat-scores": map[string]any{"scores": []any{
+		map[string]any{"section": "Floor", "row": "A", "score": 100},
+		map[string]any{"seatId": exampleSeatA, "score": 120},
+	}},
 	"set-onsale-phases": map[string]any{"phases": []any{
 		map[string]any{"name": "presale", "opensAt": "2027-03-01T10:00:00Z", "presale": true, "categoryIds": []string{"01936a4e-7c1e-7d5a-9a63-2f4d8c0b1e30"}},
 		map[string]any{"name": "general", "opensAt": "2027-03-03T10:00:00Z", "presale": false},

@@ -44,6 +44,10 @@ var operationProblems = map[string]map[int][]string{
 		http.StatusForbidden: {TypeAdmissionInvalid, TypePresaleCodeRequired},
 		http.StatusConflict:  {TypeSeatUnavailable, TypeSeatLimit, TypeIdempotencyConflict, TypePhaseCategory, TypePresaleSeatLimit},
 	},
+	"create-best-available-hold": {
+		http.StatusForbidden: {TypeAdmissionInvalid, TypePresaleCodeRequired},
+		http.StatusConflict:  {TypeNotEnoughSeats, TypeSeatLimit, TypeIdempotencyConflict, TypePhaseCategory, TypePresaleSeatLimit},
+	},
 	"join-waiting-room": {http.StatusForbidden: {TypePresaleCodeRequired}},
 	"join-waitlist":     {http.StatusConflict: {TypeWaitlistSeatsAvailable, TypeWaitlistJoined}},
 	"accept-waitlist-offer": {
@@ -99,6 +103,7 @@ var problemDetails = map[string]string{
 	TypePresaleCodeRequired:    "This onsale is in a presale: join its waiting room with a valid presale code (X-Presale-Code).",
 	TypePhaseCategory:          "Some of the seats are of a category not on sale in the onsale's current phase.",
 	TypePresaleSeatLimit:       "This hold would give your presale code's buyers more seats than the code allows.",
+	TypeNotEnoughSeats:         "The category has fewer free seats than asked for (or, adjacent only, no run of them side by side); nothing was held.",
 	TypeIdempotencyConflict:    "This Idempotency-Key was already used for a different request.",
 	TypeWaitlistSeatsAvailable: "Seats of this category are on sale: hold them instead of joining the waitlist.",
 	TypeWaitlistJoined:         "You are on this event's waitlist already.",

@@ -36,3 +36,11 @@ WHERE h.id = hs.hold_id
 -- name: HoldSeatInsertMany :exec
 INSERT INTO hold_seats (hold_id, seat_id)
 SELECT @hold_id::uuid, seat FROM unnest(@seat_ids::uuid[]) AS seat;
+
+-- name: HoldSeatsOfHold :many
+-- The seats of a hold, released or not, in seat map order: what a replayed
+-- best-available hold answers with.
+SELECT s.id, s.section, s.label
+FROM hold_seats hs JOIN seats s ON s.id = hs.seat_id
+WHERE hs.hold_id = @hold_id::uuid
+ORDER BY s.position;

@@ -85,3 +85,24 @@ RETURNING expires_at;
 -- reclaimed, whatever its expiry says).
 INSERT INTO holds (id, order_id, status, expires_at)
 VALUES (@id::uuid, @order_id::uuid, 'confirmed', now());
+
+-- name: HoldBestAvailable :one
+-- A hold of quantity seats of a price category that the database picks,
+-- in one statement; see hold_best_available in
+-- migrations/functions/hold_best_available.sql for how it picks and what
+-- it guarantees. Columns an outcome does not use are zero values, not
+-- NULL; seats is the hold's seats as JSON (held or replay).
+SELECT outcome::text AS outcome,
+       coalesce(taken, '{}')::uuid[] AS taken,
+       coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
+       coalesce(amount_minor, 0)::bigint AS amount_minor,
+       coalesce(currency, '')::text AS currency,
+       coalesce(key_request_hash, '')::bytea AS key_request_hash,
+       coalesce(key_response, 'null')::jsonb AS key_response,
+       coalesce(seats, '[]')::jsonb AS seats
+FROM hold_best_available(
+    @event_id::uuid, @category_id::uuid, @quantity::integer, @adjacent_only::boolean,
+    @user_id::uuid, @order_id::uuid, @hold_id::uuid,
+    @hold_ttl::interval, @idempotency_key::text, @request_hash::bytea, @key_ttl::interval,
+    @correlation_id::text, @outbox_id::uuid, @seat_limit::integer, @authorization_id::uuid,
+    sqlc.narg(trace_parent)::text);

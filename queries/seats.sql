@@ -42,3 +42,22 @@ SELECT e.seat_count,
        (SELECT count(*) FROM seat_blocks b WHERE b.event_id = e.id)::int AS blocked
 FROM events e
 WHERE e.id = @event_id::uuid;
+
+-- name: SeatScoreSetByRow :many
+-- Sets the score (00040) of every seat of the event in the named rows
+-- (section and seat_row, item by item) and answers, for each seat set, the
+-- item's 1-based number.
+UPDATE seats s SET score = v.score
+FROM (SELECT unnest(@sections::text[]) AS section, unnest(@seat_rows::text[]) AS seat_row,
+             unnest(@scores::int[]) AS score, generate_subscripts(@scores::int[], 1) AS n) v
+WHERE s.event_id = @event_id::uuid AND s.section = v.section AND s.seat_row = v.seat_row
+RETURNING v.n::int AS item;
+
+-- name: SeatScoreSetByID :many
+-- Sets the score (00040) of the named seats of the event and answers, for
+-- each seat set, the item's 1-based number.
+UPDATE seats s SET score = v.score
+FROM (SELECT unnest(@seat_ids::uuid[]) AS id, unnest(@scores::int[]) AS score,
+             generate_subscripts(@scores::int[], 1) AS n) v
+WHERE s.event_id = @event_id::uuid AND s.id = v.id
+RETURNING v.n::int AS item;

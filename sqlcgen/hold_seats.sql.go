@@ -102,3 +102,38 @@ func (q *Queries) HoldSeatReleaseByHolds(ctx context.Context, db DBTX, holdIds [
 	}
 	return result.RowsAffected(), nil
 }
+
+const holdSeatsOfHold = `-- name: HoldSeatsOfHold :many
+SELECT s.id, s.section, s.label
+FROM hold_seats hs JOIN seats s ON s.id = hs.seat_id
+WHERE hs.hold_id = $1::uuid
+ORDER BY s.position
+`
+
+type HoldSeatsOfHoldRow struct {
+	ID      uuid.UUID
+	Section string
+	Label   string
+}
+
+// The seats of a hold, released or not, in seat map order: what a replayed
+// best-available hold answers with.
+func (q *Queries) HoldSeatsOfHold(ctx context.Context, db DBTX, holdID uuid.UUID) ([]HoldSeatsOfHoldRow, error) {
+	rows, err := db.Query(ctx, holdSeatsOfHold, holdID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HoldSeatsOfHoldRow
+	for rows.Next() {
+		var i HoldSeatsOfHoldRow
+		if err := rows.Scan(&i.ID, &i.Section, &i.Label); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

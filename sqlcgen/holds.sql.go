@@ -12,6 +12,91 @@ import (
 	"github.com/google/uuid"
 )
 
+const holdBestAvailable = `-- name: HoldBestAvailable :one
+SELECT outcome::text AS outcome,
+       coalesce(taken, '{}')::uuid[] AS taken,
+       coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
+       coalesce(amount_minor, 0)::bigint AS amount_minor,
+       coalesce(currency, '')::text AS currency,
+       coalesce(key_request_hash, '')::bytea AS key_request_hash,
+       coalesce(key_response, 'null')::jsonb AS key_response,
+       coalesce(seats, '[]')::jsonb AS seats
+FROM hold_best_available(
+    $1::uuid, $2::uuid, $3::integer, $4::boolean,
+    $5::uuid, $6::uuid, $7::uuid,
+    $8::interval, $9::text, $10::bytea, $11::interval,
+    $12::text, $13::uuid, $14::integer, $15::uuid,
+    $16::text)
+`
+
+type HoldBestAvailableParams struct {
+	EventID         uuid.UUID
+	CategoryID      uuid.UUID
+	Quantity        int32
+	AdjacentOnly    bool
+	UserID          uuid.UUID
+	OrderID         uuid.UUID
+	HoldID          uuid.UUID
+	HoldTtl         time.Duration
+	IdempotencyKey  string
+	RequestHash     []byte
+	KeyTtl          time.Duration
+	CorrelationID   string
+	OutboxID        uuid.UUID
+	SeatLimit       int32
+	AuthorizationID uuid.UUID
+	TraceParent     *string
+}
+
+type HoldBestAvailableRow struct {
+	Outcome        string
+	Taken          []uuid.UUID
+	ExpiresAt      time.Time
+	AmountMinor    int64
+	Currency       string
+	KeyRequestHash []byte
+	KeyResponse    []byte
+	Seats          []byte
+}
+
+// A hold of quantity seats of a price category that the database picks,
+// in one statement; see hold_best_available in
+// migrations/functions/hold_best_available.sql for how it picks and what
+// it guarantees. Columns an outcome does not use are zero values, not
+// NULL; seats is the hold's seats as JSON (held or replay).
+func (q *Queries) HoldBestAvailable(ctx context.Context, db DBTX, arg HoldBestAvailableParams) (HoldBestAvailableRow, error) {
+	row := db.QueryRow(ctx, holdBestAvailable,
+		arg.EventID,
+		arg.CategoryID,
+		arg.Quantity,
+		arg.AdjacentOnly,
+		arg.UserID,
+		arg.OrderID,
+		arg.HoldID,
+		arg.HoldTtl,
+		arg.IdempotencyKey,
+		arg.RequestHash,
+		arg.KeyTtl,
+		arg.CorrelationID,
+		arg.OutboxID,
+		arg.SeatLimit,
+		arg.AuthorizationID,
+		arg.TraceParent,
+	)
+	var i HoldBestAvailableRow
+	err := row.Scan(
+		&i.Outcome,
+		&i.Taken,
+		&i.ExpiresAt,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.KeyRequestHash,
+		&i.KeyResponse,
+		&i.Seats,
+	)
+	return i, err
+}
+
 const holdClaimExpired = `-- name: HoldClaimExpired :many
 SELECT h.id, h.order_id, o.correlation_id,
        extract(epoch FROM now() - h.expires_at)::float8 AS delay_seconds,

@@ -316,6 +316,9 @@ type Seat struct {
 	Label      string
 	PriceMinor int64
 	CategoryID uuid.UUID
+	Score      int32
+	SeatRow    *string
+	SeatNumber *int32
 }
 
 type SeatBlock struct {

@@ -120,3 +120,82 @@ func (q *Queries) SeatListByEvent(ctx context.Context, db DBTX, eventID uuid.UUI
 	}
 	return items, nil
 }
+
+const seatScoreSetByID = `-- name: SeatScoreSetByID :many
+UPDATE seats s SET score = v.score
+FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::int[]) AS score,
+             generate_subscripts($3::int[], 1) AS n) v
+WHERE s.event_id = $1::uuid AND s.id = v.id
+RETURNING v.n::int AS item
+`
+
+type SeatScoreSetByIDParams struct {
+	EventID uuid.UUID
+	SeatIds []uuid.UUID
+	Scores  []int32
+}
+
+// Sets the score (00040) of the named seats of the event and answers, for
+// each seat set, the item's 1-based number.
+func (q *Queries) SeatScoreSetByID(ctx context.Context, db DBTX, arg SeatScoreSetByIDParams) ([]int32, error) {
+	rows, err := db.Query(ctx, seatScoreSetByID, arg.EventID, arg.SeatIds, arg.Scores)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int32
+	for rows.Next() {
+		var item int32
+		if err := rows.Scan(&item); err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const seatScoreSetByRow = `-- name: SeatScoreSetByRow :many
+UPDATE seats s SET score = v.score
+FROM (SELECT unnest($2::text[]) AS section, unnest($3::text[]) AS seat_row,
+             unnest($4::int[]) AS score, generate_subscripts($4::int[], 1) AS n) v
+WHERE s.event_id = $1::uuid AND s.section = v.section AND s.seat_row = v.seat_row
+RETURNING v.n::int AS item
+`
+
+type SeatScoreSetByRowParams struct {
+	EventID  uuid.UUID
+	Sections []string
+	SeatRows []string
+	Scores   []int32
+}
+
+// Sets the score (00040) of every seat of the event in the named rows
+// (section and seat_row, item by item) and answers, for each seat set, the
+// item's 1-based number.
+func (q *Queries) SeatScoreSetByRow(ctx context.Context, db DBTX, arg SeatScoreSetByRowParams) ([]int32, error) {
+	rows, err := db.Query(ctx, seatScoreSetByRow,
+		arg.EventID,
+		arg.Sections,
+		arg.SeatRows,
+		arg.Scores,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int32
+	for rows.Next() {
+		var item int32
+		if err := rows.Scan(&item); err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -132,6 +132,7 @@ func runBench(ctx context.Context, args []string) error {
 
 	report("\n%-34s %10s %10s %9s %9s %9s %8s", "phase", "holds/s", "tries/s", "p50", "p99", "conflicts", "errors")
 	var ratios []string
+	named := map[int]bench.HoldResult{}
 	for _, n := range clients {
 		ev, err := client.CreateEvent(ctx, 200, 500) // 100,000 seats
 		if err != nil {
@@ -144,6 +145,7 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		named[n] = r
 		report("%-34s %10.0f %10.0f %9s %9s %9d %8d", fmt.Sprintf("HTTP holds, %d clients, 2 seats", n),
 			r.HoldsPerSec(), r.AttemptsPerSec(), r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Conflicts, r.Errors)
 		if *scriptDir == "" {
@@ -155,6 +157,22 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		report("%-34s %10.0f", fmt.Sprintf("pgbench hold tx, %d clients", n), tps)
 		ratios = append(ratios, fmt.Sprintf("%d clients: HTTP holds/s ÷ pgbench tx/s = %.2f", n, r.HoldsPerSec()/tps))
+	}
+	// Best available beside the named-seat holds above, same run: each
+	// client asks for the best 2 seats of a fresh event of the same size,
+	// so every buyer wants the same front seats.
+	for _, n := range clients {
+		ev, err := client.CreateEvent(ctx, 200, 500)
+		if err != nil {
+			return err
+		}
+		r, err := client.RunBestAvailableHolds(ctx, ev, n, *duration)
+		if err != nil {
+			return err
+		}
+		report("%-34s %10.0f %10.0f %9s %9s %9d %8d", fmt.Sprintf("best available, %d clients, 2 seats", n),
+			r.HoldsPerSec(), r.AttemptsPerSec(), r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Conflicts, r.Errors)
+		ratios = append(ratios, fmt.Sprintf("%d clients: best-available holds/s ÷ named-seat holds/s = %.2f", n, r.HoldsPerSec()/named[n].HoldsPerSec()))
 	}
 
 	hot := bench.NewClient(hotURL, cfg.JWTSecret, *hotClients)

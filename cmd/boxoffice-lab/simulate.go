@@ -41,6 +41,9 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	duration := fs.Duration("duration", 30*time.Second, "window over which buyers arrive")
 	payRatio := fs.Float64("pay-ratio", 0.9, "share of buyers with a hold who pay; half the rest decline, half walk away")
 	patience := fs.Duration("patience", 10*time.Minute, "how long a buyer stays queued before leaving")
+	bestAvailable := fs.Float64("best-available", 0, "share of buyers who ask for the best available seats of a category instead of choosing from the seat map")
+	presale := fs.Float64("presale", 0, "share of buyers given a presale code: a presale of --presale-for opens the onsale, then the general sale (the other buyers arrive over --duration)")
+	presaleFor := fs.Duration("presale-for", 0, "how long the presale lasts; default --duration")
 	settle := fs.Duration("settle", 6*time.Minute, "after the last buyer, how long to wait for walked-away holds to expire (at least the stack's hold TTL)")
 	reportDir := fs.String("report", "", "write report.html, summary.png and result.json to this directory")
 	spawn := fs.Bool("spawn", false, "run the stack as separate processes of this binary (3 NATS nodes, 2 API, relay, 2 workers) on a fresh database on DATABASE_URL's server")
@@ -67,6 +70,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		APIs: strings.Split(*apiFlag, ","), SharedWaitingRoom: *sharedRoom, JWTSecret: []byte(getenv("BOXOFFICE_JWT_SECRET")),
 		EventID: *eventID, Buyers: *buyers, Seats: *seats, Arrival: *arrival, Duration: *duration, PayRatio: *payRatio,
 		Patience: *patience, SettleTimeout: *settle, Logger: logger,
+		BestAvailable: *bestAvailable, Presale: *presale, PresaleFor: *presaleFor,
 	}
 	if *organizer != "" {
 		id, err := uuid.Parse(*organizer)

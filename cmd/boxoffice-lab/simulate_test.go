@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/lab/simulator"
@@ -85,6 +86,58 @@ func TestSimulateCommand(t *testing.T) {
 		t.Parallel()
 		checkReportInChromium(t, filepath.Join(reportDir, "report.html"))
 	})
+}
+
+// `boxoffice-lab simulate --spawn --presale 0.3 --best-available 0.5`: a
+// presale whose buyers have codes, then the general sale, half the buyers
+// asking for the best available seats: nothing is oversold, the audit
+// passes, and both kinds of hold and both phases sold seats.
+func TestSimulatePresaleThenGeneralSaleWithBestAvailable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "boxoffice-lab")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	reportDir := filepath.Join(dir, "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dbURL := dbtest.NewURL(t)
+	cmd := exec.CommandContext(ctx, bin, "simulate", "--spawn", "--fresh-db=false",
+		"--buyers", "120", "--seats", "40", "--arrival", "spike", "--duration", "3s", "--hold-ttl", "15s",
+		"--presale", "0.3", "--presale-for", "3s", "--best-available", "0.5",
+		"--report", reportDir, "--progress", "plain")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbURL}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	t.Logf("boxoffice-lab simulate:\n%s", stdout.String())
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	require.Contains(t, stdout.String(), "All 14 invariants hold.")
+	require.Regexp(t, regexp.MustCompile(`(?m)^\s+oversold\s+0$`), stdout.String())
+	require.Regexp(t, regexp.MustCompile(`(?m)^\s+audit\s+PASSED$`), stdout.String())
+
+	raw, err := os.ReadFile(filepath.Join(reportDir, "result.json"))
+	require.NoError(t, err)
+	var res simulator.Result
+	require.NoError(t, json.Unmarshal(raw, &res))
+	require.Zero(t, res.Summary.Oversold)
+	require.Positive(t, res.Summary.Ticketed)
+	require.Positive(t, res.Summary.BestAvailableHolds, "best-available buyers held")
+	require.Less(t, res.Summary.BestAvailableHolds, res.Summary.Holds, "buyers choosing from the map held")
+
+	// The phases, read from the run's database: presale buyers joined
+	// with their codes and held, and so did general sale buyers.
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.Equal(t, int64(2), dbtest.Count(t, pool, "SELECT count(*) FROM onsale_phases"))
+	require.Positive(t, dbtest.Count(t, pool, "SELECT count(*) FROM presale_redemptions"), "presale buyers joined with their codes")
+	require.Positive(t, dbtest.Count(t, pool, `SELECT count(*) FROM orders o JOIN presale_redemptions r ON r.user_id = o.user_id`),
+		"presale buyers held")
+	require.Positive(t, dbtest.Count(t, pool, `SELECT count(*) FROM orders o
+		WHERE NOT EXISTS (SELECT 1 FROM presale_redemptions r WHERE r.user_id = o.user_id)`), "general sale buyers held")
 }
 
 // checkReportInChromium opens the report in headless Chromium, with the

@@ -45,6 +45,14 @@ var (
 	// ErrPresaleSeatLimit: the hold would give the buyers of the buyer's
 	// presale code more seats than the code allows. Nothing was written.
 	ErrPresaleSeatLimit = fault.New(fault.CodeConflict, "presale code's seat limit exceeded")
+	// ErrCategoryNotInEvent: a best-available hold names a price category
+	// the event does not have. Nothing was written.
+	ErrCategoryNotInEvent = fault.New(fault.CodeInvalid, "category not in event")
+	// ErrNotEnoughSeats: a best-available hold found fewer free seats of
+	// the category than it asked for (or, adjacent only, no free run of
+	// them), or ReserveOfferSeats fewer than a waitlist offer needs.
+	// Nothing was written.
+	ErrNotEnoughSeats = fault.New(fault.CodeConflict, "not enough seats available in category")
 )
 
 // SeatUnavailableError is returned when some requested seats are held by
@@ -111,6 +119,31 @@ type HoldParams struct {
 	// buyer) pair, so concurrent holds of one buyer cannot together pass
 	// it. A retried request is answered from its key before the check.
 	SeatLimit int
+	// BestAvailable, when set, asks the hold to pick the seats itself
+	// instead of holding SeatIDs (which must then be empty).
+	BestAvailable *BestAvailable
+}
+
+// BestAvailable asks for seats by category rather than by name: the hold
+// picks the best free run of Quantity adjacent seats of the category
+// (same section and row, consecutive numbers), best by the seats' scores
+// the organizer set (catalog.Catalog.SetSeatScores), then by seat map
+// order; with no such run free, the Quantity best free seats wherever they
+// are, unless AdjacentOnly. See hold_best_available in
+// migrations/functions/ for how concurrent buyers are kept apart.
+type BestAvailable struct {
+	CategoryID uuid.UUID
+	// Quantity is 1 to 8 seats; validated at the HTTP edge.
+	Quantity int
+	// AdjacentOnly refuses scattered seats: ErrNotEnoughSeats instead.
+	AdjacentOnly bool
+}
+
+// HeldSeat is a seat a best-available hold picked.
+type HeldSeat struct {
+	ID      uuid.UUID `json:"id"`
+	Section string    `json:"section"`
+	Label   string    `json:"label"`
 }
 
 // Hold is the result of a successful hold: a pending order owning its seats
@@ -123,6 +156,9 @@ type Hold struct {
 	// Replayed is true when the answer is the stored one of an earlier
 	// request with the same user and Idempotency-Key.
 	Replayed bool `json:"-"`
+	// Seats are the seats a best-available hold picked, in seat map
+	// order (a replay's too); nil for a hold of named seats.
+	Seats []HeldSeat `json:"-"`
 }
 
 // Hold reserves all requested seats for the buyer, or none.
@@ -145,14 +181,20 @@ type Hold struct {
 // presale code and the code's seat limit, checked in the same
 // transaction) ErrPresaleCodeRequired, ErrPhaseCategory and
 // ErrPresaleSeatLimit.
+//
+// With p.BestAvailable the same transaction first picks the seats (see
+// BestAvailable) and the hold gets them with the same guarantees; its
+// Seats say which. A retry with the same key answers the same seats. It
+// also returns ErrCategoryNotInEvent and ErrNotEnoughSeats.
+//
 // Lock races (deadlock, serialization) are retried, never returned.
 func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
-	if len(p.SeatIDs) == 0 {
+	if (len(p.SeatIDs) == 0) == (p.BestAvailable == nil) {
 		return Hold{}, ErrSeatsNotInEvent
 	}
 	seatIDs := slices.Clone(p.SeatIDs)
 	slices.SortFunc(seatIDs, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	hash := requestHash(p.EventID, seatIDs)
+	hash := p.hash(seatIDs)
 
 	for attempt := 1; ; attempt++ {
 		h, err := s.reserve(ctx, p, seatIDs, hash)
@@ -162,14 +204,14 @@ func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 		case db.SQLState(err) == sqlStateKeyTaken:
 			// A concurrent twin claimed the key between our check and our
 			// insert, and committed: its answer wins.
-			prior, found, perr := s.replay(ctx, p.UserID, p.IdempotencyKey, hash)
+			prior, found, perr := s.replay(ctx, p, hash)
 			if perr != nil || found {
 				return prior, perr
 			}
 			if attempt == 5 {
 				return Hold{}, fmt.Errorf("reserve seats: idempotency key kept changing hands")
 			}
-		case errors.Is(err, ErrSeatsNotInEvent):
+		case errors.Is(err, ErrSeatsNotInEvent), errors.Is(err, ErrCategoryNotInEvent):
 			if _, gerr := sqlcgen.New().EventGetByID(ctx, s.read(), p.EventID); errors.Is(gerr, db.ErrNotFound) {
 				return Hold{}, ErrEventNotFound
 			}
@@ -178,6 +220,19 @@ func (s *Service) Hold(ctx context.Context, p HoldParams) (Hold, error) {
 			return Hold{}, err
 		}
 	}
+}
+
+// reservation is a row of HoldReserve or HoldBestAvailable: the
+// outcome of one hold transaction.
+type reservation struct {
+	Outcome        string
+	Taken          []uuid.UUID
+	ExpiresAt      time.Time
+	AmountMinor    int64
+	Currency       string
+	KeyRequestHash []byte
+	KeyResponse    []byte
+	Seats          []byte // best available: the hold's seats as JSON
 }
 
 // reserve runs the hold transaction — one statement, one round trip.
@@ -189,15 +244,36 @@ func (s *Service) reserve(ctx context.Context, p HoldParams, seatIDs []uuid.UUID
 // retried on lock races) or the caller's transaction (HoldTx).
 func (s *Service) reserveOn(ctx context.Context, on sqlcgen.DBTX, p HoldParams, seatIDs []uuid.UUID, hash []byte) (Hold, error) {
 	h := Hold{OrderID: uuid.Must(uuid.NewV7()), HoldID: uuid.Must(uuid.NewV7()), Status: string(OrderPendingPayment)}
-	run := db.Retry[sqlcgen.HoldReserveRow]
+	run := db.Retry[reservation]
 	if _, inTx := on.(pgx.Tx); inTx {
 		// A lock race aborts the caller's transaction: its to retry.
-		run = func(ctx context.Context, fn func(ctx context.Context) (sqlcgen.HoldReserveRow, error)) (sqlcgen.HoldReserveRow, error) {
+		run = func(ctx context.Context, fn func(ctx context.Context) (reservation, error)) (reservation, error) {
 			return fn(ctx)
 		}
 	}
-	row, err := run(ctx, func(ctx context.Context) (sqlcgen.HoldReserveRow, error) {
-		return sqlcgen.New().HoldReserve(ctx, on, sqlcgen.HoldReserveParams{
+	row, err := run(ctx, func(ctx context.Context) (reservation, error) {
+		if ba := p.BestAvailable; ba != nil {
+			r, err := sqlcgen.New().HoldBestAvailable(ctx, on, sqlcgen.HoldBestAvailableParams{
+				EventID:         p.EventID,
+				CategoryID:      ba.CategoryID,
+				Quantity:        int32(ba.Quantity),
+				AdjacentOnly:    ba.AdjacentOnly,
+				UserID:          p.UserID,
+				OrderID:         h.OrderID,
+				HoldID:          h.HoldID,
+				HoldTtl:         cmp.Or(p.HoldTTL, s.cfg.HoldTTL),
+				IdempotencyKey:  p.IdempotencyKey,
+				RequestHash:     hash,
+				KeyTtl:          s.cfg.KeyTTL,
+				CorrelationID:   p.CorrelationID,
+				OutboxID:        uuid.Must(uuid.NewV7()),
+				SeatLimit:       int32(max(p.SeatLimit, 0)),
+				AuthorizationID: uuid.Must(uuid.NewV7()),
+				TraceParent:     telemetry.StoredParent(ctx),
+			})
+			return reservation(r), err
+		}
+		r, err := sqlcgen.New().HoldReserve(ctx, on, sqlcgen.HoldReserveParams{
 			EventID:         p.EventID,
 			SeatIds:         seatIDs,
 			UserID:          p.UserID,
@@ -213,6 +289,8 @@ func (s *Service) reserveOn(ctx context.Context, on sqlcgen.DBTX, p HoldParams, 
 			AuthorizationID: uuid.Must(uuid.NewV7()),
 			TraceParent:     telemetry.StoredParent(ctx),
 		})
+		return reservation{Outcome: r.Outcome, Taken: r.Taken, ExpiresAt: r.ExpiresAt, AmountMinor: r.AmountMinor,
+			Currency: r.Currency, KeyRequestHash: r.KeyRequestHash, KeyResponse: r.KeyResponse}, err
 	})
 	if err != nil {
 		if db.ConstraintName(err) == "hold_seat_active_uq" {
@@ -230,9 +308,13 @@ func (s *Service) reserveOn(ctx context.Context, on sqlcgen.DBTX, p HoldParams, 
 	switch row.Outcome {
 	case "held":
 		h.ExpiresAt = row.ExpiresAt.UTC()
-		return h, nil
+		return h, decodeSeats(row.Seats, &h)
 	case "replay":
-		return decodeStored(row.KeyRequestHash, row.KeyResponse, hash)
+		prior, err := decodeStored(row.KeyRequestHash, row.KeyResponse, hash)
+		if err != nil {
+			return Hold{}, err
+		}
+		return prior, decodeSeats(row.Seats, &prior)
 	case "seats_taken":
 		return Hold{}, &SeatUnavailableError{SeatIDs: row.Taken}
 	case "seats_not_in_event":
@@ -245,24 +327,50 @@ func (s *Service) reserveOn(ctx context.Context, on sqlcgen.DBTX, p HoldParams, 
 		return Hold{}, ErrPhaseCategory
 	case "presale_seat_limit":
 		return Hold{}, ErrPresaleSeatLimit
+	case "category_not_in_event":
+		return Hold{}, ErrCategoryNotInEvent
+	case "not_enough_seats":
+		return Hold{}, ErrNotEnoughSeats
 	}
 	return Hold{}, fmt.Errorf("reserve seats: unknown outcome %q", row.Outcome)
 }
 
-// replay answers from a stored idempotency key. found is false when the key
-// is not bound.
-func (s *Service) replay(ctx context.Context, userID uuid.UUID, key string, hash []byte) (Hold, bool, error) {
-	row, err := sqlcgen.New().IdempotencyKeyGet(ctx, s.read(), sqlcgen.IdempotencyKeyGetParams{UserID: userID, Key: key})
+// decodeSeats sets h.Seats from a best-available hold's seats JSON; a
+// named-seat hold has none and keeps nil.
+func decodeSeats(seats []byte, h *Hold) error {
+	if len(seats) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(seats, &h.Seats); err != nil {
+		return fmt.Errorf("decode held seats: %w", err)
+	}
+	return nil
+}
+
+// replay answers p from its stored idempotency key, with the hold's seats
+// when p is best available. found is false when the key is not bound.
+func (s *Service) replay(ctx context.Context, p HoldParams, hash []byte) (Hold, bool, error) {
+	row, err := sqlcgen.New().IdempotencyKeyGet(ctx, s.read(), sqlcgen.IdempotencyKeyGetParams{UserID: p.UserID, Key: p.IdempotencyKey})
 	if errors.Is(err, db.ErrNotFound) {
 		return Hold{}, false, nil
 	} else if err != nil {
 		return Hold{}, false, fmt.Errorf("read idempotency key: %w", err)
 	}
 	h, err := decodeStored(row.RequestHash, row.Response, hash)
-	if err == nil {
-		h.Status = row.OrderStatus // what became of the order, not the stored pending_payment
+	if err != nil {
+		return Hold{}, true, err
 	}
-	return h, true, err
+	h.Status = row.OrderStatus // what became of the order, not the stored pending_payment
+	if p.BestAvailable != nil {
+		seats, err := sqlcgen.New().HoldSeatsOfHold(ctx, s.read(), h.HoldID)
+		if err != nil {
+			return Hold{}, true, fmt.Errorf("read held seats: %w", err)
+		}
+		for _, st := range seats {
+			h.Seats = append(h.Seats, HeldSeat{ID: st.ID, Section: st.Section, Label: st.Label})
+		}
+	}
+	return h, true, nil
 }
 
 // decodeStored returns the hold stored under an idempotency key, or
@@ -278,6 +386,26 @@ func decodeStored(storedHash, response, hash []byte) (Hold, error) {
 	h.ExpiresAt = h.ExpiresAt.UTC()
 	h.Replayed = true
 	return h, nil
+}
+
+// hash identifies what p asks for (requestHash, or for best available
+// the category, quantity and adjacency asked), so that a key reused with
+// another request is a conflict, whichever kind each is.
+func (p HoldParams) hash(sortedSeatIDs []uuid.UUID) []byte {
+	ba := p.BestAvailable
+	if ba == nil {
+		return requestHash(p.EventID, sortedSeatIDs)
+	}
+	sum := sha256.New()
+	sum.Write([]byte("hold-best-available\x00"))
+	sum.Write(p.EventID[:])
+	sum.Write(ba.CategoryID[:])
+	adjacent := byte(0)
+	if ba.AdjacentOnly {
+		adjacent = 1
+	}
+	sum.Write([]byte{byte(ba.Quantity), adjacent})
+	return sum.Sum(nil)
 }
 
 // requestHash identifies what a hold request asks for, independent of how

@@ -27,7 +27,7 @@ var ErrKeyUnknown = fault.New(fault.CodeNotFound, "idempotency key not bound")
 func (s *Service) Replay(ctx context.Context, p HoldParams) (Hold, error) {
 	seatIDs := slices.Clone(p.SeatIDs)
 	slices.SortFunc(seatIDs, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	h, found, err := s.replay(ctx, p.UserID, p.IdempotencyKey, requestHash(p.EventID, seatIDs))
+	h, found, err := s.replay(ctx, p, p.hash(seatIDs))
 	switch {
 	case err != nil:
 		return Hold{}, err

@@ -7,7 +7,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"boxoffice/platform/fault"
 	"boxoffice/sqlcgen"
 )
 
@@ -18,10 +17,6 @@ import (
 // lives nobody else can hold its seats, and the organizer can neither
 // block, release nor issue them (SeatOwnedList). The waitlist (package
 // waitlist) decides who is offered what; this file only moves seats.
-
-// ErrNotEnoughSeats is returned by ReserveOfferSeats when fewer seats of
-// the category are free than the offer needs. Nothing was written.
-var ErrNotEnoughSeats = fault.New(fault.CodeConflict, "not enough free seats in the category")
 
 // HasFreeSeat reports whether some seat of the event's category is free:
 // not held by a live hold, not owned by a ticket, not blocked.

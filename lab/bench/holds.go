@@ -68,6 +68,9 @@ type Event struct {
 	event    uuid.UUID // ID, as the client's path parameters take it
 	Seats    []string
 	Creation time.Duration // how long POST /v1/events took
+	// Category is the id of the event's first price category (the
+	// benchmark's events have one): what best-available holds ask for.
+	Category string
 }
 
 // CreateEvent creates an event of rows × seatsPerRow seats in one request.
@@ -95,6 +98,9 @@ func (c *Client) CreateEvent(ctx context.Context, rows, seatsPerRow int) (Event,
 		return Event{}, fmt.Errorf("list seats: status %d: %v", status(seats, err), err)
 	}
 	out := Event{ID: ev.JSON201.ID, event: id, Creation: took}
+	if len(seats.JSON200.Categories) > 0 {
+		out.Category = seats.JSON200.Categories[0].ID
+	}
 	for _, s := range seats.JSON200.Seats {
 		out.Seats = append(out.Seats, s.ID)
 	}
@@ -183,6 +189,32 @@ func (r HoldResult) AttemptsPerSec() float64 {
 // RunHolds lets clients buyers hold two adjacent seats at random, with a
 // fresh Idempotency-Key each time, for d.
 func (c *Client) RunHolds(ctx context.Context, ev Event, clients int, d time.Duration) (HoldResult, error) {
+	return c.runHolds(ctx, ev, clients, d, func(ctx context.Context, b buyer, rng *rand.Rand) (int, error) {
+		i := rng.IntN(len(ev.Seats) - 1)
+		res, err := c.api.CreateHoldWithResponse(ctx, ev.event,
+			&client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: b.admission},
+			client.CreateHoldJSONRequestBody{SeatIds: []string{ev.Seats[i], ev.Seats[i+1]}}, b.auth)
+		return status(res, err), err
+	})
+}
+
+// RunBestAvailableHolds lets clients buyers ask for the best two seats of
+// the event's category (create-best-available-hold), with a fresh
+// Idempotency-Key each time, for d: every buyer wants the same front
+// seats, and each gets the next best. A 409 is not-enough-seats.
+func (c *Client) RunBestAvailableHolds(ctx context.Context, ev Event, clients int, d time.Duration) (HoldResult, error) {
+	return c.runHolds(ctx, ev, clients, d, func(ctx context.Context, b buyer, _ *rand.Rand) (int, error) {
+		res, err := c.api.CreateBestAvailableHoldWithResponse(ctx, ev.event,
+			&client.CreateBestAvailableHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: b.admission},
+			client.CreateBestAvailableHoldJSONRequestBody{CategoryID: ev.Category, Quantity: 2}, b.auth)
+		return status(res, err), err
+	})
+}
+
+// runHolds lets clients buyers call hold as fast as they can for d.
+func (c *Client) runHolds(ctx context.Context, ev Event, clients int, d time.Duration,
+	hold func(ctx context.Context, b buyer, rng *rand.Rand) (int, error),
+) (HoldResult, error) {
 	buyers := make([]buyer, clients)
 	for i := range buyers {
 		var err error
@@ -204,12 +236,9 @@ func (c *Client) RunHolds(ctx context.Context, ev Event, clients int, d time.Dur
 			var local []time.Duration
 			var held, conflicts, errs int
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				i := rng.IntN(len(ev.Seats) - 1)
 				t0 := time.Now()
-				res, err := c.api.CreateHoldWithResponse(ctx, ev.event,
-					&client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: b.admission},
-					client.CreateHoldJSONRequestBody{SeatIds: []string{ev.Seats[i], ev.Seats[i+1]}}, b.auth)
-				switch code := status(res, err); {
+				code, _ := hold(ctx, b, rng)
+				switch {
 				case code == http.StatusAccepted:
 					held++
 					local = append(local, time.Since(t0))

@@ -23,6 +23,8 @@ import (
 const (
 	typeSeatUnavailable = "/problems/seat-unavailable"
 	typeSeatLimit       = "/problems/seat-limit"
+	typeNotEnoughSeats  = "/problems/not-enough-seats"
+	typePresaleLimit    = "/problems/presale-seat-limit"
 )
 
 // statusClientClosed is what the API answers when its own context was
@@ -54,6 +56,8 @@ type buyer struct {
 	auth client.RequestEditorFn // the buyer's bearer token
 	plan string                 // pay, decline or abandon
 	etag string                 // of the last seat map read
+	code string                 // presale code, sent when joining; "" for none
+	best bool                   // asks for the best available seats, not for seats of the map
 
 	arrived time.Time
 	orderID string
@@ -142,6 +146,9 @@ func (b *buyer) visit(ctx context.Context) string {
 		// The admission lapsed or was revoked: back to the waiting room, once.
 	}
 	s.c.holds.Add(1)
+	if b.best {
+		s.c.bestHolds.Add(1)
+	}
 	s.c.holding.Add(1)
 	heldAt := time.Now()
 
@@ -227,7 +234,11 @@ func (b *buyer) waitingRoom(ctx context.Context, method string) (waitingRoomAnsw
 	var typed *client.WaitingRoomBody
 	var hr *http.Response
 	if method == http.MethodPost {
-		res, err := b.api.JoinWaitingRoomWithResponse(ctx, b.sim.event, b.auth)
+		editors := []client.RequestEditorFn{b.auth}
+		if b.code != "" {
+			editors = append(editors, client.WithHeader("X-Presale-Code", b.code))
+		}
+		res, err := b.api.JoinWaitingRoomWithResponse(ctx, b.sim.event, editors...)
 		if err != nil {
 			return waitingRoomAnswer{}, fmt.Errorf("POST /v1/events/{id}/waiting-room: %w", err)
 		}
@@ -315,6 +326,9 @@ func (b *buyer) hold(ctx context.Context, admission string) bool {
 	if b.rng.IntN(5) == 0 {
 		want = 2
 	}
+	if b.best {
+		return b.holdBest(ctx, admission, want)
+	}
 	taken := map[string]bool{}
 	emptyMaps := 0
 	var seats []seat
@@ -350,7 +364,7 @@ func (b *buyer) hold(ctx context.Context, admission string) bool {
 			}
 			continue
 		}
-		res, ok := b.holdOnce(ctx, admission, pick)
+		res, ok := b.holdOnce(ctx, b.holdSeats(admission, pick))
 		switch {
 		case ok:
 			return true
@@ -389,12 +403,79 @@ type holdAnswer struct {
 	retryAfter time.Duration
 }
 
+// holdBest asks for the best want seats of the event's category,
+// retrying as holdOnce does; with fewer seats left than want, it asks for
+// one. It returns false (with b.outcome set) when it gets none.
+func (b *buyer) holdBest(ctx context.Context, admission string, want int) bool {
+	for ; want > 0; want-- {
+		if b.sim.soldOut.Load() {
+			break
+		}
+		res, ok := b.holdOnce(ctx, b.holdBestAvailable(admission, want))
+		switch {
+		case ok:
+			return true
+		case res.status == http.StatusConflict && (res.problem.Type == typeNotEnoughSeats || res.problem.Type == typeSeatLimit || res.problem.Type == typePresaleLimit):
+			b.sim.c.conflicts.Add(1)
+			continue
+		case res.status == http.StatusForbidden:
+			b.sim.noteStatus("best-available-holds", res.status)
+			b.outcome = outcomeReadmit
+			return false
+		default:
+			if res.status != 0 {
+				b.sim.noteStatus("best-available-holds", res.status)
+			}
+			b.outcome = outcomeError
+			return false
+		}
+	}
+	b.outcome = outcomeSoldOut
+	return false
+}
+
+// holdRequest sends one hold request with the Idempotency-Key key and
+// says its status, order (on 202), Retry-After and problem.
+type holdRequest func(ctx context.Context, key string) (status int, orderID string, retryAfter time.Duration, problem client.Problem, err error)
+
+// holdSeats is the request for seatIDs (create-hold).
+func (b *buyer) holdSeats(admission string, seatIDs []string) holdRequest {
+	return func(ctx context.Context, key string) (int, string, time.Duration, client.Problem, error) {
+		res, err := b.api.CreateHoldWithResponse(ctx, b.sim.event,
+			&client.CreateHoldParams{IdempotencyKey: key, XAdmissionToken: admission},
+			client.CreateHoldJSONRequestBody{SeatIds: seatIDs}, b.auth)
+		if err != nil {
+			return 0, "", 0, client.Problem{}, fmt.Errorf("POST /v1/events/{id}/holds: %w", err)
+		}
+		if res.JSON202 != nil {
+			return res.StatusCode(), res.JSON202.OrderID, 0, client.Problem{}, nil
+		}
+		return res.StatusCode(), "", client.RetryAfter(res.HTTPResponse), client.ProblemOf(res.HTTPResponse, res.Body), nil
+	}
+}
+
+// holdBestAvailable is the request for want seats of the event's category
+// (create-best-available-hold).
+func (b *buyer) holdBestAvailable(admission string, want int) holdRequest {
+	return func(ctx context.Context, key string) (int, string, time.Duration, client.Problem, error) {
+		res, err := b.api.CreateBestAvailableHoldWithResponse(ctx, b.sim.event,
+			&client.CreateBestAvailableHoldParams{IdempotencyKey: key, XAdmissionToken: admission},
+			client.CreateBestAvailableHoldJSONRequestBody{CategoryID: b.sim.category, Quantity: int64(want)}, b.auth)
+		if err != nil {
+			return 0, "", 0, client.Problem{}, fmt.Errorf("POST /v1/events/{id}/best-available-holds: %w", err)
+		}
+		if res.JSON202 != nil {
+			return res.StatusCode(), res.JSON202.OrderID, 0, client.Problem{}, nil
+		}
+		return res.StatusCode(), "", client.RetryAfter(res.HTTPResponse), client.ProblemOf(res.HTTPResponse, res.Body), nil
+	}
+}
+
 // holdOnce sends one hold, retrying timeouts, connection errors, 429 and
 // 5xx with the same Idempotency-Key: a retry returns the original order.
-func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string) (holdAnswer, bool) {
+func (b *buyer) holdOnce(ctx context.Context, send holdRequest) (holdAnswer, bool) {
 	s := b.sim
-	params := &client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: admission}
-	body := client.CreateHoldJSONRequestBody{SeatIds: seatIDs}
+	key := uuid.NewString()
 	start := time.Now()
 	var res holdAnswer
 	for try := range 6 {
@@ -417,7 +498,7 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 			WroteRequest:         func(httptrace.WroteRequestInfo) { now(&wrote) },
 			GotFirstResponseByte: func() { now(&firstByte) },
 		})
-		held, err := b.api.CreateHoldWithResponse(tctx, s.event, params, body, b.auth)
+		status, orderID, retryAfter, problem, err := send(tctx, key)
 		s.holdRequest.add(time.Since(reqStart))
 		if a, z := getConn.Load(), gotConn.Load(); a != 0 && z != 0 {
 			s.holdConn.add(time.Duration(z - a))
@@ -426,26 +507,26 @@ func (b *buyer) holdOnce(ctx context.Context, admission string, seatIDs []string
 			s.holdServer.add(time.Duration(z - a))
 		}
 		if err != nil {
-			s.noteError(fmt.Errorf("POST /v1/events/{id}/holds: %w", err))
+			s.noteError(err)
 			res = holdAnswer{}
 			continue
 		}
-		res = holdAnswer{status: held.StatusCode(), retryAfter: client.RetryAfter(held.HTTPResponse)}
+		res = holdAnswer{status: status, retryAfter: retryAfter}
 		switch {
-		case held.JSON202 != nil:
-			order, err := uuid.Parse(held.JSON202.OrderID)
+		case orderID != "":
+			order, err := uuid.Parse(orderID)
 			if err != nil {
-				b.fail(fmt.Errorf("hold: order id %q: %w", held.JSON202.OrderID, err))
+				b.fail(fmt.Errorf("hold: order id %q: %w", orderID, err))
 				return holdAnswer{}, false
 			}
 			s.holdLatency.add(time.Since(start))
-			b.orderID, b.order = held.JSON202.OrderID, order
+			b.orderID, b.order = orderID, order
 			return res, true
 		case res.status == http.StatusTooManyRequests || res.status >= 500 || res.status == statusClientClosed:
 			s.noteStatus("holds", res.status)
 			continue
 		default:
-			res.problem = client.ProblemOf(held.HTTPResponse, held.Body)
+			res.problem = problem
 			return res, false
 		}
 	}

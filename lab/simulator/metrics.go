@@ -17,6 +17,7 @@ type counters struct {
 	admitted  atomic.Int64
 	holding   atomic.Int64 // gauge: holding seats, not yet paid, declined or walked away
 	holds     atomic.Int64
+	bestHolds atomic.Int64 // of holds, those of best-available buyers
 	paid      atomic.Int64
 	ticketed  atomic.Int64
 	failed    atomic.Int64

@@ -61,13 +61,16 @@ type Summary struct {
 	GaveUp         int64 `json:"gaveUp"`
 	Errored        int64 `json:"errored"`
 
-	Admitted    int64            `json:"admitted"`
-	Holds       int64            `json:"holds"`
-	Conflicts   int64            `json:"conflicts"`
-	HoldRetries int64            `json:"holdRetries"`
-	Errors      int64            `json:"errors"`
-	ErrorKinds  map[string]int   `json:"errorKinds,omitempty"`
-	Outcomes    map[string]int64 `json:"outcomes"`
+	Admitted  int64 `json:"admitted"`
+	Holds     int64 `json:"holds"`
+	Conflicts int64 `json:"conflicts"`
+	// BestAvailableHolds are the holds of buyers who asked for the best
+	// available seats (of Holds).
+	BestAvailableHolds int64            `json:"best_available_holds"`
+	HoldRetries        int64            `json:"holdRetries"`
+	Errors             int64            `json:"errors"`
+	ErrorKinds         map[string]int   `json:"errorKinds,omitempty"`
+	Outcomes           map[string]int64 `json:"outcomes"`
 
 	HoldLatency Percentiles `json:"holdLatency"`
 	HoldRequest Percentiles `json:"holdRequest"`
@@ -116,7 +119,8 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 		Ticketed: s.c.ticketed.Load(), Declined: s.c.declined.Load(), Abandoned: s.c.abandoned.Load(), AbandonedEnded: s.expired.Load(),
 		Failed: s.c.failed.Load(), SoldOut: s.c.soldOut.Load(),
 		Admitted: s.c.admitted.Load(), Holds: s.c.holds.Load(), Conflicts: s.c.conflicts.Load(),
-		HoldRetries: s.c.retries.Load(), Errors: s.c.errors.Load(), ErrorKinds: errKinds,
+		BestAvailableHolds: s.c.bestHolds.Load(),
+		HoldRetries:        s.c.retries.Load(), Errors: s.c.errors.Load(), ErrorKinds: errKinds,
 		HoldLatency: percentilesOf(s.holdLatency.snapshot()), HoldRequest: percentilesOf(s.holdRequest.snapshot()),
 		HoldConnWait: percentilesOf(s.holdConn.snapshot()), HoldServer: percentilesOf(s.holdServer.snapshot()),
 		TimeToTicket: percentilesOf(s.timeToTicket.snapshot()), IntentWait: percentilesOf(s.intentWait.snapshot()),
@@ -143,7 +147,7 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 		sum.MaxOutboxAge = max(sum.MaxOutboxAge, p.OutboxAge)
 		sum.MaxQueued = max(sum.MaxQueued, p.Queued)
 	}
-	if m, err := s.seatMap(ctx, s.apis[0], s.org); err == nil {
+	if m, _, err := s.seatMap(ctx, s.apis[0], s.org); err == nil {
 		for _, st := range m {
 			if st.Status == client.SeatBodyStatusSold {
 				sum.SeatMapSold++

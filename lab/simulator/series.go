@@ -189,7 +189,7 @@ func (s *Sim) readSignals(ctx context.Context, p *Point) {
 func (s *Sim) readSeats(ctx context.Context, p *Point) {
 	rctx, cancel := context.WithTimeout(ctx, signalTimeout)
 	defer cancel()
-	m, err := s.seatMap(rctx, s.ops[0], s.org)
+	m, _, err := s.seatMap(rctx, s.ops[0], s.org)
 	if err != nil {
 		p.SeatsAvailable, p.SeatsHeld, p.SeatsSold = -1, -1, -1
 		return

@@ -72,6 +72,20 @@ type Config struct {
 	SettleTimeout time.Duration
 	// RequestTimeout bounds one API request. Defaults to 15s.
 	RequestTimeout time.Duration
+	// BestAvailable is the share of buyers who ask for the best available
+	// seats of the event's first price category
+	// (create-best-available-hold) instead of choosing seats from the
+	// map. Must be in [0, 1]. Defaults to 0.
+	BestAvailable float64
+	// Presale, when above 0, runs the onsale in two phases: a presale
+	// open from the start, for the share Presale of the buyers, who are
+	// given a presale code each (one use, 4 seats) and arrive during it;
+	// then, PresaleFor after the start, the general sale, for the others,
+	// who arrive over Duration from then on. Must be in [0, 1]; needs an
+	// event the run creates (EventID empty). Defaults to 0: one phase.
+	Presale float64
+	// PresaleFor is how long the presale lasts. Defaults to Duration.
+	PresaleFor time.Duration
 	// Logger receives warnings. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -86,6 +100,7 @@ func (c Config) withDefaults() Config {
 	c.FollowTimeout = cmp.Or(c.FollowTimeout, 10*time.Minute)
 	c.SettleTimeout = cmp.Or(c.SettleTimeout, 6*time.Minute)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, 15*time.Second)
+	c.PresaleFor = cmp.Or(c.PresaleFor, c.Duration)
 	if c.OrganizerID == uuid.Nil {
 		c.OrganizerID = uuid.New()
 	}
@@ -112,6 +127,12 @@ func (c Config) Validate() error {
 		return errors.New("onsale: pay ratio must be between 0 and 1")
 	case c.Duration < 0:
 		return errors.New("onsale: duration must not be negative")
+	case c.BestAvailable < 0 || c.BestAvailable > 1:
+		return errors.New("onsale: best-available share must be between 0 and 1")
+	case c.Presale < 0 || c.Presale > 1:
+		return errors.New("onsale: presale share must be between 0 and 1")
+	case c.Presale > 0 && c.EventID != "":
+		return errors.New("onsale: a presale needs an event the run creates")
 	case c.EventID != "" && uuid.Validate(c.EventID) != nil:
 		return fmt.Errorf("onsale: event id %q is not a UUID", c.EventID)
 	}
@@ -134,8 +155,11 @@ type Sim struct {
 	org     client.RequestEditorFn // the organizer's bearer token
 	eventID string
 	event   uuid.UUID // eventID, as the client's path parameters take it
-	seatsN  int
-	started time.Time
+	// category is the event's first price category: what best-available
+	// buyers ask for.
+	category string
+	seatsN   int
+	started  time.Time
 
 	c            counters
 	holdLatency  latencies // first hold request to 202, retries included
@@ -223,11 +247,22 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 	if s.event, err = uuid.Parse(s.eventID); err != nil {
 		return nil, fmt.Errorf("event id %q: %w", s.eventID, err)
 	}
-	m, err := s.seatMap(ctx, s.apis[0], s.org)
+	m, cats, err := s.seatMap(ctx, s.apis[0], s.org)
 	if err != nil {
 		return nil, fmt.Errorf("read the seat map: %w", err)
 	}
 	s.seatsN = len(m)
+	if len(cats) > 0 {
+		s.category = cats[0].ID
+	}
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	presale := int(float64(cfg.Buyers)*cfg.Presale + 0.5)
+	var codes []string
+	if presale > 0 {
+		if codes, err = s.startPresale(ctx, presale); err != nil {
+			return nil, err
+		}
+	}
 	s.started = time.Now()
 
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -235,9 +270,21 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 	go func() { defer close(sampled); s.sample(sampleCtx) }()
 
 	var wg sync.WaitGroup
-	offsets := arrivals(cfg.Arrival, cfg.Buyers, cfg.Duration, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	// Presale buyers (the first ones) arrive during the presale, the
+	// others over Duration once the general sale opens.
+	offsets := arrivals(cfg.Arrival, presale, cfg.PresaleFor, rng)
+	for _, off := range arrivals(cfg.Arrival, cfg.Buyers-presale, cfg.Duration, rng) {
+		if presale > 0 {
+			off += cfg.PresaleFor
+		}
+		offsets = append(offsets, off)
+	}
 	for i, off := range offsets {
 		b := &buyer{sim: s, api: s.apis[i%len(s.apis)], sse: s.sses[i%len(s.sses)], rng: rand.New(rand.NewPCG(rand.Uint64(), uint64(i)))}
+		if i < len(codes) {
+			b.code = codes[i]
+		}
+		b.best = b.rng.Float64() < cfg.BestAvailable
 		switch r := b.rng.Float64(); {
 		case r < cfg.PayRatio:
 			b.plan = "pay"
@@ -283,16 +330,49 @@ func (s *Sim) createEvent(ctx context.Context) (string, error) {
 	return res.JSON201.ID, nil
 }
 
-// seatMap reads the event's seat map, in the server's order: front first.
-func (s *Sim) seatMap(ctx context.Context, api *client.ClientWithResponses, auth client.RequestEditorFn) ([]client.SeatBody, error) {
+// seatMap reads the event's seat map, in the server's order: front first,
+// and its price categories.
+func (s *Sim) seatMap(ctx context.Context, api *client.ClientWithResponses, auth client.RequestEditorFn) ([]client.SeatBody, []client.CategoryBody, error) {
 	res, err := api.ListSeatsWithResponse(ctx, s.event, nil, auth)
 	if err != nil {
-		return nil, fmt.Errorf("GET /v1/events/{id}/seats: %w", err)
+		return nil, nil, fmt.Errorf("GET /v1/events/{id}/seats: %w", err)
 	}
 	if res.JSON200 == nil {
-		return nil, fmt.Errorf("GET seat map: status %d", res.StatusCode())
+		return nil, nil, fmt.Errorf("GET seat map: status %d", res.StatusCode())
 	}
-	return res.JSON200.Seats, nil
+	return res.JSON200.Seats, res.JSON200.Categories, nil
+}
+
+// startPresale gives the onsale a presale phase open now and a general
+// sale opening Config.PresaleFor from now, and returns n presale codes of
+// one use and 4 seats each.
+func (s *Sim) startPresale(ctx context.Context, n int) ([]string, error) {
+	now := time.Now().UTC()
+	phases, err := s.apis[0].SetOnsalePhasesWithResponse(ctx, s.event, client.SetOnsalePhasesJSONRequestBody{Phases: []client.OnsalePhaseSpec{
+		{Name: "presale", OpensAt: now.Add(-time.Second), Presale: true},
+		{Name: "general", OpensAt: now.Add(s.cfg.PresaleFor)},
+	}}, s.org)
+	if err != nil {
+		return nil, fmt.Errorf("set onsale phases: %w", err)
+	}
+	if phases.JSON200 == nil {
+		return nil, fmt.Errorf("set onsale phases: status %d (%s)", phases.StatusCode(), client.ProblemOf(phases.HTTPResponse, phases.Body).Type)
+	}
+	count := int64(n)
+	res, err := s.apis[0].CreatePresaleCodesWithResponse(ctx, s.event, client.CreatePresaleCodesJSONRequestBody{
+		Phase: "presale", Count: &count, MaxUses: 1, MaxSeats: 4,
+	}, s.org)
+	if err != nil {
+		return nil, fmt.Errorf("create presale codes: %w", err)
+	}
+	if res.JSON201 == nil {
+		return nil, fmt.Errorf("create presale codes: status %d (%s)", res.StatusCode(), client.ProblemOf(res.HTTPResponse, res.Body).Type)
+	}
+	codes := make([]string, 0, n)
+	for _, c := range res.JSON201.Codes {
+		codes = append(codes, c.Code)
+	}
+	return codes, nil
 }
 
 // seat is the part of a seat of the map (client.SeatBody) a buyer reads.

@@ -20,7 +20,7 @@
 -- own per-buyer limits (checked under the same (event, buyer) lock); 00036
 -- counted a seat the organizer blocked as taken; 00039 applied the onsale
 -- phase in force (its categories, and for a presale the buyer's code and
--- the code's seat limit).
+-- the code's seat limit); 00040 read that phase from onsale_phase_in_force.
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -80,12 +80,7 @@ BEGIN
     -- max_seats, counted under a lock of the code so that its buyers'
     -- holds take turns. Locks are taken in one order on every path:
     -- this code lock, then the (event, buyer) lock, then the seats.
-    SELECT * INTO v_phase FROM onsale_phases ph
-    WHERE ph.event_id = p_event_id
-    ORDER BY (ph.opens_at <= now()) DESC,
-             CASE WHEN ph.opens_at <= now() THEN ph.opens_at END DESC,
-             ph.opens_at
-    LIMIT 1;
+    SELECT * INTO v_phase FROM onsale_phase_in_force(p_event_id);
     IF FOUND THEN
         IF v_phase.presale THEN
             SELECT c.* INTO v_code FROM presale_redemptions r JOIN presale_codes c ON c.id = r.code_id
