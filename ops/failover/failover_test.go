@@ -307,7 +307,19 @@ func TestFailbackAtTheNextEpoch(t *testing.T) {
 	for _, s := range []string{bus.Stream, bus.DLQStream} {
 		require.NoError(t, ajs.DeleteStream(ctx, s))
 	}
-	require.NoError(t, bus.ProvisionStandby(ctx, ajs, bus.Config{}, natstest.StandbyDomain))
+	// The server removes a deleted stream's store as it answers the
+	// delete; on a loaded machine creating the same stream at once can
+	// fail ("error creating store for stream", 10049) until the removal
+	// is done, so the rebuild is retried as an operator would.
+	var provisioned error
+	waitFor(t, "standby streams provisioned", func() bool {
+		provisioned = bus.ProvisionStandby(ctx, ajs, bus.Config{}, natstest.StandbyDomain)
+		if provisioned != nil {
+			t.Logf("provision standby streams: %v", provisioned)
+		}
+		return provisioned == nil
+	})
+	require.NoError(t, provisioned)
 	waitReplayed(t, b, a2)
 	waitFor(t, "stream copied back to a", func() bool {
 		c, err := bus.StandbyCopies(ctx, ajs, bus.Namespace{})
