@@ -38,7 +38,7 @@ type SeatScore struct {
 // transaction: one that began before the commit picks by the old ones.
 func (c *Catalog) SetSeatScores(ctx context.Context, organizerID, eventID uuid.UUID, scores []SeatScore) error {
 	if len(scores) == 0 || len(scores) > MaxSeatScores {
-		return &ValidationError{"body.scores", fmt.Sprintf("1 to %d scores", MaxSeatScores)}
+		return &ValidationError{Location: "body.scores", Message: fmt.Sprintf("1 to %d scores", MaxSeatScores)}
 	}
 	var byID sqlcgen.SeatScoreSetByIDParams
 	var byRow sqlcgen.SeatScoreSetByRowParams
@@ -49,18 +49,18 @@ func (c *Catalog) SetSeatScores(ctx context.Context, organizerID, eventID uuid.U
 		key := "seat:" + s.SeatID.String()
 		switch {
 		case (s.SeatID == uuid.Nil) == (s.Row == ""):
-			return &ValidationError{loc, "name either a seat (seatId) or a row (section and row)"}
+			return &ValidationError{Location: loc, Message: "name either a seat (seatId) or a row (section and row)"}
 		case s.SeatID != uuid.Nil && s.Section != "":
-			return &ValidationError{loc, "a seat's item takes no section"}
+			return &ValidationError{Location: loc, Message: "a seat's item takes no section"}
 		case s.Row != "" && s.Section == "":
-			return &ValidationError{loc + ".section", "a row's item needs its section"}
+			return &ValidationError{Location: loc + ".section", Message: "a row's item needs its section"}
 		case s.Score < -1_000_000 || s.Score > 1_000_000:
-			return &ValidationError{loc + ".score", "between -1000000 and 1000000"}
+			return &ValidationError{Location: loc + ".score", Message: "between -1000000 and 1000000"}
 		case s.Row != "":
 			key = "row:" + s.Section + "\x00" + s.Row
 		}
 		if seen[key] {
-			return &ValidationError{loc, "names the same seat or row as an earlier item"}
+			return &ValidationError{Location: loc, Message: "names the same seat or row as an earlier item"}
 		}
 		seen[key] = true
 		if s.Row != "" {
@@ -104,7 +104,7 @@ func (c *Catalog) SetSeatScores(ctx context.Context, organizerID, eventID uuid.U
 		}
 		for i := range scores {
 			if !matched[i] {
-				return &ValidationError{fmt.Sprintf("body.scores[%d]", i), "no seat of this event"}
+				return &ValidationError{Location: fmt.Sprintf("body.scores[%d]", i), Message: "no seat of this event"}
 			}
 		}
 		return nil
