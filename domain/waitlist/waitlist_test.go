@@ -301,7 +301,9 @@ func TestSweeperPassesExpiredOffers(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- waitlist.NewSweeper(w, waitlist.SweeperConfig{Interval: 10 * time.Millisecond}).Run(ctx) }()
+	go func() {
+		done <- waitlist.NewSweeper(w, waitlist.SweeperConfig{Interval: 10 * time.Millisecond}).Run(ctx)
+	}()
 	require.Eventually(t, func() bool {
 		e, err := w.Get(t.Context(), next.UserID, next.ID)
 		return err == nil && e.State == waitlist.StateOffered
