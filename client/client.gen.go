@@ -693,6 +693,33 @@ func (e WaitingRoomBodyStatus) Valid() bool {
 	}
 }
 
+// Defines values for WaitlistEntryBodyState.
+const (
+	WaitlistEntryBodyStateAccepted WaitlistEntryBodyState = "accepted"
+	WaitlistEntryBodyStateExpired  WaitlistEntryBodyState = "expired"
+	WaitlistEntryBodyStateLeft     WaitlistEntryBodyState = "left"
+	WaitlistEntryBodyStateOffered  WaitlistEntryBodyState = "offered"
+	WaitlistEntryBodyStateWaiting  WaitlistEntryBodyState = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the WaitlistEntryBodyState enum.
+func (e WaitlistEntryBodyState) Valid() bool {
+	switch e {
+	case WaitlistEntryBodyStateAccepted:
+		return true
+	case WaitlistEntryBodyStateExpired:
+		return true
+	case WaitlistEntryBodyStateLeft:
+		return true
+	case WaitlistEntryBodyStateOffered:
+		return true
+	case WaitlistEntryBodyStateWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookAttemptBodyErrorClass.
 const (
 	WebhookAttemptBodyErrorClassConnection      WebhookAttemptBodyErrorClass = "connection"
@@ -1211,7 +1238,7 @@ type CreateWebhookEndpointInputBody struct {
 	// Enabled Defaults to true.
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
+	// EventTypes Any of order.confirmed, order.paid, ticket.issued, order.failed, order.canceled, order.refunded, order.partially_refunded, hold.expired, waitlist.offered, and the notices endpoint.disabled, delivery.exhausted and delivery.needs_review (about your other endpoints); empty means every event type, without the notices, which are sent only to endpoints that name them.
 	EventTypes []string `json:"eventTypes,omitempty"`
 
 	// MaxConcurrency Attempts in flight at once. Defaults to 10.
@@ -1399,6 +1426,17 @@ type JWK struct {
 // JWKS defines model for JWKS.
 type JWKS struct {
 	Keys []JWK `json:"keys"`
+}
+
+// JoinWaitlistInputBody defines model for JoinWaitlistInputBody.
+type JoinWaitlistInputBody struct {
+	// CategoryID The price category whose seats you wait for (see the event's seat map).
+	CategoryID string `json:"categoryId"`
+
+	// Quantity How many seats, offered together or not at all.
+	//
+	// Example: 2
+	Quantity int64 `json:"quantity"`
 }
 
 // ListAPIKeysOutputBody defines model for ListAPIKeysOutputBody.
@@ -2089,6 +2127,36 @@ type WaitingRoomBodyPhase string
 // WaitingRoomBodyStatus queued: poll GET until admitted. admitted: hold seats with admissionToken until expiresAt. revoked: the organizer revoked your admission; no token, holds are refused, and you may join again after expiresAt.
 type WaitingRoomBodyStatus string
 
+// WaitlistEntryBody defines model for WaitlistEntryBody.
+type WaitlistEntryBody struct {
+	// Ahead While waiting: how many entries of the same category are before yours.
+	Ahead      int64     `json:"ahead"`
+	CategoryID string    `json:"categoryId"`
+	CreatedAt  time.Time `json:"createdAt"`
+	EventID    string    `json:"eventId"`
+	ID         string    `json:"id"`
+
+	// OfferExpiresAt When the last offer ends (passes to the next buyer) unless accepted.
+	OfferExpiresAt *time.Time `json:"offerExpiresAt,omitempty"`
+
+	// OfferedAt When the last offer was made.
+	OfferedAt *time.Time `json:"offeredAt,omitempty"`
+
+	// OfferedSeats The seats reserved for you while an offer is live; empty otherwise.
+	OfferedSeats []string `json:"offeredSeats"`
+
+	// OrderID The order holding the seats of the accepted offer.
+	OrderID  *string `json:"orderId,omitempty"`
+	Quantity int64   `json:"quantity"`
+
+	// State waiting: in the queue; offered: seats are reserved for you until offerExpiresAt (accept to hold them); accepted: the seats are held by orderId (pay it as any order); expired: the offer was not accepted in time and passed to the next buyer; left: you left.
+	State     WaitlistEntryBodyState `json:"state"`
+	UpdatedAt time.Time              `json:"updatedAt"`
+}
+
+// WaitlistEntryBodyState waiting: in the queue; offered: seats are reserved for you until offerExpiresAt (accept to hold them); accepted: the seats are held by orderId (pay it as any order); expired: the offer was not accepted in time and passed to the next buyer; left: you left.
+type WaitlistEntryBodyState string
+
 // WebhookAttemptBody defines model for WebhookAttemptBody.
 type WebhookAttemptBody struct {
 	CreatedAt  time.Time                    `json:"createdAt"`
@@ -2321,6 +2389,12 @@ type IssueOrderParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// CreatePresaleCodesParams defines parameters for CreatePresaleCodes.
+type CreatePresaleCodesParams struct {
+	// IdempotencyKey Optional: a retry with the same key, for 24 hours, gets the first answer back (a secret it showed included) without doing it again, even while the first is still running; the same key with a different request is a 409 idempotency-conflict. Keys are per organizer.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEventOrdersParams defines parameters for ListEventOrders.
 type ListEventOrdersParams struct {
 	// Status Only orders in these statuses: one status, or several separated by commas.
@@ -2474,6 +2548,9 @@ type ReleaseSeatsJSONRequestBody = SeatIDsBody
 
 // SetSeatScoresJSONRequestBody defines body for SetSeatScores for application/json ContentType.
 type SetSeatScoresJSONRequestBody = SetSeatScoresInputBody
+
+// JoinWaitlistJSONRequestBody defines body for JoinWaitlist for application/json ContentType.
+type JoinWaitlistJSONRequestBody = JoinWaitlistInputBody
 
 // RefundOrderJSONRequestBody defines body for RefundOrder for application/json ContentType.
 type RefundOrderJSONRequestBody = RefundOrderInputBody
@@ -2679,7 +2756,7 @@ type ClientInterface interface {
 
 	// CheckInWithBody Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2688,7 +2765,7 @@ type ClientInterface interface {
 
 	// CheckIn Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2697,7 +2774,7 @@ type ClientInterface interface {
 
 	// CheckInBatchWithBody Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2706,7 +2783,7 @@ type ClientInterface interface {
 
 	// CheckInBatch Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2801,25 +2878,25 @@ type ClientInterface interface {
 
 	// CreatePresaleCodesWithBody Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePresaleCodes Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeAdmissionWithBody Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2828,7 +2905,7 @@ type ClientInterface interface {
 
 	// RevokeAdmission Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2865,7 +2942,7 @@ type ClientInterface interface {
 
 	// BlockSeatsWithBody Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2874,7 +2951,7 @@ type ClientInterface interface {
 
 	// BlockSeats Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2883,7 +2960,7 @@ type ClientInterface interface {
 
 	// ReleaseSeatsWithBody Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2892,7 +2969,7 @@ type ClientInterface interface {
 
 	// ReleaseSeats Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2933,10 +3010,56 @@ type ClientInterface interface {
 
 	// JoinWaitingRoom Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// JoinWaitlistWithBody Join a sold-out event's waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+	JoinWaitlistWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// JoinWaitlist Join a sold-out event's waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+	JoinWaitlist(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LeaveWaitlist Leave a waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
+	//
+	// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
+	LeaveWaitlist(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWaitlistEntry Your waitlist entry and its offer
+	//
+	// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
+	GetWaitlistEntry(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcceptWaitlistOffer Accept a waitlist offer
+	//
+	// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
+	AcceptWaitlistOffer(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StreamWaitlistEntryEvents Follow your waitlist entry
+	//
+	// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+	StreamWaitlistEntryEvents(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrders List your orders
 	//
@@ -3411,7 +3534,7 @@ func (c *Client) CountCheckIns(ctx context.Context, eventID openapi_types.UUID, 
 
 // CheckInWithBody Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3430,7 +3553,7 @@ func (c *Client) CheckInWithBody(ctx context.Context, eventID openapi_types.UUID
 
 // CheckIn Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3449,7 +3572,7 @@ func (c *Client) CheckIn(ctx context.Context, eventID openapi_types.UUID, body C
 
 // CheckInBatchWithBody Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3468,7 +3591,7 @@ func (c *Client) CheckInBatchWithBody(ctx context.Context, eventID openapi_types
 
 // CheckInBatch Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3673,13 +3796,13 @@ func (c *Client) SetOnsalePhases(ctx context.Context, eventID openapi_types.UUID
 
 // CreatePresaleCodesWithBody Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreatePresaleCodesRequestWithBody(c.Server, eventID, contentType, body)
+func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePresaleCodesRequestWithBody(c.Server, eventID, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3692,13 +3815,13 @@ func (c *Client) CreatePresaleCodesWithBody(ctx context.Context, eventID openapi
 
 // CreatePresaleCodes Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreatePresaleCodesRequest(c.Server, eventID, body)
+func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePresaleCodesRequest(c.Server, eventID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3711,7 +3834,7 @@ func (c *Client) CreatePresaleCodes(ctx context.Context, eventID openapi_types.U
 
 // RevokeAdmissionWithBody Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3730,7 +3853,7 @@ func (c *Client) RevokeAdmissionWithBody(ctx context.Context, eventID openapi_ty
 
 // RevokeAdmission Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3817,7 +3940,7 @@ func (c *Client) ListSeatBlocks(ctx context.Context, eventID openapi_types.UUID,
 
 // BlockSeatsWithBody Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3836,7 +3959,7 @@ func (c *Client) BlockSeatsWithBody(ctx context.Context, eventID openapi_types.U
 
 // BlockSeats Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3855,7 +3978,7 @@ func (c *Client) BlockSeats(ctx context.Context, eventID openapi_types.UUID, bod
 
 // ReleaseSeatsWithBody Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3874,7 +3997,7 @@ func (c *Client) ReleaseSeatsWithBody(ctx context.Context, eventID openapi_types
 
 // ReleaseSeats Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3965,11 +4088,117 @@ func (c *Client) GetWaitingRoom(ctx context.Context, eventID openapi_types.UUID,
 
 // JoinWaitingRoom Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.
 //
 // Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 func (c *Client) JoinWaitingRoom(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewJoinWaitingRoomRequest(c.Server, eventID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// JoinWaitlistWithBody Join a sold-out event's waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+func (c *Client) JoinWaitlistWithBody(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJoinWaitlistRequestWithBody(c.Server, eventID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// JoinWaitlist Join a sold-out event's waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+func (c *Client) JoinWaitlist(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJoinWaitlistRequest(c.Server, eventID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeaveWaitlist Leave a waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
+//
+// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
+func (c *Client) LeaveWaitlist(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeaveWaitlistRequest(c.Server, eventID, entryID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWaitlistEntry Your waitlist entry and its offer
+//
+// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
+func (c *Client) GetWaitlistEntry(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWaitlistEntryRequest(c.Server, eventID, entryID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcceptWaitlistOffer Accept a waitlist offer
+//
+// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
+func (c *Client) AcceptWaitlistOffer(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcceptWaitlistOfferRequest(c.Server, eventID, entryID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StreamWaitlistEntryEvents Follow your waitlist entry
+//
+// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+func (c *Client) StreamWaitlistEntryEvents(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamWaitlistEntryEventsRequest(c.Server, eventID, entryID)
 	if err != nil {
 		return nil, err
 	}
@@ -5338,18 +5567,18 @@ func NewSetOnsalePhasesRequestWithBody(server string, eventID openapi_types.UUID
 }
 
 // NewCreatePresaleCodesRequest calls the generic CreatePresaleCodes builder with application/json body
-func NewCreatePresaleCodesRequest(server string, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody) (*http.Request, error) {
+func NewCreatePresaleCodesRequest(server string, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreatePresaleCodesRequestWithBody(server, eventID, "application/json", bodyReader)
+	return NewCreatePresaleCodesRequestWithBody(server, eventID, params, "application/json", bodyReader)
 }
 
 // NewCreatePresaleCodesRequestWithBody constructs an http.Request for the CreatePresaleCodes method, with any body, and a specified content type
-func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5380,6 +5609,21 @@ func NewCreatePresaleCodesRequestWithBody(server string, eventID openapi_types.U
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5881,6 +6125,217 @@ func NewJoinWaitingRoomRequest(server string, eventID openapi_types.UUID) (*http
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewJoinWaitlistRequest calls the generic JoinWaitlist builder with application/json body
+func NewJoinWaitlistRequest(server string, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewJoinWaitlistRequestWithBody(server, eventID, "application/json", bodyReader)
+}
+
+// NewJoinWaitlistRequestWithBody constructs an http.Request for the JoinWaitlist method, with any body, and a specified content type
+func NewJoinWaitlistRequestWithBody(server string, eventID openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewLeaveWaitlistRequest constructs an http.Request for the LeaveWaitlist method
+func NewLeaveWaitlistRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWaitlistEntryRequest constructs an http.Request for the GetWaitlistEntry method
+func NewGetWaitlistEntryRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAcceptWaitlistOfferRequest constructs an http.Request for the AcceptWaitlistOffer method
+func NewAcceptWaitlistOfferRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s/accept", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStreamWaitlistEntryEventsRequest constructs an http.Request for the StreamWaitlistEntryEvents method
+func NewStreamWaitlistEntryEventsRequest(server string, eventID openapi_types.UUID, entryID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "eventId", eventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "entryId", entryID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s/waitlist/%s/events", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7151,7 +7606,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithBodyWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7160,7 +7615,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInWithResponse Check a ticket in at the door
 	//
-	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7169,7 +7624,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7178,7 +7633,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckInBatchWithResponse Upload an offline scanner's scans
 	//
-	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+	// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7277,25 +7732,25 @@ type ClientWithResponsesInterface interface {
 
 	// CreatePresaleCodesWithBodyWithResponse Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
+	CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
 
 	// CreatePresaleCodesWithResponse Create presale codes in bulk
 	//
-	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+	// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-	CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
+	CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error)
 
 	// RevokeAdmissionWithBodyWithResponse Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7304,7 +7759,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeAdmissionWithResponse Revoke a buyer's admission
 	//
-	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+	// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7349,7 +7804,7 @@ type ClientWithResponsesInterface interface {
 
 	// BlockSeatsWithBodyWithResponse Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7358,7 +7813,7 @@ type ClientWithResponsesInterface interface {
 
 	// BlockSeatsWithResponse Hold seats back
 	//
-	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7367,7 +7822,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseSeatsWithBodyWithResponse Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7376,7 +7831,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseSeatsWithResponse Release held-back seats
 	//
-	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+	// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7421,12 +7876,66 @@ type ClientWithResponsesInterface interface {
 
 	// JoinWaitingRoomWithResponse Join the waiting room
 	//
-	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
+	// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events/{eventId}/waiting-room (the `JoinWaitingRoom` operationId).
 	JoinWaitingRoomWithResponse(ctx context.Context, eventID openapi_types.UUID, reqEditors ...RequestEditorFn) (*JoinWaitingRoomResponse, error)
+
+	// JoinWaitlistWithBodyWithResponse Join a sold-out event's waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+	JoinWaitlistWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error)
+
+	// JoinWaitlistWithResponse Join a sold-out event's waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+	JoinWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error)
+
+	// LeaveWaitlistWithResponse Leave a waitlist
+	//
+	// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
+	LeaveWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*LeaveWaitlistResponse, error)
+
+	// GetWaitlistEntryWithResponse Your waitlist entry and its offer
+	//
+	// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
+	GetWaitlistEntryWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWaitlistEntryResponse, error)
+
+	// AcceptWaitlistOfferWithResponse Accept a waitlist offer
+	//
+	// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
+	AcceptWaitlistOfferWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*AcceptWaitlistOfferResponse, error)
+
+	// StreamWaitlistEntryEventsWithResponse Follow your waitlist entry
+	//
+	// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+	StreamWaitlistEntryEventsWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*StreamWaitlistEntryEventsResponse, error)
 
 	// ListOrdersWithResponse List your orders
 	//
@@ -8804,6 +9313,176 @@ func (r JoinWaitingRoomResponse) ContentType() string {
 	return ""
 }
 
+type JoinWaitlistResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WaitlistEntryBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r JoinWaitlistResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r JoinWaitlistResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r JoinWaitlistResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type LeaveWaitlistResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WaitlistEntryBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r LeaveWaitlistResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeaveWaitlistResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeaveWaitlistResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetWaitlistEntryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WaitlistEntryBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWaitlistEntryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWaitlistEntryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWaitlistEntryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AcceptWaitlistOfferResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WaitlistEntryBody
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r AcceptWaitlistOfferResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcceptWaitlistOfferResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcceptWaitlistOfferResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StreamWaitlistEntryEventsResponse200Headers the declared response headers of an HTTP 200 response for StreamWaitlistEntryEvents
+type StreamWaitlistEntryEventsResponse200Headers struct {
+	XAccelBuffering *string
+}
+
+type StreamWaitlistEntryEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StreamWaitlistEntryEventsResponse200Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamWaitlistEntryEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamWaitlistEntryEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamWaitlistEntryEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListOrdersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9766,7 +10445,7 @@ func (c *ClientWithResponses) CountCheckInsWithResponse(ctx context.Context, eve
 
 // CheckInWithBodyWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9781,7 +10460,7 @@ func (c *ClientWithResponses) CheckInWithBodyWithResponse(ctx context.Context, e
 
 // CheckInWithResponse Check a ticket in at the door
 //
-// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Verifies the QR payload's signature, refuses a revoked ticket (409 `/problems/ticket-revoked`) and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: a second scan answers 409 `/problems/already-checked-in` with when and at which gate the ticket was first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the payload names) answers 422 `/problems/ticket-invalid`; a ticket issued more than 5 minutes after the server's now (a clock is off) 422 `/problems/scanned-at-out-of-range`. Nothing is recorded for a refused scan. Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing twice and answers 409 `/problems/already-checked-in` whose `checkIn` is the recorded one (its ticket, gate and time), which tells a scanner that retried at its own gate that the ticket is in. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9796,7 +10475,7 @@ func (c *ClientWithResponses) CheckInWithResponse(ctx context.Context, eventID o
 
 // CheckInBatchWithBodyWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9811,7 +10490,7 @@ func (c *ClientWithResponses) CheckInBatchWithBodyWithResponse(ctx context.Conte
 
 // CheckInBatchWithResponse Upload an offline scanner's scans
 //
-// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
+// Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, by the ticket's order) or scanned-at-out-of-range (scannedAt more than 5 minutes before the ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times. For the event's organizer and their scanners (role scanner, minted for the organizer); for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9976,13 +10655,13 @@ func (c *ClientWithResponses) SetOnsalePhasesWithResponse(ctx context.Context, e
 
 // CreatePresaleCodesWithBodyWithResponse Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
-	rsp, err := c.CreatePresaleCodesWithBody(ctx, eventID, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
+	rsp, err := c.CreatePresaleCodesWithBody(ctx, eventID, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9991,13 +10670,13 @@ func (c *ClientWithResponses) CreatePresaleCodesWithBodyWithResponse(ctx context
 
 // CreatePresaleCodesWithResponse Create presale codes in bulk
 //
-// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created.
+// The event's organizer only. Creates count random codes, or the codes given, for a presale phase; each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: only their hashes are stored. A code the phase already has is a 409, and nothing is created. Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) and creates none; without one, a retry creates new random codes, or answers 409 for your own.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events/{eventId}/onsale/presale-codes (the `CreatePresaleCodes` operationId).
-func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
-	rsp, err := c.CreatePresaleCodes(ctx, eventID, body, reqEditors...)
+func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context, eventID openapi_types.UUID, params *CreatePresaleCodesParams, body CreatePresaleCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePresaleCodesResponse, error) {
+	rsp, err := c.CreatePresaleCodes(ctx, eventID, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10006,7 +10685,7 @@ func (c *ClientWithResponses) CreatePresaleCodesWithResponse(ctx context.Context
 
 // RevokeAdmissionWithBodyWithResponse Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10021,7 +10700,7 @@ func (c *ClientWithResponses) RevokeAdmissionWithBodyWithResponse(ctx context.Co
 
 // RevokeAdmissionWithResponse Revoke a buyer's admission
 //
-// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission.
+// The event's organizer only. The buyer's admission token is refused on holds from now on (within a second on every API process); holds already made stand. 404 if the buyer holds no admission. Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10096,7 +10775,7 @@ func (c *ClientWithResponses) ListSeatBlocksWithResponse(ctx context.Context, ev
 
 // BlockSeatsWithBodyWithResponse Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10111,7 +10790,7 @@ func (c *ClientWithResponses) BlockSeatsWithBodyWithResponse(ctx context.Context
 
 // BlockSeatsWithResponse Hold seats back
 //
-// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Only the event's organizer may; for anyone else the event does not exist (404).
+// Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused (409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10126,7 +10805,7 @@ func (c *ClientWithResponses) BlockSeatsWithResponse(ctx context.Context, eventI
 
 // ReleaseSeatsWithBodyWithResponse Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10141,7 +10820,7 @@ func (c *ClientWithResponses) ReleaseSeatsWithBodyWithResponse(ctx context.Conte
 
 // ReleaseSeatsWithResponse Release held-back seats
 //
-// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Only the event's organizer may; for anyone else the event does not exist (404).
+// Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked. Only the event's organizer may; for anyone else the event does not exist (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10216,7 +10895,7 @@ func (c *ClientWithResponses) GetWaitingRoomWithResponse(ctx context.Context, ev
 
 // JoinWaitingRoomWithResponse Join the waiting room
 //
-// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required. Outside a presale the header is ignored.
+// Buyers only. Idempotent: joining again returns your place. While the onsale is open, nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); 503 with Retry-After while the waiting room cannot admit anyone. During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10227,6 +10906,96 @@ func (c *ClientWithResponses) JoinWaitingRoomWithResponse(ctx context.Context, e
 		return nil, err
 	}
 	return ParseJoinWaitingRoomResponse(rsp)
+}
+
+// JoinWaitlistWithBodyWithResponse Join a sold-out event's waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+func (c *ClientWithResponses) JoinWaitlistWithBodyWithResponse(ctx context.Context, eventID openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error) {
+	rsp, err := c.JoinWaitlistWithBody(ctx, eventID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJoinWaitlistResponse(rsp)
+}
+
+// JoinWaitlistWithResponse Join a sold-out event's waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). Only while the category has no seat on sale (else 409 `/problems/waitlist-seats-available`: hold one); one live entry per buyer and event (409 `/problems/waitlist-joined`). Seats that come back (expired holds, failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist (the `JoinWaitlist` operationId).
+func (c *ClientWithResponses) JoinWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, body JoinWaitlistJSONRequestBody, reqEditors ...RequestEditorFn) (*JoinWaitlistResponse, error) {
+	rsp, err := c.JoinWaitlist(ctx, eventID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJoinWaitlistResponse(rsp)
+}
+
+// LeaveWaitlistWithResponse Leave a waitlist
+//
+// Buyers only; another buyer's entry does not exist (404). The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. Leaving an entry that already ended changes nothing. Answers the entry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/events/{eventId}/waitlist/{entryId} (the `LeaveWaitlist` operationId).
+func (c *ClientWithResponses) LeaveWaitlistWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*LeaveWaitlistResponse, error) {
+	rsp, err := c.LeaveWaitlist(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeaveWaitlistResponse(rsp)
+}
+
+// GetWaitlistEntryWithResponse Your waitlist entry and its offer
+//
+// Buyers only; another buyer's entry does not exist (404). Its state, its place in the queue, and while an offer is live its seats and expiry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId} (the `GetWaitlistEntry` operationId).
+func (c *ClientWithResponses) GetWaitlistEntryWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWaitlistEntryResponse, error) {
+	rsp, err := c.GetWaitlistEntry(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWaitlistEntryResponse(rsp)
+}
+
+// AcceptWaitlistOfferWithResponse Accept a waitlist offer
+//
+// Buyers only; another buyer's entry does not exist (404). Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers 409 `/problems/waitlist-offer-not-live`; accepting again answers the accepted entry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/{eventId}/waitlist/{entryId}/accept (the `AcceptWaitlistOffer` operationId).
+func (c *ClientWithResponses) AcceptWaitlistOfferWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*AcceptWaitlistOfferResponse, error) {
+	rsp, err := c.AcceptWaitlistOffer(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcceptWaitlistOfferResponse(rsp)
+}
+
+// StreamWaitlistEntryEventsWithResponse Follow your waitlist entry
+//
+// Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes (an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after 10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams (beyond them 429 with Retry-After).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{eventId}/waitlist/{entryId}/events (the `StreamWaitlistEntryEvents` operationId).
+func (c *ClientWithResponses) StreamWaitlistEntryEventsWithResponse(ctx context.Context, eventID openapi_types.UUID, entryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*StreamWaitlistEntryEventsResponse, error) {
+	rsp, err := c.StreamWaitlistEntryEvents(ctx, eventID, entryID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamWaitlistEntryEventsResponse(rsp)
 }
 
 // ListOrdersWithResponse List your orders
@@ -11954,6 +12723,177 @@ func ParseJoinWaitingRoomResponse(rsp *http.Response) (*JoinWaitingRoomResponse,
 			headers.RetryAfter = &value
 		}
 		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseJoinWaitlistResponse parses an HTTP response from a JoinWaitlistWithResponse call
+func ParseJoinWaitlistResponse(rsp *http.Response) (*JoinWaitlistResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &JoinWaitlistResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WaitlistEntryBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseLeaveWaitlistResponse parses an HTTP response from a LeaveWaitlistWithResponse call
+func ParseLeaveWaitlistResponse(rsp *http.Response) (*LeaveWaitlistResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeaveWaitlistResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WaitlistEntryBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetWaitlistEntryResponse parses an HTTP response from a GetWaitlistEntryWithResponse call
+func ParseGetWaitlistEntryResponse(rsp *http.Response) (*GetWaitlistEntryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWaitlistEntryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WaitlistEntryBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAcceptWaitlistOfferResponse parses an HTTP response from a AcceptWaitlistOfferWithResponse call
+func ParseAcceptWaitlistOfferResponse(rsp *http.Response) (*AcceptWaitlistOfferResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcceptWaitlistOfferResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WaitlistEntryBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseStreamWaitlistEntryEventsResponse parses an HTTP response from a StreamWaitlistEntryEventsWithResponse call
+func ParseStreamWaitlistEntryEventsResponse(rsp *http.Response) (*StreamWaitlistEntryEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamWaitlistEntryEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StreamWaitlistEntryEventsResponse200Headers
+		if values := rsp.Header.Values("X-Accel-Buffering"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Accel-Buffering", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XAccelBuffering = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
