@@ -359,7 +359,10 @@ func (s *Sim) startPresale(ctx context.Context, n int) ([]string, error) {
 		return nil, fmt.Errorf("set onsale phases: status %d (%s)", phases.StatusCode(), client.ProblemOf(phases.HTTPResponse, phases.Body).Type)
 	}
 	count := int64(n)
-	res, err := s.apis[0].CreatePresaleCodesWithResponse(ctx, s.event, client.CreatePresaleCodesJSONRequestBody{
+	// The codes are shown once: a key makes a retry of a lost answer
+	// return them.
+	key := uuid.NewString()
+	res, err := s.apis[0].CreatePresaleCodesWithResponse(ctx, s.event, &client.CreatePresaleCodesParams{IdempotencyKey: &key}, client.CreatePresaleCodesJSONRequestBody{
 		Phase: "presale", Count: &count, MaxUses: 1, MaxSeats: 4,
 	}, s.org)
 	if err != nil {
