@@ -140,6 +140,13 @@ func TestReceiverTakesEveryMessageTheDispatcherSends(t *testing.T) {
 	publish(outbox.TypePaymentRefunded, outbox.PaymentRefunded{OrderID: order, AmountRefunded: 2500})
 	dbtest.Exec(t, pool, "UPDATE orders SET status = 'refunded' WHERE id = $1", order)
 	publish(outbox.TypePaymentRefunded, outbox.PaymentRefunded{OrderID: order, AmountRefunded: 5000})
+	// Seats that came back, offered to a buyer on the event's waitlist
+	// (stored by the offer's own transaction, not by the fan-out).
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return webhooks.StoreWaitlistOffered(ctx, tx, org, "journey-1", at.Add(time.Second), webhooks.WaitlistOfferedData{
+			EntryID: uuid.New(), EventID: ev.ID, CategoryID: uuid.New(), SeatIDs: ev.SeatsByID()[:2], ExpiresAt: at.Add(11 * time.Minute),
+		})
+	}))
 	_, err = svc.SendTest(ctx, org, ep.ID)
 	require.NoError(t, err)
 
