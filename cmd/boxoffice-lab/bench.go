@@ -49,6 +49,7 @@ func runBench(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
 	clientsFlag := fs.String("clients", "16,64", "concurrent clients of each spread-out phase")
 	hotClients := fs.Int("hot-clients", 64, "clients of the hot phase")
+	bestRow := fs.Int("best-row", 500, "seats per row of the best-available phases' 100,000-seat event (a pick reads the rows of its candidates: 500 is the named-seat phases' shape, most venues' rows hold 20–40)")
 	hotSeats := fs.Int("hot-seats", 1000, "seats the hot phase fights over")
 	hotTTL := fs.Duration("hot-hold-ttl", 2*time.Second, "hold lifetime in the hot phase, so seats churn")
 	scriptDir := fs.String("pgbench-dir", "../shared/bench", "directory of pgbench-hold.sql and its schema; empty skips the baseline")
@@ -72,6 +73,9 @@ func runBench(ctx context.Context, args []string) error {
 			return fmt.Errorf("-clients: %q is not a positive number", s)
 		}
 		clients = append(clients, n)
+	}
+	if *bestRow < 1 || 100_000%*bestRow != 0 {
+		return fmt.Errorf("-best-row: %d does not divide 100,000 seats into rows", *bestRow)
 	}
 
 	cfg, pool, cleanup, err := benchSetup(ctx)
@@ -162,7 +166,7 @@ func runBench(ctx context.Context, args []string) error {
 	// client asks for the best 2 seats of a fresh event of the same size,
 	// so every buyer wants the same front seats.
 	for _, n := range clients {
-		ev, err := client.CreateEvent(ctx, 200, 500)
+		ev, err := client.CreateEvent(ctx, 100_000 / *bestRow, *bestRow)
 		if err != nil {
 			return err
 		}
@@ -170,7 +174,7 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		report("%-34s %10.0f %10.0f %9s %9s %9d %8d", fmt.Sprintf("best available, %d clients, 2 seats", n),
+		report("%-34s %10.0f %10.0f %9s %9s %9d %8d", fmt.Sprintf("best available, %d clients, 2 seats, rows of %d", n, *bestRow),
 			r.HoldsPerSec(), r.AttemptsPerSec(), r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Conflicts, r.Errors)
 		ratios = append(ratios, fmt.Sprintf("%d clients: best-available holds/s ÷ named-seat holds/s = %.2f", n, r.HoldsPerSec()/named[n].HoldsPerSec()))
 	}
