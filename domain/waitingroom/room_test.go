@@ -483,8 +483,12 @@ func TestControllerCutsOncePerSlowHolds(t *testing.T) {
 
 // Goroutines kept from a CPU show as scheduling latency, a signal that
 // cuts R although no handler measured anything slow.
+//
+// Not parallel: the latency histogram is the process's, so the quick
+// scheduling events of the package's parallel tests (Redis clients,
+// timers) outnumbered the spinners' waits and pulled its p99 under the
+// bound on a CI run. Run alone, the process's waits are the spinners'.
 func TestSchedLatencySeesCPUQueueing(t *testing.T) {
-	t.Parallel()
 	var l schedLatency
 	l.p99SinceLast()
 	stop := make(chan struct{})
