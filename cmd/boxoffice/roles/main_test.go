@@ -153,7 +153,12 @@ func startDev(t *testing.T, env func(string) string) *testkit.Buffer {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &testkit.Buffer{}
 	done := make(chan error, 1)
-	go func() { done <- runDev(ctx, []string{"-dir", t.TempDir()}, env, out) }()
+	// The directory first: cleanups run last-registered first, so dev is
+	// stopped before its directory is removed. (Made inside the goroutine,
+	// its removal was registered after the stop and ran while dev still
+	// wrote to it: "directory not empty".)
+	dir := t.TempDir()
+	go func() { done <- runDev(ctx, []string{"-dir", dir}, env, out) }()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)
