@@ -49,7 +49,7 @@ func runBench(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured phase")
 	clientsFlag := fs.String("clients", "16,64", "concurrent clients of each spread-out phase")
 	hotClients := fs.Int("hot-clients", 64, "clients of the hot phase")
-	bestRow := fs.Int("best-row", 500, "seats per row of the best-available phases' 100,000-seat event (a pick reads the rows of its candidates: 500 is the named-seat phases' shape, most venues' rows hold 20–40)")
+	bestRow := fs.Int("best-row", 500, "seats per row of the best-available phases' 100,000-seat event (a pick reads the rows of its candidates: 500 is the named-seat phases' shape; 100 to 100,000, dividing 100,000 into at most 1,000 rows)")
 	hotSeats := fs.Int("hot-seats", 1000, "seats the hot phase fights over")
 	hotTTL := fs.Duration("hot-hold-ttl", 2*time.Second, "hold lifetime in the hot phase, so seats churn")
 	scriptDir := fs.String("pgbench-dir", "../shared/bench", "directory of pgbench-hold.sql and its schema; empty skips the baseline")
@@ -74,8 +74,8 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		clients = append(clients, n)
 	}
-	if *bestRow < 1 || 100_000%*bestRow != 0 {
-		return fmt.Errorf("-best-row: %d does not divide 100,000 seats into rows", *bestRow)
+	if *bestRow < 100 || 100_000%*bestRow != 0 {
+		return fmt.Errorf("-best-row: %d does not divide 100,000 seats into at most 1,000 rows (a section's most)", *bestRow)
 	}
 
 	cfg, pool, cleanup, err := benchSetup(ctx)
