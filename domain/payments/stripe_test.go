@@ -6,15 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/stripemocktest"
@@ -338,4 +342,45 @@ func TestStripeConfigValidate(t *testing.T) {
 	err = payments.StripeConfig{SecretKey: "sk_test_1", APIBase: "localhost:12111"}.Validate()
 	require.ErrorContains(t, err, "STRIPE_API_BASE")
 	require.NotContains(t, payments.StripeConfig{SecretKey: "sk_live_secret", APIBase: "::"}.Validate().Error(), "sk_live_secret")
+}
+
+// TestStripeHTTPClientKeepsConnectionsForConcurrentCalls: rounds of 16
+// concurrent calls over HTTP/1.1 through NewStripe's default client open
+// at most one connection per call at once, then reuse them. With
+// http.DefaultTransport (two idle connections per host) every later round
+// dialed 14 connections anew.
+func TestStripeHTTPClientKeepsConnectionsForConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	const concurrent, rounds = 16, 5
+	var conns atomic.Int64
+	var inFlight sync.WaitGroup
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every call of a round is in flight before any answers, so the
+		// round needs 16 connections at once.
+		inFlight.Done()
+		inFlight.Wait()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"pi_x","object":"payment_intent","status":"requires_capture","amount":100,"currency":"eur"}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s, err := payments.NewStripe(payments.StripeConfig{SecretKey: testSecretKey, APIBase: srv.URL, MaxNetworkRetries: -1})
+	require.NoError(t, err)
+	for range rounds {
+		inFlight.Add(concurrent)
+		var g errgroup.Group
+		for i := range concurrent {
+			g.Go(func() error {
+				_, err := s.Capture(t.Context(), "pi_x", fmt.Sprintf("capture:%d", i))
+				return err
+			})
+		}
+		require.NoError(t, g.Wait())
+	}
+	require.LessOrEqual(t, conns.Load(), int64(concurrent), "connections opened for %d rounds of %d concurrent calls", rounds, concurrent)
 }

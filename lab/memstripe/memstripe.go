@@ -93,9 +93,16 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	// One idle connection per sender, as Stripe keeps its webhook
+	// connections open: http.DefaultTransport keeps two per host, so the
+	// other senders dialed (and the product accepted) a connection per
+	// webhook, and the bench counted that as the product's cost.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = cfg.Senders, cfg.Senders
 	s := &Server{
 		cfg: cfg, intents: map[string]*intent{}, idem: map[string][]byte{},
-		client: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		client: &http.Client{Transport: tr, Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
 	for range cfg.Senders {
 		s.queues = append(s.queues, make(chan []byte, 4096))

@@ -428,7 +428,7 @@ func newProvider(cfg Config, pool *pgxpool.Pool, logger *slog.Logger) (payments.
 	}
 	if cfg.Payments == "stripe" {
 		p, err := payments.NewStripe(payments.StripeConfig{
-			SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Logger: logger, HTTPClient: telemetry.HTTPClient(nil),
+			SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Logger: logger, HTTPClient: telemetry.HTTPClient(payments.StripeHTTPClient()),
 		})
 		if err != nil {
 			return nil, nil, err
