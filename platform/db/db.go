@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 
@@ -238,13 +239,15 @@ func ConstraintName(err error) string {
 }
 
 // Configure prepares every connection of a pool the way the application
-// expects: google/uuid values are encoded and scanned natively instead of
-// through their text form, which the hold path would otherwise pay for on
-// every seat id.
+// expects: google/uuid values, and pointers to them, are encoded and
+// scanned natively instead of through their text form, which the hold
+// path would otherwise pay for on every seat id.
 func Configure(pc *pgxpool.Config) {
 	prev := pc.AfterConnect
 	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		pgxuuid.Register(conn.TypeMap())
+		m := conn.TypeMap()
+		m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUIDPointer}, m.TryWrapEncodePlanFuncs...)
 		if prev != nil {
 			return prev(ctx, conn)
 		}

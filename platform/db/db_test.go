@@ -2,13 +2,16 @@ package db_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/platform/db"
@@ -130,4 +133,25 @@ func TestCheckConnectionBudget(t *testing.T) {
 		t.Skipf("the shared server has %d connections to spare: too busy to check that a small pool is not reported", room)
 	}
 	require.False(t, check(2), "a pool that fits is not reported")
+}
+
+// TestUUIDPointersAreEncodedNatively: a *uuid.UUID parameter (sqlc's
+// nullable uuid) is sent as the uuid's bytes, or NULL, not formatted as
+// text by uuid.UUID.Value and parsed back.
+func TestUUIDPointersAreEncodedNatively(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	conn, err := pool.Acquire(t.Context())
+	require.NoError(t, err)
+	defer conn.Release()
+	id := uuid.New()
+	plan := conn.Conn().TypeMap().PlanEncode(pgtype.UUIDOID, pgtype.BinaryFormatCode, &id)
+	require.NotContains(t, fmt.Sprintf("%T", plan), "DriverValuer", "a *uuid.UUID goes through its text form")
+	var got uuid.UUID
+	var isNull bool
+	require.NoError(t, conn.QueryRow(t.Context(), "SELECT $1::uuid", &id).Scan(&got))
+	require.Equal(t, id, got)
+	var none *uuid.UUID
+	require.NoError(t, conn.QueryRow(t.Context(), "SELECT $1::uuid IS NULL", none).Scan(&isNull))
+	require.True(t, isNull)
 }
