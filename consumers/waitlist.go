@@ -35,12 +35,69 @@ var WaitlistSubjects = []string{
 	bus.SubjectPrefix + outbox.AggregateEvent + "." + outbox.TypeSeatsReleased,
 }
 
-// NewWaitlist returns the waitlist consumer (WaitlistHandler). cfg.Name
-// and cfg.FilterSubjects are set here; the other fields are as for New.
+// NewWaitlist returns the waitlist consumer (WaitlistPlan, applying
+// WaitlistHandler). cfg.Name and cfg.FilterSubjects are set here; the
+// other fields are as for New.
 func NewWaitlist(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, w *waitlist.Service) (*Consumer, error) {
 	cfg.Name = WaitlistName
 	cfg.FilterSubjects = WaitlistSubjects
-	return New(pool, js, cfg, WaitlistHandler(w))
+	return NewBatch(pool, js, cfg, WaitlistPlan(w))
+}
+
+// WaitlistPlan is the waitlist consumer's BatchFunc: one read for the
+// batch (waitlist.Service.Waiting) finds the events whose event nobody
+// waits for, and those are acked with no transaction, no inbox row and no
+// lock (ErrNoEffect): an onsale without a waitlist pays one read per batch
+// of expired holds, not a transaction per hold queued on the event's
+// waitlist lock. The others run WaitlistHandler in the inbox transaction.
+// The read takes no lock, so a join committing meanwhile is missed;
+// waitlist.Service.Join runs a round of its own once its entry is in.
+func WaitlistPlan(w *waitlist.Service) BatchFunc {
+	handle := WaitlistHandler(w)
+	return func(ctx context.Context, evs []outbox.Envelope) (BatchPlan, error) {
+		keys := make([]uuid.UUID, len(evs))
+		ids := make([]uuid.UUID, 0, len(evs))
+		for i, ev := range evs {
+			keys[i] = waitlistKey(ev)
+			if keys[i] != uuid.Nil {
+				ids = append(ids, keys[i])
+			}
+		}
+		waiting, err := w.Waiting(ctx, ids)
+		if err != nil {
+			return BatchPlan{}, err
+		}
+		errs := make([]error, len(evs))
+		for i := range evs {
+			// An id that names nothing, or a payload that does not
+			// decode, goes to the handler, which says so (permanent).
+			if w, known := waiting[keys[i]]; known && !w {
+				errs[i] = ErrNoEffect
+			}
+		}
+		return BatchPlan{Errs: errs, ApplyFunc: func(ctx context.Context, tx pgx.Tx, evs []outbox.Envelope) error {
+			for _, ev := range evs {
+				if err := handle(ctx, tx, ev); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, nil
+	}
+}
+
+// waitlistKey is the id whose event's waitlist ev may concern: the
+// event's for SeatsReleased, the order's for the others; uuid.Nil for a
+// payload that does not decode.
+func waitlistKey(ev outbox.Envelope) uuid.UUID {
+	if ev.EventType != outbox.TypeSeatsReleased {
+		return ev.AggregateID
+	}
+	var p outbox.SeatsReleased
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		return uuid.Nil
+	}
+	return p.EventID
 }
 
 // errSagaFirst: the purchase saga has not applied the PaymentFailed yet;

@@ -67,3 +67,84 @@ func TestWaitlistHandler(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, run(unknown), ErrPermanent, "an order that does not exist")
 }
+
+// The waitlist consumer's plan: an event that frees seats of an event
+// nobody waits for is acked with no transaction (ErrNoEffect); one of an
+// event with a buyer waiting, and one naming an order that does not
+// exist (which the handler dead-letters), go to the handler.
+func TestWaitlistPlanSkipsEventsNobodyWaitsFor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	w := waitlist.New(b.pool, purchase.NewService(b.pool, slog.New(slog.DiscardHandler), purchase.Config{}), waitlist.Config{})
+	quiet := fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
+	busy := fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
+	quietHold := fixture.Hold(t, b.pool, quiet.ID, "quiet", quiet.Seats[0])
+	busyHold := fixture.Hold(t, b.pool, busy.ID, "busy", busy.Seats[0])
+	var category uuid.UUID
+	require.NoError(t, b.pool.QueryRow(ctx, "SELECT category_id FROM seats WHERE id = $1", busy.Seats[0]).Scan(&category))
+	_, err := w.Join(ctx, waitlist.JoinParams{UserID: uuid.New(), EventID: busy.ID, CategoryID: category, Quantity: 1})
+	require.NoError(t, err)
+
+	expired := func(order uuid.UUID) outbox.Envelope {
+		env, _, err := outbox.NewOrderEvent(outbox.TypeHoldExpired, order, time.Now(), "c", "", outbox.HoldExpired{})
+		require.NoError(t, err)
+		return env
+	}
+	released, _, err := outbox.NewEvent(outbox.AggregateEvent, outbox.TypeSeatsReleased, quiet.ID, time.Now(), "c", "",
+		outbox.SeatsReleased{EventID: quiet.ID, SeatIDs: quiet.Seats})
+	require.NoError(t, err)
+	evs := []outbox.Envelope{expired(quietHold.OrderID), expired(busyHold.OrderID), released, expired(uuid.New())}
+	plan, err := WaitlistPlan(w)(ctx, evs)
+	require.NoError(t, err)
+	require.Len(t, plan.Errs, len(evs))
+	require.ErrorIs(t, plan.Errs[0], ErrNoEffect, "nobody waits for the quiet event")
+	require.NoError(t, plan.Errs[1], "a buyer waits for the busy event")
+	require.ErrorIs(t, plan.Errs[2], ErrNoEffect, "seats released in the quiet event")
+	require.NoError(t, plan.Errs[3], "an unknown order is the handler's to refuse")
+	require.NotNil(t, plan.ApplyFunc)
+}
+
+// The waitlist consumer running: a hold that expires in an event nobody
+// waits for is acked with no inbox row; one in an event with a buyer
+// waiting gets its seat offered, in an inbox transaction.
+func TestWaitlistConsumerOffersOnlyWhereSomeoneWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	w := waitlist.New(b.pool, purchase.NewService(b.pool, slog.New(slog.DiscardHandler), purchase.Config{}), waitlist.Config{})
+	quiet := fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
+	busy := fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
+	quietHold := fixture.Hold(t, b.pool, quiet.ID, "quiet", quiet.Seats[0])
+	busyHold := fixture.Hold(t, b.pool, busy.ID, "busy", busy.Seats[0])
+	var category uuid.UUID
+	require.NoError(t, b.pool.QueryRow(ctx, "SELECT category_id FROM seats WHERE id = $1", busy.Seats[0]).Scan(&category))
+	entry, err := w.Join(ctx, waitlist.JoinParams{UserID: uuid.New(), EventID: busy.ID, CategoryID: category, Quantity: 1})
+	require.NoError(t, err)
+	dbtest.Exec(t, b.pool, "UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = ANY ($1)",
+		[]uuid.UUID{quietHold.HoldID, busyHold.HoldID})
+
+	c, err := NewWaitlist(b.pool, b.js, Config{Logger: b.logs.Logger, Registerer: b.reg, BackoffBase: time.Millisecond, BackoffMax: 50 * time.Millisecond}, w)
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	for _, h := range []purchase.Hold{quietHold, busyHold} {
+		env, _, err := outbox.NewOrderEvent(outbox.TypeHoldExpired, h.OrderID, time.Now(), "c", "",
+			outbox.HoldExpired{OrderID: h.OrderID, HoldID: h.HoldID, SeatIDs: []uuid.UUID{}})
+		require.NoError(t, err)
+		publishEvent(t, b.js, env, env.EventID.String())
+	}
+	waitForFanOut(t, 10*time.Second, "both expiries acked", func() bool {
+		return b.metric(t, "boxoffice_consumer_acked_total", WaitlistName) == 2
+	})
+	got, err := w.Get(ctx, entry.UserID, entry.ID)
+	require.NoError(t, err)
+	require.Equal(t, waitlist.StateOffered, got.State)
+	require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM inbox WHERE consumer = $1", WaitlistName),
+		"the quiet event's expiry ran no transaction")
+}

@@ -75,3 +75,12 @@ SELECT event_id FROM orders WHERE id = @order_id::uuid;
 
 -- name: WaitlistEventOrganizer :one
 SELECT organizer_id FROM events WHERE id = @event_id::uuid;
+
+-- name: WaitlistWaiting :many
+-- For each id, an order's or an event's, that exists: whether the event
+-- (the order's) has an entry waiting. Read without any lock: the waitlist
+-- consumer's plan, which skips the events nobody waits for.
+SELECT k.id::uuid AS id, EXISTS (SELECT 1 FROM waitlist_entries w
+                                 WHERE w.event_id = coalesce(o.event_id, k.id) AND w.state = 'waiting') AS waiting
+FROM unnest(@ids::uuid[]) AS k(id) LEFT JOIN orders o ON o.id = k.id
+WHERE o.id IS NOT NULL OR EXISTS (SELECT 1 FROM events e WHERE e.id = k.id);

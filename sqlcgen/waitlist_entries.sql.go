@@ -272,6 +272,41 @@ func (q *Queries) WaitlistOfferClaimExpired(ctx context.Context, db DBTX, max in
 	return items, nil
 }
 
+const waitlistWaiting = `-- name: WaitlistWaiting :many
+SELECT k.id::uuid AS id, EXISTS (SELECT 1 FROM waitlist_entries w
+                                 WHERE w.event_id = coalesce(o.event_id, k.id) AND w.state = 'waiting') AS waiting
+FROM unnest($1::uuid[]) AS k(id) LEFT JOIN orders o ON o.id = k.id
+WHERE o.id IS NOT NULL OR EXISTS (SELECT 1 FROM events e WHERE e.id = k.id)
+`
+
+type WaitlistWaitingRow struct {
+	ID      uuid.UUID
+	Waiting bool
+}
+
+// For each id, an order's or an event's, that exists: whether the event
+// (the order's) has an entry waiting. Read without any lock: the waitlist
+// consumer's plan, which skips the events nobody waits for.
+func (q *Queries) WaitlistWaiting(ctx context.Context, db DBTX, ids []uuid.UUID) ([]WaitlistWaitingRow, error) {
+	rows, err := db.Query(ctx, waitlistWaiting, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WaitlistWaitingRow
+	for rows.Next() {
+		var i WaitlistWaitingRow
+		if err := rows.Scan(&i.ID, &i.Waiting); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const waitlistWaitingLock = `-- name: WaitlistWaitingLock :many
 SELECT id, category_id, user_id, quantity FROM waitlist_entries
 WHERE event_id = $1::uuid AND state = 'waiting'

@@ -163,7 +163,36 @@ func (s *Service) Join(ctx context.Context, p JoinParams) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	// The waitlist consumer skips, without a lock, the events nobody waits
+	// for (Waiting). A join whose check ran before seats came back and
+	// that committed after the consumer looked would then wait beside a
+	// free seat: so once the entry is in, a round runs under the lock. It
+	// offers nothing unless a seat came back in that window. Failing, it
+	// is logged and the join stands: the next seat to come back runs one
+	// again.
+	if err := db.WithTx(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := s.OfferRound(ctx, tx, p.EventID, "")
+		return err
+	}); err != nil {
+		s.logger.WarnContext(ctx, "offer round after a join", "event_id", p.EventID, "error", err.Error())
+	}
 	return s.Get(ctx, p.UserID, id)
+}
+
+// Waiting returns, for each of ids (orders' or events' ids) that exists,
+// whether its event has an entry waiting (an id of neither is left out):
+// read without a lock, so a join committing at the same time may be
+// missed, which Join makes up for.
+func (s *Service) Waiting(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
+	rows, err := sqlcgen.New().WaitlistWaiting(ctx, db.Interpreting(s.pool), ids)
+	if err != nil {
+		return nil, fmt.Errorf("read who waits: %w", err)
+	}
+	waiting := make(map[uuid.UUID]bool, len(rows))
+	for _, r := range rows {
+		waiting[r.ID] = r.Waiting
+	}
+	return waiting, nil
 }
 
 // Get returns the buyer's entry, or ErrEntryNotFound (also for another

@@ -2,6 +2,7 @@ package waitlist_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -319,4 +320,68 @@ func TestSweeperPassesExpiredOffers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the sweeper did not stop")
 	}
+}
+
+// A join racing a seat that comes back never leaves its entry waiting
+// beside the free seat, although the waitlist consumer looks for waiting
+// entries without the event's lock (Waiting) and skips an event nobody
+// waits for: the seat's return is offered by the consumer's round when it
+// saw the entry, else by the round Join runs once its entry is in. Each
+// round releases a join and a seat's return (the consumer's plan and, if
+// it saw someone waiting, its round) together, with a varying head start.
+func TestJoinRacesReturnedSeat(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.WithoutCancel(t.Context())
+	outcomes := map[string]int{}
+	const rounds = 40
+	for r := range rounds {
+		w, b := setup(t, pool, 1)
+		b.sellOut(t)
+		start := make(chan struct{})
+		var g errgroup.Group
+		var entry waitlist.Entry
+		var consumerSaw bool
+		g.Go(func() error {
+			<-start
+			var err error
+			entry, err = w.Join(ctx, waitlist.JoinParams{UserID: uuid.New(), EventID: b.event.ID, CategoryID: b.category, Quantity: 1})
+			if errors.Is(err, waitlist.ErrSeatsAvailable) {
+				return nil
+			}
+			return err
+		})
+		g.Go(func() error {
+			<-start
+			time.Sleep(time.Duration(r%8) * 250 * time.Microsecond)
+			if _, err := pool.Exec(ctx, "UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = $1", b.holds[0].HoldID); err != nil {
+				return err
+			}
+			waiting, err := w.Waiting(ctx, []uuid.UUID{b.holds[0].OrderID})
+			if err != nil || !waiting[b.holds[0].OrderID] {
+				return err
+			}
+			consumerSaw = true
+			return db.WithTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := w.OfferRound(ctx, tx, b.event.ID, "race")
+				return err
+			})
+		})
+		close(start)
+		require.NoError(t, g.Wait())
+		if entry.ID == uuid.Nil {
+			outcomes["seat back before the join"]++
+			continue
+		}
+		e, err := w.Get(ctx, entry.UserID, entry.ID)
+		require.NoError(t, err)
+		require.Equal(t, waitlist.StateOffered, e.State, "round %d: the entry waits beside the seat that came back", r)
+		if consumerSaw {
+			outcomes["offered by the consumer"]++
+		} else {
+			outcomes["offered by the join"]++
+		}
+		requireOwnedOnce(t, pool)
+	}
+	t.Logf("outcomes over %d rounds: %v", rounds, outcomes)
 }
