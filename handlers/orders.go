@@ -143,7 +143,10 @@ func (h *Handlers) registerOrders(api huma.API) {
 			"the door); with `resell: true` their seats go back on sale, else they stay off sale. With `ticketIds`, only those " +
 			"tickets of a ticketed order are refunded (their seats' prices): the order stays ticketed and lists the refund under " +
 			"`refunds` (requested, then succeeded once the provider confirms). Asking again returns the order " +
-			"without a second refund. An order that was not paid (or, with `ticketIds`, not ticketed) answers 409 `" + TypeOrderNotRefundable + "`; " +
+			"without a second refund. An order you issued (a comp or a box office sale, paid outside the provider) is voided instead: " +
+			"nothing goes to the provider, its tickets are revoked (their seats back on sale with `resell: true`) and it becomes " +
+			"canceled at once (`order.canceled`, reason `voided_by_organizer`), as a whole (`ticketIds` answers 409). " +
+			"An order that was not paid (or, with `ticketIds`, not ticketed) answers 409 `" + TypeOrderNotRefundable + "`; " +
 			"a ticket that is not the order's, 422; an order of another organizer's event, 404.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, auth.RoleOrganizer), h.refundOrder)

@@ -81,6 +81,20 @@ func TestSeatBlocksAndIssuedOrders(t *testing.T) {
 	require.Equal(t, map[string]any{"online": 1.0, "comp": 1.0, "box_office": 1.0}, sales["ordersByChannel"])
 	require.EqualValues(t, 5000, sales["boxOfficeMinor"])
 
+	// The box office sale refunded at the till: its organizer voids it, as
+	// a whole, nothing sent to the provider; its seat back on sale.
+	saleID := first.json(t)["orderId"].(string)
+	res = b.do(t, http.MethodPost, "/v1/orders/"+saleID+"/refund", bearer(org), map[string]any{"ticketIds": []string{uuid.NewString()}})
+	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+	for range 2 {
+		res = b.do(t, http.MethodPost, "/v1/orders/"+saleID+"/refund", bearer(org), map[string]any{"resell": true})
+		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+		require.Equal(t, "canceled", res.json(t)["status"])
+	}
+	res = b.do(t, http.MethodGet, base+"/sales", bearer(org), nil)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.EqualValues(t, 0, res.json(t)["boxOfficeMinor"], "a voided sale took nothing")
+
 	res = b.do(t, http.MethodPost, base+"/seat-blocks/release", bearer(org), map[string]any{"seatIds": []string{ev.Seats[1], ev.Seats[5]}})
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	require.Equal(t, []any{ev.Seats[1]}, res.json(t)["released"])

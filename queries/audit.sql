@@ -144,10 +144,11 @@ LIMIT 10;
 -- name: AuditIssuedOrdersWithoutTickets :many
 -- Orders the organizer issued (comps, box office: 00036) that, after the
 -- grace period, are not ticketed (or refunded), or that own no seat through
--- a confirmed hold or tickets: every issued order gets its tickets.
+-- a confirmed hold or tickets: every issued order gets its tickets. One
+-- its organizer voided is canceled and owns nothing.
 SELECT o.id::text AS subject, count(*) OVER ()::bigint AS total
 FROM orders o
-WHERE o.channel <> 'online'
+WHERE o.channel <> 'online' AND o.status <> 'canceled'
   AND ((o.status = 'paid' AND o.updated_at < now() - @grace::interval)
        OR o.status NOT IN ('paid', 'ticketed', 'refunding', 'refunded')
        OR NOT EXISTS (SELECT 1 FROM holds h JOIN hold_seats hs ON hs.hold_id = h.id

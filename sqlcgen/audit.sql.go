@@ -123,7 +123,7 @@ func (q *Queries) AuditConfirmedOrdersWithoutAuthorization(ctx context.Context, 
 const auditIssuedOrdersWithoutTickets = `-- name: AuditIssuedOrdersWithoutTickets :many
 SELECT o.id::text AS subject, count(*) OVER ()::bigint AS total
 FROM orders o
-WHERE o.channel <> 'online'
+WHERE o.channel <> 'online' AND o.status <> 'canceled'
   AND ((o.status = 'paid' AND o.updated_at < now() - $1::interval)
        OR o.status NOT IN ('paid', 'ticketed', 'refunding', 'refunded')
        OR NOT EXISTS (SELECT 1 FROM holds h JOIN hold_seats hs ON hs.hold_id = h.id
@@ -139,7 +139,8 @@ type AuditIssuedOrdersWithoutTicketsRow struct {
 
 // Orders the organizer issued (comps, box office: 00036) that, after the
 // grace period, are not ticketed (or refunded), or that own no seat through
-// a confirmed hold or tickets: every issued order gets its tickets.
+// a confirmed hold or tickets: every issued order gets its tickets. One
+// its organizer voided is canceled and owns nothing.
 func (q *Queries) AuditIssuedOrdersWithoutTickets(ctx context.Context, db DBTX, grace time.Duration) ([]AuditIssuedOrdersWithoutTicketsRow, error) {
 	rows, err := db.Query(ctx, auditIssuedOrdersWithoutTickets, grace)
 	if err != nil {

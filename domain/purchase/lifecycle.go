@@ -74,6 +74,8 @@ var Transitions = []Transition{
 	{OrderPaid, OrderTicketed, "`TicketIssueRequested` (tickets)"},
 	{OrderPaid, OrderRefunding, "the organizer's refund (API)"},
 	{OrderTicketed, OrderRefunding, "the organizer's refund (API)"},
+	{OrderPaid, OrderCanceled, "the organizer's refund of an order it issued, a void (API)"},
+	{OrderTicketed, OrderCanceled, "the organizer's refund of an order it issued, a void (API)"},
 	{OrderFailed, OrderRefunding, "`PaymentCaptured` after the order was released: an incident (saga)"},
 	{OrderCanceled, OrderRefunding, "`PaymentCaptured` after the order was released: an incident (saga)"},
 	{OrderRefunding, OrderRefunded, "`PaymentRefunded` (saga)"},

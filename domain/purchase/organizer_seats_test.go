@@ -3,6 +3,8 @@ package purchase_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -258,6 +260,120 @@ func TestIssueOrder(t *testing.T) {
 	})
 	require.ErrorIs(t, err, purchase.ErrBoxOfficeReference)
 
-	_, err = svc.Refund(ctx, b.event.OrganizerID, o.OrderID, purchase.RefundOptions{})
-	require.ErrorIs(t, err, purchase.ErrOrderNotRefundable, "nothing was paid through the provider")
+	_, err = svc.Refund(ctx, b.event.OrganizerID, o.OrderID, purchase.RefundOptions{TicketIDs: []uuid.UUID{uuid.New()}})
+	require.ErrorIs(t, err, purchase.ErrOrderNotRefundable, "an issued order is voided whole")
+}
+
+// The organizer's refund of an order it issued voids it: nothing goes to
+// the provider; a ticketed order's tickets are revoked (their seats back
+// on sale with Resell, else kept off sale), a paid one's confirmed hold is
+// released, and the order becomes canceled with OrderCanceled
+// (voided_by_organizer), once however often it is asked.
+func TestVoidIssuedOrder(t *testing.T) {
+	t.Parallel()
+	issue := func(t *testing.T, svc *purchase.Service, b *testBundle, seats ...uuid.UUID) purchase.IssuedOrder {
+		t.Helper()
+		o, err := svc.IssueOrder(t.Context(), purchase.IssueOrderParams{
+			OrganizerID: b.event.OrganizerID, EventID: b.event.ID, RecipientID: uuid.New(),
+			SeatIDs: seats, Channel: purchase.ChannelComp, CorrelationID: "comp",
+		})
+		require.NoError(t, err)
+		return o
+	}
+	ticket := func(t *testing.T, b *testBundle, o purchase.IssuedOrder) {
+		t.Helper()
+		dbtest.Exec(t, b.pool, `INSERT INTO tickets (id, order_id, seat_id, event_id)
+			SELECT gen_random_uuid(), h.order_id, hs.seat_id, s.event_id
+			FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id JOIN seats s ON s.id = hs.seat_id WHERE h.order_id = $1`, o.OrderID)
+		dbtest.Exec(t, b.pool, "UPDATE hold_seats SET released_at = now() WHERE hold_id = $1", o.HoldID)
+		dbtest.Exec(t, b.pool, "UPDATE orders SET status = 'ticketed' WHERE id = $1", o.OrderID)
+	}
+	hold := func(svc *purchase.Service, b *testBundle, seat uuid.UUID) (purchase.Hold, error) {
+		return svc.Hold(context.Background(), purchase.HoldParams{UserID: uuid.New(), EventID: b.event.ID, SeatIDs: []uuid.UUID{seat}})
+	}
+
+	t.Run("TicketedAndResold", func(t *testing.T) {
+		t.Parallel()
+		svc, b := setup(t)
+		o := issue(t, svc, b, b.seats[0], b.seats[1])
+		ticket(t, b, o)
+		for range 2 {
+			st, err := svc.Refund(t.Context(), b.event.OrganizerID, o.OrderID, purchase.RefundOptions{Resell: true})
+			require.NoError(t, err)
+			require.Equal(t, purchase.OrderCanceled, st.Status)
+		}
+		var reasons []string
+		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT coalesce(array_agg(envelope::jsonb #>> '{payload,reason}'), '{}')
+			FROM outbox WHERE aggregate_id = $1 AND event_type = $2`, o.OrderID, outbox.TypeOrderCanceled).Scan(&reasons))
+		require.Equal(t, []string{purchase.ReasonVoidedByOrganizer}, reasons, "one void")
+		require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND event_type = $2",
+			o.OrderID, outbox.TypeRefundRequested), "nothing to the provider")
+		require.Zero(t, dbtest.Count(t, b.pool, "SELECT count(*) FROM tickets WHERE order_id = $1 AND revoked_at IS NULL", o.OrderID))
+		_, err := hold(svc, b, b.seats[0])
+		require.NoError(t, err, "a resold seat is on sale")
+	})
+
+	t.Run("TicketedKeptOffSale", func(t *testing.T) {
+		t.Parallel()
+		svc, b := setup(t)
+		o := issue(t, svc, b, b.seats[0])
+		ticket(t, b, o)
+		st, err := svc.Refund(t.Context(), b.event.OrganizerID, o.OrderID, purchase.RefundOptions{})
+		require.NoError(t, err)
+		require.Equal(t, purchase.OrderCanceled, st.Status)
+		_, err = hold(svc, b, b.seats[0])
+		var taken *purchase.SeatUnavailableError
+		require.ErrorAs(t, err, &taken, "a voided ticket's seat stays off sale without resell")
+	})
+
+	t.Run("PaidBeforeItsTickets", func(t *testing.T) {
+		t.Parallel()
+		svc, b := setup(t)
+		o := issue(t, svc, b, b.seats[0])
+		st, err := svc.Refund(t.Context(), b.event.OrganizerID, o.OrderID, purchase.RefundOptions{})
+		require.NoError(t, err)
+		require.Equal(t, purchase.OrderCanceled, st.Status)
+		require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM holds WHERE id = $1 AND status = 'released'", o.HoldID))
+		_, err = hold(svc, b, b.seats[0])
+		require.NoError(t, err, "the released hold's seat is on sale")
+	})
+
+	// A void with resell racing buyers for its seat, released together:
+	// at most one buyer holds it, and only once its ticket is revoked, so
+	// the seat never has a live ticket and a hold at once.
+	t.Run("RacesBuyersForItsSeat", func(t *testing.T) {
+		t.Parallel()
+		svc, b := setup(t)
+		o := issue(t, svc, b, b.seats[0])
+		ticket(t, b, o)
+		const buyers = 8
+		start := make(chan struct{})
+		var g errgroup.Group
+		var held atomic.Int32
+		g.Go(func() error {
+			<-start
+			_, err := svc.Refund(context.Background(), b.event.OrganizerID, o.OrderID, purchase.RefundOptions{Resell: true})
+			return err
+		})
+		for range buyers {
+			g.Go(func() error {
+				<-start
+				_, err := hold(svc, b, b.seats[0])
+				var taken *purchase.SeatUnavailableError
+				if errors.As(err, &taken) {
+					return nil
+				}
+				if err == nil {
+					held.Add(1)
+				}
+				return err
+			})
+		}
+		close(start)
+		require.NoError(t, g.Wait())
+		require.LessOrEqual(t, held.Load(), int32(1))
+		t.Logf("buyers who held the voided seat: %d", held.Load())
+		require.Zero(t, dbtest.Count(t, b.pool, `SELECT count(*) FROM hold_seats hs JOIN tickets t ON t.seat_id = hs.seat_id
+			WHERE hs.released_at IS NULL AND t.order_id = $1 AND t.revoked_at IS NULL`, o.OrderID), "a seat ticketed and held")
+	})
 }

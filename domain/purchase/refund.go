@@ -29,6 +29,10 @@ var ErrTicketsNotInOrder = fault.New(fault.CodeInvalid, "tickets not in order")
 // Refund emits.
 const ReasonRefundByOrganizer = "requested_by_organizer"
 
+// ReasonVoidedByOrganizer is the reason of the OrderCanceled that Refund
+// emits for an order the organizer issued (voidIssued).
+const ReasonVoidedByOrganizer = "voided_by_organizer"
+
 // Refund starts the refund of a paid or ticketed order, for the organizer
 // of the order's event.
 //
@@ -75,14 +79,13 @@ func (s *Service) RefundTx(ctx context.Context, tx pgx.Tx, organizerID, orderID 
 	}
 	o := newOrderTx(tx, row, Cause{})
 	state := OrderState{ID: o.ID(), EventID: o.EventID(), Status: o.Status(), UpdatedAt: o.UpdatedAt()}
+	if row.Channel != string(ChannelOnline) {
+		return voidIssued(ctx, o, state, opts)
+	}
 	switch {
 	case o.Status() == OrderRefunding || o.Status() == OrderRefunded:
 		return state, nil
 	case !o.Status().Paid():
-		return OrderState{}, ErrOrderNotRefundable
-	case row.Channel != string(ChannelOnline):
-		// A comp or box office order was not paid through the provider:
-		// there is no payment here to refund.
 		return OrderState{}, ErrOrderNotRefundable
 	}
 	if len(opts.TicketIDs) > 0 {
@@ -191,6 +194,37 @@ func refundTickets(ctx context.Context, o *OrderTx, opts RefundOptions) (whole b
 		OrderID: o.ID(), PaymentIntentID: *payment.PaymentIntentID, Reason: ReasonRefundByOrganizer,
 		RefundID: refund.ID, AmountMinor: amount,
 	})
+}
+
+// voidIssued is RefundTx for an order the organizer issued (a comp, or a
+// box office sale paid outside the provider, and refunded outside it):
+// nothing goes to the provider. In the refund's transaction the order
+// gives up what it owns as a refunded one does (giveUp: its tickets are
+// revoked, their seats back on sale with opts.Resell; a paid order's
+// confirmed hold is released before its tickets are issued), becomes
+// canceled, and OrderCanceled (ReasonVoidedByOrganizer) goes to the
+// outbox: order.canceled to the organizer's webhooks, and a waitlist
+// round for seats back on sale. Voiding a canceled order changes nothing
+// and returns it; tickets of an issued order are voided all together
+// (opts.TicketIDs is ErrOrderNotRefundable).
+func voidIssued(ctx context.Context, o *OrderTx, state OrderState, opts RefundOptions) (OrderState, error) {
+	switch {
+	case o.Status() == OrderCanceled:
+		return state, nil
+	case !o.Status().Paid() || len(opts.TicketIDs) > 0:
+		return OrderState{}, ErrOrderNotRefundable
+	}
+	if err := giveUp(ctx, o, opts.Resell); err != nil {
+		return OrderState{}, err
+	}
+	if err := o.Move(ctx, OrderCanceled); err != nil {
+		return OrderState{}, err
+	}
+	if err := o.Emit(ctx, outbox.TypeOrderCanceled, outbox.OrderCanceled{OrderID: o.ID(), Reason: ReasonVoidedByOrganizer}); err != nil {
+		return OrderState{}, err
+	}
+	state.Status, state.UpdatedAt = o.Status(), time.Now()
+	return state, nil
 }
 
 // giveUp revokes the tickets of a ticketed order (releasing their seats

@@ -205,7 +205,7 @@ type WaitlistOfferedData struct {
 // OrderCanceledData is the data of order.canceled.
 type OrderCanceledData struct {
 	OrderData
-	Reason string `json:"reason" doc:"Why it was canceled, such as canceled_by_buyer."`
+	Reason string `json:"reason" doc:"Why it was canceled: canceled_by_buyer, or voided_by_organizer for an order the organizer issued and voided."`
 }
 
 // OrderRefundedData is the data of order.refunded and

@@ -157,7 +157,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, th Thr
 	keep(add("waitlist_offer_seats", "every live waitlist offer reserves exactly its seats, and no other entry reserves any", c, err))
 	c, err = found(q.AuditIssuedOrdersWithoutTickets(ctx, pool, th.CaptureGrace))
 	keep(add("issued_order_without_tickets",
-		fmt.Sprintf("every comp or box office order owns its seats and is ticketed within %s", th.CaptureGrace), c, err))
+		fmt.Sprintf("every comp or box office order not voided owns its seats and is ticketed within %s", th.CaptureGrace), c, err))
 	c, err = found(q.AuditStaleOutboxRows(ctx, pool, th.OutboxAge))
 	keep(add("outbox_unpublished", fmt.Sprintf("no outbox row is unpublished for longer than %s", th.OutboxAge), c, err))
 	c, err = found(q.AuditOverdueActiveHolds(ctx, pool, th.HoldGrace))
