@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/domain/waitingroom"
@@ -305,7 +306,8 @@ func TestPresaleCodeSeatLimitRace(t *testing.T) {
 func TestPresaleCodeGuessesAreRateLimited(t *testing.T) {
 	t.Parallel()
 	const perUser = 3
-	b := setupRoom(t, roomOpts{limits: waitingroom.Limits{PerUser: perUser, PerIP: -1}})
+	reg := prometheus.NewRegistry()
+	b := setupRoom(t, roomOpts{limits: waitingroom.Limits{PerUser: perUser, PerIP: -1}, reg: reg})
 	org := b.organizerWithID(t)
 	ev := b.presaleEvent(t, org)
 	res := b.setPhases(t, org, ev.id,
@@ -340,6 +342,17 @@ func TestPresaleCodeGuessesAreRateLimited(t *testing.T) {
 	res = b.join(t, buyer, ev.id, codes[0])
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	require.Equal(t, `"waiting-room";r=2;t=1`, res.header.Get("RateLimit"), "one join, one unit")
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var requests float64
+	for _, mf := range mfs {
+		if mf.GetName() == "boxoffice_waitingroom_requests_total" {
+			for _, m := range mf.GetMetric() {
+				requests += m.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Equal(t, float64(4*perUser+1), requests, "each join counted once, a presale join's charge included")
 }
 
 // Presale codes are shown once, so creating them takes an optional

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -45,6 +46,8 @@ type roomOpts struct {
 	// secrets gives the cell its webhook secret keys, which seal the
 	// answers kept for Idempotency-Key retries that show a secret once.
 	secrets bool
+	// reg, when set, receives the room's metrics.
+	reg *prometheus.Registry
 }
 
 func setupRoom(t *testing.T, o roomOpts) *roomBundle {
@@ -56,7 +59,12 @@ func setupRoom(t *testing.T, o roomOpts) *roomBundle {
 	logs := testkit.NewLog(t)
 	logger := logs.Logger
 	signer := admission.NewSigner(admission.SignerConfig{Key: admissionKey})
+	var reg prometheus.Registerer
+	if o.reg != nil {
+		reg = o.reg
+	}
 	room := waitingroom.NewRoom(waitingroom.RoomConfig{
+		Registerer:  reg,
 		Store:       waitingroom.NewRedisStore(o.rdb, waitingroom.RedisStoreConfig{Prefix: o.prefix}),
 		Signer:      signer,
 		Events:      catalog.New(pool),

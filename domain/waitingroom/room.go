@@ -440,19 +440,23 @@ func (r *Room) JoinWithCode(ctx context.Context, userID, eventID uuid.UUID, ip, 
 			return View{}, err
 		}
 		if ph, ok := InForce(phases, now); ok && ph.Presale {
-			charged, err := r.enter(ctx, userID, eventID, ip, false, true)
+			// The charge is a poll whose outcome is counted only when no
+			// join follows it: then the join is the request's outcome.
+			charged, err := r.enter(ctx, userID, eventID, ip, entering{charge: true})
 			if err != nil || charged.Status == StatusLimited {
+				r.count(charged.Status, err)
 				return charged, err
 			}
 			if err := r.cfg.Onsales.Redeem(ctx, eventID, ph.ID, userID, code); err != nil {
+				r.count(charged.Status, nil)
 				return View{}, err
 			}
-			v, err := r.enter(ctx, userID, eventID, ip, true, false)
+			v, err := r.enter(ctx, userID, eventID, ip, entering{join: true, count: true})
 			v.Used = charged.Used
 			return v, err
 		}
 	}
-	return r.enter(ctx, userID, eventID, ip, true, true)
+	return r.enter(ctx, userID, eventID, ip, entering{join: true, charge: true, count: true})
 }
 
 // Phases returns the event's onsale phases in opening order (none without
@@ -502,13 +506,35 @@ func (r *Room) CreateCodesTx(ctx context.Context, tx pgx.Tx, eventID uuid.UUID, 
 // their admission expired, StatusRevoked without a token when it was
 // revoked, as Revoked sees it). Errors as Join.
 func (r *Room) Poll(ctx context.Context, userID, eventID uuid.UUID, ip string) (View, error) {
-	return r.enter(ctx, userID, eventID, ip, false, true)
+	return r.enter(ctx, userID, eventID, ip, entering{charge: true, count: true})
 }
 
-// enter joins (join) or polls the buyer; charge counts the request against
-// the buyer's and the address's budgets (Limits), which a request already
-// charged must not be twice.
-func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, join, charge bool) (View, error) {
+// count counts one request in boxoffice_waitingroom_requests_total: by
+// the status it answered, or as unavailable when the store was; another
+// error is not counted.
+func (r *Room) count(status Status, err error) {
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		r.requests.WithLabelValues("unavailable").Inc()
+	case err == nil:
+		r.requests.WithLabelValues(string(status)).Inc()
+	}
+}
+
+// entering says what enter does with a request.
+type entering struct {
+	// join joins the buyer, else polls.
+	join bool
+	// charge counts the request against the buyer's and the address's
+	// budgets (Limits), which a request already charged must not be twice.
+	charge bool
+	// count counts its outcome in boxoffice_waitingroom_requests_total,
+	// which one request must not be twice.
+	count bool
+}
+
+// enter joins or polls the buyer, as how says.
+func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, how entering) (View, error) {
 	ev, err := r.event(ctx, eventID)
 	if err != nil {
 		return View{}, err
@@ -521,12 +547,12 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		Phase: phase, Rate: rate, Burst: r.burst(rate), TTL: r.cfg.Signer.TTL(),
 		ClaimWindow: r.cfg.ClaimWindow,
 	}
-	if !charge {
+	if !how.charge {
 		p.Limits = Limits{}
 	}
 	inv, known, _ := r.inventory(ctx, eventID)
 	var e Entry
-	if join {
+	if how.join {
 		switch {
 		case known && inv.Available() == 0:
 			// No seat to hold: queue the buyer rather than admit at once
@@ -544,8 +570,8 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		e, err = r.cfg.Store.Poll(ctx, p)
 	}
 	if err != nil {
-		if errors.Is(err, ErrUnavailable) {
-			r.requests.WithLabelValues("unavailable").Inc()
+		if how.count {
+			r.count("", err)
 		}
 		return View{}, err
 	}
@@ -553,7 +579,9 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 		// The answer holds give: the token would be refused.
 		e.Status = StatusRevoked
 	}
-	r.requests.WithLabelValues(string(e.Status)).Inc()
+	if how.count {
+		r.count(e.Status, nil)
+	}
 	v := View{Status: e.Status, Phase: phase, OpensAt: ev.Settings.OpensAt, RetryAfter: e.RetryAfter, Used: e.Used,
 		SoldOut: phase == PhaseOpen && known && inv.SoldOut()}
 	switch e.Status {
