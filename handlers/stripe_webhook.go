@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/google/uuid"
 	"github.com/stripe/stripe-go/v79"
 
 	"boxoffice/domain/cells"
@@ -86,13 +85,11 @@ func (h *Handlers) stripeWebhookProblem(ctx context.Context, err error) error {
 // goes to the first cell, which records and ignores it.
 func (h *Handlers) stripeWebhookCell(ctx context.Context, ev stripe.Event) (*cells.Cell, error) {
 	first := h.cells.Cells()[0]
-	if len(h.cells.Cells()) == 1 || ev.Data == nil {
+	if len(h.cells.Cells()) == 1 {
 		return first, nil
 	}
-	metadata, _ := ev.Data.Object["metadata"].(map[string]any)
-	raw, _ := metadata["order_id"].(string)
-	orderID, err := uuid.Parse(raw)
-	if err != nil {
+	orderID, ok := payments.OrderOfEvent(ev)
+	if !ok {
 		return first, nil
 	}
 	c, err := h.cells.ForOrder(ctx, orderID)

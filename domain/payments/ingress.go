@@ -133,8 +133,10 @@ func (in *Ingress) Receive(ctx context.Context, payload []byte, signature string
 // before the signature verifies. Its errors are Receive's: ErrBadSignature
 // or ErrInvalidEvent.
 func (in *Ingress) Verify(payload []byte, signature string) (stripe.Event, error) {
-	ev, err := webhook.ConstructEventWithOptions(payload, signature, in.cfg.WebhookSecret,
-		webhook.ConstructEventOptions{Tolerance: in.cfg.Tolerance, IgnoreAPIVersionMismatch: true})
+	if err := webhook.ValidatePayloadWithTolerance(payload, signature, in.cfg.WebhookSecret, in.cfg.Tolerance); err != nil {
+		return stripe.Event{}, fmt.Errorf("%w: %w", ErrBadSignature, err)
+	}
+	ev, err := parseEvent(payload)
 	if err != nil {
 		return stripe.Event{}, fmt.Errorf("%w: %w", ErrBadSignature, err)
 	}
@@ -147,6 +149,53 @@ func (in *Ingress) Verify(payload []byte, signature string) (stripe.Event, error
 		return stripe.Event{}, err
 	}
 	return ev, nil
+}
+
+// eventJSON is what the ingress reads of a Stripe event, decoded once:
+// stripe.Event's own decoding reads data.object twice, as bytes and as a
+// map of it, and that map was the most of a webhook's decoding.
+type eventJSON struct {
+	ID         string           `json:"id"`
+	Type       stripe.EventType `json:"type"`
+	Created    int64            `json:"created"`
+	Livemode   bool             `json:"livemode"`
+	APIVersion string           `json:"api_version"`
+	Data       *struct {
+		Object json.RawMessage `json:"object"`
+	} `json:"data"`
+}
+
+// parseEvent decodes a verified payload into the stripe.Event the
+// ingress works with: its id, type, creation time, mode, API version and
+// data.object as raw bytes (EventData.Raw, which decodeObject reads);
+// EventData.Object, the map, is left nil.
+func parseEvent(payload []byte) (stripe.Event, error) {
+	var e eventJSON
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return stripe.Event{}, fmt.Errorf("parse webhook body: %w", err)
+	}
+	ev := stripe.Event{ID: e.ID, Type: e.Type, Created: e.Created, Livemode: e.Livemode, APIVersion: e.APIVersion}
+	if e.Data != nil {
+		ev.Data = &stripe.EventData{Raw: e.Data.Object}
+	}
+	return ev, nil
+}
+
+// OrderOfEvent returns the order a verified event's object names in its
+// metadata (metadata["order_id"], as every intent this service creates,
+// and the charge and refund of one, carry), if it names one.
+func OrderOfEvent(ev stripe.Event) (uuid.UUID, bool) {
+	if ev.Data == nil || len(ev.Data.Raw) == 0 {
+		return uuid.Nil, false
+	}
+	var obj struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(ev.Data.Raw, &obj); err != nil {
+		return uuid.Nil, false
+	}
+	id, err := uuid.Parse(obj.Metadata["order_id"])
+	return id, err == nil
 }
 
 // Apply is Receive for an event Verify returned: it records the event and
