@@ -114,15 +114,13 @@ func waitlistEntryBody(e waitlist.Entry) *WaitlistEntryOutput {
 }
 
 func (h *Handlers) joinWaitlist(ctx context.Context, in *JoinWaitlistInput) (*WaitlistEntryOutput, error) {
-	c, eventID, err := h.eventPath(ctx, in.EventID)
-	if err != nil {
-		return nil, err
-	}
-	e, err := c.Waitlist.Join(ctx, waitlist.JoinParams{
-		UserID: identity(ctx).UserID, EventID: eventID, CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity,
+	e, eventID, err := onEvent(ctx, h, in.EventID, "join waitlist", func(c *cells.Cell, eventID uuid.UUID) (waitlist.Entry, error) {
+		return c.Waitlist.Join(ctx, waitlist.JoinParams{
+			UserID: identity(ctx).UserID, EventID: eventID, CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity,
+		})
 	})
 	if err != nil {
-		return nil, h.problemFor(ctx, err, "join waitlist", "No such event.", "event_id", eventID)
+		return nil, err
 	}
 	h.logger.InfoContext(ctx, "waitlist joined", "correlation_id", CorrelationID(ctx), "event_id", eventID, "entry_id", e.ID)
 	return waitlistEntryBody(e), nil
@@ -150,25 +148,27 @@ func (h *Handlers) waitlistEntry(ctx context.Context, in *WaitlistEntryPathInput
 }
 
 func (h *Handlers) getWaitlistEntry(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
-	c, _, entryID, err := h.waitlistEntry(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	e, err := c.Waitlist.Get(ctx, identity(ctx).UserID, entryID)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
-	}
-	return waitlistEntryBody(e), nil
+	return h.buyerEntry(ctx, in, "get waitlist entry", (*waitlist.Service).Get)
 }
 
 func (h *Handlers) leaveWaitlist(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
+	return h.buyerEntry(ctx, in, "leave waitlist", (*waitlist.Service).Leave)
+}
+
+// buyerEntry is an operation of the buyer on their waitlist entry: it
+// finds the entry (waitlistEntry's 422, 404 or 503), has do act for the
+// caller on it in its cell's waitlist, and answers the entry. do's errors
+// are mapped by problemFor, op naming the operation.
+func (h *Handlers) buyerEntry(ctx context.Context, in *WaitlistEntryPathInput, op string,
+	do func(s *waitlist.Service, ctx context.Context, userID, entryID uuid.UUID) (waitlist.Entry, error),
+) (*WaitlistEntryOutput, error) {
 	c, _, entryID, err := h.waitlistEntry(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	e, err := c.Waitlist.Leave(ctx, identity(ctx).UserID, entryID)
+	e, err := do(c.Waitlist, ctx, identity(ctx).UserID, entryID)
 	if err != nil {
-		return nil, h.problemFor(ctx, err, "leave waitlist", "No such waitlist entry.", "entry_id", entryID)
+		return nil, h.problemFor(ctx, err, op, "No such waitlist entry.", "entry_id", entryID)
 	}
 	return waitlistEntryBody(e), nil
 }
