@@ -459,13 +459,11 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 	// else's requests count against it; both are given back, and the
 	// watch stopped, when the stream ends, whatever ends it, or when it
 	// never starts.
-	var o streamOpening
-	defer o.abandon()
-	releaseUser, ok := h.limits.streams.acquireUser(userID)
-	if !ok {
-		return nil, rateLimited("You have too many order event streams open; close one first.", streamRetryAfter)
+	o, err := h.openStream(userID, "You have too many order event streams open; close one first.")
+	if err != nil {
+		return nil, err
 	}
-	o.slot(releaseUser)
+	defer o.abandon()
 	c, err := h.orderCell(ctx, orderID)
 	if err != nil {
 		return nil, err

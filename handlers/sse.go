@@ -164,6 +164,18 @@ type streamOpening struct {
 	started bool
 }
 
+// openStream starts the opening of one of userID's event streams: it
+// takes one of the buyer's stream slots first, before anything reaches
+// the database, or answers 429 with tooMany as its detail. The caller
+// defers the opening's abandon.
+func (h *Handlers) openStream(userID uuid.UUID, tooMany string) (*streamOpening, error) {
+	release, ok := h.limits.streams.acquireUser(userID)
+	if !ok {
+		return nil, rateLimited(tooMany, streamRetryAfter)
+	}
+	return &streamOpening{slots: []func(){release}}, nil
+}
+
 // slot keeps a stream slot's release.
 func (o *streamOpening) slot(release func()) { o.slots = append(o.slots, release) }
 

@@ -235,13 +235,11 @@ func (h *Handlers) registerWaitlistStream(api huma.API) {
 
 func (h *Handlers) streamWaitlistEntry(ctx context.Context, in *WaitlistEntryStreamInput) (*huma.StreamResponse, error) {
 	userID := identity(ctx).UserID
-	var o streamOpening
-	defer o.abandon()
-	releaseUser, ok := h.limits.streams.acquireUser(userID)
-	if !ok {
-		return nil, rateLimited("You have too many event streams open; close one first.", streamRetryAfter)
+	o, err := h.openStream(userID, "You have too many event streams open; close one first.")
+	if err != nil {
+		return nil, err
 	}
-	o.slot(releaseUser)
+	defer o.abandon()
 	c, _, entryID, err := h.waitlistEntry(ctx, &in.WaitlistEntryPathInput)
 	if err != nil {
 		return nil, err
