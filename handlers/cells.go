@@ -42,6 +42,24 @@ func (h *Handlers) eventPath(ctx context.Context, raw string) (*cells.Cell, uuid
 	return pathCell(ctx, raw, "path.eventId", h.eventCell)
 }
 
+// onEvent is an operation on one event: it finds the event's cell
+// (eventPath's 422, 404 or 503), has do act on the event there, and maps
+// do's error with problemFor, op naming the operation: an event the
+// caller may not see is "No such event.". It returns do's result and the
+// event's id, for what the operation logs.
+func onEvent[T any](ctx context.Context, h *Handlers, raw, op string, do func(c *cells.Cell, eventID uuid.UUID) (T, error)) (T, uuid.UUID, error) {
+	var zero T
+	c, eventID, err := h.eventPath(ctx, raw)
+	if err != nil {
+		return zero, eventID, err
+	}
+	v, err := do(c, eventID)
+	if err != nil {
+		return zero, eventID, h.problemFor(ctx, err, op, "No such event.", "event_id", eventID)
+	}
+	return v, eventID, nil
+}
+
 // orderPath parses an orderId path parameter and returns the order's
 // cell, or the 422, 404 or 503 problem (pathCell).
 func (h *Handlers) orderPath(ctx context.Context, raw string) (*cells.Cell, uuid.UUID, error) {

@@ -108,6 +108,23 @@ func (h *Handlers) registerHolds(api huma.API) {
 	}, auth.RoleBuyer), h.createBestAvailableHold)
 }
 
+// holdBudget takes one of the buyer's holds from their budget, the same
+// for both kinds of hold, and returns the RateLimit-Policy and RateLimit
+// headers of what is left, or the 429 with them when nothing is. Every
+// hold the buyer asks for counts, a retry with an Idempotency-Key that
+// already succeeded too: the limit is decided before anything is verified
+// or read, so a refused hold costs no database work at all.
+func (h *Handlers) holdBudget(user uuid.UUID) (policy, state string, err error) {
+	left, wait, ok := h.limits.holds.allowBudget(user, time.Now())
+	policy, state = left.headers("holds")
+	if !ok {
+		return policy, state, huma.ErrorWithHeaders(
+			rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait),
+			http.Header{"RateLimit-Policy": {policy}, "RateLimit": {state}})
+	}
+	return policy, state, nil
+}
+
 func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*CreateHoldOutput, error) {
 	eventID, err := parseUUID(in.EventID, "path.eventId")
 	if err != nil {
@@ -119,15 +136,9 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		return nil, p
 	}
 	user := identity(ctx).UserID
-	// Every hold the buyer asks for counts, a retry with an Idempotency-Key
-	// that already succeeded too: the limit is decided before anything is
-	// verified or read, so a refused hold costs no database work at all.
-	left, wait, ok := h.limits.holds.allowBudget(user, time.Now())
-	policy, state := left.headers("holds")
-	if !ok {
-		return nil, huma.ErrorWithHeaders(
-			rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait),
-			http.Header{"RateLimit-Policy": {policy}, "RateLimit": {state}})
+	policy, state, err := h.holdBudget(user)
+	if err != nil {
+		return nil, err
 	}
 	hold, err := h.hold(ctx, in.AdmissionToken, purchase.HoldParams{
 		UserID: user, EventID: eventID, SeatIDs: in.Body.SeatIDs, IdempotencyKey: in.IdempotencyKey,
@@ -146,13 +157,9 @@ func (h *Handlers) createBestAvailableHold(ctx context.Context, in *CreateBestAv
 		return nil, err
 	}
 	user := identity(ctx).UserID
-	// One budget for both kinds of hold, decided first (createHold says why).
-	left, wait, ok := h.limits.holds.allowBudget(user, time.Now())
-	policy, state := left.headers("holds")
-	if !ok {
-		return nil, huma.ErrorWithHeaders(
-			rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait),
-			http.Header{"RateLimit-Policy": {policy}, "RateLimit": {state}})
+	policy, state, err := h.holdBudget(user)
+	if err != nil {
+		return nil, err
 	}
 	hold, err := h.hold(ctx, in.AdmissionToken, purchase.HoldParams{
 		UserID: user, EventID: eventID, IdempotencyKey: in.IdempotencyKey,

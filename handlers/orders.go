@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"net/http"
 	"reflect"
 	"slices"
@@ -159,23 +158,14 @@ func (h *Handlers) registerOrders(api huma.API) {
 			"A buyer may have a few streams open on one order and a few more across orders (4 and 16 by " +
 			"default, per API process); beyond them the stream is refused with 429 and Retry-After.",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-		Responses: map[string]*huma.Response{"200": {
-			Description: "A text/event-stream of `status` events, and one `payment` event once the order's PaymentIntent exists.",
-			Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
-				Type: huma.TypeString,
-				Description: "Events `event: status` whose `data` is an OrderStatusEvent as JSON (with an `id` naming the status, for Last-Event-ID), " +
-					"and `event: payment` whose `data` is an OrderPaymentEvent: the PaymentIntent is ready to confirm " +
-					"(read its client secret from GET /v1/orders/{orderId}).",
-				Extensions: map[string]any{
-					"x-event-data":         api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderStatusEvent](), true, ""),
-					"x-payment-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderPaymentEvent](), true, ""),
-				},
-			}}},
-			Headers: map[string]*huma.Param{"X-Accel-Buffering": {
-				Description: "Always no: tells a proxy in front (nginx) not to buffer the stream.",
-				Schema:      &huma.Schema{Type: huma.TypeString, Enum: []any{"no"}},
-			}},
-		}},
+		Responses: sseResponses("A text/event-stream of `status` events, and one `payment` event once the order's PaymentIntent exists.",
+			"Events `event: status` whose `data` is an OrderStatusEvent as JSON (with an `id` naming the status, for Last-Event-ID), "+
+				"and `event: payment` whose `data` is an OrderPaymentEvent: the PaymentIntent is ready to confirm "+
+				"(read its client secret from GET /v1/orders/{orderId}).",
+			map[string]any{
+				"x-event-data":         api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderStatusEvent](), true, ""),
+				"x-payment-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderPaymentEvent](), true, ""),
+			}),
 	}, auth.RoleBuyer), h.streamOrderEvents)
 }
 
@@ -472,30 +462,16 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 	// else's requests count against it; both are given back, and the
 	// watch stopped, when the stream ends, whatever ends it, or when it
 	// never starts.
-	releaseUser, ok := h.limits.streams.acquireUser(userID)
-	if !ok {
-		return nil, rateLimited("You have too many order event streams open; close one first.", streamRetryAfter)
+	o, err := h.openStream(userID, "You have too many order event streams open; close one first.")
+	if err != nil {
+		return nil, err
 	}
-	var watch *orderfeed.Watcher
-	stopWatch := func() {
-		if watch != nil {
-			watch.Stop()
-		}
-	}
-	started := false
-	defer func() {
-		if !started {
-			stopWatch()
-			releaseUser()
-		}
-	}()
+	defer o.abandon()
 	c, err := h.orderCell(ctx, orderID)
 	if err != nil {
 		return nil, err
 	}
-	if c.Orders != nil {
-		watch = c.Orders.Watch(orderID)
-	}
+	watch := o.watchOn(c, orderID)
 	first, err := c.Purchase.OrderStateForOwner(ctx, userID, orderID)
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "get order status", "No such order.", "order_id", orderID)
@@ -504,23 +480,10 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 	if !ok {
 		return nil, rateLimited("This order has too many event streams open; close one first.", streamRetryAfter)
 	}
-	started = true
-	// huma calls Body once the handler returns; should it never (a write
-	// error before), the request's end gives the slots back.
-	release := func() { stopWatch(); releaseOrder(); releaseUser() }
-	stop := context.AfterFunc(ctx, release)
-	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		defer func() { stop(); release() }()
-		hctx.SetHeader("Content-Type", "text/event-stream")
-		hctx.SetHeader("Cache-Control", "no-store")
-		hctx.SetHeader("X-Accel-Buffering", "no") // no proxy buffering
-		hctx.SetStatus(http.StatusOK)
-		w, ok := hctx.BodyWriter().(http.ResponseWriter)
-		if !ok {
-			return
-		}
-		h.followOrder(hctx.Context(), w, c, userID, first, watch, in.LastEventID)
-	}}, nil
+	o.slot(releaseOrder)
+	return sseStream(ctx, o.start(), func(ctx context.Context, w sseWriter) {
+		h.followOrder(ctx, w, c, userID, first, watch, in.LastEventID)
+	}), nil
 }
 
 // followOrder writes the status events of the order whose state is first
@@ -541,24 +504,9 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 // PaymentIntent is taken once, from the read or the first event that
 // names it; the payment event is sent once, while the order awaits
 // payment, and never carries the client secret.
-func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *cells.Cell, userID uuid.UUID, first purchase.OrderState, watch *orderfeed.Watcher, lastEventID string) {
-	ctx, cancel := context.WithTimeout(ctx, orderEventsMaxLifetime)
-	defer cancel()
-	rc := http.NewResponseController(w)
-	write := func(chunk []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(orderEventsWriteTimeout)) // unsupported by some writers; best effort
-		if _, err := w.Write(chunk); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+func (h *Handlers) followOrder(ctx context.Context, w sseWriter, c *cells.Cell, userID uuid.UUID, first purchase.OrderState, watch *orderfeed.Watcher, lastEventID string) {
 	send := func(st purchase.OrderState, at time.Time) bool {
-		data, err := json.Marshal(OrderStatusEvent{OrderID: st.ID, Status: string(st.Status), At: at.UTC()})
-		if err != nil {
-			return false
-		}
-		chunk := append([]byte("id: "+orderEventID(st, at)+"\nevent: status\ndata: "), data...)
-		return write(append(chunk, "\n\n"...))
+		return w.event(orderEventID(st, at), "status", OrderStatusEvent{OrderID: st.ID, Status: string(st.Status), At: at.UTC()})
 	}
 	// The payment event is sent once, when the stream first sees the
 	// order's PaymentIntent, while the order awaits payment.
@@ -568,11 +516,7 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 			return true
 		}
 		paymentSent = true
-		data, err := json.Marshal(OrderPaymentEvent{OrderID: st.ID, PaymentIntentID: st.PaymentIntentID})
-		if err != nil {
-			return false
-		}
-		return write(append(append([]byte("event: payment\ndata: "), data...), "\n\n"...))
+		return w.event("", "payment", OrderPaymentEvent{OrderID: st.ID, PaymentIntentID: st.PaymentIntentID})
 	}
 
 	last, lastAt := first, first.UpdatedAt
@@ -603,62 +547,46 @@ func (h *Handlers) followOrder(ctx context.Context, w http.ResponseWriter, c *ce
 		if !send(last, lastAt) {
 			return
 		}
-	} else if !write([]byte(": resumed\n\n")) {
+	} else if !w.write([]byte(": resumed\n\n")) {
 		return
 	}
 	if last.Status.Final() || !sendPayment(last) {
 		return
 	}
-	var wake <-chan struct{}
-	if watch != nil {
-		wake = watch.C
-	}
 	var settle settling
-	read := time.NewTimer(h.readAfter(c, &settle))
-	defer read.Stop()
-	heartbeat, stopHeartbeat := h.heartbeats.add()
-	defer stopHeartbeat()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-heartbeat.C:
-			if !write([]byte(": keep-alive\n\n")) {
-				return
-			}
-			continue
-		case <-wake:
-			events, missed := watch.Take()
-			needRead := missed
+	h.followFeed(ctx, w, feedFollower{
+		watch:     watch,
+		firstRead: h.readAfter(c, &settle),
+		// The events the watch delivers are shown as they are; one the
+		// lifecycle does not know, or a watch that may have missed some,
+		// calls for a read.
+		woken: func(events []orderfeed.Event, missed bool) (read, ok bool) {
 			for _, ev := range events {
 				if ev.FollowUp {
 					settle = settling{since: time.Now()}
 				}
 				ch := purchase.OrderChangeOf(ev.Envelope)
 				if ch.Unknown {
-					needRead = true
+					missed = true
 				} else if !show(ch) {
-					return
+					return false, false
 				}
 			}
-			if !needRead {
-				continue
+			return missed, true
+		},
+		read: func(ctx context.Context, schedule func(time.Duration)) bool {
+			schedule(h.readAfter(c, &settle))
+			st, err := c.Purchase.OrderStateForOwner(ctx, userID, last.ID)
+			if err != nil {
+				if ctx.Err() == nil {
+					h.logger.ErrorContext(ctx, "read order status", "order_id", last.ID,
+						"correlation_id", CorrelationID(ctx), "error", err.Error())
+				}
+				return false // the client reconnects and gets the current status first
 			}
-		case <-read.C:
-		}
-		read.Reset(h.readAfter(c, &settle))
-		st, err := c.Purchase.OrderStateForOwner(ctx, userID, last.ID)
-		if err != nil {
-			if ctx.Err() == nil {
-				h.logger.ErrorContext(ctx, "read order status", "order_id", last.ID,
-					"correlation_id", CorrelationID(ctx), "error", err.Error())
-			}
-			return // the client reconnects and gets the current status first
-		}
-		if !show(st.Change()) {
-			return
-		}
-	}
+			return show(st.Change())
+		},
+	})
 }
 
 func (c Config) orderStreamSafetyRead() time.Duration {

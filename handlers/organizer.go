@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/page"
@@ -160,13 +161,11 @@ func seatCountsBody(c purchase.SeatCounts) SeatCountsBody {
 }
 
 func (h *Handlers) getEventSales(ctx context.Context, in *EventPathInput) (*SalesOutput, error) {
-	c, eventID, err := h.eventPath(ctx, in.EventID)
+	s, eventID, err := onEvent(ctx, h, in.EventID, "get event sales", func(c *cells.Cell, eventID uuid.UUID) (purchase.Sales, error) {
+		return c.Purchase.Sales(ctx, identity(ctx).OrganizerID, eventID)
+	})
 	if err != nil {
 		return nil, err
-	}
-	s, err := c.Purchase.Sales(ctx, identity(ctx).OrganizerID, eventID)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "get event sales", "No such event.", "event_id", eventID)
 	}
 	body := SalesBody{
 		EventID:   eventID,

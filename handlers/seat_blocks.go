@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/auth"
 )
@@ -164,25 +165,21 @@ func (h *Handlers) blockSeats(ctx context.Context, in *BlockSeatsInput) (*SeatBl
 }
 
 func (h *Handlers) listSeatBlocks(ctx context.Context, in *EventPathInput) (*SeatBlocksOutput, error) {
-	c, eventID, err := h.eventPath(ctx, in.EventID)
+	blocks, _, err := onEvent(ctx, h, in.EventID, "list seat blocks", func(c *cells.Cell, eventID uuid.UUID) ([]purchase.SeatBlock, error) {
+		return c.Purchase.SeatBlocks(ctx, identity(ctx).OrganizerID, eventID)
+	})
 	if err != nil {
 		return nil, err
-	}
-	blocks, err := c.Purchase.SeatBlocks(ctx, identity(ctx).OrganizerID, eventID)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "list seat blocks", "No such event.", "event_id", eventID)
 	}
 	return seatBlocksBody(blocks), nil
 }
 
 func (h *Handlers) releaseSeats(ctx context.Context, in *ReleaseSeatsInput) (*ReleaseSeatsOutput, error) {
-	c, eventID, err := h.eventPath(ctx, in.EventID)
+	released, eventID, err := onEvent(ctx, h, in.EventID, "release seats", func(c *cells.Cell, eventID uuid.UUID) ([]uuid.UUID, error) {
+		return c.Purchase.ReleaseSeats(ctx, identity(ctx).OrganizerID, eventID, in.Body.SeatIDs)
+	})
 	if err != nil {
 		return nil, err
-	}
-	released, err := c.Purchase.ReleaseSeats(ctx, identity(ctx).OrganizerID, eventID, in.Body.SeatIDs)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "release seats", "No such event.", "event_id", eventID)
 	}
 	h.logger.InfoContext(ctx, "seats released", "correlation_id", CorrelationID(ctx), "event_id", eventID, "seats", len(released))
 	out := &ReleaseSeatsOutput{}

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -115,15 +114,13 @@ func waitlistEntryBody(e waitlist.Entry) *WaitlistEntryOutput {
 }
 
 func (h *Handlers) joinWaitlist(ctx context.Context, in *JoinWaitlistInput) (*WaitlistEntryOutput, error) {
-	c, eventID, err := h.eventPath(ctx, in.EventID)
-	if err != nil {
-		return nil, err
-	}
-	e, err := c.Waitlist.Join(ctx, waitlist.JoinParams{
-		UserID: identity(ctx).UserID, EventID: eventID, CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity,
+	e, eventID, err := onEvent(ctx, h, in.EventID, "join waitlist", func(c *cells.Cell, eventID uuid.UUID) (waitlist.Entry, error) {
+		return c.Waitlist.Join(ctx, waitlist.JoinParams{
+			UserID: identity(ctx).UserID, EventID: eventID, CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity,
+		})
 	})
 	if err != nil {
-		return nil, h.problemFor(ctx, err, "join waitlist", "No such event.", "event_id", eventID)
+		return nil, err
 	}
 	h.logger.InfoContext(ctx, "waitlist joined", "correlation_id", CorrelationID(ctx), "event_id", eventID, "entry_id", e.ID)
 	return waitlistEntryBody(e), nil
@@ -151,25 +148,27 @@ func (h *Handlers) waitlistEntry(ctx context.Context, in *WaitlistEntryPathInput
 }
 
 func (h *Handlers) getWaitlistEntry(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
-	c, _, entryID, err := h.waitlistEntry(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	e, err := c.Waitlist.Get(ctx, identity(ctx).UserID, entryID)
-	if err != nil {
-		return nil, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
-	}
-	return waitlistEntryBody(e), nil
+	return h.buyerEntry(ctx, in, "get waitlist entry", (*waitlist.Service).Get)
 }
 
 func (h *Handlers) leaveWaitlist(ctx context.Context, in *WaitlistEntryPathInput) (*WaitlistEntryOutput, error) {
+	return h.buyerEntry(ctx, in, "leave waitlist", (*waitlist.Service).Leave)
+}
+
+// buyerEntry is an operation of the buyer on their waitlist entry: it
+// finds the entry (waitlistEntry's 422, 404 or 503), has do act for the
+// caller on it in its cell's waitlist, and answers the entry. do's errors
+// are mapped by problemFor, op naming the operation.
+func (h *Handlers) buyerEntry(ctx context.Context, in *WaitlistEntryPathInput, op string,
+	do func(s *waitlist.Service, ctx context.Context, userID, entryID uuid.UUID) (waitlist.Entry, error),
+) (*WaitlistEntryOutput, error) {
 	c, _, entryID, err := h.waitlistEntry(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	e, err := c.Waitlist.Leave(ctx, identity(ctx).UserID, entryID)
+	e, err := do(c.Waitlist, ctx, identity(ctx).UserID, entryID)
 	if err != nil {
-		return nil, h.problemFor(ctx, err, "leave waitlist", "No such waitlist entry.", "entry_id", entryID)
+		return nil, h.problemFor(ctx, err, op, "No such waitlist entry.", "entry_id", entryID)
 	}
 	return waitlistEntryBody(e), nil
 }
@@ -226,92 +225,41 @@ func (h *Handlers) registerWaitlistStream(api huma.API) {
 			"10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams " +
 			"(beyond them 429 with Retry-After).",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-		Responses: map[string]*huma.Response{"200": {
-			Description: "A text/event-stream of `entry` events.",
-			Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
-				Type:        huma.TypeString,
-				Description: "Events `event: entry` whose `data` is a WaitlistEntryBody as JSON.",
-				Extensions: map[string]any{
-					"x-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[WaitlistEntryBody](), true, ""),
-				},
-			}}},
-			Headers: map[string]*huma.Param{"X-Accel-Buffering": {
-				Description: "Always no: tells a proxy in front (nginx) not to buffer the stream.",
-				Schema:      &huma.Schema{Type: huma.TypeString, Enum: []any{"no"}},
-			}},
-		}},
+		Responses: sseResponses("A text/event-stream of `entry` events.",
+			"Events `event: entry` whose `data` is a WaitlistEntryBody as JSON.",
+			map[string]any{
+				"x-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[WaitlistEntryBody](), true, ""),
+			}),
 	}, auth.RoleBuyer), h.streamWaitlistEntry)
 }
 
 func (h *Handlers) streamWaitlistEntry(ctx context.Context, in *WaitlistEntryStreamInput) (*huma.StreamResponse, error) {
 	userID := identity(ctx).UserID
-	releaseUser, ok := h.limits.streams.acquireUser(userID)
-	if !ok {
-		return nil, rateLimited("You have too many event streams open; close one first.", streamRetryAfter)
+	o, err := h.openStream(userID, "You have too many event streams open; close one first.")
+	if err != nil {
+		return nil, err
 	}
-	started := false
-	var watch *orderfeed.Watcher
-	defer func() {
-		if !started {
-			if watch != nil {
-				watch.Stop()
-			}
-			releaseUser()
-		}
-	}()
+	defer o.abandon()
 	c, _, entryID, err := h.waitlistEntry(ctx, &in.WaitlistEntryPathInput)
 	if err != nil {
 		return nil, err
 	}
-	if c.Orders != nil {
-		watch = c.Orders.Watch(entryID)
-	}
+	watch := o.watchOn(c, entryID)
 	first, err := c.Waitlist.Get(ctx, userID, entryID)
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
 	}
-	started = true
-	release := func() {
-		if watch != nil {
-			watch.Stop()
-		}
-		releaseUser()
-	}
-	stop := context.AfterFunc(ctx, release)
-	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		defer func() { stop(); release() }()
-		hctx.SetHeader("Content-Type", "text/event-stream")
-		hctx.SetHeader("Cache-Control", "no-store")
-		hctx.SetHeader("X-Accel-Buffering", "no")
-		hctx.SetStatus(http.StatusOK)
-		w, ok := hctx.BodyWriter().(http.ResponseWriter)
-		if !ok {
-			return
-		}
-		h.followWaitlistEntry(hctx.Context(), w, c, first, watch)
-	}}, nil
+	return sseStream(ctx, o.start(), func(ctx context.Context, w sseWriter) {
+		h.followWaitlistEntry(ctx, w, c, first, watch)
+	}), nil
 }
 
 // followWaitlistEntry writes an `entry` event for first and then for each
 // change of the entry read, until its state is final, the stream's
 // lifetime ends, the client goes away, or a write or read fails.
-func (h *Handlers) followWaitlistEntry(ctx context.Context, w http.ResponseWriter, c *cells.Cell, first waitlist.Entry, watch *orderfeed.Watcher) {
-	ctx, cancel := context.WithTimeout(ctx, orderEventsMaxLifetime)
-	defer cancel()
-	rc := http.NewResponseController(w)
-	write := func(chunk []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(orderEventsWriteTimeout)) // best effort
-		if _, err := w.Write(chunk); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+func (h *Handlers) followWaitlistEntry(ctx context.Context, w sseWriter, c *cells.Cell, first waitlist.Entry, watch *orderfeed.Watcher) {
 	send := func(e waitlist.Entry) bool {
-		data, err := json.Marshal(waitlistEntryBody(e).Body)
-		if err != nil {
-			return false
-		}
-		return write(append(append([]byte("event: entry\ndata: "), data...), "\n\n"...))
+		return w.event("", "entry", waitlistEntryBody(e).Body)
 	}
 	final := func(e waitlist.Entry) bool {
 		return e.State == waitlist.StateAccepted || e.State == waitlist.StateExpired || e.State == waitlist.StateLeft
@@ -319,10 +267,6 @@ func (h *Handlers) followWaitlistEntry(ctx context.Context, w http.ResponseWrite
 	last := first
 	if !send(last) || final(last) {
 		return
-	}
-	var wake <-chan struct{}
-	if watch != nil {
-		wake = watch.C
 	}
 	readAfter := func() time.Duration {
 		d := waitlistPollHealthy
@@ -334,36 +278,27 @@ func (h *Handlers) followWaitlistEntry(ctx context.Context, w http.ResponseWrite
 		}
 		return d
 	}
-	read := time.NewTimer(readAfter())
-	defer read.Stop()
-	heartbeat, stopHeartbeat := h.heartbeats.add()
-	defer stopHeartbeat()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-heartbeat.C:
-			if !write([]byte(": keep-alive\n\n")) {
-				return
+	h.followFeed(ctx, w, feedFollower{
+		watch:     watch,
+		firstRead: readAfter(),
+		// The events say only that the entry changed: every one is a read.
+		woken: func([]orderfeed.Event, bool) (read, ok bool) { return true, true },
+		read: func(ctx context.Context, schedule func(time.Duration)) bool {
+			e, err := c.Waitlist.Get(ctx, last.UserID, last.ID)
+			if err != nil {
+				if ctx.Err() == nil {
+					h.logger.ErrorContext(ctx, "read waitlist entry", "entry_id", last.ID, "error", err.Error())
+				}
+				return false
 			}
-			continue
-		case <-wake:
-			watch.Take()
-		case <-read.C:
-		}
-		e, err := c.Waitlist.Get(ctx, last.UserID, last.ID)
-		if err != nil {
-			if ctx.Err() == nil {
-				h.logger.ErrorContext(ctx, "read waitlist entry", "entry_id", last.ID, "error", err.Error())
+			if e.State != last.State || !e.UpdatedAt.Equal(last.UpdatedAt) {
+				last = e
+				if !send(e) || final(e) {
+					return false
+				}
 			}
-			return
-		}
-		if e.State != last.State || !e.UpdatedAt.Equal(last.UpdatedAt) {
-			last = e
-			if !send(e) || final(e) {
-				return
-			}
-		}
-		read.Reset(readAfter())
-	}
+			schedule(readAfter())
+			return true
+		},
+	})
 }

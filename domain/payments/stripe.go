@@ -168,30 +168,28 @@ func (s *Stripe) CreateIntent(ctx context.Context, p CreateIntentParams) (Intent
 
 // Capture implements Provider.
 func (s *Stripe) Capture(ctx context.Context, intentID, idempotencyKey string) (Intent, error) {
-	const op = "capture"
-	if err := ValidateMutation(op, intentID, idempotencyKey); err != nil {
-		return Intent{}, err
-	}
-	params := &stripe.PaymentIntentCaptureParams{}
-	params.Context = ctx
-	params.SetIdempotencyKey(idempotencyKey)
-	pi, err := s.intents.Capture(intentID, params)
-	if err != nil {
-		return Intent{}, fromStripe(op, intentID, err)
-	}
-	return intentFromStripe(pi), nil
+	return mutateIntent(ctx, "capture", intentID, idempotencyKey, &stripe.PaymentIntentCaptureParams{}, s.intents.Capture)
 }
 
 // Cancel implements Provider.
 func (s *Stripe) Cancel(ctx context.Context, intentID, idempotencyKey string) (Intent, error) {
-	const op = "cancel"
+	return mutateIntent(ctx, "cancel", intentID, idempotencyKey, &stripe.PaymentIntentCancelParams{}, s.intents.Cancel)
+}
+
+// mutateIntent is a change op of intentID: it checks the intent id and
+// idempotency key (ValidateMutation), has call send params with ctx and
+// the key, and returns the intent Stripe answers, or its error as a
+// payments error.
+func mutateIntent[P stripe.ParamsContainer](ctx context.Context, op, intentID, idempotencyKey string, params P,
+	call func(id string, params P) (*stripe.PaymentIntent, error),
+) (Intent, error) {
 	if err := ValidateMutation(op, intentID, idempotencyKey); err != nil {
 		return Intent{}, err
 	}
-	params := &stripe.PaymentIntentCancelParams{}
-	params.Context = ctx
-	params.SetIdempotencyKey(idempotencyKey)
-	pi, err := s.intents.Cancel(intentID, params)
+	p := params.GetParams()
+	p.Context = ctx
+	p.SetIdempotencyKey(idempotencyKey)
+	pi, err := call(intentID, params)
 	if err != nil {
 		return Intent{}, fromStripe(op, intentID, err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/platform/auth"
+	"boxoffice/platform/backoff"
 )
 
 // Config is a smoke run's.
@@ -261,13 +262,11 @@ func poll(ctx context.Context, what string, check func() (string, error)) (strin
 	}
 }
 
+// pause waits d (backoff.Sleep), or returns ctx's error naming what it
+// was waiting for.
 func pause(ctx context.Context, d time.Duration, what string) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("smoke: %s: %w", what, ctx.Err())
-	case <-t.C:
-		return nil
+	if err := backoff.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("smoke: %s: %w", what, err)
 	}
+	return nil
 }

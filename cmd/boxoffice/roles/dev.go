@@ -59,15 +59,11 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	logger := cfg.logger()
-	stopTracing, err := StartTracing(ctx, env, "dev", cfg, logger)
+	logger, stopTracing, err := startAPI(ctx, env, "dev", &cfg)
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
-	if err := openBearer(ctx, &cfg, logger); err != nil {
-		return err
-	}
 
 	if cfg.DatabaseURL == "" {
 		url, stopPG, err := devDatabase(ctx, *dir, logger, out)

@@ -20,6 +20,23 @@ import (
 	"boxoffice/platform/bus"
 )
 
+// startAPI starts what an API process (serve, dev) needs before it opens
+// anything: cfg's logger, tracing as role, and the bearer token verifier
+// (openBearer). stop ends the tracing; on an error nothing is left
+// running.
+func startAPI(ctx context.Context, getenv func(string) string, role string, cfg *Config) (logger *slog.Logger, stop func(), err error) {
+	logger = cfg.logger()
+	stop, err = StartTracing(ctx, getenv, role, *cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := openBearer(ctx, cfg, logger); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return logger, stop, nil
+}
+
 // runServe runs `boxoffice serve`, reading the environment through getenv.
 func runServe(ctx context.Context, args []string, getenv func(string) string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -46,15 +63,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string) er
 	if cfg.Webhooks.SecretKeys == nil {
 		return errNoWebhookKeys
 	}
-	logger := cfg.logger()
-	stopTracing, err := StartTracing(ctx, getenv, "serve", cfg, logger)
+	logger, stopTracing, err := startAPI(ctx, getenv, "serve", &cfg)
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
-	if err := openBearer(ctx, &cfg, logger); err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(processCollectors()...)
 	announcePayments(ctx, cfg, logger, reg)
