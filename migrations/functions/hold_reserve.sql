@@ -21,6 +21,12 @@
 -- counted a seat the organizer blocked as taken; 00039 applied the onsale
 -- phase in force (its categories, and for a presale the buyer's code and
 -- the code's seat limit); 00040 read that phase from onsale_phase_in_force.
+-- 00042: the requested seats are read by their keys only ("s.event_id IS
+-- NOT DISTINCT FROM p_event_id" is the same test as "=" for a seat, but
+-- no index condition): with "=", once the statistics of seats know only
+-- older events, the planner takes a new event for a handful of seats and
+-- reads its seats whole through an index on event_id, every hold, until
+-- seats was analyzed again.
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -91,7 +97,7 @@ BEGIN
             END IF;
         END IF;
         IF cardinality(v_phase.category_ids) > 0 AND EXISTS (
-            SELECT 1 FROM seats s WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids)
+            SELECT 1 FROM seats s WHERE s.id = ANY (p_seat_ids) AND s.event_id IS NOT DISTINCT FROM p_event_id
               AND NOT (s.category_id = ANY (v_phase.category_ids))) THEN
             RETURN QUERY SELECT 'phase_category', NULL::uuid[], NULL::timestamptz, NULL::bigint, NULL::text, NULL::bytea, NULL::jsonb;
             RETURN;
@@ -118,7 +124,7 @@ BEGIN
     -- that some limit applies to takes the lock and reads them.
     SELECT coalesce(array_agg(s.category_id) FILTER (WHERE c.seat_limit > 0), '{}') INTO v_limited
     FROM seats s JOIN price_categories c ON c.id = s.category_id
-    WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids);
+    WHERE s.id = ANY (p_seat_ids) AND s.event_id IS NOT DISTINCT FROM p_event_id;
     IF p_seat_limit > 0 OR cardinality(v_limited) > 0 THEN
         PERFORM pg_advisory_xact_lock(hashtextextended('seat_limit:' || p_event_id::text || ':' || p_user_id::text, 0));
         SELECT coalesce(array_agg(DISTINCT mine), '{}') INTO v_mine_seats
@@ -145,7 +151,7 @@ BEGIN
         SELECT c.price_minor, e.currency
         FROM seats s JOIN events e ON e.id = s.event_id
         JOIN price_categories c ON c.id = s.category_id
-        WHERE s.event_id = p_event_id AND s.id = ANY (p_seat_ids)
+        WHERE s.id = ANY (p_seat_ids) AND s.event_id IS NOT DISTINCT FROM p_event_id
         ORDER BY s.id
         FOR UPDATE OF s
     ) locked;
