@@ -2,10 +2,13 @@
 -- Locks the event's given seats in id order, as hold_reserve does (so a
 -- block or a comp and a hold over the same seats take turns and cannot
 -- deadlock), and returns each with its category's price. Seats not of the
--- event are missing from the result.
+-- event are missing from the result. The seats are found by key only (the
+-- event is a filter, IS NOT DISTINCT FROM being no index condition), as in
+-- hold_reserve: a new event unknown to the statistics would otherwise be
+-- read whole through an index on event_id.
 SELECT s.id, c.price_minor
 FROM seats s JOIN price_categories c ON c.id = s.category_id
-WHERE s.event_id = @event_id::uuid AND s.id = ANY (@seat_ids::uuid[])
+WHERE s.id = ANY (@seat_ids::uuid[]) AND s.event_id IS NOT DISTINCT FROM @event_id::uuid
 ORDER BY s.id
 FOR UPDATE OF s;
 
