@@ -117,6 +117,7 @@ func (h *Handlers) joinWaitlist(ctx context.Context, in *JoinWaitlistInput) (*Wa
 	e, eventID, err := onEvent(ctx, h, in.EventID, "join waitlist", func(c *cells.Cell, eventID uuid.UUID) (waitlist.Entry, error) {
 		return c.Waitlist.Join(ctx, waitlist.JoinParams{
 			UserID: identity(ctx).UserID, EventID: eventID, CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity,
+			CorrelationID: CorrelationID(ctx),
 		})
 	})
 	if err != nil {

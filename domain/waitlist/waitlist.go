@@ -115,15 +115,20 @@ type Entry struct {
 type JoinParams struct {
 	UserID, EventID, CategoryID uuid.UUID
 	Quantity                    int // 1–8; validated at the HTTP edge
+	// CorrelationID is the request's, carried by what the round after
+	// the join offers.
+	CorrelationID string
 }
 
 // Join puts the buyer at the back of the event's waitlist for Quantity
 // seats of the category, and returns the entry. Only when the category
 // has no seat on sale (else ErrSeatsAvailable, nothing written): the
 // check and the insert run under the event's waitlist lock, which every
-// offer round takes too, so an entry never waits while a round left a
-// seat of its category free. Errors: catalog.ErrNotFound (no such event),
-// ErrCategoryNotInEvent, ErrAlreadyWaiting.
+// offer round takes too, and once the entry is in, a round of its own
+// offers any seat that came back meanwhile, so an entry never waits
+// beside a free seat of its category (the waitlist consumer skips, without
+// the lock, events nobody waited for). Errors: catalog.ErrNotFound (no
+// such event), ErrCategoryNotInEvent, ErrAlreadyWaiting.
 func (s *Service) Join(ctx context.Context, p JoinParams) (Entry, error) {
 	id := uuid.Must(uuid.NewV7())
 	err := db.WithTx(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) error {
@@ -171,10 +176,10 @@ func (s *Service) Join(ctx context.Context, p JoinParams) (Entry, error) {
 	// is logged and the join stands: the next seat to come back runs one
 	// again.
 	if err := db.WithTx(ctx, s.pool, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := s.OfferRound(ctx, tx, p.EventID, "")
+		_, err := s.OfferRound(ctx, tx, p.EventID, p.CorrelationID)
 		return err
 	}); err != nil {
-		s.logger.WarnContext(ctx, "offer round after a join", "event_id", p.EventID, "error", err.Error())
+		s.logger.WarnContext(ctx, "offer round after a join", "event_id", p.EventID, "correlation_id", p.CorrelationID, "error", err.Error())
 	}
 	return s.Get(ctx, p.UserID, id)
 }
