@@ -76,15 +76,8 @@ func TestWaitlistPlanSkipsEventsNobodyWaitsFor(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	w := waitlist.New(b.pool, purchase.NewService(b.pool, slog.New(slog.DiscardHandler), purchase.Config{}), waitlist.Config{})
-	quiet := fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
-	busy := fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
-	quietHold := fixture.Hold(t, b.pool, quiet.ID, "quiet", quiet.Seats[0])
-	busyHold := fixture.Hold(t, b.pool, busy.ID, "busy", busy.Seats[0])
-	var category uuid.UUID
-	require.NoError(t, b.pool.QueryRow(ctx, "SELECT category_id FROM seats WHERE id = $1", busy.Seats[0]).Scan(&category))
-	_, err := w.Join(ctx, waitlist.JoinParams{UserID: uuid.New(), EventID: busy.ID, CategoryID: category, Quantity: 1})
-	require.NoError(t, err)
+	w, quiet, busy := quietAndBusy(t, b)
+	quietHold, busyHold := quiet.hold, busy.hold
 
 	expired := func(order uuid.UUID) outbox.Envelope {
 		env, _, err := outbox.NewOrderEvent(outbox.TypeHoldExpired, order, time.Now(), "c", "", outbox.HoldExpired{})
@@ -112,15 +105,8 @@ func TestWaitlistConsumerOffersOnlyWhereSomeoneWaits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	w := waitlist.New(b.pool, purchase.NewService(b.pool, slog.New(slog.DiscardHandler), purchase.Config{}), waitlist.Config{})
-	quiet := fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
-	busy := fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
-	quietHold := fixture.Hold(t, b.pool, quiet.ID, "quiet", quiet.Seats[0])
-	busyHold := fixture.Hold(t, b.pool, busy.ID, "busy", busy.Seats[0])
-	var category uuid.UUID
-	require.NoError(t, b.pool.QueryRow(ctx, "SELECT category_id FROM seats WHERE id = $1", busy.Seats[0]).Scan(&category))
-	entry, err := w.Join(ctx, waitlist.JoinParams{UserID: uuid.New(), EventID: busy.ID, CategoryID: category, Quantity: 1})
-	require.NoError(t, err)
+	w, quiet, busy := quietAndBusy(t, b)
+	quietHold, busyHold, entry := quiet.hold, busy.hold, busy.entry
 	dbtest.Exec(t, b.pool, "UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = ANY ($1)",
 		[]uuid.UUID{quietHold.HoldID, busyHold.HoldID})
 
@@ -147,4 +133,32 @@ func TestWaitlistConsumerOffersOnlyWhereSomeoneWaits(t *testing.T) {
 	require.Equal(t, waitlist.StateOffered, got.State)
 	require.EqualValues(t, 1, dbtest.Count(t, b.pool, "SELECT count(*) FROM inbox WHERE consumer = $1", WaitlistName),
 		"the quiet event's expiry ran no transaction")
+}
+
+// waitlistEvent is an event of one seat, held, and the entry of the buyer
+// waiting for it (none for a quiet event).
+type waitlistEvent struct {
+	fixture.Event
+	hold  purchase.Hold
+	entry waitlist.Entry
+}
+
+// quietAndBusy is the waitlist and two events of one held seat each: the
+// quiet one nobody waits for, the busy one with a buyer waiting.
+func quietAndBusy(t *testing.T, b *testBundle) (w *waitlist.Service, quiet, busy waitlistEvent) {
+	t.Helper()
+	w = waitlist.New(b.pool, purchase.NewService(b.pool, slog.New(slog.DiscardHandler), purchase.Config{}), waitlist.Config{})
+	for i, e := range []*waitlistEvent{&quiet, &busy} {
+		e.Event = fixture.NewEvent(t, b.pool, fixture.EventSpec{SeatsPerRow: 1})
+		e.hold = fixture.Hold(t, b.pool, e.ID, "held", e.Seats[0])
+		if i == 0 {
+			continue
+		}
+		var category uuid.UUID
+		require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT category_id FROM seats WHERE id = $1", e.Seats[0]).Scan(&category))
+		var err error
+		e.entry, err = w.Join(t.Context(), waitlist.JoinParams{UserID: uuid.New(), EventID: e.ID, CategoryID: category, Quantity: 1})
+		require.NoError(t, err)
+	}
+	return w, quiet, busy
 }
