@@ -155,3 +155,23 @@ WHERE o.channel <> 'online' AND o.status <> 'canceled'
                       WHERE h.order_id = o.id AND h.status = 'confirmed'))
 ORDER BY o.id
 LIMIT 10;
+
+-- name: AuditFreeSeatsDisagree :many
+-- Seats whose place in free_seats (00042) disagrees with their owners: a
+-- seat with no owner (no unreleased hold row, no ticket keeping it, no
+-- block or offer) that best available cannot find, a seat with an owner
+-- that it would propose, or a free seat whose copy of the seat's category,
+-- score or place differs.
+SELECT coalesce(s.id, f.seat_id)::text AS subject, count(*) OVER ()::bigint AS total
+FROM seats s
+FULL JOIN free_seats f ON f.seat_id = s.id
+WHERE s.id IS NULL
+   OR (f.seat_id IS NOT NULL) <> (
+          NOT EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.seat_id = s.id AND hs.released_at IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM tickets t WHERE t.seat_id = s.id AND (t.revoked_at IS NULL OR t.resale_at IS NULL))
+      AND NOT EXISTS (SELECT 1 FROM seat_blocks b WHERE b.seat_id = s.id))
+   OR (f.event_id, f.category_id, f.score, f.position, f.section, f.seat_row, f.seat_number)
+      IS DISTINCT FROM (s.event_id, s.category_id, s.score, s.position, s.section, s.seat_row, s.seat_number)
+      AND f.seat_id IS NOT NULL
+ORDER BY 1
+LIMIT 10;

@@ -70,6 +70,17 @@ type FailoverRecoveryPoint struct {
 	Report               string
 }
 
+type FreeSeat struct {
+	SeatID     uuid.UUID
+	EventID    uuid.UUID
+	CategoryID uuid.UUID
+	Score      int32
+	Position   int32
+	Section    string
+	SeatRow    *string
+	SeatNumber *int32
+}
+
 type Hold struct {
 	ID             uuid.UUID
 	OrderID        uuid.UUID

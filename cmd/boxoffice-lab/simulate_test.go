@@ -51,7 +51,7 @@ func TestSimulateCommand(t *testing.T) {
 	err = cmd.Run()
 	t.Logf("boxoffice-lab simulate:\n%s", stdout.String())
 	require.NoError(t, err, "stderr: %s", stderr.String())
-	require.Contains(t, stdout.String(), "All 14 invariants hold.")
+	require.Contains(t, stdout.String(), "All 15 invariants hold.")
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+oversold\s+0$`), stdout.String())
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+audit\s+PASSED$`), stdout.String())
 
@@ -114,7 +114,7 @@ func TestSimulatePresaleThenGeneralSaleWithBestAvailable(t *testing.T) {
 	err = cmd.Run()
 	t.Logf("boxoffice-lab simulate:\n%s", stdout.String())
 	require.NoError(t, err, "stderr: %s", stderr.String())
-	require.Contains(t, stdout.String(), "All 14 invariants hold.")
+	require.Contains(t, stdout.String(), "All 15 invariants hold.")
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+oversold\s+0$`), stdout.String())
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+audit\s+PASSED$`), stdout.String())
 

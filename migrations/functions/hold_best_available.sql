@@ -8,11 +8,15 @@
 -- What it picks: the best free run of p_quantity adjacent seats (same
 -- section and row, consecutive numbers: seats.seat_row and seat_number,
 -- 00040), best by the sum of the seats' scores, then by seat map order,
--- among the rows of the 256 best free seats (a bound on the work of one
--- pick: a run elsewhere is made only of seats ranked below those);
+-- among the 256 best free seats (a bound on the work of one pick: a run
+-- elsewhere is made only of seats ranked below those; with scores by row,
+-- as organizers set them, the front rows' seats);
 -- when no such run is free, and p_adjacent_only is false, the
 -- p_quantity best free seats wherever they are. A single seat is always
--- "adjacent".
+-- "adjacent". Free seats are read from free_seats (00042), kept by the
+-- owners' triggers: a pick reads free seats only, however much of the
+-- category is sold. A seat whose hold lapsed is picked once the expiry
+-- worker has released it (a named-seat hold reclaims it at once).
 --
 -- How it stays correct and fast under a crowd of buyers asking at once:
 --   * Locks are taken in hold_reserve's order (the presale code's, the
@@ -62,7 +66,7 @@ CREATE OR REPLACE FUNCTION hold_best_available(
                 key_request_hash bytea, key_response jsonb, seats jsonb)
 -- JIT compiling the pick's queries (whose estimates over a large category
 -- are high) costs far more than running them.
-LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan SET enable_bitmapscan = off AS $$
 DECLARE
     c_rounds  constant integer := 3;
     c_runs    constant integer := 32;
@@ -80,9 +84,6 @@ DECLARE
     v_phase   onsale_phases%ROWTYPE;
     v_code_id uuid;
     v_cand    record;
-    v_found   integer;
-    v_sections text[];
-    v_rows    text[];
 BEGIN
     IF p_quantity NOT BETWEEN 1 AND 8 THEN
         RAISE EXCEPTION 'hold_best_available: quantity % out of range', p_quantity;
@@ -132,46 +133,25 @@ BEGIN
         v_busy := '{}';
         v_runs := 0;
         IF p_quantity > 1 THEN
-            -- The rows of the c_candidates best free seats, walked in
-            -- seat_category_pick_idx order one seat at a time, so that no
-            -- plan (a new event's seats may not be analyzed yet) reads
-            -- the whole category to find them.
-            v_sections := '{}';
-            v_rows := '{}';
-            v_found := 0;
-            FOR v_cand IN
-                SELECT c.id, c.section, c.seat_row FROM seats c
-                WHERE c.event_id = p_event_id AND c.category_id = p_category_id
-                ORDER BY c.score DESC, c.position
-            LOOP
-                CONTINUE WHEN v_cand.id = ANY (v_skip) OR NOT seat_free(v_cand.id);
-                IF v_cand.seat_row IS NOT NULL THEN
-                    v_sections := v_sections || v_cand.section;
-                    v_rows := v_rows || v_cand.seat_row;
-                END IF;
-                v_found := v_found + 1;
-                EXIT WHEN v_found >= c_candidates;
-            END LOOP;
-            -- The free runs of p_quantity adjacent seats, best first, in
-            -- the rows of the c_candidates best free seats (read from
-            -- seat_category_pick_idx, so a stadium's category is not read
-            -- whole): the seats of a row split into islands of consecutive
-            -- numbers (number minus rank), each window of p_quantity
-            -- seats within an island a run.
+            -- The free runs of p_quantity adjacent seats, best first, among
+            -- the c_candidates best free seats: one range of
+            -- free_seat_pick_idx (00042: free seats only, however much of
+            -- the category is sold), split by row into islands of
+            -- consecutive numbers (number minus rank), each window of
+            -- p_quantity seats within an island a run.
             FOR v_run IN
                 SELECT win.ids FROM (
-                    SELECT array_agg(a.id) OVER w AS ids, count(*) OVER w AS n, sum(a.score) OVER w AS total, a.position
+                    SELECT array_agg(a.seat_id) OVER w AS ids, count(*) OVER w AS n, sum(a.score) OVER w AS total, a.position
                     FROM (
-                        SELECT s.id, s.section, s.seat_row, s.seat_number, s.score, s.position,
-                               s.seat_number - row_number() OVER (PARTITION BY s.section, s.seat_row ORDER BY s.seat_number) AS island
-                        FROM (SELECT DISTINCT * FROM unnest(v_sections, v_rows) AS u(section, seat_row)) r
-                        -- Row by row (seat_row_idx); OFFSET 0 keeps the
-                        -- planner from joining the category's seats whole.
-                        CROSS JOIN LATERAL (
-                            SELECT x.* FROM seats x
-                            WHERE x.event_id = p_event_id AND x.section = r.section AND x.seat_row = r.seat_row
-                              AND x.category_id = p_category_id AND NOT (x.id = ANY (v_skip)) AND seat_free(x.id)
-                            OFFSET 0) s
+                        SELECT c.seat_id, c.section, c.seat_row, c.seat_number, c.score, c.position,
+                               c.seat_number - row_number() OVER (PARTITION BY c.section, c.seat_row ORDER BY c.seat_number) AS island
+                        FROM (SELECT f.seat_id, f.section, f.seat_row, f.seat_number, f.score, f.position
+                              FROM free_seats f
+                              WHERE f.event_id = p_event_id AND f.category_id = p_category_id
+                                AND NOT (f.seat_id = ANY (v_skip))
+                              ORDER BY f.score DESC, f.position
+                              LIMIT c_candidates) c
+                        WHERE c.seat_row IS NOT NULL
                     ) a
                     WINDOW w AS (PARTITION BY a.section, a.seat_row, a.island ORDER BY a.seat_number
                                  ROWS BETWEEN CURRENT ROW AND p_quantity - 1 FOLLOWING)
@@ -187,6 +167,14 @@ BEGIN
                     FROM (SELECT s.id FROM seats s WHERE s.id = ANY (v_run) ORDER BY s.id FOR UPDATE SKIP LOCKED) l;
                     IF coalesce(cardinality(v_got), 0) < p_quantity THEN
                         v_busy := v_busy || ARRAY(SELECT unnest(v_run) EXCEPT SELECT unnest(coalesce(v_got, '{}')));
+                        RAISE EXCEPTION USING ERRCODE = 'BX002';
+                    END IF;
+                    -- Under the locks, a hold that committed since the runs
+                    -- were read shows: its seats have left free_seats. Let
+                    -- them go before hold_reserve does its work for nothing.
+                    v_got := ARRAY(SELECT unnest(v_run) EXCEPT SELECT f.seat_id FROM free_seats f WHERE f.seat_id = ANY (v_run));
+                    IF cardinality(v_got) > 0 THEN
+                        v_skip := v_skip || v_got;
                         RAISE EXCEPTION USING ERRCODE = 'BX002';
                     END IF;
                     SELECT * INTO v_res FROM hold_reserve(p_event_id, v_run, p_user_id, p_order_id, p_hold_id,
@@ -213,16 +201,16 @@ BEGIN
         END IF;
 
         -- The best free seats wherever they are (one seat, or no free run
-        -- of them), walked in pick order as the candidates above, each
-        -- locked as it is found.
+        -- of them), walked in pick order (free_seat_pick_idx), each locked
+        -- as it is found.
         BEGIN
             v_got := '{}';
             FOR v_cand IN
-                SELECT c.id, c.section, c.seat_row FROM seats c
-                WHERE c.event_id = p_event_id AND c.category_id = p_category_id
-                ORDER BY c.score DESC, c.position
+                SELECT f.seat_id AS id FROM free_seats f
+                WHERE f.event_id = p_event_id AND f.category_id = p_category_id
+                ORDER BY f.score DESC, f.position
             LOOP
-                CONTINUE WHEN v_cand.id = ANY (v_skip) OR NOT seat_free(v_cand.id);
+                CONTINUE WHEN v_cand.id = ANY (v_skip);
                 PERFORM 1 FROM seats l WHERE l.id = v_cand.id FOR UPDATE SKIP LOCKED;
                 IF FOUND THEN
                     v_got := v_got || v_cand.id;

@@ -155,6 +155,8 @@ func Run(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, th Thr
 	keep(add("seat_blocked_and_owned", "no blocked seat is held or ticketed", c, err))
 	c, err = found(q.AuditWaitlistOfferSeats(ctx, pool))
 	keep(add("waitlist_offer_seats", "every live waitlist offer reserves exactly its seats, and no other entry reserves any", c, err))
+	c, err = found(q.AuditFreeSeatsDisagree(ctx, pool))
+	keep(add("free_seats_agree", "best available's free seats are exactly the seats nobody holds, owns or blocks", c, err))
 	c, err = found(q.AuditIssuedOrdersWithoutTickets(ctx, pool, th.CaptureGrace))
 	keep(add("issued_order_without_tickets",
 		fmt.Sprintf("every comp or box office order not voided owns its seats and is ticketed within %s", th.CaptureGrace), c, err))

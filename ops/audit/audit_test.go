@@ -93,10 +93,10 @@ func TestHealthyWorldPasses(t *testing.T) {
 	w := newWorld(t)
 	r := run(t, w)
 	require.True(t, r.OK(), "%v", failing(r))
-	require.Len(t, r.Checks, 14)
+	require.Len(t, r.Checks, 15)
 	var out bytes.Buffer
 	require.NoError(t, r.Write(&out))
-	require.Contains(t, out.String(), "All 14 invariants hold.")
+	require.Contains(t, out.String(), "All 15 invariants hold.")
 	require.Contains(t, out.String(), "stream: not checked")
 }
 
@@ -169,6 +169,22 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 				FROM seats WHERE id = $1 RETURNING id::text`, w.seats[2]).Scan(&id))
 			return id
 		}},
+		{"free_seats_agree", func(t *testing.T, w *world) string {
+			// A free seat best available cannot find.
+			dbtest.Exec(t, w.pool, "DELETE FROM free_seats WHERE seat_id = $1", w.seats[5])
+			return w.seats[5].String()
+		}},
+		{"free_seats_agree", func(t *testing.T, w *world) string {
+			// A held seat best available would propose.
+			dbtest.Exec(t, w.pool, `INSERT INTO free_seats (seat_id, event_id, category_id, score, position, section, seat_row, seat_number)
+				SELECT id, event_id, category_id, score, position, section, seat_row, seat_number FROM seats WHERE id = $1`, w.seats[0])
+			return w.seats[0].String()
+		}},
+		{"free_seats_agree", func(t *testing.T, w *world) string {
+			// A free seat whose score was changed behind the trigger's back.
+			dbtest.Exec(t, w.pool, "UPDATE free_seats SET score = score + 1 WHERE seat_id = $1", w.seats[6])
+			return w.seats[6].String()
+		}},
 		{"issued_order_without_tickets", func(t *testing.T, w *world) string {
 			// A comp paid an hour ago whose tickets never came.
 			dbtest.Exec(t, w.pool, "UPDATE orders SET channel = 'comp', status = 'paid', updated_at = now() - interval '1 hour' WHERE id = $1", w.confirmed.OrderID)
@@ -211,7 +227,7 @@ func TestEachBrokenInvariantIsFound(t *testing.T) {
 			require.NoError(t, r.Write(&out))
 			require.Contains(t, out.String(), "FAIL  "+tc.check)
 			require.Contains(t, out.String(), subject)
-			require.Contains(t, out.String(), "1 of 14 invariants broken.")
+			require.Contains(t, out.String(), "1 of 15 invariants broken.")
 		})
 	}
 }

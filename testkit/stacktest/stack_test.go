@@ -949,7 +949,7 @@ func TestStackSurvivesKills(tt *testing.T) {
 	report, err := audit.CombinedOutput()
 	t.Logf("boxoffice audit:\n%s", report)
 	require.NoError(t, err, "the audit found a broken invariant")
-	require.Contains(t, string(report), "All 14 invariants hold.")
+	require.Contains(t, string(report), "All 15 invariants hold.")
 	require.Contains(t, string(report), "0 dead letter(s)")
 
 	// Every role stopped gracefully leaves nothing claimed: no outbox lease,

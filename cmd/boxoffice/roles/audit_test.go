@@ -17,7 +17,7 @@ func TestAuditCommand(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": url}
 	var out bytes.Buffer
 	require.NoError(t, runAudit(context.Background(), nil, func(k string) string { return env[k] }, &out))
-	require.Contains(t, out.String(), "All 14 invariants hold.")
+	require.Contains(t, out.String(), "All 15 invariants hold.")
 
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err)
