@@ -212,9 +212,15 @@ BEGIN
             LOOP
                 CONTINUE WHEN v_cand.id = ANY (v_skip);
                 PERFORM 1 FROM seats l WHERE l.id = v_cand.id FOR UPDATE SKIP LOCKED;
+                CONTINUE WHEN NOT FOUND;
+                -- Under the lock, as for a run: still free, or taken by a
+                -- hold committed since this walk began.
+                PERFORM 1 FROM free_seats f WHERE f.seat_id = v_cand.id;
                 IF FOUND THEN
                     v_got := v_got || v_cand.id;
                     EXIT WHEN cardinality(v_got) >= p_quantity;
+                ELSE
+                    v_skip := v_skip || v_cand.id;
                 END IF;
             END LOOP;
             IF coalesce(cardinality(v_got), 0) < p_quantity THEN
