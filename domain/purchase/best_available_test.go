@@ -37,7 +37,7 @@ type bestEvent struct {
 	seatRows int
 }
 
-func newBestEvent(t *testing.T, rows, perRow int) *bestEvent {
+func newBestEvent(t testing.TB, rows, perRow int) *bestEvent {
 	t.Helper()
 	pool := dbtest.New(t)
 	cat := catalog.New(pool)
