@@ -127,6 +127,10 @@ var tableOwners = map[string]string{
 	// The organizer's blocks are seat ownership, decided under the seat
 	// locks a hold takes (domain/purchase/organizer_seats.go).
 	"seat_blocks": "boxoffice/domain/purchase",
+	// free_seats (00042) is in no package's hands: only triggers on
+	// hold_seats, tickets, seat_blocks and seats write it, in the
+	// transaction of the write that changes a seat's owner;
+	// hold_best_available and the audit read it.
 	// domain/payments: the provider's webhooks it took in; the payments
 	// row of each order through its package record (below the purchase
 	// saga, which asks it too); the sandbox provider's own state.
