@@ -815,6 +815,7 @@ func compareProduct(variants []variant, rounds, concurrency int,
 			fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %8.0fM\n", fmt.Sprintf("%d: %s", round, v.label), r.Result.TicketedPerSec(),
 				ms(r.CPU.Postgres, n), ms(r.CPU.Product, n), ms(r.CPU.Stripe, n), ms(r.CPU.Buyers, n), float64(r.PeakRSS)/(1<<20))
 			printProfile(r)
+			printRoundTrips(r)
 		}
 	}
 	fmt.Printf("\nMedians of %d rounds\n", rounds)
