@@ -444,26 +444,49 @@ func (d *delivery) log(ctx context.Context, level slog.Level, msg string, attrs 
 // on every AckWait/3 until stop is called, so a long batch does not get its
 // messages redelivered to another process. stop returns once no more
 // progress acks can be sent.
+//
+// It is a timer, not a goroutine: almost every batch ends long before
+// its first progress ack, and a goroutine started and stopped per batch
+// cost a spawn and a wake-up for nothing.
 func (c *Consumer) keepAlive(ctx context.Context, items []*item) (stop func()) {
 	// The keep-alive ends when stop is called, not with ctx: a batch
 	// that finishes during shutdown still keeps its messages.
-	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = backoffpkg.Ticks(kctx, c.cfg.AckWait/3, func(ctx context.Context) error {
-			for _, it := range items {
-				if err := it.msg.InProgress(); err != nil {
-					it.d.log(ctx, slog.LevelWarn, "extend ack deadline", slog.String("error", err.Error()))
-				}
+	ctx = context.WithoutCancel(ctx)
+	every := c.cfg.AckWait / 3
+	k := &keepAlive{}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.timer = time.AfterFunc(every, func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.stopped {
+			return
+		}
+		for _, it := range items {
+			if err := it.msg.InProgress(); err != nil {
+				it.d.log(ctx, slog.LevelWarn, "extend ack deadline", slog.String("error", err.Error()))
 			}
-			return nil
-		})
-	}()
-	return func() {
-		cancel()
-		<-stopped
-	}
+		}
+		k.timer.Reset(every)
+	})
+	return k.stop
+}
+
+// keepAlive is one batch's keep-alive: its timer, and whether it was
+// stopped, under mu, which a progress ack holds while it is sent.
+type keepAlive struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+}
+
+// stop ends the keep-alive; once it returns, no more progress acks are
+// sent (one being sent is waited for).
+func (k *keepAlive) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	k.timer.Stop()
 }
 
 // settle carries out decide's answer for o.

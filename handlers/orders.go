@@ -481,7 +481,7 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 		return nil, rateLimited("This order has too many event streams open; close one first.", streamRetryAfter)
 	}
 	o.slot(releaseOrder)
-	return sseStream(ctx, o.start(), func(ctx context.Context, w sseWriter) {
+	return sseStream(ctx, o.start(), func(ctx context.Context, w *sseWriter) {
 		h.followOrder(ctx, w, c, userID, first, watch, in.LastEventID)
 	}), nil
 }
@@ -504,7 +504,7 @@ func (h *Handlers) streamOrderEvents(ctx context.Context, in *OrderStreamInput) 
 // PaymentIntent is taken once, from the read or the first event that
 // names it; the payment event is sent once, while the order awaits
 // payment, and never carries the client secret.
-func (h *Handlers) followOrder(ctx context.Context, w sseWriter, c *cells.Cell, userID uuid.UUID, first purchase.OrderState, watch *orderfeed.Watcher, lastEventID string) {
+func (h *Handlers) followOrder(ctx context.Context, w *sseWriter, c *cells.Cell, userID uuid.UUID, first purchase.OrderState, watch *orderfeed.Watcher, lastEventID string) {
 	send := func(st purchase.OrderState, at time.Time) bool {
 		return w.event(orderEventID(st, at), "status", OrderStatusEvent{OrderID: st.ID, Status: string(st.Status), At: at.UTC()})
 	}

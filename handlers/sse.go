@@ -39,7 +39,7 @@ func sseResponses(description, schemaDescription string, extensions map[string]a
 // release is called when the body ends, whatever ends it, and when the
 // request ends should huma never call the body (a write error before):
 // it may be called twice, so it must be safe to.
-func sseStream(ctx context.Context, release func(), follow func(ctx context.Context, w sseWriter)) *huma.StreamResponse {
+func sseStream(ctx context.Context, release func(), follow func(ctx context.Context, w *sseWriter)) *huma.StreamResponse {
 	stop := context.AfterFunc(ctx, release)
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer func() { stop(); release() }()
@@ -53,32 +53,50 @@ func sseStream(ctx context.Context, release func(), follow func(ctx context.Cont
 		}
 		ctx, cancel := context.WithTimeout(hctx.Context(), orderEventsMaxLifetime)
 		defer cancel()
-		follow(ctx, sseWriter{w: w, rc: http.NewResponseController(w)})
+		follow(ctx, &sseWriter{w: w, rc: http.NewResponseController(w)})
 	}}
 }
 
-// sseWriter writes an event stream: each write is flushed at once, and
-// must be done within orderEventsWriteTimeout where the writer supports a
-// deadline.
+// sseWriter writes an event stream. What it writes goes to the client
+// when the stream next waits (followFeed flushes it before it waits for
+// its feed or reads) or ends (the response's end sends it with its last
+// chunk): the events of one wake, and the last event and the end of the
+// stream, go in one write to the connection instead of one each. The
+// writes must be done within orderEventsWriteTimeout where the writer
+// supports a deadline.
 type sseWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
+	// pending is whether something was written since the last flush.
+	pending bool
 }
 
-// write writes chunk and flushes it. It reports false when the client
+// write writes chunk, to be flushed. It reports false when the client
 // cannot be written to: the stream is over.
-func (s sseWriter) write(chunk []byte) bool {
+func (s *sseWriter) write(chunk []byte) bool {
 	_ = s.rc.SetWriteDeadline(time.Now().Add(orderEventsWriteTimeout)) // unsupported by some writers; best effort
 	if _, err := s.w.Write(chunk); err != nil {
 		return false
 	}
+	s.pending = true
+	return true
+}
+
+// flush sends what was written since the last flush. It reports false
+// when the client cannot be written to: the stream is over.
+func (s *sseWriter) flush() bool {
+	if !s.pending {
+		return true
+	}
+	s.pending = false
+	_ = s.rc.SetWriteDeadline(time.Now().Add(orderEventsWriteTimeout))
 	return s.rc.Flush() == nil
 }
 
 // event writes an event named name whose data is v as JSON, with id as
 // its id unless id is empty. It reports false when v does not marshal or
 // the write fails.
-func (s sseWriter) event(id, name string, v any) bool {
+func (s *sseWriter) event(id, name string, v any) bool {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return false
@@ -119,7 +137,7 @@ type feedFollower struct {
 // f.read read when woken says so or when the read timer that f.read
 // schedules fires. What the stream writes before the loop (its opening
 // events) is its own.
-func (h *Handlers) followFeed(ctx context.Context, w sseWriter, f feedFollower) {
+func (h *Handlers) followFeed(ctx context.Context, w *sseWriter, f feedFollower) {
 	var wake <-chan struct{}
 	if f.watch != nil {
 		wake = f.watch.C
@@ -130,6 +148,9 @@ func (h *Handlers) followFeed(ctx context.Context, w sseWriter, f feedFollower) 
 	defer stopHeartbeat()
 	schedule := func(d time.Duration) { read.Reset(d) }
 	for {
+		if !w.flush() {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -148,7 +169,9 @@ func (h *Handlers) followFeed(ctx context.Context, w sseWriter, f feedFollower) 
 			}
 		case <-read.C:
 		}
-		if !f.read(ctx, schedule) {
+		// What woken wrote goes out before the read waits on the
+		// database.
+		if !w.flush() || !f.read(ctx, schedule) {
 			return
 		}
 	}

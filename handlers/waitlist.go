@@ -250,7 +250,7 @@ func (h *Handlers) streamWaitlistEntry(ctx context.Context, in *WaitlistEntryStr
 	if err != nil {
 		return nil, h.problemFor(ctx, err, "get waitlist entry", "No such waitlist entry.", "entry_id", entryID)
 	}
-	return sseStream(ctx, o.start(), func(ctx context.Context, w sseWriter) {
+	return sseStream(ctx, o.start(), func(ctx context.Context, w *sseWriter) {
 		h.followWaitlistEntry(ctx, w, c, first, watch)
 	}), nil
 }
@@ -258,7 +258,7 @@ func (h *Handlers) streamWaitlistEntry(ctx context.Context, in *WaitlistEntryStr
 // followWaitlistEntry writes an `entry` event for first and then for each
 // change of the entry read, until its state is final, the stream's
 // lifetime ends, the client goes away, or a write or read fails.
-func (h *Handlers) followWaitlistEntry(ctx context.Context, w sseWriter, c *cells.Cell, first waitlist.Entry, watch *orderfeed.Watcher) {
+func (h *Handlers) followWaitlistEntry(ctx context.Context, w *sseWriter, c *cells.Cell, first waitlist.Entry, watch *orderfeed.Watcher) {
 	send := func(e waitlist.Entry) bool {
 		return w.event("", "entry", waitlistEntryBody(e).Body)
 	}

@@ -251,7 +251,7 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		if stmtsOn {
 			atStart = func() error { return stmts.Reset(ctx, name) }
 		}
-		r, err := measureProduct(ctx, g, ctl, secrets, args, profile, *cpuProfile, atStart)
+		r, err := measureProduct(ctx, g, ctl, secrets, args, profile && *cpuProfile != "", *cpuProfile, atStart)
 		r.PeakRSS = peakRSS(product.cmd.Process.Pid)
 		if err == nil && stmtsOn {
 			r.Statements, err = stmts.Read(ctx, name)
@@ -801,7 +801,8 @@ func compareProduct(variants []variant, rounds, concurrency int,
 	for round := 1; round <= rounds; round++ {
 		for i, v := range variants {
 			before := v.sink.count()
-			r, err := windowOf([]string{"-concurrency", strconv.Itoa(concurrency)}, false, v.env...)
+			// The last round's last window writes -cpuprofile when it is set.
+			r, err := windowOf([]string{"-concurrency", strconv.Itoa(concurrency)}, round == rounds && i == len(variants)-1, v.env...)
 			if err != nil {
 				fmt.Printf("%-40s failed: %v\n", fmt.Sprintf("%d: %s", round, v.label), err)
 				continue
@@ -813,6 +814,8 @@ func compareProduct(variants []variant, rounds, concurrency int,
 			}
 			fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %8.0fM\n", fmt.Sprintf("%d: %s", round, v.label), r.Result.TicketedPerSec(),
 				ms(r.CPU.Postgres, n), ms(r.CPU.Product, n), ms(r.CPU.Stripe, n), ms(r.CPU.Buyers, n), float64(r.PeakRSS)/(1<<20))
+			printProfile(r)
+			printRoundTrips(r)
 		}
 	}
 	fmt.Printf("\nMedians of %d rounds\n", rounds)

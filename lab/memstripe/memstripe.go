@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -139,6 +140,10 @@ func (s *Server) deliver(ctx context.Context, payload []byte) {
 		req.Header.Set("Stripe-Signature", payments.SignWebhook(payload, s.cfg.WebhookSecret, time.Now()))
 		res, err := s.client.Do(req)
 		if err == nil {
+			// Read to the end: a body closed unread closes its
+			// connection, and the next webhook dialed (and the product
+			// accepted) one of its own.
+			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			if res.StatusCode/100 == 2 {
 				return

@@ -4,8 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -70,4 +73,45 @@ func TestStandInSpeaksStripe(t *testing.T) {
 	require.NoError(t, err)
 	_, err = unauthorized.Get(ctx, in.ID)
 	require.Error(t, err)
+}
+
+// A sender's webhooks go over one connection, as Stripe keeps its webhook
+// connections open, also when the endpoint answers with a body: the
+// product would otherwise accept (and the bench count) a connection per
+// webhook.
+func TestStandInKeepsItsWebhookConnection(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_test_standin"
+	got := make(chan struct{}, 10)
+	var conns atomic.Int32
+	ingress := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"received":true}`)
+		got <- struct{}{}
+	}))
+	ingress.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ingress.Start()
+	t.Cleanup(ingress.Close)
+	s := memstripe.New(memstripe.Config{SecretKey: "sk_test_standin", WebhookURL: ingress.URL, WebhookSecret: secret, Senders: 1})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go s.Run(ctx)
+
+	stripe, err := payments.NewStripe(payments.StripeConfig{SecretKey: "sk_test_standin", APIBase: srv.URL})
+	require.NoError(t, err)
+	const webhooks = 4
+	for i := range webhooks {
+		in, err := stripe.CreateIntent(ctx, payments.CreateIntentParams{OrderID: uuid.New(), AmountMinor: 5000, Currency: "EUR", IdempotencyKey: "authorize:" + strconv.Itoa(i)})
+		require.NoError(t, err)
+		require.NoError(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, in.ClientSecret))
+		<-got
+	}
+	require.Equal(t, int32(1), conns.Load(), "%d webhooks, one sender", webhooks)
 }
