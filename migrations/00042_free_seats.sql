@@ -95,13 +95,18 @@ BEGIN
     ELSE
         v_seat := NEW.seat_id;
     END IF;
+    -- The ticket first: on the path every sold seat takes (tickets issued,
+    -- then the hold's rows released) it owns the seat, and one probe ends
+    -- the call.
+    IF EXISTS (SELECT 1 FROM tickets t WHERE t.seat_id = v_seat AND (t.revoked_at IS NULL OR t.resale_at IS NULL))
+       OR EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.seat_id = v_seat AND hs.released_at IS NULL)
+       OR EXISTS (SELECT 1 FROM seat_blocks b WHERE b.seat_id = v_seat) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO free_seats (seat_id, event_id, category_id, score, position, section, seat_row, seat_number)
     SELECT s.id, s.event_id, s.category_id, s.score, s.position, s.section, s.seat_row, s.seat_number
     FROM seats s
     WHERE s.id = v_seat
-      AND NOT EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.seat_id = v_seat AND hs.released_at IS NULL)
-      AND NOT EXISTS (SELECT 1 FROM tickets t WHERE t.seat_id = v_seat AND (t.revoked_at IS NULL OR t.resale_at IS NULL))
-      AND NOT EXISTS (SELECT 1 FROM seat_blocks b WHERE b.seat_id = v_seat)
     ON CONFLICT (seat_id) DO NOTHING;
     RETURN NULL;
 END
