@@ -87,6 +87,7 @@ DECLARE
     v_runs    integer;
     v_run     uuid[];
     v_got     uuid[];
+    v_gone    uuid[];          -- seats of a locked run no longer free: taken since the runs were read
     v_pick    uuid[];
     v_limit   integer;
     v_phase   onsale_phases%ROWTYPE;
@@ -180,9 +181,9 @@ BEGIN
                     -- Under the locks, a hold that committed since the runs
                     -- were read shows: its seats have left free_seats. Let
                     -- them go before hold_reserve does its work for nothing.
-                    v_got := ARRAY(SELECT unnest(v_run) EXCEPT SELECT f.seat_id FROM free_seats f WHERE f.seat_id = ANY (v_run));
-                    IF cardinality(v_got) > 0 THEN
-                        v_skip := v_skip || v_got;
+                    v_gone := ARRAY(SELECT unnest(v_run) EXCEPT SELECT f.seat_id FROM free_seats f WHERE f.seat_id = ANY (v_run));
+                    IF cardinality(v_gone) > 0 THEN
+                        v_skip := v_skip || v_gone;
                         RAISE EXCEPTION USING ERRCODE = 'BX002';
                     END IF;
                     SELECT * INTO v_res FROM hold_reserve(p_event_id, v_run, p_user_id, p_order_id, p_hold_id,
