@@ -36,15 +36,7 @@ func TestStandInSpeaksStripe(t *testing.T) {
 		got <- string(ev.Type)
 	}))
 	t.Cleanup(ingress.Close)
-	s := memstripe.New(memstripe.Config{SecretKey: "sk_test_standin", WebhookURL: ingress.URL, WebhookSecret: secret})
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go s.Run(ctx)
-
-	stripe, err := payments.NewStripe(payments.StripeConfig{SecretKey: "sk_test_standin", APIBase: srv.URL})
-	require.NoError(t, err)
+	ctx, srv, stripe := startStandIn(t, memstripe.Config{WebhookURL: ingress.URL, WebhookSecret: secret})
 	order := uuid.New()
 	in, err := stripe.CreateIntent(ctx, payments.CreateIntentParams{OrderID: order, AmountMinor: 5000, Currency: "EUR", IdempotencyKey: "authorize:1"})
 	require.NoError(t, err)
@@ -97,15 +89,7 @@ func TestStandInKeepsItsWebhookConnection(t *testing.T) {
 	}
 	ingress.Start()
 	t.Cleanup(ingress.Close)
-	s := memstripe.New(memstripe.Config{SecretKey: "sk_test_standin", WebhookURL: ingress.URL, WebhookSecret: secret, Senders: 1})
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go s.Run(ctx)
-
-	stripe, err := payments.NewStripe(payments.StripeConfig{SecretKey: "sk_test_standin", APIBase: srv.URL})
-	require.NoError(t, err)
+	ctx, srv, stripe := startStandIn(t, memstripe.Config{WebhookURL: ingress.URL, WebhookSecret: secret, Senders: 1})
 	const webhooks = 4
 	for i := range webhooks {
 		in, err := stripe.CreateIntent(ctx, payments.CreateIntentParams{OrderID: uuid.New(), AmountMinor: 5000, Currency: "EUR", IdempotencyKey: "authorize:" + strconv.Itoa(i)})
@@ -114,4 +98,21 @@ func TestStandInKeepsItsWebhookConnection(t *testing.T) {
 		<-got
 	}
 	require.Equal(t, int32(1), conns.Load(), "%d webhooks, one sender", webhooks)
+}
+
+// startStandIn runs a stand-in configured by cfg (its secret key set here)
+// until the test ends, and returns the context it runs under, its server
+// and the product's Stripe client pointed at it.
+func startStandIn(t *testing.T, cfg memstripe.Config) (context.Context, *httptest.Server, *payments.Stripe) {
+	t.Helper()
+	cfg.SecretKey = "sk_test_standin"
+	s := memstripe.New(cfg)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go s.Run(ctx)
+	stripe, err := payments.NewStripe(payments.StripeConfig{SecretKey: cfg.SecretKey, APIBase: srv.URL})
+	require.NoError(t, err)
+	return ctx, srv, stripe
 }
