@@ -2099,7 +2099,7 @@ type WaitingRoomBody struct {
 	// AdmissionToken Admitted only. Send as X-Admission-Token on holds. Bound to you, this event and its purchase cell.
 	AdmissionToken *string `json:"admissionToken,omitempty"`
 
-	// EstimatedWaitSeconds Queued while open: position at the current admission rate.
+	// EstimatedWaitSeconds Queued while open: position at the current admission rate. Absent while more buyers are ahead of you than seats are left to hold: then only holds that end (expired, declined, canceled) can admit you, and when is not known.
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds,omitempty"`
 
 	// ExpiresAt Admitted: when the admission token expires. Revoked: when the revoked admission would have expired; join again after it.

@@ -21,7 +21,9 @@
 //
 // Queued buyers are told when to poll again (PollAfter: half their
 // estimated wait, 1 to 30 seconds), so a long queue's polls cost about its
-// length ÷ 30 requests a second. With InventoryFunc, nobody is admitted
+// length ÷ 30 requests a second. A buyer with more buyers ahead than seats
+// left to hold has no estimate and polls every 30 seconds: only holds that
+// end can admit them. With InventoryFunc, nobody is admitted
 // while the event has no available seat, queued buyers are told when it
 // is sold out (no seat available or held), and seats that come back admit
 // about as many buyers, in queue order (RoomConfig.InventoryFunc).

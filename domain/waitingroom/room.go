@@ -594,15 +594,19 @@ func (r *Room) enter(ctx context.Context, userID, eventID uuid.UUID, ip string, 
 			v.PollAfter = MaxPollAfter
 			break
 		}
-		if phase == PhaseOpen && known && inv.Available() == 0 {
-			// Every seat left is held: the admitter admits nobody until
-			// a hold ends, whatever R is, so the queue moves at rate 0
-			// (no estimate, polls every MaxPollAfter). Estimated at R,
-			// the front of a long queue would poll every second for as
-			// long as the holds last: in the 20,000-buyer onsale, 18,000
-			// buyers waiting for the last seats' holds made 600,000 polls
-			// in three minutes, most of both the API's CPU and the
-			// buyers'.
+		if phase == PhaseOpen && known && v.Position > int64(inv.Available()) {
+			// More buyers are ahead than seats are left to hold (none
+			// at all when every seat is held): this buyer is admitted
+			// only once holds end and give seats back, whatever R is —
+			// each admission counts against the seats left (seatBudget),
+			// and each buyer ahead takes a seat at least. So their place
+			// moves at rate 0: no estimate, polls every MaxPollAfter.
+			// Estimated at R, which the controller raises while the
+			// cell is idle, the front of a long queue polls every
+			// second or two for as long as a last seat or two lingers:
+			// in the 20,000-buyer onsale, 18,000 buyers behind the last
+			// few seats made about 4,000 polls a second for two minutes
+			// after the sale, most of the API's CPU and the buyers'.
 			rate = 0
 		}
 		if phase == PhaseOpen && rate > 0 {

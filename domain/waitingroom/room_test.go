@@ -419,6 +419,12 @@ func TestSeatsThatComeBackAdmitAsManyBuyers(t *testing.T) {
 		require.Equal(t, StatusQueued, v.Status)
 		require.EqualValues(t, 1, v.Position, "the eleventh waits at the head")
 		require.Equal(t, MinPollAfter, v.PollAfter, "seats are available: the head of the queue polls often")
+		require.NotZero(t, v.EstimatedWait)
+		v, err = room.Poll(ctx, queued[25], ev.ID, "192.0.2.1")
+		require.NoError(t, err)
+		require.EqualValues(t, 16, v.Position)
+		require.Equal(t, MaxPollAfter, v.PollAfter, "15 buyers ahead, 10 seats left: this one waits for holds to end, whatever R is")
+		require.Zero(t, v.EstimatedWait)
 
 		// The admitted buyers hold the ten seats and every seat is
 		// ticketed: the tickets own the seats, the holds let go of them.

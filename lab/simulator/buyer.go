@@ -233,6 +233,7 @@ func (b *buyer) waitingRoom(ctx context.Context, method string) (waitingRoomAnsw
 	var body []byte
 	var typed *client.WaitingRoomBody
 	var hr *http.Response
+	b.sim.c.room.Add(1)
 	if method == http.MethodPost {
 		editors := []client.RequestEditorFn{b.auth}
 		if b.code != "" {

@@ -29,6 +29,7 @@ type counters struct {
 	retries   atomic.Int64
 	errors    atomic.Int64
 	done      atomic.Int64
+	room      atomic.Int64 // waiting-room requests sent: joins and polls
 }
 
 // latencies records durations in milliseconds: all of them for the

@@ -91,6 +91,11 @@ type Summary struct {
 	PeakR        float64 `json:"peakAdmissionRate"`
 	MaxOutboxAge float64 `json:"maxOutboxAgeSeconds"`
 	MaxQueued    int64   `json:"maxQueued"`
+	// RoomRequests is the waiting-room requests (joins and polls) the
+	// buyers sent, RoomRequestsArrivals those sent within the arrival
+	// window: what the queue cost the API, beside the purchases.
+	RoomRequests         int64 `json:"roomRequests"`
+	RoomRequestsArrivals int64 `json:"roomRequestsArrivals"`
 	// RateReasons counts the seconds R spent under each reason the release
 	// controller gave for its last change (healthy, hold_p99, outbox_age, …).
 	RateReasons map[string]int `json:"rateReasons,omitempty"`
@@ -146,7 +151,11 @@ func (s *Sim) result(ctx context.Context, buyersDone time.Duration) *Result {
 		sum.PeakR = max(sum.PeakR, p.R)
 		sum.MaxOutboxAge = max(sum.MaxOutboxAge, p.OutboxAge)
 		sum.MaxQueued = max(sum.MaxQueued, p.Queued)
+		if p.T <= s.cfg.Duration.Seconds() {
+			sum.RoomRequestsArrivals = p.RoomRequests
+		}
 	}
+	sum.RoomRequests = s.c.room.Load()
 	if m, _, err := s.seatMap(ctx, s.apis[0], s.org); err == nil {
 		for _, st := range m {
 			if st.Status == client.SeatBodyStatusSold {
@@ -206,6 +215,10 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "    paid → ticket   %s\n", s.PayToTicket)
 	fmt.Fprintf(&b, "  peak throughput   %.0f tickets/s, %.0f holds/s, %.0f admissions/s (peak R %.0f/s)\n", s.PeakTicketed, s.PeakHolds, s.PeakAdmitted, s.PeakR)
 	fmt.Fprintf(&b, "  max outbox age    %.0fs; max queued %d\n", s.MaxOutboxAge, s.MaxQueued)
+	if after := r.BuyersDone - r.Window; r.Window > 0 && after > 0 {
+		fmt.Fprintf(&b, "  waiting room      %d joins and polls: %.0f/s over the arrivals, %.0f/s after\n", s.RoomRequests,
+			float64(s.RoomRequestsArrivals)/r.Window.Seconds(), float64(s.RoomRequests-s.RoomRequestsArrivals)/after.Seconds())
+	}
 	if len(s.RateReasons) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(s.RateReasons)) {

@@ -24,6 +24,9 @@ type Point struct {
 	Paid     int64 `json:"paid"`
 	Ticketed int64 `json:"ticketed"`
 	Errors   int64 `json:"errors"`
+	// RoomRequests is the waiting-room requests (joins and polls) sent
+	// so far.
+	RoomRequests int64 `json:"roomRequests"`
 
 	AdmittedRate float64 `json:"admittedPerSec"`
 	HoldRate     float64 `json:"holdsPerSec"`
@@ -110,7 +113,7 @@ func (s *Sim) sample(ctx context.Context) {
 			T:       time.Since(s.started).Seconds(),
 			Arrived: s.c.arrived.Load(), Queued: s.c.queued.Load(), Admitted: s.c.admitted.Load(),
 			Holding: s.c.holding.Load(), Holds: s.c.holds.Load(), Paid: s.c.paid.Load(),
-			Ticketed: s.c.ticketed.Load(), Errors: s.c.errors.Load(),
+			Ticketed: s.c.ticketed.Load(), Errors: s.c.errors.Load(), RoomRequests: s.c.room.Load(),
 		}
 		dt := p.T - prev.T
 		if dt <= 0 {
