@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	backoffpkg "boxoffice/platform/backoff"
+	"boxoffice/platform/bus"
 	"boxoffice/platform/outbox"
 )
 
@@ -189,6 +190,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		cc, err := cons.Consume(
 			func(msg jetstream.Msg) { c.receive(handlerCtx, inflight, queue, msg) },
 			jetstream.PullMaxMessages(c.cfg.Concurrency*c.cfg.BatchSize),
+			jetstream.PullExpiry(bus.PullExpiry), jetstream.PullHeartbeat(bus.PullHeartbeat),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				if !returned.Load() {
 					c.logConsumeError(ctx, err)
