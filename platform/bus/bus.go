@@ -36,16 +36,17 @@ const (
 	DLQSubjectPrefix = "dlq.ticketing."
 )
 
-// How every pull consumer of the streams (the consumer runtime's, the
-// order feed's) keeps its pull requests: each lives PullExpiry at the
-// server, which sends an idle heartbeat every PullHeartbeat while it has
-// nothing to deliver, and nats.go makes the pull again after two missed
-// heartbeats. A pull request lives only on its consumer's leader: one made
-// before the consumer had a leader, or held by a leader that stepped down
-// (a node restarted, a cluster under load), is lost without a word. With
-// nats.go's defaults (30 s, a heartbeat every 15 s) that left a consumer
-// idle for 30 s: in the 20,000-buyer onsale on a 3-node cluster, no order
-// got its PaymentIntent, or no ticket, for half a minute.
+// How the consumer runtime's durable consumers keep their pull requests:
+// each lives PullExpiry at the server, which sends an idle heartbeat every
+// PullHeartbeat while it has nothing to deliver, and nats.go makes the
+// pull again after two missed heartbeats. A pull request lives only on its
+// consumer's leader: one made before the consumer had a leader, or held by
+// a leader that stepped down (a node restarted, a cluster under load), is
+// lost without a word. With nats.go's defaults (30 s, a heartbeat every
+// 15 s) that left a consumer idle for 30 s: in the 20,000-buyer onsale on
+// a 3-node cluster, no order got its PaymentIntent, or no ticket, for half
+// a minute. (The order feed's ordered consumer keeps nats.go's own, a
+// heartbeat every 5 s: a missed one recreates it.)
 const (
 	PullExpiry    = 10 * time.Second
 	PullHeartbeat = time.Second

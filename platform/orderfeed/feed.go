@@ -351,21 +351,20 @@ func (f *Feed) consume(ctx context.Context, failed chan<- struct{}) (jetstream.C
 	if err != nil {
 		return nil, err
 	}
-	return cons.Consume(f.handle, jetstream.PullExpiry(bus.PullExpiry), jetstream.PullHeartbeat(bus.PullHeartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			f.logger.WarnContext(ctx, "order feed consumer error", "error", err.Error())
-			if errors.Is(err, jetstream.ErrOrderedConsumerReset) {
-				// It recreates itself from the last message it delivered; what
-				// happened meanwhile is read by every watcher now.
-				f.missAll()
+	return cons.Consume(f.handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		f.logger.WarnContext(ctx, "order feed consumer error", "error", err.Error())
+		if errors.Is(err, jetstream.ErrOrderedConsumerReset) {
+			// It recreates itself from the last message it delivered; what
+			// happened meanwhile is read by every watcher now.
+			f.missAll()
+		}
+		if isFatal(err) {
+			select {
+			case failed <- struct{}{}:
+			default:
 			}
-			if isFatal(err) {
-				select {
-				case failed <- struct{}{}:
-				default:
-				}
-			}
-		}))
+		}
+	}))
 }
 
 // handle delivers msg to its order's watchers unless its event changes
