@@ -88,10 +88,15 @@ func TestSimulateCommand(t *testing.T) {
 	})
 }
 
-// `boxoffice-lab simulate --spawn --presale 0.3 --best-available 0.5`: a
+// `boxoffice-lab simulate --spawn --presale 0.15 --best-available 0.5`: a
 // presale whose buyers have codes, then the general sale, half the buyers
 // asking for the best available seats: nothing is oversold, the audit
 // passes, and both kinds of hold and both phases sold seats.
+//
+// The presale's 18 buyers (0.15 of 120) hold one seat or two each, so
+// they can take at most 36 of the 40 seats: the general sale always has
+// seats to hold. With 0.3 (36 buyers, about 43 seats wanted) the presale
+// could sell out the event, and did on a fast run.
 func TestSimulatePresaleThenGeneralSaleWithBestAvailable(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -106,7 +111,7 @@ func TestSimulatePresaleThenGeneralSaleWithBestAvailable(t *testing.T) {
 	dbURL := dbtest.NewURL(t)
 	cmd := exec.CommandContext(ctx, bin, "simulate", "--spawn", "--fresh-db=false",
 		"--buyers", "120", "--seats", "40", "--arrival", "spike", "--duration", "3s", "--hold-ttl", "15s",
-		"--presale", "0.3", "--presale-for", "3s", "--best-available", "0.5",
+		"--presale", "0.15", "--presale-for", "3s", "--best-available", "0.5",
 		"--report", reportDir, "--progress", "plain")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbURL}
 	var stdout, stderr bytes.Buffer
