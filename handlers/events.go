@@ -263,17 +263,3 @@ func readEvent[T any](ctx context.Context, h *Handlers, in *EventReadInput, op, 
 	}
 	return rep.answer(in.conditions, cacheControl), nil
 }
-
-func encodeSeatMap(m catalog.SeatMap) (*representation, error) {
-	body := SeatsOutputBody{Seats: make([]SeatBody, len(m.Seats)), Categories: make([]CategoryBody, len(m.Categories))}
-	for i, s := range m.Seats {
-		body.Seats[i] = SeatBody{
-			ID: s.ID, Label: s.Label, Section: s.Section, PriceMinor: s.PriceMinor,
-			CategoryID: s.CategoryID, Category: s.Category, Status: s.Status,
-		}
-	}
-	for i, c := range m.Categories {
-		body.Categories[i] = CategoryBody(c)
-	}
-	return newRepresentation(body)
-}
