@@ -537,13 +537,17 @@ func (r *Relay) settle(ctx context.Context, b *batch) error {
 	if len(o.failed) > 0 {
 		retryIn = retrySchedule.Delay(int(max(streak, 1)))
 	}
-	marked := r.markPublished(ctx, b.leaseFirst, o.acked, o.failed, retryIn, o.rejected)
-
+	// What JetStream answered is counted before the rows are marked, so
+	// that whoever sees a row marked published also sees its publish
+	// counted (TestCrashAfterPublishIsDedupedByJetStream read the
+	// duplicates once the rows were marked, and once found none).
 	r.metrics.published.Add(float64(o.stored))
 	r.metrics.duplicates.Add(float64(o.dups))
 	for reason, n := range o.reasons {
 		r.metrics.publishErrors.WithLabelValues(reason).Add(float64(n))
 	}
+	marked := r.markPublished(ctx, b.leaseFirst, o.acked, o.failed, retryIn, o.rejected)
+
 	r.metrics.batchSeconds.Observe(time.Since(b.claimedAt).Seconds())
 
 	if r.logger.Enabled(ctx, slog.LevelDebug) {
