@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -78,19 +76,15 @@ func appendJSONUUID(b []byte, u uuid.UUID) []byte {
 }
 
 // appendJSONString appends s as a JSON string, as payload.Encode writes
-// it (encoding/json, HTML characters unescaped). Printable ASCII other
-// than the quote and the backslash (every label and status in practice)
-// is appended as it is; anything else is left to encoding/json, so its
-// rules (control characters, invalid UTF-8, U+2028 and U+2029) are
-// applied by encoding/json itself.
+// it. Printable ASCII other than the quote and the backslash (every label
+// and status in practice) is appended as it is; anything else is left to
+// payload.Marshal, so its rules (control characters, invalid UTF-8,
+// U+2028 and U+2029, HTML characters unescaped) have one home.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			var out bytes.Buffer
-			enc := json.NewEncoder(&out)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s) // a string always encodes
-			return append(b, bytes.TrimSuffix(out.Bytes(), []byte("\n"))...)
+			raw, _ := payload.Marshal(s) // a string always encodes
+			return append(b, raw...)
 		}
 	}
 	b = append(b, '"')
