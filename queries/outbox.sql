@@ -11,6 +11,30 @@ WITH history AS (
 INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope, trace_parent)
 VALUES (@id::uuid, @subject::text, @event_type::text, @aggregate_id::uuid, @envelope::json, sqlc.narg(trace_parent)::text);
 
+-- name: OutboxInsertMany :exec
+-- OutboxInsert for several events in one statement: the rows keep the
+-- order of the arrays (their seq too), and each array holds one element
+-- per event. An empty string stands for no causation, no AppliedBy and no
+-- traceparent. outbox.Insert queues the events of a transaction and sends
+-- them with its COMMIT as this one statement (db.Rows).
+WITH r AS (
+    SELECT *
+    FROM ROWS FROM (unnest(@ids::uuid[]), unnest(@subjects::text[]), unnest(@event_types::text[]),
+                    unnest(@aggregate_ids::uuid[]), unnest(@envelopes::text[]),
+                    unnest(@occurred_ats::timestamptz[]), unnest(@causation_ids::text[]),
+                    unnest(@applied_bys::text[]), unnest(@trace_parents::text[]))
+         WITH ORDINALITY AS r(id, subject, event_type, aggregate_id, envelope, occurred_at,
+                              causation_id, applied_by, trace_parent, ord)
+), history AS (
+    INSERT INTO outbox_history (aggregate_id, event_id, event_type, occurred_at, causation_id, applied_by)
+    SELECT r.aggregate_id, r.id, r.event_type, r.occurred_at, nullif(r.causation_id, ''), nullif(r.applied_by, '')
+    FROM r
+)
+INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope, trace_parent)
+SELECT r.id, r.subject, r.event_type, r.aggregate_id, r.envelope::json, nullif(r.trace_parent, '')
+FROM r
+ORDER BY r.ord;
+
 -- name: OutboxClaim :many
 -- A relay's whole claim in one statement: up to max_rows unpublished rows,
 -- oldest first, leased to relay_id for lease; see outbox_claim in

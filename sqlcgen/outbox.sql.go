@@ -111,6 +111,58 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 	return err
 }
 
+const outboxInsertMany = `-- name: OutboxInsertMany :exec
+WITH r AS (
+    SELECT id, subject, event_type, aggregate_id, envelope, occurred_at, causation_id, applied_by, trace_parent, ord
+    FROM ROWS FROM (unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]),
+                    unnest($4::uuid[]), unnest($5::text[]),
+                    unnest($6::timestamptz[]), unnest($7::text[]),
+                    unnest($8::text[]), unnest($9::text[]))
+         WITH ORDINALITY AS r(id, subject, event_type, aggregate_id, envelope, occurred_at,
+                              causation_id, applied_by, trace_parent, ord)
+), history AS (
+    INSERT INTO outbox_history (aggregate_id, event_id, event_type, occurred_at, causation_id, applied_by)
+    SELECT r.aggregate_id, r.id, r.event_type, r.occurred_at, nullif(r.causation_id, ''), nullif(r.applied_by, '')
+    FROM r
+)
+INSERT INTO outbox (id, subject, event_type, aggregate_id, envelope, trace_parent)
+SELECT r.id, r.subject, r.event_type, r.aggregate_id, r.envelope::json, nullif(r.trace_parent, '')
+FROM r
+ORDER BY r.ord
+`
+
+type OutboxInsertManyParams struct {
+	Ids          []uuid.UUID
+	Subjects     []string
+	EventTypes   []string
+	AggregateIds []uuid.UUID
+	Envelopes    []string
+	OccurredAts  []time.Time
+	CausationIds []string
+	AppliedBys   []string
+	TraceParents []string
+}
+
+// OutboxInsert for several events in one statement: the rows keep the
+// order of the arrays (their seq too), and each array holds one element
+// per event. An empty string stands for no causation, no AppliedBy and no
+// traceparent. outbox.Insert queues the events of a transaction and sends
+// them with its COMMIT as this one statement (db.Rows).
+func (q *Queries) OutboxInsertMany(ctx context.Context, db DBTX, arg OutboxInsertManyParams) error {
+	_, err := db.Exec(ctx, outboxInsertMany,
+		arg.Ids,
+		arg.Subjects,
+		arg.EventTypes,
+		arg.AggregateIds,
+		arg.Envelopes,
+		arg.OccurredAts,
+		arg.CausationIds,
+		arg.AppliedBys,
+		arg.TraceParents,
+	)
+	return err
+}
+
 const outboxSettle = `-- name: OutboxSettle :many
 SELECT s.latency_seconds::float8 AS latency_seconds
 FROM outbox_settle($1::text, $2::bigint, $3::uuid[], $4::uuid[],

@@ -34,6 +34,11 @@ type lazyTx struct {
 	done bool
 	// deferred are the queued writes, in the order they were asked for.
 	deferred []deferredWrite
+	// rows are the rows queued by Rows.Queue, a queue per kind, in the
+	// order the kinds were first queued: they become deferred writes
+	// when the transaction commits or sends its deferred writes on their
+	// own (queueRows).
+	rows []queuedRows
 	// err is the failure of a deferred write (its statement's, or its
 	// check's): once set, every later statement and the commit return
 	// it, so the transaction can only roll back.
@@ -127,11 +132,15 @@ func readDeferred(br pgx.BatchResults, writes []deferredWrite) error {
 	return nil
 }
 
-// flush sends the deferred writes, if any, on a round trip of their own:
-// before anything that cannot carry them (a batch, COPY, a savepoint).
+// flush sends the deferred writes and the queued rows, if any, on a
+// round trip of their own: before anything that cannot carry them (a
+// batch, COPY, a savepoint).
 func (t *lazyTx) flush(ctx context.Context) error {
 	if t.err != nil {
 		return t.err
+	}
+	if err := t.queueRows(ctx); err != nil {
+		return err
 	}
 	if len(t.deferred) == 0 {
 		return nil
@@ -262,11 +271,14 @@ func (t *lazyTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	return tx.Begin(ctx)
 }
 
-// Commit commits the transaction. Deferred writes go in the request of
-// the COMMIT (with BEGIN too when they are all the transaction did): when
-// one fails, the server skips the COMMIT, nothing is committed and the
-// error (wrapping ErrDeferredWrite) is returned.
+// Commit commits the transaction. Deferred writes and queued rows go in
+// the request of the COMMIT (with BEGIN too when they are all the
+// transaction did): when one fails, the server skips the COMMIT, nothing
+// is committed and the error (wrapping ErrDeferredWrite) is returned.
 func (t *lazyTx) Commit(ctx context.Context) error {
+	if t.err == nil && !t.done {
+		_ = t.queueRows(ctx)
+	}
 	if t.err != nil {
 		_ = t.Rollback(ctx)
 		return t.err
@@ -333,10 +345,10 @@ func (t *lazyTx) readCommit(br pgx.BatchResults, begin bool, writes []deferredWr
 	return nil
 }
 
-// Rollback rolls back the transaction; deferred writes are dropped
-// unsent.
+// Rollback rolls back the transaction; deferred writes and queued rows
+// are dropped unsent.
 func (t *lazyTx) Rollback(ctx context.Context) error {
-	t.deferred = nil
+	t.deferred, t.rows = nil, nil
 	return t.end(func(tx pgx.Tx) error { return tx.Rollback(ctx) })
 }
 
@@ -447,15 +459,20 @@ var ErrDeferredWrite = errors.New("deferred write failed")
 // transaction (a savepoint, one begun elsewhere) Exec runs at once. Query
 // and QueryRow are tx's.
 func Deferring(tx pgx.Tx) DBTX {
-	inner := tx
-	if it, ok := inner.(interpretingTx); ok {
-		inner = it.Tx
-	}
-	lazy, ok := inner.(*lazyTx)
-	if !ok {
+	lazy := lazyOf(tx)
+	if lazy == nil {
 		return InterpretingTx(tx)
 	}
 	return deferring{DBTX: InterpretingTx(tx), lazy: lazy}
+}
+
+// lazyOf returns the lazyTx tx is (interpreting or not), or nil.
+func lazyOf(tx pgx.Tx) *lazyTx {
+	if it, ok := tx.(interpretingTx); ok {
+		tx = it.Tx
+	}
+	lazy, _ := tx.(*lazyTx)
+	return lazy
 }
 
 // deferring is Deferring's DBTX on a lazyTx.
@@ -475,16 +492,14 @@ func (d deferring) Exec(_ context.Context, sql string, args ...any) (pgconn.Comm
 	return pgconn.CommandTag{}, nil
 }
 
-// Flush sends tx's deferred writes now, on a round trip of their own if
-// there are any (none: nothing is sent), and returns their failure. A
+// Flush sends tx's deferred writes and queued rows now, on a round trip of
+// their own if there are any (none: nothing is sent), and returns their
+// failure. A
 // caller running several independent units of work in one transaction
 // flushes between them, so that a failed write is reported by the unit
 // that asked for it.
 func Flush(ctx context.Context, tx pgx.Tx) error {
-	if it, ok := tx.(interpretingTx); ok {
-		tx = it.Tx
-	}
-	if lazy, ok := tx.(*lazyTx); ok {
+	if lazy := lazyOf(tx); lazy != nil {
 		return Interpret(lazy.flush(ctx))
 	}
 	return nil

@@ -152,25 +152,62 @@ type HoldCreated struct {
 // change the event describes. The same statement keeps the event's row of
 // outbox_history (its id, order, type, occurred_at, causation and
 // AppliedBy), which outlives the outbox row for the order's timeline, for
-// as long as retention keeps the inbox. On a transaction the row is not
-// sent at once but with the
-// transaction's next statement or its COMMIT (db.Deferring): nothing reads
-// an outbox row back in the transaction that writes it, so it costs no
-// round trip of its own, and a failure to write it fails that statement
-// or the commit.
+// as long as retention keeps the inbox.
+//
+// On a transaction the row is not sent at once but queued (db.Rows) and
+// sent with the transaction's COMMIT, together with every other event the
+// transaction wrote, as one statement: nothing reads an outbox row back
+// in the transaction that writes it, so it costs no round trip of its
+// own, and the events of a transaction cost one statement, not one each.
+// A failure to write it fails the commit. The rows keep the order in
+// which Insert was called, and so do their seqs.
 func Insert(ctx context.Context, d sqlcgen.DBTX, env Envelope, raw []byte) error {
-	if tx, ok := d.(pgx.Tx); ok {
-		d = db.Deferring(tx)
-	}
-	err := sqlcgen.New().OutboxInsert(ctx, d, sqlcgen.OutboxInsertParams{
+	row := sqlcgen.OutboxInsertParams{
 		ID: env.EventID, Subject: env.Subject(), EventType: env.EventType, AggregateID: env.AggregateID, Envelope: raw,
 		OccurredAt: env.OccurredAt, CausationID: nonEmpty(env.CausationID), AppliedBy: nonEmpty(env.AppliedBy),
 		TraceParent: telemetry.StoredParent(ctx),
-	})
+	}
+	var err error
+	if tx, ok := d.(pgx.Tx); ok {
+		err = outboxRows.Queue(ctx, tx, row)
+	} else {
+		err = writeRows(ctx, d, []sqlcgen.OutboxInsertParams{row})
+	}
 	if err != nil {
 		return fmt.Errorf("insert %s into outbox: %w", env.EventType, err)
 	}
 	return nil
+}
+
+// outboxRows is the outbox's kind of queued row: a transaction's events.
+var outboxRows = &db.Rows[sqlcgen.OutboxInsertParams]{Write: writeRows}
+
+// writeRows writes rows to the outbox and outbox_history: one row with
+// OutboxInsert, several with OutboxInsertMany, in one statement either way.
+func writeRows(ctx context.Context, d db.DBTX, rows []sqlcgen.OutboxInsertParams) error {
+	q := sqlcgen.New()
+	if len(rows) == 1 {
+		return q.OutboxInsert(ctx, d, rows[0])
+	}
+	p := sqlcgen.OutboxInsertManyParams{
+		Ids: make([]uuid.UUID, len(rows)), Subjects: make([]string, len(rows)), EventTypes: make([]string, len(rows)),
+		AggregateIds: make([]uuid.UUID, len(rows)), Envelopes: make([]string, len(rows)), OccurredAts: make([]time.Time, len(rows)),
+		CausationIds: make([]string, len(rows)), AppliedBys: make([]string, len(rows)), TraceParents: make([]string, len(rows)),
+	}
+	for i, r := range rows {
+		p.Ids[i], p.Subjects[i], p.EventTypes[i], p.AggregateIds[i] = r.ID, r.Subject, r.EventType, r.AggregateID
+		p.Envelopes[i], p.OccurredAts[i] = string(r.Envelope), r.OccurredAt
+		p.CausationIds[i], p.AppliedBys[i], p.TraceParents[i] = deref(r.CausationID), deref(r.AppliedBy), deref(r.TraceParent)
+	}
+	return q.OutboxInsertMany(ctx, d, p)
+}
+
+// deref is *s, or "" for nil: OutboxInsertMany's "none".
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // nonEmpty is s, or nil for "" (a NULL column).

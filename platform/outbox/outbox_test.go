@@ -69,7 +69,7 @@ func TestInsertKeepsTheHistoryInTheSameStatement(t *testing.T) {
 		if err := outbox.Insert(ctx, tx, rolledBack, raw2); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "SELECT 1") // sends the deferred insert
+		_, err := tx.Exec(ctx, "SELECT 1") // the queued row waits for the COMMIT, which never comes
 		if err != nil {
 			return err
 		}
@@ -78,4 +78,77 @@ func TestInsertKeepsTheHistoryInTheSameStatement(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.EqualValues(t, 0, dbtest.Count(t, pool, "SELECT count(*) FROM outbox_history WHERE event_id = $1", rolledBack.EventID))
 	require.EqualValues(t, 0, dbtest.Count(t, pool, "SELECT count(*) FROM outbox WHERE id = $1", rolledBack.EventID))
+}
+
+// The events a transaction writes go with its COMMIT as one statement,
+// whatever ran between them: their outbox rows in the order written (seq
+// too), each with its envelope and its history row, and "no causation"
+// stored as NULL as OutboxInsert stores it.
+func TestATransactionsEventsAreOneStatement(t *testing.T) {
+	t.Parallel()
+	costs := db.NewCostTracer()
+	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	a, b := uuid.New(), uuid.New()
+	type written struct {
+		env outbox.Envelope
+		raw []byte
+	}
+	var events []written
+	for i, order := range []uuid.UUID{a, b, a, b} {
+		causation := ""
+		if i%2 == 0 {
+			causation = "stripe:evt_" + order.String()
+		}
+		env, raw, err := outbox.NewOrderEvent(outbox.TypeOrderConfirmed, order, time.Now(), "corr", causation,
+			outbox.OrderConfirmed{OrderID: order})
+		require.NoError(t, err)
+		events = append(events, written{env, raw})
+	}
+	costs.Reset()
+	ctx := db.WithRole(context.Background(), "many")
+	require.NoError(t, db.WithTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		for i, e := range events {
+			if i == 2 {
+				if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+					return err
+				}
+			}
+			if err := outbox.Insert(ctx, tx, e.env, e.raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	for _, c := range costs.Costs() {
+		if c.Role == "many" {
+			require.EqualValues(t, 2, c.Statements, "SELECT 1, and one statement for the four events")
+			require.EqualValues(t, 2, c.RoundTrips)
+		}
+	}
+	rows, err := pool.Query(context.Background(), `SELECT o.id, o.envelope::text, h.causation_id
+		FROM outbox o JOIN outbox_history h ON h.event_id = o.id AND h.aggregate_id = o.aggregate_id
+		WHERE o.aggregate_id IN ($1, $2) ORDER BY o.seq`, a, b)
+	require.NoError(t, err)
+	type stored struct {
+		id        uuid.UUID
+		envelope  string
+		causation *string
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stored, error) {
+		var s stored
+		return s, r.Scan(&s.id, &s.envelope, &s.causation)
+	})
+	require.NoError(t, err)
+	require.Len(t, got, len(events))
+	for i, e := range events {
+		require.Equal(t, e.env.EventID, got[i].id, "row %d in the order written", i)
+		require.JSONEq(t, string(e.raw), got[i].envelope)
+		if e.env.CausationID == "" {
+			require.Nil(t, got[i].causation)
+		} else {
+			require.Equal(t, e.env.CausationID, *got[i].causation)
+		}
+	}
 }
