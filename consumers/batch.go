@@ -275,8 +275,8 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 	for len(pending) > 0 {
 		var failed *item
 		var applyFailed bool
-		// last is the handler that ran last: the writes it deferred go
-		// with the COMMIT, whose failure is then its own.
+		// last is the handler that ran last: a failed deferred write
+		// that names no handler (db.Attribute) is taken for its.
 		var last *item
 		var fresh map[uuid.UUID]bool
 		err := db.WithTx(ctx, c.pool, func(ctx context.Context, tx pgx.Tx) error {
@@ -306,17 +306,14 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 					evs = append(evs, it.ev)
 					continue
 				}
-				// The writes a handler deferred go before the next
-				// handler runs, so that a failed one is its own.
-				if last != nil {
-					if err := db.Flush(ctx, tx); err != nil {
-						failed = last
-						return err
-					}
-				}
+				// The writes a handler defers are its own: they go with
+				// a later statement (the next handler's, or the COMMIT),
+				// whose failure then names the handler that deferred
+				// them (db.Attribute), with no round trip of their own.
+				db.Attribute(tx, it)
 				last = it
 				if err := c.callHandler(it.context(ctx), tx, it.handler, it.ev); err != nil {
-					failed = it
+					failed = deferredBy(err, it)
 					return err
 				}
 			}
@@ -332,7 +329,7 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 			if c.batch != nil {
 				applyFailed = true
 			} else if last != nil {
-				failed = last
+				failed = deferredBy(err, last)
 			}
 		}
 		switch {
@@ -367,6 +364,20 @@ func (c *Consumer) commit(ctx context.Context, items []*item, apply ApplyFunc) {
 			pending = slices.DeleteFunc(pending, func(it *item) bool { return it == failed })
 		}
 	}
+}
+
+// deferredBy is the item whose deferred write err is the failure of
+// (db.Attribute), or it when err is not one: a handler's statement can
+// fail on the writes the handler before it deferred, and the COMMIT on
+// any handler's.
+func deferredBy(err error, it *item) *item {
+	var dw *db.DeferredWriteError
+	if errors.As(err, &dw) {
+		if owner, ok := dw.Unit.(*item); ok {
+			return owner
+		}
+	}
+	return it
 }
 
 // callApply runs a BatchFunc's ApplyFunc (nil: nothing but the inbox

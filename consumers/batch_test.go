@@ -1,8 +1,10 @@
 package consumers
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"boxoffice/platform/db"
 	"boxoffice/platform/outbox"
 	"boxoffice/testkit/dbtest"
 )
@@ -111,6 +114,54 @@ func TestBatch(t *testing.T) {
 			}
 			// A retryable failure is retried alone, and dead-lettered on
 			// its last delivery; the nine are never applied again.
+			run(t, c)
+			dls := b.waitDeadLetters(t, 1)
+			require.Equal(t, poison.EventID.String(), dls[0].Header.Get(HeaderEventID))
+			b.waitSettled(t, "test", seq)
+			require.Equal(t, int64(2), poisonRuns.Load(), "run on each of its MaxDeliver deliveries")
+			require.Equal(t, int64(n-1), b.count(t, `SELECT count(*) FROM effects`))
+		})
+	}
+
+	// A handler's write deferred to a later statement (db.Deferring) that
+	// fails there fails its own event, not the handler whose statement
+	// (or the COMMIT) carried it: the poison is retried alone and
+	// dead-lettered, the nine others commit in one transaction.
+	for _, at := range []struct {
+		name string
+		i    int
+	}{{"CarriedByTheNextHandler", n / 2}, {"CarriedByTheCommit", n - 1}} {
+		t.Run("FailedDeferredWriteFailsItsOwnEvent/"+at.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			dbtest.Exec(t, b.pool, `ALTER TABLE effects ADD COLUMN txid bigint`)
+			evs, seq := b.publishEvents(t, n)
+			// A batch runs its handlers in order id order.
+			slices.SortFunc(evs, func(a, b outbox.Envelope) int { return bytes.Compare(a.AggregateID[:], b.AggregateID[:]) })
+			poison := evs[at.i]
+			var poisonRuns atomic.Int64
+			c := b.newConsumer(t, Config{BatchSize: n, MaxDeliver: 2, BackoffBase: time.Millisecond},
+				func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
+					if _, err := tx.Exec(ctx, `SELECT 1`); err != nil { // carries the writes deferred before
+						return err
+					}
+					consumer := "test"
+					if ev.EventID == poison.EventID {
+						poisonRuns.Add(1)
+						consumer = "" // NOT NULL: fails on the server, in the statement that carries it
+					}
+					_, err := db.Deferring(tx).Exec(ctx, `INSERT INTO effects (event_id, consumer, txid)
+						VALUES ($1, nullif($2, ''), txid_current())`, ev.EventID, consumer)
+					return err
+				})
+
+			c.handleBatch(context.Background(), fetchBatch(t, c, n))
+
+			require.Equal(t, int64(n-1), b.count(t, `SELECT count(*) FROM effects`))
+			require.Equal(t, int64(1), b.count(t, `SELECT count(DISTINCT txid) FROM effects`), "the nine committed in one transaction")
+			require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM inbox WHERE event_id = $1`, poison.EventID))
+			require.Equal(t, float64(n-1), b.metric(t, "boxoffice_consumer_acked_total", "test"))
+
 			run(t, c)
 			dls := b.waitDeadLetters(t, 1)
 			require.Equal(t, poison.EventID.String(), dls[0].Header.Get(HeaderEventID))

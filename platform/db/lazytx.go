@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,12 +42,16 @@ type lazyTx struct {
 	// check's): once set, every later statement and the commit return
 	// it, so the transaction can only roll back.
 	err error
+	// unit is what the writes deferred and the rows queued from now on
+	// belong to (Attribute): a failure of one names it.
+	unit any
 }
 
 // deferredWrite is one write queued by Deferring.
 type deferredWrite struct {
 	sql  string
 	args []any
+	unit any // the transaction's unit when it was deferred
 }
 
 // beginLazy acquires a connection for a lazyTx.
@@ -122,11 +125,11 @@ func (t *lazyTx) first(ctx context.Context, sql string, args []any) (pgx.BatchRe
 }
 
 // readDeferred reads the results of writes from br, in order. Its error
-// wraps ErrDeferredWrite.
+// is a *DeferredWriteError naming the failed write's unit.
 func readDeferred(br pgx.BatchResults, writes []deferredWrite) error {
-	for range writes {
+	for _, w := range writes {
 		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("%w: %w", ErrDeferredWrite, Interpret(err))
+			return &DeferredWriteError{Unit: w.unit, Err: Interpret(err)}
 		}
 	}
 	return nil
@@ -159,7 +162,7 @@ func (t *lazyTx) flush(ctx context.Context) error {
 	br := t.tx.SendBatch(ctx, b)
 	err := readDeferred(br, writes)
 	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("%w: %w", ErrDeferredWrite, cerr)
+		err = &DeferredWriteError{Unit: writes[len(writes)-1].unit, Err: cerr}
 	}
 	if err != nil {
 		t.err = err
@@ -438,6 +441,34 @@ func (b *failedBatch) Tx() pgx.Tx                       { return nil }
 // by the statement or the commit it went with.
 var ErrDeferredWrite = errors.New("deferred write failed")
 
+// DeferredWriteError is the failure of a deferred write or a queued row,
+// as returned by the statement, Flush or commit it went with: it is
+// ErrDeferredWrite and Err (interpreted), and names the unit the write
+// belonged to (Attribute), nil when none was set.
+type DeferredWriteError struct {
+	Unit any
+	Err  error
+}
+
+func (e *DeferredWriteError) Error() string { return ErrDeferredWrite.Error() + ": " + e.Err.Error() }
+
+func (e *DeferredWriteError) Unwrap() []error { return []error{ErrDeferredWrite, e.Err} }
+
+// Attribute makes unit the owner of the writes deferred and the rows
+// queued on tx from now on, until the next Attribute: when one of them
+// fails, whichever statement, Flush or commit it went with returns a
+// *DeferredWriteError naming unit. A caller running several independent
+// units of work in one transaction (a consumer's batch of events) so
+// learns whose write failed without sending each unit's writes on a round
+// trip of their own; rows of one kind queued by different units go as one
+// statement per unit. On a transaction WithTx did not begin it does
+// nothing: writes there run at once.
+func Attribute(tx pgx.Tx, unit any) {
+	if lazy := lazyOf(tx); lazy != nil {
+		lazy.unit = unit
+	}
+}
+
 // Deferring returns a DBTX for tx on which Exec does not send its
 // statement but queues it, to go in the same request as tx's next
 // statement (Exec, Query or QueryRow, on tx or on another Deferring of it)
@@ -488,7 +519,7 @@ func (d deferring) Exec(_ context.Context, sql string, args ...any) (pgconn.Comm
 	case d.lazy.err != nil:
 		return pgconn.CommandTag{}, d.lazy.err
 	}
-	d.lazy.deferred = append(d.lazy.deferred, deferredWrite{sql: sql, args: args})
+	d.lazy.deferred = append(d.lazy.deferred, deferredWrite{sql: sql, args: args, unit: d.lazy.unit})
 	return pgconn.CommandTag{}, nil
 }
 
@@ -496,8 +527,8 @@ func (d deferring) Exec(_ context.Context, sql string, args ...any) (pgconn.Comm
 // their own if there are any (none: nothing is sent), and returns their
 // failure. A
 // caller running several independent units of work in one transaction
-// flushes between them, so that a failed write is reported by the unit
-// that asked for it.
+// can flush between them, so that a failed write is reported by the unit
+// that asked for it; Attribute tells the same without the round trips.
 func Flush(ctx context.Context, tx pgx.Tx) error {
 	if lazy := lazyOf(tx); lazy != nil {
 		return Interpret(lazy.flush(ctx))

@@ -18,8 +18,9 @@ import (
 //
 // Queued rows go to the server before anything Deferring's writes go
 // before (a batch, COPY, a savepoint) and before Flush returns, so that a
-// rollback to a savepoint never undoes them and a failed row is reported
-// by the unit of work that queued it; a rollback drops them.
+// rollback to a savepoint never undoes them; a rollback drops them. Rows
+// of one kind queued by different units of work (Attribute) go as one
+// statement per unit, so that a failed one names its unit.
 type Rows[R any] struct {
 	// Write writes rows (at least one), in the order given, on d. For
 	// queued rows d queues Write's statements (Exec only) with the
@@ -44,28 +45,31 @@ func (k *Rows[R]) Queue(ctx context.Context, tx pgx.Tx, row R) error {
 		return lazy.err
 	}
 	for _, q := range lazy.rows {
-		if q, ok := q.(*rowQueue[R]); ok && q.kind == k {
+		if q, ok := q.(*rowQueue[R]); ok && q.kind == k && q.unit == lazy.unit {
 			q.rows = append(q.rows, row)
 			return nil
 		}
 	}
-	lazy.rows = append(lazy.rows, &rowQueue[R]{kind: k, rows: []R{row}})
+	lazy.rows = append(lazy.rows, &rowQueue[R]{kind: k, unit: lazy.unit, rows: []R{row}})
 	return nil
 }
 
-// queuedRows is the rows of one kind a lazyTx holds.
+// queuedRows is the rows of one kind, queued by one unit (Attribute),
+// that a lazyTx holds.
 type queuedRows interface {
-	// write has the kind's Write queue its statements on d.
-	write(ctx context.Context, d DBTX) error
+	// write has the kind's Write queue its statements on t, as the
+	// unit's.
+	write(ctx context.Context, t *lazyTx) error
 }
 
 type rowQueue[R any] struct {
 	kind *Rows[R]
+	unit any
 	rows []R
 }
 
-func (q *rowQueue[R]) write(ctx context.Context, d DBTX) error {
-	return q.kind.Write(ctx, d, q.rows)
+func (q *rowQueue[R]) write(ctx context.Context, t *lazyTx) error {
+	return q.kind.Write(ctx, rowWriter{t: t, unit: q.unit}, q.rows)
 }
 
 // queueRows turns the rows t holds into deferred writes, after those
@@ -78,7 +82,7 @@ func (t *lazyTx) queueRows(ctx context.Context) error {
 	rows := t.rows
 	t.rows = nil
 	for _, q := range rows {
-		if err := q.write(ctx, rowWriter{t}); err != nil {
+		if err := q.write(ctx, t); err != nil {
 			t.err = err
 			return err
 		}
@@ -87,13 +91,16 @@ func (t *lazyTx) queueRows(ctx context.Context) error {
 }
 
 // rowWriter is the DBTX a Rows kind's Write gets for queued rows: Exec
-// defers its statement; nothing can be read.
-type rowWriter struct{ t *lazyTx }
+// defers its statement, as unit's; nothing can be read.
+type rowWriter struct {
+	t    *lazyTx
+	unit any
+}
 
 var errRowsRead = errors.New("db.Rows: Write may only Exec on queued rows")
 
 func (w rowWriter) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	w.t.deferred = append(w.t.deferred, deferredWrite{sql: sql, args: args})
+	w.t.deferred = append(w.t.deferred, deferredWrite{sql: sql, args: args, unit: w.unit})
 	return pgconn.CommandTag{}, nil
 }
 

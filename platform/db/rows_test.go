@@ -139,3 +139,61 @@ func TestQueuedRowsGoWithTheCommitAsOneStatement(t *testing.T) {
 		require.Equal(t, []int{3, 1, 2, 4}, committed())
 	}
 }
+
+// A failed deferred write or queued row names the unit it was written for
+// (Attribute), whichever later statement or COMMIT carried it; rows of
+// one kind queued by two units go as a statement each.
+func TestAttributeNamesTheUnitOfAFailedWrite(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE attr_probe (n int PRIMARY KEY CHECK (n < 100))`)
+	require.NoError(t, err)
+	var writes [][]int
+	kind := &db.Rows[int]{Write: func(ctx context.Context, d db.DBTX, rows []int) error {
+		writes = append(writes, rows)
+		_, err := d.Exec(ctx, "INSERT INTO attr_probe SELECT unnest($1::int[])", rows)
+		return err
+	}}
+	unitOf := func(err error) any {
+		t.Helper()
+		var dw *db.DeferredWriteError
+		require.ErrorAs(t, err, &dw)
+		require.ErrorIs(t, err, db.ErrDeferredWrite)
+		return dw.Unit
+	}
+
+	// A deferred write of unit "a" fails in unit "b"'s statement.
+	err = db.WithTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		db.Attribute(tx, "a")
+		if _, err := db.Deferring(tx).Exec(ctx, "INSERT INTO attr_probe VALUES (100)"); err != nil {
+			return err
+		}
+		db.Attribute(tx, "b")
+		_, err := tx.Exec(ctx, "INSERT INTO attr_probe VALUES (1)")
+		return err
+	})
+	require.Equal(t, "a", unitOf(err))
+
+	// Rows of units "a" and "b" go as two statements with the COMMIT; b's fails.
+	writes = nil
+	err = db.WithTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		db.Attribute(tx, "a")
+		require.NoError(t, kind.Queue(ctx, tx, 1))
+		db.Attribute(tx, "b")
+		require.NoError(t, kind.Queue(ctx, tx, 2))
+		require.NoError(t, kind.Queue(ctx, tx, 2)) // a duplicate
+		db.Attribute(tx, "a")
+		return kind.Queue(ctx, tx, 3)
+	})
+	require.Equal(t, "b", unitOf(err))
+	require.ErrorIs(t, err, db.ErrConflict, "interpreted")
+	require.Equal(t, [][]int{{1, 3}, {2, 2}}, writes, "a statement per unit, in the order the units first queued")
+	require.EqualValues(t, 0, dbtest.Count(t, pool, "SELECT count(*) FROM attr_probe"), "nothing committed")
+
+	// Without Attribute a failure names no unit.
+	err = db.WithTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		return kind.Queue(ctx, tx, 200)
+	})
+	require.Nil(t, unitOf(err))
+}
