@@ -65,6 +65,20 @@ func txidHandler(calls *atomic.Int64, fail func(outbox.Envelope) error) HandlerF
 	}
 }
 
+// requireRetriedAloneThenDeadLettered runs c and requires that poison,
+// the one event of a batch of n that failed, is retried alone, run on each
+// of its two deliveries (runs counts them) and dead-lettered, and that the
+// n-1 others are never applied again.
+func (b *testBundle) requireRetriedAloneThenDeadLettered(t *testing.T, c *Consumer, poison outbox.Envelope, seq uint64, runs *atomic.Int64, n int) {
+	t.Helper()
+	run(t, c)
+	dls := b.waitDeadLetters(t, 1)
+	require.Equal(t, poison.EventID.String(), dls[0].Header.Get(HeaderEventID))
+	b.waitSettled(t, "test", seq)
+	require.Equal(t, int64(2), runs.Load(), "run on each of its MaxDeliver deliveries")
+	require.Equal(t, int64(n-1), b.count(t, `SELECT count(*) FROM effects`))
+}
+
 func TestBatch(t *testing.T) {
 	t.Parallel()
 	const n = 10
@@ -114,12 +128,7 @@ func TestBatch(t *testing.T) {
 			}
 			// A retryable failure is retried alone, and dead-lettered on
 			// its last delivery; the nine are never applied again.
-			run(t, c)
-			dls := b.waitDeadLetters(t, 1)
-			require.Equal(t, poison.EventID.String(), dls[0].Header.Get(HeaderEventID))
-			b.waitSettled(t, "test", seq)
-			require.Equal(t, int64(2), poisonRuns.Load(), "run on each of its MaxDeliver deliveries")
-			require.Equal(t, int64(n-1), b.count(t, `SELECT count(*) FROM effects`))
+			b.requireRetriedAloneThenDeadLettered(t, c, poison, seq, &poisonRuns, n)
 		})
 	}
 
@@ -162,12 +171,7 @@ func TestBatch(t *testing.T) {
 			require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM inbox WHERE event_id = $1`, poison.EventID))
 			require.Equal(t, float64(n-1), b.metric(t, "boxoffice_consumer_acked_total", "test"))
 
-			run(t, c)
-			dls := b.waitDeadLetters(t, 1)
-			require.Equal(t, poison.EventID.String(), dls[0].Header.Get(HeaderEventID))
-			b.waitSettled(t, "test", seq)
-			require.Equal(t, int64(2), poisonRuns.Load(), "run on each of its MaxDeliver deliveries")
-			require.Equal(t, int64(n-1), b.count(t, `SELECT count(*) FROM effects`))
+			b.requireRetriedAloneThenDeadLettered(t, c, poison, seq, &poisonRuns, n)
 		})
 	}
 

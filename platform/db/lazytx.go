@@ -525,10 +525,10 @@ func (d deferring) Exec(_ context.Context, sql string, args ...any) (pgconn.Comm
 
 // Flush sends tx's deferred writes and queued rows now, on a round trip of
 // their own if there are any (none: nothing is sent), and returns their
-// failure. A
-// caller running several independent units of work in one transaction
-// can flush between them, so that a failed write is reported by the unit
-// that asked for it; Attribute tells the same without the round trips.
+// failure: before a statement run on tx.Conn(), which would bypass them.
+// A caller running several independent units of work in one transaction
+// need not flush between them to learn whose write failed: Attribute
+// tells it without the round trips.
 func Flush(ctx context.Context, tx pgx.Tx) error {
 	if lazy := lazyOf(tx); lazy != nil {
 		return Interpret(lazy.flush(ctx))
