@@ -73,10 +73,7 @@ func setupFanOut(t *testing.T) *fanOutBundle {
 // tracer counts, by role.
 func setupFanOutTraced(t *testing.T) (*fanOutBundle, *db.CostTracer) {
 	t.Helper()
-	costs := db.NewCostTracer()
-	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, costs := dbtest.NewTraced(t)
 	return newFanOutBundle(t, pool), costs
 }
 

@@ -17,12 +17,9 @@ import (
 // its statements but no transaction.
 func TestCostTracerAttributesWorkToRoles(t *testing.T) {
 	t.Parallel()
-	costs := db.NewCostTracer()
-	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, costs := dbtest.NewTraced(t)
 	ctx := context.Background()
-	_, err = pool.Exec(ctx, "CREATE TABLE cost_probe (n int)")
+	_, err := pool.Exec(ctx, "CREATE TABLE cost_probe (n int)")
 	require.NoError(t, err)
 	costs.Reset()
 

@@ -18,12 +18,9 @@ import (
 // Query, QueryRow); one with no statement sends nothing.
 func TestWithTxSendsBeginWithTheFirstStatement(t *testing.T) {
 	t.Parallel()
-	costs := db.NewCostTracer()
-	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, costs := dbtest.NewTraced(t)
 	ctx := context.Background()
-	_, err = pool.Exec(ctx, "CREATE TABLE lazy_probe (n int PRIMARY KEY)")
+	_, err := pool.Exec(ctx, "CREATE TABLE lazy_probe (n int PRIMARY KEY)")
 	require.NoError(t, err)
 
 	trips := func(role string, fn func(ctx context.Context, tx pgx.Tx) error) int64 {
@@ -141,12 +138,9 @@ func TestWithTxLazyBeginKeepsTransactionSemantics(t *testing.T) {
 // them first, so that rolling it back keeps them; a rollback drops them.
 func TestDeferredWritesGoWithTheNextStatement(t *testing.T) {
 	t.Parallel()
-	costs := db.NewCostTracer()
-	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, costs := dbtest.NewTraced(t)
 	ctx := context.Background()
-	_, err = pool.Exec(ctx, "CREATE TABLE deferred_probe (n int PRIMARY KEY CHECK (n < 100))")
+	_, err := pool.Exec(ctx, "CREATE TABLE deferred_probe (n int PRIMARY KEY CHECK (n < 100))")
 	require.NoError(t, err)
 	count := func() int {
 		var n int
@@ -246,12 +240,19 @@ func TestDeferredWritesGoWithTheNextStatement(t *testing.T) {
 // roundTrips runs fn in a WithTx transaction as role and returns the
 // round trips costs counted for it, with WithTx's error.
 func roundTrips(ctx context.Context, costs *db.CostTracer, pool db.Executor, role string, fn func(ctx context.Context, tx pgx.Tx) error) (int64, error) {
+	c, err := roleCost(ctx, costs, pool, role, fn)
+	return c.RoundTrips, err
+}
+
+// roleCost runs fn in a WithTx transaction as role and returns what costs
+// counted for it, with WithTx's error.
+func roleCost(ctx context.Context, costs *db.CostTracer, pool db.Executor, role string, fn func(ctx context.Context, tx pgx.Tx) error) (db.RoleCost, error) {
 	costs.Reset()
 	err := db.WithTx(db.WithRole(ctx, role), pool, fn)
 	for _, c := range costs.Costs() {
 		if c.Role == role {
-			return c.RoundTrips, err
+			return c, err
 		}
 	}
-	return 0, err
+	return db.RoleCost{}, err
 }

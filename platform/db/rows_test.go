@@ -19,12 +19,9 @@ import (
 // not begin writes each at once.
 func TestQueuedRowsGoWithTheCommitAsOneStatement(t *testing.T) {
 	t.Parallel()
-	costs := db.NewCostTracer()
-	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, costs := dbtest.NewTraced(t)
 	ctx := context.Background()
-	_, err = pool.Exec(ctx, `CREATE TABLE rows_probe (seq int GENERATED ALWAYS AS IDENTITY, n int PRIMARY KEY CHECK (n < 100));
+	_, err := pool.Exec(ctx, `CREATE TABLE rows_probe (seq int GENERATED ALWAYS AS IDENTITY, n int PRIMARY KEY CHECK (n < 100));
 		CREATE TABLE rows_other (n int)`)
 	require.NoError(t, err)
 
@@ -54,15 +51,8 @@ func TestQueuedRowsGoWithTheCommitAsOneStatement(t *testing.T) {
 	}
 	run := func(role string, fn func(ctx context.Context, tx pgx.Tx) error) (db.RoleCost, error) {
 		t.Helper()
-		costs.Reset()
 		writes = nil
-		err := db.WithTx(db.WithRole(ctx, role), pool, fn)
-		for _, c := range costs.Costs() {
-			if c.Role == role {
-				return c, err
-			}
-		}
-		return db.RoleCost{}, err
+		return roleCost(ctx, costs, pool, role, fn)
 	}
 
 	c, err := run("commit", func(ctx context.Context, tx pgx.Tx) error {

@@ -25,10 +25,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // transaction keeps neither.
 func TestInsertKeepsTheHistoryInTheSameStatement(t *testing.T) {
 	t.Parallel()
-	costs := db.NewCostTracer()
-	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, costs := dbtest.NewTraced(t)
 	orderID := uuid.New()
 	env, _, err := outbox.NewOrderEvent(outbox.TypePaymentCaptured, orderID, time.Now(), "corr-1", "stripe:evt_1",
 		outbox.PaymentCaptured{OrderID: orderID, PaymentIntentID: "pi_1", AmountReceived: 100, ProviderEventID: "evt_1"})
@@ -86,10 +83,7 @@ func TestInsertKeepsTheHistoryInTheSameStatement(t *testing.T) {
 // stored as NULL as OutboxInsert stores it.
 func TestATransactionsEventsAreOneStatement(t *testing.T) {
 	t.Parallel()
-	costs := db.NewCostTracer()
-	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, costs := dbtest.NewTraced(t)
 	a, b := uuid.New(), uuid.New()
 	type written struct {
 		env outbox.Envelope

@@ -94,6 +94,18 @@ func New(tb testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// NewTraced is New through db.NewPool with a cost tracer: a pool on a
+// fresh migrated database whose statements, transactions and round trips
+// the returned tracer counts, by the role db.WithRole names.
+func NewTraced(tb testing.TB) (*pgxpool.Pool, *db.CostTracer) {
+	tb.Helper()
+	costs := db.NewCostTracer()
+	pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: NewURL(tb), Tracer: costs})
+	require.NoError(tb, err, "dbtest: open traced pool")
+	tb.Cleanup(pool.Close)
+	return pool, costs
+}
+
 // NewURL creates a brand-new database holding the migrated schema and
 // nothing else, and returns its connection URL without connecting to it,
 // for tests that start a whole server from a URL. When the test ends the

@@ -126,11 +126,7 @@ func TestWebhookSenderSendsIntentsInParallel(t *testing.T) {
 func TestWebhookSenderSettlesABatchInOneTransaction(t *testing.T) {
 	t.Parallel()
 	const intents, failing = 6, 2
-	ctx := t.Context()
-	costs := db.NewCostTracer()
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: dbtest.NewURL(t), Tracer: costs})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, costs := dbtest.NewTraced(t)
 
 	// Events are queued by another Sandbox on the same database, so the
 	// sender's own is not woken: its first claim takes them all, and it
