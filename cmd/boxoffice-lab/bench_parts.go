@@ -207,12 +207,13 @@ func runProductPart(ctx context.Context, args []string) error {
 func runStripePart(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench-part stripe", flag.ExitOnError)
 	webhookURL := fs.String("webhook-url", "", "the product's Stripe ingress")
+	addr := fs.String("addr", "127.0.0.1:0", "the address to listen on")
 	_ = fs.Parse(args)
 	s := memstripe.New(memstripe.Config{
 		SecretKey: os.Getenv("STRIPE_SECRET_KEY"), WebhookURL: *webhookURL, WebhookSecret: os.Getenv("STRIPE_WEBHOOK_SECRET"),
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}

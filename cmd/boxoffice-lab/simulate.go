@@ -52,6 +52,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	admissionRate := fs.Float64("admission-rate", 50, "with --spawn: the R (admissions/s) the release controller starts at; the product's default, 200, is a production cell's, twice what this stack sustains on 2 cores with the buyers beside it (docs/performance.md)")
 	freshDB := fs.Bool("fresh-db", true, "with --spawn: create (and afterwards drop) a new database; false uses DATABASE_URL's database as is")
 	keepDB := fs.Bool("keep-db", false, "with --spawn: keep the fresh database")
+	paymentsFlag := fs.String("payments", simulator.PaymentsStripe, "with --spawn: stripe (the product's Stripe client against an in-memory Stripe stand-in in a process of its own, as production pays Stripe over the network) or sandbox (the development sandbox inside the API processes, on their database and connections)")
 	keepLogs := fs.Bool("keep-logs", false, "with --spawn: keep the processes' logs after a run that upheld the invariants (a failed run always keeps them)")
 	sharedRoom := fs.Bool("shared-waiting-room", true, "the --api processes share one waiting room (Redis); false sums R over them")
 	progress := fs.String("progress", "auto", "auto, bars or plain")
@@ -100,7 +101,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 		stack, err = simulator.StartStack(ctx, simulator.StackConfig{
 			Dir: dir, DatabaseURL: dbURL, FreshDatabase: *freshDB, KeepDatabase: *keepDB,
 			JWTSecret: getenv("BOXOFFICE_JWT_SECRET"), HoldTTL: *holdTTL, RedisURL: getenv("REDIS_URL"), Logger: logger,
-			StartedFunc: meter.Place, AdmissionRate: *admissionRate,
+			StartedFunc: meter.Place, AdmissionRate: *admissionRate, Payments: *paymentsFlag,
 		})
 		if err != nil {
 			return err
@@ -114,6 +115,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 			}
 		}()
 		cfg.APIs, cfg.JWTSecret, cfg.SharedWaitingRoom = stack.APIs, []byte(stack.JWTSecret), getenv("REDIS_URL") != ""
+		cfg.StripeBase = stack.StripeBase
 		dbURL, natsURL = stack.DatabaseURL, stack.NATSURL
 		if name := stack.DatabaseName(); name != "" && *keepDB {
 			fmt.Fprintf(stdout, "Database %s (kept).\n", name)

@@ -68,6 +68,8 @@ func TestSimulateCommand(t *testing.T) {
 	require.NotEmpty(t, res.Series)
 	require.Equal(t, int64(300), res.Summary.Ticketed+res.Summary.Declined+res.Summary.Abandoned+
 		res.Summary.Failed+res.Summary.SoldOut+res.Summary.GaveUp+res.Summary.Errored, "every buyer has an outcome")
+	require.NotNil(t, res.CPU)
+	require.Positive(t, cpuSecondsOf(res.CPU, "run", simulator.PartStripe), "the buyers paid through the Stripe stand-in's process")
 
 	html, err := os.ReadFile(filepath.Join(reportDir, "report.html"))
 	require.NoError(t, err)
@@ -90,8 +92,10 @@ func TestSimulateCommand(t *testing.T) {
 
 // `boxoffice-lab simulate --spawn --presale 0.15 --best-available 0.5`: a
 // presale whose buyers have codes, then the general sale, half the buyers
-// asking for the best available seats: nothing is oversold, the audit
-// passes, and both kinds of hold and both phases sold seats.
+// asking for the best available seats, paying through the development
+// sandbox (--payments sandbox; TestSimulateCommand pays through the Stripe
+// stand-in): nothing is oversold, the audit passes, and both kinds of hold
+// and both phases sold seats.
 //
 // The presale's 18 buyers (0.15 of 120) hold one seat or two each, so
 // they can take at most 36 of the 40 seats: the general sale always has
@@ -111,7 +115,7 @@ func TestSimulatePresaleThenGeneralSaleWithBestAvailable(t *testing.T) {
 	dbURL := dbtest.NewURL(t)
 	cmd := exec.CommandContext(ctx, bin, "simulate", "--spawn", "--fresh-db=false",
 		"--buyers", "120", "--seats", "40", "--arrival", "spike", "--duration", "3s", "--hold-ttl", "15s",
-		"--presale", "0.15", "--presale-for", "3s", "--best-available", "0.5",
+		"--presale", "0.15", "--presale-for", "3s", "--best-available", "0.5", "--payments", "sandbox",
 		"--report", reportDir, "--progress", "plain")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbURL}
 	var stdout, stderr bytes.Buffer
@@ -195,4 +199,16 @@ func distinctColors(img image.Image) int {
 		}
 	}
 	return len(seen)
+}
+
+// cpuSecondsOf is one part's CPU seconds in a window of a run's CPU report.
+func cpuSecondsOf(r *simulator.CPUReport, window, part string) float64 {
+	for _, w := range r.Windows {
+		for _, p := range w.Parts {
+			if w.Name == window && p.Part == part {
+				return p.CPUSeconds
+			}
+		}
+	}
+	return 0
 }

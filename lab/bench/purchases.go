@@ -209,7 +209,7 @@ func (c *Client) confirm(ctx context.Context, order uuid.UUID, intentID string, 
 	if err != nil || o.JSON200 == nil || o.JSON200.Payment == nil || o.JSON200.Payment.ClientSecret == nil {
 		return false
 	}
-	return memstripe.Confirm(ctx, c.stripe, c.StripeBase, intentID, *o.JSON200.Payment.ClientSecret) == nil
+	return memstripe.Confirm(ctx, c.stripe, c.StripeBase, intentID, *o.JSON200.Payment.ClientSecret, memstripe.CardApproved) == nil
 }
 
 // SandboxRole reports whether a cost role (db.WithRole) is the sandbox

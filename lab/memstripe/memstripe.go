@@ -12,7 +12,8 @@
 //	POST /v1/payment_intents                  create (manual capture)
 //	GET  /v1/payment_intents                  list (created[gte], created[lte])
 //	GET  /v1/payment_intents/{id}             retrieve
-//	POST /v1/payment_intents/{id}/confirm     the buyer's card, approved (client_secret)
+//	POST /v1/payment_intents/{id}/confirm     the buyer's card (client_secret): approved, or
+//	                                          declined for pm_card_visa_chargeDeclined
 //	POST /v1/payment_intents/{id}/capture     capture
 //	POST /v1/payment_intents/{id}/cancel      cancel
 //	POST /v1/refunds                          refund (payment_intent, amount)
@@ -33,6 +34,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,7 +65,7 @@ type Server struct {
 	mu      sync.Mutex
 	intents map[string]*intent
 	order   []string // intent ids by creation, for list
-	idem    map[string][]byte
+	idem    map[string]response
 	queues  []chan []byte
 }
 
@@ -81,10 +83,38 @@ type intent struct {
 	Livemode         bool              `json:"livemode"`
 	Metadata         map[string]string `json:"metadata"`
 	Status           string            `json:"status"`
+	LastPaymentError *paymentError     `json:"last_payment_error"`
 
 	secret   string
 	refunded int64
 }
+
+// response is an answer kept for its Idempotency-Key.
+type response struct {
+	status int
+	body   []byte
+}
+
+// paymentError is a PaymentIntent's last_payment_error and the error of a
+// declined confirmation, as Stripe writes both.
+type paymentError struct {
+	Type        string `json:"type"`
+	Code        string `json:"code"`
+	DeclineCode string `json:"decline_code,omitempty"`
+	Message     string `json:"message"`
+}
+
+// The test cards a buyer confirms with (Stripe's test PaymentMethods of
+// the same names).
+const (
+	// CardApproved is a Visa the issuer approves.
+	CardApproved = "pm_card_visa"
+	// CardDeclined is a Visa the issuer declines (card_declined,
+	// generic_decline): the confirmation answers 402, the intent stays in
+	// requires_payment_method with a last_payment_error, and
+	// payment_intent.payment_failed is sent; the buyer may confirm again.
+	CardDeclined = "pm_card_visa_chargeDeclined"
+)
 
 // New returns a stand-in; Run sends its webhooks.
 func New(cfg Config) *Server {
@@ -102,7 +132,7 @@ func New(cfg Config) *Server {
 	tr.Proxy = nil
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = cfg.Senders, cfg.Senders
 	s := &Server{
-		cfg: cfg, intents: map[string]*intent{}, idem: map[string][]byte{},
+		cfg: cfg, intents: map[string]*intent{}, idem: map[string]response{},
 		client: &http.Client{Transport: tr, Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
 	for range cfg.Senders {
@@ -176,18 +206,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.Method == http.MethodPost && key != "" {
-		if body, ok := s.idem[key]; ok {
+		if res, ok := s.idem[key]; ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Idempotent-Replayed", "true")
-			_, _ = w.Write(body)
+			w.WriteHeader(res.status)
+			_, _ = w.Write(res.body)
 			return
 		}
 	}
 	var (
-		status = http.StatusOK
-		out    any
-		code   string
-		msg    string
+		status   = http.StatusOK
+		out      any
+		code     string
+		msg      string
+		declined *paymentError
 	)
 	switch {
 	case r.Method == http.MethodPost && path == "payment_intents":
@@ -205,11 +237,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			out = in.view(false)
 		case len(parts) == 3 && r.Method == http.MethodPost:
 			out, code, msg = s.act(in, parts[2], r)
+			if code == "" && parts[2] == "confirm" && in.LastPaymentError != nil {
+				declined = in.LastPaymentError
+			}
 		default:
 			status, code, msg = http.StatusNotFound, "resource_missing", "Unrecognized request URL"
 		}
 	default:
 		status, code, msg = http.StatusNotFound, "resource_missing", "Unrecognized request URL"
+	}
+	if declined != nil {
+		// Stripe answers a declined confirmation 402 with the card's
+		// error and the intent; an idempotent retry gets the same.
+		body, _ := json.Marshal(map[string]any{"error": map[string]any{
+			"type": declined.Type, "code": declined.Code, "decline_code": declined.DeclineCode,
+			"message": declined.Message, "payment_intent": out,
+		}})
+		s.answer(w, r, key, http.StatusPaymentRequired, body)
+		return
 	}
 	if code != "" {
 		if status == http.StatusOK {
@@ -219,8 +264,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := json.Marshal(out)
+	s.answer(w, r, key, status, body)
+}
+
+// answer writes a response and, for a POST with an Idempotency-Key, keeps
+// it for the key's retries.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, key string, status int, body []byte) {
 	if r.Method == http.MethodPost && key != "" {
-		s.idem[key] = body
+		s.idem[key] = response{status, body}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -275,6 +326,12 @@ func (s *Server) act(in *intent, action string, r *http.Request) (out any, code,
 		if in.Status != string(payments.StatusRequiresPaymentMethod) {
 			return wrong()
 		}
+		if r.PostForm.Get("payment_method") == CardDeclined {
+			in.LastPaymentError = &paymentError{Type: "card_error", Code: payments.CodeCardDeclined, DeclineCode: "generic_decline", Message: "Your card was declined."}
+			s.emit(in, payments.EventPaymentFailed)
+			break
+		}
+		in.LastPaymentError = nil
 		in.Status, in.AmountCapturable = string(payments.StatusRequiresCapture), in.Amount
 		ch := "ch_" + randomHex(12)
 		in.LatestCharge = &ch
@@ -364,11 +421,12 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Confirm is the buyer's side: it confirms intentID with an approved card
-// at the stand-in at base, as Stripe.js does with the client secret.
-func Confirm(ctx context.Context, c *http.Client, base, intentID, clientSecret string) error {
-	form := "client_secret=" + clientSecret + "&payment_method=pm_card_visa"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/payment_intents/"+intentID+"/confirm", strings.NewReader(form))
+// Confirm is the buyer's side: it confirms intentID with card
+// (CardApproved or CardDeclined) and the client secret at base, as
+// Stripe.js does. Any answer but 200 is a *ConfirmError.
+func Confirm(ctx context.Context, c *http.Client, base, intentID, clientSecret, card string) error {
+	form := url.Values{"client_secret": {clientSecret}, "payment_method": {card}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/payment_intents/"+intentID+"/confirm", strings.NewReader(form.Encode()))
 	if err != nil {
 		return err
 	}
@@ -378,8 +436,29 @@ func Confirm(ctx context.Context, c *http.Client, base, intentID, clientSecret s
 		return err
 	}
 	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("confirm %s: status %d", intentID, res.StatusCode)
+	if res.StatusCode == http.StatusOK {
+		_, _ = io.Copy(io.Discard, res.Body)
+		return nil
 	}
-	return nil
+	var body struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	return &ConfirmError{IntentID: intentID, Status: res.StatusCode, Code: body.Error.Code}
+}
+
+// ConfirmError is a confirmation the stand-in did not approve: 402
+// card_declined for a declined card, 400 payment_intent_unexpected_state
+// for an intent no longer awaiting a card (canceled, or confirmed
+// already), 404 resource_missing for a wrong client secret.
+type ConfirmError struct {
+	IntentID string
+	Status   int
+	Code     string
+}
+
+func (e *ConfirmError) Error() string {
+	return fmt.Sprintf("confirm %s: status %d %s", e.IntentID, e.Status, e.Code)
 }

@@ -2,6 +2,7 @@ package memstripe_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
 
 	"boxoffice/domain/payments"
 	"boxoffice/lab/memstripe"
@@ -46,8 +48,8 @@ func TestStandInSpeaksStripe(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, in.ID, again.ID, "the same idempotency key answers the first response")
 
-	require.Error(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, "pi_wrong_secret"))
-	require.NoError(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, in.ClientSecret))
+	require.Error(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, "pi_wrong_secret", memstripe.CardApproved))
+	require.NoError(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, in.ClientSecret, memstripe.CardApproved))
 	captured, err := stripe.Capture(ctx, in.ID, "capture:1")
 	require.NoError(t, err)
 	require.Equal(t, payments.StatusSucceeded, captured.Status)
@@ -65,6 +67,64 @@ func TestStandInSpeaksStripe(t *testing.T) {
 	require.NoError(t, err)
 	_, err = unauthorized.Get(ctx, in.ID)
 	require.Error(t, err)
+}
+
+// A declined card answers 402 card_declined, as Stripe does, sends
+// payment_intent.payment_failed with the intent's last_payment_error, and
+// leaves the intent awaiting a card: the same buyer confirms again with
+// another card, and a canceled intent refuses a card at all.
+func TestStandInDeclinesTheDeclinedTestCard(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_test_standin"
+	verifier := payments.NewIngress(nil, payments.IngressConfig{WebhookSecret: secret, Logger: slog.New(slog.DiscardHandler)})
+	got := make(chan stripe.Event, 10)
+	ingress := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ev, err := verifier.Verify(body, r.Header.Get("Stripe-Signature"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		got <- ev
+	}))
+	t.Cleanup(ingress.Close)
+	ctx, srv, provider := startStandIn(t, memstripe.Config{WebhookURL: ingress.URL, WebhookSecret: secret})
+	in, err := provider.CreateIntent(ctx, payments.CreateIntentParams{OrderID: uuid.New(), AmountMinor: 5000, Currency: "EUR", IdempotencyKey: "authorize:1"})
+	require.NoError(t, err)
+
+	err = memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, in.ClientSecret, memstripe.CardDeclined)
+	var declined *memstripe.ConfirmError
+	require.ErrorAs(t, err, &declined)
+	require.Equal(t, http.StatusPaymentRequired, declined.Status)
+	require.Equal(t, payments.CodeCardDeclined, declined.Code)
+	ev := <-got
+	require.Equal(t, payments.EventPaymentFailed, string(ev.Type))
+	var object struct {
+		Status           string `json:"status"`
+		LastPaymentError struct {
+			Code string `json:"code"`
+		} `json:"last_payment_error"`
+	}
+	require.NoError(t, json.Unmarshal(ev.Data.Raw, &object))
+	require.Equal(t, string(payments.StatusRequiresPaymentMethod), object.Status)
+	require.Equal(t, payments.CodeCardDeclined, object.LastPaymentError.Code)
+	read, err := provider.Get(ctx, in.ID)
+	require.NoError(t, err)
+	require.Equal(t, payments.StatusRequiresPaymentMethod, read.Status)
+	require.NotNil(t, read.LastPaymentError)
+
+	require.NoError(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, in.ClientSecret, memstripe.CardApproved), "another card after a decline")
+	require.Equal(t, payments.EventAmountCapturableUpdated, string((<-got).Type))
+
+	other, err := provider.CreateIntent(ctx, payments.CreateIntentParams{OrderID: uuid.New(), AmountMinor: 5000, Currency: "EUR", IdempotencyKey: "authorize:2"})
+	require.NoError(t, err)
+	_, err = provider.Cancel(ctx, other.ID, "cancel:2")
+	require.NoError(t, err)
+	err = memstripe.Confirm(ctx, srv.Client(), srv.URL, other.ID, other.ClientSecret, memstripe.CardApproved)
+	var gone *memstripe.ConfirmError
+	require.ErrorAs(t, err, &gone)
+	require.Equal(t, http.StatusBadRequest, gone.Status)
+	require.Equal(t, "payment_intent_unexpected_state", gone.Code)
 }
 
 // A sender's webhooks go over one connection, as Stripe keeps its webhook
@@ -94,7 +154,7 @@ func TestStandInKeepsItsWebhookConnection(t *testing.T) {
 	for i := range webhooks {
 		in, err := stripe.CreateIntent(ctx, payments.CreateIntentParams{OrderID: uuid.New(), AmountMinor: 5000, Currency: "EUR", IdempotencyKey: "authorize:" + strconv.Itoa(i)})
 		require.NoError(t, err)
-		require.NoError(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, in.ClientSecret))
+		require.NoError(t, memstripe.Confirm(ctx, srv.Client(), srv.URL, in.ID, in.ClientSecret, memstripe.CardApproved))
 		<-got
 	}
 	require.Equal(t, int32(1), conns.Load(), "%d webhooks, one sender", webhooks)

@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -14,7 +15,9 @@ import (
 	"github.com/boxoffice/boxoffice/client"
 	"github.com/google/uuid"
 
+	"boxoffice/domain/payments"
 	"boxoffice/domain/purchase"
+	"boxoffice/lab/memstripe"
 	"boxoffice/platform/auth"
 	"boxoffice/platform/backoff"
 )
@@ -62,6 +65,7 @@ type buyer struct {
 	arrived time.Time
 	orderID string
 	order   uuid.UUID // orderID, as the client's path parameters take it
+	secret  string    // the PaymentIntent's client secret, as the order shows it
 	outcome string
 	lastErr error
 }
@@ -617,7 +621,7 @@ func (b *buyer) readClientSecret(ctx context.Context, piID string) bool {
 		case err != nil:
 			s.noteError(fmt.Errorf("GET /v1/orders/{id}: %w", err))
 		case res.JSON200 != nil && res.JSON200.Payment != nil && deref(res.JSON200.Payment.PaymentIntentID) == piID:
-			if deref(res.JSON200.Payment.ClientSecret) == "" {
+			if b.secret = deref(res.JSON200.Payment.ClientSecret); b.secret == "" {
 				b.fail(fmt.Errorf("order %s: intent %s has no client secret", b.orderID, piID))
 				return false
 			}
@@ -633,37 +637,80 @@ func (b *buyer) readClientSecret(ctx context.Context, piID string) bool {
 	return false
 }
 
-// confirm authorizes or declines the intent in the sandbox, retrying
-// transport errors and 5xx. gone is true when the sandbox answered 409:
-// the intent was canceled (its hold expired) before the buyer paid.
+// confirm authorizes or declines the intent, retrying transport errors
+// and 5xx: at the Stripe stand-in with the client secret when the run
+// pays through it (Config.StripeBase), as Stripe.js does, else through
+// the sandbox's buyer routes. ok is true when the provider took the card's
+// answer (approved, or declined); gone is true when the intent no longer
+// awaits a card: the sandbox answers 409, Stripe 400
+// payment_intent_unexpected_state (its hold expired and it was canceled,
+// or an earlier attempt that timed out went through).
 func (b *buyer) confirm(ctx context.Context, piID string, action client.SandboxAction) (ok, gone bool) {
 	s := b.sim
 	for try := range 6 {
 		if try > 0 && sleep(ctx, b.jitter(confirmRetries.Delay(try))) != nil {
 			return false, false
 		}
-		res, err := b.api.SandboxPaymentIntentWithResponse(ctx, piID, action, b.auth)
-		var status int
-		if err == nil {
-			status = res.StatusCode()
+		var (
+			status int
+			err    error
+			call   string
+		)
+		if s.cfg.StripeBase != "" {
+			status, gone, call, err = b.confirmAtStripe(ctx, piID, action)
+			if gone {
+				return false, true
+			}
+		} else {
+			call = "sandbox"
+			var res *client.SandboxPaymentIntentResponse
+			if res, err = b.api.SandboxPaymentIntentWithResponse(ctx, piID, action, b.auth); err == nil {
+				status = res.StatusCode()
+			} else {
+				err = fmt.Errorf("POST /v1/sandbox/payment-intents/{id}/%s: %w", action, err)
+			}
 		}
 		switch {
 		case err != nil:
-			s.noteError(fmt.Errorf("POST /v1/sandbox/payment-intents/{id}/%s: %w", action, err))
+			s.noteError(err)
 		case status < 300:
 			return true, false
 		case status == http.StatusConflict:
 			return false, true
 		case status >= 500 || status == http.StatusTooManyRequests || status == statusClientClosed:
-			s.noteStatus("sandbox", status)
+			s.noteStatus(call, status)
 		default:
-			s.noteStatus("sandbox", status)
-			b.outcome, b.lastErr = outcomeError, fmt.Errorf("sandbox %s: status %d", action, status)
+			s.noteStatus(call, status)
+			b.outcome, b.lastErr = outcomeError, fmt.Errorf("%s %s: status %d", call, action, status)
 			return false, false
 		}
 	}
-	b.fail(fmt.Errorf("sandbox %s: retries exhausted", action))
+	b.fail(fmt.Errorf("confirm %s: retries exhausted", action))
 	return false, false
+}
+
+// confirmAtStripe confirms the intent at the Stripe stand-in with an
+// approved or a declined test card. A decline (402 card_declined) is the
+// provider taking the card's answer: status 200, as the sandbox answers
+// it.
+func (b *buyer) confirmAtStripe(ctx context.Context, piID string, action client.SandboxAction) (status int, gone bool, call string, err error) {
+	card := memstripe.CardApproved
+	if action == client.SandboxDecline {
+		card = memstripe.CardDeclined
+	}
+	err = memstripe.Confirm(ctx, b.sim.stripe, b.sim.cfg.StripeBase, piID, b.secret, card)
+	var refused *memstripe.ConfirmError
+	switch {
+	case err == nil:
+		return http.StatusOK, false, "stripe", nil
+	case !errors.As(err, &refused):
+		return 0, false, "stripe", fmt.Errorf("POST stripe /v1/payment_intents/{id}/confirm: %w", err)
+	case refused.Status == http.StatusPaymentRequired && refused.Code == payments.CodeCardDeclined && action == client.SandboxDecline:
+		return http.StatusOK, false, "stripe", nil
+	case refused.Status == http.StatusBadRequest && refused.Code == "payment_intent_unexpected_state":
+		return refused.Status, true, "stripe", nil
+	}
+	return refused.Status, false, "stripe", nil
 }
 
 // collectTickets records the seats of the buyer's tickets, from which the

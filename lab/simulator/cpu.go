@@ -13,14 +13,15 @@ import (
 
 // The parts of a run whose CPU a CPUMeter reads apart, each a CPU group
 // of its own (bench.CPUGroups): the run's PostgreSQL backends, the NATS
-// nodes, the product's roles by kind, and the simulator (this process:
-// the buyers).
+// nodes, the product's roles by kind, the Stripe stand-in (when the stack
+// pays through it) and the simulator (this process: the buyers).
 const (
 	PartPostgres  = "postgres (the run's backends)"
 	PartNATS      = "nats (3 nodes)"
 	PartAPI       = "api"
 	PartRelay     = "relay"
 	PartWorkers   = "workers"
+	PartStripe    = "stripe (the stand-in)"
 	PartSimulator = "simulator (the buyers)"
 )
 
@@ -36,7 +37,7 @@ const (
 )
 
 // cpuParts are the grouped parts in report order.
-var cpuParts = []string{PartPostgres, PartNATS, PartAPI, PartRelay, PartWorkers, PartSimulator}
+var cpuParts = []string{PartPostgres, PartNATS, PartAPI, PartRelay, PartWorkers, PartStripe, PartSimulator}
 
 // CPUMeter puts the processes of a run in CPU groups by part and reads
 // them. Where cgroup v1 cpuacct is writable (as root) each part is a
@@ -77,7 +78,7 @@ func (m *CPUMeter) Method() string { return m.groups.Method() }
 // groups.
 func (m *CPUMeter) Close() { m.groups.Close() }
 
-// Place puts a stack process (nats-N, api-N, relay-N, worker-N, as Stack
+// Place puts a stack process (nats-N, stripe, api-N, relay-N, worker-N, as Stack
 // names them) in its part's group; it is a StackConfig.StartedFunc.
 func (m *CPUMeter) Place(name string, pid int) error {
 	part := ""
@@ -90,6 +91,8 @@ func (m *CPUMeter) Place(name string, pid int) error {
 		part = PartRelay
 	case strings.HasPrefix(name, "worker-"):
 		part = PartWorkers
+	case name == "stripe":
+		part = PartStripe
 	default:
 		return fmt.Errorf("cpu meter: no part for process %q", name)
 	}

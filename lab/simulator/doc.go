@@ -6,7 +6,9 @@
 // poll it as told (honouring pollAfterSeconds and Retry-After), read the
 // seat map and go for the best seats with some randomness, hold with an
 // Idempotency-Key that they reuse on timeouts and 5xx, and then pay,
-// decline or walk away through the sandbox payment provider. A buyer who
+// decline or walk away: at the Stripe stand-in (lab/memstripe) with the
+// client secret, as Stripe.js does, when Config.StripeBase names one,
+// else through the stack's sandbox payment provider. A buyer who
 // stays follows the order by Server-Sent Events from the hold on, as a
 // checkout page built on the order stream does: the stream's payment
 // event says the PaymentIntent exists (one read of the order then gives
@@ -23,7 +25,8 @@
 //   - Run never logs bearer tokens, admission tokens or client secrets.
 //
 // Stack starts a whole stack as separate processes (NATS cluster nodes,
-// API, relay, workers) from one binary, and Chaos kills and restarts some
+// API, relay, workers, and the Stripe stand-in unless it runs the
+// sandbox) from one binary, and Chaos kills and restarts some
 // of them at random moments. Report writes a self-contained HTML report
 // with inline SVG charts and a PNG of the main chart.
 package simulator

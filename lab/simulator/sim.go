@@ -39,6 +39,12 @@ type Config struct {
 	// (Redis); when false each admits on its own and R is summed over
 	// them. Defaults to false.
 	SharedWaitingRoom bool
+	// StripeBase, when set, is the Stripe stand-in (lab/memstripe) the
+	// product pays through: buyers confirm their PaymentIntents there with
+	// the client secret their order shows, as Stripe.js does. Empty: the
+	// buyers authorize or decline through the product's sandbox routes.
+	// Defaults to empty.
+	StripeBase string
 	// JWTSecret signs the organizer and buyer tokens. Required.
 	JWTSecret []byte
 	// OrganizerID is the organizer the simulator acts as; it must own
@@ -151,7 +157,9 @@ type Sim struct {
 	// ops reads the server's signals and the seat map for the report on
 	// connections of its own, as an operator's dashboard would: never
 	// queued behind the buyers' requests in this process.
-	ops     []*client.ClientWithResponses
+	ops []*client.ClientWithResponses
+	// stripe confirms PaymentIntents at Config.StripeBase.
+	stripe  *http.Client
 	org     client.RequestEditorFn // the organizer's bearer token
 	eventID string
 	event   uuid.UUID // eventID, as the client's path parameters take it
@@ -222,6 +230,7 @@ func New(cfg Config) (*Sim, error) {
 		}
 		s.apis, s.sses, s.ops = append(s.apis, api), append(s.sses, sse), append(s.ops, ops)
 	}
+	s.stripe = &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}
 	return s, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -47,6 +48,13 @@ type StackConfig struct {
 	// APIs, Relays and Workers are how many processes of each role run.
 	// Default to 2, 1 and 2.
 	APIs, Relays, Workers int
+	// Payments is how the stack takes payments: PaymentsStripe (the
+	// product's real Stripe client against the in-memory Stripe stand-in,
+	// lab/memstripe, a process of its own, as production pays Stripe
+	// over the network) or PaymentsSandbox (the development sandbox inside
+	// the API processes, on their database and pools). Defaults to
+	// PaymentsStripe.
+	Payments string
 	// DBMaxConns is each process's pool size. Defaults to 8.
 	DBMaxConns int
 	// AdmissionRate is the R the API processes' release controllers
@@ -61,6 +69,12 @@ type StackConfig struct {
 	StartedFunc func(name string, pid int) error
 }
 
+// The payment providers a stack can take payments with (StackConfig.Payments).
+const (
+	PaymentsStripe  = "stripe"
+	PaymentsSandbox = "sandbox"
+)
+
 // Stack is a running set of processes: a 3-node NATS cluster (the
 // binary's hidden nats-node command), API, relay and worker processes.
 type Stack struct {
@@ -69,7 +83,11 @@ type Stack struct {
 	NATSURL     string
 	APIs        []string
 	JWTSecret   string
-	// Names are the processes in start order: nats-1…3, api-N, relay-N,
+	// StripeBase is the Stripe stand-in's URL (PaymentsStripe), where
+	// buyers confirm their PaymentIntents; empty with the sandbox.
+	StripeBase string
+	// Names are the processes in start order: nats-1…3, stripe (the
+	// stand-in, with PaymentsStripe), api-N, relay-N,
 	// worker-N.
 	Names  []string
 	procs  map[string]*procs.Proc
@@ -99,6 +117,10 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	cfg.HoldTTL = cmp.Or(cfg.HoldTTL, time.Minute)
 	cfg.APIs, cfg.Relays, cfg.Workers = cmp.Or(cfg.APIs, 2), cmp.Or(cfg.Relays, 1), cmp.Or(cfg.Workers, 2)
 	cfg.DBMaxConns = cmp.Or(cfg.DBMaxConns, 8)
+	cfg.Payments = cmp.Or(cfg.Payments, PaymentsStripe)
+	if cfg.Payments != PaymentsStripe && cfg.Payments != PaymentsSandbox {
+		return nil, fmt.Errorf("onsale stack: payments %q: want %s or %s", cfg.Payments, PaymentsStripe, PaymentsSandbox)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -164,15 +186,32 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		"BOXOFFICE_STREAM_REPLICAS=3",
 		"BOXOFFICE_JWT_SECRET=" + cfg.JWTSecret,
 		"BOXOFFICE_ADMISSION_KEY=" + randomHex(32),
-		"BOXOFFICE_PAYMENTS=sandbox",
 		"STRIPE_WEBHOOK_SECRET=whsec_" + randomHex(24),
-		fmt.Sprintf("BOXOFFICE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:%d/v1/webhooks/stripe", apiPorts[0]),
 		"BOXOFFICE_TICKET_SIGNING_KEY=" + base64.StdEncoding.EncodeToString(ticketSeed),
 		// 32 random hex digits are the 32 bytes of the key.
 		"BOXOFFICE_WEBHOOK_SECRET_KEYS=sim:" + base64.StdEncoding.EncodeToString([]byte(randomHex(16))),
 		"BOXOFFICE_HOLD_TTL=" + cfg.HoldTTL.String(),
 		"BOXOFFICE_WAITINGROOM_IP_LIMIT=-1", // every simulated buyer comes from 127.0.0.1
 		"BOXOFFICE_EVENT_READ_IP_LIMIT=-1",  // and reads the seat map from there
+	}
+	// Stripe's webhooks (the stand-in's or the sandbox's) go to the first
+	// API process.
+	webhookURL := fmt.Sprintf("http://127.0.0.1:%d/v1/webhooks/stripe", apiPorts[0])
+	if cfg.Payments == PaymentsSandbox {
+		base = append(base, "BOXOFFICE_PAYMENTS=sandbox", "BOXOFFICE_SANDBOX_WEBHOOK_URL="+webhookURL)
+	} else {
+		port, err := procs.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		s.StripeBase = fmt.Sprintf("http://127.0.0.1:%d", port)
+		base = append(base, "BOXOFFICE_PAYMENTS=stripe", "STRIPE_SECRET_KEY=sk_test_"+randomHex(16), "STRIPE_API_BASE="+s.StripeBase)
+		if err := s.add("stripe", base, "bench-part", "stripe", "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-webhook-url", webhookURL); err != nil {
+			return nil, err
+		}
+		if err := waitListening(ctx, fmt.Sprintf("127.0.0.1:%d", port), 30*time.Second); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.RedisURL != "" {
 		base = append(base, "REDIS_URL="+cfg.RedisURL)
@@ -367,6 +406,21 @@ func waitHTTP(ctx context.Context, u string, timeout time.Duration) error {
 		}
 		if sleep(ctx, 200*time.Millisecond) != nil {
 			return fmt.Errorf("%s not ready after %s", u, timeout)
+		}
+	}
+}
+
+// waitListening waits until something accepts connections at addr.
+func waitListening(ctx context.Context, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	for {
+		if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
+			return c.Close()
+		}
+		if sleep(ctx, 100*time.Millisecond) != nil {
+			return fmt.Errorf("%s not listening after %s", addr, timeout)
 		}
 	}
 }
