@@ -171,9 +171,10 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	if stack != nil {
 		stopBackends = trackBackends(ctx, stack, meter, logger)
 	}
-	// CPU over the arrivals (the spike) and over the whole run.
+	// CPU over the opening, the arrivals (the spike) and the whole run.
 	cpuStart := meter.Read()
-	cpuArrivals := make(chan simulator.CPUReading, 1)
+	cpuOpening, cpuArrivals := make(chan simulator.CPUReading, 1), make(chan simulator.CPUReading, 1)
+	openingTimer := time.AfterFunc(min(simulator.OpeningWindow, *duration), func() { cpuOpening <- meter.Read() })
 	arrivalsTimer := time.AfterFunc(*duration, func() { cpuArrivals <- meter.Read() })
 	stopProgress := simulator.StartProgress(sim, stdout, terminal, 2*time.Second)
 	res, err := sim.Run(ctx)
@@ -181,11 +182,14 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	cpuEnd := meter.Read()
 	stopBackends()
 	if res != nil {
-		arrivals := cpuEnd
+		opening, arrivals := cpuEnd, cpuEnd
+		if !openingTimer.Stop() {
+			opening = <-cpuOpening
+		}
 		if !arrivalsTimer.Stop() {
 			arrivals = <-cpuArrivals
 		}
-		res.CPU = simulator.NewCPUReport(meter.Method(), cpuStart, arrivals, cpuEnd)
+		res.CPU = simulator.NewCPUReport(meter.Method(), cpuStart, opening, arrivals, cpuEnd)
 	}
 	if chaosDone != nil {
 		stopChaos()

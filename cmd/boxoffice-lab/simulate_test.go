@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,7 @@ func TestSimulateCommand(t *testing.T) {
 	require.Contains(t, stdout.String(), "All 15 invariants hold.")
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+oversold\s+0$`), stdout.String())
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+audit\s+PASSED$`), stdout.String())
+	require.Empty(t, processesOf(t, bin), "the run left processes of its stack running")
 
 	raw, err := os.ReadFile(filepath.Join(reportDir, "result.json"))
 	require.NoError(t, err)
@@ -211,4 +213,23 @@ func cpuSecondsOf(r *simulator.CPUReport, window, part string) float64 {
 		}
 	}
 	return 0
+}
+
+// processesOf lists the pids of live processes running the executable bin
+// (read from /proc/*/exe).
+func processesOf(t *testing.T, bin string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == bin {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

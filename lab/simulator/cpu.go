@@ -144,9 +144,11 @@ type CPUReport struct {
 	Method string `json:"method"`
 	// Cores is the machine's CPUs: a share of 1 is all of them.
 	Cores int `json:"cores"`
-	// Windows are the arrivals (the spike: from the start for the
-	// arrival window, --duration) and the whole run (to the last buyer
-	// done and the last walked-away hold expired).
+	// Windows are the opening (the first OpeningWindow of the run, or
+	// the arrivals if shorter: the spike's first joins and holds), the
+	// arrivals (from the start for the arrival window, --duration) and
+	// the whole run (to the last buyer done and the last walked-away
+	// hold expired).
 	Windows []CPUWindow `json:"windows"`
 }
 
@@ -165,11 +167,18 @@ type PartCPU struct {
 	Share      float64 `json:"share"`
 }
 
+// OpeningWindow is how much of a run's start the report's opening
+// window covers: where a spike's first holds wait behind its first
+// joins.
+const OpeningWindow = 10 * time.Second
+
 // NewCPUReport builds the report from a reading at the start, one at the
-// end of the arrival window and one at the end of the run.
-func NewCPUReport(method string, start, arrivals, end CPUReading) *CPUReport {
+// end of the opening window (OpeningWindow, or the arrivals if shorter),
+// one at the end of the arrival window and one at the end of the run.
+func NewCPUReport(method string, start, opening, arrivals, end CPUReading) *CPUReport {
 	r := &CPUReport{Method: method, Cores: runtime.NumCPU()}
-	r.Windows = append(r.Windows, cpuWindow("arrivals", start, arrivals, r.Cores), cpuWindow("run", start, end, r.Cores))
+	r.Windows = append(r.Windows, cpuWindow("opening", start, opening, r.Cores),
+		cpuWindow("arrivals", start, arrivals, r.Cores), cpuWindow("run", start, end, r.Cores))
 	return r
 }
 

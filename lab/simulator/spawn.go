@@ -359,11 +359,12 @@ func (s *Stack) LogPath(name string) string { return filepath.Join(s.cfg.Dir, na
 // logs and drops a fresh database unless it is to be kept.
 func (s *Stack) Close(ctx context.Context) {
 	var wg sync.WaitGroup
-	// Roles first, then NATS, so the roles drain against a live bus.
-	for _, group := range [][]string{{"api", "relay", "worker"}, {"nats"}} {
+	// Roles first, then NATS and the Stripe stand-in, so the roles drain
+	// against a live bus and provider.
+	for _, group := range [][]string{{"api-", "relay-", "worker-"}, {"nats-", "stripe"}} {
 		for name, p := range s.procs {
-			for _, g := range group {
-				if strings.HasPrefix(name, g+"-") {
+			for _, prefix := range group {
+				if strings.HasPrefix(name, prefix) {
 					wg.Go(p.Stop)
 				}
 			}
