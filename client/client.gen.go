@@ -1531,7 +1531,7 @@ type OnsaleBody struct {
 	RateChangedAt time.Time `json:"rateChangedAt"`
 	RateDetail    *string   `json:"rateDetail,omitempty"`
 
-	// RateReason Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, sched_latency, signals_unavailable).
+	// RateReason Why R last changed: initial, healthy, the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, lock_waits, deadlocks, publish_retries, expiry_delay, sched_latency), or signals_unavailable when some signals could not be read and none that could was over its threshold.
 	RateReason string `json:"rateReason"`
 
 	// SeatLimit Seats one buyer may hold or own in the event; 0: no limit.

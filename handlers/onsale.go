@@ -41,7 +41,7 @@ type OnsaleBody struct {
 	HoldTTLSeconds  int           `json:"holdTtlSeconds" doc:"How long a hold of the event lasts, in seconds; 0: the deployment's default (BOXOFFICE_HOLD_TTL)."`
 	AdmissionRate   float64       `json:"admissionRate" doc:"R: admissions per second now, the cell's (the lowest release-controller rate its API processes reported in the last 1.5 s) capped by maxRate."`
 	ControllerRate  float64       `json:"controllerRate" doc:"The release controller's rate of the API process that answered: each process adapts its own to what it measures, and the cell admits at the lowest."`
-	RateReason      string        `json:"rateReason" doc:"Why R last changed: initial, healthy, or the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, sched_latency, signals_unavailable)."`
+	RateReason      string        `json:"rateReason" doc:"Why R last changed: initial, healthy, the signal over its threshold (hold_p99, pool_wait, outbox_age, consumer_pending, active_holds, lock_waits, deadlocks, publish_retries, expiry_delay, sched_latency), or signals_unavailable when some signals could not be read and none that could was over its threshold."`
 	RateDetail      string        `json:"rateDetail,omitempty"`
 	RateChangedAt   time.Time     `json:"rateChangedAt"`
 	Queued          *int64        `json:"queued,omitempty" doc:"Buyers waiting; absent while the waiting room's store is unreachable."`

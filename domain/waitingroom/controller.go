@@ -58,7 +58,8 @@ type Signals struct {
 }
 
 // SignalSource reads the signals. Implementations read the real sources;
-// tests use the real ones too.
+// tests use the real ones too. With an error, the Signals returned are
+// those that could be read (the others zero).
 type SignalSource interface {
 	ReadSignals(ctx context.Context) (Signals, error)
 }
@@ -92,22 +93,13 @@ func NewCellSignals(pool *pgxpool.Pool, holds *LatencyWindow, pending func(conte
 	return &CellSignals{pool: pool, holds: holds, pending: pending, deadlocks: -1}
 }
 
-// ReadSignals implements SignalSource.
+// ReadSignals implements SignalSource. The signals this process keeps
+// (hold latency, the pool's acquire waits, scheduling latency) are read
+// first and returned even when the database's or the bus's cannot be
+// read: a pool so busy that the reading itself times out shows as the
+// pool wait it is, not only as an error.
 func (c *CellSignals) ReadSignals(ctx context.Context) (Signals, error) {
-	row, err := sqlcgen.New().OnsaleSignals(ctx, c.pool)
-	if err != nil {
-		return Signals{}, fmt.Errorf("read cell signals: %w", err)
-	}
-	s := Signals{
-		OutboxAge:      time.Duration(row.OldestOutboxAgeSeconds * float64(time.Second)),
-		ActiveHolds:    row.ActiveHolds,
-		ExpiryDelay:    time.Duration(row.ExpiryDelaySeconds * float64(time.Second)),
-		PublishRetries: row.PublishRetries,
-	}
-	var deadlocks int64
-	if err := c.pool.QueryRow(ctx, serverSignalsSQL).Scan(&s.LockWaits, &deadlocks); err != nil {
-		return Signals{}, fmt.Errorf("read cell signals: %w", err)
-	}
+	var s Signals
 	if c.holds != nil {
 		s.HoldP99 = c.holds.Quantile(0.99)
 	}
@@ -119,6 +111,21 @@ func (c *CellSignals) ReadSignals(ctx context.Context) (Signals, error) {
 	}
 	c.lastWait, c.lastCount = wait, st.AcquireCount()
 	s.SchedLatency = c.sched.p99SinceLast()
+	c.mu.Unlock()
+
+	row, err := sqlcgen.New().OnsaleSignals(ctx, c.pool)
+	if err != nil {
+		return s, fmt.Errorf("read cell signals: %w", err)
+	}
+	s.OutboxAge = time.Duration(row.OldestOutboxAgeSeconds * float64(time.Second))
+	s.ActiveHolds = row.ActiveHolds
+	s.ExpiryDelay = time.Duration(row.ExpiryDelaySeconds * float64(time.Second))
+	s.PublishRetries = row.PublishRetries
+	var deadlocks int64
+	if err := c.pool.QueryRow(ctx, serverSignalsSQL).Scan(&s.LockWaits, &deadlocks); err != nil {
+		return s, fmt.Errorf("read cell signals: %w", err)
+	}
+	c.mu.Lock()
 	if c.deadlocks >= 0 {
 		s.Deadlocks = max(deadlocks-c.deadlocks, 0)
 	}
@@ -484,12 +491,19 @@ func (c *Controller) breach(s Signals) (string, string) {
 	return "", ""
 }
 
-// Step applies one reading: err (the signals could not be read) counts as
-// a breach, so a cell whose database stops answering admits less.
+// Step applies one reading: err (some signals could not be read) counts as
+// a breach, so a cell whose database stops answering admits less. Its
+// reason is a signal of s over its threshold where one is (what could be
+// read: a saturated pool's wait, say, when the database's signals timed
+// out behind it), else signals_unavailable.
 func (c *Controller) Step(ctx context.Context, s Signals, err error) {
 	reason, detail := c.breach(s)
 	if err != nil {
-		reason, detail = ReasonSignalsUnavailable, "signals could not be read"
+		if reason == "" {
+			reason, detail = ReasonSignalsUnavailable, "signals could not be read"
+		} else {
+			detail += "; other signals could not be read"
+		}
 		c.cfg.Logger.WarnContext(ctx, "release controller: read signals", "error", err.Error())
 	}
 	c.signals.WithLabelValues("hold_p99_seconds").Set(s.HoldP99.Seconds())

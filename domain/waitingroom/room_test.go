@@ -214,6 +214,11 @@ func TestControllerAIMD(t *testing.T) {
 	c.Step(ctx, Signals{}, context.DeadlineExceeded)
 	require.Equal(t, 25.0, c.Rate())
 	require.Equal(t, ReasonSignalsUnavailable, c.State().Reason)
+	c.state.Rate = 100
+	c.Step(ctx, Signals{PoolWait: time.Second}, context.DeadlineExceeded)
+	require.Equal(t, 50.0, c.Rate())
+	require.Equal(t, ReasonPoolWait, c.State().Reason, "a signal that could be read names the cut")
+	c.state.Rate = 25
 	c.Step(ctx, Signals{}, context.DeadlineExceeded)
 	c.Step(ctx, Signals{}, context.DeadlineExceeded)
 	require.Equal(t, 10.0, c.Rate(), "never below Min")
@@ -523,6 +528,29 @@ func TestSchedLatencySeesCPUQueueing(t *testing.T) {
 	c.Step(t.Context(), Signals{SchedLatency: p99}, nil)
 	require.Equal(t, ReasonSchedLatency, c.State().Reason)
 	require.Equal(t, 50.0, c.Rate())
+}
+
+// A reading whose database cannot answer in time still carries what this
+// process measured itself: the controller cuts R for the slow holds it
+// sees, not for a reading it could not make.
+func TestCellSignalsKeepWhatThisProcessMeasuresWhenTheDatabaseCannotAnswer(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	holds := NewLatencyWindow(10 * time.Second)
+	for range 100 {
+		holds.Observe(2 * time.Second)
+	}
+	signals := NewCellSignals(pool, holds, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the database's reads fail at once, as a timed-out one does
+	s, err := signals.ReadSignals(ctx)
+	require.Error(t, err)
+	require.Equal(t, 2*time.Second, s.HoldP99)
+
+	c := NewController(ControllerConfig{Initial: 100, Logger: testLogger(t)})
+	c.Step(t.Context(), s, err)
+	require.Equal(t, ReasonHoldP99, c.State().Reason)
+	require.Less(t, c.Rate(), 100.0)
 }
 
 // The signals docs/design/admission.md names beside outbox age are read from the cell's
