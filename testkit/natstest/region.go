@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/platform/bus"
@@ -47,7 +48,20 @@ func NewRegions(tb testing.TB, cfg bus.Config) (primary, standby *Server) {
 	defer cancel()
 	_, pjs := primary.Connect(tb)
 	require.NoError(tb, bus.Provision(ctx, pjs, cfg))
-	_, sjs := standby.Connect(tb)
+	snc, sjs := standby.Connect(tb)
+	// The mirrors are made only once the primary's JetStream answers
+	// across the leafnode: a mirror whose first consumer cannot be created
+	// is retried by the server after 10 s, then 20 s more, so a leafnode
+	// that connected a moment late kept the streams uncopied for half a
+	// minute on a loaded machine.
+	across, err := jetstream.NewWithDomain(snc, PrimaryDomain)
+	require.NoError(tb, err)
+	require.Eventually(tb, func() bool {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := across.AccountInfo(actx)
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the primary's JetStream answers across the leafnode")
 	require.NoError(tb, bus.ProvisionStandby(ctx, sjs, cfg, PrimaryDomain))
 	return primary, standby
 }
