@@ -173,23 +173,15 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	}
 	// CPU over the opening, the arrivals (the spike) and the whole run.
 	cpuStart := meter.Read()
-	cpuOpening, cpuArrivals := make(chan simulator.CPUReading, 1), make(chan simulator.CPUReading, 1)
-	openingTimer := time.AfterFunc(min(simulator.OpeningWindow, *duration), func() { cpuOpening <- meter.Read() })
-	arrivalsTimer := time.AfterFunc(*duration, func() { cpuArrivals <- meter.Read() })
+	cpuOpening := readCPUAfter(meter, min(simulator.OpeningWindow, *duration))
+	cpuArrivals := readCPUAfter(meter, *duration)
 	stopProgress := simulator.StartProgress(sim, stdout, terminal, 2*time.Second)
 	res, err := sim.Run(ctx)
 	stopProgress()
 	cpuEnd := meter.Read()
 	stopBackends()
 	if res != nil {
-		opening, arrivals := cpuEnd, cpuEnd
-		if !openingTimer.Stop() {
-			opening = <-cpuOpening
-		}
-		if !arrivalsTimer.Stop() {
-			arrivals = <-cpuArrivals
-		}
-		res.CPU = simulator.NewCPUReport(meter.Method(), cpuStart, opening, arrivals, cpuEnd)
+		res.CPU = simulator.NewCPUReport(meter.Method(), cpuStart, cpuOpening(cpuEnd), cpuArrivals(cpuEnd), cpuEnd)
 	}
 	if chaosDone != nil {
 		stopChaos()
@@ -296,4 +288,17 @@ func trackBackends(ctx context.Context, stack *simulator.Stack, meter *simulator
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// readCPUAfter reads the meter d from now. The function it returns gives
+// that reading, or end when the run ended first.
+func readCPUAfter(meter *simulator.CPUMeter, d time.Duration) func(end simulator.CPUReading) simulator.CPUReading {
+	read := make(chan simulator.CPUReading, 1)
+	timer := time.AfterFunc(d, func() { read <- meter.Read() })
+	return func(end simulator.CPUReading) simulator.CPUReading {
+		if timer.Stop() {
+			return end
+		}
+		return <-read
+	}
 }

@@ -642,34 +642,19 @@ func (b *buyer) readClientSecret(ctx context.Context, piID string) bool {
 // pays through it (Config.StripeBase), as Stripe.js does, else through
 // the sandbox's buyer routes. ok is true when the provider took the card's
 // answer (approved, or declined); gone is true when the intent no longer
-// awaits a card: the sandbox answers 409, Stripe 400
-// payment_intent_unexpected_state (its hold expired and it was canceled,
-// or an earlier attempt that timed out went through).
+// awaits a card (its hold expired and it was canceled, or an earlier
+// attempt that timed out went through).
 func (b *buyer) confirm(ctx context.Context, piID string, action client.SandboxAction) (ok, gone bool) {
 	s := b.sim
+	call, send := "sandbox", b.confirmAtSandbox
+	if s.cfg.StripeBase != "" {
+		call, send = "stripe", b.confirmAtStripe
+	}
 	for try := range 6 {
 		if try > 0 && sleep(ctx, b.jitter(confirmRetries.Delay(try))) != nil {
 			return false, false
 		}
-		var (
-			status int
-			err    error
-			call   string
-		)
-		if s.cfg.StripeBase != "" {
-			status, gone, call, err = b.confirmAtStripe(ctx, piID, action)
-			if gone {
-				return false, true
-			}
-		} else {
-			call = "sandbox"
-			var res *client.SandboxPaymentIntentResponse
-			if res, err = b.api.SandboxPaymentIntentWithResponse(ctx, piID, action, b.auth); err == nil {
-				status = res.StatusCode()
-			} else {
-				err = fmt.Errorf("POST /v1/sandbox/payment-intents/{id}/%s: %w", action, err)
-			}
-		}
+		status, err := send(ctx, piID, action)
 		switch {
 		case err != nil:
 			s.noteError(err)
@@ -685,32 +670,44 @@ func (b *buyer) confirm(ctx context.Context, piID string, action client.SandboxA
 			return false, false
 		}
 	}
-	b.fail(fmt.Errorf("confirm %s: retries exhausted", action))
+	b.fail(fmt.Errorf("%s %s: retries exhausted", call, action))
 	return false, false
 }
 
+// confirmAtSandbox authorizes or declines the intent through the
+// sandbox's buyer route: 2xx when it took the card's answer, 409 when the
+// intent no longer awaits a card.
+func (b *buyer) confirmAtSandbox(ctx context.Context, piID string, action client.SandboxAction) (int, error) {
+	res, err := b.api.SandboxPaymentIntentWithResponse(ctx, piID, action, b.auth)
+	if err != nil {
+		return 0, fmt.Errorf("POST /v1/sandbox/payment-intents/{id}/%s: %w", action, err)
+	}
+	return res.StatusCode(), nil
+}
+
 // confirmAtStripe confirms the intent at the Stripe stand-in with an
-// approved or a declined test card. A decline (402 card_declined) is the
-// provider taking the card's answer: status 200, as the sandbox answers
-// it.
-func (b *buyer) confirmAtStripe(ctx context.Context, piID string, action client.SandboxAction) (status int, gone bool, call string, err error) {
+// approved or a declined test card, and answers as the sandbox does: 200
+// when Stripe took the card's answer (a decline, 402 card_declined,
+// included), 409 for Stripe's 400 payment_intent_unexpected_state (the
+// intent no longer awaits a card), else Stripe's status.
+func (b *buyer) confirmAtStripe(ctx context.Context, piID string, action client.SandboxAction) (int, error) {
 	card := memstripe.CardApproved
 	if action == client.SandboxDecline {
 		card = memstripe.CardDeclined
 	}
-	err = memstripe.Confirm(ctx, b.sim.stripe, b.sim.cfg.StripeBase, piID, b.secret, card)
+	err := memstripe.Confirm(ctx, b.sim.stripe, b.sim.cfg.StripeBase, piID, b.secret, card)
 	var refused *memstripe.ConfirmError
 	switch {
 	case err == nil:
-		return http.StatusOK, false, "stripe", nil
+		return http.StatusOK, nil
 	case !errors.As(err, &refused):
-		return 0, false, "stripe", fmt.Errorf("POST stripe /v1/payment_intents/{id}/confirm: %w", err)
+		return 0, fmt.Errorf("POST stripe /v1/payment_intents/{id}/confirm: %w", err)
 	case refused.Status == http.StatusPaymentRequired && refused.Code == payments.CodeCardDeclined && action == client.SandboxDecline:
-		return http.StatusOK, false, "stripe", nil
+		return http.StatusOK, nil
 	case refused.Status == http.StatusBadRequest && refused.Code == "payment_intent_unexpected_state":
-		return refused.Status, true, "stripe", nil
+		return http.StatusConflict, nil
 	}
-	return refused.Status, false, "stripe", nil
+	return refused.Status, nil
 }
 
 // collectTickets records the seats of the buyer's tickets, from which the
