@@ -23,8 +23,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"boxoffice/cmd/boxoffice/roles"
+	"boxoffice/domain/waitingroom"
 	"boxoffice/lab/bench"
 	"boxoffice/lab/memstripe"
 	"boxoffice/platform/db"
@@ -148,8 +150,29 @@ func runProductPart(ctx context.Context, args []string) error {
 		mu      sync.Mutex
 		profile bytes.Buffer
 	)
+	reg := roles.NewRegistry(pool)
+	// The release controller's cuts of R since the last reset, by reason:
+	// a window whose R was cut was paced by the waiting room, not by the
+	// machine.
+	var cutsAtReset map[string]float64
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, _ *http.Request) { costs.Reset() })
+	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, _ *http.Request) {
+		costs.Reset()
+		mu.Lock()
+		defer mu.Unlock()
+		cutsAtReset = rateCuts(reg)
+	})
+	mux.HandleFunc("GET /rate-cuts", func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		cuts := rateCuts(reg)
+		for reason, n := range cuts {
+			if cuts[reason] = n - cutsAtReset[reason]; cuts[reason] == 0 {
+				delete(cuts, reason)
+			}
+		}
+		_ = json.NewEncoder(w).Encode(cuts)
+	})
 	mux.HandleFunc("GET /costs", func(w http.ResponseWriter, _ *http.Request) { _ = json.NewEncoder(w).Encode(costs.Costs()) })
 	mux.HandleFunc("POST /profile/start", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
@@ -201,7 +224,28 @@ func runProductPart(ctx context.Context, args []string) error {
 	if err := ready(map[string]string{"api": "http://" + ln.Addr().String(), "control": "http://" + ctl.Addr().String()}); err != nil {
 		return err
 	}
-	return roles.RunStack(ctx, cfg, pool, nc, js, ln, nil, logger, roles.NewRegistry(pool))
+	return roles.RunStack(ctx, cfg, pool, nc, js, ln, nil, logger, reg)
+}
+
+// rateCuts reads, from the product's registry, how often the release
+// controller has cut R, by reason (boxoffice_admission_rate_changes_total
+// but its increases).
+func rateCuts(reg prometheus.Gatherer) map[string]float64 {
+	cuts := map[string]float64{}
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() != "boxoffice_admission_rate_changes_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() != waitingroom.ReasonHealthy {
+					cuts[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return cuts
 }
 
 func runStripePart(ctx context.Context, args []string) error {
@@ -236,6 +280,7 @@ func runBuyersPart(ctx context.Context, args []string) error {
 	concurrency := fs.Int("concurrency", 64, "buyers at once (closed loop)")
 	rate := fs.Float64("rate", 0, "purchases started per second (open loop), instead of -concurrency")
 	duration := fs.Duration("duration", 10*time.Second, "how long purchases are started")
+	warmup := fs.Duration("warmup", 0, "when the steady state begins, after the start; 0: no steady count")
 	_ = fs.Parse(args)
 	c := bench.NewClient(*api, []byte(os.Getenv("BOXOFFICE_JWT_SECRET")), max(*concurrency, 64)*2)
 	c.StripeBase = *stripeBase
@@ -249,9 +294,9 @@ func runBuyersPart(ctx context.Context, args []string) error {
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return fmt.Errorf("wait for the start: %w", err)
 	}
-	run := bench.PurchaseRun{Concurrency: *concurrency, Duration: *duration}
+	run := bench.PurchaseRun{Concurrency: *concurrency, Duration: *duration, Warmup: *warmup}
 	if *rate > 0 {
-		run = bench.PurchaseRun{Rate: *rate, Duration: *duration}
+		run = bench.PurchaseRun{Rate: *rate, Duration: *duration, Warmup: *warmup}
 	}
 	res, err := c.RunPurchases(ctx, ev, run)
 	if err != nil {

@@ -81,6 +81,40 @@ type productRun struct {
 	// Statements are the window database's statements, from the start
 	// signal on (pg_stat_statements); nil where the module is not loaded.
 	Statements []bench.Statement
+	// Steady is the CPU each part used in the window's steady state,
+	// Result.Steady's interval.
+	Steady partCPU
+	// RateCuts counts the release controller's cuts of R in the window,
+	// by reason: buyers then waited in the waiting room for admission.
+	RateCuts map[string]float64
+}
+
+// steadyWindow is the part of a product window past its warm-up: from
+// warmup after the start to duration after it, the buyers' steady state
+// (bench.PurchaseResult.Steady).
+type steadyWindow struct{ warmup, duration time.Duration }
+
+// read reads the parts' CPU at the steady state's start and end, counted
+// from now, and sends what was used in between.
+func (w steadyWindow) read(g *cpuGroups) <-chan partCPU {
+	out := make(chan partCPU, 1)
+	start := time.Now()
+	go func() {
+		time.Sleep(w.warmup)
+		from := g.read()
+		time.Sleep(time.Until(start.Add(w.duration)))
+		out <- g.read().sub(from)
+	}()
+	return out
+}
+
+// steadyBusyShare is the machine's busy share in the window's steady
+// state, or over the whole window where none was measured.
+func (r productRun) steadyBusyShare() float64 {
+	if s := r.Result.Steady; s.To > s.From && r.Steady.Machine > 0 {
+		return r.Steady.Machine.Seconds() / ((s.To - s.From).Seconds() * float64(runtime.NumCPU()))
+	}
+	return r.CPU.Machine.Seconds() / (r.Result.Elapsed.Seconds() * float64(runtime.NumCPU()))
 }
 
 func (r productRun) perOrder(d time.Duration) float64 {
@@ -115,6 +149,7 @@ func (r pgbenchRun) pgMsPerOrder() float64 {
 func runBenchPurchases(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench purchases", flag.ContinueOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of each measured window")
+	warmup := fs.Duration("warmup", 0, "how long after a product window's start its steady state begins (the throughput and the machine's busy share are read from then to the window's end); default: a fifth of -duration")
 	concurrency := fs.Int("concurrency", 64, "buyers purchasing at once in the throughput windows")
 	rounds := fs.Int("rounds", 3, "rounds of product, pgbench -M prepared and pgbench (simple), alternately; medians are quoted")
 	scriptDir := fs.String("pgbench-dir", "../shared/bench", "directory of pgbench-purchase*.sql and its schema")
@@ -128,6 +163,13 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	gogcs := fs.String("product-gogc", "", "compare the product's CPU per order at these GOGC values (comma-separated, e.g. 100,200,400): a product window per value in each round, alternately, and no pgbench; default: one window per round at the product's own default (roles.DefaultGCPercent)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+
+	if *warmup == 0 {
+		*warmup = *duration / 5
+	}
+	if *warmup >= *duration {
+		return fmt.Errorf("-warmup %s must be shorter than -duration %s", *warmup, *duration)
 	}
 
 	g := &cpuGroups{groups: bench.NewCPUGroups()}
@@ -246,12 +288,13 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 			return productRun{}, err
 		}
 		defer product.stop()
-		args := append([]string{"buyers", "-api", productReady.API, "-stripe", stripeReady.URL, "-duration", duration.String()}, buyerFlags...)
+		args := append([]string{"buyers", "-api", productReady.API, "-stripe", stripeReady.URL,
+			"-duration", duration.String(), "-warmup", warmup.String()}, buyerFlags...)
 		atStart := func() error { return nil }
 		if stmtsOn {
 			atStart = func() error { return stmts.Reset(ctx, name) }
 		}
-		r, err := measureProduct(ctx, g, ctl, secrets, args, profile && *cpuProfile != "", *cpuProfile, atStart)
+		r, err := measureProduct(ctx, g, ctl, secrets, args, steadyWindow{*warmup, *duration}, profile && *cpuProfile != "", *cpuProfile, atStart)
 		r.PeakRSS = peakRSS(product.cmd.Process.Pid)
 		if err == nil && stmtsOn {
 			r.Statements, err = stmts.Read(ctx, name)
@@ -265,8 +308,8 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 		return compareTracing(ctx, *rounds, *duration, *concurrency, g, windowOf)
 	}
 
-	fmt.Printf("boxoffice-lab bench purchases — each part its own process; %d rounds of %s windows; CPU by %s\n\n",
-		*rounds, *duration, g.groups.Method())
+	fmt.Printf("boxoffice-lab bench purchases — each part its own process; %d rounds of %s windows, steady from %s; CPU by %s\n\n",
+		*rounds, *duration, *warmup, g.groups.Method())
 	fmt.Printf("%-40s %10s %9s %9s %9s %9s %9s\n", "window", "orders/s", "pg ms", "product", "stripe", "buyers", "pgbench")
 	var (
 		products        []productRun
@@ -348,11 +391,12 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 	fmt.Printf("  product CPU/order    %5.2f ms (API, relay, consumers, NATS, runtime)                     goal ≤ %.1f ms: %s\n",
 		med.productMs, goalProductMs, verdict(med.productMs <= goalProductMs))
 	shared := med.ticketedPerSec / med.preparedTPS
-	fmt.Printf("  shared-machine ratio %5.2f  (%.0f ticketed/s ÷ pgbench -M prepared %.0f orders/s)      goal ≥ %.1f: %s\n",
+	fmt.Printf("  shared-machine ratio %5.2f  (%.0f ticketed/s in the steady state ÷ pgbench -M prepared %.0f orders/s)      goal ≥ %.1f: %s\n",
 		shared, med.ticketedPerSec, med.preparedTPS, goalSharedRatio, verdict(shared >= goalSharedRatio))
 	fmt.Printf("                       %5.2f  against pgbench simple (%.0f orders/s)\n", med.ticketedPerSec/med.plainTPS, med.plainTPS)
+	fmt.Printf("                       %5.2f  over the whole window, filling and draining included (%.0f ticketed/s)\n", med.wholePerSec/med.preparedTPS, med.wholePerSec)
 	if med.busyShare > 0 {
-		fmt.Printf("                              the machine %.0f%% busy in Boxoffice's windows (/proc/stat): below 100%% the rate is bound by the buyers' latency, not the CPU\n", med.busyShare*100)
+		fmt.Printf("                              the machine %.0f%% busy in Boxoffice's steady states (/proc/stat): below 100%% the rate is bound by the buyers' latency or by R (the cuts above), not the CPU\n", med.busyShare*100)
 	}
 	fmt.Printf("  round trips/order    %5.1f  (pgbench's script: %d)                                     goal ≤ %d: %s\n",
 		med.roundTrips, pgbenchPurchaseRoundTrips, goalRoundTrips, verdict(med.roundTrips <= goalRoundTrips))
@@ -369,8 +413,11 @@ func runBenchPurchases(ctx context.Context, args []string) error {
 
 // medians are the rounds' medians.
 type medians struct {
-	ticketedPerSec, preparedTPS, plainTPS float64
-	// busyShare is the machine's busy share in the product's windows.
+	// ticketedPerSec is the product's steady-state rate (past the warm-up,
+	// before the drain); wholePerSec its rate over the whole window.
+	ticketedPerSec, wholePerSec, preparedTPS, plainTPS float64
+	// busyShare is the machine's busy share in the product's windows'
+	// steady states.
 	busyShare                                 float64
 	pgMs, productMs, stripeMs, buyersMs       float64
 	preparedPGMs, plainPGMs                   float64
@@ -408,10 +455,9 @@ func summarize(products []productRun, prepared, plain []pgbenchRun) medians {
 		return median(xs)
 	}
 	m := medians{
-		ticketedPerSec: col(func(r productRun) float64 { return r.Result.TicketedPerSec() }),
-		busyShare: col(func(r productRun) float64 {
-			return r.CPU.Machine.Seconds() / (r.Result.Elapsed.Seconds() * float64(runtime.NumCPU()))
-		}),
+		ticketedPerSec: col(func(r productRun) float64 { return r.Result.SteadyPerSec() }),
+		wholePerSec:    col(func(r productRun) float64 { return r.Result.TicketedPerSec() }),
+		busyShare:      col(productRun.steadyBusyShare),
 		pgMs:           col(func(r productRun) float64 { return r.perOrder(r.CPU.Postgres) }),
 		productMs:      col(func(r productRun) float64 { return r.perOrder(r.CPU.Product) }),
 		stripeMs:       col(func(r productRun) float64 { return r.perOrder(r.CPU.Stripe) }),
@@ -470,8 +516,8 @@ func roundTrips(costs []db.RoleCost) int64 {
 // measureProduct runs one window of buyers and reads every part's CPU
 // around it: from the start signal to the moment the product has finished
 // the work of the purchases made (outbox empty, no consumer behind).
-func measureProduct(ctx context.Context, g *cpuGroups, ctl controlClient, secrets benchSecrets, args []string, profile bool, profilePath string,
-	atStart func() error) (productRun, error) {
+func measureProduct(ctx context.Context, g *cpuGroups, ctl controlClient, secrets benchSecrets, args []string, steady steadyWindow,
+	profile bool, profilePath string, atStart func() error) (productRun, error) {
 	var r productRun
 	if err := ctl.post(ctx, "/reset", nil); err != nil {
 		return r, err
@@ -499,9 +545,11 @@ func measureProduct(ctx context.Context, g *cpuGroups, ctl controlClient, secret
 	if _, err := io.WriteString(buyers.in, "go\n"); err != nil {
 		return r, err
 	}
+	steadyCPU := steady.read(g)
 	if err := buyers.read(&r.Result); err != nil {
 		return r, err
 	}
+	r.Steady = <-steadyCPU
 	if err := ctl.waitDrained(ctx); err != nil {
 		return r, err
 	}
@@ -511,6 +559,9 @@ func measureProduct(ctx context.Context, g *cpuGroups, ctl controlClient, secret
 		return r, err
 	}
 	if err := ctl.get(ctx, "/costs", &r.Costs); err != nil {
+		return r, err
+	}
+	if err := ctl.get(ctx, "/rate-cuts", &r.RateCuts); err != nil {
 		return r, err
 	}
 	var after streamSize
@@ -552,9 +603,20 @@ func printProductRun(label string, r productRun) {
 		slices.Sort(at)
 		failed += ": " + strings.Join(at, ", ")
 	}
-	fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %9s   (p50 %s, p99 %s, %s)\n", label, r.Result.TicketedPerSec(),
+	fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %9s   (whole window %.0f/s, p50 %s, p99 %s, %s)\n", label, r.Result.SteadyPerSec(),
 		ms(r.CPU.Postgres, n), ms(r.CPU.Product, n), ms(r.CPU.Stripe, n), ms(r.CPU.Buyers, n), "",
-		r.Result.P50.Round(time.Millisecond), r.Result.P99.Round(time.Millisecond), failed)
+		r.Result.TicketedPerSec(), r.Result.P50.Round(time.Millisecond), r.Result.P99.Round(time.Millisecond), failed)
+	p50 := func(d [2]time.Duration) time.Duration { return d[0].Round(time.Millisecond) }
+	fmt.Printf("%-40s p50 of each hop: hold %s, hold → PaymentIntent %s, card confirmed %s, authorized → ticketed %s\n", "",
+		p50(r.Result.Hold), p50(r.Result.HoldToIntent), p50(r.Result.Confirm), p50(r.Result.AuthorizedToTicketed))
+	if len(r.RateCuts) > 0 {
+		var cuts []string
+		for reason, n := range r.RateCuts {
+			cuts = append(cuts, fmt.Sprintf("%s %.0f", reason, n))
+		}
+		slices.Sort(cuts)
+		fmt.Printf("%-40s the release controller cut R (%s): admission, not the machine, paced part of this window\n", "", strings.Join(cuts, ", "))
+	}
 }
 
 func printPGBenchRun(label string, r pgbenchRun) {
@@ -812,7 +874,7 @@ func compareProduct(variants []variant, rounds, concurrency int,
 			if v.sink != nil && n > 0 {
 				spans[i] = append(spans[i], float64(v.sink.count()-before)/n)
 			}
-			fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %8.0fM\n", fmt.Sprintf("%d: %s", round, v.label), r.Result.TicketedPerSec(),
+			fmt.Printf("%-40s %10.0f %9s %9s %9s %9s %8.0fM\n", fmt.Sprintf("%d: %s", round, v.label), r.Result.SteadyPerSec(),
 				ms(r.CPU.Postgres, n), ms(r.CPU.Product, n), ms(r.CPU.Stripe, n), ms(r.CPU.Buyers, n), float64(r.PeakRSS)/(1<<20))
 			printProfile(r)
 			printRoundTrips(r)
@@ -823,7 +885,7 @@ func compareProduct(variants []variant, rounds, concurrency int,
 	for i, v := range variants {
 		var rate, pgMs, productMs, rss []float64
 		for _, r := range runs[i] {
-			rate = append(rate, r.Result.TicketedPerSec())
+			rate = append(rate, r.Result.SteadyPerSec())
 			pgMs = append(pgMs, r.perOrder(r.CPU.Postgres))
 			productMs = append(productMs, r.perOrder(r.CPU.Product))
 			rss = append(rss, float64(r.PeakRSS)/(1<<20))

@@ -38,10 +38,54 @@ type PurchaseResult struct {
 	// to the card confirmation to the stream's `ticketed` status. Both
 	// over the ticketed purchases, buyer's side.
 	HoldToIntent, AuthorizedToTicketed [2]time.Duration
+	// Hold is the p50 and p99 of the hold request's answer time; Confirm
+	// of the time from the `payment` event to the card's confirmation
+	// answered (the order read for its client secret, then the stand-in's
+	// or the sandbox's answer). Both over the ticketed purchases, buyer's
+	// side.
+	Hold, Confirm [2]time.Duration
+	// Steady counts the purchases that ended ticketed between
+	// PurchaseRun.Warmup and PurchaseRun.Duration after the start: the
+	// window's steady state, past the pipeline's filling and before its
+	// draining.
+	Steady SteadyCount
 }
 
-// TicketedPerSec is completed purchases per second.
+// SteadyCount is the purchases ticketed within [From, To) of a run.
+type SteadyCount struct {
+	From, To time.Duration
+	Ticketed int
+}
+
+// steadyCount counts the purchases ticketed at or after warmup and before
+// duration (each given as a time since the run's start); none, with an
+// empty interval, unless 0 < warmup < duration.
+func steadyCount(ticketedAt []time.Duration, warmup, duration time.Duration) SteadyCount {
+	if warmup <= 0 || warmup >= duration {
+		return SteadyCount{}
+	}
+	c := SteadyCount{From: warmup, To: duration}
+	for _, at := range ticketedAt {
+		if at >= warmup && at < duration {
+			c.Ticketed++
+		}
+	}
+	return c
+}
+
+// TicketedPerSec is completed purchases per second over the whole run:
+// from the first purchase started to the last one ended, so the pipeline's
+// filling and draining included.
 func (r PurchaseResult) TicketedPerSec() float64 { return float64(r.Ticketed) / r.Elapsed.Seconds() }
+
+// SteadyPerSec is purchases ticketed per second in the steady state
+// (Steady); TicketedPerSec where the run measured none.
+func (r PurchaseResult) SteadyPerSec() float64 {
+	if r.Steady.To <= r.Steady.From {
+		return r.TicketedPerSec()
+	}
+	return float64(r.Steady.Ticketed) / (r.Steady.To - r.Steady.From).Seconds()
+}
 
 // PurchaseRun configures RunPurchases.
 type PurchaseRun struct {
@@ -53,6 +97,10 @@ type PurchaseRun struct {
 	Rate float64
 	// Duration is how long purchases are started.
 	Duration time.Duration
+	// Warmup is how long after the start the steady state begins
+	// (PurchaseResult.Steady): with a closed loop, the time the buyers'
+	// first purchases take to fill the pipeline. 0: no steady count.
+	Warmup time.Duration
 }
 
 // RunPurchases buys one seat at a time, like real buyers do in the sandbox:
@@ -64,9 +112,12 @@ func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (P
 		next                 atomic.Int64
 		mu                   sync.Mutex
 		latencies, toIntent  []time.Duration
+		holds, confirms      []time.Duration
+		ticketedAt           []time.Duration // since begin
 		authorizedToTicketed []time.Duration
 		res                  PurchaseResult
 		wg                   sync.WaitGroup
+		begin                = time.Now()
 	)
 	purchase := func() {
 		i := int(next.Add(1)) - 1
@@ -81,8 +132,11 @@ func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (P
 		res.Started++
 		if ok {
 			res.Ticketed++
+			ticketedAt = append(ticketedAt, marks.ticketed.Sub(begin))
 			latencies = append(latencies, marks.ticketed.Sub(start))
 			toIntent = append(toIntent, marks.intent.Sub(marks.hold))
+			holds = append(holds, marks.held.Sub(marks.hold))
+			confirms = append(confirms, marks.authorized.Sub(marks.intent))
 			authorizedToTicketed = append(authorizedToTicketed, marks.ticketed.Sub(marks.authorized))
 		} else {
 			res.Failed++
@@ -92,7 +146,6 @@ func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (P
 			res.FailedAt[failed]++
 		}
 	}
-	begin := time.Now()
 	deadline := begin.Add(run.Duration)
 	if run.Rate > 0 {
 		tick := time.NewTicker(time.Duration(float64(time.Second) / run.Rate))
@@ -114,12 +167,13 @@ func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (P
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(begin)
+	res.Steady = steadyCount(ticketedAt, run.Warmup, run.Duration)
 	slices.Sort(latencies)
 	res.P50, res.P99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
 	for _, hop := range []struct {
 		d   []time.Duration
 		out *[2]time.Duration
-	}{{toIntent, &res.HoldToIntent}, {authorizedToTicketed, &res.AuthorizedToTicketed}} {
+	}{{toIntent, &res.HoldToIntent}, {authorizedToTicketed, &res.AuthorizedToTicketed}, {holds, &res.Hold}, {confirms, &res.Confirm}} {
 		slices.Sort(hop.d)
 		hop.out[0], hop.out[1] = percentile(hop.d, 0.50), percentile(hop.d, 0.99)
 	}
@@ -128,7 +182,7 @@ func (c *Client) RunPurchases(ctx context.Context, ev Event, run PurchaseRun) (P
 
 // purchaseMarks are when a purchase passed each step, buyer's side.
 type purchaseMarks struct {
-	hold, intent, authorized, ticketed time.Time
+	hold, held, intent, authorized, ticketed time.Time
 }
 
 // purchase takes one buyer from admission to tickets; failed says at which
@@ -144,6 +198,7 @@ func (c *Client) purchase(ctx context.Context, ev Event, seat string) (marks pur
 	held, err := c.api.CreateHoldWithResponse(ctx, ev.event,
 		&client.CreateHoldParams{IdempotencyKey: uuid.NewString(), XAdmissionToken: b.admission},
 		client.CreateHoldJSONRequestBody{SeatIds: []string{seat}}, b.auth)
+	marks.held = time.Now()
 	if err != nil || held.JSON202 == nil {
 		return marks, "hold " + strconv.Itoa(status(held, err))
 	}
