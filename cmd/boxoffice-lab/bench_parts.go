@@ -102,6 +102,17 @@ type streamSize struct {
 	Bytes    uint64 `json:"bytes"`
 }
 
+// productPool is the bench product's pool: the roles' own (roles.Config.
+// PoolConfig: size, region epoch, statement and lock timeouts), seen by
+// tracer. Built by hand it once left out the region epoch, so the bench
+// measured sessions the region fence never checks, while every deployed
+// role's write statements each run the fence's read of region_epoch.
+func productPool(cfg roles.Config, tracer pgx.QueryTracer) db.PoolConfig {
+	pc := cfg.PoolConfig(cfg.DatabaseURL)
+	pc.Tracer = tracer
+	return pc
+}
+
 func runProductPart(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench-part product", flag.ExitOnError)
 	apiAddr := fs.String("api-addr", "127.0.0.1:0", "the API's address")
@@ -128,7 +139,7 @@ func runProductPart(ctx context.Context, args []string) error {
 	if t := telemetry.PgxTracer(); t != nil {
 		tracer = multitracer.New(costs, t)
 	}
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, Tracer: tracer})
+	pool, err := db.NewPool(ctx, productPool(cfg, tracer))
 	if err != nil {
 		return err
 	}

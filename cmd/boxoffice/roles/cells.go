@@ -79,7 +79,7 @@ func openCells(ctx context.Context, cfg Config, logger *slog.Logger, reg *promet
 			creg = prometheus.WrapRegistererWith(prometheus.Labels{"cell": cc.Name}, reg)
 			opts.RedisPrefix = "boxoffice:cell:" + cc.Name + ":"
 		}
-		pool, err := db.NewPool(ctx, cfg.rolePool(cc.DatabaseURL))
+		pool, err := db.NewPool(ctx, cfg.PoolConfig(cc.DatabaseURL))
 		if err != nil {
 			return nil, err
 		}

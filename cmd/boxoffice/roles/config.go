@@ -397,9 +397,12 @@ func (c Config) logger() *slog.Logger {
 	return NewLogger(c.LogLevel).With("region_epoch", c.RegionEpoch)
 }
 
-// rolePool is the pool configuration of a role's database at url: the
-// process's size, region epoch and statement and lock timeouts.
-func (c Config) rolePool(url string) db.PoolConfig {
+// PoolConfig is the pool configuration of a role's database at url: the
+// process's size, region epoch and statement and lock timeouts. Every
+// role, `boxoffice dev` and the benchmark's product part open their pools
+// from it, so a benchmark measures the sessions production runs (the
+// region fence's check on every write included).
+func (c Config) PoolConfig(url string) db.PoolConfig {
 	return db.PoolConfig{
 		URL: url, MaxConns: c.DBMaxConns, RegionEpoch: c.RegionEpoch,
 		StatementTimeout: c.DBStatementTimeout, LockTimeout: c.DBLockTimeout,

@@ -28,7 +28,6 @@ import (
 	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 	"boxoffice/platform/pgcluster"
-	"boxoffice/platform/telemetry"
 	"boxoffice/relay"
 )
 
@@ -76,7 +75,7 @@ func runDev(ctx context.Context, args []string, env func(string) string, out io.
 	if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	pool, err := db.NewPool(ctx, db.PoolConfig{URL: cfg.DatabaseURL, MaxConns: cfg.DBMaxConns, RegionEpoch: cfg.RegionEpoch, Tracer: telemetry.PgxTracer()})
+	pool, err := db.NewPool(ctx, cfg.PoolConfig(cfg.DatabaseURL))
 	if err != nil {
 		return err
 	}

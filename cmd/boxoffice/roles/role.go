@@ -46,7 +46,7 @@ func openBusRole(ctx context.Context, name string, getenv func(string) string, n
 	if r.stopTracing, err = StartTracing(ctx, getenv, name, cfg, r.logger); err != nil {
 		return nil, err
 	}
-	if r.pool, err = db.NewPool(ctx, cfg.rolePool(cfg.DatabaseURL)); err != nil {
+	if r.pool, err = db.NewPool(ctx, cfg.PoolConfig(cfg.DatabaseURL)); err != nil {
 		r.stopTracing()
 		return nil, err
 	}

@@ -153,7 +153,7 @@ var settings = []setting{
 			return must(err == nil && n >= 1, "must be a positive number")
 		}),
 	env("DATABASE_STATEMENT_TIMEOUT").Default("30s").
-		Means("`statement_timeout` of the `serve`, `relay` and `work` pools: a stuck statement fails instead of hanging every request behind it; `0` turns it off").
+		Means("`statement_timeout` of the product's pools (`serve`, `relay`, `work`, `dev`): a stuck statement fails instead of hanging every request behind it; `0` turns it off").
 		Parse(durationAtLeast(0, "30s", func(c *Config) *time.Duration { return &c.DBStatementTimeout })),
 	env("DATABASE_LOCK_TIMEOUT").Default("10s").
 		Means("`lock_timeout` of the same pools: one stuck lock fails its statement instead of hanging every request behind it; `0` turns it off").
