@@ -76,3 +76,42 @@ func firstColumn(t *testing.T, pool *pgxpool.Pool, table string) string {
 		table).Scan(&col))
 	return col
 }
+
+// The fence reads the epoch once per client statement (migration 00043),
+// however many tables the statement writes, and again for every statement
+// a client sends: a session whose transaction wrote before the raise is
+// refused at its next statement, in the same transaction, and a statement
+// writing several tables after the raise writes none of them.
+func TestFenceChecksEveryClientStatementOfATransaction(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	ctx := context.Background()
+	open := func(epoch int64) *pgxpool.Pool {
+		pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: 2, RegionEpoch: epoch})
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	old, operator := open(1), open(0)
+	const twoWrites = `WITH o AS (INSERT INTO organizers (id) VALUES (gen_random_uuid()) RETURNING id)
+		INSERT INTO organizers (id) SELECT gen_random_uuid() FROM o`
+
+	tx, err := old.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, twoWrites)
+	require.NoError(t, err, "epoch 1 is current")
+	_, err = tx.Exec(ctx, twoWrites)
+	require.NoError(t, err, "a second statement of the transaction, still current")
+
+	_, err = sqlcgen.New().RegionEpochRaise(ctx, operator, 2)
+	require.NoError(t, err)
+
+	_, err = tx.Exec(ctx, "INSERT INTO organizers (id) VALUES (gen_random_uuid())")
+	require.True(t, db.IsFenced(err), "the transaction's next statement after the raise: %v", err)
+	require.NoError(t, tx.Rollback(ctx))
+
+	_, err = old.Exec(ctx, twoWrites)
+	require.True(t, db.IsFenced(err), "a new transaction after the raise: %v", err)
+	require.EqualValues(t, 0, dbtest.Count(t, operator, "SELECT count(*) FROM organizers"), "nothing the refused statements wrote survives")
+}
