@@ -17,14 +17,8 @@ import (
 // schema refuses any write statement from a session on an old epoch.
 func TestFence(t *testing.T) {
 	t.Parallel()
-	url := dbtest.NewURL(t)
 	ctx := context.Background()
-	open := func(epoch int64) *pgxpool.Pool {
-		pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: 2, RegionEpoch: epoch})
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		return pool
-	}
+	open := epochPools(t)
 	old, operator := open(1), open(0)
 	_, err := old.Exec(ctx, "INSERT INTO organizers (id) VALUES (gen_random_uuid())")
 	require.NoError(t, err, "epoch 1 is current: writes go through")
@@ -68,6 +62,19 @@ func TestFence(t *testing.T) {
 	require.EqualValues(t, 1, dbtest.Count(t, operator, "SELECT count(*) FROM organizers"), "the fenced insert wrote nothing")
 }
 
+// epochPools returns a constructor of pools, on a new database, whose
+// sessions declare epoch (0: none, an operator's).
+func epochPools(t *testing.T) func(epoch int64) *pgxpool.Pool {
+	t.Helper()
+	url := dbtest.NewURL(t)
+	return func(epoch int64) *pgxpool.Pool {
+		pool, err := db.NewPool(context.Background(), db.PoolConfig{URL: url, MaxConns: 2, RegionEpoch: epoch})
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		return pool
+	}
+}
+
 func firstColumn(t *testing.T, pool *pgxpool.Pool, table string) string {
 	t.Helper()
 	var col string
@@ -84,14 +91,8 @@ func firstColumn(t *testing.T, pool *pgxpool.Pool, table string) string {
 // writing several tables after the raise writes none of them.
 func TestFenceChecksEveryClientStatementOfATransaction(t *testing.T) {
 	t.Parallel()
-	url := dbtest.NewURL(t)
 	ctx := context.Background()
-	open := func(epoch int64) *pgxpool.Pool {
-		pool, err := db.NewPool(ctx, db.PoolConfig{URL: url, MaxConns: 2, RegionEpoch: epoch})
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		return pool
-	}
+	open := epochPools(t)
 	old, operator := open(1), open(0)
 	const twoWrites = `WITH o AS (INSERT INTO organizers (id) VALUES (gen_random_uuid()) RETURNING id)
 		INSERT INTO organizers (id) SELECT gen_random_uuid() FROM o`
