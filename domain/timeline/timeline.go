@@ -214,16 +214,7 @@ func read(ctx context.Context, d db.DBTX, orderID uuid.UUID, organizerID *uuid.U
 		return Timeline{}, fmt.Errorf("read tickets: %w", err)
 	}
 	for _, tk := range tickets {
-		// A ticket's issued_at is to the second (its signed payload's);
-		// the TicketIssued event written with it says when within it.
-		at := tk.IssuedAt
-		for _, e := range evs {
-			if e.EventType == "TicketIssued" && !e.OccurredAt.Before(tk.IssuedAt) && e.OccurredAt.Before(tk.IssuedAt.Add(time.Second)) {
-				at = e.OccurredAt
-				break
-			}
-		}
-		add(Fact{At: at, Kind: KindTicketIssued, ID: tk.ID.String(),
+		add(Fact{At: ticketIssuedAt(tk.IssuedAt, evs), Kind: KindTicketIssued, ID: tk.ID.String(),
 			Detail: fmt.Sprintf("seat %s, issued at %s", tk.SeatID, tk.IssuedAt.UTC().Format(time.RFC3339))})
 		if tk.RevokedAt != nil {
 			detail := "refunded; its seat stays off sale"
@@ -314,6 +305,23 @@ func readWebhooks(ctx context.Context, q *sqlcgen.Queries, d db.DBTX, organizerI
 }
 
 // holdDetail describes the hold: seats and lifetime.
+// ticketIssuedAt places a ticket in its order's story. Its issued_at is
+// to the second (its signed payload's), read before the ticket is written;
+// the TicketIssued event written with it says when: the order's first
+// TicketIssued event at or after issued_at (evs are oldest first). That
+// event may fall in the next second (the issuer read its clock at x.98 s
+// and wrote at x+1.01 s), so it is not looked for within issued_at's
+// second only. Without such an event (outbox_history no longer keeps it)
+// the ticket stands at its issued_at.
+func ticketIssuedAt(issuedAt time.Time, evs []sqlcgen.TimelineEventsRow) time.Time {
+	for _, e := range evs {
+		if e.EventType == "TicketIssued" && !e.OccurredAt.Before(issuedAt) {
+			return e.OccurredAt
+		}
+	}
+	return issuedAt
+}
+
 func holdDetail(o sqlcgen.TimelineOrderRow) string {
 	s := fmt.Sprintf("%d seat(s) until %s", o.HoldSeats, deref(o.HoldExpiresAt).UTC().Format(time.RFC3339))
 	if o.HoldPaymentGraceAt != nil {
