@@ -304,7 +304,6 @@ func readWebhooks(ctx context.Context, q *sqlcgen.Queries, d db.DBTX, organizerI
 	return nil
 }
 
-// holdDetail describes the hold: seats and lifetime.
 // ticketIssuedAt places a ticket in its order's story. Its issued_at is
 // to the second (its signed payload's), read before the ticket is written;
 // the TicketIssued event written with it says when: the order's first
@@ -322,6 +321,7 @@ func ticketIssuedAt(issuedAt time.Time, evs []sqlcgen.TimelineEventsRow) time.Ti
 	return issuedAt
 }
 
+// holdDetail describes the hold: seats and lifetime.
 func holdDetail(o sqlcgen.TimelineOrderRow) string {
 	s := fmt.Sprintf("%d seat(s) until %s", o.HoldSeats, deref(o.HoldExpiresAt).UTC().Format(time.RFC3339))
 	if o.HoldPaymentGraceAt != nil {
