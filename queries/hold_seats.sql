@@ -7,19 +7,23 @@ SELECT seat_id FROM hold_seats WHERE hold_id = @hold_id::uuid ORDER BY seat_id;
 -- under them never races (or deadlocks with) a concurrent hold. No caller
 -- reads the rows: an :exec, so that it can be deferred (db.Deferring) and
 -- go to the server with the statement that needs the locks.
+-- The array goes through a scalar subquery so that every plan of the
+-- statement sees it as a parameter: planned once per session, not per
+-- call (docs/performance.md, "Planned once per session").
 SELECT s.id
 FROM seats s
 WHERE s.id IN (
     SELECT hs.seat_id FROM hold_seats hs
-    WHERE hs.hold_id = ANY(@hold_ids::uuid[]) AND hs.released_at IS NULL)
+    WHERE hs.hold_id = ANY((SELECT @hold_ids::uuid[])::uuid[]) AND hs.released_at IS NULL)
 ORDER BY s.id
 FOR UPDATE OF s;
 
 -- name: HoldSeatReleaseByHolds :execrows
 -- Gives back the seats the given holds still own. Seats already reclaimed
--- by a newer hold keep their released_at.
+-- by a newer hold keep their released_at. The array goes through a
+-- scalar subquery, as in HoldSeatLockSeats: planned once per session.
 UPDATE hold_seats SET released_at = now()
-WHERE hold_id = ANY(@hold_ids::uuid[]) AND released_at IS NULL;
+WHERE hold_id = ANY((SELECT @hold_ids::uuid[])::uuid[]) AND released_at IS NULL;
 
 -- name: HoldSeatReclaimExpired :exec
 -- Releases, under the seat locks, the given seats' rows of active holds

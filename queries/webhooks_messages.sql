@@ -5,7 +5,10 @@
 -- organizer's enabled endpoints subscribe to: all_types when one of them
 -- has an empty filter (every event type), and the types the filters of
 -- the others name. An organizer with no enabled endpoint comes back with
--- all_types false and no types.
+-- all_types false and no types. The array goes through a scalar
+-- subquery so that every plan of the statement sees it as a parameter:
+-- planned once per session, not per batch (docs/performance.md, "Planned
+-- once per session").
 SELECT o.id AS order_id, o.event_id, e.organizer_id, o.status, o.amount_minor, o.currency,
        EXISTS (
            SELECT 1 FROM webhook_endpoints w
@@ -16,7 +19,7 @@ SELECT o.id AS order_id, o.event_id, e.organizer_id, o.status, o.amount_minor, o
            WHERE w.organizer_id = e.organizer_id AND w.enabled
        )::text[] AS event_types
 FROM orders o JOIN events e ON e.id = o.event_id
-WHERE o.id = ANY (@order_ids::uuid[]);
+WHERE o.id = ANY ((SELECT @order_ids::uuid[])::uuid[]);
 
 -- name: WebhookFanOutStore :many
 -- Stores a batch of facts in one statement, given as parallel arrays of

@@ -55,7 +55,7 @@ SELECT s.id
 FROM seats s
 WHERE s.id IN (
     SELECT hs.seat_id FROM hold_seats hs
-    WHERE hs.hold_id = ANY($1::uuid[]) AND hs.released_at IS NULL)
+    WHERE hs.hold_id = ANY((SELECT $1::uuid[])::uuid[]) AND hs.released_at IS NULL)
 ORDER BY s.id
 FOR UPDATE OF s
 `
@@ -65,6 +65,9 @@ FOR UPDATE OF s
 // under them never races (or deadlocks with) a concurrent hold. No caller
 // reads the rows: an :exec, so that it can be deferred (db.Deferring) and
 // go to the server with the statement that needs the locks.
+// The array goes through a scalar subquery so that every plan of the
+// statement sees it as a parameter: planned once per session, not per
+// call (docs/performance.md, "Planned once per session").
 func (q *Queries) HoldSeatLockSeats(ctx context.Context, db DBTX, holdIds []uuid.UUID) error {
 	_, err := db.Exec(ctx, holdSeatLockSeats, holdIds)
 	return err
@@ -90,11 +93,12 @@ func (q *Queries) HoldSeatReclaimExpired(ctx context.Context, db DBTX, seatIds [
 
 const holdSeatReleaseByHolds = `-- name: HoldSeatReleaseByHolds :execrows
 UPDATE hold_seats SET released_at = now()
-WHERE hold_id = ANY($1::uuid[]) AND released_at IS NULL
+WHERE hold_id = ANY((SELECT $1::uuid[])::uuid[]) AND released_at IS NULL
 `
 
 // Gives back the seats the given holds still own. Seats already reclaimed
-// by a newer hold keep their released_at.
+// by a newer hold keep their released_at. The array goes through a
+// scalar subquery, as in HoldSeatLockSeats: planned once per session.
 func (q *Queries) HoldSeatReleaseByHolds(ctx context.Context, db DBTX, holdIds []uuid.UUID) (int64, error) {
 	result, err := db.Exec(ctx, holdSeatReleaseByHolds, holdIds)
 	if err != nil {

@@ -27,6 +27,18 @@
 -- older events, the planner takes a new event for a handful of seats and
 -- reads its seats whole through an index on event_id, every hold, until
 -- seats was analyzed again.
+--
+-- Its statements run generic plans from the first call
+-- (plan_cache_mode = force_generic_plan): planned once per session, not
+-- once per hold. PL/pgSQL caches each statement's plan, but PostgreSQL's
+-- plan cache costs a generic plan for an array parameter of ten elements
+-- and a custom one for the two seats it was given, so the seat reads and
+-- the seat lock were planned anew on every call (about 0.45 ms of a
+-- hold's server CPU on a quiet machine; docs/performance.md, "Planned
+-- once per session"). Every statement here reads rows by their keys, and
+-- its generic plan probes the indexes a custom plan would (checked on an
+-- event of 100,000 seats); the taken check already ran its generic plan
+-- from a session's sixth call.
 CREATE OR REPLACE FUNCTION hold_reserve(
     p_event_id       uuid,
     p_seat_ids       uuid[],   -- distinct
@@ -44,7 +56,7 @@ CREATE OR REPLACE FUNCTION hold_reserve(
     p_trace_parent   text      -- W3C traceparent of the request's span; NULL when tracing is off
 ) RETURNS TABLE (outcome text, taken uuid[], expires_at timestamptz, amount_minor bigint, currency text,
                 key_request_hash bytea, key_response jsonb)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 -- Outcomes: 'held' (everything written, HoldCreated and
 -- PaymentAuthorizationRequested included); 'replay' with the request hash and
 -- response stored under the user's key by an earlier request (nothing

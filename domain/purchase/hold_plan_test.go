@@ -1,0 +1,149 @@
+package purchase_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"boxoffice/domain/purchase"
+	"boxoffice/platform/db"
+	"boxoffice/sqlcgen"
+	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
+)
+
+// hold_reserve's statements run their generic plan from a session's first
+// call: the seat reads, whose array parameter made PostgreSQL's plan cache
+// prefer a custom plan, were planned anew on every hold. auto_explain
+// (nested statements, sent to the client as notices) shows each
+// execution's plan; a generic plan names the seat ids as a parameter
+// ("ANY ($2)"), a custom one as a literal array. The holds run on one
+// session, so the plan cache is that session's.
+func TestHoldReserveRunsGenericPlansFromTheFirstCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	db.Configure(cfg)
+	var mu sync.Mutex
+	var plans []string
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	var loadErr error
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, "LOAD 'auto_explain'"); err != nil {
+			loadErr = err
+			return nil
+		}
+		_, err := c.Exec(ctx, `SET auto_explain.log_min_duration = 0;
+			SET auto_explain.log_nested_statements = on;
+			SET auto_explain.log_level = notice;
+			SET client_min_messages = notice`)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, pool.Ping(ctx))
+	if loadErr != nil {
+		t.Skipf("auto_explain is not installed on this server: %v", loadErr)
+	}
+
+	// Enough seats that a probe of seats_pkey is cheaper than a scan, so
+	// the plan cache's choice is by the array's length, as in production.
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Rows: 40, SeatsPerRow: 50})
+	dbtest.Exec(t, pool, "ANALYZE seats")
+	svc := purchase.NewService(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{HoldTTL: time.Minute})
+	mu.Lock()
+	plans = nil
+	mu.Unlock()
+	const holds = 7 // the plan cache tries custom plans for a statement's first five runs
+	for i := range holds {
+		_, err := svc.Hold(ctx, purchase.HoldParams{
+			UserID: uuid.New(), EventID: ev.ID, SeatIDs: ev.Seats[2*i : 2*i+2], IdempotencyKey: fmt.Sprint("k", i),
+		})
+		require.NoError(t, err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, stmt := range []string{
+		"SELECT count(*), sum(locked.price_minor)",               // the seat lock
+		"SELECT coalesce(array_agg(s.category_id) FILTER",        // the categories' limits
+		"SELECT array_agg(t.seat_id ORDER BY t.seat_id)",         // the taken check
+		"UPDATE hold_seats hs SET released_at = now()\n    FROM", // the reclaim
+	} {
+		var seen int
+		for _, p := range plans {
+			if !strings.Contains(p, "Query Text: "+stmt) {
+				continue
+			}
+			seen++
+			require.Contains(t, p, "ANY ($2)", "hold %d ran a custom plan of %q:\n%s", seen, stmt, p)
+		}
+		require.Equal(t, holds, seen, "plans of %q", stmt)
+	}
+}
+
+// The seat statements of an order's transactions take an array of holds;
+// as hold_reserve's seat reads did, they were planned anew on every call.
+// Each passes its array through a scalar subquery, so the plan cache
+// settles on one generic plan after its five custom tries
+// (pg_prepared_statements counts both on the session).
+func TestHoldSeatStatementsSettleOnAGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	db.Configure(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Rows: 40, SeatsPerRow: 50})
+	svc := purchase.NewService(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{HoldTTL: time.Minute})
+	var holds []uuid.UUID
+	for i := range 200 {
+		h, err := svc.Hold(ctx, purchase.HoldParams{
+			UserID: uuid.New(), EventID: ev.ID, SeatIDs: ev.Seats[2*i : 2*i+2], IdempotencyKey: "k",
+		})
+		require.NoError(t, err)
+		holds = append(holds, h.HoldID)
+	}
+	dbtest.Exec(t, pool, "ANALYZE")
+
+	q := sqlcgen.New()
+	for i := range 8 {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, q.HoldSeatLockSeats(ctx, tx, holds[i:i+1]))
+		n, err := q.HoldSeatReleaseByHolds(ctx, tx, holds[i:i+1])
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n)
+		require.NoError(t, tx.Rollback(ctx))
+	}
+	for _, name := range []string{"HoldSeatLockSeats", "HoldSeatReleaseByHolds"} {
+		var generic, custom int64
+		require.NoError(t, pool.QueryRow(ctx,
+			"SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE $1",
+			"-- name: "+name+" %").Scan(&generic, &custom))
+		require.Equal(t, int64(5), custom, "%s: custom plans", name)
+		require.Equal(t, int64(3), generic, "%s: generic plans", name)
+	}
+}
