@@ -71,34 +71,20 @@ RETURNING o.id, p.payment_intent_id::text AS payment_intent_id;
 -- records the event, before deciding whether to re-read the intent.
 SELECT status, correlation_id FROM orders WHERE id = @id::uuid;
 
+-- name: OrderGetForUser :many
+-- The buyer's order with this id (order_details: its hold, seats,
+-- payment, tickets and refunds), or no row when it is not theirs. By key
+-- only, so one generic plan per session serves every call.
+SELECT * FROM order_details WHERE id = @id::uuid AND user_id = @user_id::uuid;
+
 -- name: OrderListForUser :many
--- A buyer's orders with their holds, newest first: the one order id when
--- it is given (anyone else's order gives no rows), of one event when
+-- A buyer's orders (order_details), newest first: of one event when
 -- event_id is given, in one of statuses when it is not empty, and before
 -- the cursor (before_created_at, before_id) when given. order_user_idx
--- serves it. Each with its seats, payment, tickets and refunds: an order,
--- or a page of them, is one round trip.
-SELECT o.*, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
-       h.payment_grace_at AS hold_payment_grace_at,
-       coalesce(os.payment_attempts, 0)::int AS payment_attempts,
-       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids,
-       p.provider AS payment_provider, p.status AS payment_status,
-       p.payment_intent_id AS payment_intent_id, p.client_secret AS payment_client_secret,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'seat_id', t.seat_id, 'issued_at', t.issued_at,
-                                                     'revoked_at', t.revoked_at, 'qr_payload', t.qr_payload)
-                                  ORDER BY t.seat_id), '[]')
-        FROM tickets t WHERE t.order_id = o.id)::jsonb AS tickets,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', r.id, 'ticket_ids', r.ticket_ids, 'amount_minor', r.amount_minor,
-                                                     'status', r.status, 'requested_at', r.requested_at,
-                                                     'succeeded_at', r.succeeded_at)
-                                  ORDER BY r.cumulative_minor), '[]')
-        FROM refunds r WHERE r.order_id = o.id)::jsonb AS refunds
-FROM orders o
-JOIN holds h ON h.order_id = o.id
-LEFT JOIN onsales os ON os.event_id = o.event_id
-LEFT JOIN payments p ON p.order_id = o.id
+-- serves it. A page of orders, each with its seats, payment, tickets and
+-- refunds, is one round trip.
+SELECT * FROM order_details o
 WHERE o.user_id = @user_id::uuid
-  AND (sqlc.narg(id)::uuid IS NULL OR o.id = sqlc.narg(id)::uuid)
   AND (sqlc.narg(event_id)::uuid IS NULL OR o.event_id = sqlc.narg(event_id)::uuid)
   AND (cardinality(@statuses::text[]) = 0 OR o.status = ANY(@statuses::text[]))
   AND (sqlc.narg(before_created_at)::timestamptz IS NULL

@@ -164,6 +164,38 @@ type Order struct {
 	TraceParent                    *string
 }
 
+type OrderDetail struct {
+	ID                             uuid.UUID
+	UserID                         uuid.UUID
+	EventID                        uuid.UUID
+	Status                         string
+	AmountMinor                    int64
+	Currency                       string
+	CorrelationID                  string
+	Version                        int32
+	CreatedAt                      time.Time
+	UpdatedAt                      time.Time
+	AuthorizationCancelRequestedAt *time.Time
+	PaymentDeclines                int32
+	LastDeclineCode                *string
+	LastDeclinedAt                 *time.Time
+	Channel                        string
+	ExternalReference              *string
+	TraceParent                    *string
+	HoldID                         uuid.UUID
+	HoldStatus                     string
+	HoldExpiresAt                  time.Time
+	HoldPaymentGraceAt             *time.Time
+	PaymentAttempts                int32
+	SeatIds                        []uuid.UUID
+	PaymentProvider                *string
+	PaymentStatus                  *string
+	PaymentIntentID                *string
+	PaymentClientSecret            *string
+	Tickets                        []byte
+	Refunds                        []byte
+}
+
 type Organizer struct {
 	ID        uuid.UUID
 	CreatedAt time.Time

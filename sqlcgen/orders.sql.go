@@ -160,6 +160,68 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) 
 	return i, err
 }
 
+const orderGetForUser = `-- name: OrderGetForUser :many
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at, channel, external_reference, trace_parent, hold_id, hold_status, hold_expires_at, hold_payment_grace_at, payment_attempts, seat_ids, payment_provider, payment_status, payment_intent_id, payment_client_secret, tickets, refunds FROM order_details WHERE id = $1::uuid AND user_id = $2::uuid
+`
+
+type OrderGetForUserParams struct {
+	ID     uuid.UUID
+	UserID uuid.UUID
+}
+
+// The buyer's order with this id (order_details: its hold, seats,
+// payment, tickets and refunds), or no row when it is not theirs. By key
+// only, so one generic plan per session serves every call.
+func (q *Queries) OrderGetForUser(ctx context.Context, db DBTX, arg OrderGetForUserParams) ([]OrderDetail, error) {
+	rows, err := db.Query(ctx, orderGetForUser, arg.ID, arg.UserID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OrderDetail
+	for rows.Next() {
+		var i OrderDetail
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserID,
+			&i.EventID,
+			&i.Status,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.CorrelationID,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.AuthorizationCancelRequestedAt,
+			&i.PaymentDeclines,
+			&i.LastDeclineCode,
+			&i.LastDeclinedAt,
+			&i.Channel,
+			&i.ExternalReference,
+			&i.TraceParent,
+			&i.HoldID,
+			&i.HoldStatus,
+			&i.HoldExpiresAt,
+			&i.HoldPaymentGraceAt,
+			&i.PaymentAttempts,
+			&i.SeatIds,
+			&i.PaymentProvider,
+			&i.PaymentStatus,
+			&i.PaymentIntentID,
+			&i.PaymentClientSecret,
+			&i.Tickets,
+			&i.Refunds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const orderHoldGetForUpdate = `-- name: OrderHoldGetForUpdate :one
 SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.channel, o.external_reference, o.trace_parent, h.id, h.order_id, h.status, h.expires_at, h.created_at, h.payment_grace_at,
        ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids
@@ -321,38 +383,18 @@ func (q *Queries) OrderListByEvent(ctx context.Context, db DBTX, arg OrderListBy
 }
 
 const orderListForUser = `-- name: OrderListForUser :many
-SELECT o.id, o.user_id, o.event_id, o.status, o.amount_minor, o.currency, o.correlation_id, o.version, o.created_at, o.updated_at, o.authorization_cancel_requested_at, o.payment_declines, o.last_decline_code, o.last_declined_at, o.channel, o.external_reference, o.trace_parent, h.id AS hold_id, h.status AS hold_status, h.expires_at AS hold_expires_at,
-       h.payment_grace_at AS hold_payment_grace_at,
-       coalesce(os.payment_attempts, 0)::int AS payment_attempts,
-       ARRAY(SELECT hs.seat_id FROM hold_seats hs WHERE hs.hold_id = h.id ORDER BY hs.seat_id)::uuid[] AS seat_ids,
-       p.provider AS payment_provider, p.status AS payment_status,
-       p.payment_intent_id AS payment_intent_id, p.client_secret AS payment_client_secret,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'seat_id', t.seat_id, 'issued_at', t.issued_at,
-                                                     'revoked_at', t.revoked_at, 'qr_payload', t.qr_payload)
-                                  ORDER BY t.seat_id), '[]')
-        FROM tickets t WHERE t.order_id = o.id)::jsonb AS tickets,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', r.id, 'ticket_ids', r.ticket_ids, 'amount_minor', r.amount_minor,
-                                                     'status', r.status, 'requested_at', r.requested_at,
-                                                     'succeeded_at', r.succeeded_at)
-                                  ORDER BY r.cumulative_minor), '[]')
-        FROM refunds r WHERE r.order_id = o.id)::jsonb AS refunds
-FROM orders o
-JOIN holds h ON h.order_id = o.id
-LEFT JOIN onsales os ON os.event_id = o.event_id
-LEFT JOIN payments p ON p.order_id = o.id
+SELECT id, user_id, event_id, status, amount_minor, currency, correlation_id, version, created_at, updated_at, authorization_cancel_requested_at, payment_declines, last_decline_code, last_declined_at, channel, external_reference, trace_parent, hold_id, hold_status, hold_expires_at, hold_payment_grace_at, payment_attempts, seat_ids, payment_provider, payment_status, payment_intent_id, payment_client_secret, tickets, refunds FROM order_details o
 WHERE o.user_id = $1::uuid
-  AND ($2::uuid IS NULL OR o.id = $2::uuid)
-  AND ($3::uuid IS NULL OR o.event_id = $3::uuid)
-  AND (cardinality($4::text[]) = 0 OR o.status = ANY($4::text[]))
-  AND ($5::timestamptz IS NULL
-       OR (o.created_at, o.id) < ($5::timestamptz, $6::uuid))
+  AND ($2::uuid IS NULL OR o.event_id = $2::uuid)
+  AND (cardinality($3::text[]) = 0 OR o.status = ANY($3::text[]))
+  AND ($4::timestamptz IS NULL
+       OR (o.created_at, o.id) < ($4::timestamptz, $5::uuid))
 ORDER BY o.created_at DESC, o.id DESC
-LIMIT $7::int
+LIMIT $6::int
 `
 
 type OrderListForUserParams struct {
 	UserID          uuid.UUID
-	ID              *uuid.UUID
 	EventID         *uuid.UUID
 	Statuses        []string
 	BeforeCreatedAt *time.Time
@@ -360,48 +402,14 @@ type OrderListForUserParams struct {
 	MaxRows         int32
 }
 
-type OrderListForUserRow struct {
-	ID                             uuid.UUID
-	UserID                         uuid.UUID
-	EventID                        uuid.UUID
-	Status                         string
-	AmountMinor                    int64
-	Currency                       string
-	CorrelationID                  string
-	Version                        int32
-	CreatedAt                      time.Time
-	UpdatedAt                      time.Time
-	AuthorizationCancelRequestedAt *time.Time
-	PaymentDeclines                int32
-	LastDeclineCode                *string
-	LastDeclinedAt                 *time.Time
-	Channel                        string
-	ExternalReference              *string
-	TraceParent                    *string
-	HoldID                         uuid.UUID
-	HoldStatus                     string
-	HoldExpiresAt                  time.Time
-	HoldPaymentGraceAt             *time.Time
-	PaymentAttempts                int32
-	SeatIds                        []uuid.UUID
-	PaymentProvider                *string
-	PaymentStatus                  *string
-	PaymentIntentID                *string
-	PaymentClientSecret            *string
-	Tickets                        []byte
-	Refunds                        []byte
-}
-
-// A buyer's orders with their holds, newest first: the one order id when
-// it is given (anyone else's order gives no rows), of one event when
+// A buyer's orders (order_details), newest first: of one event when
 // event_id is given, in one of statuses when it is not empty, and before
 // the cursor (before_created_at, before_id) when given. order_user_idx
-// serves it. Each with its seats, payment, tickets and refunds: an order,
-// or a page of them, is one round trip.
-func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListForUserParams) ([]OrderListForUserRow, error) {
+// serves it. A page of orders, each with its seats, payment, tickets and
+// refunds, is one round trip.
+func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListForUserParams) ([]OrderDetail, error) {
 	rows, err := db.Query(ctx, orderListForUser,
 		arg.UserID,
-		arg.ID,
 		arg.EventID,
 		arg.Statuses,
 		arg.BeforeCreatedAt,
@@ -412,9 +420,9 @@ func (q *Queries) OrderListForUser(ctx context.Context, db DBTX, arg OrderListFo
 		return nil, err
 	}
 	defer rows.Close()
-	var items []OrderListForUserRow
+	var items []OrderDetail
 	for rows.Next() {
-		var i OrderListForUserRow
+		var i OrderDetail
 		if err := rows.Scan(
 			&i.ID,
 			&i.UserID,

@@ -99,7 +99,7 @@ func (s *Service) IntentOrder(ctx context.Context, userID uuid.UUID, intentID st
 
 // Order returns the order with id if userID owns it, else ErrOrderNotFound.
 func (s *Service) Order(ctx context.Context, userID, id uuid.UUID) (Order, error) {
-	rows, err := sqlcgen.New().OrderListForUser(ctx, s.read(), sqlcgen.OrderListForUserParams{ID: &id, UserID: userID, Statuses: []string{}, MaxRows: 1})
+	rows, err := sqlcgen.New().OrderGetForUser(ctx, s.read(), sqlcgen.OrderGetForUserParams{ID: id, UserID: userID})
 	if err != nil {
 		return Order{}, fmt.Errorf("get order: %w", err)
 	}
@@ -172,8 +172,8 @@ func (s *Service) Orders(ctx context.Context, userID uuid.UUID, f OrderFilter) (
 func (o Order) Cursor() page.Cursor { return page.Cursor{CreatedAt: o.CreatedAt, ID: o.ID} }
 
 // complete makes Orders of rows, which carry their seats, payment,
-// tickets and refunds (OrderListForUser's columns).
-func complete(rows []sqlcgen.OrderListForUserRow) ([]Order, error) {
+// tickets and refunds (the view order_details).
+func complete(rows []sqlcgen.OrderDetail) ([]Order, error) {
 	orders := make([]Order, len(rows))
 	for i, row := range rows {
 		o := Order{
