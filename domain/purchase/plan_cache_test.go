@@ -6,18 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/domain/purchase"
-	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 	"boxoffice/testkit/dbtest"
 	"boxoffice/testkit/fixture"
@@ -33,45 +29,14 @@ import (
 func TestHoldReserveRunsGenericPlansFromTheFirstCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	db.Configure(cfg)
-	var mu sync.Mutex
-	var plans []string
-	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message)
-	}
-	var loadErr error
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if _, err := c.Exec(ctx, "LOAD 'auto_explain'"); err != nil {
-			loadErr = err
-			return nil
-		}
-		_, err := c.Exec(ctx, `SET auto_explain.log_min_duration = 0;
-			SET auto_explain.log_nested_statements = on;
-			SET auto_explain.log_level = notice;
-			SET client_min_messages = notice`)
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	require.NoError(t, pool.Ping(ctx))
-	if loadErr != nil {
-		t.Skipf("auto_explain is not installed on this server: %v", loadErr)
-	}
+	pool, plans := dbtest.NewSessionExplained(t)
 
 	// Enough seats that a probe of seats_pkey is cheaper than a scan, so
 	// the plan cache's choice is by the array's length, as in production.
 	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Rows: 40, SeatsPerRow: 50})
 	dbtest.Exec(t, pool, "ANALYZE seats")
 	svc := purchase.NewService(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{HoldTTL: time.Minute})
-	mu.Lock()
-	plans = nil
-	mu.Unlock()
+	plans.Reset()
 	const holds = 7 // the plan cache tries custom plans for a statement's first five runs
 	for i := range holds {
 		_, err := svc.Hold(ctx, purchase.HoldParams{
@@ -80,8 +45,6 @@ func TestHoldReserveRunsGenericPlansFromTheFirstCall(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
 	for _, stmt := range []string{
 		"SELECT count(*), sum(locked.price_minor)",               // the seat lock
 		"SELECT coalesce(array_agg(s.category_id) FILTER",        // the categories' limits
@@ -89,7 +52,7 @@ func TestHoldReserveRunsGenericPlansFromTheFirstCall(t *testing.T) {
 		"UPDATE hold_seats hs SET released_at = now()\n    FROM", // the reclaim
 	} {
 		var seen int
-		for _, p := range plans {
+		for _, p := range plans.Plans() {
 			if !strings.Contains(p, "Query Text: "+stmt) {
 				continue
 			}
@@ -108,13 +71,7 @@ func TestHoldReserveRunsGenericPlansFromTheFirstCall(t *testing.T) {
 func TestHoldSeatStatementsSettleOnAGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	db.Configure(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := dbtest.NewSession(t)
 
 	ev := fixture.NewEvent(t, pool, fixture.EventSpec{Rows: 40, SeatsPerRow: 50})
 	svc := purchase.NewService(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), purchase.Config{HoldTTL: time.Minute})
@@ -157,13 +114,7 @@ func TestHoldSeatStatementsSettleOnAGenericPlan(t *testing.T) {
 func TestOrderReadSettlesOnAGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	db.Configure(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := dbtest.NewSession(t)
 
 	ev := fixture.NewEvent(t, pool, fixture.EventSpec{})
 	dbtest.Exec(t, pool, `WITH o AS (

@@ -5,10 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 	"boxoffice/testkit/dbtest"
 	"boxoffice/testkit/fixture"
@@ -23,13 +21,7 @@ import (
 func TestFanOutSubjectsSettleOnAGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	db.Configure(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := dbtest.NewSession(t)
 
 	ev := fixture.NewEvent(t, pool, fixture.EventSpec{})
 	dbtest.Exec(t, pool, `INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)

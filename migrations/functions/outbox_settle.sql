@@ -15,6 +15,14 @@
 -- Every statement is fenced (00010_region_fence.sql); the lease delete
 -- always runs, so a relay of a failed-over region cannot settle.
 --
+-- Its statements run generic plans from the first call
+-- (plan_cache_mode = force_generic_plan, which the function's SET clause
+-- restores on return; the synchronous_commit set above still holds for
+-- the transaction): each reads rows by key, and with the ids as an array
+-- PostgreSQL's plan cache otherwise planned the delete anew on every
+-- settle of a small batch, the relay's state below saturation (see
+-- hold_reserve.sql and docs/performance.md, "Planned once per session").
+--
 -- This file is the function's only definition; migrations.Up applies it on
 -- every run (see hold_reserve.sql for what a change of signature needs).
 CREATE OR REPLACE FUNCTION outbox_settle(
@@ -26,7 +34,7 @@ CREATE OR REPLACE FUNCTION outbox_settle(
     p_rejected     uuid[],    -- rows JetStream refused
     p_reject_after interval   -- how long the rejected rows wait
 ) RETURNS TABLE (latency_seconds double precision)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 -- Deletes the acknowledged rows (whoever deletes an acknowledged row, it
 -- is published: a row another relay already deleted is skipped), makes the
 -- failed and rejected rows wait before they are claimed again, and ends
