@@ -51,15 +51,11 @@ func TestHoldReserveRunsGenericPlansFromTheFirstCall(t *testing.T) {
 		"SELECT array_agg(t.seat_id ORDER BY t.seat_id)",         // the taken check
 		"UPDATE hold_seats hs SET released_at = now()\n    FROM", // the reclaim
 	} {
-		var seen int
-		for _, p := range plans.Plans() {
-			if !strings.Contains(p, "Query Text: "+stmt) {
-				continue
-			}
-			seen++
-			require.Contains(t, p, "ANY ($2)", "hold %d ran a custom plan of %q:\n%s", seen, stmt, p)
+		ran := plans.Of(stmt)
+		require.Len(t, ran, holds, "plans of %q", stmt)
+		for i, p := range ran {
+			require.Contains(t, p, "ANY ($2)", "hold %d ran a custom plan of %q:\n%s", i+1, stmt, p)
 		}
-		require.Equal(t, holds, seen, "plans of %q", stmt)
 	}
 }
 
@@ -96,12 +92,9 @@ func TestHoldSeatStatementsSettleOnAGenericPlan(t *testing.T) {
 		require.NoError(t, tx.Rollback(ctx))
 	}
 	for _, name := range []string{"HoldSeatLockSeats", "HoldSeatReleaseByHolds"} {
-		var generic, custom int64
-		require.NoError(t, pool.QueryRow(ctx,
-			"SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE $1",
-			"-- name: "+name+" %").Scan(&generic, &custom))
-		require.Equal(t, int64(5), custom, "%s: custom plans", name)
-		require.Equal(t, int64(3), generic, "%s: generic plans", name)
+		got := dbtest.PreparedPlans(t, pool, name)
+		require.Equal(t, int64(5), got.Custom, "%s: custom plans", name)
+		require.Equal(t, int64(3), got.Generic, "%s: generic plans", name)
 	}
 }
 
@@ -142,13 +135,9 @@ func TestOrderReadSettlesOnAGenericPlan(t *testing.T) {
 	_, err = svc.Order(ctx, uuid.New(), orders[0].id)
 	require.ErrorIs(t, err, purchase.ErrOrderNotFound, "another buyer's order")
 
-	var name string
-	var generic, custom int64
-	require.NoError(t, pool.QueryRow(ctx,
-		"SELECT name, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '-- name: OrderGetForUser %'").
-		Scan(&name, &generic, &custom), "the one-order read is OrderGetForUser")
-	require.Equal(t, int64(5), custom, "custom plans")
-	require.Equal(t, int64(4), generic, "generic plans")
+	got := dbtest.PreparedPlans(t, pool, "OrderGetForUser") // the one-order read
+	require.Equal(t, int64(5), got.Custom, "custom plans")
+	require.Equal(t, int64(4), got.Generic, "generic plans")
 
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
@@ -157,7 +146,7 @@ func TestOrderReadSettlesOnAGenericPlan(t *testing.T) {
 	require.NoError(t, err)
 	var plan strings.Builder
 	rows, err = conn.Query(ctx, fmt.Sprintf("EXPLAIN EXECUTE %s('%s'::uuid, '%s'::uuid)",
-		pgx.Identifier{name}.Sanitize(), orders[0].id, orders[0].buyer))
+		pgx.Identifier{got.Name}.Sanitize(), orders[0].id, orders[0].buyer))
 	require.NoError(t, err)
 	for rows.Next() {
 		var line string

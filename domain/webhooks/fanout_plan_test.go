@@ -43,10 +43,7 @@ func TestFanOutSubjectsSettleOnAGenericPlan(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 	}
-	var generic, custom int64
-	require.NoError(t, pool.QueryRow(ctx,
-		"SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '-- name: WebhookFanOutSubjects %'").
-		Scan(&generic, &custom))
-	require.Equal(t, int64(5), custom, "custom plans")
-	require.Equal(t, int64(3), generic, "generic plans")
+	got := dbtest.PreparedPlans(t, pool, "WebhookFanOutSubjects")
+	require.Equal(t, int64(5), got.Custom, "custom plans")
+	require.Equal(t, int64(3), got.Generic, "generic plans")
 }

@@ -2,6 +2,7 @@ package dbtest
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -35,6 +36,38 @@ func (l *PlanLog) Plans() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.plans...)
+}
+
+// Of returns the plans logged of the statement whose text starts with
+// prefix, oldest first.
+func (l *PlanLog) Of(prefix string) []string {
+	var out []string
+	for _, p := range l.Plans() {
+		if strings.Contains(p, "Query Text: "+prefix) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Prepared is what pg_prepared_statements says of one of a session's
+// prepared statements: its server-side name and how often the plan cache
+// planned it for the call (custom) or ran its generic plan.
+type Prepared struct {
+	Name            string
+	Generic, Custom int64
+}
+
+// PreparedPlans returns the session's prepared statement of the sqlc
+// query named query (its text starts "-- name: query "). The pool must be
+// one session's (NewSession).
+func PreparedPlans(tb testing.TB, pool *pgxpool.Pool, query string) Prepared {
+	tb.Helper()
+	var p Prepared
+	require.NoError(tb, pool.QueryRow(context.Background(),
+		"SELECT name, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE $1",
+		"-- name: "+query+" %").Scan(&p.Name, &p.Generic, &p.Custom), "dbtest: prepared statement %s", query)
+	return p
 }
 
 // Reset forgets the plans logged so far.
