@@ -86,12 +86,18 @@ func runNATSNode(ctx context.Context, args []string) error {
 }
 
 // natsLogger writes the embedded server's log as slog JSON lines, like
-// every other role's.
+// every other role's. Fatalf ends the process, as nats-server's own
+// logger does: the server calls it when it cannot listen on a port or
+// start JetStream, and a node left running without them would only be
+// found unready a minute later.
 type natsLogger struct{ l *slog.Logger }
 
 func (n natsLogger) Noticef(format string, v ...any) { n.l.Info(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Fatalf(format string, v ...any) {
+	n.l.Error(fmt.Sprintf(format, v...), "fatal", true)
+	os.Exit(1)
+}
+func (n natsLogger) Errorf(format string, v ...any) { n.l.Error(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Debugf(format string, v ...any) { n.l.Debug(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Tracef(format string, v ...any) { n.l.Debug(fmt.Sprintf(format, v...)) }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,24 @@ func TestSimulateCommand(t *testing.T) {
 	build := exec.Command("go", "build", "-o", bin, ".")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
+
+	// A node that cannot listen on its monitoring port exits at once with
+	// the reason in its log, rather than run on unready: the stack's start
+	// then fails with that reason instead of waiting a minute for nothing.
+	t.Run("NATSNodeExitsWhenItsPortIsTaken", func(t *testing.T) {
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer taken.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		node := exec.CommandContext(ctx, bin, "nats-node", "-port", "-1", "-cluster-port", "0",
+			"-http-port", strconv.Itoa(taken.Addr().(*net.TCPAddr).Port), "-store", t.TempDir())
+		out, err := node.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "the node ran until killed: %s", out)
+		require.Equal(t, 1, exit.ExitCode(), "%s", out)
+		require.Contains(t, string(out), "address already in use")
+	})
 
 	reportDir := filepath.Join(dir, "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"time"
 
@@ -102,18 +101,19 @@ func (r *region) startNATS(ctx context.Context, env []string, leafPort int, leaf
 	if leafRemote != "" {
 		args = append(args, "-leaf-remote", leafRemote)
 	}
-	if _, err := r.add("nats", env, args...); err != nil {
+	p, err := r.add("nats", env, args...)
+	if err != nil {
 		return err
 	}
 	r.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
-	return waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", mon), time.Minute)
+	return procs.WaitHTTP(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", mon), time.Minute)
 }
 
 // startRoles starts serve, relay and work with env (roleEnv) and waits
 // until each is ready.
 func (r *region) startRoles(ctx context.Context, env []string, apiPort string) error {
 	r.api = "http://127.0.0.1:" + apiPort
-	var ready []string
+	ready := map[*procs.Proc]string{}
 	for _, role := range []string{"serve", "relay", "work"} {
 		ops, err := procs.FreePort()
 		if err != nil {
@@ -123,13 +123,14 @@ func (r *region) startRoles(ctx context.Context, env []string, apiPort string) e
 		if role == "serve" {
 			e = append(e, "HTTP_ADDR=127.0.0.1:"+apiPort)
 		}
-		if _, err := r.add(role, e, role); err != nil {
+		p, err := r.add(role, e, role)
+		if err != nil {
 			return err
 		}
-		ready = append(ready, fmt.Sprintf("http://127.0.0.1:%d/readyz", ops))
+		ready[p] = fmt.Sprintf("http://127.0.0.1:%d/readyz", ops)
 	}
-	for _, u := range ready {
-		if err := waitHTTP(ctx, u, 90*time.Second); err != nil {
+	for p, u := range ready {
+		if err := procs.WaitHTTP(ctx, p, u, 90*time.Second); err != nil {
 			return err
 		}
 	}
@@ -149,31 +150,5 @@ func (r *region) close() {
 	for _, p := range r.procs {
 		p.Stop()
 		_ = p.Close()
-	}
-}
-
-// waitHTTP waits until u answers 2xx.
-func waitHTTP(ctx context.Context, u string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode < 300 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %s", u, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }

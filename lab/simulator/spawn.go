@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -145,7 +144,8 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			}
 		}
 	}
-	var urls, health []string
+	var urls []string
+	health := map[*procs.Proc]string{}
 	for i := range 3 {
 		var routes []string
 		for j := range 3 {
@@ -154,16 +154,17 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			}
 		}
 		name := fmt.Sprintf("nats-%d", i+1)
-		if err := s.add(name, nil, "nats-node", "-name", name, "-port", fmt.Sprint(client[i]),
+		p, err := s.add(name, nil, "nats-node", "-name", name, "-port", fmt.Sprint(client[i]),
 			"-cluster-port", fmt.Sprint(cluster[i]), "-http-port", fmt.Sprint(monitor[i]),
-			"-routes", strings.Join(routes, ","), "-store", filepath.Join(cfg.Dir, name)); err != nil {
+			"-routes", strings.Join(routes, ","), "-store", filepath.Join(cfg.Dir, name))
+		if err != nil {
 			return nil, err
 		}
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
-		health = append(health, fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", monitor[i]))
+		health[p] = fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", monitor[i])
 	}
-	for _, u := range health {
-		if err := waitHTTP(ctx, u, 60*time.Second); err != nil {
+	for p, u := range health {
+		if err := procs.WaitHTTP(ctx, p, u, 60*time.Second); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +207,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		}
 		s.StripeBase = fmt.Sprintf("http://127.0.0.1:%d", port)
 		base = append(base, "BOXOFFICE_PAYMENTS=stripe", "STRIPE_SECRET_KEY=sk_test_"+randomHex(16), "STRIPE_API_BASE="+s.StripeBase)
-		if err := s.add("stripe", base, "bench-part", "stripe", "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-webhook-url", webhookURL); err != nil {
+		if _, err := s.add("stripe", base, "bench-part", "stripe", "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-webhook-url", webhookURL); err != nil {
 			return nil, err
 		}
 		if err := waitListening(ctx, fmt.Sprintf("127.0.0.1:%d", port), 30*time.Second); err != nil {
@@ -224,18 +225,19 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if out, err := migrate.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("boxoffice migrate: %w: %s", err, lastLines(string(out), 5))
 	}
-	var ready []string
+	ready := map[*procs.Proc]string{}
 	for i, port := range apiPorts {
 		ops, err := procs.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		env := append(base[:len(base):len(base)], fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", ops))
-		if err := s.add(fmt.Sprintf("api-%d", i+1), env, "serve"); err != nil {
+		p, err := s.add(fmt.Sprintf("api-%d", i+1), env, "serve")
+		if err != nil {
 			return nil, err
 		}
 		s.APIs = append(s.APIs, fmt.Sprintf("http://127.0.0.1:%d", port))
-		ready = append(ready, fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+		ready[p] = fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
 	}
 	roles := map[string]int{"relay": cfg.Relays, "work": cfg.Workers}
 	for _, role := range []string{"relay", "work"} {
@@ -246,14 +248,15 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			}
 			name := fmt.Sprintf("%s-%d", strings.Replace(role, "work", "worker", 1), i+1)
 			env := append(base[:len(base):len(base)], fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", ops))
-			if err := s.add(name, env, role); err != nil {
+			p, err := s.add(name, env, role)
+			if err != nil {
 				return nil, err
 			}
-			ready = append(ready, fmt.Sprintf("http://127.0.0.1:%d/readyz", ops))
+			ready[p] = fmt.Sprintf("http://127.0.0.1:%d/readyz", ops)
 		}
 	}
-	for _, u := range ready {
-		if err := waitHTTP(ctx, u, 90*time.Second); err != nil {
+	for p, u := range ready {
+		if err := procs.WaitHTTP(ctx, p, u, 90*time.Second); err != nil {
 			return nil, err
 		}
 	}
@@ -261,14 +264,14 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	return s, nil
 }
 
-func (s *Stack) add(name string, env []string, args ...string) error {
+func (s *Stack) add(name string, env []string, args ...string) (*procs.Proc, error) {
 	p, err := procs.New(procs.Spec{Name: name, Bin: s.cfg.Bin, Args: args, Env: env, LogPath: s.LogPath(name), OwnGroup: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.procs[name] = p
 	s.Names = append(s.Names, name)
-	return s.start(name, p)
+	return p, s.start(name, p)
 }
 
 // start starts p and tells StartedFunc.
@@ -385,28 +388,6 @@ func (s *Stack) Close(ctx context.Context) {
 		}
 		if err != nil {
 			s.cfg.Logger.WarnContext(ctx, "drop the run's database", "database", s.dbName, "error", err.Error())
-		}
-	}
-}
-
-// waitHTTP waits until url answers 200.
-func waitHTTP(ctx context.Context, u string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c := &http.Client{Timeout: 2 * time.Second}
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return fmt.Errorf("wait for %s: %w", u, err)
-		}
-		if res, err := c.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if sleep(ctx, 200*time.Millisecond) != nil {
-			return fmt.Errorf("%s not ready after %s", u, timeout)
 		}
 	}
 }

@@ -1,17 +1,23 @@
-// Package procs supervises child processes: the simulator's --spawn and
-// the stack test run the boxoffice binary's roles and NATS nodes with it.
-// A process writes its output to one log file across restarts, and can be
-// SIGKILLed, stopped gracefully and started again. FreePort hands out the
-// loopback ports those processes listen on.
+// Package procs supervises child processes: the simulator's --spawn, the
+// game day and the stack test run the boxoffice binary's roles and NATS
+// nodes with it. A process writes its output to one log file across
+// restarts, and can be SIGKILLed, stopped gracefully and started again;
+// WaitHTTP waits until it is ready and gives up at once, with the end of
+// its log, when it exits first. FreePort hands out the loopback ports those
+// processes listen on, never one that another process using FreePort has
+// handed out.
 package procs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,8 +51,9 @@ type Proc struct {
 	spec Spec
 	log  *os.File
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the last start's process has exited
 }
 
 // New creates (or truncates) the process's log file. It does not start
@@ -90,43 +97,105 @@ func (p *Proc) Start() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.spec.Name, err)
 	}
-	p.cmd = cmd
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.cmd, p.done = cmd, done
 	return nil
 }
 
+// Exited reports whether the last start's process has exited (by itself,
+// or by Kill or Stop). It is false before the first start.
+func (p *Proc) Exited() bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	return done != nil && isClosed(done)
+}
+
+// LogTail is the last n lines the process has written, across its starts.
+func (p *Proc) LogTail(n int) string {
+	raw, err := os.ReadFile(p.spec.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(log of %s: %v)", p.spec.Name, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// WaitHTTP waits until url answers 2xx, polling every 200 ms. It gives up
+// with an error that ends with p's last log lines when p exits first (a
+// port taken, a bad setting: waiting out the timeout would only hide why)
+// or when timeout passes.
+func WaitHTTP(ctx context.Context, p *Proc, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("wait for %s: %w", url, err)
+		}
+		if res, err := c.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode >= 200 && res.StatusCode < 300 {
+				return nil
+			}
+		}
+		if p.Exited() {
+			return fmt.Errorf("%s exited before %s answered; its log ends:\n%s", p.spec.Name, url, p.LogTail(logTailLines))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %s not ready after %s; its log ends:\n%s", p.spec.Name, url, timeout, p.LogTail(logTailLines))
+		case <-tick.C:
+		}
+	}
+}
+
+// logTailLines is how much of a process's log WaitHTTP's errors carry.
+const logTailLines = 8
+
 // Kill SIGKILLs the process (no shutdown, no flush) and waits until it is
-// gone. It does nothing when the process was never started or has already
-// been waited for; it fails when the process exited by itself since.
+// gone. It does nothing when the process was never started or has exited.
 func (p *Proc) Kill() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.ProcessState != nil {
+	if p.cmd == nil || isClosed(p.done) {
 		return nil
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill %s: %w", p.spec.Name, err)
 	}
-	_ = p.cmd.Wait()
+	<-p.done
 	return nil
 }
 
 // Stop sends SIGTERM, waits for the process to exit, and SIGKILLs it when
 // it has not after StopGrace. It does nothing when the process was never
-// started or has already been waited for.
+// started or has exited.
 func (p *Proc) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.ProcessState != nil {
+	if p.cmd == nil || isClosed(p.done) {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.done:
 	case <-time.After(StopGrace):
 		_ = p.cmd.Process.Kill()
-		<-done
+		<-p.done
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -134,30 +203,63 @@ func (p *Proc) Stop() {
 // Start fails to write its output.
 func (p *Proc) Close() error { return p.log.Close() }
 
-// FreePort returns a loopback port nothing listens on, below the kernel's
-// ephemeral range (usually 32768–60999): a port from ":0" can be taken by
-// one of the stack's own outgoing connections between the check and the
-// process binding it. A port is never handed out twice.
+// FreePort returns a loopback port nothing listens on, never one it has
+// handed out before, and never one another process using FreePort holds.
+//
+// The port is checked free and then closed, so whatever takes it before
+// the caller's child binds it makes that child fail. Two things could:
+//   - one of the stack's own outgoing connections, which take ports from
+//     the kernel's ephemeral range (usually 32768–60999): the ports here
+//     are below it;
+//   - another process handing out ports the same way (two simulators, two
+//     test binaries of `go test ./...`): each process hands out ports from
+//     a block of its own, which it owns for its lifetime by listening on
+//     the block's first port, as HashiCorp's freeport does. A process that
+//     finds that port taken tries another block.
 func FreePort() (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
-	for range 1000 {
-		port := 20000 + mathrand.IntN(12000)
-		if portsTaken[port] {
-			continue
+	for {
+		for portsNext < portsEnd {
+			port := portsNext
+			portsNext++
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				continue
+			}
+			ln.Close()
+			return port, nil
 		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
+		if err := reserveBlock(); err != nil {
+			return 0, err
 		}
-		ln.Close()
-		portsTaken[port] = true
-		return port, nil
 	}
-	return 0, errors.New("free port: none free below the ephemeral range")
 }
 
-var (
-	portsMu    sync.Mutex
-	portsTaken = map[int]bool{}
+const (
+	portsLow      = 20000 // the blocks span [portsLow, portsHigh),
+	portsHigh     = 32000 // below the kernel's ephemeral range
+	portsPerBlock = 100   // the first is the block's lock
 )
+
+var (
+	portsMu              sync.Mutex
+	portsNext, portsEnd  int            // what is left of the current block
+	portsLocks           []net.Listener // held open for the process's lifetime
+	errNoFreePortsBlocks = errors.New("free port: every block below the ephemeral range is taken")
+)
+
+// reserveBlock makes a free block the current one. Call with portsMu held.
+func reserveBlock() error {
+	for _, b := range mathrand.Perm((portsHigh - portsLow) / portsPerBlock) {
+		first := portsLow + b*portsPerBlock
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", first))
+		if err != nil {
+			continue // another process's block, or something else's port
+		}
+		portsLocks = append(portsLocks, ln)
+		portsNext, portsEnd = first+1, first+portsPerBlock
+		return nil
+	}
+	return errNoFreePortsBlocks
+}
