@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/domain/payments"
+	"boxoffice/domain/purchase"
 	"boxoffice/domain/payments/sandbox"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/outbox"
@@ -90,6 +91,9 @@ func (b *paymentsBundle) order(t *testing.T) uuid.UUID {
 		VALUES ($1, $2, 'Test Night', now() + interval '30 days', 'eur', 'default', 1)`, event, org)
 	dbtest.Exec(t, b.pool, `INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)
 		VALUES ($1, $2, $3, 'pending_payment', 5000, 'eur', 'corr')`, order, uuid.New(), event)
+	// Its hold: the intent is recorded with the order and hold locked.
+	dbtest.Exec(t, b.pool, `INSERT INTO holds (id, order_id, status, expires_at)
+		VALUES ($1, $2, 'active', now() + interval '10 minutes')`, uuid.New(), order)
 	return order
 }
 
@@ -373,6 +377,39 @@ func TestPaymentCommands(t *testing.T) {
 			}
 		}
 		require.True(t, logged)
+	})
+
+	// The intent is recorded with the saga's PaymentIntentCreated step
+	// applied in the same transaction: the event is written applied by the
+	// saga's consumer (which then acks it without a transaction), and an
+	// order that failed while the intent was being created has its cancel
+	// requested in that commit, with no saga consumer running.
+	t.Run("AuthorizationAppliesTheSagaStepWhereTheIntentIsRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setupPayments(t)
+		pending, failed := b.order(t), b.order(t)
+		dbtest.Exec(t, b.pool, `UPDATE orders SET status = 'failed' WHERE id = $1`, failed)
+		var seq uint64
+		for _, orderID := range []uuid.UUID{pending, failed} {
+			ev, raw := command(t, outbox.TypePaymentAuthorizationRequested, orderID,
+				outbox.PaymentAuthorizationRequested{OrderID: orderID, HoldID: uuid.New(), AmountMinor: 5000, Currency: "eur"})
+			seq = b.publishCommand(t, ev.EventID.String(), ev, raw)
+		}
+		b.consumer(t, b.sandbox, nil)
+		b.waitSettled(t, PaymentCommandsName, seq)
+
+		created := b.outboxEvents(t, outbox.TypePaymentIntentCreated)
+		require.Len(t, created, 2)
+		for _, env := range created {
+			require.Equal(t, purchase.SagaConsumer, env.AppliedBy, "order %s", env.AggregateID)
+		}
+		cancels := b.outboxEvents(t, outbox.TypeAuthorizationCancelRequested)
+		require.Len(t, cancels, 1, "only the failed order's intent is canceled")
+		require.Equal(t, failed, cancels[0].AggregateID)
+		var cancel outbox.AuthorizationCancelRequested
+		require.NoError(t, json.Unmarshal(cancels[0].Payload, &cancel))
+		require.Equal(t, *b.payment(t, failed).PaymentIntentID, cancel.PaymentIntentID)
+		require.EqualValues(t, 1, dbtest.Count(t, b.pool, `SELECT count(*) FROM orders WHERE id = $1 AND status = 'pending_payment'`, pending))
 	})
 
 	// An authorization request whose order is not in this database (its

@@ -47,7 +47,8 @@ type CommandsConfig struct {
 // what the provider answered in that transaction:
 //
 //	PaymentAuthorizationRequested  CreateIntent "authorize:<event_id>" → payments row
-//	                               (intent id, client secret, status) + PaymentIntentCreated
+//	                               (intent id, client secret, status) + PaymentIntentCreated,
+//	                               its saga step applied in the same transaction
 //	CaptureRequested               Capture "capture:<order_id>" → payments.status; a
 //	                               permanent refusal → PaymentFailed{code: capture_failed}
 //	AuthorizationCancelRequested   Cancel "cancel:<order_id>" → payments.status; an intent
@@ -69,6 +70,9 @@ type CommandsConfig struct {
 type Commands struct {
 	cfg    CommandsConfig
 	logger *slog.Logger
+	// saga applies PaymentIntentCreated's step where the intent is
+	// recorded.
+	saga *purchase.Saga
 }
 
 // NewCommands returns the payment commands; the payments consumer runs
@@ -95,6 +99,7 @@ func NewCommands(cfg CommandsConfig) (*Commands, error) {
 	return &Commands{
 		cfg:    cfg,
 		logger: cfg.Logger.With("component", "consumer", "consumer", "payments"),
+		saga:   purchase.NewSaga(purchase.SagaConfig{Logger: cfg.Logger}),
 	}, nil
 }
 
@@ -147,16 +152,53 @@ func (p *Commands) authorize(ctx context.Context, ev outbox.Envelope) (RecordFun
 	log.InfoContext(ctx, "payment intent created at the provider", "intent", intent)
 
 	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-		recorded, err := record.Intent(ctx, tx, record.IntentParams{
-			OrderID:         orderID,
-			Provider:        p.cfg.ProviderName,
-			PaymentIntentID: intent.ID,
-			ClientSecret:    intent.ClientSecret,
-			Status:          string(intent.Status),
-			AmountMinor:     intent.AmountMinor,
-			Currency:        intent.Currency,
+		// The saga's step for PaymentIntentCreated runs here, in the
+		// transaction that records the intent (purchase.Saga.Apply): the
+		// order and its hold are locked first, as every writer of an
+		// order locks them, and an order that failed or was canceled
+		// while the intent was being created gets its cancel requested in
+		// this commit. The event is written applied (AppliedBy), so the
+		// saga's consumer acks it without a transaction of its own, and
+		// nothing holds the order's lock when the buyer, who cannot see
+		// the client secret before this commit, pays.
+		created, _, err := outbox.NewOrderEvent(outbox.TypePaymentIntentCreated, orderID, time.Now(),
+			ev.CorrelationID, ev.EventID.String(), outbox.PaymentIntentCreated{
+				OrderID: orderID, PaymentIntentID: intent.ID, Status: string(intent.Status),
+			})
+		if err != nil {
+			return err
+		}
+		created.AppliedBy = purchase.SagaConsumer
+		raw, err := json.Marshal(created)
+		if err != nil {
+			return fmt.Errorf("marshal %s envelope: %w", created.EventType, err)
+		}
+		err = p.saga.Apply(ctx, tx, created, func(*purchase.OrderTx) error {
+			recorded, err := record.Intent(ctx, tx, record.IntentParams{
+				OrderID:         orderID,
+				Provider:        p.cfg.ProviderName,
+				PaymentIntentID: intent.ID,
+				ClientSecret:    intent.ClientSecret,
+				Status:          string(intent.Status),
+				AmountMinor:     intent.AmountMinor,
+				Currency:        intent.Currency,
+			})
+			if err != nil {
+				return fmt.Errorf("record payment intent: %w", err)
+			}
+			if !recorded {
+				return errOtherIntent
+			}
+			return outbox.Insert(ctx, tx, created, raw)
 		})
-		if db.SQLState(err) == foreignKeyViolation {
+		switch {
+		case errors.Is(err, errOtherIntent):
+			// The order's row names another intent: the order keeps it.
+			// This one's secret went nowhere, so nobody can confirm it; it
+			// is left unused.
+			log.ErrorContext(ctx, "order already has another payment intent; the new one is left unused")
+			return nil
+		case errors.Is(err, purchase.ErrOrderNotFound):
 			// The order is not in this database. Its events are written
 			// with it, so this happens only when the event crossed to a
 			// standby's stream and the order did not reach its replica (a
@@ -164,21 +206,13 @@ func (p *Commands) authorize(ctx context.Context, ev outbox.Envelope) (RecordFun
 			// back. Dead-letter the command; reconcile reports the intent.
 			return fault.Permanent(fmt.Errorf("record payment intent: order %s is not in this database: %w", orderID, err))
 		}
-		if err != nil {
-			return fmt.Errorf("record payment intent: %w", err)
-		}
-		if !recorded {
-			// The order's row names another intent: the order keeps it.
-			// This one's secret went nowhere, so nobody can confirm it; it
-			// is left unused.
-			log.ErrorContext(ctx, "order already has another payment intent; the new one is left unused")
-			return nil
-		}
-		return p.emit(ctx, tx, ev, outbox.TypePaymentIntentCreated, orderID, outbox.PaymentIntentCreated{
-			OrderID: orderID, PaymentIntentID: intent.ID, Status: string(intent.Status),
-		})
+		return err
 	}, nil
 }
+
+// errOtherIntent ends the recording of an intent whose order names
+// another one already.
+var errOtherIntent = errors.New("order has another payment intent")
 
 // CodeCaptureFailed is purchase.CodeCaptureFailed: the PaymentFailed
 // code of a capture the provider refused.
@@ -360,7 +394,3 @@ func (p *Commands) emit(ctx context.Context, tx pgx.Tx, cause outbox.Envelope, e
 	}
 	return outbox.Insert(ctx, tx, env, raw)
 }
-
-// foreignKeyViolation is PostgreSQL's SQLSTATE for a row that names a
-// parent row that does not exist.
-const foreignKeyViolation = "23503"

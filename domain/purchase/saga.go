@@ -416,7 +416,8 @@ const SagaConsumer = "purchase_saga"
 
 // Apply runs the step of ev's type in tx, as the saga's consumer does,
 // for a writer that holds the fact before it reaches the bus: the payment
-// ingress, in the transaction that records the provider's webhook. Once
+// ingress, in the transaction that records the provider's webhook, and
+// the payment commands, in the one that records a new intent. Once
 // the order and its hold are locked it calls before (when not nil) with
 // them: an error from before ends Apply with that error and nothing of
 // the step written; before writes ev itself, with the order's correlation
