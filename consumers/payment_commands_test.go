@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/domain/payments"
-	"boxoffice/domain/purchase"
 	"boxoffice/domain/payments/sandbox"
+	"boxoffice/domain/purchase"
 	"boxoffice/platform/bus"
 	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"

@@ -470,6 +470,15 @@ func TestControllerCutsOncePerSlowHolds(t *testing.T) {
 	signals := NewCellSignals(pool, holds, nil)
 	c := NewController(ControllerConfig{Signals: signals, Initial: 100, Min: 1, Increase: 10, Logger: testLogger(t)})
 	ctx := t.Context()
+	// The pool's first connection is dialed inside the first reading, and
+	// pgxpool counts the dial as an empty-pool acquire wait, which the
+	// next reading would see as pool wait: on a loaded CI machine a dial
+	// over 100 ms cut R for pool_wait there. Two readings before the test
+	// leave that behind; every later one finds the connection idle.
+	for range 2 {
+		_, err := signals.ReadSignals(ctx)
+		require.NoError(t, err)
+	}
 	step := func() {
 		t.Helper()
 		s, err := signals.ReadSignals(ctx)
