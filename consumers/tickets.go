@@ -15,8 +15,11 @@ import (
 	"boxoffice/platform/outbox"
 )
 
-// TicketsName is the durable name of the consumer that issues tickets.
-const TicketsName = "tickets"
+// TicketsName is the durable name of the consumer that issues tickets:
+// the name a TicketIssueRequested issued where the capture landed is
+// written applied by (tickets.Issuer.IssuePaid), so this consumer acks it
+// without a transaction.
+const TicketsName = tickets.ConsumerName
 
 // TicketsSubjects are the subjects the tickets consumer reads: only
 // TicketIssueRequested.

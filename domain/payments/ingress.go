@@ -57,6 +57,12 @@ type IngressConfig struct {
 	// Registerer receives boxoffice_payment_webhook_mismatches_total.
 	// Defaults to none.
 	Registerer prometheus.Registerer
+	// Tickets, when set, issues a paid order's tickets in the transaction
+	// that applies its capture webhook (purchase.SagaConfig.Tickets); a
+	// capture whose tickets cannot be issued there is recorded for the
+	// saga's consumer, whose step requests them. Nil: the tickets consumer
+	// issues every order's tickets.
+	Tickets purchase.TicketIssuer
 	// PaymentGrace is how much longer, at most, an order's hold is kept
 	// when the provider says its intent is being confirmed
 	// (purchase.GraceForPayment). Zero defaults to
@@ -81,7 +87,7 @@ func NewIngress(pool *pgxpool.Pool, cfg IngressConfig) *Ingress {
 	cfg.Tolerance = cmp.Or(cfg.Tolerance, 5*time.Minute)
 	return &Ingress{
 		pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "payments_ingress"),
-		saga: purchase.NewSaga(purchase.SagaConfig{Logger: cfg.Logger}),
+		saga: purchase.NewSaga(purchase.SagaConfig{Logger: cfg.Logger, Tickets: cfg.Tickets}),
 		mismatches: promreg.CounterVec(cfg.Registerer, "boxoffice_payment_webhook_mismatches_total",
 			"Provider webhooks that disagreed with the order's local state, so the intent was re-read; by what the provider's current state was acted on as.", "acted_as"),
 	}
@@ -243,10 +249,17 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 				return Received{}, err
 			}
 			continue
-		case apply && (errors.Is(err, purchase.ErrTooEarly) || errors.Is(err, purchase.ErrPermanent)):
+		case apply && (errors.Is(err, purchase.ErrTooEarly) || errors.Is(err, purchase.ErrPermanent) ||
+			errors.Is(err, purchase.ErrTicketsNotIssued)):
 			// The saga's consumer applies it when it can (and
 			// dead-letters what it never can); an unknown order is
-			// logged and ignored by record.
+			// logged and ignored by record. A capture whose tickets
+			// could not be issued here is applied there too, and its
+			// tickets requested from the tickets consumer.
+			if errors.Is(err, purchase.ErrTicketsNotIssued) {
+				in.logger.WarnContext(ctx, "tickets not issued with the capture; left to the tickets consumer",
+					"provider_event_id", ev.ID, "order_id", m.orderID, "error", err.Error())
+			}
 			apply = false
 			continue
 		case err != nil:

@@ -3,6 +3,7 @@ package purchase
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -244,20 +245,41 @@ func (o *OrderTx) RecordDecline(ctx context.Context, code string) (declines, all
 // Emit writes the order's next event to the outbox, in the order's
 // correlation and caused by the Cause.
 func (o *OrderTx) Emit(ctx context.Context, eventType string, payload any) error {
-	env, err := emit(ctx, o.tx, eventType, o.order.ID, o.cause.Now(), o.CorrelationID(), o.cause.CausationID, payload)
+	_, err := o.EmitApplied(ctx, eventType, payload, "")
+	return err
+}
+
+// EmitApplied is Emit for an event whose effect on consumer appliedBy is
+// applied in this transaction too (outbox.Envelope.AppliedBy): that
+// consumer acks it without a second effect. It returns the event's id,
+// the causation of what applying it writes (SetCausation).
+func (o *OrderTx) EmitApplied(ctx context.Context, eventType string, payload any, appliedBy string) (uuid.UUID, error) {
+	env, err := emit(ctx, o.tx, eventType, o.order.ID, o.cause.Now(), o.CorrelationID(), o.cause.CausationID, appliedBy, payload)
 	if err != nil {
-		return err
+		return uuid.Nil, err
 	}
 	o.cause.Logger.DebugContext(ctx, "event written", "emitted_event_type", eventType, "emitted_event_id", env.EventID)
-	return nil
+	return env.EventID, nil
 }
+
+// SetCausation makes the events written from now on caused by the event
+// causationID: the effect of an event this transaction wrote and applies
+// itself (EmitApplied) is caused by that event, as when its consumer
+// applies it.
+func (o *OrderTx) SetCausation(causationID string) { o.cause.CausationID = causationID }
 
 // emit writes one event about order orderID to the outbox in tx: the one
 // writer of order events for OrderTx and ExpiredHolds.
-func emit(ctx context.Context, tx pgx.Tx, eventType string, orderID uuid.UUID, at time.Time, correlationID, causationID string, payload any) (outbox.Envelope, error) {
+func emit(ctx context.Context, tx pgx.Tx, eventType string, orderID uuid.UUID, at time.Time, correlationID, causationID, appliedBy string, payload any) (outbox.Envelope, error) {
 	env, raw, err := outbox.NewOrderEvent(eventType, orderID, at, correlationID, causationID, payload)
 	if err != nil {
 		return outbox.Envelope{}, err
+	}
+	if appliedBy != "" {
+		env.AppliedBy = appliedBy
+		if raw, err = json.Marshal(env); err != nil {
+			return outbox.Envelope{}, fmt.Errorf("marshal %s envelope: %w", eventType, err)
+		}
 	}
 	return env, outbox.Insert(ctx, tx, env, raw)
 }
@@ -429,7 +451,7 @@ func (b *ExpiredHolds) MoveOrders(ctx context.Context, from, to OrderStatus) ([]
 func (b *ExpiredHolds) EmitExpired(ctx context.Context) error {
 	now := b.now()
 	for _, c := range b.claimed {
-		env, err := emit(ctx, b.tx, outbox.TypeHoldExpired, c.OrderID, now, c.CorrelationID, "",
+		env, err := emit(ctx, b.tx, outbox.TypeHoldExpired, c.OrderID, now, c.CorrelationID, "", "",
 			outbox.HoldExpired{OrderID: c.OrderID, HoldID: c.ID, SeatIDs: c.SeatIds})
 		if err != nil {
 			return err
@@ -452,7 +474,7 @@ func (b *ExpiredHolds) RequestCancels(ctx context.Context, orders []uuid.UUID, r
 	now := b.now()
 	for _, c := range cancels {
 		cause := b.emitted[c.ID]
-		if _, err := emit(ctx, b.tx, outbox.TypeAuthorizationCancelRequested, c.ID, now, cause.CorrelationID, cause.EventID.String(),
+		if _, err := emit(ctx, b.tx, outbox.TypeAuthorizationCancelRequested, c.ID, now, cause.CorrelationID, cause.EventID.String(), "",
 			outbox.AuthorizationCancelRequested{OrderID: c.ID, PaymentIntentID: c.PaymentIntentID, Reason: reason}); err != nil {
 			return 0, err
 		}

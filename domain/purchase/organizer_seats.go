@@ -260,12 +260,12 @@ func (s *Service) issueOrder(ctx context.Context, on db.Executor, p IssueOrderPa
 			return IssuedOrder{}, fmt.Errorf("insert issued order's seats: %w", err)
 		}
 		now := time.Now()
-		confirmed, err := emit(ctx, tx, outbox.TypeOrderConfirmed, o.OrderID, now, p.CorrelationID, "",
+		confirmed, err := emit(ctx, tx, outbox.TypeOrderConfirmed, o.OrderID, now, p.CorrelationID, "", "",
 			outbox.OrderConfirmed{OrderID: o.OrderID, HoldID: o.HoldID})
 		if err != nil {
 			return IssuedOrder{}, err
 		}
-		if _, err := emit(ctx, tx, outbox.TypeTicketIssueRequested, o.OrderID, now, p.CorrelationID, confirmed.EventID.String(),
+		if _, err := emit(ctx, tx, outbox.TypeTicketIssueRequested, o.OrderID, now, p.CorrelationID, confirmed.EventID.String(), "",
 			outbox.TicketIssueRequested{OrderID: o.OrderID, HoldID: o.HoldID, SeatIDs: seatIDs}); err != nil {
 			return IssuedOrder{}, err
 		}

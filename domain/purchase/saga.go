@@ -49,7 +49,26 @@ var (
 	// order still awaits its authorization, say. Nothing was written; the
 	// consumer retries it later with backoff.
 	ErrTooEarly = fault.New(fault.CodeConflict, "event arrived before the state it applies to")
+	// ErrTicketsNotIssued marks a PaymentCaptured whose tickets could not
+	// be issued in its step (SagaConfig.Tickets): nothing was written. A
+	// writer that applies the capture where it arrives leaves it to the
+	// saga's consumer, whose step requests the tickets from the tickets
+	// consumer, as without SagaConfig.Tickets.
+	ErrTicketsNotIssued = errors.New("tickets not issued with the capture")
 )
+
+// TicketIssuer issues a paid order's tickets in the transaction that
+// applies its capture (SagaConfig.Tickets). domain/tickets' Issuer is
+// one; purchase names only what it needs, since tickets builds on it.
+type TicketIssuer interface {
+	// IssuePaid issues the tickets of o, locked with its hold and just
+	// moved to paid in tx, as the tickets consumer issues them for the
+	// TicketIssueRequested whose event id is requestID.
+	IssuePaid(ctx context.Context, tx pgx.Tx, o *OrderTx, requestID uuid.UUID) error
+	// Consumer is the durable name of the consumer that issues tickets
+	// otherwise; the request is written applied by it.
+	Consumer() string
+}
 
 // SagaConfig configures NewSaga.
 type SagaConfig struct {
@@ -60,6 +79,12 @@ type SagaConfig struct {
 	// checks never use it: expiry is judged by the database clock.
 	// Defaults to time.Now.
 	NowFunc func() time.Time
+	// Tickets, when set, issues a paid order's tickets in PaymentCaptured's
+	// step: TicketIssueRequested is written applied by the tickets
+	// consumer, and the order is ticketed in the commit that marks it
+	// paid, with no hop through the bus. A failure to issue ends the step
+	// with ErrTicketsNotIssued. Nil: the tickets consumer issues them.
+	Tickets TicketIssuer
 }
 
 // Saga applies the purchase saga's events (docs/saga.md, the
@@ -81,6 +106,7 @@ type SagaConfig struct {
 type Saga struct {
 	logger  *slog.Logger
 	nowFunc func() time.Time
+	tickets TicketIssuer
 }
 
 // NewSaga returns the saga cfg describes.
@@ -94,6 +120,7 @@ func NewSaga(cfg SagaConfig) *Saga {
 	return &Saga{
 		logger:  cfg.Logger.With("component", "purchase_saga"),
 		nowFunc: cfg.NowFunc,
+		tickets: cfg.Tickets,
 	}
 }
 
@@ -207,7 +234,8 @@ func (s *Saga) paymentAuthorized(ctx context.Context, st *step, p outbox.Payment
 // PaymentCaptured completes the payment or refunds it:
 //
 //   - order capture_pending: order paid, TicketIssueRequested with the
-//     hold's seats;
+//     hold's seats (with SagaConfig.Tickets: applied here, the order
+//     ticketed);
 //   - order pending_payment (or the reserved authorized): too early, the
 //     authorization has not been applied yet — ErrTooEarly;
 //   - order failed or canceled: money was collected for an order that no
@@ -235,12 +263,22 @@ func (s *Saga) paymentCaptured(ctx context.Context, st *step, p outbox.PaymentCa
 		if err := st.Move(ctx, OrderPaid); err != nil {
 			return err
 		}
-		if err := st.Emit(ctx, outbox.TypeTicketIssueRequested, outbox.TicketIssueRequested{
-			OrderID: st.ID(), HoldID: st.HoldID(), SeatIDs: seats,
-		}); err != nil {
+		req := outbox.TicketIssueRequested{OrderID: st.ID(), HoldID: st.HoldID(), SeatIDs: seats}
+		if s.tickets == nil {
+			if err := st.Emit(ctx, outbox.TypeTicketIssueRequested, req); err != nil {
+				return err
+			}
+			st.log.InfoContext(ctx, "payment captured; tickets requested", "amount_received", p.AmountReceived)
+			return nil
+		}
+		reqID, err := st.EmitApplied(ctx, outbox.TypeTicketIssueRequested, req, s.tickets.Consumer())
+		if err != nil {
 			return err
 		}
-		st.log.InfoContext(ctx, "payment captured; tickets requested", "amount_received", p.AmountReceived)
+		if err := s.tickets.IssuePaid(ctx, tx, st.OrderTx, reqID); err != nil {
+			return fmt.Errorf("%w: order %s: %w", ErrTicketsNotIssued, st.ID(), err)
+		}
+		st.log.InfoContext(ctx, "payment captured; tickets issued", "amount_received", p.AmountReceived)
 		return nil
 	case OrderFailed, OrderCanceled:
 		st.log.ErrorContext(ctx, "incident: payment captured after the order was released; refunding",

@@ -8,7 +8,10 @@
 //
 // # Issuance
 //
-// Issuer.Issue runs inside the tickets consumer's inbox transaction. It
+// Issuer.Issue runs inside the tickets consumer's inbox transaction;
+// Issuer.IssuePaid does the same inside the capture webhook's transaction
+// (the saga's PaymentCaptured step, purchase.SagaConfig.Tickets), for an
+// order that step has just moved to paid. Issue
 // locks the order, and only for a paid order inserts one ticket per seat of
 // the order's hold, releases the hold's seats (the tickets now own them),
 // marks the order ticketed and writes TicketIssued to the outbox. Ticket

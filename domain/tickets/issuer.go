@@ -133,19 +133,52 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 			"order_id", o.ID(), "order_status", st, "correlation_id", p.CorrelationID)
 		return Issued{}, nil
 	}
-
-	seatIDs, err := o.Seats(ctx)
+	ids, err := i.issuePaid(ctx, tx, o)
 	if err != nil {
 		return Issued{}, err
 	}
+	return Issued{TicketIDs: ids, Applied: true}, nil
+}
+
+// IssuePaid implements purchase.TicketIssuer: what Issue does for a paid
+// order, for the saga's PaymentCaptured step, which has just locked o
+// with its hold and moved it to paid in tx, and written the
+// TicketIssueRequested requestID applied by the tickets consumer.
+// TicketIssued is caused by requestID, as when the consumer issues them.
+func (i *Issuer) IssuePaid(ctx context.Context, tx pgx.Tx, o *purchase.OrderTx, requestID uuid.UUID) error {
+	if o.Status() != purchase.OrderPaid {
+		return fmt.Errorf("order %s is %s, not paid", o.ID(), o.Status())
+	}
+	o.SetCausation(requestID.String())
+	_, err := i.issuePaid(ctx, tx, o)
+	return err
+}
+
+// Consumer implements purchase.TicketIssuer: the tickets consumer's
+// durable name, which a request issued in place is written applied by.
+func (i *Issuer) Consumer() string { return ConsumerName }
+
+// ConsumerName is the durable name of the consumer that issues tickets
+// for TicketIssueRequested (consumers.TicketsName).
+const ConsumerName = "tickets"
+
+// issuePaid tickets o, locked and paid, in tx: the tickets inserted, the
+// hold's seats released to them, the order ticketed and TicketIssued
+// written. It returns the ticket ids, one per seat in seat id order.
+func (i *Issuer) issuePaid(ctx context.Context, tx pgx.Tx, o *purchase.OrderTx) ([]uuid.UUID, error) {
+	q := sqlcgen.New()
+	seatIDs, err := o.Seats(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if len(seatIDs) == 0 {
-		return Issued{}, fmt.Errorf("order %s: hold %s has no seats", o.ID(), o.HoldID())
+		return nil, fmt.Errorf("order %s: hold %s has no seats", o.ID(), o.HoldID())
 	}
 	slices.SortFunc(seatIDs, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	// The hold path checks a seat's tickets under the seat's lock: insert
 	// the tickets and release the hold's seats under the same locks.
 	if err := o.LockSeats(ctx); err != nil {
-		return Issued{}, err
+		return nil, err
 	}
 
 	issuedAt := i.now().UTC().Truncate(time.Second)
@@ -158,7 +191,7 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	}
 	inserted, err := ledger.Issue(ctx, tx, params)
 	if err != nil {
-		return Issued{}, fmt.Errorf("insert tickets: %w", err)
+		return nil, fmt.Errorf("insert tickets: %w", err)
 	}
 	// ON CONFLICT DO NOTHING also skips a seat that is another order's:
 	// make sure every seat ended up with this order's ticket (all were
@@ -166,7 +199,7 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 	if len(inserted) != len(params.IDs) {
 		existing, err := q.TicketListByOrder(ctx, tx, o.ID())
 		if err != nil {
-			return Issued{}, fmt.Errorf("list tickets: %w", err)
+			return nil, fmt.Errorf("list tickets: %w", err)
 		}
 		have := make(map[uuid.UUID]bool, len(existing))
 		for _, t := range existing {
@@ -175,20 +208,20 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 		for _, id := range params.IDs {
 			if !have[id] {
 				i.conflicts.Inc()
-				return Issued{}, fmt.Errorf("order %s: %w", o.ID(), ErrSeatTicketed)
+				return nil, fmt.Errorf("order %s: %w", o.ID(), ErrSeatTicketed)
 			}
 		}
 	}
 
 	// The tickets own the seats now.
 	if err := o.ReleaseSeatsWithCommit(ctx); err != nil {
-		return Issued{}, err
+		return nil, err
 	}
 	if err := o.Move(ctx, purchase.OrderTicketed); err != nil {
-		return Issued{}, err
+		return nil, err
 	}
 	if err := o.Emit(ctx, outbox.TypeTicketIssued, outbox.TicketIssued{OrderID: o.ID(), TicketIDs: params.IDs}); err != nil {
-		return Issued{}, err
+		return nil, err
 	}
-	return Issued{TicketIDs: params.IDs, Applied: true}, nil
+	return params.IDs, nil
 }

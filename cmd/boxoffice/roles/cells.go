@@ -195,6 +195,16 @@ func BuildCell(ctx context.Context, cfg Config, d CellDeps) (*BuiltCell, error) 
 			WebhookSecret: cfg.StripeWebhookSecret, Logger: d.Logger, Provider: d.Provider, Registerer: d.Reg,
 			PaymentGrace: cmp.Or(cfg.PaymentGrace, -1), // 0 configured: no grace
 		}
+		// With the signing key, a capture webhook tickets its order in
+		// its own transaction; without it, the workers' tickets consumer
+		// does, one hop later.
+		if cfg.TicketSeed != nil {
+			signer, err := tickets.NewSigner(cfg.TicketSeed)
+			if err != nil {
+				return nil, err
+			}
+			ic.Tickets = tickets.NewIssuer(tickets.IssuerConfig{Signer: signer, Logger: d.Logger, Registerer: d.Reg})
+		}
 		b.Ingress = payments.NewIngress(d.Pool, ic)
 	}
 	if d.Room == nil {
