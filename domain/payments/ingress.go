@@ -256,10 +256,6 @@ func (in *Ingress) Apply(ctx context.Context, ev stripe.Event) (Received, error)
 			// logged and ignored by record. A capture whose tickets
 			// could not be issued here is applied there too, and its
 			// tickets requested from the tickets consumer.
-			if errors.Is(err, purchase.ErrTicketsNotIssued) {
-				in.logger.WarnContext(ctx, "tickets not issued with the capture; left to the tickets consumer",
-					"provider_event_id", ev.ID, "order_id", m.orderID, "error", err.Error())
-			}
 			apply = false
 			continue
 		case err != nil:

@@ -49,11 +49,12 @@ var (
 	// order still awaits its authorization, say. Nothing was written; the
 	// consumer retries it later with backoff.
 	ErrTooEarly = fault.New(fault.CodeConflict, "event arrived before the state it applies to")
-	// ErrTicketsNotIssued marks a PaymentCaptured whose tickets could not
-	// be issued in its step (SagaConfig.Tickets): nothing was written. A
-	// writer that applies the capture where it arrives leaves it to the
-	// saga's consumer, whose step requests the tickets from the tickets
-	// consumer, as without SagaConfig.Tickets.
+	// ErrTicketsNotIssued marks a PaymentCaptured whose tickets no retry
+	// of its step can issue (SagaConfig.Tickets; a seat ticketed to
+	// another order, say): nothing was written. A writer that applies the
+	// capture where it arrives leaves it to the saga's consumer, whose
+	// step requests the tickets from the tickets consumer, as without
+	// SagaConfig.Tickets; that consumer dead-letters what it cannot issue.
 	ErrTicketsNotIssued = errors.New("tickets not issued with the capture")
 )
 
@@ -63,7 +64,9 @@ var (
 type TicketIssuer interface {
 	// IssuePaid issues the tickets of o, locked with its hold and just
 	// moved to paid in tx, as the tickets consumer issues them for the
-	// TicketIssueRequested whose event id is requestID.
+	// TicketIssueRequested whose event id is requestID. An error wrapping
+	// ErrTicketsNotIssued says no retry can issue them here; any other
+	// error is transient (the caller rolls back and may retry).
 	IssuePaid(ctx context.Context, tx pgx.Tx, o *OrderTx, requestID uuid.UUID) error
 	// Consumer is the durable name of the consumer that issues tickets
 	// otherwise; the request is written applied by it.
@@ -82,8 +85,9 @@ type SagaConfig struct {
 	// Tickets, when set, issues a paid order's tickets in PaymentCaptured's
 	// step: TicketIssueRequested is written applied by the tickets
 	// consumer, and the order is ticketed in the commit that marks it
-	// paid, with no hop through the bus. A failure to issue ends the step
-	// with ErrTicketsNotIssued. Nil: the tickets consumer issues them.
+	// paid, with no hop through the bus. Tickets that cannot be issued
+	// there end the step with ErrTicketsNotIssued. Nil: the tickets
+	// consumer issues them.
 	Tickets TicketIssuer
 }
 
@@ -276,7 +280,10 @@ func (s *Saga) paymentCaptured(ctx context.Context, st *step, p outbox.PaymentCa
 			return err
 		}
 		if err := s.tickets.IssuePaid(ctx, tx, st.OrderTx, reqID); err != nil {
-			return fmt.Errorf("%w: order %s: %w", ErrTicketsNotIssued, st.ID(), err)
+			if errors.Is(err, ErrTicketsNotIssued) {
+				st.log.WarnContext(ctx, "tickets cannot be issued with the capture; leaving it to the saga's consumer", "error", err.Error())
+			}
+			return err
 		}
 		st.log.InfoContext(ctx, "payment captured; tickets issued", "amount_received", p.AmountReceived)
 		return nil

@@ -3,6 +3,7 @@ package tickets
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -145,14 +146,27 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 // with its hold and moved it to paid in tx, and written the
 // TicketIssueRequested requestID applied by the tickets consumer.
 // TicketIssued is caused by requestID, as when the consumer issues them.
+//
+// A seat ticketed to another order (ErrSeatTicketed), a hold without
+// seats or an order not paid is returned wrapping
+// purchase.ErrTicketsNotIssued: no retry issues those here, and the
+// tickets consumer dead-letters them for a person. Any other error (the
+// database, the request's context) is returned as it is, transient.
 func (i *Issuer) IssuePaid(ctx context.Context, tx pgx.Tx, o *purchase.OrderTx, requestID uuid.UUID) error {
 	if o.Status() != purchase.OrderPaid {
-		return fmt.Errorf("order %s is %s, not paid", o.ID(), o.Status())
+		return fmt.Errorf("%w: order %s is %s, not paid", purchase.ErrTicketsNotIssued, o.ID(), o.Status())
 	}
 	o.SetCausation(requestID.String())
 	_, err := i.issuePaid(ctx, tx, o)
+	if errors.Is(err, ErrSeatTicketed) || errors.Is(err, errNoSeats) {
+		return fmt.Errorf("%w: %w", purchase.ErrTicketsNotIssued, err)
+	}
 	return err
 }
+
+// errNoSeats is a paid order whose hold lists no seats: no retry gives it
+// any.
+var errNoSeats = errors.New("the order's hold has no seats")
 
 // Consumer implements purchase.TicketIssuer: the tickets consumer's
 // durable name, which a request issued in place is written applied by.
@@ -172,7 +186,7 @@ func (i *Issuer) issuePaid(ctx context.Context, tx pgx.Tx, o *purchase.OrderTx) 
 		return nil, err
 	}
 	if len(seatIDs) == 0 {
-		return nil, fmt.Errorf("order %s: hold %s has no seats", o.ID(), o.HoldID())
+		return nil, fmt.Errorf("order %s, hold %s: %w", o.ID(), o.HoldID(), errNoSeats)
 	}
 	slices.SortFunc(seatIDs, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	// The hold path checks a seat's tickets under the seat's lock: insert
