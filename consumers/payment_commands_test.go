@@ -518,6 +518,32 @@ func TestPaymentCommands(t *testing.T) {
 		require.Empty(t, b.deadLetters(t))
 	})
 
+	// The capture's mirror of the provider's status does not wait for a
+	// transaction that is writing the payments row (the capture webhook,
+	// applied under the order's lock, which records the same fact): the
+	// command settles while that transaction still holds the row.
+	t.Run("CaptureDoesNotWaitForTheWebhooksWriteOfTheRow", func(t *testing.T) {
+		t.Parallel()
+		b := setupPayments(t)
+		orderID := b.order(t)
+		in := b.intent(t, orderID, true)
+		before := b.payment(t, orderID).Status
+		webhook, err := b.pool.Begin(context.Background())
+		require.NoError(t, err)
+		defer func() { _ = webhook.Rollback(context.Background()) }()
+		_, err = webhook.Exec(context.Background(), "SELECT 1 FROM payments WHERE order_id = $1 FOR UPDATE", orderID)
+		require.NoError(t, err)
+
+		ev, raw := command(t, outbox.TypeCaptureRequested, orderID, outbox.CaptureRequested{OrderID: orderID, PaymentIntentID: in.ID})
+		seq := b.publishCommand(t, ev.EventID.String(), ev, raw)
+		b.consumer(t, b.sandbox, nil)
+		b.waitSettled(t, PaymentCommandsName, seq)
+
+		require.Equal(t, int64(1), b.requests(t, in.ID, sandbox.OpCapture).Performed)
+		require.NoError(t, webhook.Rollback(context.Background()))
+		require.Equal(t, before, b.payment(t, orderID).Status, "the row was left to the transaction writing it")
+	})
+
 	t.Run("CaptureRefusedForACapturedIntentDoesNotFailThePayment", func(t *testing.T) {
 		t.Parallel()
 		b := setupPayments(t)

@@ -35,6 +35,20 @@ UPDATE payments
 SET status = @status::text, updated_at = now()
 WHERE order_id = @order_id::uuid AND payment_intent_id = @payment_intent_id::text;
 
+-- name: PaymentMirrorStatus :execrows
+-- PaymentSetStatus for a writer outside the order's lock (the payment
+-- commands, after a provider call): a row another transaction is writing
+-- (the provider's webhook for the same intent, applied under the order's
+-- lock) is skipped, not waited for, since that transaction records what
+-- the provider says. Returns 0 when skipped, or when the order has no
+-- row for that intent.
+WITH free AS (
+    SELECT order_id FROM payments
+    WHERE order_id = @order_id::uuid AND payment_intent_id = @payment_intent_id::text
+    FOR UPDATE SKIP LOCKED)
+UPDATE payments p SET status = @status::text, updated_at = now()
+FROM free WHERE p.order_id = free.order_id;
+
 -- name: PaymentIntentGetByOrder :one
 -- The order's PaymentIntent id and status, never its client secret.
 SELECT payment_intent_id, status FROM payments WHERE order_id = @order_id::uuid;

@@ -49,6 +49,35 @@ func (q *Queries) PaymentIntentGetByOrder(ctx context.Context, db DBTX, orderID 
 	return i, err
 }
 
+const paymentMirrorStatus = `-- name: PaymentMirrorStatus :execrows
+WITH free AS (
+    SELECT order_id FROM payments
+    WHERE order_id = $2::uuid AND payment_intent_id = $3::text
+    FOR UPDATE SKIP LOCKED)
+UPDATE payments p SET status = $1::text, updated_at = now()
+FROM free WHERE p.order_id = free.order_id
+`
+
+type PaymentMirrorStatusParams struct {
+	Status          string
+	OrderID         uuid.UUID
+	PaymentIntentID string
+}
+
+// PaymentSetStatus for a writer outside the order's lock (the payment
+// commands, after a provider call): a row another transaction is writing
+// (the provider's webhook for the same intent, applied under the order's
+// lock) is skipped, not waited for, since that transaction records what
+// the provider says. Returns 0 when skipped, or when the order has no
+// row for that intent.
+func (q *Queries) PaymentMirrorStatus(ctx context.Context, db DBTX, arg PaymentMirrorStatusParams) (int64, error) {
+	result, err := db.Exec(ctx, paymentMirrorStatus, arg.Status, arg.OrderID, arg.PaymentIntentID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const paymentOrderByIntent = `-- name: PaymentOrderByIntent :one
 SELECT order_id FROM payments WHERE payment_intent_id = $1::text
 `

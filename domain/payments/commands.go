@@ -313,14 +313,16 @@ func (p *Commands) refund(ctx context.Context, ev outbox.Envelope) (RecordFunc, 
 
 // recordStatus returns the in-transaction step that mirrors the provider's
 // status of the order's intent in its payments row. The write goes with
-// the commit (db.Deferring), so the row is locked only while the commit
-// runs: the provider's webhook for the same intent, applied at the same
-// moment by the ingress under the order's lock, writes the same row. An
-// order without the row (never the case for an intent this consumer
-// created) is left as it is.
+// the commit (db.Deferring), and skips a row another transaction is
+// writing (record.MirrorStatus): the provider's webhook for the same
+// intent, applied at the same moment by the ingress under the order's
+// lock (a capture's webhook also tickets the order), writes the same row
+// with the same fact, and waiting for it only held this consumer's
+// connection. An order without the row (never the case for an intent this
+// consumer created) is left as it is.
 func (p *Commands) recordStatus(orderID uuid.UUID, intent Intent) RecordFunc {
 	return func(ctx context.Context, tx pgx.Tx, _ outbox.Envelope) error {
-		if _, err := record.Status(ctx, db.Deferring(tx), orderID, intent.ID, string(intent.Status)); err != nil {
+		if _, err := record.MirrorStatus(ctx, db.Deferring(tx), orderID, intent.ID, string(intent.Status)); err != nil {
 			return fmt.Errorf("record payment status: %w", err)
 		}
 		return nil

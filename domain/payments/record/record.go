@@ -67,6 +67,19 @@ func Status(ctx context.Context, d db.DBTX, orderID uuid.UUID, intentID, status 
 	return n > 0, err
 }
 
+// MirrorStatus is Status for a writer that does not hold the order's
+// lock (the payment commands, after a provider call): when another
+// transaction is writing the row (the provider's webhook for the same
+// intent, applied under the order's lock, which records what the provider
+// says), it writes nothing rather than wait for it. It reports whether it
+// wrote.
+func MirrorStatus(ctx context.Context, d db.DBTX, orderID uuid.UUID, intentID, status string) (bool, error) {
+	n, err := sqlcgen.New().PaymentMirrorStatus(ctx, d, sqlcgen.PaymentMirrorStatusParams{
+		OrderID: orderID, PaymentIntentID: intentID, Status: status,
+	})
+	return n > 0, err
+}
+
 // ConfirmingStatus records a status of an intent being confirmed
 // (requires_action, processing) unless the row moved on past
 // confirmation: a late webhook never takes an authorized or captured
