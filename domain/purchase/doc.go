@@ -24,8 +24,12 @@
 //     capture marks the order paid and asks for its tickets, and a late
 //     authorization or capture is compensated (canceled or refunded),
 //     never attached to an expired order. Saga.Apply runs a step wherever
-//     the fact is first applied: in the Stripe ingress's transaction, or
-//     by the purchase_saga consumer for what the ingress could not apply.
+//     the fact is first applied: in the Stripe ingress's transaction, in
+//     the payment commands' for a new intent, or by the purchase_saga
+//     consumer for what they could not apply. With SagaConfig.Tickets
+//     (the ingress, where the API holds the signing key) a capture also
+//     issues its tickets, through the TicketIssuer domain/tickets
+//     implements.
 //   - Expiry (expiry.go): ExpiredHolds moves up to 500 expired holds and
 //     their orders at a time along the same table, and gives their seats
 //     back.
@@ -38,8 +42,9 @@
 //     a buyer's order stream sends, an event's sales.
 //
 // Other packages ask it rather than touch its tables: the tickets issuer
-// locks an order through LockOrderWithHold, the payments ingress applies
-// a fact through Saga.Apply, the reconciler stamps a cancel request
+// locks an order through LockOrderWithHold (or is handed the one a
+// capture locked), the payments ingress and commands apply a fact through
+// Saga.Apply, the reconciler stamps a cancel request
 // through MarkCancelRequested, the handlers and the consumers call its
 // services.
 //

@@ -270,7 +270,7 @@ var settings = []setting{
 		Means("where the sandbox sends its webhooks").
 		Parse(text(func(c *Config) *string { return &c.SandboxWebhookURL })),
 	env("BOXOFFICE_TICKET_SIGNING_KEY").Secret().Shown("dev seed in `dev`").
-		Means("base64 of the 32-byte Ed25519 seed tickets' QR payloads are signed with (`openssl rand -base64 32`); required by `work`, and by `serve` to publish the public key").
+		Means("base64 of the 32-byte Ed25519 seed tickets' QR payloads are signed with (`openssl rand -base64 32`); required by `work`, and by `serve` to publish the public key and to ticket an order in its capture webhook's transaction").
 		Parse(func(v string, c *Config) (err error) {
 			if v == "" {
 				return nil
