@@ -507,7 +507,12 @@ func TestControllerCutsOncePerSlowHolds(t *testing.T) {
 // Not parallel: the latency histogram is the process's, so the quick
 // scheduling events of the package's parallel tests (Redis clients,
 // timers) outnumbered the spinners' waits and pulled its p99 under the
-// bound on a CI run. Run alone, the process's waits are the spinners'.
+// bound on a CI run. Even run alone, other tests' leftovers (a Redis
+// client redialing) add quick events: a spinner that ran until preempted
+// gave one long wait per 10 ms time slice, 60 in the whole run, under 1 %
+// of the events on one CI run (p99 229 µs). So each spinner yields after
+// every chunk of work: every one of its many waits is the queue of the
+// others' chunks, several milliseconds.
 func TestSchedLatencySeesCPUQueueing(t *testing.T) {
 	var l schedLatency
 	l.p99SinceLast()
@@ -521,9 +526,10 @@ func TestSchedLatencySeesCPUQueueing(t *testing.T) {
 					return
 				default:
 				}
-				for i := 0; i < 1e5; i++ {
+				for i := 0; i < 2e6; i++ {
 					_ = i * i
 				}
+				runtime.Gosched()
 			}
 		})
 	}
