@@ -3,14 +3,12 @@ package payments_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79/webhook"
@@ -76,15 +74,7 @@ func (c capturedOrder) status(t *testing.T) string {
 
 func (c capturedOrder) events(t *testing.T, eventType string) []outbox.Envelope {
 	t.Helper()
-	rows, err := c.pool.Query(context.Background(), "SELECT envelope FROM outbox WHERE event_type = $1 ORDER BY seq", eventType)
-	require.NoError(t, err)
-	raws, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	require.NoError(t, err)
-	envs := make([]outbox.Envelope, len(raws))
-	for i, raw := range raws {
-		require.NoError(t, json.Unmarshal(raw, &envs[i]))
-	}
-	return envs
+	return fixture.OutboxEnvelopes(t, c.pool, eventType)
 }
 
 // The capture webhook tickets its order in the transaction that records

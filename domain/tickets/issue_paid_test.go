@@ -15,6 +15,7 @@ import (
 	"boxoffice/platform/db"
 	"boxoffice/platform/outbox"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 )
 
 // capture applies PaymentCaptured to b's order, captured pending, through
@@ -39,15 +40,7 @@ func (b *testBundle) capturePending(t *testing.T) {
 
 func (b *testBundle) outboxEnvelopes(t *testing.T, eventType string) []outbox.Envelope {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), "SELECT envelope FROM outbox WHERE event_type = $1 ORDER BY seq", eventType)
-	require.NoError(t, err)
-	raws, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	require.NoError(t, err)
-	envs := make([]outbox.Envelope, len(raws))
-	for i, raw := range raws {
-		require.NoError(t, json.Unmarshal(raw, &envs[i]))
-	}
-	return envs
+	return fixture.OutboxEnvelopes(t, b.pool, eventType)
 }
 
 // With the issuer given to the saga, a capture tickets its order in the
