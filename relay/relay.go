@@ -110,9 +110,7 @@ func (c Config) withDefaults() Config {
 	c.AckTimeout = cmp.Or(c.AckTimeout, 10*time.Second)
 	c.IdleInterval = cmp.Or(c.IdleInterval, 50*time.Millisecond)
 	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

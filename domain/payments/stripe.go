@@ -54,9 +54,7 @@ func (c StripeConfig) withDefaults() StripeConfig {
 	if c.MaxNetworkRetries < 0 {
 		c.MaxNetworkRetries = 0
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

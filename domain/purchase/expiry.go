@@ -1,6 +1,7 @@
 package purchase
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -70,9 +71,7 @@ func NewExpirer(pool *pgxpool.Pool, cfg ExpirerConfig) *Expirer {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	return &Expirer{
 		pool:   pool,
 		cfg:    cfg,

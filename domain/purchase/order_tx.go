@@ -93,9 +93,7 @@ func newOrderTx(tx pgx.Tx, row sqlcgen.Order, cause Cause) *OrderTx {
 	if cause.Now == nil {
 		cause.Now = time.Now
 	}
-	if cause.Logger == nil {
-		cause.Logger = slog.New(slog.DiscardHandler)
-	}
+	cause.Logger = cmp.Or(cause.Logger, slog.New(slog.DiscardHandler))
 	return &OrderTx{tx: db.InterpretingTx(tx), q: sqlcgen.New(), order: row, cause: cause}
 }
 

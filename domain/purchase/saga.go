@@ -1,6 +1,7 @@
 package purchase
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,9 +116,7 @@ type Saga struct {
 
 // NewSaga returns the saga cfg describes.
 func NewSaga(cfg SagaConfig) *Saga {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}

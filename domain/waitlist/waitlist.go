@@ -86,9 +86,7 @@ func New(pool *pgxpool.Pool, p *purchase.Service, cfg Config) *Service {
 		panic("waitlist.New: pool and purchase service are required")
 	}
 	cfg.OfferTTL = cmp.Or(cfg.OfferTTL, DefaultOfferTTL)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	return &Service{pool: pool, purchase: p, cfg: cfg, logger: cfg.Logger.With("component", "waitlist")}
 }
 

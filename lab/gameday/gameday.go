@@ -15,6 +15,7 @@
 package gameday
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,9 +100,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	start := time.Now()
 	say := func(format string, a ...any) {
 		fmt.Fprintf(cfg.Out, "%7.2fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))

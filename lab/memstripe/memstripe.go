@@ -25,6 +25,7 @@ package memstripe
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -121,9 +122,7 @@ func New(cfg Config) *Server {
 	if cfg.Senders <= 0 {
 		cfg.Senders = 16
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	// One idle connection per sender, as Stripe keeps its webhook
 	// connections open: http.DefaultTransport keeps two per host, so the
 	// other senders dialed (and the product accepted) a connection per

@@ -110,9 +110,7 @@ func (c Config) withDefaults() Config {
 	if c.OrganizerID == uuid.Nil {
 		c.OrganizerID = uuid.New()
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

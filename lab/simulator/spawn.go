@@ -120,9 +120,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if cfg.Payments != PaymentsStripe && cfg.Payments != PaymentsSandbox {
 		return nil, fmt.Errorf("onsale stack: payments %q: want %s or %s", cfg.Payments, PaymentsStripe, PaymentsSandbox)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	s := &Stack{cfg: cfg, procs: map[string]*procs.Proc{}, DatabaseURL: cfg.DatabaseURL, JWTSecret: cfg.JWTSecret}
 	defer func() {
 		if err != nil {

@@ -90,9 +90,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Pruner, error) {
 	cfg.Inbox = cmp.Or(cfg.Inbox, DefaultInbox)
 	cfg.StripeEvents = cmp.Or(cfg.StripeEvents, DefaultStripeEvents)
 	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	switch {
 	case cfg.Inbox < MinInbox:
 		return nil, fmt.Errorf("retention: inbox retention %s is shorter than the dead letters' %s plus a day", cfg.Inbox, MinInbox-24*time.Hour)

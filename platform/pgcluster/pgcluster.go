@@ -8,6 +8,7 @@
 package pgcluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,10 +111,7 @@ func start(ctx context.Context, cfg Config) (*Cluster, error) {
 // startWith is Start with the step that creates the data directory when
 // Dir has none: initdb for a new cluster, a base backup for a standby.
 func startWith(ctx context.Context, cfg Config, create func(context.Context, *Cluster) error) (c *Cluster, err error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, fmt.Errorf("port %d out of range", cfg.Port)
 	}

@@ -72,9 +72,7 @@ func (c Config) withDefaults() Config {
 	c.WebhookTimeout = cmp.Or(c.WebhookTimeout, 10*time.Second)
 	c.WebhookConcurrency = cmp.Or(c.WebhookConcurrency, 16)
 	c.WebhookBatchSize = cmp.Or(c.WebhookBatchSize, c.WebhookConcurrency)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 
