@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -73,41 +72,6 @@ type APIKeyPathInput struct {
 type AdmissionKeysOutput struct {
 	CacheControl string `header:"Cache-Control"`
 	Body         admission.JWKS
-}
-
-func (h *Handlers) registerAPIKeys(api huma.API) {
-	tags := []string{"API keys"}
-	register(api, secured(huma.Operation{
-		OperationID: "create-api-key", Method: http.MethodPost, Path: "/v1/api-keys",
-		Summary: "Create an API key",
-		Description: "For organizers, with a bearer token (an API key cannot create keys): a long-lived key for your own " +
-			"systems, which acts as you (the organizer role of your organization, never a buyer) when sent as " +
-			"`Authorization: Bearer bo_live_…`. The answer carries the key once; only a hash of it is stored. " +
-			"You have at most 25 keys that are not revoked (409 " + TypeAPIKeyLimit + "). " +
-			"Send an Idempotency-Key to retry safely: a retry with it answers the same key, which is kept sealed for the key's 24 hours.",
-		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 4 << 10,
-		Errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.createAPIKey)
-	register(api, secured(huma.Operation{
-		OperationID: "list-api-keys", Method: http.MethodGet, Path: "/v1/api-keys",
-		Summary: "List your API keys", Tags: tags, Errors: []int{http.StatusNotFound},
-		Description: "For organizers, with a bearer token: every key you created, revoked ones included, oldest first (at most 500), never the keys themselves.",
-	}, auth.RoleOrganizer), h.listAPIKeys)
-	register(api, secured(huma.Operation{
-		OperationID: "revoke-api-key", Method: http.MethodDelete, Path: "/v1/api-keys/{apiKeyId}",
-		Summary: "Revoke an API key",
-		Description: "For organizers, with a bearer token: the key is refused (401) by every request that starts after " +
-			"this one answers, in every process of the deployment: nothing caches a key. Revoking a revoked key " +
-			"succeeds again; it stays listed.",
-		Tags: tags, DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.revokeAPIKey)
-	register(api, huma.Operation{
-		OperationID: "get-admission-keys", Method: http.MethodGet, Path: "/v1/admission-keys",
-		Summary: "Get the public keys that sign admission tokens", Tags: []string{"Waiting room"},
-		Description: "A JWK Set (RFC 7517) of Ed25519 keys (kty OKP, alg EdDSA). An admission token is a JWT signed with " +
-			"EdDSA whose kid names its key here; its claims are jti, sub (the buyer), event_id, cell, iat and exp. An edge " +
-			"worker or CDN that keeps this set verifies admission tokens without any secret. Public; no authentication.",
-	}, h.getAdmissionKeys)
 }
 
 func (h *Handlers) getAdmissionKeys(context.Context, *struct{}) (*AdmissionKeysOutput, error) {

@@ -2,15 +2,12 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"boxoffice/domain/tickets"
-	"boxoffice/platform/auth"
 )
 
 // Problem types of the door.
@@ -96,48 +93,6 @@ type CheckInCountsOutput struct {
 		Total int             `json:"total"`
 		Gates []GateCountBody `json:"gates"`
 	}
-}
-
-func (h *Handlers) registerCheckIns(api huma.API) {
-	const who = " For the event's organizer and their scanners (role scanner, minted for the organizer); for " +
-		"anyone else the event does not exist (404)."
-	// The clock skew the door allows a scan's time, in words.
-	skew := fmt.Sprintf("%d minutes", tickets.MaxClockSkew/time.Minute)
-	register(api, secured(huma.Operation{
-		OperationID: "check-in", Method: http.MethodPost, Path: "/v1/events/{eventId}/check-ins",
-		Summary: "Check a ticket in at the door", Tags: []string{"Check-in"}, DefaultStatus: http.StatusCreated,
-		MaxBodyBytes: 4 << 10,
-		Description: "Verifies the QR payload's signature, refuses a revoked ticket (409 `" + TypeTicketRevoked + "`) " +
-			"and records the ticket's first check-in. The first scan of a ticket wins, however many scanners race: " +
-			"a second scan answers 409 `" + TypeAlreadyCheckedIn + "` with when and at which gate the ticket was " +
-			"first used. A payload that is not a signed ticket of this event (by the ticket's order, whatever event the " +
-			"payload names) answers 422 `" + TypeTicketInvalid + "`; a ticket issued more than " + skew + " after the " +
-			"server's now (a clock is off) 422 `" + TypeScannedAtOutOfRange + "`. Nothing is recorded for a refused scan. " +
-			"Idempotent by nature, so it takes no Idempotency-Key: a scan retried after its answer was lost records nothing " +
-			"twice and answers 409 `" + TypeAlreadyCheckedIn + "` whose `checkIn` is the recorded one (its ticket, gate and time), " +
-			"which tells a scanner that retried at its own gate that the ticket is in." + who,
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
-	}, auth.RoleOrganizer, auth.RoleScanner), h.checkIn)
-	register(api, secured(huma.Operation{
-		OperationID: "check-in-batch", Method: http.MethodPost, Path: "/v1/events/{eventId}/check-ins/batch",
-		Summary: "Upload an offline scanner's scans", Tags: []string{"Check-in"},
-		MaxBodyBytes: 1 << 20,
-		Description: "Up to 1,000 scans with the scanner's own scan times, answered one by one and in order: " +
-			"accepted, duplicate (with the winning check-in), revoked, invalid (not a signed ticket of this event, " +
-			"by the ticket's order) or scanned-at-out-of-range (scannedAt more than " + skew + " before the " +
-			"ticket was issued or after the server's now, so a backdated scan cannot win and no check-in lies in " +
-			"the future). Only accepted scans are recorded; the rest of the batch proceeds whatever one scan's outcome. " +
-			"Within a batch the earliest scan of a ticket wins; a ticket already in from before is a duplicate, " +
-			"also when the same batch is uploaded again: the upload is idempotent by nature (it takes no Idempotency-Key), " +
-			"and a re-upload's duplicates carry the check-ins its first upload recorded, at its own gates and scan times." + who,
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
-	}, auth.RoleOrganizer, auth.RoleScanner), h.checkInBatch)
-	register(api, secured(huma.Operation{
-		OperationID: "count-check-ins", Method: http.MethodGet, Path: "/v1/events/{eventId}/check-ins",
-		Summary: "Count the event's check-ins per gate", Tags: []string{"Check-in"},
-		Description: "How many tickets came in through each gate, and when the last was scanned." + who,
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer, auth.RoleScanner), h.countCheckIns)
 }
 
 // door returns the door of the event's cell, or the problem.

@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"context"
-	"net/http"
-	"reflect"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -11,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/catalog"
-	"boxoffice/platform/auth"
 )
 
 // SectionInput generates a rectangular block of seats.
@@ -129,45 +126,6 @@ func eventBody(ev catalog.Event) EventBody {
 		ID: ev.ID, OrganizerID: ev.OrganizerID, Name: ev.Name, StartsAt: ev.StartsAt.UTC(),
 		Currency: ev.Currency, SeatCount: ev.SeatCount, CreatedAt: ev.CreatedAt.UTC(),
 	}
-}
-
-func (h *Handlers) registerEvents(api huma.API) {
-	register(api, secured(huma.Operation{
-		OperationID: "create-event", Method: http.MethodPost, Path: "/v1/events",
-		Summary: "Create an event with its seats",
-		Description: "Organizers only. Seats come from a `sections` generator or an explicit `seats` list, up to 100,000 in one request. " +
-			"Send an Idempotency-Key to retry safely: a retry with it answers the event the first request created.",
-		Tags: []string{"Events"}, DefaultStatus: http.StatusCreated,
-		MaxBodyBytes: 16 << 20,
-		Errors:       []int{http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
-	}, auth.RoleOrganizer), h.createEvent)
-
-	readResponses := func(body reflect.Type) map[string]*huma.Response {
-		return map[string]*huma.Response{
-			"200": {Description: "OK", Content: map[string]*huma.MediaType{"application/json": {
-				Schema: api.OpenAPI().Components.Schemas.Schema(body, true, ""),
-			}}},
-			"304": {Description: "Not Modified: the ETag sent as If-None-Match is current. No body."},
-		}
-	}
-	const cached = " Compressed with gzip when Accept-Encoding allows; a strong ETag, and 304 for a current If-None-Match. " +
-		"Rate limited per client address (429 with Retry-After)."
-	register(api, huma.Operation{
-		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{eventId}",
-		Summary: "Get an event", Tags: []string{"Events"},
-		Description: "An event does not change once created." + cached,
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-		Responses:   readResponses(reflect.TypeFor[EventBody]()),
-	}, h.getEvent)
-
-	register(api, huma.Operation{
-		OperationID: "list-seats", Method: http.MethodGet, Path: "/v1/events/{eventId}/seats",
-		Summary:     "Get the seat map",
-		Description: "Every seat with its status: available, held or sold. A hint that may be a second stale: only a hold decides." + cached,
-		Tags:        []string{"Events"},
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-		Responses:   readResponses(reflect.TypeFor[SeatsOutputBody]()),
-	}, h.listSeats)
 }
 
 // allowRead takes one of the client address's reads, or returns the 429

@@ -1,6 +1,8 @@
-// Package handlers is the HTTP edge: huma operations, one file per resource,
-// mapping requests to the domain packages and domain errors to problems.
-// Nothing here decides business rules.
+// Package handlers is the HTTP edge: huma operations mapping requests to
+// the domain packages and domain errors to problems. operations.go declares
+// every operation (what the OpenAPI document says of it, and its handler);
+// each resource's file holds its inputs, outputs and handlers. Nothing here
+// decides business rules.
 package handlers
 
 import (
@@ -177,28 +179,6 @@ func (h *Handlers) Handler() http.Handler {
 	mux := http.NewServeMux()
 	h.NewAPI(mux)
 	return h.middleware(h.cors(telemetry.HTTPHandler(mux, "boxoffice-api")))
-}
-
-// Register registers every operation on api.
-func (h *Handlers) Register(api huma.API) {
-	h.registerHealth(api)
-	h.registerEvents(api)
-	h.registerOrganizer(api)
-	h.registerSeatBlocks(api)
-	h.registerWaitlist(api)
-	h.registerSeatScores(api)
-	h.registerCheckIns(api)
-	h.registerWaitingRoom(api)
-	h.registerOnsale(api)
-	h.registerOnsalePhases(api)
-	h.registerHolds(api)
-	h.registerOrders(api)
-	h.registerTimeline(api)
-	h.registerTickets(api)
-	h.registerStripeWebhook(api)
-	h.registerSandbox(api)
-	h.registerWebhooks(api)
-	h.registerAPIKeys(api)
 }
 
 const roleKey = "role"

@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"time"
-
-	"github.com/danielgtaylor/huma/v2"
 )
 
 // Check is one dependency /readyz asks about.
@@ -30,28 +28,6 @@ type HealthOutput struct {
 		// Payments is reported by /readyz only.
 		Payments string `json:"payments,omitempty" enum:"stripe,sandbox" doc:"The payment provider: stripe, or sandbox, a stand-in for development and tests whose routes let buyers authorize their own payments (BOXOFFICE_PAYMENTS=sandbox; never in production). Readiness does not depend on it."`
 	}
-}
-
-func (h *Handlers) registerHealth(api huma.API) {
-	register(api, huma.Operation{
-		OperationID: "get-healthz", Method: http.MethodGet, Path: "/healthz",
-		Summary: "Liveness: the process is up", Tags: []string{"Operations"},
-		Description: "Public. 200 while the process serves HTTP, whatever its dependencies: restart it only when this stops answering.",
-	}, func(ctx context.Context, _ *struct{}) (*HealthOutput, error) {
-		out := &HealthOutput{Status: http.StatusOK}
-		out.Body.Status = "ok"
-		return out, nil
-	})
-	register(api, huma.Operation{
-		OperationID: "get-readyz", Method: http.MethodGet, Path: "/readyz",
-		Summary: "Readiness: the database answers (NATS is reported, not required)",
-		Description: "Public. 200 when the purchase cells' databases answer within 2 seconds, with each dependency's state in checks; " +
-			"503 when one does not, so a load balancer sends buyers elsewhere. NATS is reported but not required: holds are written to the outbox either way.",
-		Tags: []string{"Operations"},
-		Responses: map[string]*huma.Response{
-			"503": {Description: "A required dependency does not answer."},
-		},
-	}, h.ready)
 }
 
 func (h *Handlers) ready(ctx context.Context, _ *struct{}) (*HealthOutput, error) {

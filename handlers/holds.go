@@ -13,7 +13,6 @@ import (
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
-	"boxoffice/platform/auth"
 	"boxoffice/platform/telemetry"
 )
 
@@ -76,36 +75,6 @@ type CreateBestAvailableHoldOutput struct {
 	RateLimitPolicy string `header:"RateLimit-Policy" doc:"As for create-hold: one budget for both kinds of hold."`
 	RateLimit       string `header:"RateLimit" doc:"As for create-hold."`
 	Body            BestAvailableHoldBody
-}
-
-func (h *Handlers) registerHolds(api huma.API) {
-	register(api, secured(huma.Operation{
-		OperationID: "create-hold", Method: http.MethodPost, Path: "/v1/events/{eventId}/holds",
-		Summary: "Hold seats",
-		Description: "Buyers only, with an admission token. Holds all requested seats or none, " +
-			"creating an order pending payment. Idempotent per user and Idempotency-Key: a retry answers the first request's order " +
-			"with its current status, even once the admission token has expired or been revoked (a new key needs a valid token). " +
-			"Rate limited per buyer (5 a second, bursts of 10, by default): beyond it 429 with Retry-After, and nothing is held.",
-		Tags: []string{"Holds"}, DefaultStatus: http.StatusAccepted,
-		MaxBodyBytes: 4 << 10,
-		Errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
-			http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-	}, auth.RoleBuyer), h.createHold)
-	register(api, secured(huma.Operation{
-		OperationID: "create-best-available-hold", Method: http.MethodPost, Path: "/v1/events/{eventId}/best-available-holds",
-		Summary: "Hold the best available seats",
-		Description: "Buyers only, with an admission token. Picks `quantity` seats of the price category and holds them, " +
-			"in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, " +
-			"blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the " +
-			"scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. " +
-			"Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the " +
-			"category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: " +
-			"a retry answers the same order and seats. Rate limited with create-hold, from the same budget.",
-		Tags: []string{"Holds"}, DefaultStatus: http.StatusAccepted,
-		MaxBodyBytes: 4 << 10,
-		Errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
-			http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-	}, auth.RoleBuyer), h.createBestAvailableHold)
 }
 
 // holdBudget takes one of the buyer's holds from their budget, the same

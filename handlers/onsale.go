@@ -13,7 +13,6 @@ import (
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
-	"boxoffice/platform/auth"
 )
 
 // TypeSeatLimit is the problem type of a hold over the event's per-buyer
@@ -73,31 +72,6 @@ type RevokeAdmissionInput struct {
 	Body    struct {
 		UserID uuid.UUID `json:"userId" doc:"The buyer (the sub of their bearer token)."`
 	}
-}
-
-func (h *Handlers) registerOnsale(api huma.API) {
-	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity}
-	register(api, secured(huma.Operation{
-		OperationID: "get-onsale", Method: http.MethodGet, Path: "/v1/events/{eventId}/onsale",
-		Summary:     "Get the onsale's settings and admission rate",
-		Description: "The event's organizer only (404 for anyone else). Shows R, the reason for its last change, and the release controller's signals.",
-		Tags:        []string{"Onsale"}, Errors: errs,
-	}, auth.RoleOrganizer), h.getOnsale)
-	register(api, secured(huma.Operation{
-		OperationID: "update-onsale", Method: http.MethodPatch, Path: "/v1/events/{eventId}/onsale",
-		Summary:     "Schedule, pause or resume the onsale, cap R, limit seats per buyer",
-		Description: "The event's organizer only. Changes reach every API process within a second.",
-		Tags:        []string{"Onsale"}, Errors: errs,
-	}, auth.RoleOrganizer), h.patchOnsale)
-	register(api, secured(huma.Operation{
-		OperationID: "revoke-admission", Method: http.MethodPost, Path: "/v1/events/{eventId}/onsale/revocations",
-		Summary: "Revoke a buyer's admission",
-		Description: "The event's organizer only. The buyer's admission token is refused on holds from now on " +
-			"(within a second on every API process); holds already made stand. 404 if the buyer holds no admission. " +
-			"Idempotent by nature, so it takes no Idempotency-Key: revoking a revoked admission again answers 204 and changes nothing.",
-		Tags: []string{"Onsale"}, DefaultStatus: http.StatusNoContent,
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
-	}, auth.RoleOrganizer), h.revokeAdmission)
 }
 
 func (h *Handlers) revokeAdmission(ctx context.Context, in *RevokeAdmissionInput) (*struct{}, error) {

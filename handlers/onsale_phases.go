@@ -2,15 +2,12 @@ package handlers
 
 import (
 	"context"
-	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/waitingroom"
-	"boxoffice/platform/auth"
 )
 
 // Problem types of onsale phases and presale codes.
@@ -90,35 +87,6 @@ type CreatePresaleCodesOutput struct {
 	Body struct {
 		Codes []PresaleCode `json:"codes"`
 	}
-}
-
-func (h *Handlers) registerOnsalePhases(api huma.API) {
-	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity}
-	register(api, secured(huma.Operation{
-		OperationID: "get-onsale-phases", Method: http.MethodGet, Path: "/v1/events/{eventId}/onsale/phases",
-		Summary:     "Get the onsale's phases",
-		Description: "The event's organizer only (404 for anyone else).",
-		Tags:        []string{"Onsale"}, Errors: errs,
-	}, auth.RoleOrganizer), h.getOnsalePhases)
-	register(api, secured(huma.Operation{
-		OperationID: "set-onsale-phases", Method: http.MethodPut, Path: "/v1/events/{eventId}/onsale/phases",
-		Summary: "Set the onsale's phases (presale, general sale)",
-		Description: "The event's organizer only. Replaces the phases. The phase in force is the latest opened; " +
-			"a presale admits only buyers with one of its codes (create them with create-presale-codes), and a phase " +
-			"with categoryIds sells only those categories. Holds check the phase in force when they are made.",
-		Tags: []string{"Onsale"}, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.setOnsalePhases)
-	register(api, secured(huma.Operation{
-		OperationID: "create-presale-codes", Method: http.MethodPost, Path: "/v1/events/{eventId}/onsale/presale-codes",
-		Summary: "Create presale codes in bulk",
-		Description: "The event's organizer only. Creates count random codes, or the codes given, for a presale phase; " +
-			"each admits maxUses buyers, whose seats together may not exceed maxSeats. The codes are in this answer only: " +
-			"only their hashes are stored. A code the phase already has is a 409, and nothing is created. " +
-			"Send an Idempotency-Key to retry safely: a retry with it answers the same codes (kept sealed for the key's 24 hours) " +
-			"and creates none; without one, a retry creates new random codes, or answers 409 for your own.",
-		Tags: []string{"Onsale"}, DefaultStatus: http.StatusCreated, MaxBodyBytes: 1 << 20,
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.createPresaleCodes)
 }
 
 func phasesOutput(phases []waitingroom.PhaseInfo, now time.Time) *OnsalePhasesOutput {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,10 +15,8 @@ import (
 
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
-	"boxoffice/platform/auth"
 	"boxoffice/platform/backoff"
 	"boxoffice/platform/orderfeed"
-	"boxoffice/platform/page"
 )
 
 // OrderPathInput names an order.
@@ -105,68 +101,9 @@ type ListOrdersInput struct {
 // ListOrdersOutput is a page of the caller's orders.
 type ListOrdersOutput struct {
 	Body struct {
-		Orders     []OrderBody `json:"orders" doc:"Newest first, each as GET /v1/orders/{orderId} shows it."`
-		NextCursor string      `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+		Orders []OrderBody `json:"orders" doc:"Newest first, each as GET /v1/orders/{orderId} shows it."`
+		PageOutput
 	}
-}
-
-func (h *Handlers) registerOrders(api huma.API) {
-	register(api, secured(huma.Operation{
-		OperationID: "list-orders", Method: http.MethodGet, Path: "/v1/orders",
-		Summary: "List your orders", Tags: []string{"Orders"},
-		Description: "Buyers only (an organizer reads their events' orders at `GET /v1/events/{eventId}/orders`). " +
-			"The caller's orders across every event, newest first, each with its seats, payment and tickets as " +
-			"`GET /v1/orders/{orderId}` shows it (the client secret only while payment is pending). Filter by event " +
-			"and by status; page with `cursor`.",
-		Errors: []int{http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
-	}, auth.RoleBuyer), h.listOrders)
-	register(api, secured(huma.Operation{
-		OperationID: "get-order", Method: http.MethodGet, Path: "/v1/orders/{orderId}",
-		Summary: "Get one of your orders", Tags: []string{"Orders"},
-		Description: "Buyers only. Only the order's owner sees it; for anyone else it does not exist (404).",
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleBuyer), h.getOrder)
-	register(api, secured(huma.Operation{
-		OperationID: "cancel-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/cancel",
-		Summary: "Cancel one of your orders before payment", Tags: []string{"Orders"},
-		Description: "Buyers only. Gives the seats back while the order awaits payment, and cancels its payment authorization if " +
-			"there is one. Canceling a canceled order returns it unchanged. An order past payment answers 409 " +
-			"`" + TypeOrderNotCancelable + "`; an order that is not yours, 404.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleBuyer), h.cancelOrder)
-	register(api, secured(huma.Operation{
-		OperationID: "refund-order", Method: http.MethodPost, Path: "/v1/orders/{orderId}/refund",
-		Summary: "Refund a paid order of your event", Tags: []string{"Orders"}, DefaultStatus: http.StatusAccepted,
-		Description: "For the organizer of the order's event: the order becomes refunding and the refund is sent to the " +
-			"payment provider; it becomes refunded once the provider confirms. Its tickets are revoked (refused at " +
-			"the door); with `resell: true` their seats go back on sale, else they stay off sale. With `ticketIds`, only those " +
-			"tickets of a ticketed order are refunded (their seats' prices): the order stays ticketed and lists the refund under " +
-			"`refunds` (requested, then succeeded once the provider confirms). Asking again returns the order " +
-			"without a second refund. An order you issued (a comp or a box office sale, paid outside the provider) is voided instead: " +
-			"nothing goes to the provider, its tickets are revoked (their seats back on sale with `resell: true`) and it becomes " +
-			"canceled at once (`order.canceled`, reason `voided_by_organizer`), as a whole (`ticketIds` answers 409). " +
-			"An order that was not paid (or, with `ticketIds`, not ticketed) answers 409 `" + TypeOrderNotRefundable + "`; " +
-			"a ticket that is not the order's, 422; an order of another organizer's event, 404.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.refundOrder)
-	register(api, secured(huma.Operation{
-		OperationID: "stream-order-events", Method: http.MethodGet, Path: "/v1/orders/{orderId}/events",
-		Summary: "Follow the status of one of your orders", Tags: []string{"Orders"},
-		Description: "Buyers only. Server-Sent Events: one `status` event with the current status at once, then one per status " +
-			"change. The stream ends when the order reaches ticketed, failed, canceled or refunded, and after " +
-			"10 minutes at most; reconnect to go on following. Comment lines keep idle connections open. " +
-			"A buyer may have a few streams open on one order and a few more across orders (4 and 16 by " +
-			"default, per API process); beyond them the stream is refused with 429 and Retry-After.",
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-		Responses: sseResponses("A text/event-stream of `status` events, and one `payment` event once the order's PaymentIntent exists.",
-			"Events `event: status` whose `data` is an OrderStatusEvent as JSON (with an `id` naming the status, for Last-Event-ID), "+
-				"and `event: payment` whose `data` is an OrderPaymentEvent: the PaymentIntent is ready to confirm "+
-				"(read its client secret from GET /v1/orders/{orderId}).",
-			map[string]any{
-				"x-event-data":         api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderStatusEvent](), true, ""),
-				"x-payment-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[OrderPaymentEvent](), true, ""),
-			}),
-	}, auth.RoleBuyer), h.streamOrderEvents)
 }
 
 // orderFilter reads the filters and page of a list of orders.
@@ -188,14 +125,9 @@ func orderFilter(eventID, status, cursor string, limit int) (purchase.OrderFilte
 			f.Statuses = append(f.Statuses, st)
 		}
 	}
-	if cursor != "" {
-		c, err := page.Parse(cursor)
-		if err != nil {
-			return f, invalid("query.cursor", "malformed cursor")
-		}
-		f.Before = &c
-	}
-	return f, nil
+	var err error
+	f.Before, err = parseCursor(cursor)
+	return f, err
 }
 
 // listOrders reads the caller's orders from every cell that may hold some
@@ -231,13 +163,7 @@ func (h *Handlers) listOrders(ctx context.Context, in *ListOrdersInput) (*ListOr
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), bytes.Compare(b.ID[:], a.ID[:]))
 	})
 	out := &ListOrdersOutput{}
-	out.Body.Orders = make([]OrderBody, 0, min(len(orders), f.Limit))
-	for _, o := range orders[:min(len(orders), f.Limit)] {
-		out.Body.Orders = append(out.Body.Orders, orderBody(o))
-	}
-	if len(orders) >= f.Limit {
-		out.Body.NextCursor = orders[f.Limit-1].Cursor().String()
-	}
+	out.Body.Orders, out.Body.PageOutput = listPage(orders, f.Limit, orderBody)
 	return out, nil
 }
 

@@ -2,16 +2,12 @@ package handlers
 
 import (
 	"context"
-	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
-	"boxoffice/platform/auth"
-	"boxoffice/platform/page"
 )
 
 // The organizer's views of their events: the list, the sales summary and
@@ -19,15 +15,14 @@ import (
 
 // ListEventsInput pages the caller's events.
 type ListEventsInput struct {
-	Cursor string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+	PageInput
 }
 
 // ListEventsOutput is a page of the caller's events.
 type ListEventsOutput struct {
 	Body struct {
-		Events     []EventBody `json:"events" doc:"Oldest first."`
-		NextCursor string      `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+		Events []EventBody `json:"events" doc:"Oldest first."`
+		PageOutput
 	}
 }
 
@@ -74,8 +69,7 @@ type ListEventOrdersInput struct {
 	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
 	Status  string `query:"status" maxLength:"200" example:"ticketed,refunded" doc:"Only orders in these statuses: one status, or several separated by commas."`
 	BuyerID string `query:"buyerId" format:"uuid" doc:"Only the orders of this buyer (their user id)."`
-	Cursor  string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
-	Limit   int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+	PageInput
 }
 
 // EventOrderBody is an order as the organizer of its event sees it.
@@ -95,47 +89,15 @@ type EventOrderBody struct {
 // ListEventOrdersOutput is a page of an event's orders.
 type ListEventOrdersOutput struct {
 	Body struct {
-		Orders     []EventOrderBody `json:"orders" doc:"Newest first."`
-		NextCursor string           `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+		Orders []EventOrderBody `json:"orders" doc:"Newest first."`
+		PageOutput
 	}
-}
-
-func (h *Handlers) registerOrganizer(api huma.API) {
-	register(api, secured(huma.Operation{
-		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events",
-		Summary: "List your events", Tags: []string{"Events"},
-		Description: "The calling organizer's events, oldest first; page with `cursor`.",
-		Errors:      []int{http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.listEvents)
-	register(api, secured(huma.Operation{
-		OperationID: "get-event-sales", Method: http.MethodGet, Path: "/v1/events/{eventId}/sales",
-		Summary: "Get your event's sales", Tags: []string{"Events"},
-		Description: "Seats by what they are now (also per price category), tickets checked in, orders by status, and the money taken and " +
-			"refunded, all read at one moment. Only the event's organizer sees it; for anyone else the event " +
-			"does not exist (404).",
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.getEventSales)
-	register(api, secured(huma.Operation{
-		OperationID: "list-event-orders", Method: http.MethodGet, Path: "/v1/events/{eventId}/orders",
-		Summary: "List your event's orders", Tags: []string{"Events"},
-		Description: "Newest first; filter by status and buyer, page with `cursor`. Only the event's organizer " +
-			"sees them; for anyone else the event does not exist (404).",
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.listEventOrders)
 }
 
 func (h *Handlers) listEvents(ctx context.Context, in *ListEventsInput) (*ListEventsOutput, error) {
-	var after *page.Cursor
-	if in.Cursor != "" {
-		c, err := page.Parse(in.Cursor)
-		if err != nil {
-			return nil, invalid("query.cursor", "malformed cursor")
-		}
-		after = &c
-	}
-	limit := in.Limit
-	if limit == 0 {
-		limit = 50
+	after, limit, err := in.read()
+	if err != nil {
+		return nil, err
 	}
 	c, err := h.organizerCell(ctx)
 	if err != nil {
@@ -146,13 +108,7 @@ func (h *Handlers) listEvents(ctx context.Context, in *ListEventsInput) (*ListEv
 		return nil, h.problemFor(ctx, err, "list events", "")
 	}
 	out := &ListEventsOutput{}
-	out.Body.Events = make([]EventBody, len(evs))
-	for i, ev := range evs {
-		out.Body.Events[i] = eventBody(ev)
-	}
-	if len(evs) == limit {
-		out.Body.NextCursor = evs[len(evs)-1].Cursor().String()
-	}
+	out.Body.Events, out.Body.PageOutput = listPage(evs, limit, eventBody)
 	return out, nil
 }
 
@@ -216,16 +172,14 @@ func (h *Handlers) listEventOrders(ctx context.Context, in *ListEventOrdersInput
 		return nil, h.problemFor(ctx, err, "list event orders", "No such event.", "event_id", eventID)
 	}
 	out := &ListEventOrdersOutput{}
-	out.Body.Orders = make([]EventOrderBody, len(orders))
-	for i, o := range orders {
-		out.Body.Orders[i] = EventOrderBody{
-			ID: o.ID, BuyerID: o.UserID, Status: string(o.Status), AmountMinor: o.AmountMinor, Currency: o.Currency,
-			SeatCount: o.SeatCount, CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
-			Channel: string(o.Channel), Reference: o.Reference,
-		}
-	}
-	if len(orders) == f.Limit {
-		out.Body.NextCursor = orders[len(orders)-1].Cursor().String()
-	}
+	out.Body.Orders, out.Body.PageOutput = listPage(orders, f.Limit, eventOrderBody)
 	return out, nil
+}
+
+func eventOrderBody(o purchase.EventOrder) EventOrderBody {
+	return EventOrderBody{
+		ID: o.ID, BuyerID: o.UserID, Status: string(o.Status), AmountMinor: o.AmountMinor, Currency: o.Currency,
+		SeatCount: o.SeatCount, CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+		Channel: string(o.Channel), Reference: o.Reference,
+	}
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"boxoffice/domain/cells"
 	"boxoffice/domain/payments"
 	"boxoffice/domain/payments/sandbox"
-	"boxoffice/platform/auth"
 )
 
 // SandboxIntentInput names a PaymentIntent of the sandbox provider.
@@ -42,28 +40,6 @@ const sandboxOnly = "Stands in for the buyer confirming the payment in the brows
 // openapi.yaml can call it, and a reader or a tool can tell it from the
 // production contract (docs/versioning.md).
 const testModeOnly = "x-test-mode-only"
-
-// registerSandbox registers the sandbox's buyer actions: only when the
-// sandbox provider is configured, or when the document is written for
-// the contract (Config.DescribeSandbox).
-func (h *Handlers) registerSandbox(api huma.API) {
-	if h.cells.Cells()[0].Sandbox == nil && !h.cfg.DescribeSandbox {
-		return
-	}
-	errs := []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}
-	for _, a := range sandboxActions {
-		register(api, secured(huma.Operation{
-			OperationID: "sandbox-" + a.action + "-payment-intent", Method: http.MethodPost,
-			Path:    "/v1/sandbox/payment-intents/{id}/" + a.action,
-			Summary: a.summary, Tags: []string{"Sandbox"},
-			Description: sandboxOnly + " " + a.description,
-			Errors:      errs,
-			Extensions:  map[string]any{testModeOnly: true},
-		}, auth.RoleBuyer), func(ctx context.Context, in *SandboxIntentInput) (*SandboxIntentOutput, error) {
-			return h.sandboxAction(ctx, a.action, in.IntentID, a.act)
-		})
-	}
-}
 
 // sandboxActions are the buyer's actions the sandbox stands in for, in
 // the order they are registered: each is an operation that differs from

@@ -2,16 +2,13 @@ package handlers
 
 import (
 	"context"
-	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/cells"
 	"boxoffice/domain/purchase"
-	"boxoffice/platform/auth"
 )
 
 // The organizer's own claims on an event's seats (issue 30 item 2): seats
@@ -90,45 +87,6 @@ type IssuedOrderBody struct {
 // IssueOrderOutput is the issued order.
 type IssueOrderOutput struct {
 	Body IssuedOrderBody
-}
-
-func (h *Handlers) registerSeatBlocks(api huma.API) {
-	const only = " Only the event's organizer may; for anyone else the event does not exist (404)."
-	register(api, secured(huma.Operation{
-		OperationID: "block-seats", Method: http.MethodPost, Path: "/v1/events/{eventId}/seat-blocks",
-		Summary: "Hold seats back", Tags: []string{"Events"},
-		Description: "Blocks seats (production kills, press, sponsors): all or none. A blocked seat cannot be held by a buyer, " +
-			"shows as `sold` on the seat map and is not counted as available anywhere. Seats held or sold are refused " +
-			"(409 with their ids); a seat blocked already keeps its block with the new reason. Answers every blocked seat of the event. " +
-			"Idempotent by nature, so it takes no Idempotency-Key: a retry with the same body changes nothing (a block asked again " +
-			"as it is keeps its `blockedAt`) and answers as the first request did, unless the blocks changed in between." + only,
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.blockSeats)
-	register(api, secured(huma.Operation{
-		OperationID: "list-seat-blocks", Method: http.MethodGet, Path: "/v1/events/{eventId}/seat-blocks",
-		Summary: "List held-back seats", Tags: []string{"Events"},
-		Description: "Every blocked seat of the event with its reason." + only,
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.listSeatBlocks)
-	register(api, secured(huma.Operation{
-		OperationID: "release-seats", Method: http.MethodPost, Path: "/v1/events/{eventId}/seat-blocks/release",
-		Summary: "Release held-back seats", Tags: []string{"Events"},
-		Description: "Ends the blocks of the given seats: they are on sale again. Seats that were not blocked are ignored. " +
-			"Idempotent by nature, so it takes no Idempotency-Key: a retry releases nothing twice and its `released` lists only " +
-			"the seats it released itself (none, when the first request's answer was lost); list-seat-blocks tells what is blocked." + only,
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.releaseSeats)
-	register(api, secured(huma.Operation{
-		OperationID: "issue-order", Method: http.MethodPost, Path: "/v1/events/{eventId}/issued-orders",
-		Summary: "Issue comps or a box office sale", Tags: []string{"Events"},
-		Description: "Issues an order for seats that are available or blocked, all or none, under the same seat ownership rules " +
-			"as a buyer's hold (a seat held or sold is refused, 409 with its ids): free (`comp`) or paid outside the payment " +
-			"provider (`box_office`, with its `reference`). The order is paid at once; its tickets are issued as a buyer's are, " +
-			"with the same events and webhooks, and it is listed in the event's orders and sales with its channel. " +
-			"A retry cannot issue the seats twice: without an Idempotency-Key it gets 409, with one the first answer." + only,
-		DefaultStatus: http.StatusCreated,
-		Errors:        []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.issueOrder)
 }
 
 func seatBlocksBody(blocks []purchase.SeatBlock) *SeatBlocksOutput {

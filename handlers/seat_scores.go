@@ -2,13 +2,10 @@ package handlers
 
 import (
 	"context"
-	"net/http"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"boxoffice/domain/catalog"
-	"boxoffice/platform/auth"
 )
 
 // SeatScoreBody is the score of one seat or of every seat of one row.
@@ -25,18 +22,6 @@ type SetSeatScoresInput struct {
 	Body struct {
 		Scores []SeatScoreBody `json:"scores" minItems:"1" maxItems:"1000" doc:"1 to 1,000 scores, each of one seat or one row. Rows are applied first, then seats: a seat named on its own keeps its score whatever its row's."`
 	}
-}
-
-func (h *Handlers) registerSeatScores(api huma.API) {
-	register(api, secured(huma.Operation{
-		OperationID: "set-seat-scores", Method: http.MethodPut, Path: "/v1/events/{eventId}/seat-scores",
-		Summary: "Say which seats are best", Tags: []string{"Events"},
-		Description: "Sets the score best-available holds pick by (higher is better; every seat starts at 0, so without scores seats " +
-			"are picked in seat map order, which also breaks ties), per seat or per row, all or none. Scores not named keep theirs. " +
-			"A hold already under way picks by the scores it read. Only the event's organizer may; for anyone else the event does not exist (404).",
-		DefaultStatus: http.StatusNoContent,
-		Errors:        []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.setSeatScores)
 }
 
 func (h *Handlers) setSeatScores(ctx context.Context, in *SetSeatScoresInput) (*struct{}, error) {

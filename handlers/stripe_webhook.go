@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/stripe/stripe-go/v79"
 
 	"boxoffice/domain/cells"
@@ -24,21 +23,6 @@ type StripeWebhookOutput struct {
 	Body struct {
 		Received bool `json:"received"`
 	}
-}
-
-func (h *Handlers) registerStripeWebhook(api huma.API) {
-	register(api, huma.Operation{
-		OperationID: "receive-stripe-webhook", Method: http.MethodPost, Path: "/v1/webhooks/stripe",
-		Summary: "Receive a Stripe webhook",
-		Description: "For Stripe. The signature is verified over the raw body before anything is parsed; " +
-			"the event is stored with its effect before the 200, so anything not stored is retried by Stripe. " +
-			"400 when the signature does not verify or its timestamp is more than the tolerance (5 minutes) in the past or the future, " +
-			"and when a signed event's ids are not Stripe ids; nothing is stored then.",
-		Tags: []string{"Payments"}, MaxBodyBytes: 256 << 10,
-		// The bytes are the signed message: nothing may look at them first.
-		SkipValidateBody: true,
-		Errors:           []int{http.StatusBadRequest, http.StatusNotFound},
-	}, h.receiveStripeWebhook)
 }
 
 func (h *Handlers) receiveStripeWebhook(ctx context.Context, in *StripeWebhookInput) (*StripeWebhookOutput, error) {

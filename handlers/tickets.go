@@ -6,10 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
-
-	"boxoffice/platform/auth"
 )
 
 // TicketSigningKeyBody is the key ticket scanners verify QR payloads with.
@@ -22,27 +19,6 @@ type TicketSigningKeyBody struct {
 type TicketSigningKeyOutput struct {
 	CacheControl string `header:"Cache-Control"`
 	Body         TicketSigningKeyBody
-}
-
-func (h *Handlers) registerTickets(api huma.API) {
-	register(api, huma.Operation{
-		OperationID: "get-ticket-signing-key", Method: http.MethodGet, Path: "/v1/ticket-signing-key",
-		Summary: "Get the public key that signs tickets", Tags: []string{"Tickets"},
-		Description: "A ticket's QR code holds `BX1.<body>.<signature>`, both parts unpadded base64url: body is the " +
-			"ticket id, order id, seat id and event id (16 bytes each) and the issue time (8 bytes, big-endian unix " +
-			"seconds); signature is the Ed25519 signature of the ASCII text `BX1.<body>`. A scanner that keeps " +
-			"this key verifies tickets offline. Public; no authentication.",
-		Errors: []int{http.StatusNotFound},
-	}, h.getTicketSigningKey)
-	register(api, secured(huma.Operation{
-		OperationID: "list-revoked-tickets", Method: http.MethodGet, Path: "/v1/events/{eventId}/revoked-tickets",
-		Summary: "List the event's revoked tickets", Tags: []string{"Tickets"},
-		Description: "Tickets revoked by a refund, oldest revocation first. A revoked ticket's QR payload still " +
-			"verifies against the signing key, so scanners that verify offline refresh this list and refuse what is " +
-			"on it. For the event's organizer and their scanners (role scanner, minted for the organizer), who " +
-			"refresh it; for anyone else the event does not exist (404).",
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer, auth.RoleScanner), h.listRevokedTickets)
 }
 
 // RevokedTicketBody is one revoked ticket.

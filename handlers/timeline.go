@@ -2,14 +2,11 @@ package handlers
 
 import (
 	"context"
-	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"boxoffice/domain/timeline"
-	"boxoffice/platform/auth"
 )
 
 // TimelineFactBody is one fact of an order's story.
@@ -37,21 +34,6 @@ type TimelineBody struct {
 // TimelineOutput is an order's story.
 type TimelineOutput struct {
 	Body TimelineBody
-}
-
-func (h *Handlers) registerTimeline(api huma.API) {
-	register(api, secured(huma.Operation{
-		OperationID: "get-order-timeline", Method: http.MethodGet, Path: "/v1/orders/{orderId}/timeline",
-		Summary: "Get the story of an order of your event", Tags: []string{"Orders"},
-		Description: "For the organizer of the order's event: every fact the system keeps about the order, oldest first — " +
-			"the order and its hold, each event written for it with its id and cause and each consumer that applied it, " +
-			"the payment and declined attempts, the payment provider's webhooks (deliveries ignored as duplicates " +
-			"included), tickets and check-ins, refunds, and the webhook messages, deliveries and attempts sent to you. " +
-			"Events and their consumers are kept as long as the inbox retention (35 days by default), provider " +
-			"webhooks and webhook messages as long as theirs (30 days by default); an older order's story has " +
-			"what is left. An order of another organizer's event, 404.",
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleOrganizer), h.getOrderTimeline)
 }
 
 func (h *Handlers) getOrderTimeline(ctx context.Context, in *OrderPathInput) (*TimelineOutput, error) {

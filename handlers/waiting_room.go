@@ -12,7 +12,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"boxoffice/domain/waitingroom"
-	"boxoffice/platform/auth"
 )
 
 // WaitingRoomInput names the event and captures the client's address for
@@ -76,43 +75,6 @@ func roomBudget(limit, used int) (policy, state string) {
 		return "", ""
 	}
 	return budget{quota: limit, window: 1, remaining: max(0, limit-used), reset: 1}.headers("waiting-room")
-}
-
-func (h *Handlers) registerWaitingRoom(api huma.API) {
-	errs := []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests, http.StatusServiceUnavailable}
-	// queued is the 202 both operations answer while the buyer waits; the
-	// body is the 200's (huma declares that one from WaitingRoomOutput).
-	queued := func() map[string]*huma.Response {
-		return map[string]*huma.Response{"202": {
-			Description: "Queued: your place and estimated wait; poll GET again after pollAfterSeconds (also sent as Retry-After).",
-			Content:     map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Ref: "#/components/schemas/WaitingRoomBody"}}},
-			Headers: map[string]*huma.Param{
-				"Retry-After":      {Description: "The same as pollAfterSeconds.", Schema: &huma.Schema{Type: huma.TypeString}},
-				"RateLimit-Policy": {Description: "The buyer's waiting-room request budget, as on 200.", Schema: &huma.Schema{Type: huma.TypeString}},
-				"RateLimit":        {Description: "What is left of it after this request, as on 200.", Schema: &huma.Schema{Type: huma.TypeString}},
-			},
-		}}
-	}
-	joinErrs := append([]int{http.StatusForbidden}, errs...)
-	register(api, secured(huma.Operation{
-		OperationID: "join-waiting-room", Method: http.MethodPost, Path: "/v1/events/{eventId}/waiting-room",
-		Summary: "Join the waiting room",
-		Description: "Buyers only. Idempotent: joining again returns your place. While the onsale is open, " +
-			"nobody is queued and there is spare capacity, you are admitted at once (200, with an admission token); " +
-			"otherwise you are queued (202) and poll GET until admitted. A buyer whose admission was revoked is answered status revoked, without a token. Rate limited per buyer and per client address (429 with Retry-After; RateLimit and RateLimit-Policy say what is left of the buyer's budget); " +
-			"503 with Retry-After while the waiting room cannot admit anyone. " +
-			"During a presale phase, send your presale code in the X-Presale-Code request header (never in the URL; " +
-			"case-insensitive, at most 64 characters): your first join uses one of the code's uses, joining again does not. " +
-			"Without a valid code with a use left, 403 presale-code-required; the budget is charged before the code is checked, so past it a guess is a 429. Outside a presale the header is ignored.",
-		Tags: []string{"Waiting room"}, Errors: joinErrs, Responses: queued(),
-	}, auth.RoleBuyer), h.joinWaitingRoom)
-	register(api, secured(huma.Operation{
-		OperationID: "get-waiting-room", Method: http.MethodGet, Path: "/v1/events/{eventId}/waiting-room",
-		Summary: "Get your place in the waiting room",
-		Description: "Buyers only. Your position and estimated wait, or your admission token once admitted (the same token on every poll). " +
-			"Status revoked, without a token, when the organizer revoked your admission. 404 if you have not joined or your admission expired.",
-		Tags: []string{"Waiting room"}, Errors: errs, Responses: queued(),
-	}, auth.RoleBuyer), h.pollWaitingRoom)
 }
 
 func (h *Handlers) joinWaitingRoom(ctx context.Context, in *WaitingRoomInput) (*WaitingRoomOutput, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"reflect"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -14,7 +13,6 @@ import (
 	"boxoffice/domain/purchase"
 	"boxoffice/domain/waitingroom"
 	"boxoffice/domain/waitlist"
-	"boxoffice/platform/auth"
 	"boxoffice/platform/orderfeed"
 )
 
@@ -65,44 +63,6 @@ type WaitlistEntryBody struct {
 // WaitlistEntryOutput is a waitlist entry.
 type WaitlistEntryOutput struct {
 	Body WaitlistEntryBody
-}
-
-func (h *Handlers) registerWaitlist(api huma.API) {
-	const buyers = "Buyers only; another buyer's entry does not exist (404). "
-	register(api, secured(huma.Operation{
-		OperationID: "join-waitlist", Method: http.MethodPost, Path: "/v1/events/{eventId}/waitlist",
-		Summary: "Join a sold-out event's waitlist", Tags: []string{"Waitlist"}, DefaultStatus: http.StatusCreated,
-		Description: buyers + "Only while the category has no seat on sale (else 409 `" + TypeWaitlistSeatsAvailable + "`: hold one); " +
-			"one live entry per buyer and event (409 `" + TypeWaitlistJoined + "`). Seats that come back (expired holds, " +
-			"failed or canceled orders, refunds that resell, blocks the organizer releases) are offered in waitlist order, " +
-			"the whole quantity or nothing: the entry becomes `offered`, with its seats reserved for you until `offerExpiresAt`; " +
-			"the organizer gets a `waitlist.offered` webhook. Poll the entry, and accept the offer before it expires.",
-		MaxBodyBytes: 1 << 10,
-		Errors:       []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
-	}, auth.RoleBuyer), h.joinWaitlist)
-	register(api, secured(huma.Operation{
-		OperationID: "get-waitlist-entry", Method: http.MethodGet, Path: "/v1/events/{eventId}/waitlist/{entryId}",
-		Summary: "Your waitlist entry and its offer", Tags: []string{"Waitlist"},
-		Description: buyers + "Its state, its place in the queue, and while an offer is live its seats and expiry.",
-		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleBuyer), h.getWaitlistEntry)
-	register(api, secured(huma.Operation{
-		OperationID: "leave-waitlist", Method: http.MethodDelete, Path: "/v1/events/{eventId}/waitlist/{entryId}",
-		Summary: "Leave a waitlist", Tags: []string{"Waitlist"},
-		Description: buyers + "The entry becomes `left`; a live offer ends with it and its seats pass to the next buyer. " +
-			"Leaving an entry that already ended changes nothing. Answers the entry.",
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, auth.RoleBuyer), h.leaveWaitlist)
-	register(api, secured(huma.Operation{
-		OperationID: "accept-waitlist-offer", Method: http.MethodPost, Path: "/v1/events/{eventId}/waitlist/{entryId}/accept",
-		Summary: "Accept a waitlist offer", Tags: []string{"Waitlist"},
-		Description: buyers + "Holds the offered seats for you, as a hold does (the offer is your admission: no waiting room " +
-			"token), creating an order pending payment (`orderId`): pay it as any order. In one transaction with the end of the " +
-			"offer, so an offer is accepted or expires, never both. An offer that expired, or an entry still waiting, answers " +
-			"409 `" + TypeWaitlistOfferNotLive + "`; accepting again answers the accepted entry.",
-		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
-	}, auth.RoleBuyer), h.acceptWaitlistOffer)
-	h.registerWaitlistStream(api)
 }
 
 func waitlistEntryBody(e waitlist.Entry) *WaitlistEntryOutput {
@@ -215,23 +175,6 @@ const (
 // WaitlistEntryStreamInput opens a waitlist entry's event stream.
 type WaitlistEntryStreamInput struct {
 	WaitlistEntryPathInput
-}
-
-func (h *Handlers) registerWaitlistStream(api huma.API) {
-	register(api, secured(huma.Operation{
-		OperationID: "stream-waitlist-entry-events", Method: http.MethodGet, Path: "/v1/events/{eventId}/waitlist/{entryId}/events",
-		Summary: "Follow your waitlist entry", Tags: []string{"Waitlist"},
-		Description: "Buyers only. Server-Sent Events: one `entry` event with the entry at once, then one each time it changes " +
-			"(an offer is made, accepted, expires). The stream ends when the entry is accepted, expired or left, and after " +
-			"10 minutes at most; reconnect to go on following. It counts against the buyer's open order event streams " +
-			"(beyond them 429 with Retry-After).",
-		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-		Responses: sseResponses("A text/event-stream of `entry` events.",
-			"Events `event: entry` whose `data` is a WaitlistEntryBody as JSON.",
-			map[string]any{
-				"x-event-data": api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[WaitlistEntryBody](), true, ""),
-			}),
-	}, auth.RoleBuyer), h.streamWaitlistEntry)
 }
 
 func (h *Handlers) streamWaitlistEntry(ctx context.Context, in *WaitlistEntryStreamInput) (*huma.StreamResponse, error) {

@@ -7,14 +7,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/cells"
 	"boxoffice/domain/webhooks"
-	"boxoffice/platform/auth"
-	"boxoffice/platform/page"
 )
 
 // Problem types of webhook endpoints. Each is stable: clients may switch
@@ -144,15 +141,14 @@ type RotateWebhookSecretInput struct {
 
 // ListWebhookEndpointsInput pages through endpoints.
 type ListWebhookEndpointsInput struct {
-	Cursor string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+	PageInput
 }
 
 // ListWebhookEndpointsOutput is a page of endpoints, oldest first.
 type ListWebhookEndpointsOutput struct {
 	Body struct {
-		Endpoints  []WebhookEndpointBody `json:"endpoints"`
-		NextCursor string                `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+		Endpoints []WebhookEndpointBody `json:"endpoints"`
+		PageOutput
 	}
 }
 
@@ -192,71 +188,6 @@ type QueuedOutput struct {
 	Body struct {
 		Queued int64 `json:"queued" doc:"Deliveries queued."`
 	}
-}
-
-func (h *Handlers) registerWebhooks(api huma.API) {
-	tags := []string{"Webhooks"}
-	errs := func(codes ...int) []int {
-		return append([]int{http.StatusUnprocessableEntity, http.StatusNotFound}, codes...)
-	}
-	register(api, secured(huma.Operation{
-		OperationID: "create-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints",
-		Summary: "Subscribe an endpoint to webhooks",
-		Description: "Deliveries are signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). " +
-			"The answer carries the whsec_ secret once. The URL must be https and resolve to public addresses only. " +
-			"An organizer has at most 20 endpoints (unless the deployment says otherwise), enabled or disabled (409 " + TypeEndpointLimit + "), " +
-			"and one endpoint per URL, however its scheme, host or default port are spelled (409 " + TypeEndpointURLInUse + "). " +
-			"Send an Idempotency-Key to retry safely: a retry with it answers the same endpoint and secret.",
-		Tags: tags, DefaultStatus: http.StatusCreated, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
-	}, auth.RoleOrganizer), h.createWebhookEndpoint)
-	register(api, secured(huma.Operation{
-		OperationID: "list-webhook-endpoints", Method: http.MethodGet, Path: "/v1/webhook-endpoints",
-		Summary: "List your webhook endpoints", Tags: tags, Errors: errs(),
-		Description: "For organizers: every endpoint you created, with its subscribed event types, status and rate, never its secret.",
-	}, auth.RoleOrganizer), h.listWebhookEndpoints)
-	register(api, secured(huma.Operation{
-		OperationID: "get-webhook-endpoint", Method: http.MethodGet, Path: "/v1/webhook-endpoints/{endpointId}",
-		Summary: "Get a webhook endpoint",
-		Description: "Its settings and `health`: the last success, the failure streak, the circuit breaker's state, and when and why it was disabled. " +
-			"Never returns the secret.",
-		Tags: tags, Errors: errs(),
-	}, auth.RoleOrganizer), h.getWebhookEndpoint)
-	register(api, secured(huma.Operation{
-		OperationID: "update-webhook-endpoint", Method: http.MethodPatch, Path: "/v1/webhook-endpoints/{endpointId}",
-		Summary:     "Change a webhook endpoint",
-		Description: "409 " + TypeEndpointURLInUse + " when another of your endpoints has the new URL.",
-		Tags:        tags, MaxBodyBytes: 64 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
-	}, auth.RoleOrganizer), h.updateWebhookEndpoint)
-	register(api, secured(huma.Operation{
-		OperationID: "delete-webhook-endpoint", Method: http.MethodDelete, Path: "/v1/webhook-endpoints/{endpointId}",
-		Summary: "Delete a webhook endpoint", Description: "Deletes its pending and past deliveries; messages and their attempt history stay until retention.",
-		Tags: tags, DefaultStatus: http.StatusNoContent, Errors: errs(),
-	}, auth.RoleOrganizer), h.deleteWebhookEndpoint)
-	register(api, secured(huma.Operation{
-		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/rotate-secret",
-		Summary: "Rotate an endpoint's signing secret",
-		Description: "Returns the new secret once. The old one keeps signing beside it for 24 hours: both signatures are sent. " +
-			"Send an Idempotency-Key to retry safely: a retry with it answers the same new secret instead of rotating again.",
-		Tags: tags, Errors: errs(http.StatusConflict),
-	}, auth.RoleOrganizer), h.rotateWebhookSecret)
-	register(api, secured(huma.Operation{
-		OperationID: "recover-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/recover",
-		Summary: "Re-send what failed, or needs review, in a time window",
-		Description: "Queues every failed, dead or needs_review delivery to this endpoint of messages since `since` (and before `until`, when given); " +
-			"their attempts are recorded with trigger recover. This is how deliveries that need review (the receiver gave a terminal answer) are retried " +
-			"once the receiver is fixed. Who asked and the `reason` are recorded. 409 when the endpoint is disabled; 422 when until is not after since. " +
-			"Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.",
-		Tags: tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
-	}, auth.RoleOrganizer), h.recoverWebhookEndpoint)
-	register(api, secured(huma.Operation{
-		OperationID: "test-webhook-endpoint", Method: http.MethodPost, Path: "/v1/webhook-endpoints/{endpointId}/test",
-		Summary: "Send a test delivery",
-		Description: "Queues a `webhook.test` message for this endpoint only, whatever its event type filter: signed with its secret, " +
-			"sent, retried and recorded like every other message, so it shows in the message list and its attempts. " +
-			"409 when the endpoint is disabled. Send an Idempotency-Key to retry safely: a retry with it answers the first test message.",
-		Tags: tags, DefaultStatus: http.StatusAccepted, Errors: errs(http.StatusConflict),
-	}, auth.RoleOrganizer), h.testWebhookEndpoint)
-	h.registerWebhookMessages(api, tags, errs)
 }
 
 // webhookError is the problem of the webhooks package's err
@@ -344,31 +275,16 @@ func (h *Handlers) listWebhookEndpoints(ctx context.Context, in *ListWebhookEndp
 		return nil, err
 	}
 	svc := c.Webhooks
-	var after *page.Cursor
-	if in.Cursor != "" {
-		c, err := page.Parse(in.Cursor)
-		if err != nil {
-			return nil, h.webhookError(ctx, "list webhook endpoints", err)
-		}
-		after = &c
-	}
-	limit := in.Limit
-	if limit == 0 {
-		limit = 50
+	after, limit, err := in.read()
+	if err != nil {
+		return nil, err
 	}
 	es, err := svc.List(ctx, identity(ctx).OrganizerID, after, limit)
 	if err != nil {
 		return nil, h.webhookError(ctx, "list webhook endpoints", err)
 	}
 	out := &ListWebhookEndpointsOutput{}
-	out.Body.Endpoints = make([]WebhookEndpointBody, len(es))
-	for i, e := range es {
-		out.Body.Endpoints[i] = webhookEndpointBody(e)
-	}
-	if len(es) == limit {
-		last := es[len(es)-1]
-		out.Body.NextCursor = page.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
-	}
+	out.Body.Endpoints, out.Body.PageOutput = listPage(es, limit, webhookEndpointBody)
 	return out, nil
 }
 

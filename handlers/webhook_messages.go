@@ -3,16 +3,12 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/webhooks"
-	"boxoffice/platform/auth"
-	"boxoffice/platform/page"
 )
 
 // WebhookMessageBody is a message as it was (and is) sent, with its
@@ -56,15 +52,14 @@ type ListWebhookMessagesInput struct {
 	Status     string `query:"status" enum:"succeeded,pending,failed,needs_review,dead" doc:"Only messages with a delivery in this status (to endpointId, when given); see deliveries[].status."`
 	EndpointID string `query:"endpointId" format:"uuid" doc:"Only messages with a delivery to this endpoint."`
 	Since      string `query:"since" maxLength:"64" doc:"Only messages since this RFC 3339 time." example:"2026-01-01T00:00:00Z"`
-	Cursor     string `query:"cursor" maxLength:"200" doc:"nextCursor of the previous page."`
-	Limit      int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+	PageInput
 }
 
 // ListWebhookMessagesOutput is a page of messages, newest first.
 type ListWebhookMessagesOutput struct {
 	Body struct {
-		Messages   []WebhookMessageBody `json:"messages"`
-		NextCursor string               `json:"nextCursor,omitempty" doc:"Present when there may be more."`
+		Messages []WebhookMessageBody `json:"messages"`
+		PageOutput
 	}
 }
 
@@ -106,39 +101,13 @@ type ReplayWebhookMessageInput struct {
 	Body      *ReplayWebhookMessageBody
 }
 
-func (h *Handlers) registerWebhookMessages(api huma.API, tags []string, errs func(...int) []int) {
-	register(api, secured(huma.Operation{
-		OperationID: "list-webhook-messages", Method: http.MethodGet, Path: "/v1/webhook-messages",
-		Summary: "List the webhook messages of your events",
-		Description: "Newest first, each with its delivery status per endpoint (succeeded, pending, failed, needs_review, dead); " +
-			"filter by type, delivery status, endpoint and time; page with `cursor`.",
-		Tags: tags, Errors: errs(),
-	}, auth.RoleOrganizer), h.listWebhookMessages)
-	register(api, secured(huma.Operation{
-		OperationID: "list-webhook-attempts", Method: http.MethodGet, Path: "/v1/webhook-messages/{messageId}/attempts",
-		Summary: "List every attempt to send a message", Tags: tags, Errors: errs(),
-		Description: "For organizers: each attempt at each of your endpoints, oldest first, with its trigger (original, retry, replay or recover), outcome, status code and latency. 404 for a message of another organizer.",
-	}, auth.RoleOrganizer), h.listWebhookAttempts)
-	register(api, secured(huma.Operation{
-		OperationID: "replay-webhook-message", Method: http.MethodPost, Path: "/v1/webhook-messages/{messageId}/replay",
-		Summary: "Send a message again",
-		Description: "Same bytes, same webhook-id, whatever the delivery's status (a needs_review one included); the attempt is recorded with trigger replay, " +
-			"and who asked and the `reason` are recorded. 409 when the named endpoint is disabled. " +
-			"Send an Idempotency-Key to retry safely: a retry with it answers the first count and queues nothing more.",
-		Tags: tags, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 4 << 10, Errors: errs(http.StatusBadRequest, http.StatusConflict),
-	}, auth.RoleOrganizer), h.replayWebhookMessage)
-}
-
 func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessagesInput) (*ListWebhookMessagesOutput, error) {
 	c, err := h.webhooksCell(ctx)
 	if err != nil {
 		return nil, err
 	}
 	svc := c.Webhooks
-	f := webhooks.MessageFilter{EventType: in.Type, Limit: in.Limit}
-	if f.Limit == 0 {
-		f.Limit = 50
-	}
+	f := webhooks.MessageFilter{EventType: in.Type}
 	if in.Type != "" && !webhooks.IsMessageType(in.Type) {
 		return nil, invalid("query.type", "unknown event type")
 	}
@@ -155,26 +124,15 @@ func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessa
 			return nil, invalid("query.since", "expected an RFC 3339 time")
 		}
 	}
-	if in.Cursor != "" {
-		c, err := page.Parse(in.Cursor)
-		if err != nil {
-			return nil, h.webhookError(ctx, "list webhook messages", err)
-		}
-		f.Before = &c
+	if f.Before, f.Limit, err = in.read(); err != nil {
+		return nil, err
 	}
 	ms, err := svc.Messages(ctx, identity(ctx).OrganizerID, f)
 	if err != nil {
 		return nil, h.webhookError(ctx, "list webhook messages", err)
 	}
 	out := &ListWebhookMessagesOutput{}
-	out.Body.Messages = make([]WebhookMessageBody, len(ms))
-	for i, m := range ms {
-		out.Body.Messages[i] = webhookMessageBody(m)
-	}
-	if len(ms) == f.Limit {
-		last := ms[len(ms)-1]
-		out.Body.NextCursor = page.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
-	}
+	out.Body.Messages, out.Body.PageOutput = listPage(ms, f.Limit, webhookMessageBody)
 	return out, nil
 }
 

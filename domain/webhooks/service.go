@@ -152,6 +152,9 @@ type Endpoint struct {
 	Secret     string
 }
 
+// Cursor is the position of e in a list of endpoints (List).
+func (e Endpoint) Cursor() page.Cursor { return page.Cursor{CreatedAt: e.CreatedAt, ID: e.ID} }
+
 func endpointOf(e sqlcgen.WebhookEndpoint) Endpoint {
 	out := Endpoint{
 		ID: e.ID, OrganizerID: e.OrganizerID, URL: e.Url, Description: e.Description,
@@ -551,6 +554,9 @@ type Message struct {
 	CreatedAt  time.Time
 	Deliveries []MessageDelivery
 }
+
+// Cursor is the position of m in a list of messages (Messages).
+func (m Message) Cursor() page.Cursor { return page.Cursor{CreatedAt: m.CreatedAt, ID: m.ID} }
 
 // Delivery statuses as the API states them (MessageDelivery.Status):
 // DeliverySucceeded; DeliveryPending, not attempted since it was queued,
