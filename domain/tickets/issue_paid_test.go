@@ -3,11 +3,13 @@ package tickets_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"boxoffice/domain/purchase"
@@ -95,4 +97,35 @@ func TestCaptureWhoseTicketsCannotBeIssuedWritesNothing(t *testing.T) {
 	require.Equal(t, "capture_pending", b.status(t))
 	require.Empty(t, b.outboxEnvelopes(t, outbox.TypeTicketIssueRequested))
 	require.EqualValues(t, 0, b.count(t, "SELECT count(*) FROM tickets WHERE order_id = $1", b.hold.OrderID))
+}
+
+// A seat conflict met first by the capture webhook, which leaves the order
+// to the tickets consumer, is counted once: by the consumer's Issue.
+func TestASeatConflictIsCountedOnceWhenTheCaptureFallsBack(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	reg := prometheus.NewRegistry()
+	iss := tickets.NewIssuer(tickets.IssuerConfig{Signer: b.signer, Logger: slog.New(slog.DiscardHandler), Registerer: reg})
+	conflicts := func() float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "boxoffice_ticket_seat_conflicts_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	b.capturePending(t)
+	dbtest.Exec(t, b.pool, `INSERT INTO orders (id, user_id, event_id, status, amount_minor, currency, correlation_id)
+		SELECT $1, gen_random_uuid(), event_id, 'ticketed', 0, currency, 'x' FROM orders LIMIT 1`, uuid.New())
+	dbtest.Exec(t, b.pool, "INSERT INTO tickets (id, order_id, seat_id, event_id) SELECT gen_random_uuid(), id, $1, event_id FROM orders WHERE status = 'ticketed'", b.seats[1])
+
+	require.ErrorIs(t, b.capture(t, iss), tickets.ErrSeatTicketed)
+	require.Zero(t, conflicts(), "the capture's attempt falls back to the consumer, which counts it")
+
+	b.pay(t) // what the saga's consumer does with the capture the webhook left to it
+	_, err := b.issue(t, iss)
+	require.ErrorIs(t, err, tickets.ErrSeatTicketed)
+	require.Equal(t, 1.0, conflicts())
 }

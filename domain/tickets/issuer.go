@@ -45,7 +45,9 @@ type IssuerConfig struct {
 	// Registerer receives boxoffice_ticket_seat_conflicts_total: orders
 	// whose seat already had a live ticket of another order, which the
 	// purchase path should never let happen (ticket_seat_live_uq stopped
-	// the second ticket). Defaults to none.
+	// the second ticket). Issue counts them, once per attempt; IssuePaid
+	// does not, since the capture it fails falls back to the tickets
+	// consumer, whose Issue meets the same conflict. Defaults to none.
 	Registerer prometheus.Registerer
 }
 
@@ -135,6 +137,9 @@ func (i *Issuer) Issue(ctx context.Context, tx pgx.Tx, p IssueParams) (Issued, e
 		return Issued{}, nil
 	}
 	ids, err := i.issuePaid(ctx, tx, o)
+	if errors.Is(err, ErrSeatTicketed) {
+		i.conflicts.Inc()
+	}
 	if err != nil {
 		return Issued{}, err
 	}
@@ -221,7 +226,6 @@ func (i *Issuer) issuePaid(ctx context.Context, tx pgx.Tx, o *purchase.OrderTx) 
 		}
 		for _, id := range params.IDs {
 			if !have[id] {
-				i.conflicts.Inc()
 				return nil, fmt.Errorf("order %s: %w", o.ID(), ErrSeatTicketed)
 			}
 		}
