@@ -25,7 +25,7 @@ RETURNING *;
 
 -- name: OnsaleSignals :one
 -- What the release controller reads from the cell's database: the age of
--- the oldest event not yet on the bus (walking outbox_seq_idx from its
+-- the oldest event not yet on the bus (walking outbox_pkey (seq) from its
 -- head, as OutboxStats does); the number of live holds and how long past
 -- its expiry the oldest hold still active is, the expiry worker's delay
 -- (both walking the partial hold_expiry_idx); and the outbox rows waiting

@@ -50,13 +50,13 @@ FROM outbox_claim(@relay_id::text, @max_rows::int, @lease::interval, @head_scan:
 -- in migrations/functions/outbox_settle.sql. Run it on the pool, outside a
 -- transaction: it is its own. Returns each deleted row's latency.
 SELECT s.latency_seconds::float8 AS latency_seconds
-FROM outbox_settle(@relay_id::text, @lease_first::bigint, @acked::uuid[], @failed::uuid[],
-                   @retry_after::interval, @rejected::uuid[], @reject_after::interval) AS s;
+FROM outbox_settle(@relay_id::text, @lease_first::bigint, @acked::bigint[], @failed::bigint[],
+                   @retry_after::interval, @rejected::bigint[], @reject_after::interval) AS s;
 
 -- name: OutboxStats :one
 -- Counts unpublished rows (every row in the outbox is unpublished; the
 -- count stops at 100,000) and the age of the oldest one, by the database
--- clock. Both walk outbox_seq_idx from its head instead of scanning the
+-- clock. Both walk outbox_pkey (seq) from its head instead of scanning the
 -- heap, which keeps deleted rows' pages until vacuum: the first walk over
 -- entries of deleted rows marks them dead, so later walks cost about the
 -- backlog.

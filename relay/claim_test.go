@@ -73,7 +73,7 @@ func TestClaimAndSettleRelaxOnlyTheirOwnCommit(t *testing.T) {
 	}
 	for _, call := range []string{
 		"SELECT count(*) FROM outbox_claim('relay-x', 10, '30 seconds', false, 0)",
-		"SELECT count(*) FROM outbox_settle('relay-x', (SELECT min(seq) FROM outbox), (SELECT array_agg(id) FROM outbox), '{}', '0', '{}', '0')",
+		"SELECT count(*) FROM outbox_settle('relay-x', (SELECT min(seq) FROM outbox), (SELECT array_agg(seq) FROM outbox), '{}', '0', '{}', '0')",
 	} {
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)

@@ -478,24 +478,24 @@ func (r *Relay) settleLoop(ctx context.Context, published <-chan *batch, sem *se
 
 // outcome tallies a batch's acks.
 type outcome struct {
-	acked []uuid.UUID
+	acked []outbox.Claimed
 	// failed rows may succeed soon (timeouts, disconnects, no stream
 	// listening, a stream without a leader); rejected rows were refused by
 	// JetStream with a client error (4xx) and will likely be refused again.
-	failed   []uuid.UUID
-	rejected []uuid.UUID
+	failed   []outbox.Claimed
+	rejected []outbox.Claimed
 	stored   int
 	dups     int
 	reasons  map[string]int
 	firstErr error
 }
 
-func (o *outcome) fail(id uuid.UUID, err error) {
+func (o *outcome) fail(row outbox.Claimed, err error) {
 	reason := reason(err)
 	if reason == "rejected" {
-		o.rejected = append(o.rejected, id)
+		o.rejected = append(o.rejected, row)
 	} else {
-		o.failed = append(o.failed, id)
+		o.failed = append(o.failed, row)
 	}
 	if o.reasons == nil {
 		o.reasons = map[string]int{}
@@ -518,7 +518,7 @@ func (o *outcome) fail(id uuid.UUID, err error) {
 func (r *Relay) settle(ctx context.Context, b *batch) error {
 	o := r.collect(b)
 	if len(o.acked) > 0 && r.afterPublishFunc != nil {
-		if err := r.afterPublishFunc(ctx, o.acked); err != nil {
+		if err := r.afterPublishFunc(ctx, ids(o.acked)); err != nil {
 			return err
 		}
 	}
@@ -544,7 +544,7 @@ func (r *Relay) settle(ctx context.Context, b *batch) error {
 	for reason, n := range o.reasons {
 		r.metrics.publishErrors.WithLabelValues(reason).Add(float64(n))
 	}
-	marked := r.markPublished(ctx, b.leaseFirst, o.acked, o.failed, retryIn, o.rejected)
+	marked := r.markPublished(ctx, b.leaseFirst, seqs(o.acked), seqs(o.failed), retryIn, seqs(o.rejected))
 
 	r.metrics.batchSeconds.Observe(time.Since(b.claimedAt).Seconds())
 
@@ -565,19 +565,37 @@ func (r *Relay) settle(ctx context.Context, b *batch) error {
 	return nil
 }
 
+// seqs are rows' seqs, the outbox's key, by which a settle names them.
+func seqs(rows []outbox.Claimed) []int64 {
+	s := make([]int64, len(rows))
+	for i, r := range rows {
+		s[i] = r.Seq
+	}
+	return s
+}
+
+// ids are rows' event ids.
+func ids(rows []outbox.Claimed) []uuid.UUID {
+	s := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		s[i] = r.ID
+	}
+	return s
+}
+
 // errAckWait is recorded for rows whose ack the relay stopped waiting for.
 var errAckWait = errors.New("relay: no ack within AckTimeout")
 
 // collect waits for each future of b until AckTimeout after b was sent.
 func (r *Relay) collect(b *batch) outcome {
-	o := outcome{acked: make([]uuid.UUID, 0, len(b.rows))}
+	o := outcome{acked: make([]outbox.Claimed, 0, len(b.rows))}
 	deadline := time.NewTimer(time.Until(b.sentAt.Add(r.cfg.AckTimeout + ackGrace)))
 	defer deadline.Stop()
 	expired := false
 	for i, f := range b.futures {
-		id := b.rows[i].ID
+		row := b.rows[i]
 		if f == nil {
-			o.fail(id, &sendError{b.sendErr})
+			o.fail(row, &sendError{b.sendErr})
 			b.endSpan(i, nil, &sendError{b.sendErr})
 			continue
 		}
@@ -600,10 +618,10 @@ func (r *Relay) collect(b *batch) outcome {
 		}
 		b.endSpan(i, ack, err)
 		if err != nil {
-			o.fail(id, err)
+			o.fail(row, err)
 			continue
 		}
-		o.acked = append(o.acked, id)
+		o.acked = append(o.acked, row)
 		if ack.Duplicate {
 			o.dups++
 		} else {
@@ -646,10 +664,11 @@ func reason(err error) string {
 // as a transaction of its own, deletes the acknowledged rows acked
 // (recording each one's commit-to-acknowledgement latency), makes failed
 // rows wait retryIn and rejected ones maxRetryBackoff before they are
-// claimed again, and ends the batch's lease. It returns how many rows it
+// claimed again, and ends the batch's lease. Rows are named by their seq,
+// the outbox's key. It returns how many rows it
 // deleted. On failure nothing changes: the lease expires, and a relay
 // republishes the rows (JetStream drops the copies).
-func (r *Relay) markPublished(ctx context.Context, leaseFirst int64, acked, failed []uuid.UUID, retryIn time.Duration, rejected []uuid.UUID) int64 {
+func (r *Relay) markPublished(ctx context.Context, leaseFirst int64, acked, failed []int64, retryIn time.Duration, rejected []int64) int64 {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
 	latencies, err := outbox.Settle(ctx, r.pool, outbox.SettleParams{

@@ -165,17 +165,17 @@ func (q *Queries) OutboxInsertMany(ctx context.Context, db DBTX, arg OutboxInser
 
 const outboxSettle = `-- name: OutboxSettle :many
 SELECT s.latency_seconds::float8 AS latency_seconds
-FROM outbox_settle($1::text, $2::bigint, $3::uuid[], $4::uuid[],
-                   $5::interval, $6::uuid[], $7::interval) AS s
+FROM outbox_settle($1::text, $2::bigint, $3::bigint[], $4::bigint[],
+                   $5::interval, $6::bigint[], $7::interval) AS s
 `
 
 type OutboxSettleParams struct {
 	RelayID     string
 	LeaseFirst  int64
-	Acked       []uuid.UUID
-	Failed      []uuid.UUID
+	Acked       []int64
+	Failed      []int64
 	RetryAfter  time.Duration
-	Rejected    []uuid.UUID
+	Rejected    []int64
 	RejectAfter time.Duration
 }
 
@@ -223,7 +223,7 @@ type OutboxStatsRow struct {
 
 // Counts unpublished rows (every row in the outbox is unpublished; the
 // count stops at 100,000) and the age of the oldest one, by the database
-// clock. Both walk outbox_seq_idx from its head instead of scanning the
+// clock. Both walk outbox_pkey (seq) from its head instead of scanning the
 // heap, which keeps deleted rows' pages until vacuum: the first walk over
 // entries of deleted rows marks them dead, so later walks cost about the
 // backlog.

@@ -28,10 +28,10 @@
 CREATE OR REPLACE FUNCTION outbox_settle(
     p_relay_id     text,
     p_lease_first  bigint,    -- the first seq of the batch's lease: its key with p_relay_id
-    p_acked        uuid[],    -- rows JetStream acknowledged
-    p_failed       uuid[],    -- rows not acknowledged, for a reason that may pass
+    p_acked        bigint[],  -- the seqs of the rows JetStream acknowledged
+    p_failed       bigint[],  -- the seqs of rows not acknowledged, for a reason that may pass
     p_retry_after  interval,  -- how long the failed rows wait before a relay claims them again
-    p_rejected     uuid[],    -- rows JetStream refused
+    p_rejected     bigint[],  -- the seqs of rows JetStream refused
     p_reject_after interval   -- how long the rejected rows wait
 ) RETURNS TABLE (latency_seconds double precision)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
@@ -46,14 +46,14 @@ BEGIN
 
     IF cardinality(p_acked) > 0 THEN
         RETURN QUERY
-        DELETE FROM outbox o WHERE o.id = ANY (p_acked)
+        DELETE FROM outbox o WHERE o.seq = ANY (p_acked)
         RETURNING extract(epoch FROM clock_timestamp() - o.created_at)::float8;
     END IF;
     IF cardinality(p_failed) > 0 THEN
-        UPDATE outbox o SET retry_at = now() + p_retry_after WHERE o.id = ANY (p_failed);
+        UPDATE outbox o SET retry_at = now() + p_retry_after WHERE o.seq = ANY (p_failed);
     END IF;
     IF cardinality(p_rejected) > 0 THEN
-        UPDATE outbox o SET retry_at = now() + p_reject_after WHERE o.id = ANY (p_rejected);
+        UPDATE outbox o SET retry_at = now() + p_reject_after WHERE o.seq = ANY (p_rejected);
     END IF;
 
     DELETE FROM outbox_leases l WHERE l.relay_id = p_relay_id AND l.first_seq = p_lease_first;

@@ -67,13 +67,15 @@ type SettleParams struct {
 	// RelayID and LeaseFirst name the lease: its relay and its first seq.
 	RelayID    string
 	LeaseFirst int64
-	// Acked are the rows JetStream stored: they are deleted.
-	Acked []uuid.UUID
-	// Failed rows wait RetryAfter before they are claimed again.
-	Failed     []uuid.UUID
+	// Acked are the rows JetStream stored, by their Claimed.Seq (the
+	// outbox's key): they are deleted.
+	Acked []int64
+	// Failed rows (by seq) wait RetryAfter before they are claimed again.
+	Failed     []int64
 	RetryAfter time.Duration
-	// Rejected rows wait RejectAfter before they are claimed again.
-	Rejected    []uuid.UUID
+	// Rejected rows (by seq) wait RejectAfter before they are claimed
+	// again.
+	Rejected    []int64
 	RejectAfter time.Duration
 }
 

@@ -28,7 +28,7 @@ func TestSettleRunsGenericPlansFromTheFirstCall(t *testing.T) {
 	pool, plans := dbtest.NewSessionExplained(t)
 
 	const settles = 7 // the plan cache tries custom plans for a statement's first five runs
-	var ids []uuid.UUID
+	var seqs []int64
 	for range settles {
 		orderID := uuid.New()
 		env, _, err := outbox.NewOrderEvent(outbox.TypeTicketIssued, orderID, time.Now(), "corr", "",
@@ -39,13 +39,15 @@ func TestSettleRunsGenericPlansFromTheFirstCall(t *testing.T) {
 		require.NoError(t, db.WithTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
 			return outbox.Insert(ctx, tx, env, raw)
 		}))
-		ids = append(ids, env.EventID)
+		var seq int64
+		require.NoError(t, pool.QueryRow(ctx, "SELECT seq FROM outbox WHERE id = $1", env.EventID).Scan(&seq))
+		seqs = append(seqs, seq)
 	}
 	plans.Reset()
-	for _, id := range ids {
+	for _, seq := range seqs {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
-		lat, err := outbox.Settle(ctx, tx, outbox.SettleParams{RelayID: "r", LeaseFirst: 1, Acked: []uuid.UUID{id}})
+		lat, err := outbox.Settle(ctx, tx, outbox.SettleParams{RelayID: "r", LeaseFirst: 1, Acked: []int64{seq}})
 		require.NoError(t, err)
 		require.Len(t, lat, 1, "the acknowledged row is deleted")
 		var syncCommit string
@@ -54,7 +56,7 @@ func TestSettleRunsGenericPlansFromTheFirstCall(t *testing.T) {
 		require.NoError(t, tx.Commit(ctx))
 	}
 
-	ran := plans.Of("DELETE FROM outbox o WHERE o.id = ANY (p_acked)")
+	ran := plans.Of("DELETE FROM outbox o WHERE o.seq = ANY (p_acked)")
 	require.Len(t, ran, settles, "plans of the settle's delete")
 	for i, p := range ran {
 		require.Contains(t, p, "ANY ($3)", "settle %d ran a custom plan:\n%s", i+1, p)
