@@ -665,9 +665,9 @@ func reason(err error) string {
 // (recording each one's commit-to-acknowledgement latency), makes failed
 // rows wait retryIn and rejected ones maxRetryBackoff before they are
 // claimed again, and ends the batch's lease. Rows are named by their seq,
-// the outbox's key. It returns how many rows it
-// deleted. On failure nothing changes: the lease expires, and a relay
-// republishes the rows (JetStream drops the copies).
+// the outbox's key. It returns how many rows it deleted. On failure
+// nothing changes: the lease expires, and a relay republishes the rows
+// (JetStream drops the copies).
 func (r *Relay) markPublished(ctx context.Context, leaseFirst int64, acked, failed []int64, retryIn time.Duration, rejected []int64) int64 {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
