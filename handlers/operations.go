@@ -385,7 +385,8 @@ func (h *Handlers) registerHolds(api huma.API) {
 			"in one transaction and with every guarantee of create-hold (all or none, one hold per seat, the onsale's limits, " +
 			"blocked seats and presale phase): the best free run of adjacent seats (one row, consecutive numbers), best by the " +
 			"scores the organizer set (else in seat map order); when no run is free, the best seats apart unless `adjacentOnly`. " +
-			"Concurrent buyers never wait on each other's seats: each takes the next best. 409 not-enough-seats when the " +
+			"Concurrent buyers do not queue for the same seats: each takes the next best, and only a buyer who would " +
+			"otherwise come up short waits a moment for seats another buyer's hold is still trying. 409 not-enough-seats when the " +
 			"category has fewer free seats (or no free run) than asked. Idempotent per user and Idempotency-Key, as create-hold: " +
 			"a retry answers the same order and seats. Rate limited with create-hold, from the same budget.",
 		Tags: []string{"Holds"}, DefaultStatus: http.StatusAccepted,

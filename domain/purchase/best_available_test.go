@@ -222,6 +222,52 @@ func TestBestAvailable(t *testing.T) {
 		require.ErrorIs(t, err, purchase.ErrSeatLimit)
 	})
 
+	// The last free seat, locked for a moment by another transaction (a
+	// buyer's try that will let it go), is waited for, not refused: the
+	// hold blocks on the lock, and takes the seat once it is let go.
+	t.Run("ASeatLockedForAMomentIsWaitedForNotRefused", func(t *testing.T) {
+		t.Parallel()
+		b := newBestEvent(t, 1, 1)
+		seat := b.idOf["Stalls/A-1"]
+		require.NotEqual(t, uuid.Nil, seat)
+		blocker, err := b.pool.Begin(t.Context())
+		require.NoError(t, err)
+		defer func() { _ = blocker.Rollback(context.WithoutCancel(t.Context())) }()
+		_, err = blocker.Exec(t.Context(), "SELECT 1 FROM seats WHERE id = $1 FOR UPDATE", seat)
+		require.NoError(t, err)
+
+		type result struct {
+			hold purchase.Hold
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			h, err := b.hold(context.WithoutCancel(t.Context()), uuid.New(), "k", purchase.BestAvailable{Quantity: 1})
+			done <- result{h, err}
+		}()
+		// The signal: the hold's backend waits on a lock (before the fix it
+		// answered not-enough-seats at once, and that answer arrives first).
+		require.Eventually(t, func() bool {
+			select {
+			case r := <-done:
+				done <- r
+				return true
+			default:
+			}
+			return dbtest.Count(t, b.pool, `SELECT count(*) FROM pg_stat_activity
+				WHERE wait_event_type = 'Lock' AND query LIKE '%hold_best_available%'`) > 0
+		}, 10*time.Second, 5*time.Millisecond)
+		select {
+		case r := <-done:
+			require.NoError(t, r.err, "refused while the seat was only locked for a moment")
+		default:
+		}
+		require.NoError(t, blocker.Rollback(t.Context()))
+		r := <-done
+		require.NoError(t, r.err)
+		require.Equal(t, []string{"Stalls/A-1"}, labels(t, b, r.hold))
+	})
+
 	// 64 buyers released together ask for 1 to 4 seats each (160 in all)
 	// of a category of 100 (10 rows of 10): no seat is ever held twice,
 	// every hold has all its seats or none, the buyers that got nothing are

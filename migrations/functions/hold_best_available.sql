@@ -34,7 +34,9 @@
 --     taken are never proposed again, seats locked by others only for the
 --     rest of the round. A buyer that found only locked runs in the last
 --     round falls back to scattered seats (or, adjacent only, gets
---     'not_enough_seats').
+--     'not_enough_seats'). A walk of scattered seats that comes up short
+--     while other transactions have free seats locked waits for them
+--     (holding no seat) and walks again, up to the last round.
 --
 -- Outcomes: hold_reserve's (seats_taken excepted: it is retried), with the
 -- seats of the hold ('held', or 'replay' of the key's stored hold) as JSON
@@ -93,6 +95,7 @@ DECLARE
     v_phase   onsale_phases%ROWTYPE;
     v_code_id uuid;
     v_cand    record;
+    v_locked  uuid[];          -- free seats the walk found locked by another transaction
 BEGIN
     IF p_quantity NOT BETWEEN 1 AND 8 THEN
         RAISE EXCEPTION 'hold_best_available: quantity % out of range', p_quantity;
@@ -212,6 +215,7 @@ BEGIN
         -- The best free seats wherever they are (one seat, or no free run
         -- of them), walked in pick order (free_seat_pick_idx), each locked
         -- as it is found.
+        v_locked := '{}';
         BEGIN
             v_got := '{}';
             FOR v_cand IN
@@ -225,7 +229,10 @@ BEGIN
             LOOP
                 CONTINUE WHEN v_cand.id = ANY (v_skip);
                 PERFORM 1 FROM seats l WHERE l.id = v_cand.id FOR UPDATE SKIP LOCKED;
-                CONTINUE WHEN NOT FOUND;
+                IF NOT FOUND THEN
+                    v_locked := v_locked || v_cand.id;
+                    CONTINUE;
+                END IF;
                 -- Under the lock, as for a run: still free, or taken by a
                 -- hold committed since this walk began.
                 PERFORM 1 FROM free_seats f WHERE f.seat_id = v_cand.id;
@@ -252,6 +259,22 @@ BEGIN
         EXCEPTION WHEN SQLSTATE 'BX002' THEN
             NULL;
         END;
+        -- Short only because other transactions have free seats locked (a
+        -- buyer's try that may yet let them go): wait for them, holding no
+        -- seat of this hold's (the try above let its locks go), then look
+        -- again. So 'not_enough_seats' means fewer free seats than asked,
+        -- not seats busy for a moment. The wait takes the seats in id order,
+        -- as every blocking seat lock does, and lets them go at once.
+        IF v_short AND cardinality(v_locked) > 0 AND v_round < c_rounds THEN
+            BEGIN
+                PERFORM 1 FROM (SELECT l.id FROM seats l WHERE l.id = ANY (v_locked) ORDER BY l.id FOR UPDATE) w;
+                RAISE EXCEPTION USING ERRCODE = 'BX002';
+            EXCEPTION WHEN SQLSTATE 'BX002' THEN
+                NULL;
+            END;
+            v_short := false;
+            CONTINUE rounds;
+        END IF;
         EXIT rounds WHEN v_done OR v_short;
     END LOOP;
 
