@@ -23,6 +23,7 @@ import (
 	"boxoffice/platform/outbox"
 	"boxoffice/sqlcgen"
 	"boxoffice/testkit/dbtest"
+	"boxoffice/testkit/fixture"
 )
 
 // paymentsBundle is a consumer test bundle with a sandbox provider on the
@@ -184,17 +185,7 @@ func crashBeforeCommit(n int64) func(ExternalFunc) ExternalFunc {
 // outboxEvents returns the envelopes of eventType in the outbox, in order.
 func (b *paymentsBundle) outboxEvents(t *testing.T, eventType string) []outbox.Envelope {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `SELECT envelope FROM outbox WHERE event_type = $1 ORDER BY seq`, eventType)
-	require.NoError(t, err)
-	raws, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	require.NoError(t, err)
-	out := make([]outbox.Envelope, 0, len(raws))
-	for _, raw := range raws {
-		var env outbox.Envelope
-		require.NoError(t, json.Unmarshal(raw, &env))
-		out = append(out, env)
-	}
-	return out
+	return fixture.OutboxEnvelopes(t, b.pool, eventType)
 }
 
 func (b *paymentsBundle) payment(t *testing.T, orderID uuid.UUID) sqlcgen.Payment {

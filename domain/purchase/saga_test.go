@@ -3,6 +3,7 @@ package purchase_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,16 +141,7 @@ func (b *sagaBundle) run(step stepFunc, ev outbox.Envelope) error {
 // events returns the envelopes of typ written for the order.
 func (b *sagaBundle) events(t *testing.T, orderID uuid.UUID, typ string) []outbox.Envelope {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(),
-		"SELECT envelope FROM outbox WHERE aggregate_id = $1 AND event_type = $2 ORDER BY seq", orderID, typ)
-	require.NoError(t, err)
-	raws, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	require.NoError(t, err)
-	out := make([]outbox.Envelope, len(raws))
-	for i, raw := range raws {
-		require.NoError(t, json.Unmarshal(raw, &out[i]))
-	}
-	return out
+	return slices.DeleteFunc(fixture.OutboxEnvelopes(t, b.pool, typ), func(e outbox.Envelope) bool { return e.AggregateID != orderID })
 }
 
 func (b *sagaBundle) count(t *testing.T, orderID uuid.UUID, typ string) int {
