@@ -35,8 +35,8 @@ type ScanBody struct {
 
 // CheckInInput is one scan at a gate that is online.
 type CheckInInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
-	Body    ScanBody
+	EventPathInput
+	Body ScanBody
 }
 
 // CheckInBody is a ticket's recorded entry.
@@ -60,8 +60,8 @@ type OfflineScanBody struct {
 
 // CheckInBatchInput is an offline scanner's upload.
 type CheckInBatchInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
-	Body    struct {
+	EventPathInput
+	Body struct {
 		Scans []OfflineScanBody `json:"scans" minItems:"1" maxItems:"1000"`
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // CreateHoldInput asks to hold seats.
 type CreateHoldInput struct {
-	EventID        string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	EventPathInput
 	IdempotencyKey string `header:"Idempotency-Key" required:"true" minLength:"1" maxLength:"255" doc:"Retry with the same key to get the original order back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body is a 409 idempotency-conflict."`
 	AdmissionToken string `header:"X-Admission-Token" required:"true" minLength:"1" maxLength:"4096" doc:"From the waiting room."`
 	Body           struct {
@@ -45,7 +45,7 @@ type CreateHoldOutput struct {
 // CreateBestAvailableHoldInput asks to hold the best available seats of a
 // price category.
 type CreateBestAvailableHoldInput struct {
-	EventID        string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	EventPathInput
 	IdempotencyKey string `header:"Idempotency-Key" required:"true" minLength:"1" maxLength:"255" doc:"Retry with the same key to get the original order and its seats back, for 24 hours, even once the admission token has expired or been revoked; the same key with a different body (or a hold of named seats) is a 409 idempotency-conflict."`
 	AdmissionToken string `header:"X-Admission-Token" required:"true" minLength:"1" maxLength:"4096" doc:"From the waiting room."`
 	Body           struct {

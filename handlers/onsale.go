@@ -55,8 +55,8 @@ type OnsaleOutput struct {
 // PatchOnsaleInput changes an onsale's settings; absent fields keep their
 // value.
 type PatchOnsaleInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
-	Body    struct {
+	EventPathInput
+	Body struct {
 		OpensAt         *time.Time `json:"opensAt,omitempty" doc:"Schedule the opening: buyers who join before it are shuffled at random when it opens. A past time opens at once."`
 		Paused          *bool      `json:"paused,omitempty" doc:"Pause (true) or resume (false) admissions."`
 		MaxRate         *int       `json:"maxRate,omitempty" minimum:"0" maximum:"100000" doc:"Cap on admissions per second; 0 removes the cap."`
@@ -68,8 +68,8 @@ type PatchOnsaleInput struct {
 
 // RevokeAdmissionInput names the buyer whose admission to revoke.
 type RevokeAdmissionInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
-	Body    struct {
+	EventPathInput
+	Body struct {
 		UserID uuid.UUID `json:"userId" doc:"The buyer (the sub of their bearer token)."`
 	}
 }

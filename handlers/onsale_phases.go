@@ -57,15 +57,15 @@ type OnsalePhasesOutput struct {
 
 // SetOnsalePhasesInput replaces an onsale's phases.
 type SetOnsalePhasesInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
-	Body    struct {
+	EventPathInput
+	Body struct {
 		Phases []OnsalePhaseSpec `json:"phases" maxItems:"20" doc:"The onsale's phases; empty: none (the onsale sells every category to every admitted buyer). A phase keeps its codes when named again; leaving out a phase that has codes is a 409."`
 	}
 }
 
 // CreatePresaleCodesInput creates presale codes in bulk.
 type CreatePresaleCodesInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	EventPathInput
 	IdempotencyKeyHeader
 	Body struct {
 		Phase    string   `json:"phase" minLength:"1" maxLength:"100" doc:"The presale phase the codes admit to."`

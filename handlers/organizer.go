@@ -66,7 +66,7 @@ type SalesOutput struct {
 
 // ListEventOrdersInput selects an event's orders.
 type ListEventOrdersInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
+	EventPathInput
 	Status  string `query:"status" maxLength:"200" example:"ticketed,refunded" doc:"Only orders in these statuses: one status, or several separated by commas."`
 	BuyerID string `query:"buyerId" format:"uuid" doc:"Only the orders of this buyer (their user id)."`
 	PageInput

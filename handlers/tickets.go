@@ -36,7 +36,7 @@ type RevokedTicketsOutput struct {
 
 // revokedTicketsInput names the event.
 type revokedTicketsInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"The event's id (a UUID)."`
+	EventPathInput
 }
 
 func (h *Handlers) listRevokedTickets(ctx context.Context, in *revokedTicketsInput) (*RevokedTicketsOutput, error) {

@@ -17,8 +17,8 @@ import (
 // WaitingRoomInput names the event and captures the client's address for
 // the per-address rate limit.
 type WaitingRoomInput struct {
-	EventID string `path:"eventId" format:"uuid" doc:"Event id (UUID)."`
-	ip      string
+	EventPathInput
+	ip string
 	// presaleCode is the X-Presale-Code header, read on join only: a
 	// header, never the URL, since it admits to a presale (invariant 7).
 	// It is read in Resolve rather than declared as a parameter so that

@@ -154,8 +154,8 @@ type ListWebhookEndpointsOutput struct {
 
 // UpdateWebhookEndpointInput changes an endpoint; absent fields stay.
 type UpdateWebhookEndpointInput struct {
-	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
-	Body       struct {
+	WebhookEndpointPathInput
+	Body struct {
 		URL                *string   `json:"url,omitempty" minLength:"1" maxLength:"2048"`
 		Description        *string   `json:"description,omitempty" maxLength:"500"`
 		EventTypes         *[]string `json:"eventTypes,omitempty" maxItems:"20" doc:"Replaces the filter; [] means every event type (notices only when named)."`
@@ -170,8 +170,8 @@ type UpdateWebhookEndpointInput struct {
 // time window.
 type RecoverWebhookEndpointInput struct {
 	IdempotencyKeyHeader
-	EndpointID string `path:"endpointId" format:"uuid" doc:"Endpoint id (UUID)."`
-	Body       struct {
+	WebhookEndpointPathInput
+	Body struct {
 		Since  time.Time  `json:"since" doc:"Failed, dead and needs_review deliveries of messages since then are sent again."`
 		Until  *time.Time `json:"until,omitempty" doc:"Only deliveries of messages before then (after since). Absent: up to now."`
 		Reason string     `json:"reason,omitempty" maxLength:"500" doc:"Why you recover: stored with who asked, for the record."`

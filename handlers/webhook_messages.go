@@ -97,8 +97,8 @@ type ReplayWebhookMessageBody struct {
 // ReplayWebhookMessageInput replays a message.
 type ReplayWebhookMessageInput struct {
 	IdempotencyKeyHeader
-	MessageID string `path:"messageId" pattern:"^(msg_)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" patternDescription:"a UUID or msg_<UUID>" doc:"Message id (UUID, or the msg_ webhook-id)."`
-	Body      *ReplayWebhookMessageBody
+	WebhookMessagePathInput
+	Body *ReplayWebhookMessageBody
 }
 
 func (h *Handlers) listWebhookMessages(ctx context.Context, in *ListWebhookMessagesInput) (*ListWebhookMessagesOutput, error) {
