@@ -270,8 +270,9 @@ func TestOrderStreamsArePushed(t *testing.T) {
 
 // An order event stream reads its order once, when it opens, not for the
 // commands and provider facts of a purchase that change nothing it shows
-// (six such events, each seen by the feed before the next is committed),
-// nor for the cancellation that follows: OrderCanceled says canceled.
+// (six such events, which the bus does not even send the API process's
+// feed), nor for the cancellation that follows: OrderCanceled says
+// canceled.
 func TestOrderStreamReadsOnlyOnChanges(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
@@ -301,24 +302,18 @@ func TestOrderStreamReadsOnlyOnChanges(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 	orderID := res.json(t)["orderId"].(string)
 	oid := uuid.MustParse(orderID)
-	handled := func(n uint64) {
-		t.Helper()
-		require.Eventually(t, func() bool { return feed.Handled() >= n }, 10*time.Second, 5*time.Millisecond, "the feed has the event")
-	}
-	handled(1) // HoldCreated
 
 	events, closeStream := openPushStream(t, b.srv.URL, tok, orderID, "")
 	defer closeStream()
 	require.Contains(t, nextPushed(t, events, 5*time.Second).data, `"status":"pending_payment"`)
 	require.EqualValues(t, 1, reads.n.Load(), "one read to answer 404 or start, once watching")
 
+	n := feed.Handled()
 	for _, typ := range []string{
 		outbox.TypeHoldCreated, outbox.TypePaymentAuthorizationRequested, outbox.TypePaymentAuthorized,
 		outbox.TypeCaptureRequested, outbox.TypePaymentCaptured, outbox.TypeAuthorizationCanceled,
 	} {
-		n := feed.Handled()
 		commitOrderEvent(t, pool, typ, oid, map[string]any{"order_id": oid}, nil)
-		handled(n + 1)
 	}
 	cancel := b.do(t, http.MethodPost, "/v1/orders/"+orderID+"/cancel", bearer(tok), nil)
 	require.Equal(t, http.StatusOK, cancel.status, "%s", cancel.body)
@@ -326,4 +321,10 @@ func TestOrderStreamReadsOnlyOnChanges(t *testing.T) {
 	_, open := <-events
 	require.False(t, open, "the stream ends at a final status")
 	require.EqualValues(t, 1, reads.n.Load(), "the six events cost no read, nor does OrderCanceled: it says canceled")
+	// The six come before OrderCanceled in the stream, and the ordered
+	// consumer delivers in stream order: had the bus sent them, the feed
+	// would have handled them by the time the stream said canceled. What
+	// it handled since is OrderCanceled and, at most, the event the
+	// cancel wrote after it.
+	require.LessOrEqual(t, feed.Handled()-n, uint64(2), "the bus sent the feed none of the six")
 }

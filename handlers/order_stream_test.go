@@ -156,7 +156,8 @@ func (b *streamBundle) order(t *testing.T, seat int) (string, uuid.UUID) {
 
 // commit commits, as the worker that writes it does, the event typ of
 // order with payload, moving the order to status in the same transaction
-// unless status is "", and waits until the feed has it.
+// unless status is "", and waits until the feed has it when the feed
+// follows events of typ (the bus sends it no others).
 func (b *streamBundle) commit(t *testing.T, order uuid.UUID, status purchase.OrderStatus, typ string, payload any) {
 	t.Helper()
 	n := b.feed.Handled()
@@ -167,7 +168,9 @@ func (b *streamBundle) commit(t *testing.T, order uuid.UUID, status purchase.Ord
 		_, err := tx.Exec(ctx, "UPDATE orders SET status = $2, version = version + 1, updated_at = now() WHERE id = $1", order, string(status))
 		return err
 	})
-	require.Eventually(t, func() bool { return b.feed.Handled() > n }, 10*time.Second, 5*time.Millisecond, "the feed has %s", typ)
+	if orderfeed.Follows(typ) {
+		require.Eventually(t, func() bool { return b.feed.Handled() > n }, 10*time.Second, 5*time.Millisecond, "the feed has %s", typ)
+	}
 }
 
 // createIntent commits what the payments worker does once the provider

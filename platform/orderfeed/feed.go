@@ -25,9 +25,12 @@
 // (Event.FollowUp). The commands and provider facts of a purchase that
 // change neither (HoldCreated, PaymentAuthorizationRequested,
 // PaymentAuthorized, CaptureRequested, PaymentCaptured,
-// AuthorizationCanceled) are delivered to nobody: of the nine events of a
-// ticketed purchase, four reach its streams. An event type the feed does
-// not know is delivered, so that a new event is never missed.
+// AuthorizationCanceled) are not even sent to the process: the feed's
+// consumer names the order event types it follows (Follows), so the
+// server delivers four of a ticketed purchase's nine events to each API
+// process, not nine. An order event type the feed does not know (one of
+// outbox.OrderTypes that effectOf does not name) is followed, so that a
+// new event is never missed.
 //
 // Guarantees:
 //   - While Healthy, every order event published to the cell's stream
@@ -226,6 +229,24 @@ func effectOf(eventType string) effect {
 	return effectChanged
 }
 
+// Follows reports whether the feed follows the order events of
+// eventType: those that can change what a stream shows (effectOf). The
+// others the bus does not send it.
+func Follows(eventType string) bool { return effectOf(eventType) != effectNone }
+
+// subjects are the subjects of the feed's consumer in namespace ns: each
+// order event type it follows, named one by one, and every event of a
+// waitlist entry.
+func subjects(ns bus.Namespace) []string {
+	var s []string
+	for _, t := range outbox.OrderTypes {
+		if Follows(t) {
+			s = append(s, ns.Subject(outbox.Envelope{AggregateType: outbox.AggregateOrder, EventType: t}.Subject()))
+		}
+	}
+	return append(s, ns.Subject(bus.SubjectPrefix+outbox.AggregateWaitlistEntry+".>"))
+}
+
 // New returns a feed for cfg; Run makes it follow the bus.
 func New(cfg Config) *Feed {
 	if cfg.CheckInterval <= 0 {
@@ -344,7 +365,7 @@ func (f *Feed) consume(ctx context.Context, failed chan<- struct{}) (jetstream.C
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cons, err := f.cfg.JetStream.OrderedConsumer(cctx, f.cfg.Bus.Stream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{f.cfg.Bus.Subject(bus.SubjectPrefix + "order.>"), f.cfg.Bus.Subject(bus.SubjectPrefix + outbox.AggregateWaitlistEntry + ".>")},
+		FilterSubjects:    subjects(f.cfg.Bus),
 		DeliverPolicy:     jetstream.DeliverNewPolicy,
 		InactiveThreshold: time.Minute,
 	})
@@ -368,10 +389,10 @@ func (f *Feed) consume(ctx context.Context, failed chan<- struct{}) (jetstream.C
 }
 
 // handle delivers msg to its order's watchers unless its event changes
-// no order (effectNone). An event's type is its subject's last token
-// (outbox.Envelope.Subject, which the relay publishes on), so one of
-// those is passed over without decoding its envelope: about half of an
-// order's events.
+// no order (effectNone). The consumer's subjects leave those out; should
+// one come all the same, it is passed over without decoding its
+// envelope, by its type: its subject's last token
+// (outbox.Envelope.Subject, which the relay publishes on).
 func (f *Feed) handle(msg jetstream.Msg) {
 	defer f.handled.Add(1)
 	if effectOf(subjectType(msg.Subject())) == effectNone {

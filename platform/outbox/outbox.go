@@ -47,6 +47,16 @@ const (
 	TypeOrderCanceled                 = "OrderCanceled"
 )
 
+// OrderTypes are the event types of AggregateOrder, every one of the
+// constants above: what a consumer that names the order events it reads
+// one by one chooses from (TestOrderTypesListsEveryOrderType).
+var OrderTypes = []string{
+	TypeHoldCreated, TypePaymentAuthorizationRequested, TypePaymentIntentCreated, TypePaymentAuthorized,
+	TypePaymentFailed, TypeOrderConfirmed, TypeCaptureRequested, TypePaymentCaptured,
+	TypeTicketIssueRequested, TypeTicketIssued, TypeHoldExpired, TypeAuthorizationCancelRequested,
+	TypeAuthorizationCanceled, TypeRefundRequested, TypePaymentRefunded, TypeOrderCanceled,
+}
+
 // Event types of other aggregates: the organizer released blocked seats
 // of an event (aggregate AggregateEvent), a waitlist entry was offered
 // seats (aggregate AggregateWaitlistEntry). Payloads are the structs of
