@@ -28,9 +28,12 @@
 // AuthorizationCanceled) are not even sent to the process: the feed's
 // consumer names the order event types it follows (Follows), so the
 // server delivers four of a ticketed purchase's nine events to each API
-// process, not nine. An order event type the feed does not know (one of
-// outbox.OrderTypes that effectOf does not name) is followed, so that a
-// new event is never missed.
+// process, not nine. An order event type of outbox.OrderTypes that
+// effectOf does not name is followed, so that a type added to the
+// product is never missed. One this build does not know at all (a newer
+// writer's, during a rolling deploy) is not sent to it: its streams show
+// that change at their next read, at the latest the safety read
+// (handlers.Config.OrderStreamSafetyRead, a minute by default).
 //
 // Guarantees:
 //   - While Healthy, every order event published to the cell's stream
