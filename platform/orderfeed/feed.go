@@ -244,7 +244,7 @@ func subjects(ns bus.Namespace) []string {
 	var s []string
 	for _, t := range outbox.OrderTypes {
 		if Follows(t) {
-			s = append(s, ns.Subject(outbox.Envelope{AggregateType: outbox.AggregateOrder, EventType: t}.Subject()))
+			s = append(s, ns.Subject(bus.SubjectPrefix+outbox.AggregateOrder+"."+t))
 		}
 	}
 	return append(s, ns.Subject(bus.SubjectPrefix+outbox.AggregateWaitlistEntry+".>"))
