@@ -12,6 +12,7 @@ import (
 	"boxoffice/platform/admission"
 	"boxoffice/platform/apikey"
 	"boxoffice/platform/auth"
+	"boxoffice/platform/db"
 )
 
 // TypeAPIKeyLimit: the organizer has the most API keys that are not
@@ -31,7 +32,7 @@ type APIKeyBody struct {
 func apiKeyBody(k apikey.Key) APIKeyBody {
 	return APIKeyBody{
 		ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC(),
-		LastUsedAt: utc(k.LastUsedAt), RevokedAt: utc(k.RevokedAt),
+		LastUsedAt: db.UTC(k.LastUsedAt), RevokedAt: db.UTC(k.RevokedAt),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"boxoffice/domain/cells"
 	"boxoffice/domain/webhooks"
+	"boxoffice/platform/db"
 )
 
 // Problem types of webhook endpoints. Each is stable: clients may switch
@@ -76,25 +77,17 @@ func webhookEndpointBody(e webhooks.Endpoint) WebhookEndpointBody {
 		ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Enabled: e.Enabled,
 		DisabledReason: e.DisabledReason, RateLimitPerSecond: e.RateLimitPerSecond, MaxConcurrency: e.MaxConcurrency,
 		PayloadVersion: e.PayloadVersion,
-		CircuitState:   e.CircuitState, ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince),
+		CircuitState:   e.CircuitState, ConsecutiveFailures: e.ConsecutiveFailures, FailingSince: db.UTC(e.FailingSince),
 		Health: WebhookEndpointHealthBody{
-			LastSuccessAt: utc(e.LastSuccessAt), FailureStreak: e.ConsecutiveFailures, FailingSince: utc(e.FailingSince),
-			Breaker: e.CircuitState, DisabledAt: utc(e.DisabledAt), DisabledReason: e.DisabledReason,
+			LastSuccessAt: db.UTC(e.LastSuccessAt), FailureStreak: e.ConsecutiveFailures, FailingSince: db.UTC(e.FailingSince),
+			Breaker: e.CircuitState, DisabledAt: db.UTC(e.DisabledAt), DisabledReason: e.DisabledReason,
 		},
 		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(),
 	}
 	if e.CircuitState == "open" {
-		b.Health.BreakerOpenUntil = utc(e.CircuitOpenUntil)
+		b.Health.BreakerOpenUntil = db.UTC(e.CircuitOpenUntil)
 	}
 	return b
-}
-
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 // CreateWebhookEndpointInput creates an endpoint.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"boxoffice/domain/webhooks"
+	"boxoffice/platform/db"
 )
 
 // WebhookMessageBody is a message as it was (and is) sent, with its
@@ -40,7 +41,7 @@ func webhookMessageBody(m webhooks.Message) WebhookMessageBody {
 	for i, d := range m.Deliveries {
 		b.Deliveries[i] = WebhookDeliveryBody{
 			EndpointID: d.EndpointID, Status: d.Status, Attempts: d.Attempts, LastError: d.LastError,
-			NextAttemptAt: utc(d.NextAttemptAt), UpdatedAt: d.UpdatedAt.UTC(),
+			NextAttemptAt: db.UTC(d.NextAttemptAt), UpdatedAt: d.UpdatedAt.UTC(),
 		}
 	}
 	return b

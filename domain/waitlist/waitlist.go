@@ -209,8 +209,8 @@ func (s *Service) Get(ctx context.Context, userID, entryID uuid.UUID) (Entry, er
 	}
 	e := Entry{
 		ID: r.ID, EventID: r.EventID, CategoryID: r.CategoryID, UserID: r.UserID, Quantity: int(r.Quantity),
-		State: State(r.State), Ahead: int(r.Ahead), OfferedSeats: r.OfferedSeats, OfferedAt: utc(r.OfferedAt),
-		OfferExpiresAt: utc(r.OfferExpiresAt), OrderID: r.OrderID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		State: State(r.State), Ahead: int(r.Ahead), OfferedSeats: r.OfferedSeats, OfferedAt: db.UTC(r.OfferedAt),
+		OfferExpiresAt: db.UTC(r.OfferExpiresAt), OrderID: r.OrderID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 	if e.OfferedSeats == nil {
 		e.OfferedSeats = []uuid.UUID{}
@@ -440,12 +440,4 @@ func EventOfOrder(ctx context.Context, tx pgx.Tx, orderID uuid.UUID) (uuid.UUID,
 		return uuid.Nil, fmt.Errorf("read order's event: %w", err)
 	}
 	return id, nil
-}
-
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }

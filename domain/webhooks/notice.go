@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/platform/db"
 	"boxoffice/sqlcgen"
 )
 
@@ -52,7 +53,7 @@ func (d *Dispatcher) noticeNeedsReview(ctx context.Context, tx pgx.Tx, r result)
 // subscribe to it. WebhookEndpointDisable returns a row only for the
 // transition, so there is one notice per disabling.
 func (d *Dispatcher) noticeDisabled(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string, row sqlcgen.WebhookEndpointDisableRow) error {
-	data := EndpointDisabledData{EndpointID: id, Reason: reason, DisabledAt: row.DisabledAt.UTC(), FailingSince: utcPtr(row.FailingSince)}
+	data := EndpointDisabledData{EndpointID: id, Reason: reason, DisabledAt: row.DisabledAt.UTC(), FailingSince: db.UTC(row.FailingSince)}
 	key := EventEndpointDisabled + ":" + id.String() + ":" + strconv.FormatInt(row.DisabledAt.UnixMicro(), 10)
 	return d.notice(ctx, tx, row.OrganizerID, id, EventEndpointDisabled, key, row.DisabledAt, data)
 }
@@ -76,14 +77,6 @@ func (d *Dispatcher) notice(ctx context.Context, tx pgx.Tx, org, about uuid.UUID
 			"organizer_id", org.String(), "deliveries", n)
 	}
 	return nil
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 // testMessage is the note every webhook.test carries.
