@@ -15,10 +15,6 @@ import (
 	"boxoffice/platform/db"
 )
 
-// TypeAPIKeyLimit: the organizer has the most API keys that are not
-// revoked (25); revoke one first. Stable: clients may switch on it.
-const TypeAPIKeyLimit = "/problems/api-key-limit"
-
 // APIKeyBody is an API key as listings show it: never the key.
 type APIKeyBody struct {
 	ID         uuid.UUID  `json:"id"`

@@ -10,23 +10,6 @@ import (
 	"boxoffice/domain/tickets"
 )
 
-// Problem types of the door.
-const (
-	// TypeAlreadyCheckedIn: the ticket was used already; the problem says
-	// when and at which gate.
-	TypeAlreadyCheckedIn = "/problems/already-checked-in"
-	// TypeTicketRevoked: a refund revoked the ticket; it admits nobody.
-	TypeTicketRevoked = "/problems/ticket-revoked"
-	// TypeTicketInvalid: the payload is not a ticket of this event signed
-	// with the signing key: it does not verify, or the ticket's order is
-	// another event's (whatever event the payload names).
-	TypeTicketInvalid = "/problems/ticket-invalid"
-	// TypeScannedAtOutOfRange: the scan's time is more than
-	// tickets.MaxClockSkew before the ticket was issued or after the
-	// server's now; nothing was recorded.
-	TypeScannedAtOutOfRange = "/problems/scanned-at-out-of-range"
-)
-
 // ScanBody is one scan of a ticket's QR code.
 type ScanBody struct {
 	QRPayload string `json:"qrPayload" minLength:"1" maxLength:"512" example:"BX1.…" doc:"What the ticket's QR code holds."`

@@ -15,10 +15,6 @@ import (
 	"boxoffice/domain/waitingroom"
 )
 
-// TypeSeatLimit is the problem type of a hold over the event's per-buyer
-// seat limit.
-const TypeSeatLimit = "/problems/seat-limit"
-
 // OnsaleSignals are the release controller's last readings.
 type OnsaleSignals struct {
 	HoldP99Ms        int64 `json:"holdP99Ms"`

@@ -10,21 +10,6 @@ import (
 	"boxoffice/domain/waitingroom"
 )
 
-// Problem types of onsale phases and presale codes.
-const (
-	// TypePresaleCodeRequired: the onsale's phase in force is a presale,
-	// and the buyer has no valid code (join) or redeemed none (hold).
-	TypePresaleCodeRequired = "/problems/presale-code-required"
-	// TypePhaseCategory: a seat's category is not on sale in the phase
-	// in force.
-	TypePhaseCategory = "/problems/phase-category"
-	// TypePresaleSeatLimit: the hold would exceed the presale code's seats.
-	TypePresaleSeatLimit = "/problems/presale-seat-limit"
-	// TypeNotEnoughSeats: a best-available hold found fewer free seats of
-	// the category than asked (or, adjacent only, no free run of them).
-	TypeNotEnoughSeats = "/problems/not-enough-seats"
-)
-
 // OnsalePhase is one phase of an onsale.
 type OnsalePhase struct {
 	Name        string      `json:"name" minLength:"1" maxLength:"100" doc:"Unique within the event, e.g. presale or general."`

@@ -25,7 +25,9 @@ import (
 	"boxoffice/platform/page"
 )
 
-// Problem types. Each is stable: clients may switch on it.
+// Problem types: every type the API answers with, in one place (the
+// catalogue, problem_catalog.go, says which operations answer each). Each
+// is stable: clients may switch on it.
 const (
 	TypeMalformed           = "/problems/malformed-request"
 	TypeUnauthorized        = "/problems/unauthorized"
@@ -53,6 +55,71 @@ const (
 	// TypeCellUnavailable: the purchase cell that holds the event or order
 	// does not answer. Other events keep selling; retry after Retry-After.
 	TypeCellUnavailable = "/problems/cell-unavailable"
+
+	// Check-in
+
+	// TypeAlreadyCheckedIn: the ticket was used already; the problem says
+	// when and at which gate.
+	TypeAlreadyCheckedIn = "/problems/already-checked-in"
+	// TypeTicketRevoked: a refund revoked the ticket; it admits nobody.
+	TypeTicketRevoked = "/problems/ticket-revoked"
+	// TypeTicketInvalid: the payload is not a ticket of this event signed
+	// with the signing key: it does not verify, or the ticket's order is
+	// another event's (whatever event the payload names).
+	TypeTicketInvalid = "/problems/ticket-invalid"
+	// TypeScannedAtOutOfRange: the scan's time is more than
+	// tickets.MaxClockSkew before the ticket was issued or after the
+	// server's now; nothing was recorded.
+	TypeScannedAtOutOfRange = "/problems/scanned-at-out-of-range"
+
+	// Onsale phases and presale codes
+
+	// TypePresaleCodeRequired: the onsale's phase in force is a presale,
+	// and the buyer has no valid code (join) or redeemed none (hold).
+	TypePresaleCodeRequired = "/problems/presale-code-required"
+	// TypePhaseCategory: a seat's category is not on sale in the phase
+	// in force.
+	TypePhaseCategory = "/problems/phase-category"
+	// TypePresaleSeatLimit: the hold would exceed the presale code's seats.
+	TypePresaleSeatLimit = "/problems/presale-seat-limit"
+	// TypeNotEnoughSeats: a best-available hold found fewer free seats of
+	// the category than asked (or, adjacent only, no free run of them).
+	TypeNotEnoughSeats = "/problems/not-enough-seats"
+
+	// The waitlist
+
+	// TypeWaitlistSeatsAvailable: the category has seats on sale; hold
+	// them instead of joining its waitlist.
+	TypeWaitlistSeatsAvailable = "/problems/waitlist-seats-available"
+	// TypeWaitlistJoined: the buyer is on the event's waitlist already.
+	TypeWaitlistJoined = "/problems/waitlist-joined"
+	// TypeWaitlistOfferNotLive: the entry has no offer to accept (still
+	// waiting, expired, or left).
+	TypeWaitlistOfferNotLive = "/problems/waitlist-offer-not-live"
+
+	// Webhook endpoints
+
+	// TypeEndpointLimit: the organizer has the most webhook endpoints
+	// allowed (20 unless configured), enabled or disabled; delete one
+	// first.
+	TypeEndpointLimit = "/problems/endpoint-limit"
+	// TypeEndpointURLInUse: another of the organizer's endpoints, enabled
+	// or disabled, has this URL (compared with scheme and host in lower
+	// case, without a default port or a trailing dot on the host); change
+	// that one instead.
+	TypeEndpointURLInUse = "/problems/endpoint-url-in-use"
+
+	// API keys
+
+	// TypeAPIKeyLimit: the organizer has the most API keys that are not
+	// revoked (25); revoke one first.
+	TypeAPIKeyLimit = "/problems/api-key-limit"
+
+	// Holds
+
+	// TypeSeatLimit: the hold would take the buyer over the event's
+	// per-buyer seat limit.
+	TypeSeatLimit = "/problems/seat-limit"
 )
 
 // Problem is an RFC 9457 problem. Every error response of the API is one,

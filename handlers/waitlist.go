@@ -16,18 +16,6 @@ import (
 	"boxoffice/platform/orderfeed"
 )
 
-// Problem types of the waitlist (issue 30 item 5).
-const (
-	// TypeWaitlistSeatsAvailable: the category has seats on sale; hold
-	// them instead of joining its waitlist.
-	TypeWaitlistSeatsAvailable = "/problems/waitlist-seats-available"
-	// TypeWaitlistJoined: the buyer is on the event's waitlist already.
-	TypeWaitlistJoined = "/problems/waitlist-joined"
-	// TypeWaitlistOfferNotLive: the entry has no offer to accept (still
-	// waiting, expired, or left).
-	TypeWaitlistOfferNotLive = "/problems/waitlist-offer-not-live"
-)
-
 // JoinWaitlistInput joins an event's waitlist.
 type JoinWaitlistInput struct {
 	EventPathInput

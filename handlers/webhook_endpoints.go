@@ -15,20 +15,6 @@ import (
 	"boxoffice/platform/db"
 )
 
-// Problem types of webhook endpoints. Each is stable: clients may switch
-// on it.
-const (
-	// TypeEndpointLimit: the organizer has the most webhook endpoints
-	// allowed (20 unless configured), enabled or disabled; delete one
-	// first.
-	TypeEndpointLimit = "/problems/endpoint-limit"
-	// TypeEndpointURLInUse: another of the organizer's endpoints, enabled
-	// or disabled, has this URL (compared with scheme and host in lower
-	// case, without a default port or a trailing dot on the host); change
-	// that one instead.
-	TypeEndpointURLInUse = "/problems/endpoint-url-in-use"
-)
-
 // WebhookEndpointBody is an endpoint as reads return it: never its
 // secret.
 type WebhookEndpointBody struct {
