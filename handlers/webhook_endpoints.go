@@ -345,7 +345,8 @@ func (h *Handlers) recoverWebhookEndpoint(ctx context.Context, in *RecoverWebhoo
 		return nil, invalid("body.until", "expected a time after since")
 	}
 	org := identity(ctx).OrganizerID
-	p := webhooks.RecoverParams{Since: in.Body.Since, Until: in.Body.Until, RequestedBy: requestedBy(ctx), Reason: in.Body.Reason}
+	p := webhooks.RecoverParams{Since: in.Body.Since, Until: in.Body.Until,
+		RedeliveryRequest: webhooks.RedeliveryRequest{RequestedBy: requestedBy(ctx), Reason: in.Body.Reason}}
 	n, _, err := idempotently(ctx, c, idempotentRequest{op: "recover-webhook-endpoint", key: in.IdempotencyKey, parts: []any{id, in.Body}},
 		func(ctx context.Context, tx pgx.Tx) (int64, error) {
 			return svc.RecoverTx(ctx, tx, org, id, p)

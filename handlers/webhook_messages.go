@@ -173,7 +173,7 @@ func (h *Handlers) replayWebhookMessage(ctx context.Context, in *ReplayWebhookMe
 	}
 	svc := c.Webhooks
 	var endpoint *uuid.UUID
-	p := webhooks.ReplayParams{RequestedBy: requestedBy(ctx)}
+	p := webhooks.ReplayParams{RedeliveryRequest: webhooks.RedeliveryRequest{RequestedBy: requestedBy(ctx)}}
 	if in.Body != nil {
 		endpoint = in.Body.EndpointID
 		p.EndpointID, p.Reason = in.Body.EndpointID, in.Body.Reason

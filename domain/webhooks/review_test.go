@@ -133,7 +133,7 @@ func TestNeedsReview(t *testing.T) {
 
 		close(fixed)
 		n, err := b.svc.Recover(context.Background(), org, e.ID, RecoverParams{
-			Since: time.Now().Add(-time.Hour), RequestedBy: "user:" + org.String(), Reason: "receiver accepts order.paid again",
+			Since: time.Now().Add(-time.Hour), RedeliveryRequest: RedeliveryRequest{RequestedBy: "user:" + org.String(), Reason: "receiver accepts order.paid again"},
 		})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
@@ -161,7 +161,7 @@ func TestNeedsReview(t *testing.T) {
 		msg := b.message(t, org, EventOrderPaid)
 		dbtest.Exec(t, b.pool, "UPDATE webhook_deliveries SET status = 'needs_review', attempts = 1 WHERE message_id = $1", msg)
 
-		n, err := b.svc.Replay(context.Background(), org, msg, ReplayParams{EndpointID: &e.ID, RequestedBy: "api_key:k", Reason: "one more try"})
+		n, err := b.svc.Replay(context.Background(), org, msg, ReplayParams{EndpointID: &e.ID, RedeliveryRequest: RedeliveryRequest{RequestedBy: "api_key:k", Reason: "one more try"}})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		require.Equal(t, deliveryRow{StatusPending, 1}, b.delivery(t, msg))
@@ -180,7 +180,7 @@ func TestNeedsReview(t *testing.T) {
 				msg, now.Add(-ago))
 		}
 		until := now.Add(-90 * time.Minute)
-		_, err := b.svc.Recover(context.Background(), org, e.ID, RecoverParams{Since: now.Add(-150 * time.Minute), Until: &until, Reason: "the 2h window"})
+		_, err := b.svc.Recover(context.Background(), org, e.ID, RecoverParams{Since: now.Add(-150 * time.Minute), Until: &until, RedeliveryRequest: RedeliveryRequest{Reason: "the 2h window"}})
 		require.NoError(t, err)
 		require.Equal(t, StatusNeedsReview, b.delivery(t, old).Status, "before since")
 		require.Equal(t, StatusPending, b.delivery(t, mid).Status, "in the window")
@@ -211,7 +211,7 @@ func TestNeedsReview(t *testing.T) {
 		queued := make([]int64, callers)
 		errs := race(callers, func(i int) error {
 			n, err := b.svc.Recover(context.Background(), org, e.ID, RecoverParams{
-				Since: time.Now().Add(-time.Hour), RequestedBy: "user:" + uuid.NewString(), Reason: "race",
+				Since: time.Now().Add(-time.Hour), RedeliveryRequest: RedeliveryRequest{RequestedBy: "user:" + uuid.NewString(), Reason: "race"},
 			})
 			queued[i] = n
 			return err

@@ -489,17 +489,27 @@ func (s *Service) rotateSecret(ctx context.Context, on db.DBTX, organizerID, id 
 	return e, nil
 }
 
+// RedeliveryRequest says who asked for a recover or a replay, and why:
+// both are stored with the request in webhook_redeliveries.
+type RedeliveryRequest struct {
+	// RequestedBy names who asked: "user:<id>" or "api_key:<id>"; empty is
+	// stored as "unknown" (a program of this repository, not the API).
+	RequestedBy string
+	// Reason is why, as given (at most 500 characters; may be empty).
+	Reason string
+}
+
+// requester is who asked, as stored and logged.
+func (r RedeliveryRequest) requester() string { return cmp.Or(r.RequestedBy, "unknown") }
+
 // RecoverParams says which deliveries a recover queues again, and who
-// asked for it and why (stored with the request in webhook_redeliveries).
+// asked for it and why.
 type RecoverParams struct {
 	// Since and Until bound the deliveries' creation: [Since, Until),
 	// Until nil meaning up to now.
 	Since time.Time
 	Until *time.Time
-	// RequestedBy names who asked: "user:<id>" or "api_key:<id>".
-	RequestedBy string
-	// Reason is why, as given (at most 500 characters; may be empty).
-	Reason string
+	RedeliveryRequest
 }
 
 // Recover queues again every failed, dead or needs_review delivery of one
@@ -531,19 +541,15 @@ func (s *Service) recoverDeliveries(ctx context.Context, on db.DBTX, organizerID
 	}
 	n, err := s.q.WebhookDeliveryRecover(ctx, on, sqlcgen.WebhookDeliveryRecoverParams{
 		ID: uuid.Must(uuid.NewV7()), EndpointID: id, OrganizerID: organizerID, Since: p.Since, Until: p.Until,
-		RequestedBy: requester(p.RequestedBy), Reason: p.Reason,
+		RequestedBy: p.requester(), Reason: p.Reason,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("recover webhook deliveries: %w", err)
 	}
 	s.logger.InfoContext(ctx, "webhook deliveries recovered", "endpoint_id", id.String(), "organizer_id", organizerID.String(),
-		"deliveries", n, "requested_by", requester(p.RequestedBy))
+		"deliveries", n, "requested_by", p.requester())
 	return n, nil
 }
-
-// requester is who asked for a redelivery, as stored: "unknown" when the
-// caller did not say (a program of this repository, not the API).
-func requester(by string) string { return cmp.Or(by, "unknown") }
 
 // Message is a stored message as the organizer sees it, with its
 // deliveries (Messages fills them; other methods leave them nil).
@@ -748,15 +754,11 @@ func (s *Service) message(ctx context.Context, organizerID, id uuid.UUID) (sqlcg
 	return m, nil
 }
 
-// ReplayParams says where a replay goes, and who asked for it and why
-// (stored with the request in webhook_redeliveries).
+// ReplayParams says where a replay goes, and who asked for it and why.
 type ReplayParams struct {
 	// EndpointID, when set, replays to that endpoint only.
 	EndpointID *uuid.UUID
-	// RequestedBy names who asked: "user:<id>" or "api_key:<id>".
-	RequestedBy string
-	// Reason is why, as given (at most 500 characters; may be empty).
-	Reason string
+	RedeliveryRequest
 }
 
 // Replay queues one of the organizer's messages again, unchanged and with
@@ -791,12 +793,12 @@ func (s *Service) replayMessage(ctx context.Context, on db.DBTX, organizerID, me
 	}
 	n, err := s.q.WebhookDeliveryReplay(ctx, on, sqlcgen.WebhookDeliveryReplayParams{
 		ID: uuid.Must(uuid.NewV7()), MessageID: messageID, OrganizerID: organizerID, EndpointID: p.EndpointID,
-		RequestedBy: requester(p.RequestedBy), Reason: p.Reason,
+		RequestedBy: p.requester(), Reason: p.Reason,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("replay webhook message: %w", err)
 	}
 	s.logger.InfoContext(ctx, "webhook message replayed", "msg_id", MessageID(messageID), "organizer_id", organizerID.String(),
-		"deliveries", n, "requested_by", requester(p.RequestedBy))
+		"deliveries", n, "requested_by", p.requester())
 	return n, nil
 }
