@@ -77,21 +77,25 @@ type CreateBestAvailableHoldOutput struct {
 	Body            BestAvailableHoldBody
 }
 
+// holdLimit is the RateLimit-Policy and RateLimit headers of a hold's
+// answer: what is left of the buyer's budget.
+type holdLimit struct{ policy, state string }
+
 // holdBudget takes one of the buyer's holds from their budget, the same
-// for both kinds of hold, and returns the RateLimit-Policy and RateLimit
-// headers of what is left, or the 429 with them when nothing is. Every
-// hold the buyer asks for counts, a retry with an Idempotency-Key that
-// already succeeded too: the limit is decided before anything is verified
-// or read, so a refused hold costs no database work at all.
-func (h *Handlers) holdBudget(user uuid.UUID) (policy, state string, err error) {
+// for both kinds of hold, and returns the headers of what is left, or the
+// 429 with them when nothing is. Every hold the buyer asks for counts, a
+// retry with an Idempotency-Key that already succeeded too: the limit is
+// decided before anything is verified or read, so a refused hold costs no
+// database work at all.
+func (h *Handlers) holdBudget(user uuid.UUID) (holdLimit, error) {
 	left, wait, ok := h.limits.holds.allowBudget(user, time.Now())
-	policy, state = left.headers("holds")
+	policy, state := left.headers("holds")
 	if !ok {
-		return policy, state, huma.ErrorWithHeaders(
+		return holdLimit{}, huma.ErrorWithHeaders(
 			rateLimited("You are asking for holds too fast; nothing was held. Retry after Retry-After, with the same Idempotency-Key.", wait),
 			http.Header{"RateLimit-Policy": {policy}, "RateLimit": {state}})
 	}
-	return policy, state, nil
+	return holdLimit{policy, state}, nil
 }
 
 func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*CreateHoldOutput, error) {
@@ -104,19 +108,14 @@ func (h *Handlers) createHold(ctx context.Context, in *CreateHoldInput) (*Create
 		p.Errors = []*huma.ErrorDetail{{Location: "body.seatIds", Message: "expected 1 to 8 seats"}}
 		return nil, p
 	}
-	user := identity(ctx).UserID
-	policy, state, err := h.holdBudget(user)
-	if err != nil {
-		return nil, err
-	}
-	hold, err := h.hold(ctx, in.AdmissionToken, purchase.HoldParams{
-		UserID: user, EventID: eventID, SeatIDs: in.Body.SeatIDs, IdempotencyKey: in.IdempotencyKey,
+	hold, limit, err := h.hold(ctx, in.AdmissionToken, purchase.HoldParams{
+		UserID: identity(ctx).UserID, EventID: eventID, SeatIDs: in.Body.SeatIDs, IdempotencyKey: in.IdempotencyKey,
 	})
 	if err != nil {
 		return nil, err
 	}
 	out := holdOutput(hold)
-	out.RateLimitPolicy, out.RateLimit = policy, state
+	out.RateLimitPolicy, out.RateLimit = limit.policy, limit.state
 	return out, nil
 }
 
@@ -125,13 +124,8 @@ func (h *Handlers) createBestAvailableHold(ctx context.Context, in *CreateBestAv
 	if err != nil {
 		return nil, err
 	}
-	user := identity(ctx).UserID
-	policy, state, err := h.holdBudget(user)
-	if err != nil {
-		return nil, err
-	}
-	hold, err := h.hold(ctx, in.AdmissionToken, purchase.HoldParams{
-		UserID: user, EventID: eventID, IdempotencyKey: in.IdempotencyKey,
+	hold, limit, err := h.hold(ctx, in.AdmissionToken, purchase.HoldParams{
+		UserID: identity(ctx).UserID, EventID: eventID, IdempotencyKey: in.IdempotencyKey,
 		BestAvailable: &purchase.BestAvailable{
 			CategoryID: in.Body.CategoryID, Quantity: in.Body.Quantity, AdjacentOnly: in.Body.AdjacentOnly,
 		},
@@ -140,7 +134,7 @@ func (h *Handlers) createBestAvailableHold(ctx context.Context, in *CreateBestAv
 		return nil, err
 	}
 	out := &CreateBestAvailableHoldOutput{
-		Location: holdOutput(hold).Location, RateLimitPolicy: policy, RateLimit: state,
+		Location: holdOutput(hold).Location, RateLimitPolicy: limit.policy, RateLimit: limit.state,
 		Body: BestAvailableHoldBody{HoldBody: holdOutput(hold).Body, Seats: make([]HeldSeatBody, 0, len(hold.Seats))},
 	}
 	for _, st := range hold.Seats {
@@ -149,10 +143,23 @@ func (h *Handlers) createBestAvailableHold(ctx context.Context, in *CreateBestAv
 	return out, nil
 }
 
-// hold is a hold of either kind past its input checks and the buyer's
-// rate limit: p without CorrelationID, SeatLimit and HoldTTL, which it
-// sets.
-func (h *Handlers) hold(ctx context.Context, admissionToken string, p purchase.HoldParams) (purchase.Hold, error) {
+// hold is a hold of either kind past its input checks: p without
+// CorrelationID, SeatLimit and HoldTTL, which are set on the way. It takes
+// the hold from the buyer's budget (holdBudget) first, and returns the
+// budget's headers with the hold.
+func (h *Handlers) hold(ctx context.Context, admissionToken string, p purchase.HoldParams) (purchase.Hold, holdLimit, error) {
+	limit, err := h.holdBudget(p.UserID)
+	if err != nil {
+		return purchase.Hold{}, limit, err
+	}
+	hold, err := h.admittedHold(ctx, admissionToken, p)
+	return hold, limit, err
+}
+
+// admittedHold is hold once the buyer's budget allowed it: the admission
+// token routes it to its cell, or a refused token falls back to the
+// stored answer of a retry (replayHold).
+func (h *Handlers) admittedHold(ctx context.Context, admissionToken string, p purchase.HoldParams) (purchase.Hold, error) {
 	eventID, user := p.EventID, p.UserID
 	// The token names the event's purchase cell, so a hold goes straight
 	// to that cell's database: no directory lookup, no other cell touched.
