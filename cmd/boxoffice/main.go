@@ -7,6 +7,6 @@ package main
 
 import "boxoffice/cmd/boxoffice/roles"
 
-const usage = "usage: boxoffice <command> [flags]\n\n" + roles.Usage
+var usage = "usage: boxoffice <command> [flags]\n\n" + roles.Usage("commands", roles.Commands)
 
 func main() { roles.Main("boxoffice", usage, roles.Run) }

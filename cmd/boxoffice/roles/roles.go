@@ -12,77 +12,101 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
-// Usage lists the commands Run knows.
-const Usage = `commands:
-  dev       run everything on this machine: private or local PostgreSQL, demo data, tokens
-  serve     run the HTTP API
-  relay     publish the outbox to JetStream (the only publisher)
-  work      run the durable consumers [-only a,b]
-  migrate   apply database migrations (safe to run twice or concurrently)
-  fence     raise the region epoch (--epoch N): older processes can no longer write
-  failover  regional failover, step by step: stop | status | promote | resume (-epoch N+1)
-  smoke     one synthetic purchase and test webhook through the API [-api URL]; exit 0 or the reason
-  reconcile compare the provider's PaymentIntents with orders and repair mismatches [-since 24h] [-dry-run]
-  audit     check the invariants against the database (and NATS_URL); exit 1 if one is broken
-  dlq       dead letters: list [-consumer c] | show SEQ | replay|discard -by WHO -why TEXT SEQ...
-  timeline  one order's story, every fact in time order [-json] ORDER_ID
-  token     mint a development bearer token
-  healthcheck URL  exit 0 if URL answers 2xx (container healthchecks)
-  openapi   print the OpenAPI document (YAML)
-  settings  print the environment variables, their defaults and meanings (the README's table) [-readme FILE]
-  version   print the version and commit
-  help CMD  print a command's flags
-`
+// Command is one of a binary's commands: the word that selects it, its
+// line in the binary's usage, and how it runs. A binary's usage and its
+// dispatch are built from one table of them (Usage, Dispatch), so a
+// command cannot run without being listed, nor be listed without running.
+type Command struct {
+	Name string
+	// Args is what the usage shows after the name, if anything.
+	Args string
+	// Does is the command's line in the usage; a command without one is
+	// not listed (a binary's internal command).
+	Does string
+	// Service marks a long-running role, which takes the Go GC target
+	// (SetGCPercent) before it starts.
+	Service bool
+	// Run runs the command with its flags args until it ends or ctx is
+	// done. Nil for a command Main answers itself (help, version).
+	Run func(ctx context.Context, args []string) error
+}
 
-// ErrUnknownCommand is Run's answer to a command it does not know.
+// Commands are the production binary's commands, in the order its usage
+// lists them.
+var Commands = []Command{
+	{Name: "dev", Does: "run everything on this machine: private or local PostgreSQL, demo data, tokens", Service: true,
+		Run: func(ctx context.Context, args []string) error { return runDev(ctx, args, os.Getenv, os.Stdout) }},
+	{Name: "serve", Does: "run the HTTP API", Service: true,
+		Run: func(ctx context.Context, args []string) error { return runServe(ctx, args, os.Getenv) }},
+	{Name: "relay", Does: "publish the outbox to JetStream (the only publisher)", Service: true,
+		Run: func(ctx context.Context, args []string) error { return runRelay(ctx, args, os.Getenv) }},
+	{Name: "work", Does: "run the durable consumers [-only a,b]", Service: true,
+		Run: func(ctx context.Context, args []string) error { return runWork(ctx, args, os.Getenv) }},
+	{Name: "migrate", Does: "apply database migrations (safe to run twice or concurrently)", Run: runMigrate},
+	{Name: "fence", Does: "raise the region epoch (--epoch N): older processes can no longer write",
+		Run: func(ctx context.Context, args []string) error { return runFence(ctx, args, os.Getenv, os.Stdout) }},
+	{Name: "failover", Does: "regional failover, step by step: stop | status | promote | resume (-epoch N+1)",
+		Run: func(ctx context.Context, args []string) error { return runFailover(ctx, args, os.Getenv, os.Stdout) }},
+	{Name: "smoke", Does: "one synthetic purchase and test webhook through the API [-api URL]; exit 0 or the reason",
+		Run: func(ctx context.Context, args []string) error { return runSmoke(ctx, args, os.Getenv, os.Stdout) }},
+	{Name: "reconcile", Does: "compare the provider's PaymentIntents with orders and repair mismatches [-since 24h] [-dry-run]",
+		Run: func(ctx context.Context, args []string) error { return runReconcile(ctx, args, os.Getenv, os.Stdout) }},
+	{Name: "audit", Does: "check the invariants against the database (and NATS_URL); exit 1 if one is broken",
+		Run: func(ctx context.Context, args []string) error { return runAudit(ctx, args, os.Getenv, os.Stdout) }},
+	{Name: "dlq", Does: "dead letters: list [-consumer c] | show SEQ | replay|discard -by WHO -why TEXT SEQ...",
+		Run: func(ctx context.Context, args []string) error { return runDLQ(ctx, args, os.Getenv, os.Stdout) }},
+	{Name: "timeline", Does: "one order's story, every fact in time order [-json] ORDER_ID",
+		Run: func(ctx context.Context, args []string) error { return runTimeline(ctx, args, os.Getenv, os.Stdout) }},
+	{Name: "token", Does: "mint a development bearer token",
+		Run: func(_ context.Context, args []string) error { return runToken(args) }},
+	{Name: "healthcheck", Args: "URL", Does: "exit 0 if URL answers 2xx (container healthchecks)", Run: runHealthcheck},
+	{Name: "openapi", Does: "print the OpenAPI document (YAML)",
+		Run: func(_ context.Context, args []string) error { return runOpenAPI(args) }},
+	{Name: "settings", Does: "print the environment variables, their defaults and meanings (the README's table) [-readme FILE]",
+		Run: func(_ context.Context, args []string) error { return runSettings(args, os.Stdout) }},
+	{Name: "version", Does: "print the version and commit"},
+	{Name: "help", Args: "CMD", Does: "print a command's flags"},
+}
+
+// Usage lists the listed commands of cmds under heading, a line each.
+func Usage(heading string, cmds []Command) string {
+	var b strings.Builder
+	b.WriteString(heading + ":\n")
+	for _, c := range cmds {
+		if c.Does == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "  %-9s %s\n", strings.TrimSpace(c.Name+" "+c.Args), c.Does)
+	}
+	return b.String()
+}
+
+// ErrUnknownCommand is Dispatch's answer to a command it does not know.
 var ErrUnknownCommand = errors.New("unknown command")
 
-// Run runs the role or operator command cmd with its flags args until it
-// ends or ctx is done.
+// Dispatch runs the command of cmds named name, with its flags args, until
+// it ends or ctx is done; ErrUnknownCommand when cmds has none that runs.
+func Dispatch(ctx context.Context, cmds []Command, name string, args []string) error {
+	for _, c := range cmds {
+		if c.Name != name || c.Run == nil {
+			continue
+		}
+		if c.Service {
+			SetGCPercent(os.Getenv)
+		}
+		return c.Run(ctx, args)
+	}
+	return ErrUnknownCommand
+}
+
+// Run runs the production binary's command cmd (Commands) with its flags
+// args until it ends or ctx is done.
 func Run(ctx context.Context, cmd string, args []string) error {
-	switch cmd {
-	case "dev", "serve", "relay", "work":
-		SetGCPercent(os.Getenv)
-	}
-	switch cmd {
-	case "dev":
-		return runDev(ctx, args, os.Getenv, os.Stdout)
-	case "serve":
-		return runServe(ctx, args, os.Getenv)
-	case "relay":
-		return runRelay(ctx, args, os.Getenv)
-	case "work":
-		return runWork(ctx, args, os.Getenv)
-	case "migrate":
-		return runMigrate(ctx, args)
-	case "fence":
-		return runFence(ctx, args, os.Getenv, os.Stdout)
-	case "failover":
-		return runFailover(ctx, args, os.Getenv, os.Stdout)
-	case "smoke":
-		return runSmoke(ctx, args, os.Getenv, os.Stdout)
-	case "reconcile":
-		return runReconcile(ctx, args, os.Getenv, os.Stdout)
-	case "audit":
-		return runAudit(ctx, args, os.Getenv, os.Stdout)
-	case "dlq":
-		return runDLQ(ctx, args, os.Getenv, os.Stdout)
-	case "timeline":
-		return runTimeline(ctx, args, os.Getenv, os.Stdout)
-	case "healthcheck":
-		return runHealthcheck(ctx, args)
-	case "token":
-		return runToken(args)
-	case "openapi":
-		return runOpenAPI(args)
-	case "settings":
-		return runSettings(args, os.Stdout)
-	default:
-		return ErrUnknownCommand
-	}
+	return Dispatch(ctx, Commands, cmd, args)
 }
 
 // Main is a binary's main: it runs os.Args' command through run (Run, for
