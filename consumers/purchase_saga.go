@@ -16,24 +16,12 @@ import (
 // PurchaseSagaName is the durable name of the purchase saga's consumer.
 const PurchaseSagaName = purchase.SagaConsumer
 
-// purchaseSagaTypes are the event types the saga reacts to (docs/saga.md,
-// the purchase_saga rows). HoldCreated is not one: the hold transaction
-// writes its PaymentAuthorizationRequested itself, and a saga reading
-// HoldCreated too would request a second PaymentIntent.
-var purchaseSagaTypes = []string{
-	outbox.TypePaymentIntentCreated,
-	outbox.TypePaymentAuthorized,
-	outbox.TypePaymentCaptured,
-	outbox.TypePaymentFailed,
-	outbox.TypePaymentRefunded,
-	outbox.TypeAuthorizationCanceled,
-}
-
 // PurchaseSagaSubjects are the subjects the purchase saga reads, one per
-// event type it handles.
+// event type it has a step for (purchase.SagaTypes).
 var PurchaseSagaSubjects = func() []string {
-	subjects := make([]string, len(purchaseSagaTypes))
-	for i, t := range purchaseSagaTypes {
+	types := purchase.SagaTypes()
+	subjects := make([]string, len(types))
+	for i, t := range types {
 		subjects[i] = bus.SubjectPrefix + outbox.AggregateOrder + "." + t
 	}
 	return subjects
@@ -65,8 +53,9 @@ func NewPurchaseSaga(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config, sag
 // so the event is applied once the state it needs is there. Event types
 // the saga does not handle are acked without effect.
 func PurchaseSagaHandler(saga *purchase.Saga) HandlerFunc {
+	sagaTypes := purchase.SagaTypes()
 	return func(ctx context.Context, tx pgx.Tx, ev outbox.Envelope) error {
-		if !slices.Contains(purchaseSagaTypes, ev.EventType) {
+		if !slices.Contains(sagaTypes, ev.EventType) {
 			return nil
 		}
 		return saga.Apply(ctx, tx, ev, nil)

@@ -469,21 +469,50 @@ const SagaConsumer = "purchase_saga"
 // second effect. The step's errors are those of the method of ev's type;
 // an order that does not exist is also ErrOrderNotFound.
 func (s *Saga) Apply(ctx context.Context, tx pgx.Tx, ev outbox.Envelope, before func(*OrderTx) error) error {
-	switch ev.EventType {
-	case outbox.TypePaymentIntentCreated:
-		return run(ctx, s, tx, ev, before, s.paymentIntentCreated)
-	case outbox.TypePaymentAuthorized:
-		return run(ctx, s, tx, ev, before, s.paymentAuthorized)
-	case outbox.TypePaymentCaptured:
-		return run(ctx, s, tx, ev, before, s.paymentCaptured)
-	case outbox.TypePaymentFailed:
-		return run(ctx, s, tx, ev, before, s.paymentFailed)
-	case outbox.TypePaymentRefunded:
-		return run(ctx, s, tx, ev, before, s.paymentRefunded)
-	case outbox.TypeAuthorizationCanceled:
-		return run(ctx, s, tx, ev, before, s.authorizationCanceled)
+	for _, st := range sagaSteps {
+		if st.eventType == ev.EventType {
+			return st.apply(ctx, s, tx, ev, before)
+		}
 	}
 	return fmt.Errorf("%w: the saga has no step for %s", ErrPermanent, ev.EventType)
+}
+
+// sagaStep runs one step of the saga, as Apply does.
+type sagaStep func(ctx context.Context, s *Saga, tx pgx.Tx, ev outbox.Envelope, before func(*OrderTx) error) error
+
+// sagaSteps are the saga's steps, each with the type of the event it
+// applies (docs/saga.md, the purchase_saga rows): the one list of them,
+// which Apply runs and SagaTypes names. HoldCreated is not one: the hold
+// transaction writes its PaymentAuthorizationRequested itself, and a saga
+// reading HoldCreated too would request a second PaymentIntent.
+var sagaSteps = []struct {
+	eventType string
+	apply     sagaStep
+}{
+	{outbox.TypePaymentIntentCreated, stepOf((*Saga).paymentIntentCreated)},
+	{outbox.TypePaymentAuthorized, stepOf((*Saga).paymentAuthorized)},
+	{outbox.TypePaymentCaptured, stepOf((*Saga).paymentCaptured)},
+	{outbox.TypePaymentFailed, stepOf((*Saga).paymentFailed)},
+	{outbox.TypePaymentRefunded, stepOf((*Saga).paymentRefunded)},
+	{outbox.TypeAuthorizationCanceled, stepOf((*Saga).authorizationCanceled)},
+}
+
+// SagaTypes returns the types of the events the saga has a step for, in
+// the order of its steps: the subjects its consumer reads.
+func SagaTypes() []string {
+	types := make([]string, len(sagaSteps))
+	for i, st := range sagaSteps {
+		types[i] = st.eventType
+	}
+	return types
+}
+
+// stepOf is the step whose payload is a T and whose body is body (a
+// method expression of one of the saga's step bodies).
+func stepOf[T any](body func(s *Saga, ctx context.Context, st *step, p T) error) sagaStep {
+	return func(ctx context.Context, s *Saga, tx pgx.Tx, ev outbox.Envelope, before func(*OrderTx) error) error {
+		return run(ctx, s, tx, ev, before, func(ctx context.Context, st *step, p T) error { return body(s, ctx, st, p) })
+	}
 }
 
 // run is every step's frame: open, before, then the step's body.
