@@ -14,12 +14,8 @@ const PaymentCommandsName = "payments"
 // PaymentCommandsSubjects are the subjects the payments consumer reads: the
 // saga's four commands to the payment provider.
 func PaymentCommandsSubjects() []string {
-	return []string{
-		bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypePaymentAuthorizationRequested,
-		bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypeCaptureRequested,
-		bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypeAuthorizationCancelRequested,
-		bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypeRefundRequested,
-	}
+	return bus.Subjects(outbox.AggregateOrder, outbox.TypePaymentAuthorizationRequested, outbox.TypeCaptureRequested,
+		outbox.TypeAuthorizationCancelRequested, outbox.TypeRefundRequested)
 }
 
 // PaymentCommandsMaxDeliver is the payments consumer's MaxDeliver: with

@@ -18,14 +18,7 @@ const PurchaseSagaName = purchase.SagaConsumer
 
 // PurchaseSagaSubjects are the subjects the purchase saga reads, one per
 // event type it has a step for (purchase.SagaTypes).
-var PurchaseSagaSubjects = func() []string {
-	types := purchase.SagaTypes()
-	subjects := make([]string, len(types))
-	for i, t := range types {
-		subjects[i] = bus.SubjectPrefix + outbox.AggregateOrder + "." + t
-	}
-	return subjects
-}()
+var PurchaseSagaSubjects = bus.Subjects(outbox.AggregateOrder, purchase.SagaTypes()...)
 
 // PurchaseSagaConfig is the purchase saga's consumer configuration: its
 // name and subjects. The caller adds Logger and Registerer (and may tune

@@ -23,7 +23,7 @@ const TicketsName = tickets.ConsumerName
 
 // TicketsSubjects are the subjects the tickets consumer reads: only
 // TicketIssueRequested.
-var TicketsSubjects = []string{bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypeTicketIssueRequested}
+var TicketsSubjects = bus.Subjects(outbox.AggregateOrder, outbox.TypeTicketIssueRequested)
 
 // NewTickets returns the tickets consumer: for each TicketIssueRequested it
 // runs issuer.Issue in the inbox transaction. cfg.Name and

@@ -27,13 +27,9 @@ const WaitlistName = "waitlist"
 // back on sale: an expired hold, a canceled order, a refund (that may
 // resell its seats), a payment that failed (the saga may fail the order
 // and release its seats), blocks the organizer released.
-var WaitlistSubjects = []string{
-	bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypeHoldExpired,
-	bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypeOrderCanceled,
-	bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypeRefundRequested,
-	bus.SubjectPrefix + outbox.AggregateOrder + "." + outbox.TypePaymentFailed,
-	bus.SubjectPrefix + outbox.AggregateEvent + "." + outbox.TypeSeatsReleased,
-}
+var WaitlistSubjects = append(
+	bus.Subjects(outbox.AggregateOrder, outbox.TypeHoldExpired, outbox.TypeOrderCanceled, outbox.TypeRefundRequested, outbox.TypePaymentFailed),
+	bus.Subject(outbox.AggregateEvent, outbox.TypeSeatsReleased))
 
 // NewWaitlist returns the waitlist consumer (WaitlistPlan, applying
 // WaitlistHandler). cfg.Name and cfg.FilterSubjects are set here; the

@@ -21,13 +21,7 @@ import (
 // FanOutSubjects are the subjects the fan-out reads: the domain events
 // that become public facts. They are in default terms; the consumer
 // runtime maps them into its namespace (consumers.Config.Bus).
-var FanOutSubjects = func() []string {
-	s := make([]string, len(sourceTypes))
-	for i, t := range sourceTypes {
-		s[i] = bus.SubjectPrefix + outbox.AggregateOrder + "." + t
-	}
-	return s
-}()
+var FanOutSubjects = bus.Subjects(outbox.AggregateOrder, sourceTypes...)
 
 // ErrNothingToSend is FanOutPlan.Err's answer for an event that stands for
 // no fact an enabled endpoint of its organizer subscribes to (or for no

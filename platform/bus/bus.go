@@ -36,6 +36,24 @@ const (
 	DLQSubjectPrefix = "dlq.ticketing."
 )
 
+// Subject is the subject of Stream that the events of an aggregate and an
+// event type go on: ticketing.<aggregate>.<event_type>. It is the one
+// spelling of it: the outbox stores it with each row
+// (outbox.Envelope.Subject), and each consumer names what it reads with
+// it (Subjects).
+func Subject(aggregate, eventType string) string {
+	return SubjectPrefix + aggregate + "." + eventType
+}
+
+// Subjects is Subject of each of an aggregate's event types, in order.
+func Subjects(aggregate string, eventTypes ...string) []string {
+	s := make([]string, len(eventTypes))
+	for i, t := range eventTypes {
+		s[i] = Subject(aggregate, t)
+	}
+	return s
+}
+
 // How the consumer runtime's durable consumers keep their pull requests:
 // each lives PullExpiry at the server, which sends an idle heartbeat every
 // PullHeartbeat while it has nothing to deliver, and nats.go makes the

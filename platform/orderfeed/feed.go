@@ -244,10 +244,10 @@ func subjects(ns bus.Namespace) []string {
 	var s []string
 	for _, t := range outbox.OrderTypes {
 		if Follows(t) {
-			s = append(s, ns.Subject(bus.SubjectPrefix+outbox.AggregateOrder+"."+t))
+			s = append(s, ns.Subject(bus.Subject(outbox.AggregateOrder, t)))
 		}
 	}
-	return append(s, ns.Subject(bus.SubjectPrefix+outbox.AggregateWaitlistEntry+".>"))
+	return append(s, ns.Subject(bus.Subject(outbox.AggregateWaitlistEntry, ">")))
 }
 
 // New returns a feed for cfg; Run makes it follow the bus.

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"boxoffice/platform/bus"
 	"boxoffice/platform/db"
 	"boxoffice/platform/telemetry"
 	"boxoffice/sqlcgen"
@@ -110,7 +111,7 @@ type Envelope struct {
 // Subject is the JetStream subject the event is published on:
 // ticketing.<aggregate>.<event_type>.
 func (e Envelope) Subject() string {
-	return "ticketing." + e.AggregateType + "." + e.EventType
+	return bus.Subject(e.AggregateType, e.EventType)
 }
 
 // NewOrderEvent builds the envelope of an order event with a fresh,
