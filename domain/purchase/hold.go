@@ -252,28 +252,9 @@ func (s *Service) reserveOn(ctx context.Context, on sqlcgen.DBTX, p HoldParams, 
 		}
 	}
 	row, err := run(ctx, func(ctx context.Context) (reservation, error) {
-		if ba := p.BestAvailable; ba != nil {
-			r, err := sqlcgen.New().HoldBestAvailable(ctx, on, sqlcgen.HoldBestAvailableParams{
-				EventID:         p.EventID,
-				CategoryID:      ba.CategoryID,
-				Quantity:        int32(ba.Quantity),
-				AdjacentOnly:    ba.AdjacentOnly,
-				UserID:          p.UserID,
-				OrderID:         h.OrderID,
-				HoldID:          h.HoldID,
-				HoldTtl:         cmp.Or(p.HoldTTL, s.cfg.HoldTTL),
-				IdempotencyKey:  p.IdempotencyKey,
-				RequestHash:     hash,
-				KeyTtl:          s.cfg.KeyTTL,
-				CorrelationID:   p.CorrelationID,
-				OutboxID:        uuid.Must(uuid.NewV7()),
-				SeatLimit:       int32(max(p.SeatLimit, 0)),
-				AuthorizationID: uuid.Must(uuid.NewV7()),
-				TraceParent:     telemetry.StoredParent(ctx),
-			})
-			return reservation(r), err
-		}
-		r, err := sqlcgen.New().HoldReserve(ctx, on, sqlcgen.HoldReserveParams{
+		// Both kinds of hold run hold_reserve with these arguments; a
+		// best-available hold picks the seats first (hold_best_available).
+		args := sqlcgen.HoldReserveParams{
 			EventID:         p.EventID,
 			SeatIds:         seatIDs,
 			UserID:          p.UserID,
@@ -288,7 +269,18 @@ func (s *Service) reserveOn(ctx context.Context, on sqlcgen.DBTX, p HoldParams, 
 			SeatLimit:       int32(max(p.SeatLimit, 0)),
 			AuthorizationID: uuid.Must(uuid.NewV7()),
 			TraceParent:     telemetry.StoredParent(ctx),
-		})
+		}
+		if ba := p.BestAvailable; ba != nil {
+			r, err := sqlcgen.New().HoldBestAvailable(ctx, on, sqlcgen.HoldBestAvailableParams{
+				EventID: args.EventID, CategoryID: ba.CategoryID, Quantity: int32(ba.Quantity), AdjacentOnly: ba.AdjacentOnly,
+				UserID: args.UserID, OrderID: args.OrderID, HoldID: args.HoldID, HoldTtl: args.HoldTtl,
+				IdempotencyKey: args.IdempotencyKey, RequestHash: args.RequestHash, KeyTtl: args.KeyTtl,
+				CorrelationID: args.CorrelationID, OutboxID: args.OutboxID, SeatLimit: args.SeatLimit,
+				AuthorizationID: args.AuthorizationID, TraceParent: args.TraceParent,
+			})
+			return reservation(r), err
+		}
+		r, err := sqlcgen.New().HoldReserve(ctx, on, args)
 		return reservation{Outcome: r.Outcome, Taken: r.Taken, ExpiresAt: r.ExpiresAt, AmountMinor: r.AmountMinor,
 			Currency: r.Currency, KeyRequestHash: r.KeyRequestHash, KeyResponse: r.KeyResponse}, err
 	})
