@@ -28,6 +28,7 @@ import (
 	"boxoffice/platform/fault"
 	"boxoffice/platform/organizer"
 	"boxoffice/platform/page"
+	"boxoffice/platform/sliceutil"
 	"boxoffice/sqlcgen"
 )
 
@@ -571,10 +572,7 @@ func (c *Catalog) loadSeats(ctx context.Context, eventID uuid.UUID) (SeatMap, er
 	if err != nil {
 		return SeatMap{}, fmt.Errorf("list seats: %w", err)
 	}
-	seats := make([]SeatStatus, len(rows))
-	for i, r := range rows {
-		seats[i] = SeatStatus(r)
-	}
+	seats := sliceutil.Map(rows, func(r sqlcgen.SeatListByEventRow) SeatStatus { return SeatStatus(r) })
 	cats, err := c.Categories(ctx, eventID)
 	if err != nil {
 		return SeatMap{}, err
@@ -589,11 +587,9 @@ func (c *Catalog) Categories(ctx context.Context, eventID uuid.UUID) ([]PriceCat
 	if err != nil {
 		return nil, fmt.Errorf("list price categories: %w", err)
 	}
-	cats := make([]PriceCategory, len(rows))
-	for i, r := range rows {
-		cats[i] = PriceCategory{ID: r.ID, Name: r.Name, PriceMinor: r.PriceMinor, SeatLimit: int(r.SeatLimit)}
-	}
-	return cats, nil
+	return sliceutil.Map(rows, func(r sqlcgen.PriceCategoryListByEventRow) PriceCategory {
+		return PriceCategory{ID: r.ID, Name: r.Name, PriceMinor: r.PriceMinor, SeatLimit: int(r.SeatLimit)}
+	}), nil
 }
 
 // Cursor is the position of e in a list of events.
@@ -611,9 +607,5 @@ func (c *Catalog) EventsByOrganizer(ctx context.Context, organizerID uuid.UUID, 
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	evs := make([]Event, len(rows))
-	for i, r := range rows {
-		evs[i] = Event(r)
-	}
-	return evs, nil
+	return sliceutil.Map(rows, func(r sqlcgen.Event) Event { return Event(r) }), nil
 }

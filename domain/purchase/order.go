@@ -12,6 +12,7 @@ import (
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/page"
+	"boxoffice/platform/sliceutil"
 	"boxoffice/sqlcgen"
 )
 
@@ -137,11 +138,7 @@ func (f OrderFilter) limit() int {
 }
 
 func (f OrderFilter) statuses() []string {
-	out := make([]string, len(f.Statuses))
-	for i, st := range f.Statuses {
-		out[i] = string(st)
-	}
-	return out
+	return sliceutil.Map(f.Statuses, func(st OrderStatus) string { return string(st) })
 }
 
 func (f OrderFilter) before() (*time.Time, *uuid.UUID) {

@@ -15,6 +15,7 @@ import (
 
 	"boxoffice/platform/db"
 	"boxoffice/platform/outbox"
+	"boxoffice/platform/sliceutil"
 	"boxoffice/sqlcgen"
 )
 
@@ -388,11 +389,9 @@ type ExpiredHold struct {
 
 // Claimed are the claimed holds, oldest expiry first.
 func (b *ExpiredHolds) Claimed() []ExpiredHold {
-	out := make([]ExpiredHold, len(b.claimed))
-	for i, c := range b.claimed {
-		out[i] = ExpiredHold{HoldID: c.ID, OrderID: c.OrderID, CorrelationID: c.CorrelationID, SeatIDs: c.SeatIds, DelaySeconds: c.DelaySeconds}
-	}
-	return out
+	return sliceutil.Map(b.claimed, func(c sqlcgen.HoldClaimExpiredRow) ExpiredHold {
+		return ExpiredHold{HoldID: c.ID, OrderID: c.OrderID, CorrelationID: c.CorrelationID, SeatIDs: c.SeatIds, DelaySeconds: c.DelaySeconds}
+	})
 }
 
 // ReleaseSeats locks the seats the holds still own, in seat id order, and

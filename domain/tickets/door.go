@@ -11,6 +11,7 @@ import (
 
 	"boxoffice/domain/purchase"
 	"boxoffice/platform/db"
+	"boxoffice/platform/sliceutil"
 	"boxoffice/sqlcgen"
 )
 
@@ -204,9 +205,7 @@ func (d *Door) Counts(ctx context.Context, organizerID, eventID uuid.UUID) ([]Ga
 	if err != nil {
 		return nil, fmt.Errorf("count check-ins: %w", err)
 	}
-	out := make([]GateCount, len(rows))
-	for i, r := range rows {
-		out[i] = GateCount{Gate: r.Gate, CheckedIn: int(r.CheckedIn), LastScannedAt: r.LastScannedAt.UTC()}
-	}
-	return out, nil
+	return sliceutil.Map(rows, func(r sqlcgen.CheckInCountsByGateRow) GateCount {
+		return GateCount{Gate: r.Gate, CheckedIn: int(r.CheckedIn), LastScannedAt: r.LastScannedAt.UTC()}
+	}), nil
 }

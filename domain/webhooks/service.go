@@ -16,6 +16,7 @@ import (
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/page"
+	"boxoffice/platform/sliceutil"
 	"boxoffice/sqlcgen"
 )
 
@@ -355,11 +356,7 @@ func (s *Service) List(ctx context.Context, organizerID uuid.UUID, after *page.C
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}
-	out := make([]Endpoint, len(rows))
-	for i, r := range rows {
-		out[i] = endpointOf(r)
-	}
-	return out, nil
+	return sliceutil.Map(rows, endpointOf), nil
 }
 
 // Get returns one of the organizer's endpoints, or ErrNotFound.

@@ -38,6 +38,7 @@ import (
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/organizer"
+	"boxoffice/platform/sliceutil"
 	"boxoffice/sqlcgen"
 )
 
@@ -198,11 +199,7 @@ func (s *Store) List(ctx context.Context, organizerID uuid.UUID) ([]Key, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
-	keys := make([]Key, len(rows))
-	for i, r := range rows {
-		keys[i] = Key(r)
-	}
-	return keys, nil
+	return sliceutil.Map(rows, func(r sqlcgen.APIKeyListRow) Key { return Key(r) }), nil
 }
 
 // Revoke revokes the organizer's key id: from the moment it returns, every

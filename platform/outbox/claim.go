@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"boxoffice/platform/db"
+	"boxoffice/platform/sliceutil"
 	"boxoffice/sqlcgen"
 )
 
@@ -55,11 +56,7 @@ func Claim(ctx context.Context, d db.DBTX, p ClaimParams) ([]Claimed, error) {
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	out := make([]Claimed, len(rows))
-	for i, r := range rows {
-		out[i] = Claimed(r)
-	}
-	return out, nil
+	return sliceutil.Map(rows, func(r sqlcgen.OutboxClaimRow) Claimed { return Claimed(r) }), nil
 }
 
 // SettleParams is what a relay learned of one leased batch.
