@@ -4,6 +4,7 @@ import (
 	"cmp"
 
 	"boxoffice/platform/page"
+	"boxoffice/platform/sliceutil"
 )
 
 // PageInput is the page parameters of a list an organizer pages through,
@@ -30,10 +31,7 @@ type PageOutput struct {
 // there may be more (none when it is not).
 func listPage[T interface{ Cursor() page.Cursor }, B any](items []T, limit int, body func(T) B) ([]B, PageOutput) {
 	items = items[:max(min(len(items), limit), 0)]
-	bodies := make([]B, len(items))
-	for i, it := range items {
-		bodies[i] = body(it)
-	}
+	bodies := sliceutil.Map(items, body)
 	var end PageOutput
 	if n := len(items); n > 0 && n == limit {
 		end.NextCursor = items[n-1].Cursor().String()

@@ -16,6 +16,7 @@ import (
 	"boxoffice/platform/db"
 	"boxoffice/platform/fault"
 	"boxoffice/platform/outbox"
+	"boxoffice/platform/sliceutil"
 	"boxoffice/sqlcgen"
 )
 
@@ -480,15 +481,18 @@ func (s *Saga) Apply(ctx context.Context, tx pgx.Tx, ev outbox.Envelope, before 
 // sagaStep runs one step of the saga, as Apply does.
 type sagaStep func(ctx context.Context, s *Saga, tx pgx.Tx, ev outbox.Envelope, before func(*OrderTx) error) error
 
+// sagaStepOf is a step with the type of the event it applies.
+type sagaStepOf struct {
+	eventType string
+	apply     sagaStep
+}
+
 // sagaSteps are the saga's steps, each with the type of the event it
 // applies (docs/saga.md, the purchase_saga rows): the one list of them,
 // which Apply runs and SagaTypes names. HoldCreated is not one: the hold
 // transaction writes its PaymentAuthorizationRequested itself, and a saga
 // reading HoldCreated too would request a second PaymentIntent.
-var sagaSteps = []struct {
-	eventType string
-	apply     sagaStep
-}{
+var sagaSteps = []sagaStepOf{
 	{outbox.TypePaymentIntentCreated, stepOf((*Saga).paymentIntentCreated)},
 	{outbox.TypePaymentAuthorized, stepOf((*Saga).paymentAuthorized)},
 	{outbox.TypePaymentCaptured, stepOf((*Saga).paymentCaptured)},
@@ -500,11 +504,7 @@ var sagaSteps = []struct {
 // SagaTypes returns the types of the events the saga has a step for, in
 // the order of its steps: the subjects its consumer reads.
 func SagaTypes() []string {
-	types := make([]string, len(sagaSteps))
-	for i, st := range sagaSteps {
-		types[i] = st.eventType
-	}
-	return types
+	return sliceutil.Map(sagaSteps, func(st sagaStepOf) string { return st.eventType })
 }
 
 // stepOf is the step whose payload is a T and whose body is body (a

@@ -21,6 +21,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"boxoffice/platform/sliceutil"
 )
 
 // Stream names and subjects (docs/design/outbox.md).
@@ -47,11 +49,7 @@ func Subject(aggregate, eventType string) string {
 
 // Subjects is Subject of each of an aggregate's event types, in order.
 func Subjects(aggregate string, eventTypes ...string) []string {
-	s := make([]string, len(eventTypes))
-	for i, t := range eventTypes {
-		s[i] = Subject(aggregate, t)
-	}
-	return s
+	return sliceutil.Map(eventTypes, func(t string) string { return Subject(aggregate, t) })
 }
 
 // How the consumer runtime's durable consumers keep their pull requests:
